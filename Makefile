@@ -1,0 +1,43 @@
+# EncoderLab: `make run` installs and starts the app; `make test` installs everything the tests need and runs them.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+PORT ?= 8501
+
+.PHONY: run test install install-test chromium bench models clean
+
+$(VENV)/.installed: requirements.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -r requirements.txt
+	touch $@
+
+$(VENV)/.test-installed: requirements-test.txt $(VENV)/.installed
+	$(PIP) install -q -r requirements-test.txt
+	touch $@
+
+install: $(VENV)/.installed
+
+install-test: $(VENV)/.test-installed chromium
+
+chromium:
+	@bash scripts/install_chromium.sh
+
+run: install
+	$(PY) -m streamlit run app/main.py --server.port $(PORT) --server.address $${ENCODERLAB_HOST:-localhost}
+
+test: install-test
+	HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false $(PY) -m pytest -q -p no:cacheprovider tests
+
+bench: install
+	$(PY) bench/speed.py
+	@for b in bench/*.py; do [ "$$b" = bench/speed.py ] || { echo "== $$b"; $(PY) $$b || exit 1; }; done
+
+# Retrain the four bundled models (assets/models) from the committed corpus (assets/corpus) and rewrite their
+# model cards; CPU is enough (the cards record the time). Regenerate the corpus itself: scripts/build_corpus.py.
+models: install
+	HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false OMP_WAIT_POLICY=PASSIVE $(PY) -m core.pretrain zoo --out assets/models
+
+clean:
+	rm -rf $(VENV) tests/e2e/screenshots

@@ -1,0 +1,1 @@
+"""EncoderLab's Streamlit layer: navigation, the shared sidebar, cached loaders, renderers."""

@@ -1,0 +1,37 @@
+"""Cached model loading: one copy per process, shared by every session (never mutated in place)."""
+from __future__ import annotations
+
+import streamlit as st
+
+from app import state
+from core.models import LoadedModel, ModelLoadError, ModelSpec, load
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def _cached(family: str, checkpoint: str, device: str, task: str, attentions: bool) -> LoadedModel:
+    return load(ModelSpec(family, checkpoint, device), task=task, attentions=attentions)
+
+
+def get_model(spec: ModelSpec, task: str = "base", attentions: bool = False) -> LoadedModel:
+    """Load through the process-wide cache. Raises ModelLoadError with a message for the page."""
+    return _cached(spec.family, spec.checkpoint, spec.device, task, attentions)
+
+
+def model_or_error(task: str = "base", attentions: bool = False, spec: ModelSpec | None = None) -> LoadedModel | None:
+    """The sidebar's model for ``task``, with a source banner; or None after showing why it cannot load."""
+    spec = spec or state.current_spec()
+    if spec is None:
+        st.error(st.session_state.get(state.SPEC_ERROR) or "Pick a model in the sidebar.")
+        return None
+    try:
+        with st.spinner(f"Loading {spec.checkpoint} …"):
+            lm = get_model(spec, task, attentions)
+    except ModelLoadError as e:
+        st.error(str(e))
+        return None
+    source_banner(lm)
+    return lm
+
+
+def source_banner(lm: LoadedModel) -> None:
+    st.caption(f"**{lm.spec.checkpoint}** · {lm.family.label} · weights from **{lm.source}** · on `{lm.device}`")

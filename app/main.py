@@ -1,0 +1,23 @@
+"""EncoderLab entry point: `streamlit run app/main.py`."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import streamlit as st  # noqa: E402
+
+from app import state  # noqa: E402
+from app.nav import build_navigation  # noqa: E402
+from app.sidebar import model_picker  # noqa: E402
+
+# A local favicon: a :material/...: icon here would be fetched from a font CDN, which a workshop room lacks.
+st.set_page_config(page_title="EncoderLab", page_icon=str(ROOT / "assets" / "icon.png"), layout="wide")
+state.init()
+
+page = st.navigation(build_navigation())
+model_picker()
+page.run()

@@ -1,0 +1,187 @@
+"""Inference speed of each family's base architecture on the current device (the Speed page and bench/speed.py).
+
+Random weights of the real configs (timing does not depend on the values). Models are timed round-robin,
+one forward each per round, so that a noisy shared machine slows them all alike; the median is reported.
+Run from the command line: ``python -m core.bench --seq-len 128 --batch 8``.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from core.models import FAMILIES, official_config, resolve_device
+
+SEED_CLAIMS = {
+    ("distilbert", "bert"): ("DistilBERT is about 1.7x faster than BERT-base", 1.7),
+    ("albert", "bert"): ("ALBERT-base is not faster at inference despite ~9x fewer parameters", 1.0),
+}
+
+
+@dataclass(frozen=True)
+class SpeedConfig:
+    families: tuple[str, ...] = ("bert", "roberta", "albert", "distilbert")
+    seq_len: int = 128
+    batch: int = 8
+    repeats: int = 5
+    warmup: int = 1
+    device: str = "auto"
+    threads: int | None = None
+
+    def __post_init__(self) -> None:
+        if not self.families:
+            raise ValueError("Pick at least one family to time.")
+        unknown = [f for f in self.families if f not in FAMILIES]
+        if unknown:
+            raise ValueError(f"Unknown families {unknown}: use {', '.join(FAMILIES)}.")
+        if not 8 <= self.seq_len <= 512:
+            raise ValueError(f"Sequence length {self.seq_len} is out of range: use 8 to 512 tokens.")
+        if not 1 <= self.batch <= 256:
+            raise ValueError(f"Batch {self.batch} is out of range: use 1 to 256.")
+        if not 1 <= self.repeats <= 100:
+            raise ValueError(f"Repeats {self.repeats} is out of range: use 1 to 100.")
+
+
+@dataclass(frozen=True)
+class SpeedRow:
+    family: str
+    label: str
+    checkpoint: str
+    params: int
+    layers: int
+    latency_ms: float  # median over repeats, one batch
+    latency_std_ms: float
+    throughput: float  # sequences per second
+    samples_ms: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
+class SpeedResult:
+    rows: tuple[SpeedRow, ...]
+    seq_len: int
+    batch: int
+    repeats: int
+    device: str
+    device_name: str
+    note: str = "random weights of the official base configs"
+    claims: dict = field(default_factory=dict)
+
+    def row(self, family: str) -> SpeedRow:
+        for r in self.rows:
+            if r.family == family:
+                return r
+        raise KeyError(family)
+
+    def speedup(self, fast: str, base: str) -> float:
+        """How many times faster ``fast`` is than ``base`` (base latency / fast latency)."""
+        return self.row(base).latency_ms / self.row(fast).latency_ms
+
+    def comparisons(self) -> list[tuple[str, float, str, float]]:
+        """(pair, measured speedup, claim text, claimed speedup) for each seed claim whose models were timed."""
+        fams = {r.family for r in self.rows}
+        out = []
+        for (fast, base), (text, claim) in SEED_CLAIMS.items():
+            if fast in fams and base in fams:
+                out.append((f"{FAMILIES[fast].label} vs {FAMILIES[base].label}", self.speedup(fast, base), text, claim))
+        return out
+
+
+def _build(family: str, device: str):
+    import torch
+    import transformers
+
+    cfg = official_config(FAMILIES[family].base_checkpoint)
+    torch.manual_seed(0)
+    model = getattr(transformers, FAMILIES[family].classes["base"])(cfg).eval().to(device)
+    return model, cfg
+
+
+def measure_speed(cfg: SpeedConfig, on_progress: Callable[[float, str], None] | None = None) -> SpeedResult:
+    """Time a forward pass of each family's base model; returns a SpeedResult. ``on_progress`` may raise to stop."""
+    import torch
+
+    dev = resolve_device(cfg.device)
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    built = {}
+    steps = len(cfg.families) * (1 + cfg.warmup) + cfg.repeats * len(cfg.families)
+    done = 0
+
+    def tick(msg: str) -> None:
+        nonlocal done
+        done += 1
+        if on_progress:
+            on_progress(done / steps, msg)
+
+    g = torch.Generator().manual_seed(0)
+    for fam in cfg.families:
+        model, mcfg = _build(fam, dev.torch_device)
+        ids = torch.randint(5, min(mcfg.vocab_size, 1000), (cfg.batch, cfg.seq_len), generator=g).to(dev.torch_device)
+        mask = torch.ones_like(ids)
+        built[fam] = (model, mcfg, ids, mask)
+        tick(f"built {FAMILIES[fam].label}")
+        for _ in range(cfg.warmup):
+            _forward(model, ids, mask, dev.kind)
+            tick(f"warm-up {FAMILIES[fam].label}")
+    samples: dict[str, list[float]] = {f: [] for f in cfg.families}
+    for rep in range(cfg.repeats):
+        for fam in cfg.families:
+            model, _, ids, mask = built[fam]
+            samples[fam].append(_forward(model, ids, mask, dev.kind))
+            tick(f"round {rep + 1}/{cfg.repeats}: {FAMILIES[fam].label}")
+    rows = []
+    for fam in cfg.families:
+        model, mcfg, _, _ = built[fam]
+        s = samples[fam]
+        med = statistics.median(s)
+        rows.append(SpeedRow(
+            family=fam, label=FAMILIES[fam].label, checkpoint=FAMILIES[fam].base_checkpoint,
+            params=sum(p.numel() for p in model.parameters()),
+            layers=getattr(mcfg, "num_hidden_layers", getattr(mcfg, "n_layers", 0)),
+            latency_ms=med * 1000, latency_std_ms=(statistics.pstdev(s) * 1000 if len(s) > 1 else 0.0),
+            throughput=cfg.batch / med, samples_ms=tuple(x * 1000 for x in s)))
+    return SpeedResult(rows=tuple(rows), seq_len=cfg.seq_len, batch=cfg.batch, repeats=cfg.repeats,
+                       device=dev.kind, device_name=dev.name)
+
+
+def _forward(model, ids, mask, kind: str) -> float:
+    import torch
+
+    with torch.inference_mode():
+        if kind == "cuda":
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        model(input_ids=ids, attention_mask=mask)
+        if kind == "cuda":
+            torch.cuda.synchronize()
+        return time.perf_counter() - t0
+
+
+def format_result(res: SpeedResult) -> str:
+    lines = [f"device: {res.device} ({res.device_name}); batch {res.batch} x {res.seq_len} tokens; "
+             f"median of {res.repeats} rounds; {res.note}",
+             f"{'family':<12}{'params':>10}{'layers':>8}{'ms/batch':>12}{'seq/s':>10}"]
+    for r in res.rows:
+        lines.append(f"{r.label:<12}{r.params / 1e6:>9.1f}M{r.layers:>8}{r.latency_ms:>12.1f}{r.throughput:>10.1f}")
+    for pair, measured, text, claim in res.comparisons():
+        lines.append(f"{pair}: measured speedup {measured:.2f}x (baseline: BERT-base) — seeds: {text} (~{claim:g}x)")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description="Time each family's base architecture (random weights).")
+    ap.add_argument("--seq-len", type=int, default=128)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--families", default="bert,roberta,albert,distilbert")
+    a = ap.parse_args(argv)
+    cfg = SpeedConfig(families=tuple(a.families.split(",")), seq_len=a.seq_len, batch=a.batch, repeats=a.repeats,
+                      device=a.device)
+    print(format_result(measure_speed(cfg, lambda f, m: print(f"  [{f:5.0%}] {m}", flush=True))))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,34 @@
+"""Helpers for e2e tests: wait for the app, open a page, take a screenshot."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SHOTS = ROOT / "tests" / "e2e" / "screenshots"
+
+
+def wait_idle(pg, timeout: float = 60.0) -> None:
+    """Wait until the Streamlit script has finished: no 'Running…' status and no loading skeleton, for 0.75 s."""
+    pg.wait_for_selector('[data-testid="stApp"]', timeout=timeout * 1000)
+    end = time.time() + timeout
+    quiet = 0
+    while time.time() < end:
+        busy = pg.locator('[data-testid="stStatusWidget"], [data-testid="stSkeleton"]').count()
+        quiet = 0 if busy else quiet + 1
+        if quiet >= 3:
+            return
+        pg.wait_for_timeout(250)
+    raise TimeoutError("the app kept running for %.0fs" % timeout)
+
+
+def open_page(pg, url_path: str, timeout: float = 90.0) -> None:
+    pg.goto(f"{pg.base_url}/{url_path}")
+    wait_idle(pg, timeout)
+
+
+def screenshot(pg, name: str) -> Path:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    path = SHOTS / f"{name}.png"
+    pg.screenshot(path=str(path), full_page=True)
+    return path

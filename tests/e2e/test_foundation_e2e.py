@@ -1,0 +1,59 @@
+"""The real server in Debian's Chromium: every foundation page renders, the picker works, Speed runs a job."""
+from __future__ import annotations
+
+import re
+
+from tests.e2e.browser import open_page, screenshot, wait_idle
+
+
+def test_home(page):
+    open_page(page, "")
+    body = page.locator('[data-testid="stMain"]')
+    body.get_by_text("The four families").wait_for()
+    assert "BERT, RoBERTa, ALBERT, DistilBERT" in body.inner_text()
+    page.locator('[data-testid="stDataFrame"]').wait_for()
+    # the sidebar picker and its source banner (the tiny zoo stands in for the bundled models)
+    sidebar = page.locator('[data-testid="stSidebar"]')
+    sidebar.get_by_text("Weights from").wait_for()
+    assert "bundled" in sidebar.inner_text()
+    screenshot(page, "home")
+
+
+def test_models(page):
+    open_page(page, "models")
+    page.get_by_text("Computed against the seeds' figures").wait_for()
+    page.locator(".js-plotly-plot").first.wait_for()
+    assert page.locator('[data-testid="stMetricValue"]').first.inner_text() == "23.04M"
+    screenshot(page, "models")
+
+
+def test_speed_runs_in_background(page):
+    open_page(page, "speed")
+    # The smallest shape, two families: the point is the background job and its live progress, not the timing.
+    for slider in page.get_by_role("slider").all():
+        slider.focus()
+        slider.press("Home")
+    rounds = page.get_by_label("Rounds")
+    rounds.fill("1")
+    for fam in ("RoBERTa", "ALBERT"):
+        page.get_by_role("button", name=f"Remove {fam}").click()
+    page.get_by_role("button", name="Measure").click()
+    page.get_by_text(re.compile(r"Speed: .* · \d+s")).first.wait_for(timeout=30_000)  # the live progress bar
+    page.get_by_text("Against the seeds' claims").wait_for(timeout=300_000)
+    wait_idle(page)
+    assert page.locator(".js-plotly-plot").count() >= 2
+    screenshot(page, "speed")
+
+
+def test_bad_custom_checkpoint_message(page):
+    open_page(page, "models")
+    sidebar = page.locator('[data-testid="stSidebar"]')
+    sidebar.get_by_text("encoderlab/bert-mini (bundled, offline)").click()
+    page.get_by_role("option", name=re.compile("custom")).click()
+    wait_idle(page)
+    box = sidebar.get_by_label("Hugging Face id or local folder")
+    box.fill("/no/such/folder")
+    box.press("Enter")
+    wait_idle(page)
+    sidebar.get_by_text(re.compile("Not available here")).wait_for()
+    screenshot(page, "bad-checkpoint")
