@@ -31,7 +31,6 @@ class SessionModel:
 
 
 DEFAULTS = {
-    FAMILY: "bert",
     DEVICE: "auto",
     CUSTOM: "",
     SESSION_MODELS: {},
@@ -45,8 +44,20 @@ def init() -> None:
     for k, v in DEFAULTS.items():
         if k not in st.session_state:
             st.session_state[k] = v.copy() if isinstance(v, dict) else v
+    if FAMILY not in st.session_state:
+        st.session_state[FAMILY] = default_family()
     if SESSION_ID not in st.session_state:
         st.session_state[SESSION_ID] = uuid.uuid4().hex[:12]
+
+
+def default_family() -> str:
+    """BERT, unless its bundled model is missing here: then the first family whose bundled model is present."""
+    from core.models import FAMILIES, availability, bundled_id
+
+    for fam in FAMILIES:
+        if availability(bundled_id(fam)).source != "unavailable":
+            return fam
+    return "bert"
 
 
 def key(page: str, name: str) -> str:

@@ -200,9 +200,21 @@ def resolve_device(choice: str = "auto") -> DeviceInfo:
     if choice == "cuda" or (choice == "auto" and has_cuda):
         props = torch.cuda.get_device_properties(0)
         return DeviceInfo("cuda", props.name, round(props.total_memory / 2**30, 1), "cuda")
+    return DeviceInfo("cpu", _cpu_name(), None, "cpu")
+
+
+def _cpu_name() -> str:
     import platform
 
-    return DeviceInfo("cpu", platform.processor() or platform.machine() or "CPU", None, "cpu")
+    name = platform.processor() or platform.machine() or "CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                name = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{name}, {os.cpu_count()} cores"
 
 
 # ---------------------------------------------------------------------------------------------- resolution

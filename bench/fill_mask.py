@@ -1,0 +1,108 @@
+"""Fill-mask latency and batching on a bert-base-size model (random weights of the official config).
+
+Baselines, from one run on the same inputs: transformers' pipeline("fill-mask") (which projects every token onto
+the vocabulary), and a bare encoder forward on pre-tokenized input (the floor). Methods are interleaved round by
+round and the median per sentence is kept, so background load hits every method alike.
+Run: .venv/bin/python bench/fill_mask.py  [BENCH_DEVICE=cuda] [BENCH_THREADS=n] [BENCH_ROUNDS=n]
+
+Torch threads default to 1 on CPU: on a shared 2-core machine more threads than free cores makes every method
+spin-wait (10x slower here) and buries the ratios in noise; all methods run with the same setting.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import torch  # noqa: E402
+import transformers  # noqa: E402
+
+from core.fill_mask import FillMaskConfig, examples, fill_mask, fill_mask_batch  # noqa: E402
+from core.models import LoadedModel, ModelSpec, official_config  # noqa: E402
+from core.tokenizer_build import bert_uncased_tokenizer  # noqa: E402
+
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "5"))
+DEVICE = os.environ.get("BENCH_DEVICE", "cpu")
+THREADS = int(os.environ.get("BENCH_THREADS", "1"))
+TOP_K = 5
+
+
+def build() -> LoadedModel:
+    transformers.logging.set_verbosity_error()
+    torch.manual_seed(0)
+    if DEVICE == "cpu":
+        torch.set_num_threads(THREADS)
+    model = transformers.BertForMaskedLM(official_config("bert-base-uncased")).eval().to(DEVICE)
+    tok = bert_uncased_tokenizer()
+    return LoadedModel(model=model, tokenizer=tok, spec=ModelSpec("bert", "bert-base-uncased (random weights)", DEVICE),
+                       task="mlm", source="random init", path="", device=DEVICE)
+
+
+def sync() -> None:
+    if DEVICE == "cuda":
+        torch.cuda.synchronize()
+
+
+def timed(fn) -> float:
+    sync()
+    t0 = time.perf_counter()
+    fn()
+    sync()
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    lm = build()
+    model, tok = lm.model, lm.tokenizer
+    sentences = [s for s in examples("en") if s.count("[MASK]") == 1]
+    pipe = transformers.pipeline("fill-mask", model=model, tokenizer=tok, device=torch.device(DEVICE), top_k=TOP_K)
+    pre = [tok(s, return_tensors="pt").to(DEVICE) for s in sentences]
+    cfgs = [FillMaskConfig(s, top_k=TOP_K) for s in sentences]
+    print(f"model: bert-base-uncased config, random weights, {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M "
+          f"params; torch {torch.__version__}, device {DEVICE}"
+          f"{'' if DEVICE != 'cpu' else f' ({torch.get_num_threads()} threads)'}; {len(sentences)} sentences "
+          f"({min(len(p['input_ids'][0]) for p in pre)}-{max(len(p['input_ids'][0]) for p in pre)} tokens), "
+          f"top_k={TOP_K}, {ROUNDS} rounds")
+
+    def encoder(i: int) -> None:
+        with torch.inference_mode():
+            model.bert(**pre[i])
+
+    methods = {"ours": lambda i: fill_mask(lm, cfgs[i]), "pipeline": lambda i: pipe(sentences[i]),
+               "encoder": encoder}
+    for i in range(len(sentences)):  # warm up every path once
+        for f in methods.values():
+            f(i)
+    # a sanity check that the comparison is apples to apples: same top-5 as the pipeline
+    ours0, theirs0 = fill_mask(lm, cfgs[0]).masks[0].candidates, pipe(sentences[0])
+    assert [c.token_id for c in ours0] == [d["token"] for d in theirs0], "top-k differs from the pipeline"
+    times: dict[str, list[list[float]]] = {m: [[] for _ in sentences] for m in methods}
+    for _ in range(ROUNDS):
+        for i in range(len(sentences)):
+            for name, f in methods.items():
+                times[name][i].append(timed(lambda: f(i)))
+    med = {m: sum(statistics.median(t) for t in ts) / len(ts) for m, ts in times.items()}
+    for m in methods:
+        print(f"  {m:9s} {med[m] * 1000:8.2f} ms / sentence (median per sentence, mean over sentences)")
+    print(f"fill-mask latency: ours/pipeline = {med['ours'] / med['pipeline']:.2f}x (target <= 0.75x)")
+    print(f"fill-mask latency: ours/bare encoder forward = {med['ours'] / med['encoder']:.2f}x (target <= 1.1x)")
+
+    batch = [FillMaskConfig(sentences[i % len(sentences)], top_k=TOP_K) for i in range(64)]
+    fill_mask_batch(lm, batch[:8])
+    one, many = [], []
+    for _ in range(3):
+        one.append(timed(lambda: [fill_mask(lm, c) for c in batch]))
+        many.append(timed(lambda: fill_mask_batch(lm, batch)))
+    t1, tb = statistics.median(one), statistics.median(many)
+    print(f"  one at a time: {64 / t1:8.1f} sentences/s;  batch of 64: {64 / tb:8.1f} sentences/s")
+    print(f"throughput: batch of 64 / one at a time = {t1 / tb:.2f}x (target >= 3x)")
+
+
+if __name__ == "__main__":
+    main()

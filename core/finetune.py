@@ -1,0 +1,835 @@
+"""Short fine-tunes for text classification: one linear, step-commented training function on `accelerate`.
+
+The same ``train`` runs on CPU, on one GPU (bf16 autocast) and on several processes under ``accelerate launch``
+(``accelerate launch --multi_gpu --num_processes 2 -m core.finetune ... --device cpu`` runs two CPU processes
+over gloo; accelerate's ``--cpu`` flag alone starts only one). It loads a fresh copy of the checkpoint through
+``core.models.load`` (never the app's cached model), pads each batch only to its longest row and groups rows
+of similar length into batches, uses AdamW with no decay on biases and LayerNorm weights, linear warmup and
+decay, gradient clipping, evaluates on the held-out split, stops early, checkpoints every epoch and resumes.
+
+Command line::
+
+    python -m core.finetune --family bert --checkpoint /path/to/model --data drugreview --epochs 2 --out runs/x
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import math
+import os
+import random
+import shutil
+import threading
+import time
+import zipfile
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from core.datasets_local import BUNDLED, DataError, LabelledData, Split, load_bundled
+from core.models import FAMILIES, ModelLoadError, ModelSpec, load, resolve_device
+
+MAX_STEPS_LIMIT = int(os.environ.get("ENCODERLAB_MAX_STEPS", "5000"))
+MAX_LENGTH_LIMIT = 512
+META_FILE = "encoderlab_finetune.json"
+HEAD_FILE = "pooling_head.safetensors"
+POOLINGS = ("cls", "mean")
+
+
+class FinetuneError(RuntimeError):
+    """Training stopped for a reason the user can act on (NaN loss, out of memory, a bad resume)."""
+
+
+# ---------------------------------------------------------------------------------------------- config
+@dataclass(frozen=True)
+class FinetuneConfig:
+    """Everything one run needs besides the data. ``__post_init__`` raises ValueError with the fix."""
+
+    family: str
+    checkpoint: str
+    epochs: int = 3
+    max_steps: int = 0  # > 0 caps the run at this many optimizer steps (overrides epochs)
+    lr: float = 3e-5
+    batch_size: int = 16
+    max_length: int = 128
+    warmup_ratio: float = 0.1
+    weight_decay: float = 0.01
+    grad_clip: float = 1.0  # 0 turns clipping off
+    seed: int = 42
+    freeze_embeddings: bool = False
+    freeze_layers: int = 0  # freeze the first N encoder layers
+    pooling: str = "cls"  # "cls": the family's own [CLS]/<s> head; "mean": mean over tokens + a linear head
+    patience: int = 2  # evaluations without improvement before stopping early; 0 = never stop early
+    evals_per_epoch: int = 1
+    length_grouping: bool = True
+    device: str = "auto"
+    precision: str = "auto"  # "auto": bf16 autocast on a GPU that supports it, fp32 on CPU; or "fp32"/"bf16"
+    dropout: float = 0.1  # for the mean-pooling head
+
+    def __post_init__(self) -> None:
+        if self.family not in FAMILIES:
+            raise ValueError(f"Unknown family {self.family!r}: choose one of {', '.join(FAMILIES)}.")
+        if not str(self.checkpoint).strip():
+            raise ValueError("No checkpoint: pick one in the sidebar or give a local model folder.")
+        if not isinstance(self.epochs, int) or not 1 <= self.epochs <= 50:
+            raise ValueError(f"Epochs must be a whole number from 1 to 50, got {self.epochs!r}.")
+        if not isinstance(self.max_steps, int) or not 0 <= self.max_steps <= MAX_STEPS_LIMIT:
+            raise ValueError(f"Max steps must be 0 (use epochs) up to {MAX_STEPS_LIMIT:,}, got {self.max_steps!r}. "
+                             "This page is for short fine-tunes; use the command line for long ones.")
+        if not (isinstance(self.lr, (int, float)) and 1e-7 <= self.lr <= 1e-2):
+            raise ValueError(f"Learning rate {self.lr!r} is out of range: use 1e-7 to 1e-2 (BERT papers use 2e-5 to 5e-5).")
+        if not isinstance(self.batch_size, int) or not 1 <= self.batch_size <= 512:
+            raise ValueError(f"Batch size must be 1 to 512, got {self.batch_size!r}.")
+        if not isinstance(self.max_length, int) or not 8 <= self.max_length <= MAX_LENGTH_LIMIT:
+            raise ValueError(f"Max length must be 8 to {MAX_LENGTH_LIMIT} tokens, got {self.max_length!r}.")
+        if not 0.0 <= self.warmup_ratio < 1.0:
+            raise ValueError(f"Warmup ratio must be in [0, 1), got {self.warmup_ratio!r} (0.1 is usual).")
+        if not 0.0 <= self.weight_decay <= 1.0:
+            raise ValueError(f"Weight decay must be in [0, 1], got {self.weight_decay!r} (0.01 is usual).")
+        if self.grad_clip < 0:
+            raise ValueError(f"Gradient clipping must be >= 0 (0 turns it off), got {self.grad_clip!r}.")
+        if not isinstance(self.freeze_layers, int) or self.freeze_layers < 0:
+            raise ValueError(f"Freeze layers must be a whole number >= 0, got {self.freeze_layers!r}.")
+        if self.pooling not in POOLINGS:
+            raise ValueError(f"Pooling must be 'cls' or 'mean', got {self.pooling!r}.")
+        if not isinstance(self.patience, int) or self.patience < 0:
+            raise ValueError(f"Patience must be a whole number >= 0 (0 = no early stopping), got {self.patience!r}.")
+        if not isinstance(self.evals_per_epoch, int) or not 1 <= self.evals_per_epoch <= 20:
+            raise ValueError(f"Evaluations per epoch must be 1 to 20, got {self.evals_per_epoch!r}.")
+        if self.device not in ("auto", "cpu", "cuda"):
+            raise ValueError(f"Device must be auto, cpu or cuda, got {self.device!r}.")
+        if self.precision not in ("auto", "fp32", "bf16"):
+            raise ValueError(f"Precision must be auto, fp32 or bf16, got {self.precision!r}.")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"Dropout must be in [0, 1), got {self.dropout!r}.")
+
+
+# ---------------------------------------------------------------------------------------------- results
+@dataclass(frozen=True)
+class StepInfo:
+    """What ``on_step`` receives: one optimizer step ("train") or one evaluation ("eval")."""
+
+    kind: str
+    step: int
+    total_steps: int
+    epoch: float
+    loss: float | None = None
+    lr: float | None = None
+    samples_per_s: float | None = None
+    eta_s: float | None = None
+    eval_accuracy: float | None = None
+    eval_loss: float | None = None
+
+    @property
+    def fraction(self) -> float:
+        return self.step / max(1, self.total_steps)
+
+    def message(self) -> str:
+        if self.kind == "eval":
+            return f"step {self.step}/{self.total_steps} · epoch {self.epoch:.2f} · held-out accuracy {self.eval_accuracy:.3f}"
+        eta = "" if self.eta_s is None else f" · ETA {self.eta_s:,.0f}s"
+        return (f"step {self.step}/{self.total_steps} · epoch {self.epoch:.2f} · loss {self.loss:.4f} · "
+                f"{self.samples_per_s:,.1f} samples/s{eta}")
+
+    def metrics(self) -> dict[str, float]:
+        keys = ("step", "epoch", "loss", "lr", "samples_per_s") if self.kind == "train" else \
+            ("step", "epoch", "eval_accuracy", "eval_loss")
+        return {k: getattr(self, k) for k in keys}
+
+
+@dataclass(frozen=True)
+class FinetuneResult:
+    """A finished run: metrics on the held-out split, its curves, and where the model folder is."""
+
+    config: FinetuneConfig
+    data_name: str
+    label_names: tuple[str, ...]
+    model_dir: str
+    device: str
+    precision: str
+    steps: int
+    epochs_done: float
+    stop_reason: str  # "finished", "early stopping", "max steps"
+    train_seconds: float
+    samples_per_s: float
+    params_total: int
+    params_trainable: int
+    accuracy: float
+    macro_f1: float
+    majority_rate: float
+    best_step: int
+    confusion: np.ndarray  # (true, predicted) counts
+    history: tuple[dict, ...]  # train steps: step, epoch, loss, lr, samples_per_s
+    evals: tuple[dict, ...]  # evaluations: step, epoch, eval_accuracy, eval_loss
+    test_texts: tuple[str, ...]
+    test_labels: np.ndarray  # (n,)
+    test_probs: np.ndarray  # (n, classes)
+    padding_saved: float  # share of pad tokens avoided against padding every batch to max_length
+
+    @property
+    def test_preds(self) -> np.ndarray:
+        return self.test_probs.argmax(-1)
+
+    def worst_errors(self, n: int = 10) -> list[dict]:
+        """Wrong held-out predictions, most confident first."""
+        preds = self.test_preds
+        wrong = np.flatnonzero(preds != self.test_labels)
+        order = wrong[np.argsort(-self.test_probs[wrong, preds[wrong]])][:n]
+        return [dict(text=self.test_texts[i], true=self.label_names[self.test_labels[i]],
+                     predicted=self.label_names[preds[i]], confidence=float(self.test_probs[i, preds[i]]),
+                     p_true=float(self.test_probs[i, self.test_labels[i]])) for i in order]
+
+
+# ---------------------------------------------------------------------------------------------- data plumbing
+@dataclass
+class _Encoded:
+    ids: list[list[int]]
+    extra: dict[str, list[list[int]]]  # token_type_ids where the family has them
+    labels: list[int]
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, i: int) -> int:  # the DataLoader hands indices to the collate function
+        return i
+
+
+def _encode(tokenizer, split: Split, max_length: int) -> _Encoded:
+    enc = tokenizer(list(split.texts), list(split.texts_b) if split.texts_b is not None else None,
+                    truncation=True, max_length=max_length)
+    extra = {k: enc[k] for k in ("token_type_ids",) if k in enc and k in tokenizer.model_input_names}
+    return _Encoded(enc["input_ids"], extra, list(split.labels))
+
+
+class LengthGroupedBatches:
+    """Batches of indices: shuffle, cut into mega-batches of 50 batches, sort each by length, then shuffle the
+    batches. Rows of similar length share a batch, so dynamic padding adds few pad tokens (HF's
+    LengthGroupedSampler idea). ``shuffle=False`` gives sorted batches (evaluation)."""
+
+    def __init__(self, lengths: list[int], batch_size: int, seed: int, shuffle: bool = True, group: bool = True):
+        self.lengths, self.batch_size, self.seed, self.shuffle, self.group = lengths, batch_size, seed, shuffle, group
+        self.epoch = 0
+        self.drop_last = False
+
+    def __len__(self) -> int:
+        return math.ceil(len(self.lengths) / self.batch_size)
+
+    def __iter__(self):
+        n, bs = len(self.lengths), self.batch_size
+        rng = random.Random(self.seed + self.epoch)
+        idx = list(range(n))
+        if not self.shuffle:
+            if self.group:
+                idx.sort(key=lambda i: -self.lengths[i])
+            yield from (idx[i:i + bs] for i in range(0, n, bs))
+            return
+        rng.shuffle(idx)
+        if self.group:
+            mega = bs * 50
+            idx = [i for m in range(0, n, mega) for i in sorted(idx[m:m + mega], key=lambda i: -self.lengths[i])]
+        batches = [idx[i:i + bs] for i in range(0, n, bs)]
+        if self.group:
+            rng.shuffle(batches)
+        yield from batches
+
+
+def _collator(enc: _Encoded, pad_id: int):
+    import torch
+
+    def collate(indices: list[int]) -> dict[str, Any]:
+        width = max(len(enc.ids[i]) for i in indices)  # dynamic padding: to the longest row of this batch
+        ids = torch.full((len(indices), width), pad_id, dtype=torch.long)  # (batch, width)
+        mask = torch.zeros((len(indices), width), dtype=torch.long)
+        extra = {k: torch.zeros((len(indices), width), dtype=torch.long) for k in enc.extra}
+        for r, i in enumerate(indices):
+            n = len(enc.ids[i])
+            ids[r, :n] = torch.tensor(enc.ids[i])
+            mask[r, :n] = 1
+            for k in enc.extra:
+                extra[k][r, :n] = torch.tensor(enc.extra[k][i])
+        return {"input_ids": ids, "attention_mask": mask, **extra,
+                "labels": torch.tensor([enc.labels[i] for i in indices]), "idx": torch.tensor(indices)}
+    return collate
+
+
+def padding_saved(lengths: list[int], batch_size: int, max_length: int, seed: int = 0, group: bool = True) -> float:
+    """Share of padded tokens avoided by dynamic padding (+ length grouping) against padding to max_length."""
+    fixed = len(lengths) * max_length
+    s = LengthGroupedBatches(lengths, batch_size, seed, shuffle=True, group=group)
+    dynamic = sum(len(b) * max(lengths[i] for i in b) for b in s)
+    return 1.0 - dynamic / fixed
+
+
+# ---------------------------------------------------------------------------------------------- model plumbing
+def _torch_nn():
+    import torch
+    from torch import nn
+
+    return torch, nn
+
+
+def _mean_pool_classifier(backbone, num_labels: int, dropout: float):
+    """The encoder, mean over real tokens, dropout, one linear layer. Returns an nn.Module with ``.logits`` output."""
+    torch, nn = _torch_nn()
+    from transformers.modeling_outputs import SequenceClassifierOutput
+
+    class MeanPoolClassifier(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.backbone = backbone
+            hidden = getattr(backbone.config, "hidden_size", None) or backbone.config.dim
+            self.dropout = nn.Dropout(dropout)
+            self.classifier = nn.Linear(hidden, num_labels)
+
+        def forward(self, input_ids, attention_mask, **kw):
+            h = self.backbone(input_ids=input_ids, attention_mask=attention_mask, **kw).last_hidden_state  # (b, t, H)
+            m = attention_mask.unsqueeze(-1).to(h.dtype)  # (b, t, 1)
+            pooled = (h * m).sum(1) / m.sum(1).clamp(min=1.0)  # (b, H)
+            return SequenceClassifierOutput(logits=self.classifier(self.dropout(pooled)))
+
+    return MeanPoolClassifier()
+
+
+def _encoder_layers(base_model):
+    """The list of per-layer modules of the encoder, or None when layers share weights (ALBERT)."""
+    for path in ("encoder.layer", "transformer.layer"):
+        obj = base_model
+        for part in path.split("."):
+            obj = getattr(obj, part, None)
+        if obj is not None:
+            return obj
+    return None
+
+
+def _freeze(model, cfg: FinetuneConfig) -> None:
+    base = model.backbone if cfg.pooling == "mean" else model.base_model
+    if cfg.freeze_embeddings:
+        for p in base.embeddings.parameters():
+            p.requires_grad = False
+    if cfg.freeze_layers:
+        layers = _encoder_layers(base)
+        if layers is None:
+            raise ValueError("ALBERT shares one layer's weights across its whole depth, so freezing the first N "
+                             "layers would freeze all of them. Set 'freeze first N layers' to 0 (you can still "
+                             "freeze the embeddings).")
+        if cfg.freeze_layers >= len(layers):
+            raise ValueError(f"This model has {len(layers)} layers; freezing {cfg.freeze_layers} would leave only "
+                             f"the head to train. Choose fewer than {len(layers)}.")
+        for layer in layers[:cfg.freeze_layers]:
+            for p in layer.parameters():
+                p.requires_grad = False
+
+
+def _param_groups(model, weight_decay: float) -> list[dict]:
+    # Biases and LayerNorm weights (every 1-D tensor) get no weight decay, as in BERT's original optimizer.
+    decay, no_decay = [], []
+    for _, p in model.named_parameters():
+        if p.requires_grad:
+            (no_decay if p.ndim < 2 else decay).append(p)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def _load_fresh(cfg: FinetuneConfig, data: LabelledData):
+    """A new copy of the checkpoint with a classification head of the right size (never a cached model)."""
+    id2label = dict(enumerate(data.label_names))
+    spec = ModelSpec(cfg.family, cfg.checkpoint, "cpu")  # accelerate moves it to its device
+    if cfg.pooling == "cls":
+        lm = load(spec, "seqcls", model_kwargs=dict(num_labels=data.num_labels, id2label=id2label,
+                                                     label2id={v: k for k, v in id2label.items()},
+                                                     ignore_mismatched_sizes=True))
+        model = lm.model
+    else:
+        lm = load(spec, "base")
+        lm.model.config.id2label, lm.model.config.label2id = id2label, {v: k for k, v in id2label.items()}
+        model = _mean_pool_classifier(lm.model, data.num_labels, cfg.dropout)
+    torch, _ = _torch_nn()
+    bad = [n for n, p in model.named_parameters() if not torch.isfinite(p).all()]
+    if bad:
+        raise FinetuneError(f"The checkpoint holds NaN or infinite weights ({bad[0]}{' and more' if len(bad) > 1 else ''}), "
+                            "so every loss would be NaN. Pick another checkpoint.")
+    return model, lm.tokenizer
+
+
+_SLOTS: dict[tuple[str, str], int] = {}  # (device kind, mixed precision) -> runs in progress in this process
+_SLOT_LOCK = threading.Lock()
+
+
+@contextmanager
+def _accelerator(cfg: FinetuneConfig):
+    """An Accelerator for this run. accelerate keeps one device/precision state per process: runs in one server
+    process share it, so a run with other settings waits its turn (FinetuneError) instead of changing it."""
+    from accelerate import Accelerator
+    from accelerate.state import AcceleratorState
+
+    dev = resolve_device(cfg.device)
+    if cfg.precision == "bf16" and dev.kind == "cpu":
+        raise ValueError("bf16 here is GPU autocast; this run is on the CPU. Choose precision 'auto' or 'fp32'.")
+    bf16 = cfg.precision == "bf16" or (cfg.precision == "auto" and dev.kind == "cuda" and _bf16_ok())
+    want = (dev.kind, "bf16" if bf16 else "no")
+    with _SLOT_LOCK:
+        busy = [k for k, n in _SLOTS.items() if n and k != want]
+        if busy:
+            raise FinetuneError(f"Another fine-tune in this server runs on {busy[0][0]} with precision {busy[0][1]}, "
+                                "and accelerate allows one setting per process. Start this run when it has "
+                                "finished, or use the same device.")
+        distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
+        if AcceleratorState._shared_state and not distributed:
+            cur = AcceleratorState()
+            if cur.device.type != dev.kind or cur.mixed_precision != want[1]:
+                AcceleratorState._reset_state(reset_partial_state=True)  # nothing else is using it (checked above)
+        acc = Accelerator(cpu=dev.kind == "cpu", mixed_precision=want[1])
+        _SLOTS[want] = _SLOTS.get(want, 0) + 1
+    try:
+        yield acc, ("bf16" if bf16 else "fp32")
+    finally:
+        with _SLOT_LOCK:
+            _SLOTS[want] -= 1
+
+
+def _bf16_ok() -> bool:
+    import torch
+
+    return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+
+
+def _is_oom(e: BaseException) -> bool:
+    import torch
+
+    return isinstance(e, (torch.OutOfMemoryError, MemoryError)) or (
+        isinstance(e, RuntimeError) and ("out of memory" in str(e) or "can't allocate memory" in str(e)))
+
+
+def _oom_message(cfg: FinetuneConfig, device: str) -> str:
+    return (f"Out of memory on {device} with batch size {cfg.batch_size} and max length {cfg.max_length}. "
+            f"Try batch size {max(1, cfg.batch_size // 2)} or max length {max(8, cfg.max_length // 2)}, freeze the "
+            "embeddings or the first layers, or pick a smaller checkpoint (DistilBERT, ALBERT, a bundled mini).")
+
+
+# ---------------------------------------------------------------------------------------------- training
+def train(cfg: FinetuneConfig, data: LabelledData, out_dir: str | Path,
+          on_step: Callable[[StepInfo], None] | None = None, should_stop: Callable[[], bool] | None = None,
+          resume: bool = False) -> FinetuneResult:
+    """Fine-tune ``cfg.checkpoint`` on ``data.train``; evaluate on ``data.test``; save to ``out_dir/model``.
+
+    ``on_step`` is called after every optimizer step and every evaluation (the UI turns it into a progress
+    bar and live curves); if it raises (e.g. core.jobs.JobCancelled), or ``should_stop()`` turns true, the
+    state is checkpointed to ``out_dir/checkpoint`` first so ``resume=True`` continues from that step.
+    Raises ValueError/ModelLoadError/DataError for bad settings, FinetuneError for NaN loss, out of memory
+    or a checkpoint that does not match, and core.jobs.JobCancelled when stopped from outside.
+    """
+    import torch
+    import torch.nn.functional as F
+    from torch.utils.data import DataLoader
+    from transformers import get_linear_schedule_with_warmup
+
+    from core.jobs import JobCancelled
+
+    out = Path(out_dir)
+    ckpt_dir, model_dir = out / "checkpoint", out / "model"
+    if len(data.train) < 2 or len(data.test) < 1:
+        raise DataError("The data needs at least two training rows and one held-out row.")
+
+    # 1. One Accelerator: picks the device (CPU, GPU, or this process's share under `accelerate launch`),
+    #    turns on bf16 autocast on GPU, and shards the batches across processes.
+    with _accelerator(cfg) as (acc, precision):
+        from accelerate.utils import set_seed
+
+        set_seed(cfg.seed)
+
+        # 2. A fresh copy of the model with a head for our labels, frozen where asked.
+        model, tokenizer = _load_fresh(cfg, data)
+        _freeze(model, cfg)
+        params_total = sum(p.numel() for p in model.parameters())
+        params_trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+        # 3. Tokenize once, unpadded; batches are padded to their own longest row, from length-grouped indices.
+        train_enc, test_enc = _encode(tokenizer, data.train, cfg.max_length), _encode(tokenizer, data.test, cfg.max_length)
+        train_lengths = [len(x) for x in train_enc.ids]
+        sampler = LengthGroupedBatches(train_lengths, cfg.batch_size, cfg.seed, group=cfg.length_grouping)
+        # Loaders get their own generator: drawing their base seed from the global RNG would shift dropout masks
+        # after a resume.
+        train_dl = DataLoader(train_enc, batch_sampler=sampler, collate_fn=_collator(train_enc, tokenizer.pad_token_id),
+                              generator=torch.Generator().manual_seed(cfg.seed))
+        test_dl = DataLoader(test_enc, batch_sampler=LengthGroupedBatches([len(x) for x in test_enc.ids],
+                                                                          cfg.batch_size * 2, 0, shuffle=False),
+                             collate_fn=_collator(test_enc, tokenizer.pad_token_id),
+                             generator=torch.Generator().manual_seed(cfg.seed))
+
+        # 4. AdamW with no decay on biases/LayerNorm, then let accelerate place model, optimizer and loaders.
+        optimizer = torch.optim.AdamW(_param_groups(model, cfg.weight_decay), lr=cfg.lr)
+        model, optimizer, train_dl, test_dl = acc.prepare(model, optimizer, train_dl, test_dl)
+
+        # 5. Step budget (per process, after sharding) and the linear warmup + linear decay schedule.
+        steps_per_epoch = len(train_dl)
+        total_steps = steps_per_epoch * cfg.epochs
+        stop_reason = "finished"
+        if cfg.max_steps and cfg.max_steps < total_steps:
+            total_steps, stop_reason = cfg.max_steps, "max steps"
+        warmup = math.ceil(cfg.warmup_ratio * total_steps)
+        scheduler = get_linear_schedule_with_warmup(optimizer, warmup, total_steps)
+        acc.register_for_checkpointing(scheduler)
+        eval_points = {min(steps_per_epoch, math.ceil(steps_per_epoch * (k + 1) / cfg.evals_per_epoch))
+                       for k in range(cfg.evals_per_epoch)}
+
+        # 6. Resume: model, optimizer, scheduler and RNG from the checkpoint, our counters from trainer_state.json.
+        state = dict(global_step=0, epoch=0, step_in_epoch=0, history=[], evals=[], best_acc=-1.0, best_step=0,
+                     bad_evals=0, best_probs=None, train_seconds=0.0, samples=0, fingerprint=data.fingerprint(),
+                     config=asdict(cfg))
+        best_weights = None
+        if resume:
+            state, best_weights = _load_checkpoint(acc, ckpt_dir, cfg, data)
+
+        def evaluate() -> tuple[float, float, np.ndarray]:
+            model.eval()
+            idx_all, logits_all = [], []
+            with torch.no_grad():
+                for batch in test_dl:
+                    idx, _ = batch.pop("idx"), batch.pop("labels")
+                    logits = model(**batch).logits.float()  # (b, classes)
+                    idx = acc.pad_across_processes(idx, dim=0, pad_index=-1)
+                    logits = acc.pad_across_processes(logits, dim=0)
+                    idx_all.append(acc.gather(idx).cpu())
+                    logits_all.append(acc.gather(logits).cpu())
+            model.train()
+            idx, logits = torch.cat(idx_all), torch.cat(logits_all)
+            keep = idx >= 0
+            idx, logits = idx[keep].numpy(), logits[keep]
+            probs = np.zeros((len(test_enc), data.num_labels), dtype=np.float32)
+            probs[idx] = torch.softmax(logits, -1).numpy()  # duplicates from even batching land on the same row
+            y = np.asarray(test_enc.labels)
+            acc_ = float((probs.argmax(-1) == y).mean())
+            loss_ = float(-np.log(np.clip(probs[np.arange(len(y)), y], 1e-12, None)).mean())
+            return acc_, loss_, probs
+
+        def emit(info: StepInfo) -> None:
+            if on_step is not None and acc.is_main_process:
+                on_step(info)
+
+        # 7. The loop: forward (autocast on GPU), loss, backward, clip, step, schedule; evaluate at epoch ends.
+        model.train()
+        t_last = time.perf_counter()
+        try:
+            while state["global_step"] < total_steps and state["epoch"] < cfg.epochs:
+                epoch = state["epoch"]
+                sampler.epoch = epoch  # same shuffle on every process, new one every epoch
+                loader = acc.skip_first_batches(train_dl, state["step_in_epoch"]) if state["step_in_epoch"] else train_dl
+                for batch in loader:
+                    if should_stop is not None and should_stop():
+                        raise JobCancelled()
+                    batch.pop("idx")
+                    labels = batch.pop("labels")
+                    logits = model(**batch).logits  # (b, classes); accelerate's autocast wraps forward
+                    loss = F.cross_entropy(logits.float(), labels)
+                    loss_value = loss.item()
+                    if not math.isfinite(loss_value):
+                        raise FinetuneError(
+                            f"The training loss became {loss_value} at step {state['global_step'] + 1} (learning rate "
+                            f"{scheduler.get_last_lr()[0]:.2e}). Training stopped and no model was saved. Lower "
+                            "the learning rate (2e-5 to 5e-5 is usual), keep gradient clipping on (1.0), or use fp32.")
+                    acc.backward(loss)
+                    if cfg.grad_clip > 0:
+                        acc.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+                    optimizer.step()
+                    scheduler.step()
+                    optimizer.zero_grad(set_to_none=True)
+                    state["global_step"] += 1
+                    state["step_in_epoch"] += 1
+                    now = time.perf_counter()
+                    state["train_seconds"] += now - t_last
+                    t_last = now
+                    state["samples"] += labels.shape[0] * acc.num_processes
+                    sps = state["samples"] / max(state["train_seconds"], 1e-9)
+                    step_time = state["train_seconds"] / state["global_step"]
+                    info = StepInfo("train", state["global_step"], total_steps, epoch + state["step_in_epoch"] / steps_per_epoch,
+                                    loss=loss_value, lr=float(scheduler.get_last_lr()[0]), samples_per_s=sps,
+                                    eta_s=step_time * (total_steps - state["global_step"]))
+                    state["history"].append(info.metrics())
+                    emit(info)
+                    last_of_run = state["global_step"] >= total_steps
+                    if state["step_in_epoch"] in eval_points or last_of_run:
+                        # 8. Evaluate on the held-out split; remember the best weights; stop early on a plateau.
+                        eval_acc, eval_loss, probs = evaluate()
+                        ev = StepInfo("eval", state["global_step"], total_steps, info.epoch, eval_accuracy=eval_acc,
+                                      eval_loss=eval_loss)
+                        state["evals"].append(ev.metrics())
+                        emit(ev)
+                        if eval_acc > state["best_acc"]:
+                            state.update(best_acc=eval_acc, best_step=state["global_step"], bad_evals=0, best_probs=probs)
+                            best_weights = {k: v.detach().to("cpu", copy=True)
+                                            for k, v in acc.unwrap_model(model).state_dict().items()}
+                        else:
+                            state["bad_evals"] += 1
+                        t_last = time.perf_counter()  # evaluation time is not training time
+                        if cfg.patience and state["bad_evals"] >= cfg.patience and not last_of_run:
+                            stop_reason = "early stopping"
+                            break
+                    if last_of_run:
+                        break
+                else:
+                    state["epoch"] += 1
+                    state["step_in_epoch"] = 0
+                    # 9. Checkpoint every epoch, so a crash or Cancel loses at most one epoch.
+                    _save_checkpoint(acc, ckpt_dir, state, best_weights)
+                    continue
+                break
+        except JobCancelled:
+            _save_checkpoint(acc, ckpt_dir, state, best_weights)  # resume=True continues from this very step
+            _release(acc, model, optimizer)
+            raise
+        except Exception as e:
+            _release(acc, model, optimizer)
+            if _is_oom(e):
+                raise FinetuneError(_oom_message(cfg, str(acc.device))) from None
+            raise
+
+        # 10. Keep the best evaluation's weights, save model + tokenizer (+ our metadata), drop the checkpoint.
+        unwrapped = acc.unwrap_model(model)
+        if best_weights is not None:
+            unwrapped.load_state_dict(best_weights)
+        probs = state["best_probs"]
+        labels_np = np.asarray(test_enc.labels)
+        result = _result(cfg, data, model_dir, str(acc.device), precision, state, stop_reason, params_total,
+                         params_trainable, probs, labels_np, train_lengths)
+        acc.wait_for_everyone()
+        if acc.is_main_process:
+            _save_model(unwrapped, tokenizer, cfg, data, model_dir, result)
+            shutil.rmtree(ckpt_dir, ignore_errors=True)
+        acc.wait_for_everyone()
+        _release(acc, model, optimizer)
+        return result
+
+
+def _result(cfg, data, model_dir, device, precision, state, stop_reason, params_total, params_trainable, probs,
+            labels_np, train_lengths) -> FinetuneResult:
+    from sklearn.metrics import confusion_matrix, f1_score
+
+    preds = probs.argmax(-1)
+    k = data.num_labels
+    return FinetuneResult(
+        config=cfg, data_name=data.name, label_names=data.label_names, model_dir=str(model_dir), device=device,
+        precision=precision, steps=state["global_step"],
+        epochs_done=state["history"][-1]["epoch"] if state["history"] else 0.0, stop_reason=stop_reason,
+        train_seconds=state["train_seconds"], samples_per_s=state["samples"] / max(state["train_seconds"], 1e-9),
+        params_total=params_total, params_trainable=params_trainable,
+        accuracy=float((preds == labels_np).mean()),
+        macro_f1=float(f1_score(labels_np, preds, average="macro", labels=list(range(k)), zero_division=0)),
+        majority_rate=data.majority_rate(), best_step=state["best_step"],
+        confusion=confusion_matrix(labels_np, preds, labels=list(range(k))),
+        history=tuple(state["history"]), evals=tuple(state["evals"]), test_texts=data.test.texts,
+        test_labels=labels_np, test_probs=probs,
+        padding_saved=padding_saved(train_lengths, cfg.batch_size, cfg.max_length, cfg.seed, cfg.length_grouping))
+
+
+def _release(acc, *objects) -> None:
+    """Drop references and give cached GPU memory back (Cancel and errors must not pin the GPU)."""
+    import gc
+
+    import torch
+
+    acc.free_memory(*objects)
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def _save_checkpoint(acc, ckpt_dir: Path, state: dict, best_weights: dict | None) -> None:
+    from safetensors.torch import save_file
+
+    acc.save_state(str(ckpt_dir))
+    if acc.is_main_process:
+        s = {k: v for k, v in state.items() if k != "best_probs"}
+        (ckpt_dir / "trainer_state.json").write_text(json.dumps(s))
+        if state["best_probs"] is not None:
+            np.save(ckpt_dir / "best_probs.npy", state["best_probs"])
+        if best_weights is not None:
+            save_file({k: v.clone().contiguous() for k, v in best_weights.items()}, str(ckpt_dir / "best.safetensors"))
+    acc.wait_for_everyone()
+
+
+def _load_checkpoint(acc, ckpt_dir: Path, cfg: FinetuneConfig, data: LabelledData) -> tuple[dict, dict | None]:
+    from safetensors.torch import load_file
+
+    path = ckpt_dir / "trainer_state.json"
+    if not path.exists():
+        raise FinetuneError(f"Nothing to resume: {ckpt_dir} has no checkpoint. Start a new run instead.")
+    state = json.loads(path.read_text())
+    if state["fingerprint"] != data.fingerprint():
+        raise FinetuneError("The checkpoint was trained on different data; resume with the same dataset or start anew.")
+    old = state["config"]
+    changed = [k for k in ("family", "checkpoint", "batch_size", "max_length", "pooling", "seed", "epochs",
+                           "max_steps", "freeze_layers", "freeze_embeddings") if old.get(k) != getattr(cfg, k)]
+    if changed:
+        raise FinetuneError(f"The checkpoint used different settings ({', '.join(changed)}); resume with the same "
+                            "settings or start a new run.")
+    acc.load_state(str(ckpt_dir))
+    bp = ckpt_dir / "best_probs.npy"
+    state["best_probs"] = np.load(bp) if bp.exists() else None
+    bw = ckpt_dir / "best.safetensors"
+    return state, (load_file(str(bw)) if bw.exists() else None)
+
+
+def _save_model(model, tokenizer, cfg: FinetuneConfig, data: LabelledData, model_dir: Path,
+                result: FinetuneResult) -> None:
+    from safetensors.torch import save_file
+
+    model_dir.mkdir(parents=True, exist_ok=True)
+    if cfg.pooling == "cls":
+        model.save_pretrained(str(model_dir))  # a standard *ForSequenceClassification folder
+    else:
+        model.backbone.save_pretrained(str(model_dir))  # the encoder, loadable as the family's base model
+        save_file({k: v.contiguous() for k, v in model.classifier.state_dict().items()}, str(model_dir / HEAD_FILE))
+    tokenizer.save_pretrained(str(model_dir))
+    meta = dict(config=asdict(cfg), label_names=list(data.label_names), data=data.name, source=data.source,
+                licence=data.licence, accuracy=result.accuracy, macro_f1=result.macro_f1, steps=result.steps)
+    (model_dir / META_FILE).write_text(json.dumps(meta, indent=2))
+
+
+# ---------------------------------------------------------------------------------------------- using a result
+@dataclass
+class FinetunedModel:
+    model: Any
+    tokenizer: Any
+    label_names: tuple[str, ...]
+    pooling: str
+    max_length: int
+    device: str
+
+
+def load_finetuned(model_dir: str | Path, device: str = "auto") -> FinetunedModel:
+    """Load a folder written by ``train`` for prediction. Raises ModelLoadError if it is not one."""
+    from safetensors.torch import load_file
+
+    meta_path = Path(model_dir) / META_FILE
+    if not meta_path.exists():
+        raise ModelLoadError(f"{model_dir} is not a fine-tuned EncoderLab folder (no {META_FILE}).")
+    meta = json.loads(meta_path.read_text())
+    c = meta["config"]
+    spec = ModelSpec(c["family"], str(model_dir), device)
+    if c["pooling"] == "cls":
+        lm = load(spec, "seqcls")
+        model = lm.model
+    else:
+        lm = load(spec, "base")
+        model = _mean_pool_classifier(lm.model, len(meta["label_names"]), 0.0)
+        model.classifier.load_state_dict(load_file(str(Path(model_dir) / HEAD_FILE)))
+        model.to(lm.device)
+    model.eval()
+    return FinetunedModel(model, lm.tokenizer, tuple(meta["label_names"]), c["pooling"], c["max_length"], lm.device)
+
+
+def classify(fm: FinetunedModel, texts: list[str], texts_b: list[str] | None = None) -> np.ndarray:
+    """Class probabilities, shape (len(texts), classes)."""
+    import torch
+
+    enc = fm.tokenizer(texts, texts_b, truncation=True, max_length=fm.max_length, padding=True, return_tensors="pt")
+    enc = {k: v.to(fm.device) for k, v in enc.items() if k in fm.tokenizer.model_input_names}
+    with torch.no_grad():
+        return torch.softmax(fm.model(**enc).logits.float(), -1).cpu().numpy()
+
+
+def zip_folder(folder: str | Path) -> bytes:
+    """The folder as a zip archive in memory (for the download button)."""
+    buf = io.BytesIO()
+    folder = Path(folder)
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        for p in sorted(folder.rglob("*")):
+            if p.is_file():
+                z.write(p, Path(folder.name) / p.relative_to(folder))
+    return buf.getvalue()
+
+
+def runs_root(session_id: str) -> Path:
+    """Where this session's runs live: $ENCODERLAB_RUNS/<session> (default /tmp/encoderlab-runs)."""
+    return Path(os.environ.get("ENCODERLAB_RUNS", "/tmp/encoderlab-runs")) / session_id
+
+
+def job_fn(cfg: FinetuneConfig, data: LabelledData, out_dir: str | Path, resume: bool = False):
+    """A core.jobs function: runs ``train`` and reports each step as progress + metrics (live curves)."""
+
+    def run(ctx) -> FinetuneResult:
+        def on_step(info: StepInfo) -> None:
+            ctx.progress(info.fraction, info.message(), kind=info.kind, **info.metrics())
+
+        ctx.progress(0.0, "loading a fresh copy of the model")
+        return train(cfg, data, out_dir, on_step=on_step, should_stop=lambda: ctx.cancelled, resume=resume)
+
+    return run
+
+
+def job_resource(cfg: FinetuneConfig) -> str:
+    """'gpu' when the run will use CUDA, else 'cpu' (the job queue limits each separately)."""
+    return "gpu" if resolve_device(cfg.device).kind == "cuda" else "cpu"
+
+
+# ---------------------------------------------------------------------------------------------- command line
+def _load_data(args) -> LabelledData:
+    if args.data in BUNDLED:
+        data = load_bundled(args.data)
+    else:
+        from core.datasets_local import from_table, read_table
+
+        path = Path(args.data)
+        df = read_table(path.read_bytes(), path.name)
+        data = from_table(df, args.text_col, args.label_col, args.text_col_b, name=path.name)
+    if args.train_rows or args.test_rows:
+        data = data.subset(args.train_rows, args.test_rows)
+    return data
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m core.finetune", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--family", required=True, choices=list(FAMILIES))
+    ap.add_argument("--checkpoint", required=True, help="Hub id, encoderlab/<name> or a local folder")
+    ap.add_argument("--data", default="drugreview", help="a bundled set (drugreview, wordnet) or a .csv/.tsv/.jsonl file")
+    ap.add_argument("--text-col", default="text")
+    ap.add_argument("--text-col-b", default=None)
+    ap.add_argument("--label-col", default="label")
+    ap.add_argument("--train-rows", type=int, default=0)
+    ap.add_argument("--test-rows", type=int, default=0)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--resume", action="store_true")
+    defaults = FinetuneConfig("bert", "x")
+    for f in ("epochs", "max_steps", "lr", "batch_size", "max_length", "warmup_ratio", "weight_decay", "grad_clip",
+              "seed", "freeze_layers", "pooling", "patience", "evals_per_epoch", "device", "precision"):
+        v = getattr(defaults, f)
+        ap.add_argument("--" + f.replace("_", "-"), type=type(v), default=v)
+    ap.add_argument("--freeze-embeddings", action="store_true")
+    args = ap.parse_args(argv)
+    try:
+        cfg = FinetuneConfig(args.family, args.checkpoint, **{k: getattr(args, k) for k in (
+            "epochs", "max_steps", "lr", "batch_size", "max_length", "warmup_ratio", "weight_decay", "grad_clip",
+            "seed", "freeze_embeddings", "freeze_layers", "pooling", "patience", "evals_per_epoch", "device",
+            "precision")})
+        data = _load_data(args)
+    except ValueError as e:
+        ap.error(str(e))
+    def show(info: StepInfo) -> None:
+        print(info.message(), flush=True)
+
+    try:
+        r = train(cfg, data, args.out, on_step=show, resume=args.resume)
+    except (ValueError, FinetuneError) as e:
+        print(f"error: {e}", flush=True)
+        return 2
+    from accelerate import PartialState  # initialised by train()'s Accelerator (multi-CPU under `accelerate launch`)
+
+    if PartialState().is_main_process:
+        print(json.dumps(dict(accuracy=round(r.accuracy, 4), macro_f1=round(r.macro_f1, 4),
+                              majority_rate=round(r.majority_rate, 4), steps=r.steps, stop=r.stop_reason,
+                              samples_per_s=round(r.samples_per_s, 2), processes=_num_processes(),
+                              model_dir=r.model_dir)), flush=True)
+    return 0
+
+
+def _num_processes() -> int:
+    from accelerate import PartialState
+
+    return PartialState().num_processes
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

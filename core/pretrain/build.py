@@ -1,0 +1,302 @@
+"""Models and tokenizers for pretraining, and the family heads applied to the selected positions only.
+
+Sizes: ``tiny`` (tests, the lab page's quick runs), ``mini`` (the bundled zoo), ``small``. The mini BERT starts
+from the offline MiniLM encoder (6x384, bert-base-uncased vocab) with a fresh MLM head tied to its word
+embeddings and a fresh NSP head; the DistilBERT student takes every other layer of its teacher.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from core.models import FAMILIES
+from core.tokenizer_build import bert_uncased_tokenizer, minilm_folder, save_tokenizer, train_tokenizer
+
+SIZES: dict[str, dict[str, int]] = {
+    "tiny": dict(hidden=64, layers=2, heads=2, ffn=128, embedding=32, vocab=2000),
+    "mini": dict(hidden=256, layers=4, heads=4, ffn=1024, embedding=128, vocab=8000),
+    "small": dict(hidden=384, layers=6, heads=6, ffn=1536, embedding=128, vocab=16000),
+}
+MAX_POSITIONS = 512
+
+
+def build_tokenizer(family: str, texts: list[str], vocab_size: int, out_dir: str | Path):
+    """WordPiece (the real bert-base-uncased vocab) for BERT/DistilBERT; trained BPE/Unigram otherwise."""
+    if family in ("bert", "distilbert"):
+        return bert_uncased_tokenizer(out_dir, family=family)
+    raw = train_tokenizer(family, texts, vocab_size=vocab_size)
+    return save_tokenizer(family, raw, out_dir)
+
+
+def new_config(family: str, size: str, tokenizer):
+    """A fresh config of the family's own class at ``size``; ALBERT keeps E < H and one shared layer."""
+    import transformers
+
+    s = SIZES[size]
+    common = dict(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id)
+    if family == "bert":
+        return transformers.BertConfig(hidden_size=s["hidden"], num_hidden_layers=s["layers"],
+                                       num_attention_heads=s["heads"], intermediate_size=s["ffn"],
+                                       max_position_embeddings=MAX_POSITIONS, **common)
+    if family == "roberta":  # no token types; positions offset by padding_idx + 1
+        return transformers.RobertaConfig(hidden_size=s["hidden"], num_hidden_layers=s["layers"],
+                                          num_attention_heads=s["heads"], intermediate_size=s["ffn"],
+                                          max_position_embeddings=MAX_POSITIONS + 2, type_vocab_size=1,
+                                          bos_token_id=tokenizer.cls_token_id, eos_token_id=tokenizer.sep_token_id,
+                                          **common)
+    if family == "albert":  # factorized embeddings V x E + E x H, one layer shared across depth
+        return transformers.AlbertConfig(embedding_size=s["embedding"], hidden_size=s["hidden"],
+                                         num_hidden_layers=s["layers"], num_hidden_groups=1, inner_group_num=1,
+                                         num_attention_heads=s["heads"], intermediate_size=s["ffn"],
+                                         hidden_act="gelu_new", max_position_embeddings=MAX_POSITIONS,
+                                         hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+                                         classifier_dropout_prob=0.1, **common)
+    if family == "distilbert":
+        return transformers.DistilBertConfig(dim=s["hidden"], n_layers=s["layers"], n_heads=s["heads"],
+                                             hidden_dim=s["ffn"], max_position_embeddings=MAX_POSITIONS, **common)
+    raise ValueError(f"Unknown family {family!r}.")
+
+
+def pretraining_class(family: str):
+    import transformers
+
+    return getattr(transformers, FAMILIES[family].classes["pretraining"])
+
+
+def bert_from_minilm():
+    """BertForPreTraining with the MiniLM encoder; MLM transform + NSP head fresh, decoder tied to embeddings."""
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    model = transformers.BertForPreTraining.from_pretrained(str(minilm_folder()), use_safetensors=True,
+                                                            dtype=torch.float32)
+    model.config.architectures = ["BertForPreTraining"]
+    model.tie_weights()
+    return model
+
+
+def distil_student(teacher, layers: tuple[int, ...] | None = None):
+    """A DistilBertForMaskedLM with half the teacher's layers, initialised from every other teacher layer.
+
+    Token-type embedding 0 is folded into the position embeddings (DistilBERT has no token types), and the
+    teacher's MLM transform and decoder bias initialise the student's head. Raises ValueError on a mismatch.
+    """
+    import transformers
+
+    tc = teacher.config
+    n = tc.num_hidden_layers
+    layers = tuple(layers) if layers is not None else tuple(range(0, n, 2))
+    if any(not 0 <= i < n for i in layers):
+        raise ValueError(f"Student layers {layers} must be teacher layers 0..{n - 1}.")
+    cfg = transformers.DistilBertConfig(
+        vocab_size=tc.vocab_size, dim=tc.hidden_size, n_layers=len(layers), n_heads=tc.num_attention_heads,
+        hidden_dim=tc.intermediate_size, max_position_embeddings=tc.max_position_embeddings,
+        pad_token_id=tc.pad_token_id, activation="gelu")
+    student = transformers.DistilBertForMaskedLM(cfg)
+    tb, sb = teacher.bert, student.distilbert
+    with torch.no_grad():
+        sb.embeddings.word_embeddings.weight.copy_(tb.embeddings.word_embeddings.weight)
+        sb.embeddings.position_embeddings.weight.copy_(
+            tb.embeddings.position_embeddings.weight + tb.embeddings.token_type_embeddings.weight[0])
+        sb.embeddings.LayerNorm.load_state_dict(tb.embeddings.LayerNorm.state_dict())
+        for s_layer, t_i in zip(sb.transformer.layer, layers):
+            t = tb.encoder.layer[t_i]
+            s_layer.attention.q_lin.load_state_dict(t.attention.self.query.state_dict())
+            s_layer.attention.k_lin.load_state_dict(t.attention.self.key.state_dict())
+            s_layer.attention.v_lin.load_state_dict(t.attention.self.value.state_dict())
+            s_layer.attention.out_lin.load_state_dict(t.attention.output.dense.state_dict())
+            s_layer.sa_layer_norm.load_state_dict(t.attention.output.LayerNorm.state_dict())
+            s_layer.ffn.lin1.load_state_dict(t.intermediate.dense.state_dict())
+            s_layer.ffn.lin2.load_state_dict(t.output.dense.state_dict())
+            s_layer.output_layer_norm.load_state_dict(t.output.LayerNorm.state_dict())
+        head = teacher.cls.predictions
+        student.vocab_transform.load_state_dict(head.transform.dense.state_dict())
+        student.vocab_layer_norm.load_state_dict(head.transform.LayerNorm.state_dict())
+        student.vocab_projector.bias.copy_(head.decoder.bias if head.decoder.bias is not None else head.bias)
+    student.tie_weights()
+    student.config.architectures = ["DistilBertForMaskedLM"]
+    return student
+
+
+def encode(model, family: str, input_ids, attention_mask, token_type_ids=None):
+    """Run the encoder; returns (sequence output (batch, seq, hidden), pooled output (batch, hidden) or None)."""
+    if family == "bert":
+        out = model.bert(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
+        return out.last_hidden_state, out.pooler_output
+    if family == "albert":
+        out = model.albert(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
+        return out.last_hidden_state, out.pooler_output
+    if family == "roberta":
+        return model.roberta(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state, None
+    if family == "distilbert":
+        return model.distilbert(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state, None
+    raise ValueError(f"Unknown family {family!r}.")
+
+
+def mlm_logits(model, family: str, hidden: torch.Tensor) -> torch.Tensor:
+    """The family's MLM head on some positions' hidden states (n, hidden) -> (n, vocab)."""
+    if family == "bert":
+        return model.cls.predictions(hidden)
+    if family == "albert":
+        return model.predictions(hidden)
+    if family == "roberta":
+        return model.lm_head(hidden)
+    if family == "distilbert":
+        x = model.vocab_layer_norm(model.activation(model.vocab_transform(hidden)))
+        return model.vocab_projector(x)
+    raise ValueError(f"Unknown family {family!r}.")
+
+
+def pair_logits(model, family: str, pooled: torch.Tensor) -> torch.Tensor | None:
+    """NSP (BERT) or SOP (ALBERT) logits (batch, 2); None for families without a pair head."""
+    if family == "bert":
+        return model.cls.seq_relationship(pooled)
+    if family == "albert":
+        return model.sop_classifier(pooled)
+    return None
+
+
+HEAD_PREFIXES = {"bert": ("cls.",), "albert": ("predictions.", "sop_classifier."), "roberta": ("lm_head.",),
+                 "distilbert": ("vocab_transform.", "vocab_layer_norm.", "vocab_projector.")}
+
+
+def is_head(family: str, name: str) -> bool:
+    """True for parameters of the MLM / pair heads (not the tied word embeddings, which are the encoder's)."""
+    return name.startswith(HEAD_PREFIXES[family])
+
+
+def mlm_bias(model, family: str) -> torch.nn.Parameter:
+    """The MLM decoder's output bias (vocab,)."""
+    return {"bert": lambda: model.cls.predictions.bias, "albert": lambda: model.predictions.bias,
+            "roberta": lambda: model.lm_head.bias, "distilbert": lambda: model.vocab_projector.bias}[family]()
+
+
+def init_bias_to_prior(model, family: str, counts: dict[int, int]) -> None:
+    """Start the fresh MLM head at the unigram distribution: bias = log frequency (add-one smoothed), so the
+    first steps learn context instead of re-learning token frequencies."""
+    bias = mlm_bias(model, family)
+    freq = torch.ones(bias.shape[0])
+    for i, c in counts.items():
+        if i < freq.shape[0]:
+            freq[i] += c
+    with torch.no_grad():
+        bias.copy_(torch.log(freq / freq.sum()))
+
+
+def _bert_piece_ids(token: str, kind: str, bert_tok) -> list[int]:
+    """bert-base-uncased ids that spell ``token`` of a BPE ("Ġ" word start) or Unigram ("▁") vocabulary."""
+    marker = "Ġ" if kind == "bpe" else "▁"
+    start = token.startswith(marker)
+    text = token[len(marker):] if start else token
+    text = text.lower()
+    if not text:
+        return []
+    vocab = bert_tok.vocab
+    key = text if start or not text[0].isalnum() else "##" + text  # punctuation is never a "##" piece
+    if key in vocab:
+        return [vocab[key]]
+    ids = bert_tok(text, add_special_tokens=False)["input_ids"]
+    return [i for i in ids if i != bert_tok.unk_token_id]
+
+
+def roberta_from_minilm(tokenizer):
+    """A RoBERTa (6 x 384, type_vocab_size 1) whose encoder is the offline MiniLM's and whose byte-level BPE
+    embeddings are transferred from MiniLM's WordPiece ones: a BPE token takes the embedding of the same
+    (lower-cased) word piece, or the mean of the pieces that spell it. Positions are shifted by RoBERTa's
+    padding offset, with token-type 0 folded in. The MLM head is fresh."""
+    import transformers
+
+    minilm = transformers.BertModel.from_pretrained(str(minilm_folder()), use_safetensors=True, dtype=torch.float32)
+    bert_tok = bert_uncased_tokenizer()
+    mc = minilm.config
+    cfg = transformers.RobertaConfig(
+        vocab_size=len(tokenizer), hidden_size=mc.hidden_size, num_hidden_layers=mc.num_hidden_layers,
+        num_attention_heads=mc.num_attention_heads, intermediate_size=mc.intermediate_size,
+        max_position_embeddings=mc.max_position_embeddings + 2, type_vocab_size=1,
+        pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.cls_token_id, eos_token_id=tokenizer.sep_token_id)
+    model = transformers.RobertaForMaskedLM(cfg)
+    me, re_ = minilm.embeddings, model.roberta.embeddings
+    specials = {tokenizer.cls_token_id: bert_tok.cls_token_id, tokenizer.sep_token_id: bert_tok.sep_token_id,
+                tokenizer.pad_token_id: bert_tok.pad_token_id, tokenizer.unk_token_id: bert_tok.unk_token_id,
+                tokenizer.mask_token_id: bert_tok.mask_token_id}
+    src = me.word_embeddings.weight
+    with torch.no_grad():
+        for tid in range(len(tokenizer)):
+            if tid in specials:
+                re_.word_embeddings.weight[tid] = src[specials[tid]]
+                continue
+            ids = _bert_piece_ids(tokenizer.convert_ids_to_tokens(tid), "bpe", bert_tok)
+            if ids:
+                re_.word_embeddings.weight[tid] = src[ids].mean(0)
+        pos = me.position_embeddings.weight + me.token_type_embeddings.weight[0]
+        re_.position_embeddings.weight[2:] = pos
+        re_.position_embeddings.weight[:2] = pos[0]
+        re_.LayerNorm.load_state_dict(me.LayerNorm.state_dict())
+        model.roberta.encoder.load_state_dict(minilm.encoder.state_dict())
+    model.tie_weights()
+    model.config.architectures = ["RobertaForMaskedLM"]
+    return model
+
+
+def _transferred_embeddings(tokenizer, kind: str, minilm, bert_tok) -> torch.Tensor:
+    """(vocab, 384) embeddings for a BPE/Unigram vocabulary, taken from MiniLM's WordPiece ones."""
+    src = minilm.embeddings.word_embeddings.weight
+    out = src.new_zeros((len(tokenizer), src.shape[1])).normal_(0.0, 0.02)
+    specials = {tokenizer.cls_token_id: bert_tok.cls_token_id, tokenizer.sep_token_id: bert_tok.sep_token_id,
+                tokenizer.pad_token_id: bert_tok.pad_token_id, tokenizer.unk_token_id: bert_tok.unk_token_id,
+                tokenizer.mask_token_id: bert_tok.mask_token_id}
+    with torch.no_grad():
+        for tid in range(len(tokenizer)):
+            ids = [specials[tid]] if tid in specials else _bert_piece_ids(tokenizer.convert_ids_to_tokens(tid), kind,
+                                                                           bert_tok)
+            if ids:
+                out[tid] = src[ids].mean(0)
+    return out
+
+
+def albert_from_minilm(tokenizer, embedding_size: int = 128, layers: int = 6, shared_from: int = 2):
+    """An ALBERT (E=128 < H=384, one layer shared across ``layers`` of depth) started from MiniLM: Unigram
+    embeddings transferred from its WordPiece ones and factorized by PCA (V x E, then E x H), and the shared
+    layer initialised from MiniLM layer ``shared_from``. MLM and SOP heads are fresh."""
+    import transformers
+
+    minilm = transformers.BertModel.from_pretrained(str(minilm_folder()), use_safetensors=True, dtype=torch.float32)
+    bert_tok = bert_uncased_tokenizer()
+    mc = minilm.config
+    cfg = transformers.AlbertConfig(
+        vocab_size=len(tokenizer), embedding_size=embedding_size, hidden_size=mc.hidden_size,
+        num_hidden_layers=layers, num_hidden_groups=1, inner_group_num=1, num_attention_heads=mc.num_attention_heads,
+        intermediate_size=mc.intermediate_size, hidden_act="gelu", max_position_embeddings=mc.max_position_embeddings,
+        type_vocab_size=2, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, classifier_dropout_prob=0.1,
+        pad_token_id=tokenizer.pad_token_id)
+    model = transformers.AlbertForPreTraining(cfg)
+    me, ae = minilm.embeddings, model.albert.embeddings
+    words = _transferred_embeddings(tokenizer, "unigram", minilm, bert_tok)  # (V, H)
+    with torch.no_grad():
+        mean = words.mean(0)
+        _, _, vt = torch.linalg.svd(words - mean, full_matrices=False)
+        proj = vt[:embedding_size].T  # (H, E), orthonormal columns
+        ae.word_embeddings.weight.copy_((words - mean) @ proj)
+        ae.position_embeddings.weight.copy_((me.position_embeddings.weight + mean) @ proj)
+        ae.token_type_embeddings.weight.copy_(me.token_type_embeddings.weight @ proj)
+        # E-space LayerNorm leaves norm sqrt(E); scale back to H-space's sqrt(H), then MiniLM's LN affine
+        gamma, beta = me.LayerNorm.weight, me.LayerNorm.bias
+        mapping = model.albert.encoder.embedding_hidden_mapping_in
+        mapping.weight.copy_(gamma[:, None] * proj * (mc.hidden_size / embedding_size) ** 0.5)
+        mapping.bias.copy_(beta)
+        t = minilm.encoder.layer[shared_from]
+        s = model.albert.encoder.albert_layer_groups[0].albert_layers[0]
+        s.attention.query.load_state_dict(t.attention.self.query.state_dict())
+        s.attention.key.load_state_dict(t.attention.self.key.state_dict())
+        s.attention.value.load_state_dict(t.attention.self.value.state_dict())
+        s.attention.dense.load_state_dict(t.attention.output.dense.state_dict())
+        s.attention.LayerNorm.load_state_dict(t.attention.output.LayerNorm.state_dict())
+        s.ffn.load_state_dict(t.intermediate.dense.state_dict())
+        s.ffn_output.load_state_dict(t.output.dense.state_dict())
+        s.full_layer_layer_norm.load_state_dict(t.output.LayerNorm.state_dict())
+        if minilm.pooler is not None:
+            model.albert.pooler.load_state_dict(minilm.pooler.dense.state_dict())
+    model.tie_weights()
+    model.config.architectures = ["AlbertForPreTraining"]
+    return model

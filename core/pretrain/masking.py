@@ -1,0 +1,79 @@
+"""Masked-language-model corruption as one pure function, plus the word boundaries whole-word masking needs.
+
+BERT's recipe: select 15% of the (non-special) tokens; of the selected, 80% become the mask token, 10% a random
+token and 10% stay unchanged; the loss is computed on the selected positions only (labels elsewhere are -100).
+With whole-word masking the selection is made per word and covers every sub-token of a selected word, for
+WordPiece (``##`` continuations), byte-level BPE (``Ġ`` starts a word) and Unigram (``▁`` starts a word).
+The function is the same as transformers' ``DataCollatorForLanguageModeling`` / ``DataCollatorForWholeWordMask``
+in behaviour, but takes an explicit ``torch.Generator`` so static masks, dynamic masks and evaluation masks
+are reproducible.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+IGNORE = -100
+WORD_MARKERS = {"wordpiece": "##", "bpe": "Ġ", "unigram": "▁"}
+FAMILY_PIECES = {"bert": "wordpiece", "distilbert": "wordpiece", "roberta": "bpe", "albert": "unigram"}
+
+
+def word_starts(tokens: list[str], kind: str) -> list[bool]:
+    """For each token of one run of text (no special tokens), whether it begins a new word.
+
+    wordpiece: every token but the ``##`` continuations; bpe and unigram: tokens carrying the ``Ġ`` / ``▁``
+    marker, and the first token (a sentence-initial BPE word has no ``Ġ``); a piece without the marker
+    continues the word before it (so BPE/Unigram punctuation glued to a word goes with that word).
+    """
+    if kind not in WORD_MARKERS:
+        raise ValueError(f"Unknown tokenizer kind {kind!r}: use one of {', '.join(WORD_MARKERS)}.")
+    if kind == "wordpiece":
+        return [not t.startswith("##") for t in tokens]
+    marker = WORD_MARKERS[kind]
+    return [i == 0 or t.startswith(marker) for i, t in enumerate(tokens)]
+
+
+def word_index(starts: list[bool]) -> list[int]:
+    """Position of the first token of the word each token belongs to: [T, F, T, F, F] -> [0, 0, 2, 2, 2]."""
+    out, cur = [], 0
+    for i, s in enumerate(starts):
+        if s or i == 0:
+            cur = i
+        out.append(cur)
+    return out
+
+
+@dataclass(frozen=True)
+class Masked:
+    input_ids: torch.Tensor  # (batch, seq) corrupted inputs
+    labels: torch.Tensor  # (batch, seq) original id at selected positions, -100 elsewhere
+
+
+def mask_tokens(input_ids: torch.Tensor, special: torch.Tensor, *, mask_id: int, vocab_size: int,
+                generator: torch.Generator, mlm_probability: float = 0.15, word_ids: torch.Tensor | None = None,
+                mask_ratio: float = 0.8, random_ratio: float = 0.1) -> Masked:
+    """Corrupt a batch for MLM; pure (inputs are not modified) and deterministic for a given generator state.
+
+    input_ids, special: (batch, seq); ``special`` is True at [CLS]/[SEP]/padding, which are never selected.
+    word_ids: (batch, seq) from ``word_index`` for whole-word masking (None: each token is its own word).
+    Returns the corrupted ids and the labels (-100 where not selected). Raises ValueError on bad ratios.
+    """
+    if not 0.0 <= mlm_probability <= 1.0 or mask_ratio < 0 or random_ratio < 0 or mask_ratio + random_ratio > 1:
+        raise ValueError("mlm_probability must be in [0, 1] and mask_ratio + random_ratio at most 1 "
+                         f"(got {mlm_probability}, {mask_ratio}, {random_ratio}).")
+    if input_ids.shape != special.shape:
+        raise ValueError(f"input_ids {tuple(input_ids.shape)} and special {tuple(special.shape)} differ in shape.")
+    draw = torch.rand(input_ids.shape, generator=generator)  # (batch, seq)
+    if word_ids is not None:
+        draw = draw.gather(1, word_ids)  # every sub-token takes its word's draw: the whole word is in or out
+    selected = (draw < mlm_probability) & ~special.bool()
+    how = torch.rand(input_ids.shape, generator=generator)
+    to_mask = selected & (how < mask_ratio)
+    to_random = selected & (how >= mask_ratio) & (how < mask_ratio + random_ratio)
+    random_ids = torch.randint(vocab_size, input_ids.shape, generator=generator, dtype=input_ids.dtype)
+    corrupted = input_ids.clone()
+    corrupted[to_mask] = mask_id
+    corrupted[to_random] = random_ids[to_random]
+    labels = torch.where(selected, input_ids, torch.full_like(input_ids, IGNORE))
+    return Masked(corrupted, labels)

@@ -1,0 +1,426 @@
+"""The pretraining loop: one linear, step-commented function with switchable objectives.
+
+``pretrain(PretrainConfig(...))`` trains MLM (static or dynamic masking, optional whole-word), plus NSP (BERT),
+SOP (ALBERT) or distillation from a teacher (DistilBERT); checkpoints every N steps and resumes from the last
+one (model, optimizer, scheduler, RNG, step); writes a JSON log; is deterministic for a seed on one machine;
+uses bf16 autocast on CUDA. The result is a frozen ``TrainReport`` and a Hugging Face folder in ``out``.
+"""
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+import random
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from core.models import FAMILIES, resolve_device
+from core.pretrain import build
+from core.pretrain.corpus import CORPUS_DIR, HELDOUT_FILE, CorpusError, check_documents, held_out, load_documents
+from core.pretrain.data import Instance, collate, make_instances, pad, special_mask, tokenize_documents
+from core.pretrain.evaluate import evaluate, unigram_top
+from core.pretrain.masking import Masked, mask_tokens
+
+LOG_FILE = "pretrain_log.json"
+CKPT_DIR = "checkpoint"
+
+
+class PretrainError(ValueError):
+    """The run cannot start or continue; the message says why and what to do. Checkpoints are kept."""
+
+
+@dataclass(frozen=True)
+class PretrainConfig:
+    """Everything a run needs. Checks itself; bad values raise PretrainError with the fix."""
+
+    family: str
+    out: str
+    corpus: str = str(CORPUS_DIR)
+    heldout: str | None = None  # default: heldout.txt next to the corpus, else a hash split of its documents
+    steps: int = 300
+    batch_size: int = 32
+    max_len: int = 128
+    lr: float = 5e-4
+    head_lr: float | None = None  # learning rate of the fresh MLM/pair heads (default: lr)
+    prior_bias: bool = True  # start a fresh MLM head's output bias at log unigram frequencies
+    warmup: float = 0.06  # fraction of steps
+    weight_decay: float = 0.01
+    clip: float = 1.0
+    size: str = "tiny"
+    init: str = "scratch"  # "scratch", "minilm" (BERT: the offline MiniLM encoder), or a model folder to continue
+    mlm_probability: float = 0.15
+    masking: str = "dynamic"  # "static": one mask per instance for the whole run; "dynamic": fresh every visit
+    whole_word: bool = False
+    pair: str | None = "auto"  # "auto" = the family's own head (NSP for BERT, SOP for ALBERT), None = MLM only
+    teacher: str | None = None  # DistilBERT: a BertForPreTraining folder to distil from
+    student_layers: tuple[int, ...] | None = None  # default: every other teacher layer (0, 2, 4, ...)
+    temperature: float = 2.0
+    alpha_mlm: float = 2.0  # DistilBERT's weights: 5 * KL + 2 * MLM + 1 * cosine
+    alpha_kl: float = 5.0
+    alpha_cos: float = 1.0
+    vocab_size: int | None = None  # BPE/Unigram vocabulary; default by size
+    seed: int = 0
+    log_every: int = 10
+    eval_every: int = 100
+    eval_instances: int = 256
+    checkpoint_every: int = 100
+    resume: bool = True
+    device: str = "auto"
+    threads: int | None = None
+    fp16_export: bool = False
+    max_documents: int | None = None  # use only the first N training documents (quick runs)
+    max_steps: int = 1_000_000  # limits a caller (the lab page) imposes
+    max_size: str = "small"
+
+    def __post_init__(self) -> None:
+        if self.family not in FAMILIES:
+            raise PretrainError(f"Unknown family {self.family!r}: use one of {', '.join(FAMILIES)}.")
+        if self.size not in build.SIZES:
+            raise PretrainError(f"Unknown size {self.size!r}: use one of {', '.join(build.SIZES)}.")
+        order = list(build.SIZES)
+        if order.index(self.size) > order.index(self.max_size):
+            raise PretrainError(f"Size {self.size!r} is over the limit here ({self.max_size!r}). Pick a smaller one.")
+        if not 1 <= self.steps <= self.max_steps:
+            raise PretrainError(f"Steps must be between 1 and {self.max_steps} here (got {self.steps}).")
+        if self.batch_size < 1 or not 16 <= self.max_len <= build.MAX_POSITIONS:
+            raise PretrainError(f"Batch size must be >= 1 and max length within 16..{build.MAX_POSITIONS}.")
+        if self.masking not in ("static", "dynamic"):
+            raise PretrainError("masking must be 'static' or 'dynamic'.")
+        if not 0.0 < self.mlm_probability < 1.0:
+            raise PretrainError("mlm_probability must be between 0 and 1 (BERT uses 0.15).")
+        if self.init not in ("scratch", "minilm") and not (Path(self.init) / "config.json").exists():
+            raise PretrainError("init must be 'scratch', 'minilm' or a model folder (with config.json) to continue.")
+        if self.init == "minilm" and self.family not in ("bert", "roberta", "albert"):
+            raise PretrainError("init='minilm' starts from the MiniLM encoder: use it with BERT, RoBERTa or ALBERT "
+                                "(DistilBERT starts from its teacher).")
+        head = FAMILIES[self.family].pair_head
+        if self.pair not in ("auto", None, "nsp", "sop"):
+            raise PretrainError("pair must be 'auto', None, 'nsp' or 'sop'.")
+        if self.pair in ("nsp", "sop") and self.pair != head:
+            has = f"has a {head.upper()} head" if head else "has no sentence-pair head"
+            raise PretrainError(f"{FAMILIES[self.family].label} {has}: {self.pair.upper()} needs "
+                                f"{'BERT' if self.pair == 'nsp' else 'ALBERT'}. Switch {self.pair.upper()} off.")
+        if self.teacher and self.family != "distilbert":
+            raise PretrainError("Distillation trains a DistilBERT student: pick the DistilBERT family.")
+        if self.temperature <= 0:
+            raise PretrainError("The distillation temperature must be positive.")
+
+    @property
+    def pair_objective(self) -> str | None:
+        return FAMILIES[self.family].pair_head if self.pair == "auto" else self.pair
+
+
+@dataclass(frozen=True)
+class TrainReport:
+    family: str
+    out: str
+    status: str  # "done" or "stopped"
+    steps: int
+    wall_s: float
+    params: int
+    history: tuple[dict, ...]
+    evals: tuple[dict, ...]
+    final: dict
+    config: dict = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+def _heldout_docs(cfg: PretrainConfig, docs: list[list[str]]) -> tuple[list[list[str]], list[list[str]]]:
+    """(train, held-out) documents: a heldout file when there is one, else a stable hash split."""
+    corpus = Path(cfg.corpus)
+    path = Path(cfg.heldout) if cfg.heldout else (corpus / HELDOUT_FILE if corpus.is_dir() else None)
+    if path is not None and path.exists():
+        return docs, load_documents(path)
+    ho = [d for i, d in enumerate(docs) if held_out("\n".join(d))]
+    tr = [d for i, d in enumerate(docs) if not held_out("\n".join(d))]
+    if not ho:
+        k = max(1, len(docs) // 20)
+        tr, ho = docs[:-k] if len(docs) > k else docs, docs[-k:]
+    return tr, ho
+
+
+def _param_groups(model, family: str, cfg: PretrainConfig):
+    """Four groups: (encoder | heads) x (decay | no decay on biases and LayerNorm)."""
+    groups: dict[tuple[bool, bool], list] = {(h, d): [] for h in (False, True) for d in (False, True)}
+    for name, p in model.named_parameters():
+        if p.requires_grad:
+            no_decay = p.ndim < 2 or "LayerNorm" in name or "layer_norm" in name
+            groups[(build.is_head(family, name), not no_decay)].append(p)
+    return [{"params": ps, "weight_decay": cfg.weight_decay if decay else 0.0,
+             "lr": (cfg.head_lr or cfg.lr) if head else cfg.lr} for (head, decay), ps in groups.items() if ps]
+
+
+def _static_masks(instances: list[Instance], tokenizer, cfg: PretrainConfig) -> list[Masked]:
+    """One fixed mask per instance for the whole run (BERT's static masking), drawn in blocks for speed."""
+    gen = torch.Generator().manual_seed(cfg.seed + 17)
+    out = []
+    for b0 in range(0, len(instances), 512):
+        block = instances[b0:b0 + 512]
+        ids, att, _, words, _ = pad(block, tokenizer.pad_token_id)
+        m = mask_tokens(ids, special_mask(ids, att, tokenizer), mask_id=tokenizer.mask_token_id,
+                        vocab_size=len(tokenizer), generator=gen, mlm_probability=cfg.mlm_probability,
+                        word_ids=words if cfg.whole_word else None)
+        for r, x in enumerate(block):
+            k = len(x.ids)
+            out.append(Masked(m.input_ids[r:r + 1, :k].clone(), m.labels[r:r + 1, :k].clone()))
+    return out
+
+
+def _stack_static(masks: list[Masked], pad_id: int) -> Masked:
+    L = max(m.input_ids.shape[1] for m in masks)
+    ids = torch.full((len(masks), L), pad_id, dtype=torch.long)
+    labels = torch.full((len(masks), L), -100, dtype=torch.long)
+    for r, m in enumerate(masks):
+        ids[r, :m.input_ids.shape[1]] = m.input_ids[0]
+        labels[r, :m.labels.shape[1]] = m.labels[0]
+    return Masked(ids, labels)
+
+
+def _save_checkpoint(folder: Path, model, optimizer, scheduler, step: int, history: list, evals: list) -> None:
+    from safetensors.torch import save_model
+
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / "state.pt.tmp"
+    save_model(model, str(folder / "model.safetensors.tmp"))
+    torch.save({"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "step": step,
+                "torch_rng": torch.get_rng_state(), "python_rng": random.getstate(),
+                "history": json.dumps(history), "evals": json.dumps(evals)}, tmp)
+    (folder / "model.safetensors.tmp").replace(folder / "model.safetensors")
+    tmp.replace(folder / "state.pt")
+
+
+def _load_checkpoint(folder: Path, model, optimizer, scheduler) -> tuple[int, list, list]:
+    from safetensors.torch import load_model
+
+    load_model(model, str(folder / "model.safetensors"), strict=False)
+    state = torch.load(folder / "state.pt", weights_only=True)
+    optimizer.load_state_dict(state["optimizer"])
+    scheduler.load_state_dict(state["scheduler"])
+    torch.set_rng_state(state["torch_rng"])
+    random.setstate(state["python_rng"])
+    return int(state["step"]), json.loads(state["history"]), json.loads(state["evals"])
+
+
+def _is_oom(e: BaseException) -> bool:
+    return isinstance(e, getattr(torch, "OutOfMemoryError", MemoryError)) or isinstance(e, MemoryError) or \
+        "out of memory" in str(e).lower()
+
+
+# ---------------------------------------------------------------------------------------------- the loop
+def pretrain(cfg: PretrainConfig, on_step: Callable[[dict], None] | None = None,
+             should_stop: Callable[[], bool] | None = None) -> TrainReport:
+    """Train, checkpoint, evaluate and save a model folder in ``cfg.out``; returns the TrainReport.
+
+    ``on_step(info)`` is called after every step with step, fraction, losses and accuracies (and ``eval`` when
+    one ran); ``should_stop()`` ends the run early after a checkpoint (status "stopped").
+    Raises PretrainError (bad corpus, out of memory: checkpoints are kept) or CorpusError.
+    """
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    t0 = time.time()
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    device = resolve_device(cfg.device).torch_device
+    # 1. seeds: python (instances), torch (init, dropout); masking has its own generators
+    random.seed(cfg.seed)
+    torch.manual_seed(cfg.seed)
+    pair = cfg.pair_objective
+
+    # 2. corpus -> train / held-out documents
+    docs = load_documents(cfg.corpus)[:cfg.max_documents]
+    check_documents(docs, need_pairs=pair is not None)
+    train_docs, heldout_docs = _heldout_docs(cfg, docs)
+    check_documents(train_docs, need_pairs=pair is not None)
+
+    # 3. tokenizer: the family's own kind (reused on resume so ids stay the same)
+    teacher = None
+    if cfg.teacher:
+        teacher = build.pretraining_class("bert").from_pretrained(cfg.teacher, use_safetensors=True,
+                                                                  dtype=torch.float32).to(device).eval()
+        tokenizer = transformers.AutoTokenizer.from_pretrained(cfg.teacher)
+        tokenizer.model_input_names = ["input_ids", "attention_mask"]
+        tokenizer.save_pretrained(str(out))
+    elif cfg.init not in ("scratch", "minilm"):
+        tokenizer = transformers.AutoTokenizer.from_pretrained(cfg.init)
+        tokenizer.save_pretrained(str(out))
+    elif (out / "tokenizer.json").exists() and (out / CKPT_DIR / "state.pt").exists() and cfg.resume:
+        tokenizer = transformers.AutoTokenizer.from_pretrained(str(out))
+    else:
+        vocab = cfg.vocab_size or build.SIZES[cfg.size]["vocab"]
+        tokenizer = build.build_tokenizer(cfg.family, [s for d in train_docs for s in d], vocab, out)
+
+    # 4. model: fresh config, the MiniLM start, or the student cut from its teacher
+    torch.manual_seed(cfg.seed)
+    if teacher is not None:
+        model = build.distil_student(teacher, cfg.student_layers)
+    elif cfg.init == "minilm":
+        model = {"bert": lambda: build.bert_from_minilm(), "roberta": lambda: build.roberta_from_minilm(tokenizer),
+                 "albert": lambda: build.albert_from_minilm(tokenizer)}[cfg.family]()
+    elif cfg.init != "scratch":
+        model = build.pretraining_class(cfg.family).from_pretrained(cfg.init, use_safetensors=True, dtype=torch.float32)
+    else:
+        model = build.pretraining_class(cfg.family)(build.new_config(cfg.family, cfg.size, tokenizer))
+        model.config.architectures = [type(model).__name__]
+    model.to(device).train()
+    params = sum(p.numel() for p in model.parameters())
+
+    # 5. instances (and static masks); held-out instances never trained on
+    use_types = cfg.family in ("bert", "albert")
+    train_inst = make_instances(tokenize_documents(train_docs, tokenizer, cfg.family), tokenizer, pair=pair,
+                                max_len=cfg.max_len, seed=cfg.seed, use_types=use_types)
+    eval_inst = make_instances(tokenize_documents(heldout_docs, tokenizer, cfg.family), tokenizer, pair=pair,
+                               max_len=cfg.max_len, seed=cfg.seed + 1, use_types=use_types)[:cfg.eval_instances]
+    if not train_inst or not eval_inst:
+        raise CorpusError("The corpus gives no training or held-out instances: add more documents.")
+    static = _static_masks(train_inst, tokenizer, cfg) if cfg.masking == "static" else None
+    unigram = unigram_top(train_inst, tokenizer)
+    if cfg.prior_bias and teacher is None and cfg.init in ("scratch", "minilm"):  # only a fresh head
+        special = set(tokenizer.all_special_ids)
+        build.init_bias_to_prior(model, cfg.family, Counter(i for x in train_inst for i in x.ids if i not in special))
+
+    # 6. optimizer (no decay on biases/LayerNorm), linear warmup + decay
+    optimizer = torch.optim.AdamW(_param_groups(model, cfg.family, cfg), lr=cfg.lr, betas=(0.9, 0.98), eps=1e-6)
+    scheduler = transformers.get_linear_schedule_with_warmup(optimizer, math.ceil(cfg.warmup * cfg.steps), cfg.steps)
+
+    # 7. resume from the last checkpoint when there is one
+    step, history, evals = 0, [], []
+    ckpt = out / CKPT_DIR
+    if cfg.resume and (ckpt / "state.pt").exists():
+        step, history, evals = _load_checkpoint(ckpt, model, optimizer, scheduler)
+    start_step = step
+    setup_s = round(time.time() - t0, 2)
+    autocast = (torch.autocast("cuda", dtype=torch.bfloat16) if device == "cuda"
+                else torch.autocast("cpu", enabled=False))
+    n = len(train_inst)
+    window: list[dict] = []
+    status = "done"
+    try:
+        while step < cfg.steps:
+            # 8a. the batch: a seeded permutation per epoch, so the order is a function of (seed, step)
+            first = step * cfg.batch_size
+            idx = []
+            for j in range(first, first + cfg.batch_size):
+                epoch, pos = divmod(j, n)
+                if not idx or epoch != cur_epoch:
+                    cur_epoch = epoch
+                    perm = torch.randperm(n, generator=torch.Generator().manual_seed(cfg.seed * 1000 + epoch))
+                idx.append(int(perm[pos]))
+            chunk = [train_inst[i] for i in idx]
+            if static is not None:
+                batch = collate(chunk, tokenizer, generator=None, mlm_probability=cfg.mlm_probability,
+                                whole_word=cfg.whole_word, vocab_size=len(tokenizer),
+                                masked=_stack_static([static[i] for i in idx], tokenizer.pad_token_id))
+            else:
+                gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + step)
+                batch = collate(chunk, tokenizer, generator=gen, mlm_probability=cfg.mlm_probability,
+                                whole_word=cfg.whole_word, vocab_size=len(tokenizer))
+            ids, att = batch.input_ids.to(device), batch.attention_mask.to(device)
+            types = batch.token_type_ids.to(device)
+            sel = (batch.labels != -100).to(device)
+            gold = batch.labels.to(device)[sel]
+
+            # 8b. forward: MLM on the selected positions only, then the pair head / distillation terms
+            with autocast:
+                seq, pooled = build.encode(model, cfg.family, ids, att, types)
+                logits = build.mlm_logits(model, cfg.family, seq[sel]).float()  # (n_selected, vocab)
+                mlm_loss = torch.nn.functional.cross_entropy(logits, gold) if gold.numel() else logits.sum() * 0
+                loss = mlm_loss
+                info = {"mlm_loss": mlm_loss.item(),
+                        "mlm_acc": (logits.argmax(-1) == gold).float().mean().item() if gold.numel() else 0.0}
+                if pair is not None:
+                    pl = build.pair_logits(model, cfg.family, pooled).float()
+                    plabels = batch.pair_labels.to(device)
+                    pair_loss = torch.nn.functional.cross_entropy(pl, plabels)
+                    loss = loss + pair_loss
+                    info[f"{pair}_loss"] = pair_loss.item()
+                    info[f"{pair}_acc"] = (pl.argmax(-1) == plabels).float().mean().item()
+                if teacher is not None:
+                    with torch.no_grad():
+                        t_seq, _ = build.encode(teacher, "bert", ids, att, torch.zeros_like(ids))
+                        t_logits = build.mlm_logits(teacher, "bert", t_seq[sel]).float()
+                    T = cfg.temperature
+                    kl = torch.nn.functional.kl_div(torch.log_softmax(logits / T, -1), torch.softmax(t_logits / T, -1),
+                                                    reduction="batchmean") * T * T
+                    keep = att.bool()
+                    cos = 1 - torch.nn.functional.cosine_similarity(seq[keep].float(), t_seq[keep].float(),
+                                                                    dim=-1).mean()
+                    loss = cfg.alpha_mlm * mlm_loss + cfg.alpha_kl * kl + cfg.alpha_cos * cos
+                    info.update(kl=kl.item(), cos=cos.item())
+
+            # 8c. backward, clip, step
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            step += 1
+            info.update(loss=loss.item(), lr=scheduler.get_last_lr()[0])
+            window.append(info)
+
+            # 8d. log (window means), evaluate, checkpoint, report
+            event = {"step": step, "fraction": step / cfg.steps, "elapsed": time.time() - t0, **info}
+            if step % cfg.log_every == 0 or step == cfg.steps:
+                mean = {k: sum(w[k] for w in window) / len(window) for k in window[0]}
+                history.append({"step": step, "elapsed": round(time.time() - t0, 2),
+                                **{k: round(v, 5) for k, v in mean.items()}})
+                window = []
+            if (cfg.eval_every and step % cfg.eval_every == 0) or step == cfg.steps:
+                ev = evaluate(model, cfg.family, tokenizer, eval_inst, unigram, device=device, samples=3)
+                ev = {"step": step, **ev}
+                evals.append(ev)
+                event["eval"] = ev
+            if cfg.checkpoint_every and step % cfg.checkpoint_every == 0 and step < cfg.steps:
+                _save_checkpoint(ckpt, model, optimizer, scheduler, step, history, evals)
+            if on_step is not None:
+                on_step(event)
+            if should_stop is not None and step < cfg.steps and should_stop():
+                _save_checkpoint(ckpt, model, optimizer, scheduler, step, history, evals)
+                status = "stopped"
+                break
+    except (RuntimeError, MemoryError) as e:
+        if _is_oom(e):
+            raise PretrainError(f"Out of memory at step {step}: lower the batch size ({cfg.batch_size}), the max "
+                                f"length ({cfg.max_len}) or the model size. The last checkpoint is kept in {ckpt} "
+                                "and the run resumes from it.") from None
+        raise
+
+    # 9. save the Hugging Face folder and the log
+    wall = time.time() - t0
+    final = evals[-1] if evals else {}
+    _save_folder(model, tokenizer, out, cfg.fp16_export)
+    report = TrainReport(cfg.family, str(out), status, step, round(wall, 2), params, tuple(history), tuple(evals),
+                         final, _config_dict(cfg))
+    (out / LOG_FILE).write_text(json.dumps({**asdict(report), "resumed_from": start_step, "setup_s": setup_s,
+                                            "unigram_top5_ids": unigram}, indent=1, default=str) + "\n")
+    return report
+
+
+def _config_dict(cfg: PretrainConfig) -> dict:
+    d = asdict(cfg)
+    d["pair_objective"] = cfg.pair_objective
+    return d
+
+
+def _save_folder(model, tokenizer, out: Path, fp16: bool) -> None:
+    """save_pretrained (safetensors); fp16 weights keep dtype float32 in config so loads run in fp32."""
+    model.config.architectures = [type(model).__name__]
+    if fp16:
+        import copy
+
+        half = copy.deepcopy(model).half()
+        half.config.dtype = torch.float32
+        half.save_pretrained(str(out), safe_serialization=True)
+        cfgp = out / "config.json"
+        d = json.loads(cfgp.read_text())
+        d["dtype"] = "float32"
+        cfgp.write_text(json.dumps(d, indent=2) + "\n")
+    else:
+        model.save_pretrained(str(out), safe_serialization=True)
+    tokenizer.save_pretrained(str(out))

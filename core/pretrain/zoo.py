@@ -1,0 +1,348 @@
+"""The bundled zoo: the four recipes, and the model cards (README.md + encoderlab_card.json) measured on the
+held-out split. ``python -m core.pretrain zoo`` (what `make models` runs) trains all four in order (the
+DistilBERT student needs the mini BERT as its teacher), then evaluates and writes the cards.
+
+    python -m core.pretrain zoo [--out assets/models] [--only bert-mini ...] [--cards-only] [--threads 2]
+
+--cards-only re-measures and rewrites the cards of folders that are already trained (it never trains).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import shutil
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from core.models import FAMILIES, ModelSpec, load
+from core.pretrain.corpus import CORPUS_DIR, load_documents
+from core.pretrain.data import collate, make_instances, tokenize_documents
+from core.pretrain.evaluate import evaluate, unigram_top
+from core.pretrain.train import LOG_FILE, PretrainConfig, pretrain
+
+CARD_JSON = "encoderlab_card.json"
+
+# Each family's own recipe, at a size a CPU can train in minutes. Same order as they must run.
+RECIPES: dict[str, dict] = {
+    "bert-mini": dict(family="bert", init="minilm", size="mini", steps=600, lr=5e-4, head_lr=2e-3,
+                      masking="static", pair="auto", eval_every=50,
+                      note="MLM (static masking, 15% / 80-10-10) + NSP; starts from the offline "
+                                        "MiniLM-L6-H384 encoder with fresh MLM (tied to the word embeddings) and NSP "
+                                        "heads; the fresh heads learn at 4x the encoder's rate."),
+    "roberta-mini": dict(family="roberta", init="minilm", size="mini", steps=250, lr=5e-4, head_lr=2e-3,
+                         masking="dynamic", pair=None, vocab_size=8000, eval_every=50,
+                         note="MLM only with dynamic masking (a fresh mask on every visit), no NSP, no token types; "
+                              "byte-level BPE trained on the corpus. Starts from the offline MiniLM encoder (6 x 384) "
+                              "with the BPE embeddings transferred from its WordPiece ones (same piece, or the mean of "
+                              "the pieces that spell it) and a fresh MLM head."),
+    "albert-mini": dict(family="albert", init="minilm", size="mini", steps=400, lr=1e-4, head_lr=1e-3,
+                        masking="dynamic", whole_word=False, pair="auto", vocab_size=8000, eval_every=50,
+                        note="MLM + SOP; the shared layer's gradient sums over its 6 uses, so the encoder learns at "
+                             "1e-4 (heads 1e-3); factorized embeddings (E=128 < H=384) and one "
+                             "layer shared across all 6 layers of depth; Unigram tokenizer trained on the corpus. "
+                             "Starts from the offline MiniLM: Unigram embeddings transferred from its WordPiece ones "
+                             "and factorized by PCA, the shared layer from its layer 2; fresh MLM and SOP heads."),
+    "distilbert-mini": dict(family="distilbert", teacher="bert-mini", steps=200, lr=2e-4, masking="dynamic",
+                            pair=None, note="Distilled from the mini BERT: 3 layers initialised from its layers "
+                                            "0, 2, 4; loss = 2 x MLM + 5 x KL(T=2) + 1 x hidden-state cosine."),
+}
+COMMON = dict(batch_size=16, max_len=64, eval_every=100, eval_instances=64, checkpoint_every=25, seed=0,
+              fp16_export=True)
+
+
+STAGE1_LOG = "pretrain_log.stage1.json"
+
+
+def train_recipe(name: str, out_root: Path, threads: int | None = None):
+    """Train one bundled model; a recipe with ``then`` continues from its first stage with those overrides
+    (a fresh schedule and seed: new static masks, like BERT's duplicated data with different masks)."""
+    from dataclasses import replace
+
+    cfg = recipe_config(name, out_root, threads)
+    then = RECIPES[name].get("then")
+    first = None
+    if then:
+        first = replace(cfg, out=str(out_root / f"_{name}-stage1"))
+        pretrain(first, on_step=_printer(f"{name} (stage 1)", first.steps))
+        cfg = replace(cfg, init=first.out, **then)
+    report = pretrain(cfg, on_step=_printer(name, cfg.steps))
+    shutil.rmtree(Path(cfg.out) / "checkpoint", ignore_errors=True)
+    if first is not None:
+        shutil.copy(Path(first.out) / LOG_FILE, Path(cfg.out) / STAGE1_LOG)
+        shutil.rmtree(first.out, ignore_errors=True)
+    return report
+
+
+def recipe_config(name: str, out_root: Path, threads: int | None = None) -> PretrainConfig:
+    r = {k: v for k, v in RECIPES[name].items() if k not in ("note", "then")}
+    if "teacher" in r:
+        r["teacher"] = str(out_root / r["teacher"])
+    return PretrainConfig(out=str(out_root / name), corpus=str(CORPUS_DIR), threads=threads, **{**COMMON, **r})
+
+
+# ---------------------------------------------------------------------------------------------- measuring
+def _instances(cfg_d: dict, tokenizer, family: str):
+    """Train instances (for the unigram baseline) and all held-out instances, exactly as the run built them."""
+    docs = load_documents(CORPUS_DIR)
+    held = load_documents(CORPUS_DIR / "heldout.txt")
+    pair = cfg_d.get("pair_objective")
+    use_types = family in ("bert", "albert")
+    kw = dict(pair=pair, max_len=cfg_d["max_len"], use_types=use_types)
+    train = make_instances(tokenize_documents(docs, tokenizer, family), tokenizer, seed=cfg_d["seed"], **kw)
+    heldout = make_instances(tokenize_documents(held, tokenizer, family), tokenizer, seed=cfg_d["seed"] + 1, **kw)
+    return train, heldout
+
+
+def _forward_ms(model, family: str, tokenizer, instances, reps: int = 5, head: bool = True) -> float:
+    """Median milliseconds for one forward pass of 16 held-out instances (encoder, + MLM head on all tokens)."""
+    from core.pretrain.build import encode, mlm_logits
+
+    batch = collate(instances[:16], tokenizer, generator=torch.Generator().manual_seed(0), mlm_probability=0.15,
+                    whole_word=False, vocab_size=len(tokenizer))
+    times = []
+    with torch.no_grad():
+        for _ in range(reps + 1):
+            t = time.perf_counter()
+            seq, _ = encode(model, family, batch.original_ids, batch.attention_mask, batch.token_type_ids)
+            if head:
+                mlm_logits(model, family, seq)
+            times.append(time.perf_counter() - t)
+    return statistics.median(times[1:]) * 1000
+
+
+def ev_unigram(m: dict) -> list[int]:
+    return m["unigram"]
+
+
+def measure(folder: Path, family: str) -> dict:
+    """Load the folder through the registry and measure it on the whole held-out split."""
+    loaded = load(ModelSpec(family, str(folder), device="cpu"), task="pretraining")
+    log = json.loads((folder / LOG_FILE).read_text())
+    if (folder / STAGE1_LOG).exists():
+        log["stage1"] = json.loads((folder / STAGE1_LOG).read_text())
+    train, heldout = _instances(log["config"], loaded.tokenizer, family)
+    ev = evaluate(loaded.model, family, loaded.tokenizer, heldout, unigram_top(train, loaded.tokenizer))
+    ev["forward_ms_16x"] = round(_forward_ms(loaded.model, family, loaded.tokenizer, heldout), 1)
+    ev["params"] = sum(p.numel() for p in loaded.model.parameters())
+    return {"heldout": ev, "unigram": unigram_top(train, loaded.tokenizer), "log": log, "model": loaded.model,
+            "tokenizer": loaded.tokenizer, "instances": heldout}
+
+
+def _hardware() -> str:
+    name = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                name = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
+    return f"{name}, {gpu}"
+
+
+def write_card(name: str, out_root: Path, bert_measure: dict | None = None, make_s: float | None = None) -> dict:
+    """Measure ``out_root/name`` and write its README.md and encoderlab_card.json; returns the card dict."""
+    folder = out_root / name
+    family = RECIPES[name]["family"]
+    m = measure(folder, family)
+    ev, log, model = m["heldout"], m["log"], m["model"]
+    cfg = log["config"]
+    manifest = json.loads((CORPUS_DIR / "manifest.json").read_text())
+    mc = model.config
+    arch = {"layers": getattr(mc, "num_hidden_layers", getattr(mc, "n_layers", None)),
+            "hidden": getattr(mc, "hidden_size", getattr(mc, "dim", None)),
+            "heads": getattr(mc, "num_attention_heads", getattr(mc, "n_heads", None)),
+            "vocab": mc.vocab_size}
+    if family == "albert":
+        arch.update(embedding=mc.embedding_size, shared_layer_groups=mc.num_hidden_groups)
+    if family == "roberta":
+        arch.update(type_vocab_size=mc.type_vocab_size)
+    weights = folder / "model.safetensors"
+    card = {
+        "name": f"encoderlab/{name}", "family": family, "architecture": mc.architectures[0],
+        "recipe": RECIPES[name]["note"],
+        "objectives": [o for o in ("MLM", (cfg.get("pair_objective") or "").upper() or None,
+                                   "distillation" if cfg.get("teacher") else None) if o],
+        "masking": cfg["masking"] + (" whole-word" if cfg.get("whole_word") else ""),
+        "tokenizer": {"kind": FAMILIES[family].tokenizer_kind, "vocab_size": len(m["tokenizer"])},
+        "arch": arch, "params": ev["params"], "weights_mb": round(weights.stat().st_size / 2**20, 1),
+        "weights_dtype": "float16 on disk, loaded as float32",
+        "corpus": {"path": "assets/corpus", "train_words": manifest["train"]["words"],
+                   "heldout_words": manifest["heldout"]["words"], "sources": list(manifest["sources"])},
+        "training": {"steps": log["steps"] + log.get("stage1", {}).get("steps", 0), "batch_size": cfg["batch_size"],
+                     "max_len": cfg["max_len"], "lr": cfg["lr"], "head_lr": cfg.get("head_lr"), "seed": cfg["seed"],
+                     "wall_s": round(log["wall_s"] + log.get("stage1", {}).get("wall_s", 0), 1),
+                     "setup_s": log.get("setup_s"),
+                     "resumed_from_step": log.get("resumed_from", 0), "hardware": _hardware(),
+                     "threads": cfg.get("threads"), "torch": torch.__version__,
+                     "command": f"python -m core.pretrain zoo --only {name}  (all four: make models)"},
+        "heldout": {k: (round(v, 4) if isinstance(v, float) else v) for k, v in ev.items()},
+    }
+    card["heldout"]["top5_vs_unigram"] = round(ev["mlm_top5"] / max(ev["unigram_top5"], 1e-9), 2)
+    if "stage1" in log:
+        s1 = log["stage1"]["config"]
+        card["training"]["stages"] = [
+            {"steps": log["stage1"]["steps"], "lr": s1["lr"], "head_lr": s1.get("head_lr"), "seed": s1["seed"],
+             "wall_s": log["stage1"]["wall_s"]},
+            {"steps": log["steps"], "lr": cfg["lr"], "head_lr": cfg.get("head_lr"), "seed": cfg["seed"],
+             "wall_s": log["wall_s"]}]
+    if make_s is not None:
+        card["training"]["make_models_s"] = round(make_s, 1)
+    if family == "distilbert" and bert_measure is not None:
+        # the teacher measured on the student's own held-out instances and mask, so "kept" compares like with like
+        t_model, t_tok = bert_measure["model"], bert_measure["tokenizer"]
+        b = evaluate(t_model, "bert", t_tok, m["instances"], ev_unigram(m))
+        b["params"] = bert_measure["heldout"]["params"]
+        t_ms = _forward_ms(t_model, "bert", t_tok, m["instances"])
+        s_ms = _forward_ms(model, family, m["tokenizer"], m["instances"])
+        t_enc = _forward_ms(t_model, "bert", t_tok, m["instances"], head=False)
+        s_enc = _forward_ms(model, family, m["tokenizer"], m["instances"], head=False)
+        card["vs_teacher"] = {
+            "teacher": "encoderlab/bert-mini", "params_ratio": round(ev["params"] / b["params"], 3),
+            "speedup": round(t_ms / s_ms, 2), "teacher_forward_ms_16x": round(t_ms, 1),
+            "student_forward_ms_16x": round(s_ms, 1), "encoder_speedup": round(t_enc / s_enc, 2),
+            "teacher_encoder_ms_16x": round(t_enc, 1), "student_encoder_ms_16x": round(s_enc, 1),
+            "top1_kept": round(ev["mlm_top1"] / b["mlm_top1"], 3),
+            "top5_kept": round(ev["mlm_top5"] / b["mlm_top5"], 3),
+            "teacher_top1": round(b["mlm_top1"], 4), "teacher_top5": round(b["mlm_top5"], 4)}
+    (folder / CARD_JSON).write_text(json.dumps(card, indent=2) + "\n")
+    (folder / "README.md").write_text(_readme(card, ev))
+    return card
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def _readme(c: dict, ev: dict) -> str:
+    h, t = c["heldout"], c["training"]
+    lines = [
+        f"# {c['name']}", "",
+        f"A small {c['architecture']} that EncoderLab pretrained itself, offline, with the {c['family']} recipe. "
+        "It exists so that every page works with no download; it is a teaching model, not a production one.", "",
+        "| | |", "|---|---|",
+        f"| Objectives | {', '.join(c['objectives'])} ({c['masking']} masking) |",
+        f"| Recipe | {c['recipe']} |",
+        f"| Tokenizer | {c['tokenizer']['kind']}, {c['tokenizer']['vocab_size']} tokens |",
+        f"| Architecture | {', '.join(f'{k} {v}' for k, v in c['arch'].items())} |",
+        f"| Parameters | {c['params'] / 1e6:.2f} M ({c['weights_mb']} MB, {c['weights_dtype']}) |",
+        f"| Corpus | assets/corpus: WordNet glosses and examples, Python documentation prose, King James Bible "
+        f"({c['corpus']['train_words']:,} training words; {c['corpus']['heldout_words']:,} held-out words, "
+        "never trained on) |",
+        f"| Steps | {t['steps']} x batch {t['batch_size']} x up to {t['max_len']} tokens, lr {t['lr']}"
+        f"{' (heads ' + str(t['head_lr']) + ')' if t.get('head_lr') else ''}, seed {t['seed']} |",
+        f"| Wall time | {t['wall_s'] / 60:.1f} min (of which {t['setup_s'] or 0:.0f} s setup) on {t['hardware']}, "
+        f"{t['threads']} CPU thread(s), on a machine shared with other jobs |",
+        *(["| Stages | " + "; then ".join(f"{g['steps']} steps at lr {g['lr']} (heads {g['head_lr']}), "
+                                          f"seed {g['seed']}, {g['wall_s'] / 60:.1f} min" for g in t["stages"]) + " |"]
+          if t.get("stages") else []),
+        f"| Rebuild | `{t['command']}` |", "",
+        "## Held-out metrics", "",
+        f"Measured on {h['instances']} held-out instances ({h['masked_tokens']} masked tokens): 15% of the tokens "
+        "replaced by the mask token with a fixed seed. The unigram baseline always guesses the most frequent "
+        "training tokens, on the same positions.", "",
+        "| | top-1 | top-5 |", "|---|---|---|",
+        f"| this model | {_pct(h['mlm_top1'])} | {_pct(h['mlm_top5'])} |",
+        f"| unigram baseline | {_pct(h['unigram_top1'])} | {_pct(h['unigram_top5'])} |", "",
+        f"Top-5 is {h['top5_vs_unigram']}x the baseline.",
+    ]
+    if "pair_acc" in h:
+        head = "NSP" if c["family"] == "bert" else "SOP"
+        what = ("B is the true next segment or comes from another document" if head == "NSP"
+                else "A and B are in order or swapped")
+        lines += ["", f"{head} accuracy on {h['pairs']} held-out pairs ({what}): **{_pct(h['pair_acc'])}**; always "
+                      f"guessing the commoner label would score {_pct(h.get('pair_majority', 0.5))}."]
+    if "vs_teacher" in c:
+        v = c["vs_teacher"]
+        lines += ["", "## Compared with its teacher (encoderlab/bert-mini)", "",
+                  f"- Parameters: {v['params_ratio']:.2f}x the teacher's.",
+                  f"- Speed: the encoder alone runs {v['encoder_speedup']:.2f}x faster "
+                  f"({v['student_encoder_ms_16x']} ms "
+                  f"vs {v['teacher_encoder_ms_16x']} ms for 16 held-out instances, median of 5, CPU); with the MLM "
+                  f"head over the 30,522-token vocabulary at every position, {v['speedup']:.2f}x "
+                  f"({v['student_forward_ms_16x']} ms vs {v['teacher_forward_ms_16x']} ms). Timed on a shared CPU.",
+                  f"- MLM accuracy kept (both measured on this card's held-out instances and masks): "
+                  f"{_pct(v['top1_kept'])} of the teacher's top-1 "
+                  f"({_pct(h['mlm_top1'])} vs {_pct(v['teacher_top1'])}) and {_pct(v['top5_kept'])} of its top-5 "
+                  f"({_pct(h['mlm_top5'])} vs {_pct(v['teacher_top5'])})."]
+    if t.get("make_models_s"):
+        lines += ["", f"`make models` took {t['make_models_s'] / 60:.1f} min for all four models on this hardware."]
+    lines += ["", "Metrics as JSON: `encoderlab_card.json`. Training log: `pretrain_log.json`.",
+              "Licences of the training text: assets/corpus/README.md.", ""]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------- main
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m core.pretrain zoo", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default=str(Path(__file__).resolve().parents[2] / "assets" / "models"))
+    ap.add_argument("--only", nargs="*", default=list(RECIPES), choices=list(RECIPES))
+    ap.add_argument("--cards-only", action="store_true")
+    ap.add_argument("--threads", type=int, default=1, help="1 is fastest on a shared CPU (no spin-waiting threads)")
+    a = ap.parse_args(argv)
+    out_root = Path(a.out)
+    torch.set_num_threads(a.threads)
+    t0 = time.time()
+    if not a.cards_only:
+        for name in a.only:
+            print(f"== {name}", flush=True)
+            report = train_recipe(name, out_root, a.threads)
+            print(json.dumps({k: v for k, v in report.final.items() if k != "samples"}), flush=True)
+    make_s = time.time() - t0 if not a.cards_only and a.only == list(RECIPES) else None
+    bert = None
+    for name in a.only:
+        if name == "distilbert-mini":
+            bert = measure(out_root / "bert-mini", "bert")
+        card = write_card(name, out_root, bert, make_s)
+        write_index(out_root)
+        print(json.dumps({"name": card["name"], **{k: card["heldout"].get(k) for k in
+                          ("mlm_top1", "mlm_top5", "unigram_top1", "unigram_top5", "top5_vs_unigram", "pair_acc")},
+                          **({"vs_teacher": card["vs_teacher"]} if "vs_teacher" in card else {})}), flush=True)
+    return 0
+
+
+def write_index(out_root: Path) -> None:
+    """assets/models/README.md: one row per bundled model, read from the cards."""
+    rows = []
+    for name in RECIPES:
+        p = out_root / name / CARD_JSON
+        if not p.exists():
+            continue
+        c = json.loads(p.read_text())
+        h = c["heldout"]
+        pair = f"{c['objectives'][1]} {_pct(h['pair_acc'])}" if "pair_acc" in h else "–"
+        rows.append(f"| [{name}]({name}/README.md) | {c['architecture']} | {c['params'] / 1e6:.1f} M | "
+                    f"{c['weights_mb']} MB | {_pct(h['mlm_top1'])} / {_pct(h['mlm_top5'])} | "
+                    f"{_pct(h['unigram_top5'])} ({h['top5_vs_unigram']}x) | {pair} | "
+                    f"{c['training']['wall_s'] / 60:.1f} min |")
+    (out_root / "README.md").write_text("\n".join([
+        "# The bundled zoo", "",
+        "Four small models EncoderLab pretrained itself, offline, each with its family's recipe "
+        "(code: core/pretrain; corpus and licences: assets/corpus). Load them as `encoderlab/<name>` through "
+        "core.models.load. Rebuild all four with `make models`; each folder's README.md is its model card and "
+        "encoderlab_card.json holds the same numbers for the app.", "",
+        "Held-out masked-token accuracy (15% of tokens masked, fixed seed) next to the unigram-frequency baseline "
+        "measured on the same positions; each model is measured on its own tokenization of the held-out split.", "",
+        "| model | class | parameters | fp16 weights | top-1 / top-5 | unigram top-5 | pair head | training time |",
+        "|---|---|---|---|---|---|---|---|", *rows, ""]))
+
+
+def _printer(name: str, steps: int):
+    from tqdm import tqdm
+
+    bar = tqdm(total=steps, desc=name, unit="step", file=sys.stderr)
+
+    def on_step(ev: dict) -> None:
+        bar.n = ev["step"]
+        bar.set_postfix(loss=f"{ev['loss']:.3f}", acc=f"{ev['mlm_acc']:.2f}")
+        if ev["step"] >= steps:
+            bar.close()
+
+    return on_step

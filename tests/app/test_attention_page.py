@@ -1,0 +1,211 @@
+"""The Attention page (AppTest) and the offline bertviz embed (app/bertviz_embed.py)."""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+
+import numpy as np
+import pytest
+
+from app.bertviz_embed import VENDOR, VENDOR_SHA256, build_view, encode_weights, fit_payload, vendor_js
+from tests.app.conftest import new_app, page_path
+
+UNSAFE = '</script><script>alert(1)</script> "quoted" back\\slash é 中文 ☃'
+
+
+def _open(family: str = "bert"):
+    at = new_app()
+    if family != "bert":
+        at.sidebar.selectbox(key="sidebar.family").set_value(family).run()
+    at.switch_page(page_path("attention"))
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def _submit(at, text: str, pair: bool = False, text_b: str = ""):
+    at.text_area(key="attention.text").set_value(text)
+    at.checkbox(key="attention.pair").set_value(pair)
+    at.text_input(key="attention.text_b").set_value(text_b)
+    at.button(key="FormSubmitter:attention.form-Show attention").click().run()
+    assert not at.exception, at.exception
+    return at
+
+
+def _figure(at, title: str) -> dict:
+    """The spec of the first chart whose title contains ``title``."""
+    for el in at.get("plotly_chart"):
+        spec = json.loads(el.proto.spec)
+        if title in spec["layout"].get("title", {}).get("text", ""):
+            return spec
+    raise AssertionError(f"no figure titled {title!r} among {_titles(at)}")
+
+
+def _titles(at) -> list[str]:
+    return [json.loads(el.proto.spec)["layout"].get("title", {}).get("text", "") for el in at.get("plotly_chart")]
+
+
+# ---------------------------------------------------------------------------------------------- page
+def test_page_renders_every_section(use_tiny_zoo, family):
+    at = _open(family)
+    assert not at.error, [e.value for e in at.error]
+    assert len(at.tabs) == 7
+    captions = " ".join(c.value for c in at.caption)
+    assert "2 layers × 4 heads" in captions and "offline" in captions
+    titles = _titles(at)
+    assert "layer 0, head 0" in titles and "rollout (all layers)" in titles
+    assert any("relevance to [CLS]" in t for t in titles) and "entropy (bits)" in titles
+
+
+def test_pair_and_focus_a_head(use_tiny_zoo):
+    at = _submit(_open(), "The cat sat.", pair=True, text_b="It slept.")
+    assert not at.error
+    at.selectbox(key="attention.layer").set_value(1).run()
+    at.selectbox(key="attention.head").set_value(3).run()
+    assert not at.exception
+    assert "layer 1, head 3" in _titles(at)
+    grid = [json.loads(el.proto.spec) for el in at.get("plotly_chart")
+            if json.loads(el.proto.spec)["layout"].get("clickmode") == "event+select"]
+    assert grid and grid[0]["data"][1]["customdata"][-1] == [1, 3]  # one selectable marker per head
+
+
+@pytest.mark.parametrize("text, pair, text_b, words", [
+    ("", False, "", "text is empty"),
+    ("   ", False, "", "text is empty"),
+    ("A sentence.", True, "  ", "Sentence B is empty"),
+    ("", True, "B side.", "Sentence A is empty"),
+    (" ".join(["word"] * 300), False, "", "reads at most 128"),
+])
+def test_bad_input_gets_a_message(use_tiny_zoo, text, pair, text_b, words):
+    at = _submit(_open(), text, pair, text_b)
+    assert any(words in e.value for e in at.error), [e.value for e in at.error]
+
+
+def test_model_without_attention_is_explained(use_tiny_zoo, monkeypatch):
+    """A model loaded with the sdpa kernel (as every other page loads it) returns no weights: the page says so."""
+    import streamlit as st
+
+    import app.loaders as loaders
+    from core.models import load
+
+    monkeypatch.setattr(loaders, "load", lambda spec, task, attentions: load(spec, task, attentions=False))
+    st.cache_resource.clear()
+    try:
+        at = _open("distilbert")
+        assert any("returned no attention weights" in e.value and "eager" in e.value for e in at.error)
+    finally:
+        st.cache_resource.clear()
+
+
+def test_head_pattern_finder_flow_and_compare(use_tiny_zoo):
+    at = _submit(_open("albert"), "Short text, here.")
+    at.slider(key="attention.threshold").set_value(0.0).run()
+    assert at.dataframe, "every head scores >= 0"
+    at.toggle(key="attention.flow").set_value(True).run()
+    assert not at.exception and "attention flow" in _titles(at)
+    assert "flow" in json.dumps([d.get("name") for d in _figure(at, "relevance to [CLS]")["data"]])
+    at.button(key="attention.cmp.run").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    labels = [m.label for m in at.metric]
+    assert any("ALBERT" in x for x in labels) and any("BERT ·" in x for x in labels)
+    assert any(t.startswith("BERT") for t in _titles(at))
+
+
+def test_unsafe_text_runs(use_tiny_zoo):
+    at = _submit(_open("roberta"), UNSAFE)
+    assert not at.error and not at.exception
+
+
+def test_token_range_and_filters(use_tiny_zoo):
+    at = _submit(_open(), "one two three four five six seven eight nine ten")
+    at.slider(key="attention.range").set_value((2, 6)).run()
+    at.multiselect(key="attention.layers").set_value([1]).run()
+    at.multiselect(key="attention.heads").set_value([0, 2]).run()
+    assert not at.exception and not at.error
+    hm = _figure(at, "layer 1, head 0")
+    assert hm["data"][0]["x"] == [2, 3, 4, 5] and "layer 1, head 0" in _titles(at)
+    at.multiselect(key="attention.heads").set_value([]).run()
+    assert any("at least one layer and one head" in w.value for w in at.warning)
+
+
+# ---------------------------------------------------------------------------------------------- embed
+def _att(layers=2, heads=3, n=6, seed=0):
+    a = np.random.default_rng(seed).random((layers, heads, n, n))
+    return a / a.sum(-1, keepdims=True)
+
+
+def _params(html: str) -> dict:
+    line = re.search(r"const params = (.*);\n", html).group(1).replace("window.ENCODERLAB_MODE", '"runtime"')
+    return json.loads(re.sub(r"(?<=[\[,])\.", "0.", line))
+
+
+def test_vendored_files_are_the_recorded_ones():
+    for name, digest in VENDOR_SHA256.items():
+        assert hashlib.sha256((VENDOR / name).read_bytes()).hexdigest() == digest
+    assert (VENDOR / "README.md").exists()
+
+
+@pytest.mark.parametrize("kind", ["head", "model"])
+def test_view_is_offline_safe_and_exact(kind):
+    att = _att()
+    labels = ["[CLS]", UNSAFE, "&amp;", "<b>x</b>", "\u2028", "[SEP]"]
+    v = build_view(kind, att, labels, layers=[1], heads=[0, 2], dark=kind == "model")
+    assert "cdnjs" not in v.html and "require.config({" not in v.html
+    assert not re.search(r"<script[^>]+src=", v.html)
+    assert "alert(1)</script>" not in v.html and "<b>x</b>" not in v.html and "\u2028" not in v.html
+    p = _params(v.html)
+    assert p["attention"][0]["left_text"] == labels  # decoded by the browser exactly as typed
+    assert p["include_layers"] == [1]
+    np.testing.assert_allclose(p["attention"][0]["attn"], np.round(att[[1]][:, [0, 2]], 3), atol=1e-9)
+    if kind == "model":
+        assert p["include_heads"] == [0, 2] and p["display_mode"] == "runtime"  # set by the theme script
+    assert ("var dark=true" in v.html) == (kind == "model")  # the theme baked in for the standalone file
+
+
+def test_pair_view_holds_the_four_slices():
+    v = build_view("head", _att(n=6), [f"t{i}" for i in range(6)], sentence_b_start=3)
+    names = [d["name"] for d in _params(v.html)["attention"]]
+    assert names == ["All", "Sentence A -> Sentence A", "Sentence B -> Sentence B", "Sentence A -> Sentence B",
+                     "Sentence B -> Sentence A"]
+
+
+def test_payload_is_a_third_of_plain_bertviz_or_less():
+    import torch
+    from bertviz import head_view
+
+    att = _att(layers=4, heads=12, n=64)  # vendored JS (~0.4 MB) is a fixed cost; this is a small real payload
+    labels = [f"tok{i}" for i in range(64)]
+    ours = build_view("head", att, labels).size_bytes
+    plain = len(head_view([torch.tensor(a[None], dtype=torch.float32) for a in att], labels,
+                          html_action="return").data.encode())
+    assert ours <= plain / 3, (ours, plain)
+
+
+def test_encoding_and_budget():
+    assert encode_weights(np.array([[0.0, 0.0004, 0.0006, 0.5], [1.0, 0.123, 0.1, 0.999]])) == \
+        "[[0,0,.001,.5],[1,.123,.1,.999]]"
+    all12 = list(range(12))
+    assert fit_payload(all12, all12, 512, pair=False) == ([0], all12)
+    assert fit_payload(all12, all12, 128, pair=False) == (all12, all12)
+    assert fit_payload(all12, all12, 128, pair=True) == (all12[:8], all12)
+    assert fit_payload(all12[3:], all12, 512, pair=True) == ([3], all12[:6])
+    with pytest.raises(ValueError, match="Unknown view"):
+        build_view("neuron", _att(), ["a"] * 6)
+
+
+def test_512_tokens_on_a_pretrained_model_stay_bounded():
+    """The real MiniLM at its full 512 tokens: the view ships what fits the budget, and says which layers."""
+    from app.bertviz_embed import PAYLOAD_BUDGET
+    from core.attention import AttentionConfig, compute_attention
+    from core.models import ModelSpec, load
+    from core.tokenizer_build import minilm_folder
+
+    lm = load(ModelSpec("bert", str(minilm_folder()), "cpu"), task="base", attentions=True)
+    r = compute_attention(lm, AttentionConfig(" ".join(["word"] * 510)))
+    assert r.n_tokens == 512 == r.max_tokens
+    layers, heads = fit_payload(list(range(r.n_layers)), list(range(r.n_heads)), 512, pair=False)
+    assert (layers, heads) == ([0], list(range(12))) and 12 * 512 * 512 <= PAYLOAD_BUDGET
+    v = build_view("model", r.attentions, list(r.labels), layers=layers, heads=heads[:2])  # 2 heads: keep it quick
+    per_weight = (v.size_bytes - len(vendor_js())) / (2 * 512 * 512)
+    assert v.layers == (0,) and per_weight < 5.5, per_weight  # ".003," at most; peaked heads write many "0,"

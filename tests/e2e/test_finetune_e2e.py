@@ -1,0 +1,49 @@
+"""The real server in Chromium: a tiny fine-tune on the bundled WordNet glosses runs as a background job and
+shows its loss / held-out accuracy curves, the result metrics and the run comparison."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.e2e.browser import open_page, screenshot, wait_idle
+
+pytestmark = pytest.mark.timeout(600)
+
+
+def _set_number(page, label: str, value: str) -> None:
+    box = page.get_by_label(label, exact=True)
+    if box.count() > 1:  # a stale copy from the previous script run can linger for a moment
+        wait_idle(page)
+        page.wait_for_timeout(1000)
+        box = page.get_by_label(label, exact=True)
+    box.fill(value)
+    box.press("Tab")
+
+
+def test_tiny_finetune_shows_curves_and_result(page):
+    open_page(page, "finetune")
+    main = page.locator('[data-testid="stMain"]')
+    main.get_by_text("No runs yet").wait_for()
+    main.get_by_text("Bundled: WordNet glosses").click()
+    wait_idle(page)
+    main.get_by_text(re.compile("600.*training and.*300.*held-out")).wait_for()
+    _set_number(page, "Epochs", "3")
+    _set_number(page, "Training rows to use (0 = all)", "48")
+    _set_number(page, "Held-out rows to use (0 = all)", "24")
+    page.get_by_role("button", name="Start fine-tuning").click()
+    # Running: the job panel's progress bar (step · epoch · loss · samples/s), then the result.
+    main.get_by_text(re.compile(r"Fine-tune run1-bert: step \d+/9")).first.wait_for(timeout=120_000)
+    page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)  # the live curve, while the job runs
+    if main.locator('[data-testid="stProgress"]').count():
+        screenshot(page, "finetune-live")
+    page.locator('[data-testid="stMetricLabel"]', has_text="Held-out accuracy").first.wait_for(timeout=400_000)
+    wait_idle(page)
+    page.locator(".js-plotly-plot").nth(2).wait_for(timeout=30_000)  # run curves, confusion matrix, compare curves
+    curves = page.locator(".js-plotly-plot").first
+    assert "training loss" in curves.inner_text() or page.locator("text=training loss").count() >= 1
+    assert page.locator("text=held-out accuracy").count() >= 1
+    # Three evaluations (one per epoch): three markers on the accuracy curve of the first chart.
+    assert curves.locator("g.points path.point").count() >= 3
+    page.get_by_text("4 · Compare runs").wait_for()
+    screenshot(page, "finetune")
