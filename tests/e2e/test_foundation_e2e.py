@@ -45,7 +45,9 @@ def test_speed_runs_in_background(page):
 def test_bad_custom_checkpoint_message(page):
     open_page(page, "models")
     sidebar = page.locator('[data-testid="stSidebar"]')
-    sidebar.get_by_text("encoderlab/bert-mini (bundled, offline)").click()
+    box = sidebar.get_by_role("combobox", name="Checkpoint")
+    assert box.input_value() == "encoderlab/bert-mini (bundled, offline)"
+    box.click()
     page.get_by_role("option", name=re.compile("custom")).click()
     wait_idle(page)
     box = sidebar.get_by_label("Hugging Face id or local folder")
