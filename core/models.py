@@ -314,7 +314,7 @@ class LoadedModel:
     @property
     def head_missing(self) -> bool:
         """True when the task's head weights were not in the checkpoint (they would be random)."""
-        heads = ("cls.", "lm_head", "predictions", "vocab_", "sop_classifier", "seq_relationship")
+        heads = ("cls.", "lm_head", "predictions", "vocab_", "classifier", "seq_relationship")
         return any(any(h in k for h in heads) for k in self.missing_keys)
 
 

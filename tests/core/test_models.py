@@ -135,3 +135,9 @@ def test_core_never_imports_streamlit():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=str(
         __import__("pathlib").Path(__file__).resolve().parents[2]))
     assert out.returncode == 0 and "ok" in out.stdout, out.stderr
+
+
+def test_random_classifier_head_is_flagged(tiny_models, family):
+    # The tiny folders hold pretraining heads only: a classifier loaded from them has a fresh, random head.
+    lm = load(ModelSpec(family, str(tiny_models[family]), "cpu"), task="seqcls")
+    assert lm.head_missing

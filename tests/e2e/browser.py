@@ -9,12 +9,12 @@ SHOTS = ROOT / "tests" / "e2e" / "screenshots"
 
 
 def wait_idle(pg, timeout: float = 60.0) -> None:
-    """Wait until the Streamlit script has finished: no 'Running…' status and no loading skeleton, for 0.75 s."""
+    """Wait until the Streamlit script has finished: no "Running…" status, skeleton or spinner, for 0.75 s."""
     pg.wait_for_selector('[data-testid="stApp"]', timeout=timeout * 1000)
     end = time.time() + timeout
     quiet = 0
     while time.time() < end:
-        busy = pg.locator('[data-testid="stStatusWidget"], [data-testid="stSkeleton"]').count()
+        busy = pg.locator('[data-testid="stStatusWidget"], [data-testid="stSkeleton"], [data-testid="stSpinner"]').count()
         quiet = 0 if busy else quiet + 1
         if quiet >= 3:
             return
