@@ -22,6 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from core.models import max_tokens as model_max_tokens
+
 MAX_TOKENS = 512  # the most any of the four families can read (learned absolute positions)
 # Flow solves one max-flow problem per (output, input) token pair (networkx). On a 2-core CPU with 12 layers one
 # row (e.g. [CLS]'s relevance, n problems) takes ~2.5 s at 32 tokens; the full map (n^2 problems) ~4 s at 16.
@@ -106,14 +108,7 @@ def is_punct(token: str) -> bool:
 
 def position_limit(model, tokenizer) -> int:
     """How many tokens the model can read: its position table (less RoBERTa's padding offset), at most 512."""
-    cfg = model.config
-    n = int(getattr(cfg, "max_position_embeddings", MAX_TOKENS))
-    emb = getattr(model, "embeddings", None)
-    pad = getattr(emb, "padding_idx", None)
-    if pad is not None and getattr(cfg, "model_type", "") == "roberta":  # positions start after padding_idx
-        n -= int(pad) + 1
-    tok_max = getattr(tokenizer, "model_max_length", MAX_TOKENS) or MAX_TOKENS
-    return int(min(n, tok_max, MAX_TOKENS))
+    return min(model_max_tokens(model, tokenizer), MAX_TOKENS)
 
 
 def _capture_qk(model):

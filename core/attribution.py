@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from core.models import FAMILIES, LoadedModel
+from core.models import FAMILIES, LoadedModel, mlm_head
 
 TARGETS = {"mask": "a masked word", "pair": "the NSP/SOP decision", "class": "a classifier's class"}
 METHODS = {
@@ -167,16 +167,6 @@ class Prepared:
     f_b: float = 0.0
 
 
-def max_tokens(lm: LoadedModel) -> int:
-    """How many tokens (special ones included) this model reads at most."""
-    cfg = lm.model.config
-    n = int(getattr(cfg, "max_position_embeddings", 512))
-    if getattr(cfg, "model_type", "") == "roberta":  # positions start after padding_idx
-        n -= int(cfg.pad_token_id or 0) + 1
-    tm = getattr(lm.tokenizer, "model_max_length", n) or n
-    return int(min(n, tm if tm < 10**6 else n))
-
-
 def _mlm_logits(out):
     logits = getattr(out, "prediction_logits", None)
     if logits is None:
@@ -225,7 +215,7 @@ def prepare(lm: LoadedModel, cfg: AttributionConfig) -> Prepared:
     else:
         enc = tok(cfg.text, return_tensors="pt")
     ids = enc["input_ids"]
-    limit = max_tokens(lm)
+    limit = lm.max_tokens
     if ids.shape[1] > limit:
         raise ValueError(f"The input is {ids.shape[1]} tokens, but this model reads at most {limit}. "
                          "Shorten it (attributions are per token, so a long text is hard to read anyway).")
@@ -331,21 +321,6 @@ def prepare(lm: LoadedModel, cfg: AttributionConfig) -> Prepared:
 
 
 # ------------------------------------------------------------------------------------------------ forward
-def _mlm_head(model) -> Callable[[Any], Any] | None:
-    """The MLM head as a function of hidden states (b, H) -> (b, V); None when the layout is unknown."""
-    import torch
-
-    cls = getattr(model, "cls", None)
-    if cls is not None and hasattr(cls, "predictions"):  # BERT (MLM and pretraining)
-        return cls.predictions
-    for name in ("lm_head", "predictions"):  # RoBERTa, ALBERT
-        if isinstance(getattr(model, name, None), torch.nn.Module):
-            return getattr(model, name)
-    if hasattr(model, "vocab_projector"):  # DistilBERT
-        return lambda h: model.vocab_projector(model.vocab_layer_norm(model.activation(model.vocab_transform(h))))
-    return None
-
-
 def _explained(model, prep: Prepared, embeds):
     """f(embeds) -> (b,): the explained scalar, the attention mask etc. broadcast to the batch.
 
@@ -355,7 +330,7 @@ def _explained(model, prep: Prepared, embeds):
     b = embeds.shape[0]
     extra = {k: v.expand(b, -1) for k, v in prep.extra.items()}
     if prep.mask_pos is not None:
-        head = _mlm_head(model)
+        head = mlm_head(model)
         base = getattr(model, getattr(model, "base_model_prefix", ""), None)
         if head is not None and base is not None:
             logits = head(base(inputs_embeds=embeds, **extra)[0][:, prep.mask_pos])  # (b, V)

@@ -14,6 +14,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
+from core import models
 from core.models import ASSETS, LoadedModel
 
 USER_MASK = "[MASK]"
@@ -200,27 +201,11 @@ def _script_notes(text: str, pieces: Sequence[str], offsets: Sequence[tuple[int,
 
 
 # ---------------------------------------------------------------------------------------------- model helpers
-def max_tokens(lm: LoadedModel) -> int:
-    """How many tokens (special ones included) the model reads at most."""
-    cfg = lm.model.config
-    n = int(getattr(cfg, "max_position_embeddings", 512))
-    if getattr(cfg, "model_type", "") == "roberta":  # positions start after padding_idx
-        n -= int(cfg.pad_token_id) + 1
-    tm = getattr(lm.tokenizer, "model_max_length", n) or n
-    return int(min(n, tm if tm < 1_000_000 else n))
-
-
 def mlm_head(model) -> Callable:
-    """The MLM head as a function hidden (M, H) -> logits (M, V), for each family's head layout."""
-    cls = getattr(model, "cls", None)
-    if cls is not None and hasattr(cls, "predictions"):  # BertForMaskedLM / BertForPreTraining
-        return cls.predictions
-    if hasattr(model, "lm_head"):  # RobertaForMaskedLM
-        return model.lm_head
-    if hasattr(model, "predictions"):  # AlbertForMaskedLM / AlbertForPreTraining
-        return model.predictions
-    if hasattr(model, "vocab_projector"):  # DistilBertForMaskedLM
-        return lambda h: model.vocab_projector(model.vocab_layer_norm(model.activation(model.vocab_transform(h))))
+    """The MLM head as a function hidden (M, H) -> logits (M, V); raises FillMaskError when there is none."""
+    head = models.mlm_head(model)
+    if head is not None:
+        return head
     raise FillMaskError(f"{type(model).__name__} has no masked-language-model head. Load the model for the "
                         "'mlm' task.")
 
@@ -299,7 +284,7 @@ def encode(lm: LoadedModel, cfg: FillMaskConfig) -> Encoded:
     if len(positions) >= 3 and len(positions) / len(ids) > MASK_SHARE_WARN:
         notes.append(f"{len(positions)} of {len(ids)} tokens are masks ({len(positions) / len(ids):.0%}). "
                      "BERT-style models were trained with 15% masked: with more, predictions get vaguer.")
-    cap = max_tokens(lm) - 2
+    cap = lm.max_tokens - 2
     truncation = None
     if len(ids) > cap:
         lo, hi = positions[0], positions[-1]

@@ -312,10 +312,49 @@ class LoadedModel:
         return family(self.spec.family)
 
     @property
+    def max_tokens(self) -> int:
+        """How many tokens (special ones included) this model reads at most."""
+        return max_tokens(self.model, self.tokenizer)
+
+    @property
     def head_missing(self) -> bool:
         """True when the task's head weights were not in the checkpoint (they would be random)."""
         heads = ("cls.", "lm_head", "predictions", "vocab_", "classifier", "seq_relationship")
         return any(any(h in k for h in heads) for k in self.missing_keys)
+
+
+def max_tokens(model, tokenizer) -> int:
+    """How many tokens (special ones included) the model reads at most: its position table (less RoBERTa's
+    padding offset) and the tokenizer's own limit."""
+    cfg = model.config
+    n = int(getattr(cfg, "max_position_embeddings", 512))
+    if getattr(cfg, "model_type", "") == "roberta":  # positions start after padding_idx
+        n -= int(cfg.pad_token_id or 0) + 1
+    tm = getattr(tokenizer, "model_max_length", n) or n
+    return int(min(n, tm if tm < 10**6 else n))
+
+
+def mlm_head(model):
+    """The model's MLM head as a function of hidden states (n, H) -> logits (n, V); None when it has none."""
+    import torch
+
+    cls = getattr(model, "cls", None)
+    if cls is not None and hasattr(cls, "predictions"):  # BertForMaskedLM / BertForPreTraining
+        return cls.predictions
+    for name in ("lm_head", "predictions"):  # RoBERTa; ALBERT (MLM and pretraining)
+        if isinstance(getattr(model, name, None), torch.nn.Module):
+            return getattr(model, name)
+    if hasattr(model, "vocab_projector"):  # DistilBertForMaskedLM
+        return lambda h: model.vocab_projector(model.vocab_layer_norm(model.activation(model.vocab_transform(h))))
+    return None
+
+
+def pair_head_module(model):
+    """The NSP (BERT) or SOP (ALBERT) classifier, pooled (n, H) -> logits (n, 2); None when the model has none."""
+    cls = getattr(model, "cls", None)
+    if cls is not None and hasattr(cls, "seq_relationship"):  # BertForPreTraining / BertForNextSentencePrediction
+        return cls.seq_relationship
+    return getattr(model, "sop_classifier", None)  # AlbertForPreTraining
 
 
 def _model_class(family_key: str, task: str, model_type: str):

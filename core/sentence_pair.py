@@ -15,8 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from core.fill_mask import max_tokens
-from core.models import ASSETS, FAMILIES, PAIR_HEADS, LoadedModel
+from core.models import ASSETS, FAMILIES, PAIR_HEADS, LoadedModel, pair_head_module
 
 MAX_CHARS = 5_000
 MAX_ROWS = 500
@@ -111,21 +110,12 @@ def pair_head(family_key: str) -> PairHead:
                     fam.pair_head_note)
 
 
-def _pair_module(model):
-    cls = getattr(model, "cls", None)
-    if cls is not None and hasattr(cls, "seq_relationship"):  # BertForPreTraining / BertForNextSentencePrediction
-        return cls.seq_relationship
-    if hasattr(model, "sop_classifier"):  # AlbertForPreTraining
-        return model.sop_classifier
-    return None
-
-
 def check_pair(lm: LoadedModel) -> PairHead:
     """The head to use, or PairError: no pair head in the family, or its weights are not in the checkpoint."""
     head = pair_head(lm.spec.family)
     if head.kind is None:
         raise PairError(f"{head.note} Pick BERT (NSP) or ALBERT (SOP) in the sidebar to score sentence pairs.")
-    if _pair_module(lm.model) is None:
+    if pair_head_module(lm.model) is None:
         raise PairError(f"{type(lm.model).__name__} has no {head.name} head: load the model for the "
                         "'pretraining' task.")
     missing = [k for k in lm.missing_keys if "seq_relationship" in k or "sop_classifier" in k]
@@ -149,8 +139,8 @@ def score_pairs(lm: LoadedModel, pairs: Sequence[tuple[str, str]], progress: Pro
 
     check_pair(lm)
     tok, model = lm.tokenizer, lm.model
-    head = _pair_module(model)
-    limit = max_tokens(lm)
+    head = pair_head_module(model)
+    limit = lm.max_tokens
     probs: list[float] = []
     tokens: list[tuple[str, ...]] = []
     cut: list[bool] = []
@@ -222,7 +212,7 @@ def predict_pair(lm: LoadedModel, cfg: PairConfig, probe: bool = True) -> PairRe
     probs, tokens, cut = score_pairs(lm, [(f, s) for _, f, s in pairs])
     notes = []
     if any(cut):
-        notes.append(f"The pair is longer than the {max_tokens(lm)} tokens {lm.spec.checkpoint} reads: the longer "
+        notes.append(f"The pair is longer than the {lm.max_tokens} tokens {lm.spec.checkpoint} reads: the longer "
                      "sentence was cut from its end until the pair fit (longest-first truncation).")
     unk = lm.tokenizer.unk_token
     if any(unk in t for t in tokens):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from core.models import FAMILIES
+from core.models import FAMILIES, mlm_head, pair_head_module
 from core.tokenizer_build import bert_uncased_tokenizer, minilm_folder, save_tokenizer, train_tokenizer
 
 SIZES: dict[str, dict[str, int]] = {
@@ -136,25 +136,16 @@ def encode(model, family: str, input_ids, attention_mask, token_type_ids=None):
 
 def mlm_logits(model, family: str, hidden: torch.Tensor) -> torch.Tensor:
     """The family's MLM head on some positions' hidden states (n, hidden) -> (n, vocab)."""
-    if family == "bert":
-        return model.cls.predictions(hidden)
-    if family == "albert":
-        return model.predictions(hidden)
-    if family == "roberta":
-        return model.lm_head(hidden)
-    if family == "distilbert":
-        x = model.vocab_layer_norm(model.activation(model.vocab_transform(hidden)))
-        return model.vocab_projector(x)
-    raise ValueError(f"Unknown family {family!r}.")
+    head = mlm_head(model) if family in FAMILIES else None
+    if head is None:
+        raise ValueError(f"Unknown family {family!r}.")
+    return head(hidden)
 
 
 def pair_logits(model, family: str, pooled: torch.Tensor) -> torch.Tensor | None:
     """NSP (BERT) or SOP (ALBERT) logits (batch, 2); None for families without a pair head."""
-    if family == "bert":
-        return model.cls.seq_relationship(pooled)
-    if family == "albert":
-        return model.sop_classifier(pooled)
-    return None
+    head = pair_head_module(model) if FAMILIES[family].pair_head else None
+    return None if head is None else head(pooled)
 
 
 HEAD_PREFIXES = {"bert": ("cls.",), "albert": ("predictions.", "sop_classifier."), "roberta": ("lm_head.",),

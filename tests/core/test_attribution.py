@@ -269,7 +269,7 @@ def test_pair_target_on_family_without_pair_head(loaded):
 
 def test_too_long_input_is_refused(loaded):
     lm = loaded("distilbert")
-    text = "word " * (A.max_tokens(lm) + 5) + "[MASK]"
+    text = "word " * (lm.max_tokens + 5) + "[MASK]"
     with pytest.raises(ValueError, match="reads at most"):
         attribute(lm, AttributionConfig(target="mask", text=text))
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from core.fill_mask import (FillMaskConfig, FillMaskError, check_mlm, compare, configs_from_lines, fill_mask,
-                            fill_mask_batch, max_tokens, words)
+                            fill_mask_batch, words)
 from core.models import ModelSpec, load, zoo_dir
 
 FAMS = ("bert", "roberta", "albert", "distilbert")
@@ -176,7 +176,7 @@ def test_unusual_scripts_do_not_crash_and_are_explained(mlm, family):
 
 def test_long_text_keeps_masks_inside_the_window(mlm, family):
     lm = mlm[family]
-    limit = max_tokens(lm)
+    limit = lm.max_tokens
     filler = " ".join(["the river flows slowly through the old town"] * 60)
     r = fill_mask(lm, FillMaskConfig(filler + " and the [MASK] sat by the window " + filler))
     assert len(r.tokens) == limit and r.tokens[r.mask_positions[0]] == lm.tokenizer.mask_token
