@@ -9,7 +9,10 @@ ENV DEBIAN_FRONTEND=noninteractive \
     ENCODERLAB_ALLOW_DOWNLOAD=0 \
     TOKENIZERS_PARALLELISM=false
 
+# The libraries headless Chrome needs: kaleido draws the session report's figures as PNG with it.
 RUN apt-get update && apt-get install -y --no-install-recommends python3 python3-venv python3-pip curl \
+    libnss3 libatk-bridge2.0-0t64 libcups2t64 libxcomposite1 libxdamage1 libxrandr2 libgbm1 libxkbcommon0 \
+    libpango-1.0-0 libasound2t64 fonts-noto-cjk \
     && rm -rf /var/lib/apt/lists/*
 
 RUN useradd --create-home --uid 1000 app && mkdir -p /opt/hf /app && chown -R app:app /opt/hf /app
@@ -21,6 +24,8 @@ RUN python3 -m venv /opt/venv && /opt/venv/bin/pip install --no-cache-dir --upgr
     && /opt/venv/bin/pip install --no-cache-dir torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128 \
     && /opt/venv/bin/pip install --no-cache-dir -r requirements.txt
 ENV PATH=/opt/venv/bin:$PATH
+# A headless Chrome for kaleido (session-report PNGs), fetched at build time like the weights below.
+RUN kaleido_get_chrome
 
 COPY --chown=app:app . .
 USER app

@@ -5,6 +5,8 @@ from typing import Callable
 
 import streamlit as st
 
+from app.i18n import t
+
 from core.jobs import CANCELLED, DONE, ERROR, QUEUED, Job, JobRunner, runner as _core_runner
 
 
@@ -16,7 +18,7 @@ def runner() -> JobRunner:
 
 def _fmt_eta(job: Job) -> str:
     eta = job.eta
-    return "" if eta is None else f" · ETA {eta:,.0f}s"
+    return "" if eta is None else t("common.job_eta", s=f"{eta:,.0f}")
 
 
 def job_panel(job_id: int, on_done: Callable[[Job], None], on_running: Callable[[Job], None] | None = None,
@@ -25,31 +27,32 @@ def job_panel(job_id: int, on_done: Callable[[Job], None], on_running: Callable[
     r = runner()
     job = r.get(job_id)
     if job is None:
-        st.warning("That job is gone (the server restarted). Start it again.")
+        st.warning(t("common.job_gone"))
         return
 
     def _panel() -> None:
         j = r.get(job_id)
         if j.status == QUEUED:
-            st.info(f"Queued: place {r.queue_position(j)} for the {j.resource.upper()} "
-                    f"(at most {r.limits[j.resource]} at a time).")
+            st.info(t("common.job_queued", place=r.queue_position(j), resource=j.resource.upper(),
+                      limit=r.limits[j.resource]))
         if not j.done:
-            st.progress(j.progress, text=f"{j.name}: {j.message} · {j.elapsed:,.0f}s{_fmt_eta(j)}")
+            st.progress(j.progress, text=t("common.progress", name=j.name, message=j.message, s=f"{j.elapsed:,.0f}")
+                        + _fmt_eta(j))
             if on_running is not None:
                 on_running(j)
-            if st.button("Cancel", key=f"{key}.cancel.{job_id}"):
+            if st.button(t("common.cancel"), key=f"{key}.cancel.{job_id}"):
                 r.cancel(job_id)
                 st.rerun()
             return
         if j.status == DONE:
             on_done(j)
         elif j.status == ERROR:
-            st.error(f"{j.name} failed: {j.error}")
+            st.error(t("common.job_failed", name=j.name, error=j.error))
             if j.error_detail:
-                with st.expander("Details"):
+                with st.expander(t("common.details")):
                     st.code(j.error_detail)
         elif j.status == CANCELLED:
-            st.warning(f"{j.name} was cancelled after {j.elapsed:,.0f}s.")
+            st.warning(t("common.job_cancelled", name=j.name, s=f"{j.elapsed:,.0f}"))
             if on_running is not None:
                 on_running(j)
 

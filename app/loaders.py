@@ -4,6 +4,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app import state
+from app.i18n import t
 from core.models import LoadedModel, ModelLoadError, ModelSpec, load
 
 
@@ -21,10 +22,10 @@ def model_or_error(task: str = "base", attentions: bool = False, spec: ModelSpec
     """The sidebar's model for ``task``, with a source banner; or None after showing why it cannot load."""
     spec = spec or state.current_spec()
     if spec is None:
-        st.error(st.session_state.get(state.SPEC_ERROR) or "Pick a model in the sidebar.")
+        st.error(st.session_state.get(state.SPEC_ERROR) or t("common.pick_model"))
         return None
     try:
-        with st.spinner(f"Loading {spec.checkpoint} …"):
+        with st.spinner(t("common.loading", id=spec.checkpoint)):
             lm = get_model(spec, task, attentions)
     except ModelLoadError as e:
         st.error(str(e))
@@ -34,4 +35,4 @@ def model_or_error(task: str = "base", attentions: bool = False, spec: ModelSpec
 
 
 def source_banner(lm: LoadedModel) -> None:
-    st.caption(f"**{lm.spec.checkpoint}** · {lm.family.label} · weights from **{lm.source}** · on `{lm.device}`")
+    st.caption(t("common.source_banner", id=lm.spec.checkpoint, family=lm.family.label, source=lm.source, device=lm.device))

@@ -10,14 +10,19 @@ if str(ROOT) not in sys.path:
 
 import streamlit as st  # noqa: E402
 
-from app import state  # noqa: E402
+from app import presenter, state  # noqa: E402
 from app.nav import build_navigation  # noqa: E402
-from app.sidebar import model_picker  # noqa: E402
+from app.sidebar import model_picker, report_panel  # noqa: E402
 
 # A local favicon: a :material/...: icon here would be fetched from a font CDN, which a workshop room lacks.
-st.set_page_config(page_title="EncoderLab", page_icon=str(ROOT / "assets" / "icon.png"), layout="wide")
+st.set_page_config(page_title="EncoderLab", page_icon=str(ROOT / "assets" / "icon.png"), layout="wide")  # i18n: ok (the name)
 state.init()
+state.init_language()
 
 page = st.navigation(build_navigation())
 model_picker()
-page.run()
+presenter.apply_style()
+try:
+    page.run()
+finally:  # also when the page stopped early (st.stop): the sidebar keeps its report download
+    report_panel()

@@ -38,12 +38,21 @@ def build_navigation():
     """st.Page objects for the pages that exist, grouped by section; also kept for st.page_link."""
     import streamlit as st
 
+    from app.i18n import t
+
     sections: dict[str, list] = {}
     for p in available_pages():
-        page = st.Page(str(ROOT / p.file), title=p.title, icon=p.icon, url_path=p.url, default=p.url == "home")
+        page = st.Page(str(ROOT / p.file), title=title(p), icon=p.icon, url_path=p.url, default=p.url == "home")
         _OBJECTS[p.url] = page
-        sections.setdefault(p.section, []).append(page)
+        sections.setdefault(t(f"nav.section.{p.section.lower().replace(' ', '_')}"), []).append(page)
     return sections
+
+
+def title(p: PageDef) -> str:
+    """The page's title in the session's language (nav.<url> in assets/i18n/nav.toml)."""
+    from app.i18n import t
+
+    return t(f"nav.{p.url.replace('-', '_')}")
 
 
 _OBJECTS: dict = {}

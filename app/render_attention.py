@@ -2,30 +2,98 @@
 
 Token text reaches plotly only through ``safe()``: plotly reads a few HTML-like tags in labels and hover text,
 so ``<``, ``>`` and ``&`` are written as entities and show as plain characters.
+
+Every label comes from assets/i18n/attention.toml (``t("attention....")``). The widgets that define the view are
+kept in the URL (app/urlstate.py): ``option_fields()`` do not depend on the result; ``filter_fields(r)`` and
+``focus_fields(...)`` do (token count, layers, heads), so the page binds them once the result is known, before
+their widgets are drawn. Option widgets sit in ``presenter.settings()``: folded away in presenter view.
 """
 from __future__ import annotations
 
 import html
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 from plotly.subplots import make_subplots
 
-from app import state
+from app import presenter, state, urlstate
 from app.bertviz_embed import build_view, fit_payload
+from app.i18n import t, t_or
 from core import attention as A
 
 PAGE = "attention"
 GRID_CELL = 16  # a thumbnail is at most 16 x 16 (block-averaged)
-STAT_LABELS = {"entropy": "entropy (bits)", "distance": "mean attention distance (tokens)", "cls": "share on [CLS]",
-               "sep": "share on [SEP]", "punct": "share on punctuation", "previous": "share on the previous token",
-               "next": "share on the next token", "self": "share on the token itself"}
+STATS = ("entropy", "distance", "cls", "sep", "punct", "previous", "next", "self")  # labels: attention.stat.*
+VIEW_KINDS = ("head", "model")
+FORMATS = ("png", "svg")
+DEFAULT_RANGE = 128  # tokens shown at first; the bertviz payload stays light
 
 
 def K(name: str) -> str:
     return state.key(PAGE, name)
+
+
+def option_labels(options, label):
+    """A format_func whose labels are fixed now, in this run's language: AppTest formats options again after
+    the run, where the session's language can no longer be read. An option not listed shows as itself."""
+    table = {o: label(o) for o in options}
+    return lambda o: table.get(o, str(o))
+
+
+def stat_label(name: str) -> str:
+    return t(f"attention.stat.{name}")
+
+
+def pattern_label(name: str) -> str:
+    return t_or(f"attention.pattern.{name}", A.PATTERNS.get(name, name))
+
+
+# ---------------------------------------------------------------------------------------------- URL fields
+@dataclass(frozen=True)
+class RangeField(urlstate.Field):
+    """A token range ``start,end`` (end excluded): two ints with lo <= start < end <= hi."""
+
+    def parse(self, raw: str) -> tuple[int, int]:
+        value = super().parse(raw)
+        if len(value) != 2 or value[0] >= value[1]:
+            raise ValueError(raw)
+        return int(value[0]), int(value[1])
+
+
+def option_fields() -> tuple[urlstate.Field, ...]:
+    """View options that do not depend on the result: bound before anything is computed."""
+    return (urlstate.Field(K("view"), choices=VIEW_KINDS), urlstate.Field(K("stat"), choices=STATS),
+            urlstate.Field(K("pattern"), choices=tuple(A.PATTERNS)),
+            urlstate.Field(K("threshold"), "float", lo=0.0, hi=1.0), urlstate.Field(K("fmt"), choices=FORMATS))
+
+
+def filter_fields(r: A.AttentionResult) -> tuple[urlstate.Field, ...]:
+    """Token range, layers and heads: their bounds are the result's (bind after reset_view_state)."""
+    return (RangeField(K("range"), "ints", lo=0, hi=r.n_tokens),
+            urlstate.Field(K("layers"), "ints", choices=tuple(range(r.n_layers))),
+            urlstate.Field(K("heads"), "ints", choices=tuple(range(r.n_heads))))
+
+
+def focus_fields(r: A.AttentionResult, lo: int, hi: int, layers: list[int],
+                 heads: list[int]) -> tuple[urlstate.Field, ...]:
+    """The focused head of each tab and the rollout options: their choices are the filters' values."""
+    return (urlstate.Field(K("layer"), "int", choices=tuple(layers)),
+            urlstate.Field(K("head"), "int", choices=tuple(heads)),
+            urlstate.Field(K("qk.layer"), "int", choices=tuple(layers)),
+            urlstate.Field(K("qk.head"), "int", choices=tuple(heads)),
+            urlstate.Field(K("qk.token"), "int", choices=tuple(range(lo, hi))),
+            urlstate.Field(K("mix.layer"), "int", choices=tuple(range(r.n_layers))),
+            urlstate.Field(K("flow"), "bool"))
+
+
+def settings_box(label: str, expanded: bool = False):
+    """An expander of option widgets; in presenter view the settings expander itself (expanders do not nest)."""
+    if presenter.is_on():
+        return presenter.settings()
+    return st.expander(label, expanded=expanded)
 
 
 VIEW_KEYS = ("range", "layers", "heads", "layer", "head", "qk.layer", "qk.head", "qk.token", "mix.layer", "flow")
@@ -81,7 +149,7 @@ def heatmap(z: np.ndarray, rows: list[str], cols: list[str], title: str, offset:
         hover = dict(text=[[f"{safe(r)} → {safe(c)}" for c in cols] for r in rows],
                      hovertemplate="%{text}<br>%{z:.3f}<extra></extra>")
     else:
-        hover = dict(hovertemplate="query %{y} → key %{x}<br>%{z:.3f}<extra></extra>")
+        hover = dict(hovertemplate=t("attention.fig.hover_query_key"))
     fig = go.Figure(go.Heatmap(z=np.round(np.asarray(z, dtype=float), 4), x=list(range(offset, offset + len(cols))),
                                y=list(range(offset, offset + len(rows))), colorscale="Blues", zmin=0, zmax=zmax,
                                **hover))
@@ -109,21 +177,22 @@ def thumbnail_grid(att: np.ndarray, focus: tuple[int, int]) -> go.Figure:
     z = np.full((n_layers * step, n_heads * step), np.nan)
     for layer in range(n_layers):
         for head in range(n_heads):
-            t = pool(np.asarray(att[layer, head], dtype=float), s)
-            z[layer * step:layer * step + s, head * step:head * step + s] = t / max(t.max(), 1e-9)
+            thumb = pool(np.asarray(att[layer, head], dtype=float), s)
+            z[layer * step:layer * step + s, head * step:head * step + s] = thumb / max(thumb.max(), 1e-9)
     fig = go.Figure(go.Heatmap(z=z, colorscale="Blues", showscale=False, hoverinfo="skip"))
     cx = [h * step + (s - 1) / 2 for _ in range(n_layers) for h in range(n_heads)]
     cy = [layer * step + (s - 1) / 2 for layer in range(n_layers) for _ in range(n_heads)]
     fig.add_scatter(x=cx, y=cy, mode="markers", marker=dict(size=28, symbol="square", color="rgba(0,0,0,0)"),
                     customdata=[[layer, h] for layer in range(n_layers) for h in range(n_heads)],
-                    hovertemplate="layer %{customdata[0]}, head %{customdata[1]}<extra></extra>", showlegend=False)
+                    hovertemplate=t("attention.fig.hover_grid"), showlegend=False)
     fl, fh = focus
     fig.add_shape(type="rect", x0=fh * step - 0.8, x1=fh * step + s - 0.2, y0=fl * step - 0.8, y1=fl * step + s - 0.2,
                   line=dict(color="#e4572e", width=2))
     fig.update_xaxes(tickvals=[h * step + (s - 1) / 2 for h in range(n_heads)], ticktext=[str(h) for h in range(n_heads)],
-                     title="head", side="top", showgrid=False, zeroline=False)
+                     title=t("attention.fig.head"), side="top", showgrid=False, zeroline=False)
     fig.update_yaxes(tickvals=[layer * step + (s - 1) / 2 for layer in range(n_layers)],
-                     ticktext=[str(layer) for layer in range(n_layers)], title="layer", autorange="reversed",
+                     ticktext=[str(layer) for layer in range(n_layers)], title=t("attention.fig.layer"),
+                     autorange="reversed",
                      showgrid=False, zeroline=False, scaleanchor="x")
     fig.update_layout(height=max(300, 26 * n_layers + 120), margin=dict(t=60, l=10, r=10, b=10), dragmode=False,
                       clickmode="event+select")
@@ -135,21 +204,23 @@ def qk_figure(v: A.QKView, labels: list[str], query_label: str) -> go.Figure:
     n, d = v.keys.shape
     fig = make_subplots(rows=2, cols=3, row_heights=[0.06, 0.94], column_widths=[0.38, 0.38, 0.24],
                         specs=[[{"colspan": 2}, None, None], [{}, {}, {}]], vertical_spacing=0.07,
-                        horizontal_spacing=0.04, subplot_titles=(f"query q of {safe(query_label)}", "keys k",
-                                                                 "q × k (elementwise)", "softmax(q·k/√d)"))
+                        horizontal_spacing=0.04,
+                        subplot_titles=(t("attention.fig.qk_query", token=safe(query_label)),
+                                        t("attention.fig.qk_keys"), t("attention.fig.qk_product"),
+                                        t("attention.fig.qk_softmax")))
     lim = float(np.abs(v.product).max()) or 1.0
     kl = float(np.abs(np.concatenate([v.keys.ravel(), v.query])).max()) or 1.0
     fig.add_heatmap(z=v.query[None, :], colorscale="RdBu", zmid=0, zmin=-kl, zmax=kl, showscale=False, row=1, col=1,
-                    hovertemplate="dim %{x}: %{z:.3f}<extra></extra>")
+                    hovertemplate=t("attention.fig.hover_dim"))
     ys = list(range(n))
-    hov = [safe(t) for t in labels]
+    hov = [safe(tok) for tok in labels]
     fig.add_heatmap(z=v.keys, y=ys, colorscale="RdBu", zmid=0, zmin=-kl, zmax=kl, showscale=False, row=2, col=1,
-                    text=[[hov[i]] * d for i in ys], hovertemplate="%{text} dim %{x}: %{z:.3f}<extra></extra>")
+                    text=[[hov[i]] * d for i in ys], hovertemplate=t("attention.fig.hover_token_dim"))
     fig.add_heatmap(z=v.product, y=ys, colorscale="PiYG", zmid=0, zmin=-lim, zmax=lim, showscale=False, row=2, col=2,
-                    text=[[hov[i]] * d for i in ys], hovertemplate="%{text} dim %{x}: %{z:.3f}<extra></extra>")
+                    text=[[hov[i]] * d for i in ys], hovertemplate=t("attention.fig.hover_token_dim"))
     fig.add_bar(x=v.weights, y=ys, orientation="h", row=2, col=3, marker_color="#4C78A8",
                 customdata=np.stack([v.scores, v.weights], -1), text=hov, textposition="none",
-                hovertemplate="%{text}<br>q·k/√d = %{customdata[0]:.3f}<br>weight %{customdata[1]:.3f}<extra></extra>")
+                hovertemplate=t("attention.fig.hover_qk_weight"))
     tick = _ticks(list(labels))
     for col in (1, 2, 3):
         fig.update_yaxes(autorange="reversed", row=2, col=col, **(tick if col == 1 else {"showticklabels": False}))
@@ -162,38 +233,41 @@ def stat_figures(stats: A.HeadStats, name: str) -> tuple[go.Figure, go.Figure]:
     """A statistic as a layer x head map and, Clark-style, as one dot per head along the layers."""
     z = getattr(stats, name)
     n_layers, n_heads = z.shape
-    hm = go.Figure(go.Heatmap(z=z, colorscale="Viridis", hovertemplate="layer %{y}, head %{x}: %{z:.3f}<extra></extra>",
+    hm = go.Figure(go.Heatmap(z=z, colorscale="Viridis", hovertemplate=t("attention.fig.hover_layer_head"),
                               colorbar=dict(title="")))
-    hm.update_xaxes(title="head", dtick=1)
-    hm.update_yaxes(title="layer", autorange="reversed", dtick=1)
-    hm.update_layout(title=STAT_LABELS[name], height=360, margin=dict(t=50, l=10, r=10, b=10))
+    hm.update_xaxes(title=t("attention.fig.head"), dtick=1)
+    hm.update_yaxes(title=t("attention.fig.layer"), autorange="reversed", dtick=1)
+    hm.update_layout(title=stat_label(name), height=360, margin=dict(t=50, l=10, r=10, b=10))
     sc = go.Figure()
     for layer in range(n_layers):
         sc.add_scatter(x=[layer] * n_heads, y=z[layer], mode="markers", marker=dict(size=8, opacity=0.7),
                        customdata=list(range(n_heads)), showlegend=False,
-                       hovertemplate=f"layer {layer}, head %{{customdata}}: %{{y:.3f}}<extra></extra>")
-    sc.add_scatter(x=list(range(n_layers)), y=z.mean(1), mode="lines", name="mean", line=dict(color="#888888"))
-    sc.update_xaxes(title="layer", dtick=1)
-    sc.update_layout(title=f"{STAT_LABELS[name]} by layer", height=360, margin=dict(t=50, l=10, r=10, b=10))
+                       hovertemplate=t("attention.fig.hover_layer_dot", layer=layer))
+    sc.add_scatter(x=list(range(n_layers)), y=z.mean(1), mode="lines", name=t("attention.fig.mean"),
+                   line=dict(color="#888888"))
+    sc.update_xaxes(title=t("attention.fig.layer"), dtick=1)
+    sc.update_layout(title=t("attention.fig.by_layer", stat=stat_label(name)), height=360,
+                     margin=dict(t=50, l=10, r=10, b=10))
     return hm, sc
 
 
 def relevance_bars(rows: dict[str, np.ndarray], labels: list[str]) -> go.Figure:
     fig = go.Figure()
     for name, values in rows.items():
-        fig.add_bar(x=list(range(len(labels))), y=values, name=name, text=[safe(t) for t in labels], textposition="none",
+        fig.add_bar(x=list(range(len(labels))), y=values, name=name, text=[safe(tok) for tok in labels],
+                    textposition="none",
                     hovertemplate="%{text}: %{y:.3f}<extra>" + name + "</extra>")
     fig.update_xaxes(**_ticks(labels), tickangle=-60)
-    fig.update_layout(barmode="group", title="relevance to [CLS] (each row sums to 1)", height=380,
+    fig.update_layout(barmode="group", title=t("attention.fig.relevance"), height=380,
                       margin=dict(t=50, l=10, r=10, b=10))
     return fig
 
 
 def similarity_figure(sim: np.ndarray, title: str) -> go.Figure:
     fig = go.Figure(go.Heatmap(z=sim, zmin=-1, zmax=1, colorscale="RdBu", reversescale=True,
-                               hovertemplate="layer %{y} vs %{x}: %{z:.3f}<extra></extra>"))
-    fig.update_xaxes(title="layer", dtick=1)
-    fig.update_yaxes(title="layer", autorange="reversed", dtick=1)
+                               hovertemplate=t("attention.fig.hover_layer_vs")))
+    fig.update_xaxes(title=t("attention.fig.layer"), dtick=1)
+    fig.update_yaxes(title=t("attention.fig.layer"), autorange="reversed", dtick=1)
     fig.update_layout(title=safe(title), height=380, margin=dict(t=50, l=10, r=10, b=10))
     return fig
 
@@ -203,16 +277,17 @@ def per_layer_lines(results: dict[str, A.HeadStats], name: str) -> go.Figure:
     for label, s in results.items():
         z = getattr(s, name)
         fig.add_scatter(x=list(range(z.shape[0])), y=z.mean(1), mode="lines+markers", name=safe(label))
-    fig.update_xaxes(title="layer", dtick=1)
-    fig.update_layout(title=f"{STAT_LABELS[name]}, mean over heads", height=340, margin=dict(t=50, l=10, r=10, b=10))
+    fig.update_xaxes(title=t("attention.fig.layer"), dtick=1)
+    fig.update_layout(title=t("attention.fig.mean_over_heads", stat=stat_label(name)), height=340,
+                      margin=dict(t=50, l=10, r=10, b=10))
     return fig
 
 
 # ---------------------------------------------------------------------------------------------- sections
 @st.cache_data(max_entries=6, show_spinner=False)
 def cached_view(kind: str, att: np.ndarray, labels: tuple[str, ...], b_start: int | None, layers: tuple[int, ...],
-                heads: tuple[int, ...], dark: bool):
-    return build_view(kind, att, list(labels), b_start, list(layers), list(heads), dark=dark)
+                heads: tuple[int, ...], dark: bool, title: str = "Attention"):
+    return build_view(kind, att, list(labels), b_start, list(layers), list(heads), dark=dark, title=title)
 
 
 @st.cache_data(max_entries=8, show_spinner=False)
@@ -220,28 +295,56 @@ def cached_flow(att: np.ndarray, rows: tuple[int, ...] | None) -> np.ndarray:
     return A.flow(att, rows=None if rows is None else list(rows))
 
 
+def filters(r: A.AttentionResult) -> tuple[int, int, list[int], list[int]] | None:
+    """Token range, layers and heads (bound to the URL, then drawn in the settings); None when nothing is picked."""
+    urlstate.bind(filter_fields(r))
+    st.session_state.setdefault(K("range"), (0, min(r.n_tokens, DEFAULT_RANGE)))
+    st.session_state.setdefault(K("layers"), list(range(r.n_layers)))
+    st.session_state.setdefault(K("heads"), list(range(r.n_heads)))
+    with settings_box(t("attention.filters"), expanded=r.n_tokens > DEFAULT_RANGE):
+        if r.n_tokens > 1:
+            lo, hi = st.slider(t("attention.range"), 0, r.n_tokens, key=K("range"), help=t("attention.range_help"))
+        else:
+            lo, hi = 0, 1
+        layers = st.multiselect(t("attention.layers"), list(range(r.n_layers)), key=K("layers"))
+        heads = st.multiselect(t("attention.heads"), list(range(r.n_heads)), key=K("heads"))
+    if hi - lo < 1:
+        lo, hi = (hi - 1, hi) if hi > 0 else (0, 1)
+    if not layers or not heads:
+        st.warning(t("attention.pick_layer_head"))
+        return None
+    return lo, hi, layers, heads
+
+
+def bind_focus(r: A.AttentionResult, lo: int, hi: int, layers: list[int], heads: list[int]) -> None:
+    """The tabs' own pickers, from the URL (their choices are the filters' values), with their defaults."""
+    urlstate.bind(focus_fields(r, lo, hi, layers, heads))
+    st.session_state.setdefault(K("mix.layer"), r.n_layers - 1)
+
+
 def bertviz_section(r: A.AttentionResult, lo: int, hi: int, layers: list[int], heads: list[int]) -> None:
-    kind = st.segmented_control("View", ["head", "model"], key=K("view"), default="head", required=True,
-                                format_func=lambda k: {"head": "Head view", "model": "Model view"}[k])
+    st.session_state.setdefault(K("view"), "head")
+    kind = st.segmented_control(t("attention.view"), list(VIEW_KINDS), key=K("view"), required=True,
+                                format_func=option_labels(VIEW_KINDS, lambda k: t(f"attention.view_kind.{k}")))
+    kind = kind or "head"
     b = r.sentence_b_start if r.sentence_b_start is not None and lo < r.sentence_b_start < hi else None
     shipped, heads_shipped = fit_payload(layers, heads, hi - lo, b is not None)
     cut = []
     if len(shipped) < len(layers):
-        cut.append(f"layer(s) {', '.join(map(str, shipped))} of the {len(layers)} picked")
+        cut.append(t("attention.cut_layers", shown=", ".join(map(str, shipped)), n=len(layers)))
     if len(heads_shipped) < len(heads):
-        cut.append(f"head(s) {', '.join(map(str, heads_shipped))} of the {len(heads)} picked")
+        cut.append(t("attention.cut_heads", shown=", ".join(map(str, heads_shipped)), n=len(heads)))
     if cut:
-        st.info(f"To keep the page light ({hi - lo}² weights per head), the view holds {' and '.join(cut)}. Pick "
-                "fewer layers or heads, or a shorter token range, to see the others.")
+        st.info(t("attention.cut", n=hi - lo, what=t("attention.and").join(cut)))
     sub = r.attentions[:, :, lo:hi, lo:hi]
-    with st.spinner("Building the view …"):
+    with st.spinner(t("attention.building_view")):
         view = cached_view(kind, sub, tuple(r.labels[lo:hi]), None if b is None else b - lo, tuple(shipped),
-                           tuple(heads_shipped), dark_theme())
-    st.iframe(view.html, height=view.height, alt=f"bertviz {kind} view")
-    st.caption(f"bertviz {kind} view, offline (vendored d3/jQuery/require.js inlined) · {view.size_bytes / 1e6:.2f} MB "
-               "· weights rounded to 3 decimals · " + ("rows are cut to the token range, so they may sum to < 1"
-                                                         if (lo, hi) != (0, r.n_tokens) else "all tokens"))
-    st.download_button("Download this view as standalone HTML", lambda: view.html.encode("utf-8"),
+                           tuple(heads_shipped), dark_theme(), t("attention.view_title"))
+    st.iframe(view.html, height=view.height, alt=f"bertviz {kind} view")  # i18n: ok (the iframe's title, not shown)
+    rows = t("attention.view_rows_cut") if (lo, hi) != (0, r.n_tokens) else t("attention.view_all_tokens")
+    st.caption(t("attention.view_caption", kind=t(f"attention.view_kind.{kind}"), mb=f"{view.size_bytes / 1e6:.2f}",
+                 rows=rows))
+    st.download_button(t("attention.download_view"), lambda: view.html.encode("utf-8"),
                        file_name=f"attention-{kind}-view.html", mime="text/html", key=K("dl.html"))
 
 
@@ -256,36 +359,41 @@ def focus_from_grid() -> None:
             return
 
 
-def heatmap_section(r: A.AttentionResult, lo: int, hi: int, layers: list[int], heads: list[int]) -> None:
+def heatmap_section(r: A.AttentionResult, lo: int, hi: int, layers: list[int], heads: list[int]) -> go.Figure:
+    """The focused head's map and the grid of every head; returns the focused map (for the report)."""
     _keep("layer", layers)
     _keep("head", heads)
-    c1, c2, _ = st.columns([1, 1, 3])
-    layer = c1.selectbox("Layer", layers, key=K("layer"))
-    head = c2.selectbox("Head", heads, key=K("head"))
+    with presenter.settings():
+        c1, c2, _ = st.columns([1, 1, 3])
+        layer = c1.selectbox(t("attention.layer"), layers, key=K("layer"))
+        head = c2.selectbox(t("attention.head"), heads, key=K("head"))
     labels = list(r.labels[lo:hi])
-    show(heatmap(r.attentions[layer, head, lo:hi, lo:hi], labels, labels, f"layer {layer}, head {head}", lo),
-         "heatmap")
-    st.markdown("**All heads** — click a thumbnail to focus that head (each is scaled to its own maximum).")
+    focused = heatmap(r.attentions[layer, head, lo:hi, lo:hi], labels, labels,
+                      t("attention.fig.head_title", layer=layer, head=head), lo)
+    show(focused, "heatmap")
+    st.markdown(t("attention.all_heads"))
     sub = r.attentions[:, :, lo:hi, lo:hi][np.ix_(layers, heads)]
     fig = thumbnail_grid(sub, (layers.index(layer), heads.index(head)))
     fig.update_xaxes(ticktext=[str(h) for h in heads])
     fig.update_yaxes(ticktext=[str(x) for x in layers])
     fig.data[1].customdata = [[layers[i], heads[j]] for i in range(len(layers)) for j in range(len(heads))]
     show(fig, "grid", on_select=focus_from_grid, selection_mode="points")
+    return focused
 
 
 def qk_section(r: A.AttentionResult, lo: int, hi: int, layers: list[int], heads: list[int]) -> None:
     if r.queries is None or r.keys is None:
-        st.warning(r.qk_note or "q and k were not captured for this run.")
+        st.warning(r.qk_note or t("attention.no_qk"))
         return
-    st.caption("Where one head's weights come from: the query of one token against every key. Each row of q × k "
-               "sums to q·k; scaled by 1/√d and softmaxed, it gives the head's attention (it matches the model's).")
+    st.caption(t("attention.qk_intro"))
     for name, opts in (("qk.layer", layers), ("qk.head", heads), ("qk.token", list(range(lo, hi)))):
         _keep(name, opts)
-    c1, c2, c3 = st.columns([1, 1, 2])
-    layer = c1.selectbox("Layer", layers, key=K("qk.layer"))
-    head = c2.selectbox("Head", heads, key=K("qk.head"))
-    q = c3.selectbox("Query token", list(range(lo, hi)), key=K("qk.token"),
+    left, right = st.columns([1, 1])
+    with left, presenter.settings():
+        c1, c2 = st.columns(2)
+        layer = c1.selectbox(t("attention.layer"), layers, key=K("qk.layer"))
+        head = c2.selectbox(t("attention.head"), heads, key=K("qk.head"))
+    q = right.selectbox(t("attention.query_token"), list(range(lo, hi)), key=K("qk.token"),
                      format_func=lambda i: f"{i}: {r.labels[i]}")
     v = A.qk_view(r.queries, r.keys, layer, head, q)
     keys = A.QKView(query=v.query, keys=v.keys[lo:hi], product=v.product[lo:hi], scores=v.scores[lo:hi],
@@ -293,77 +401,84 @@ def qk_section(r: A.AttentionResult, lo: int, hi: int, layers: list[int], heads:
     show(qk_figure(keys, list(r.labels[lo:hi]), r.labels[q]), "qk")
 
 
-def stats_section(r: A.AttentionResult, stats: A.HeadStats) -> None:
-    st.caption("Statistics over all tokens of the text, per head (Clark et al. 2019, 'What does BERT look at?').")
-    name = st.selectbox("Statistic", list(STAT_LABELS), key=K("stat"), format_func=STAT_LABELS.get)
+def stats_section(r: A.AttentionResult, stats: A.HeadStats) -> go.Figure:
+    """Head statistics and the pattern finder; returns the statistic's layer x head map (for the report)."""
+    st.caption(t("attention.stats_intro"))
+    with presenter.settings():
+        name = st.selectbox(t("attention.statistic"), list(STATS), key=K("stat"),
+                            format_func=option_labels(STATS, stat_label))
     hm, sc = stat_figures(stats, name)
     c1, c2 = st.columns(2)
     with c1:
         show(hm, "stat.map")
     with c2:
         show(sc, "stat.layers")
-    st.markdown("**Find heads by pattern**")
-    c1, c2 = st.columns([2, 2])
-    pattern = c1.selectbox("Heads that …", list(A.PATTERNS), key=K("pattern"), format_func=A.PATTERNS.get)
-    thr = c2.slider("Minimum score", 0.0, 1.0, 0.5, 0.05, key=K("threshold"),
-                    help="Share of each query's attention (for 'broad': entropy / log2(tokens)).")
+    st.markdown(t("attention.find_heads"))
+    st.session_state.setdefault(K("threshold"), 0.5)
+    with presenter.settings():
+        c1, c2 = st.columns([2, 2])
+        pattern = c1.selectbox(t("attention.pattern_pick"), list(A.PATTERNS), key=K("pattern"),
+                               format_func=option_labels(A.PATTERNS, pattern_label))
+        thr = c2.slider(t("attention.threshold"), 0.0, 1.0, step=0.05, key=K("threshold"),
+                        help=t("attention.threshold_help"))
     hits = A.find_heads(stats, pattern, thr)
     if not hits:
         best = stats.share(pattern)
         bl, bh = np.unravel_index(int(np.argmax(best)), best.shape)
-        st.info(f"No head scores ≥ {thr:.2f}. The best is layer {bl}, head {bh} with {best[bl, bh]:.2f}.")
-        return
-    st.dataframe([{"layer": m.layer, "head": m.head, "score": round(m.score, 3)} for m in hits], hide_index=True,
+        st.info(t("attention.no_hits", thr=f"{thr:.2f}", layer=bl, head=bh, score=f"{best[bl, bh]:.2f}"))
+        return hm
+    cols = (t("attention.col.layer"), t("attention.col.head"), t("attention.col.score"))
+    st.dataframe([dict(zip(cols, (m.layer, m.head, round(m.score, 3)))) for m in hits], hide_index=True,
                  key=K("hits"), height=min(400, 35 * len(hits) + 40))
+    return hm
 
 
 def mixing_section(r: A.AttentionResult, lo: int, hi: int) -> None:
-    st.caption("Abnar & Zuidema 2020. Both add the residual connection (0.5·A + 0.5·I per layer, heads averaged). "
-               "Rollout multiplies the layers; flow treats them as a network of pipes and solves a max-flow problem "
-               "per token pair, so it is limited by length.")
+    st.caption(t("attention.mix_intro"))
     labels = list(r.labels[lo:hi])
-    last = r.n_layers - 1
-    layer = st.selectbox("Raw attention of layer", list(range(r.n_layers)), index=last, key=K("mix.layer"))
+    st.session_state.setdefault(K("mix.layer"), r.n_layers - 1)
+    with presenter.settings():
+        layer = st.selectbox(t("attention.mix_layer"), list(range(r.n_layers)), key=K("mix.layer"))
     raw = r.attentions[layer].astype(np.float64).mean(0)
     roll = A.rollout(r.attentions)
     c1, c2 = st.columns(2)
     with c1:
-        show(heatmap(raw[lo:hi, lo:hi], labels, labels, f"raw: layer {layer}, mean of heads", lo), "raw")
+        show(heatmap(raw[lo:hi, lo:hi], labels, labels, t("attention.fig.raw", layer=layer), lo), "raw")
     with c2:
-        show(heatmap(roll[lo:hi, lo:hi], labels, labels, "rollout (all layers)", lo), "rollout")
+        show(heatmap(roll[lo:hi, lo:hi], labels, labels, t("attention.fig.rollout"), lo), "rollout")
     cls = r.cls_index
-    bars = {f"raw (layer {layer})": A.relevance(raw, cls), "rollout": A.relevance(roll, cls)}
+    bars = {t("attention.fig.raw_bar", layer=layer): A.relevance(raw, cls),
+            t("attention.fig.rollout_bar"): A.relevance(roll, cls)}
     full = (lo, hi) == (0, r.n_tokens)
     n = r.n_tokens if full else hi - lo
     if n > A.FLOW_MAX_TOKENS:
-        st.info(f"Attention flow is limited to {A.FLOW_MAX_TOKENS} tokens (the text has {r.n_tokens}); pick a token "
-                f"range of at most {A.FLOW_MAX_TOKENS} tokens to compute it on that range.")
-    elif st.toggle("Compute attention flow" + ("" if full else f" on tokens {lo}–{hi - 1}"), key=K("flow")):
+        st.info(t("attention.flow_limit", max=A.FLOW_MAX_TOKENS, n=r.n_tokens))
+    elif st.toggle(t("attention.flow") if full else t("attention.flow_range", lo=lo, last=hi - 1), key=K("flow")):
         att = r.attentions if full else A.restrict(r.attentions, lo, hi)
         cls_local = cls - lo
         fl = None
-        with st.spinner("Solving max-flow problems …"):
+        with st.spinner(t("attention.solving_flow")):
             if n <= A.FLOW_MAP_MAX_TOKENS:
                 fl = cached_flow(att, None)
-                show(heatmap(fl, labels, labels, "attention flow", lo), "flow")
+                show(heatmap(fl, labels, labels, t("attention.fig.flow"), lo), "flow")
             elif 0 <= cls_local < n:
                 fl = cached_flow(att, (cls_local,))
-                st.caption(f"The full flow map is limited to {A.FLOW_MAP_MAX_TOKENS} tokens: [CLS]'s row only.")
+                st.caption(t("attention.flow_map_limit", max=A.FLOW_MAP_MAX_TOKENS))
         if fl is not None and 0 <= cls_local < n:
-            bars["flow"] = np.full(r.n_tokens, np.nan)
-            bars["flow"][lo:hi] = A.relevance(fl, cls_local)
+            name = t("attention.fig.flow_bar")
+            bars[name] = np.full(r.n_tokens, np.nan)
+            bars[name][lo:hi] = A.relevance(fl, cls_local)
         if not full:
-            st.caption("Flow on a range: attention leaving the range is dropped and rows are renormalised.")
+            st.caption(t("attention.flow_range_note"))
     show(relevance_bars({k: np.asarray(v)[lo:hi] for k, v in bars.items()}, labels), "relevance")
 
 
 def export_section(r: A.AttentionResult) -> None:
-    st.radio("Figure download format (the camera icon on each chart)", ["png", "svg"], key=K("fmt"), horizontal=True)
-    st.download_button("Download raw attention (.npz)", lambda: A.to_npz(r), file_name="attention.npz",
+    with presenter.settings():
+        st.radio(t("attention.fmt"), list(FORMATS), key=K("fmt"), horizontal=True)
+    st.download_button(t("attention.download_npz"), lambda: A.to_npz(r), file_name="attention.npz",
                        mime="application/octet-stream", key=K("dl.npz"))
-    st.caption(f"attentions: float16 array (layers, heads, seq, seq) = {r.attentions.shape}; queries/keys "
-               "(layers, heads, seq, head_dim); tokens; cls/sep/punct masks; sentence_b_start (-1: none). "
-               "The standalone HTML of the bertviz view is on the bertviz tab.")
+    st.caption(t("attention.npz_caption", shape=str(r.attentions.shape)))
 
 
 def compare_options() -> list[tuple[str, str]]:
@@ -380,20 +495,17 @@ def compare_section(r: A.AttentionResult, stats: A.HeadStats, config: A.Attentio
     from app.loaders import get_model
     from core.models import FAMILIES, ModelLoadError, ModelSpec
 
-    st.caption("A second model on the same text. Tokenizers differ, so the models are compared through per-layer "
-               "statistics and each one's layer-to-layer similarity (mean over heads of the correlation between "
-               "head h's maps in two layers: 1 = same pattern, 0 = unrelated). ALBERT reuses one layer's weights at every depth: are its heads alike "
-               "from layer to layer?")
+    st.caption(t("attention.compare_intro"))
     opts = [o for o in compare_options() if o != (r.family, r.checkpoint)]
     default = next((i for i, o in enumerate(opts) if o[0] == ("bert" if r.family == "albert" else "albert")), 0)
     c1, c2 = st.columns([3, 1])
-    choice = c1.selectbox("Compare with", opts, index=default, key=K("cmp.model"),
+    choice = c1.selectbox(t("attention.compare_with"), opts, index=default, key=K("cmp.model"),
                           format_func=lambda o: f"{FAMILIES[o[0]].label} · {o[1]}")
     run_key = (choice, r.checkpoint, config)
-    if c2.button("Compare", key=K("cmp.run"), type="primary"):
+    if c2.button(t("attention.compare"), key=K("cmp.run"), type="primary"):
         try:
             spec = ModelSpec(choice[0], choice[1], st.session_state.get(state.DEVICE, "auto"))
-            with st.spinner(f"Loading {choice[1]} …"):
+            with st.spinner(t("common.loading", id=choice[1])):
                 other = A.compute_attention(get_model(spec, "base", attentions=True), config)
             st.session_state[K("cmp.result")] = (run_key, other)
         except (ModelLoadError, ValueError) as e:
@@ -409,9 +521,30 @@ def compare_section(r: A.AttentionResult, stats: A.HeadStats, config: A.Attentio
         sim = A.layer_similarity(res.attentions)
         label = f"{FAMILIES[res.family].label} · {res.checkpoint}"
         with col:
-            st.metric(f"{label}: next-layer correlation", f"{A.adjacent_similarity(sim):.3f}",
-                      help=f"{res.n_layers} layers × {res.n_heads} heads, {res.n_tokens} tokens")
+            st.metric(t("attention.next_layer_corr", model=label), f"{A.adjacent_similarity(sim):.3f}",
+                      help=t("attention.model_shape", layers=res.n_layers, heads=res.n_heads, n=res.n_tokens))
             show(similarity_figure(sim, label), "cmp.sim" + ("" if res is r else ".other"))
-    name = st.selectbox("Statistic per layer", list(STAT_LABELS), key=K("cmp.stat"), format_func=STAT_LABELS.get)
+    with presenter.settings():
+        name = st.selectbox(t("attention.stat_per_layer"), list(STATS), key=K("cmp.stat"),
+                            format_func=option_labels(STATS, stat_label))
     show(per_layer_lines({f"{FAMILIES[x.family].label} · {x.checkpoint}": s
                           for x, s in ((r, stats), (other, other_stats))}, name), "cmp.lines")
+
+
+def record(r: A.AttentionResult, config: A.AttentionConfig, lo: int, hi: int, heatmap_fig: go.Figure,
+           stats_fig: go.Figure) -> None:
+    """This result in the session report (one entry per model and text; redrawing replaces it)."""
+    import hashlib
+
+    from app import report
+
+    digest = hashlib.sha1(repr((r.checkpoint, config.text, config.pair, config.text_b)).encode()).hexdigest()[:12]
+    inputs = {t("attention.report.model"): r.checkpoint, t("attention.report.text"): config.text}
+    if config.pair:
+        inputs[t("attention.report.text_b")] = config.text_b
+    inputs[t("attention.report.tokens")] = f"{lo}–{hi - 1}"
+    inputs[t("attention.report.focus")] = t("attention.fig.head_title", layer=st.session_state.get(K("layer")),
+                                            head=st.session_state.get(K("head")))
+    report.record(f"attention:{digest}", page=t("nav.attention"), title=t("attention.report.title"), inputs=inputs,
+                  text=t("attention.summary", n=r.n_tokens, layers=r.n_layers, heads=r.n_heads, max=r.max_tokens),
+                  figures=[heatmap_fig, stats_fig])

@@ -1,18 +1,23 @@
-"""The Fine-tune page's pieces: data picker, live curves, result view, run comparison (plotly)."""
+"""The Fine-tune page's pieces: data picker, live curves, result view, run comparison (plotly), report entries."""
 from __future__ import annotations
+
+import hashlib
 
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 from plotly.subplots import make_subplots
 
-from app import state
+from app import report, state
+from app.i18n import t, t_or
 from core.datasets_local import BUNDLED, GLUE_TASKS, DataError, LabelledData, from_table, load_bundled, load_glue, read_table
 from core.finetune import FinetuneResult, classify, load_finetuned, zip_folder
-from core.models import ModelLoadError, hub_reachable
+from core.models import FAMILIES, ModelLoadError, hub_reachable
 
 PAGE = "finetune"
-SOURCES = ("Bundled: UCI drug reviews", "Bundled: WordNet glosses", "Upload CSV / TSV / JSONL", "GLUE (needs the Hub)")
+# Data sources: the widget's values (kept in links) are these ids; the labels come from assets/i18n/finetune.toml.
+SOURCES = ("drugreview", "wordnet", "upload", "glue")
+NO_SECOND_TEXT = "(none)"  # a widget value; its label comes through format_func
 
 
 def K(name: str) -> str:
@@ -25,20 +30,28 @@ def _bundled(key: str) -> LabelledData:
     return load_bundled(key)
 
 
-@st.cache_data(show_spinner="Downloading GLUE …")
 def _glue(task: str) -> LabelledData:
+    with st.spinner(t("finetune.glue_downloading")):
+        return _glue_cached(task)
+
+
+@st.cache_data(show_spinner=False)
+def _glue_cached(task: str) -> LabelledData:
     return load_glue(task)
 
 
 def data_picker() -> LabelledData | None:
     """Draw the data choice; return the labelled data, or None after saying what is missing or wrong."""
-    source = st.radio("Data", SOURCES, key=K("source"), horizontal=True)
+    source = st.radio(t("finetune.data"), SOURCES, key=K("source"), horizontal=True,
+                      format_func=lambda s: t(f"finetune.source.{s}"))
     try:
-        if source in SOURCES[:2]:
-            info = BUNDLED["drugreview" if source == SOURCES[0] else "wordnet"]
+        if source in BUNDLED:
+            info = BUNDLED[source]
             data = _bundled(info.key)
-            st.caption(f"{info.description} Source: {info.source}. Licence: {info.licence}.")
-        elif source == SOURCES[2]:
+            description = t_or(f"finetune.data_desc.{info.key}", info.description)
+            st.caption(t("finetune.bundled_caption", description=description, source=info.source,
+                         licence=info.licence))
+        elif source == "upload":
             data = _upload()
         else:
             data = _glue_picker()
@@ -50,34 +63,35 @@ def data_picker() -> LabelledData | None:
     for note in data.notes:
         st.info(note)
     counts = ", ".join(f"{k}: {v}" for k, v in data.counts().items())
-    st.caption(f"**{len(data.train)}** training and **{len(data.test)}** held-out rows · classes ({counts}) · "
-               f"always guessing the most common class scores **{data.majority_rate():.1%}** held-out")
+    st.caption(t("finetune.data_summary", train=len(data.train), test=len(data.test), counts=counts,
+                 majority=f"{data.majority_rate():.1%}"))
     return data
 
 
 def _upload() -> LabelledData | None:
-    up = st.file_uploader("A labelled table", type=["csv", "tsv", "jsonl"], key=K("upload"),
-                          help="One row per example: a text column (or two, for pairs) and a label column.")
+    up = st.file_uploader(t("finetune.upload"), type=["csv", "tsv", "jsonl"], key=K("upload"),
+                          help=t("finetune.upload_help"))
     if up is None:
-        st.info("Upload a .csv, .tsv or .jsonl file with a text column and a label column.")
+        st.info(t("finetune.upload_info"))
         return None
     df = read_table(up.getvalue(), up.name)
     cols = [str(c) for c in df.columns]
     c1, c2, c3, c4 = st.columns(4)
-    text = c1.selectbox("Text column", cols, key=K("text_col"))
-    text_b = c2.selectbox("Second text (pairs)", ["(none)"] + cols, key=K("text_col_b"))
-    label = c3.selectbox("Label column", cols, index=min(1, len(cols) - 1), key=K("label_col"))
-    frac = c4.number_input("Held-out share", 0.05, 0.5, 0.2, 0.05, key=K("test_frac"))
-    return from_table(df, text, label, None if text_b == "(none)" else text_b, test_fraction=frac, name=up.name)
+    text = c1.selectbox(t("finetune.text_col"), cols, key=K("text_col"))
+    text_b = c2.selectbox(t("finetune.text_col_b"), [NO_SECOND_TEXT] + cols, key=K("text_col_b"),
+                          format_func=lambda c: t("finetune.no_second_text") if c == NO_SECOND_TEXT else c)
+    label = c3.selectbox(t("finetune.label_col"), cols, index=min(1, len(cols) - 1), key=K("label_col"))
+    st.session_state.setdefault(K("test_frac"), 0.2)
+    frac = c4.number_input(t("finetune.test_frac"), 0.05, 0.5, step=0.05, key=K("test_frac"))
+    return from_table(df, text, label, None if text_b == NO_SECOND_TEXT else text_b, test_fraction=frac, name=up.name)
 
 
 def _glue_picker() -> LabelledData | None:
     if not hub_reachable():
-        st.warning("Offline: GLUE is downloaded from the Hugging Face Hub, which this machine cannot reach. "
-                   "Use the bundled drug reviews or upload a file.")
+        st.warning(t("finetune.glue_offline"))
         return None
-    task = st.selectbox("GLUE task", list(GLUE_TASKS), key=K("glue_task"))
-    if not st.toggle("Download and use it", key=K("glue_go")):
+    task = st.selectbox(t("finetune.glue_task"), list(GLUE_TASKS), key=K("glue_task"))
+    if not st.toggle(t("finetune.glue_go"), key=K("glue_go")):
         return None
     return _glue(task)
 
@@ -85,7 +99,7 @@ def _glue_picker() -> LabelledData | None:
 # ---------------------------------------------------------------------------------------------- curves
 def curves(runs: list[tuple[str, list[dict]]], height: int = 360) -> go.Figure:
     """Training loss (left) and held-out accuracy (right) against step, one colour per run."""
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("training loss", "held-out accuracy"))
+    fig = make_subplots(rows=1, cols=2, subplot_titles=(t("finetune.fig.train_loss"), t("finetune.fig.heldout_acc")))
     palette = ("#4C78A8", "#F58518", "#54A24B", "#E45756", "#B279A2", "#72B7B2", "#9D755D", "#FF9DA6")
     for i, (name, metrics) in enumerate(runs):
         color = palette[i % len(palette)]
@@ -95,7 +109,7 @@ def curves(runs: list[tuple[str, list[dict]]], height: int = 360) -> go.Figure:
                         line=dict(color=color), row=1, col=1)
         fig.add_scatter(x=[m["step"] for m in ev], y=[m["eval_accuracy"] for m in ev], name=name, legendgroup=name,
                         mode="lines+markers", line=dict(color=color), showlegend=False, row=1, col=2)
-    fig.update_xaxes(title_text="step")
+    fig.update_xaxes(title_text=t("finetune.fig.step"))
     fig.update_yaxes(range=[0, 1.02], row=1, col=2)
     fig.update_layout(height=height, margin=dict(t=40, b=10), legend=dict(orientation="h", y=-0.2))
     return fig
@@ -112,9 +126,9 @@ def live(job) -> None:
 def confusion(result: FinetuneResult) -> go.Figure:
     names = list(result.label_names)
     fig = go.Figure(go.Heatmap(z=result.confusion, x=names, y=names, colorscale="Blues", text=result.confusion,
-                               texttemplate="%{text}", hovertemplate="true %{y} → predicted %{x}: %{z}<extra></extra>"))
-    fig.update_layout(xaxis_title="predicted", yaxis_title="true", yaxis_autorange="reversed", height=340,
-                      margin=dict(t=30, b=10))
+                               texttemplate="%{text}", hovertemplate=t("finetune.fig.cm_hover")))
+    fig.update_layout(xaxis_title=t("finetune.fig.predicted"), yaxis_title=t("finetune.fig.true"),
+                      yaxis_autorange="reversed", height=340, margin=dict(t=30, b=10))
     return fig
 
 
@@ -124,40 +138,43 @@ def _predictor(model_dir: str, device: str):
     return load_finetuned(model_dir, device)
 
 
+def _stop_reason(reason: str) -> str:
+    return t_or(f"finetune.stop.{reason.replace(' ', '_')}", reason)
+
+
 def result_view(name: str, result: FinetuneResult) -> None:
     """Metrics, curves, confusion matrix, worst errors, try-it box, download and links to other pages."""
     c = st.columns(6)
-    c[0].metric("Held-out accuracy", f"{result.accuracy:.1%}", f"{result.accuracy - result.majority_rate:+.1%} vs majority")
-    c[1].metric("Macro-F1", f"{result.macro_f1:.3f}")
-    c[2].metric("Steps", f"{result.steps}", result.stop_reason, delta_color="off")
-    c[3].metric("Training time", f"{result.train_seconds:,.1f}s")
-    c[4].metric("Samples/s", f"{result.samples_per_s:,.1f}")
-    c[5].metric("Padding avoided", f"{result.padding_saved:.0%}", help="Pad tokens saved by dynamic padding with "
-                "length-grouped batches, against padding every batch to max length.")
-    st.caption(f"On `{result.device}` ({result.precision}) · {result.params_trainable:,} of {result.params_total:,} "
-               f"parameters trained · best evaluation at step {result.best_step} (its weights were kept)")
+    c[0].metric(t("finetune.m.accuracy"), f"{result.accuracy:.1%}",
+                t("finetune.m.vs_majority", d=f"{result.accuracy - result.majority_rate:+.1%}"))
+    c[1].metric(t("finetune.m.macro_f1"), f"{result.macro_f1:.3f}")
+    c[2].metric(t("finetune.m.steps"), f"{result.steps}", _stop_reason(result.stop_reason), delta_color="off")
+    c[3].metric(t("finetune.m.time"), t("finetune.seconds", s=f"{result.train_seconds:,.1f}"))
+    c[4].metric(t("finetune.m.samples_per_s"), f"{result.samples_per_s:,.1f}")
+    c[5].metric(t("finetune.m.padding"), f"{result.padding_saved:.0%}", help=t("finetune.m.padding_help"))
+    st.caption(t("finetune.result_caption", device=result.device, precision=result.precision,
+                 trained=f"{result.params_trainable:,}", total=f"{result.params_total:,}", best=result.best_step))
     st.plotly_chart(curves([(name, list(result.history) + list(result.evals))]), key=K(f"curves.{name}"))
     left, right = st.columns([2, 3])
     left.plotly_chart(confusion(result), key=K(f"cm.{name}"))
     with right:
-        st.markdown("**Worst errors** (wrong and most confident)")
+        st.markdown(t("finetune.worst_errors"))
         errs = result.worst_errors(10)
         if errs:
-            st.dataframe(pd.DataFrame(errs), hide_index=True, height=300,
-                         column_config={"confidence": st.column_config.ProgressColumn(min_value=0, max_value=1),
-                                        "p_true": st.column_config.NumberColumn(format="%.2f")})
+            cols = {c: t(f"finetune.col.{c}") for c in ("text", "true", "predicted", "confidence", "p_true")}
+            st.dataframe(pd.DataFrame(errs).rename(columns=cols), hide_index=True, height=300,
+                         column_config={cols["confidence"]: st.column_config.ProgressColumn(min_value=0, max_value=1),
+                                        cols["p_true"]: st.column_config.NumberColumn(format="%.2f")})
         else:
-            st.success("No held-out errors.")
+            st.success(t("finetune.no_errors"))
     _try_it(name, result)
     d1, d2, d3 = st.columns(3)
-    d1.download_button("Download model folder (.zip)", lambda: zip_folder(result.model_dir),
+    d1.download_button(t("finetune.download"), lambda: zip_folder(result.model_dir),
                        file_name=f"{name}.zip", mime="application/zip", key=K(f"dl.{name}"))
-    d2.button("Inspect it in the sidebar model picker", key=K(f"pick.{name}"), on_click=_pick,
-              args=(result.config.family, result.model_dir),
-              help="Selects the fine-tuned model in the sidebar, so Attention and Attributions show it.")
-    d3.button("Back to the original checkpoint", key=K(f"orig.{name}"), on_click=_pick,
-              args=(result.config.family, result.config.checkpoint),
-              help="Compare attention before and after fine-tuning by switching between the two.")
+    d2.button(t("finetune.pick"), key=K(f"pick.{name}"), on_click=_pick,
+              args=(result.config.family, result.model_dir), help=t("finetune.pick_help"))
+    d3.button(t("finetune.orig"), key=K(f"orig.{name}"), on_click=_pick,
+              args=(result.config.family, result.config.checkpoint), help=t("finetune.orig_help"))
 
 
 def _pick(family: str, checkpoint: str) -> None:
@@ -169,27 +186,28 @@ def _pick(family: str, checkpoint: str) -> None:
     else:  # a folder or Hub id typed in earlier: goes back through the custom box
         st.session_state[state.CHECKPOINT] = CUSTOM_OPTION
         st.session_state[state.CUSTOM] = checkpoint
-    st.toast(f"Sidebar model: {checkpoint}. Open Attention or Attributions to look inside it.")
+    st.toast(t("finetune.picked", id=checkpoint))
 
 
 def _try_it(name: str, result: FinetuneResult) -> None:
     with st.form(K(f"try.{name}")):
-        text = st.text_area("Try it: a new text", key=K(f"try_text.{name}"), height=80,
-                            placeholder="This medicine worked wonders, no side effects at all.")
-        go_ = st.form_submit_button("Classify")
+        text = st.text_area(t("finetune.try_text"), key=K(f"try_text.{name}"), height=80,
+                            placeholder=t("finetune.try_placeholder"))
+        go_ = st.form_submit_button(t("finetune.classify"))
     if go_ and text.strip():
         try:
             fm = _predictor(result.model_dir, "cpu" if result.device == "cpu" else "auto")
         except ModelLoadError as e:
-            st.error(f"The fine-tuned folder cannot be loaded: {e}")
+            st.error(t("finetune.cannot_load", error=str(e)))
             return
-        probs = classify(fm, [text.strip()])[0]
-        st.plotly_chart(go.Figure(go.Bar(x=list(fm.label_names), y=probs, text=[f"{p:.1%}" for p in probs],
-                                         textposition="outside")).update_layout(height=260, margin=dict(t=20, b=10),
-                                                                                yaxis_range=[0, 1.1]),
-                        key=K(f"try_chart.{name}"))
+        probs = [float(p) for p in classify(fm, [text.strip()])[0]]
+        fig = go.Figure(go.Bar(x=list(fm.label_names), y=probs, text=[f"{p:.1%}" for p in probs],
+                               textposition="outside")).update_layout(height=260, margin=dict(t=20, b=10),
+                                                                      yaxis_range=[0, 1.1])
+        st.plotly_chart(fig, key=K(f"try_chart.{name}"))
+        record_prediction(name, result, text.strip(), list(fm.label_names), probs, fig)
     elif go_:
-        st.warning("Type some text first.")
+        st.warning(t("finetune.type_first"))
 
 
 def compare(finished: list[tuple[str, FinetuneResult]]) -> None:
@@ -200,5 +218,64 @@ def compare(finished: list[tuple[str, FinetuneResult]]) -> None:
                  params_m=round(r.params_total / 1e6, 2), trained_m=round(r.params_trainable / 1e6, 2),
                  lr=r.config.lr, batch=r.config.batch_size, max_len=r.config.max_length, pooling=r.config.pooling,
                  device=r.device) for n, r in finished]
-    st.dataframe(pd.DataFrame(rows), hide_index=True)
+    df = pd.DataFrame(rows)
+    st.dataframe(df.rename(columns={c: t(f"finetune.col.{c}") for c in df.columns}), hide_index=True)
     st.plotly_chart(curves([(n, list(r.history) + list(r.evals)) for n, r in finished]), key=K("compare.curves"))
+
+
+# ---------------------------------------------------------------------------------------------- session report
+def hyperparameters(result: FinetuneResult, train_rows: int | None = None) -> dict[str, str]:
+    """The run's inputs under the labels the page shows: model, data and every hyperparameter."""
+    cfg = result.config
+    yes_no = lambda v: t("finetune.yes") if v else t("finetune.no")  # noqa: E731
+    out = {t("finetune.rep.model"): cfg.checkpoint, t("finetune.rep.family"): FAMILIES[cfg.family].label,
+           t("finetune.rep.data"): result.data_name}
+    if train_rows is not None:
+        out[t("finetune.rep.rows")] = t("finetune.rep.rows_value", train=train_rows, test=len(result.test_texts))
+    out.update({
+        t("finetune.epochs"): cfg.epochs, t("finetune.max_steps"): cfg.max_steps,
+        t("finetune.lr"): f"{cfg.lr:.0e}", t("finetune.batch"): cfg.batch_size,
+        t("finetune.max_len"): cfg.max_length, t("finetune.warmup"): cfg.warmup_ratio,
+        t("finetune.wd"): cfg.weight_decay, t("finetune.clip"): cfg.grad_clip,
+        t("finetune.pooling"): t(f"finetune.pooling_opt.{cfg.pooling}"),
+        t("finetune.freeze_emb"): yes_no(cfg.freeze_embeddings), t("finetune.freeze_n"): cfg.freeze_layers,
+        t("finetune.seed"): cfg.seed, t("finetune.patience"): cfg.patience, t("finetune.evals"): cfg.evals_per_epoch,
+        t("finetune.rep.device"): f"{result.device} ({result.precision})",
+    })
+    return {k: str(v) for k, v in out.items()}
+
+
+def final_metrics(result: FinetuneResult) -> list[dict]:
+    """The finished run's held-out metrics as (metric, value) rows."""
+    m, v = t("finetune.rep.metric"), t("finetune.rep.value")
+    pairs = [(t("finetune.m.accuracy"), f"{result.accuracy:.1%}"),
+             (t("finetune.rep.majority"), f"{result.majority_rate:.1%}"),
+             (t("finetune.m.macro_f1"), f"{result.macro_f1:.3f}"),
+             (t("finetune.m.steps"), f"{result.steps} ({_stop_reason(result.stop_reason)})"),
+             (t("finetune.rep.best_step"), str(result.best_step)),
+             (t("finetune.rep.epochs_done"), f"{result.epochs_done:.2f}"),
+             (t("finetune.m.time"), t("finetune.seconds", s=f"{result.train_seconds:,.1f}")),
+             (t("finetune.m.samples_per_s"), f"{result.samples_per_s:,.1f}"),
+             (t("finetune.rep.trained_params"), f"{result.params_trainable:,} / {result.params_total:,}")]
+    return [{m: a, v: b} for a, b in pairs]
+
+
+def record_run(job_id: int, name: str, result: FinetuneResult, train_rows: int | None = None) -> None:
+    """One report entry per finished job (its id keys the entry): inputs, final metrics, curves, confusion matrix."""
+    report.record(f"finetune:{job_id}", t("nav.finetune"),
+                  t("finetune.rep.title", name=name, model=result.config.checkpoint, data=result.data_name),
+                  hyperparameters(result, train_rows), rows=final_metrics(result),
+                  figures=[curves([(name, list(result.history) + list(result.evals))]), confusion(result)])
+
+
+def record_prediction(name: str, result: FinetuneResult, text: str, labels: list[str], probs: list[float],
+                      fig: go.Figure) -> None:
+    """The try-it box's prediction: one entry per (model, text), so classifying the same text again replaces it."""
+    digest = hashlib.sha1(f"{result.model_dir}\n{text}".encode()).hexdigest()[:12]
+    best = max(range(len(probs)), key=probs.__getitem__)
+    lab, p = t("finetune.col.label"), t("finetune.col.probability")
+    report.record(f"finetune:try:{digest}", t("nav.finetune"), t("finetune.rep.try_title", name=name),
+                  {t("finetune.rep.model"): f"{name} ({result.config.checkpoint}, {result.data_name})",
+                   t("finetune.rep.text"): text},
+                  rows=[{lab: n, p: f"{q:.1%}"} for n, q in sorted(zip(labels, probs), key=lambda x: -x[1])],
+                  text=t("finetune.rep.try_text", label=labels[best], p=f"{probs[best]:.1%}"), figures=[fig])

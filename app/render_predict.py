@@ -1,16 +1,22 @@
-"""Renderers for the Predict pages (fill-mask, sentence pair): token strips, top-k bars, pair bars, confusion."""
+"""Renderers for the Predict pages (fill-mask, sentence pair): token strips, top-k bars, pair bars, confusion,
+and what those pages put in the session report. Labels come from assets/i18n/predict.toml."""
 from __future__ import annotations
 
 import html
+from typing import Sequence
 
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from app import report
+from app.i18n import t
 from core.fill_mask import FillMaskResult, MaskPrediction
 from core.sentence_pair import BatchPairResult, PairResult
 
 MASK_COLOR, SPECIAL_COLOR, PIECE_COLOR, TARGET_COLOR = "#F58518", "#9E9E9E", "#4C78A8", "#54A24B"
+PAIR_KEYS = {"(A, B)": "ab", "(B, A)": "ba", "(A, other topic)": "other"}  # core's PairScore.label -> i18n key
+MAX_REPORT_FIGURES = 12  # top-k charts per report entry (each becomes a PNG in the downloaded file)
 
 
 def fmt_prob(p: float) -> str:
@@ -18,15 +24,34 @@ def fmt_prob(p: float) -> str:
     return f"{p:.1%}" if p >= 0.001 else f"{p:.1e}"
 
 
+def strategy_label(strategy: str) -> str:
+    return t(f"predict.strategy.{strategy}")
+
+
+def prob_label(head: str | None, fallback: str = "") -> str:
+    """P(IsNext) / P(in order) in the session's language, for a pair head kind ("nsp", "sop")."""
+    return t(f"predict.prob_label.{head}") if head in ("nsp", "sop") else fallback
+
+
+def pair_label(label: str) -> str:
+    """(A, B), (B, A), (A, other topic) in the session's language."""
+    return t(f"predict.pair.{PAIR_KEYS[label]}") if label in PAIR_KEYS else label
+
+
 def token_strip(tokens: tuple[str, ...], highlight: tuple[int, ...] = (), specials: tuple[str, ...] = ()) -> str:
     """HTML chips of the model's pieces (##, Ġ, ▁ kept as they are); masks in orange, specials in grey."""
     chips = []
-    for i, t in enumerate(tokens):
-        color = MASK_COLOR if i in highlight else SPECIAL_COLOR if t in specials else PIECE_COLOR
+    for i, tok in enumerate(tokens):
+        color = MASK_COLOR if i in highlight else SPECIAL_COLOR if tok in specials else PIECE_COLOR
         chips.append(f'<span title="token {i}" style="display:inline-block;margin:2px;padding:1px 6px;'
                      f'border-radius:6px;border:1px solid {color};color:{color};font-family:monospace;'
-                     f'white-space:pre">{html.escape(t)}</span>')
+                     f'white-space:pre">{html.escape(tok)}</span>')
     return '<div class="encoderlab-tokens">' + "".join(chips) + "</div>"
+
+
+def mask_title(i: int, m: MaskPrediction) -> str:
+    """The title of mask ``i``'s chart: "mask 1 (token 5): its own distribution"."""
+    return t("predict.mask_title", n=i + 1, position=m.position)
 
 
 def topk_bar(m: MaskPrediction, title: str, height: int | None = None) -> go.Figure:
@@ -37,7 +62,8 @@ def topk_bar(m: MaskPrediction, title: str, height: int | None = None) -> go.Fig
     fig = go.Figure(go.Bar(x=[c.prob for c in cands], y=labels, orientation="h", marker_color=colors,
                            text=[fmt_prob(c.prob) for c in cands], textposition="outside",
                            hovertemplate="%{y}: %{x:.4f}<extra></extra>"))
-    fig.update_layout(title=title, xaxis_title="probability", yaxis=dict(autorange="reversed", type="category"),
+    fig.update_layout(title=title, xaxis_title=t("predict.probability"),
+                      yaxis=dict(autorange="reversed", type="category"),
                       height=height or max(220, 60 + 22 * len(cands)), margin=dict(t=40, b=10, l=10, r=40))
     return fig
 
@@ -49,51 +75,124 @@ def show_fill_result(r: FillMaskResult, key: str, specials: tuple[str, ...] = ()
     for n in r.notes:
         st.info(n)
     st.markdown(token_strip(r.tokens, r.mask_positions, specials), unsafe_allow_html=True)
-    how = "independently (one pass)" if r.strategy == "independent" else "one at a time, most confident first"
-    st.markdown(f"**Joint fill** ({how}): {html.escape(r.filled_text)}")
-    per = f" per text, batch of {r.batch_size}" if r.batch_size > 1 else ""
-    st.caption(f"joint probability {r.joint_prob:.3g} · {len(r.masks)} mask(s) · {r.latency_ms:,.1f} ms{per}")
+    st.markdown(t("predict.joint_fill", how=strategy_label(r.strategy), text=html.escape(r.filled_text)))
+    per = t("predict.per_text_batch", n=r.batch_size) if r.batch_size > 1 else ""
+    st.caption(t("predict.fill_caption", p=f"{r.joint_prob:.3g}", n=len(r.masks), ms=f"{r.latency_ms:,.1f}")
+               + per)
     if len(r.masks) > 1:
         order = {m: i + 1 for i, m in enumerate(r.fill_order)}
         st.dataframe(pd.DataFrame([{
-            "mask": i + 1, "position": m.position, "filled with": r.fill_pieces[i],
-            "probability when filled": round(r.fill_probs[i], 4), "fill step": order[i],
-            "own top-1": m.candidates[0].piece, "own top-1 prob": round(m.candidates[0].prob, 4),
-            "entropy (nats)": round(m.entropy, 2)} for i, m in enumerate(r.masks)]),
+            t("predict.col.mask"): i + 1, t("predict.col.position"): m.position,
+            t("predict.col.filled_with"): r.fill_pieces[i],
+            t("predict.col.prob_when_filled"): round(r.fill_probs[i], 4), t("predict.col.fill_step"): order[i],
+            t("predict.col.own_top1"): m.candidates[0].piece,
+            t("predict.col.own_top1_prob"): round(m.candidates[0].prob, 4),
+            t("predict.col.entropy"): round(m.entropy, 2)} for i, m in enumerate(r.masks)]),
             hide_index=True, key=f"{key}.table")
     if r.masked_word:
-        ranks = ", ".join(f"{m.original.piece} #{m.original_rank + 1} ({fmt_prob(m.original.prob)})" for m in r.masks
-                          if m.original is not None and m.original_rank is not None)
-        st.caption(f"Masked word **{html.escape(r.masked_word)}** → {len(r.masks)} piece(s); rank of each "
-                   f"original piece in its mask's distribution: {ranks}")
+        st.caption(t("predict.masked_word", word=html.escape(r.masked_word), n=len(r.masks), ranks=_ranks(r)))
     if charts:
         for i, m in enumerate(r.masks):
-            st.plotly_chart(topk_bar(m, f"mask {i + 1} (token {m.position}): its own distribution"),
-                            key=f"{key}.bar.{i}", width="stretch")
+            st.plotly_chart(topk_bar(m, mask_title(i, m)), key=f"{key}.bar.{i}", width="stretch")
+
+
+def _ranks(r: FillMaskResult) -> str:
+    """Whole-word mode: "##bed #3 (2.1%), …", the rank of each original piece in its mask's distribution."""
+    return ", ".join(f"{m.original.piece} #{m.original_rank + 1} ({fmt_prob(m.original.prob)})" for m in r.masks
+                     if m.original is not None and m.original_rank is not None)
 
 
 def pair_bars(r: PairResult) -> go.Figure:
     """One bar per scored pair: the head's probability of 'positive' (IsNext / in order)."""
-    fig = go.Figure(go.Bar(x=[s.label for s in r.scores], y=[s.prob for s in r.scores],
+    fig = go.Figure(go.Bar(x=[pair_label(s.label) for s in r.scores], y=[s.prob for s in r.scores],
                            text=[f"{s.prob:.1%}" for s in r.scores], textposition="outside",
                            marker_color=["#54A24B", "#E45756", "#B279A2"][:len(r.scores)],
                            hovertext=[f"{s.first} ‖ {s.second}" for s in r.scores],
                            hovertemplate="%{hovertext}<br>%{y:.4f}<extra></extra>"))
     fig.add_hline(y=0.5, line_dash="dot", line_color="grey")
-    fig.update_layout(yaxis=dict(title=r.prob_label, range=[0, 1.1]), height=360, margin=dict(t=30, b=10))
+    fig.update_layout(yaxis=dict(title=prob_label(r.head, r.prob_label), range=[0, 1.1]), height=360,
+                      margin=dict(t=30, b=10))
     return fig
 
 
 def confusion_fig(b: BatchPairResult) -> go.Figure:
     """2x2 confusion matrix heatmap, true label on rows, prediction on columns."""
-    names = ["0 (not next)", "1 (next)"] if b.head == "nsp" else ["0 (swapped)", "1 (in order)"]
+    names = [t(f"predict.class.{b.head}.0"), t(f"predict.class.{b.head}.1")]
     z = [list(b.confusion[0]), list(b.confusion[1])]
-    fig = go.Figure(go.Heatmap(z=z, x=[f"predicted {n}" for n in names], y=[f"true {n}" for n in names],
+    fig = go.Figure(go.Heatmap(z=z, x=[t("predict.predicted_class", name=n) for n in names],
+                               y=[t("predict.true_class", name=n) for n in names],
                                colorscale="Blues", showscale=False, text=z, texttemplate="%{text}"))
     fig.update_layout(yaxis=dict(autorange="reversed"), height=320, margin=dict(t=30, b=10))
     return fig
 
 
 def batch_table(b: BatchPairResult) -> pd.DataFrame:
-    return pd.DataFrame([{"a": r.a, "b": r.b, "label": r.label, b.prob_label: round(p, 4), "predicted": y,
-                          "correct": r.label == y} for r, p, y in zip(b.rows, b.probs, b.preds)])
+    return pd.DataFrame([{"a": r.a, "b": r.b, t("predict.col.label"): r.label,
+                          prob_label(b.head, b.prob_label): round(p, 4), t("predict.col.predicted"): y,
+                          t("predict.col.correct"): r.label == y} for r, p, y in zip(b.rows, b.probs, b.preds)])
+
+
+# ---------------------------------------------------------------------------------------------- session report
+def fill_rows(results: Sequence[FillMaskResult], by: str | None = None) -> list[dict]:
+    """One report row per mask: the piece it was filled with and its top-k pieces with probabilities.
+    ``by``: "text" (a batch: which line) or "model" (a comparison: which checkpoint) adds that column first."""
+    rows = []
+    for n, r in enumerate(results):
+        for i, m in enumerate(r.masks):
+            row = {}
+            if by == "text":
+                row[t("predict.col.text")] = f"{n + 1}. {r.text}"
+            elif by == "model":
+                row[t("predict.col.model")] = r.checkpoint
+                row[t("predict.col.latency")] = f"{r.latency_ms:,.1f} ms"
+            row[t("predict.col.mask")] = i + 1
+            row[t("predict.col.position")] = m.position
+            row[t("predict.col.filled_with")] = r.fill_pieces[i]
+            if m.original is not None and m.original_rank is not None:
+                row[t("predict.col.original")] = f"{m.original.piece} #{m.original_rank + 1}"
+            row[t("predict.col.topk")] = " · ".join(f"{c.piece} {fmt_prob(c.prob)}" for c in m.candidates)
+            rows.append(row)
+    return rows
+
+
+def fill_figures(results: Sequence[FillMaskResult], by: str | None = None) -> list[go.Figure]:
+    """The top-k charts of every mask (at most MAX_REPORT_FIGURES), titled as on screen."""
+    figs = []
+    for n, r in enumerate(results):
+        prefix = f"{n + 1}. " if by == "text" else f"{r.checkpoint} · " if by == "model" else ""
+        figs += [topk_bar(m, prefix + mask_title(i, m)) for i, m in enumerate(r.masks)]
+    return figs[:MAX_REPORT_FIGURES]
+
+
+def record_fill(eid: str, title: str, inputs: dict, results: Sequence[FillMaskResult], by: str | None = None) -> None:
+    """One fill-mask prediction (a text, a batch of lines, a masked word, or a comparison) in the report."""
+    text = " | ".join(f"{r.checkpoint}: {r.filled_text}" if by == "model" else r.filled_text for r in results)
+    report.record(eid, t("nav.fill_mask"), title, inputs, rows=fill_rows(results, by),
+                  text=t("predict.report_filled", text=text), figures=fill_figures(results, by))
+
+
+def record_pair(eid: str, inputs: dict, r: PairResult) -> None:
+    """One sentence-pair score (the probe included) in the report: the probabilities and the bars."""
+    label = prob_label(r.head, r.prob_label)
+    rows = [{t("predict.col.pair"): pair_label(s.label), t("predict.col.first"): s.first,
+             t("predict.col.second"): s.second, label: fmt_prob(s.prob)} for s in r.scores]
+    first = r.scores[0]
+    report.record(eid, t("nav.sentence_pair"),
+                  t("predict.report_pair", label=label, a=_short(first.first), b=_short(first.second)), inputs,
+                  rows=rows, figures=[pair_bars(r)])
+
+
+def _short(text: str, n: int = 40) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def batch_report(b: BatchPairResult, inputs: dict) -> dict:
+    """The keyword arguments of report.record for a scored CSV: accuracy, confusion counts and figure."""
+    label = prob_label(b.head, b.prob_label)
+    names = [t(f"predict.class.{b.head}.0"), t(f"predict.class.{b.head}.1")]
+    rows = [{t("predict.col.true"): names[i], **{t("predict.predicted_class", name=names[j]): b.confusion[i][j]
+                                                 for j in (0, 1)}} for i in (0, 1)]
+    return dict(page=t("nav.sentence_pair"), title=t("predict.report_batch", label=label, n=len(b.rows)),
+                inputs=inputs, rows=rows, figures=[confusion_fig(b)],
+                text=t("predict.report_accuracy", acc=f"{b.accuracy:.1%}", n=len(b.rows), label=label,
+                       threshold=f"{b.threshold:.2f}"))

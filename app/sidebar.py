@@ -1,12 +1,18 @@
-"""The one model picker every page shares: family, checkpoint (official, bundled, this session's, custom), device."""
+"""The sidebar every page shares: the model picker (family, checkpoint: bundled, official, this session's,
+custom; device) and the workshop controls (language, presenter view, pinned model, session report).
+All of it is kept in the URL (app/urlstate.py), so a link reproduces the choice."""
 from __future__ import annotations
+
+import threading
 
 import streamlit as st
 
-from app import state
+from app import presenter, report, state, urlstate
+from app.i18n import LANG_KEY, LANGS, t, t_or
 from core.models import FAMILIES, ModelLoadError, ModelSpec, availability, bundled_id, resolve_device
 
-CUSTOM_OPTION = "custom (Hub id or local folder)…"
+CUSTOM_OPTION = "custom"
+DEVICES = ("auto", "cpu", "cuda")
 
 
 def _checkpoint_options(fam: str) -> list[str]:
@@ -17,29 +23,89 @@ def _checkpoint_options(fam: str) -> list[str]:
 
 
 def _label(opt: str) -> str:
+    if opt == CUSTOM_OPTION:
+        return t("sidebar.custom_option")
     for m in state.session_models():
         if m.path == opt:
-            return f"{m.label} ({m.kind}, this session)"
+            return t("sidebar.session_label", label=m.label, kind=t(f"sidebar.kind.{m.kind}"))
     if opt.startswith("encoderlab/"):
-        return f"{opt} (bundled, offline)"
+        return t("sidebar.bundled_label", id=opt)
     return opt
+
+
+def _checkpoint_choices() -> list[str]:
+    """What a link may name as the checkpoint: the picker's options, or a custom id that can be had here."""
+    return _checkpoint_options(st.session_state.get(state.FAMILY, "bert"))
+
+
+FIELDS = (
+    urlstate.Field(LANG_KEY, choices=tuple(LANGS), param="lang"),
+    urlstate.Field(presenter.PRESENT, "bool", param="present"),
+    urlstate.Field(presenter.PIN, "bool", param="pin"),
+    urlstate.Field(state.FAMILY, choices=tuple(FAMILIES), param="family"),
+    urlstate.Field(state.CHECKPOINT, choices=_checkpoint_choices, param="model"),
+    urlstate.Field(state.CUSTOM, max_len=300, param="custom"),
+    urlstate.Field(state.DEVICE, choices=DEVICES, param="device"),
+)
+
+
+def workshop_controls() -> None:
+    """Language, presenter view (with a pinned model) and the session report, at the top of the sidebar."""
+    sb = st.sidebar
+    sb.selectbox(t("sidebar.language"), list(LANGS), key=LANG_KEY, format_func=LANGS.get)
+    sb.toggle(t("sidebar.presenter"), key=presenter.PRESENT, help=t("sidebar.presenter_help"))
+    if presenter.is_on():
+        sb.toggle(t("sidebar.pin"), key=presenter.PIN, help=t("sidebar.pin_help"))
+    _SLOT.report = sb.container()  # filled after the page ran (report_panel), so its count is current
+
+
+_SLOT = threading.local()  # one script run per thread: each session's run keeps its own slot
+
+
+def report_panel() -> None:
+    """The session report's download, drawn into the sidebar slot once the page has recorded this run's results."""
+    slot = getattr(_SLOT, "report", None)
+    _SLOT.report = None
+    if slot is None:
+        return
+    items = report.entries()
+    with slot.expander(t("sidebar.report", n=len(items))):
+        if not items:
+            st.caption(t("sidebar.report_empty"))
+        else:
+            st.caption(t("sidebar.report_help"))
+            st.download_button(t("sidebar.report_download"), data=lambda: report.build_html(items).encode("utf-8"),
+                               file_name="encoderlab-session.html", mime="text/html", key="sidebar.report_dl",
+                               icon=":material/download:")
+            if st.button(t("sidebar.report_clear"), key="sidebar.report_clear"):
+                report.clear()
+                st.rerun()
 
 
 def model_picker() -> ModelSpec | None:
     """Draw the picker and store the chosen ModelSpec (or the reason it is invalid) in session state."""
     state.init()
+    if st.session_state.get(state.FAMILY) not in FAMILIES:
+        st.session_state[state.FAMILY] = state.default_family()
+    urlstate.bind(FIELDS)
+    workshop_controls()
     sb = st.sidebar
-    sb.markdown("### Model")
-    fam = sb.selectbox("Family", list(FAMILIES), key=state.FAMILY, format_func=lambda k: FAMILIES[k].label)
+    locked = presenter.pinned()
+    sb.markdown("### " + t("sidebar.model"))
+    if locked:
+        sb.caption(t("sidebar.pinned_note"))
+    fam = sb.selectbox(t("sidebar.family"), list(FAMILIES), key=state.FAMILY, format_func=lambda k: FAMILIES[k].label,
+                       disabled=locked)
     opts = _checkpoint_options(fam)
     if st.session_state.get(state.CHECKPOINT) not in opts:
         st.session_state[state.CHECKPOINT] = opts[0]
-    choice = sb.selectbox("Checkpoint", opts, key=state.CHECKPOINT, format_func=_label)
+    choice = sb.selectbox(t("sidebar.checkpoint"), opts, key=state.CHECKPOINT, format_func=_label, disabled=locked)
     checkpoint = choice
     if choice == CUSTOM_OPTION:
-        checkpoint = sb.text_input("Hugging Face id or local folder", key=state.CUSTOM,
-                                   placeholder="e.g. bert-base-cased or /data/my-model").strip()
-    sb.radio("Device", ["auto", "cpu", "cuda"], key=state.DEVICE, horizontal=True)
+        checkpoint = sb.text_input(t("sidebar.custom_input"), key=state.CUSTOM, disabled=locked,
+                                   placeholder=t("sidebar.custom_placeholder")).strip()
+    if not presenter.is_on():
+        sb.radio(t("sidebar.device"), DEVICES, key=state.DEVICE, horizontal=True)
     spec, error = None, None
     try:
         resolve_device(st.session_state[state.DEVICE])
@@ -53,19 +119,39 @@ def model_picker() -> ModelSpec | None:
     elif spec is not None:
         res = availability(spec.checkpoint)
         if res.source == "unavailable":
-            sb.warning(f"Not available here: {spec.checkpoint}. Tried: " + "; ".join(res.tried))
+            sb.warning(t("sidebar.unavailable", id=spec.checkpoint, tried="; ".join(res.tried)))
         else:
-            sb.caption(f"Weights from: **{res.source}**" + (f" — `{res.path}`" if res.path else ""))
-    _offline_summary(sb)
+            sb.caption(t("sidebar.weights_from", source=res.source) + (f" — `{res.path}`" if res.path else ""))
+    if st.session_state.get(LANG_KEY) == "zh":
+        _chinese_suggestion(sb, fam)
+    if not presenter.is_on():
+        _offline_summary(sb)
+    urlstate.publish()
     return spec
+
+
+def _pick(fam: str, checkpoint: str) -> None:
+    st.session_state[state.FAMILY] = fam
+    st.session_state[state.CHECKPOINT] = checkpoint
+
+
+def _chinese_suggestion(sb, current_family: str) -> None:
+    """With 中文 chosen: offer the Chinese checkpoints that can be had here, or say why they cannot."""
+    zh = [(f.key, c.id) for f in FAMILIES.values() for c in f.checkpoints if c.language == "zh"]
+    here = [(fam, cid) for fam, cid in zh if availability(cid).source != "unavailable"]
+    current = st.session_state.get(state.CHECKPOINT)
+    if any(cid == current for _, cid in zh) or presenter.pinned():
+        return
+    if here:
+        sb.info(t("sidebar.zh_suggest"))
+        for fam, cid in here:
+            sb.button(cid, key=f"sidebar.zh.{cid}", on_click=_pick, args=(fam, cid), icon=":material/translate:")
+    else:
+        sb.caption(t("sidebar.zh_unavailable", ids=", ".join(f"`{cid}`" for _, cid in zh)))
 
 
 def _offline_summary(sb) -> None:
     missing = [c.id for f in FAMILIES.values() for c in f.checkpoints if availability(c.id).source == "unavailable"]
     if missing:
-        with sb.expander(f"Offline: {len(missing)} official checkpoints cannot be had"):
-            st.markdown("These need the Hugging Face Hub, which this machine cannot reach or may not use: "
-                        + ", ".join(f"`{m}`" for m in missing)
-                        + ".\n\nUse the bundled `encoderlab/*` models, point *custom* at a local folder, "
-                          "or run where there is network with `ENCODERLAB_ALLOW_DOWNLOAD=1` "
-                          "(or pre-fill the HF cache, e.g. the Docker image does).")
+        with sb.expander(t("sidebar.offline_title", n=len(missing))):
+            st.markdown(t("sidebar.offline_body", ids=", ".join(f"`{m}`" for m in missing)))

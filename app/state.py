@@ -50,6 +50,16 @@ def init() -> None:
         st.session_state[SESSION_ID] = uuid.uuid4().hex[:12]
 
 
+def init_language() -> None:
+    """The UI language must be known before the navigation is drawn: take it from the link when it has one
+    (the sidebar's URL binding runs later in the run and keeps it in step)."""
+    from app.i18n import DEFAULT_LANG, LANG_KEY, LANGS
+
+    if LANG_KEY not in st.session_state:
+        url_lang = st.query_params.get("lang")
+        st.session_state[LANG_KEY] = url_lang if url_lang in LANGS else DEFAULT_LANG
+
+
 def default_family() -> str:
     """BERT, unless its bundled model is missing here: then the first family whose bundled model is present."""
     from core.models import FAMILIES, availability, bundled_id

@@ -305,9 +305,11 @@ def encode(lm: LoadedModel, cfg: FillMaskConfig) -> Encoded:
 
 # ---------------------------------------------------------------------------------------------- prediction
 def _masked_logits(model, head, ids, attn, rows, cols):
-    """Encoder over the batch, then the MLM head at the given (row, position) pairs only: (M, V) logits."""
-    hidden = model.base_model(input_ids=ids, attention_mask=attn).last_hidden_state  # (B, T, H)
-    return head(hidden[rows, cols])  # (M, H) -> (M, V)
+    """Encoder over the batch (its last layer at the masks only), then the MLM head at the given (row, position)
+    pairs only: (M, V) logits."""
+    from core.masked_forward import masked_hidden
+
+    return head(masked_hidden(model, ids, attn, rows, cols))  # (M, H) -> (M, V)
 
 
 def _pad(rows: list[list[int]], pad_id: int, device: str):

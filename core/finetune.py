@@ -31,7 +31,7 @@ from typing import Any, Callable
 import numpy as np
 
 from core.datasets_local import BUNDLED, DataError, LabelledData, Split, load_bundled
-from core.models import FAMILIES, ModelLoadError, ModelSpec, load, resolve_device
+from core.models import BUILD_LOCK, FAMILIES, ModelLoadError, ModelSpec, load, resolve_device
 
 MAX_STEPS_LIMIT = int(os.environ.get("ENCODERLAB_MAX_STEPS", "5000"))
 MAX_LENGTH_LIMIT = 512
@@ -345,7 +345,8 @@ def _load_fresh(cfg: FinetuneConfig, data: LabelledData):
     else:
         lm = load(spec, "base")
         lm.model.config.id2label, lm.model.config.label2id = id2label, {v: k for k, v in id2label.items()}
-        model = _mean_pool_classifier(lm.model, data.num_labels, cfg.dropout)
+        with BUILD_LOCK:  # its fresh nn.Linear must not be built while another thread's from_pretrained runs
+            model = _mean_pool_classifier(lm.model, data.num_labels, cfg.dropout)
     torch, _ = _torch_nn()
     bad = [n for n, p in model.named_parameters() if not torch.isfinite(p).all()]
     if bad:

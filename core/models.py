@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -402,6 +403,13 @@ def _check_family(cfg: dict, spec: ModelSpec) -> None:
         raise ModelLoadError(f"This checkpoint is a {mt!r} model, not {fam.label}.{hint}")
 
 
+# transformers' from_pretrained swaps process-wide functions while it builds a model (its init contexts patch
+# e.g. PreTrainedModel.tie_weights and torch's init functions). Two loads at the same moment in one process (two
+# sessions, or a training job and a page) can leave them swapped for good, and every later load then fails with
+# "Cannot copy out of meta tensor". Every from_pretrained in EncoderLab holds this lock.
+BUILD_LOCK = threading.RLock()
+
+
 def load(spec: ModelSpec, task: str = "base", attentions: bool = False, dtype: str | None = None,
          model_kwargs: dict | None = None) -> LoadedModel:
     """Load model and tokenizer for ``task`` on the spec's device.
@@ -443,8 +451,9 @@ def load(spec: ModelSpec, task: str = "base", attentions: bool = False, dtype: s
         cfg = _check_folder(Path(res.path), spec)
     cls = _model_class(spec.family, task, cfg.get("model_type", ""))
     try:
-        model, info = cls.from_pretrained(target, output_loading_info=True, **kwargs)
-        tokenizer = transformers.AutoTokenizer.from_pretrained(target, trust_remote_code=False)
+        with BUILD_LOCK:
+            model, info = cls.from_pretrained(target, output_loading_info=True, **kwargs)
+            tokenizer = transformers.AutoTokenizer.from_pretrained(target, trust_remote_code=False)
     except (OSError, ValueError, RuntimeError) as e:
         raise ModelLoadError(f"Loading {spec.checkpoint!r} failed: {e}") from None
     model.eval().to(dev.torch_device)

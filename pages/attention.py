@@ -2,26 +2,34 @@
 import streamlit as st
 
 from app import render_attention as ra
+from app import urlstate
+from app.i18n import t
 from app.loaders import model_or_error
 from core.attention import AttentionConfig, compute_attention, head_stats
 
 K = ra.K
 DEFAULT_TEXT = "The cat sat on the mat because it was warm, and then it fell asleep."
+INPUTS = (urlstate.Field(K("text")), urlstate.Field(K("pair"), "bool"), urlstate.Field(K("text_b")))
 
-st.title("Attention")
-st.caption("Where each token looks, in every layer and head. The model is loaded with eager attention "
-           "(the default sdpa kernel never materialises the weights).")
+# A link restores the text and the view options; the result-dependent fields are bound once the result is known.
+restored = urlstate.bind(INPUTS + ra.option_fields())
+for name, default in (("text", DEFAULT_TEXT), ("pair", False), ("text_b", "")):
+    st.session_state.setdefault(K(name), default)
+
+st.title(t("attention.title"))
+st.caption(t("attention.intro"))
 lm = model_or_error(task="base", attentions=True)
 if lm is None:
     st.stop()
 
 with st.form(K("form")):
-    text = st.text_area("Text (sentence A)", DEFAULT_TEXT, key=K("text"), height=90)
-    c1, c2 = st.columns([1, 4])
-    pair = c1.checkbox("Sentence pair", key=K("pair"))
-    text_b = c2.text_input("Sentence B (used when 'Sentence pair' is ticked)", key=K("text_b"))
-    submitted = st.form_submit_button("Show attention", type="primary")
-if submitted or K("config") not in st.session_state:
+    text = st.text_area(t("attention.text"), key=K("text"), height=90)
+    c1, c2 = st.columns([1, 3])
+    pair = c1.checkbox(t("attention.pair"), key=K("pair"))
+    text_b = c2.text_input(t("attention.text_b"), key=K("text_b"))
+    submitted = st.form_submit_button(t("attention.show"), type="primary")
+from_link = bool(restored & {f.key for f in INPUTS})
+if submitted or from_link or K("config") not in st.session_state:
     try:
         st.session_state[K("config")] = AttentionConfig(text, text_b, pair)
     except ValueError as e:
@@ -33,7 +41,7 @@ run_key = (lm.spec, config)
 cached = st.session_state.get(K("result"))
 if not cached or cached[0] != run_key:
     try:
-        with st.spinner("Running the model …"):
+        with st.spinner(t("attention.running")):
             res = compute_attention(lm, config)
             st.session_state[K("result")] = (run_key, res, head_stats(res.attentions, res.cls_mask, res.sep_mask,
                                                                     res.punct_mask))
@@ -43,34 +51,29 @@ if not cached or cached[0] != run_key:
         st.stop()
 _, r, stats = st.session_state[K("result")]
 
-st.caption(f"{r.n_tokens} tokens · {r.n_layers} layers × {r.n_heads} heads · the model reads up to {r.max_tokens}")
-with st.expander("Token range, layers and heads", expanded=r.n_tokens > 128):
-    if r.n_tokens > 1:
-        lo, hi = st.slider("Tokens shown (positions)", 0, r.n_tokens, (0, min(r.n_tokens, 128)), key=K("range"),
-                           help="Views and maps show these tokens; statistics and rollout use the whole text.")
-    else:
-        lo, hi = 0, 1
-    if hi - lo < 1:
-        lo, hi = (hi - 1, hi) if hi > 0 else (0, 1)
-    layers = st.multiselect("Layers", list(range(r.n_layers)), default=list(range(r.n_layers)), key=K("layers"))
-    heads = st.multiselect("Heads", list(range(r.n_heads)), default=list(range(r.n_heads)), key=K("heads"))
-if not layers or not heads:
-    st.warning("Pick at least one layer and one head in 'Token range, layers and heads'.")
+st.caption(t("attention.summary", n=r.n_tokens, layers=r.n_layers, heads=r.n_heads, max=r.max_tokens))
+picked = ra.filters(r)
+if picked is None:
+    urlstate.publish()
     st.stop()
+lo, hi, layers, heads = picked
+ra.bind_focus(r, lo, hi, layers, heads)
 
-tabs = st.tabs(["bertviz", "Heatmaps", "Query/key view", "Head statistics", "Rollout & flow", "Compare models",
-                "Export"])
+tabs = st.tabs([t(f"attention.tab.{name}") for name in
+                ("bertviz", "heatmaps", "qk", "stats", "mixing", "compare", "export")])
 with tabs[0]:
     ra.bertviz_section(r, lo, hi, layers, heads)
 with tabs[1]:
-    ra.heatmap_section(r, lo, hi, layers, heads)
+    focused = ra.heatmap_section(r, lo, hi, layers, heads)
 with tabs[2]:
     ra.qk_section(r, lo, hi, layers, heads)
 with tabs[3]:
-    ra.stats_section(r, stats)
+    stat_map = ra.stats_section(r, stats)
 with tabs[4]:
     ra.mixing_section(r, lo, hi)
 with tabs[5]:
     ra.compare_section(r, stats, config)
 with tabs[6]:
     ra.export_section(r)
+ra.record(r, config, lo, hi, focused, stat_map)
+urlstate.publish()  # the widgets drawn in this run hold their values now: the address bar links to this view

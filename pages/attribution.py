@@ -1,8 +1,9 @@
 """Attributions: which input tokens drive a masked word, the NSP/SOP decision or a classifier's class (captum)."""
 import streamlit as st
 
+from app import presenter, state, urlstate
 from app import render_attribution as ra
-from app import state
+from app.i18n import t, t_or
 from app.jobs_ui import job_panel, runner
 from app.loaders import model_or_error
 from core import attribution as A
@@ -13,22 +14,45 @@ def K(name: str) -> str:
     return state.key("attribution", name)
 
 
-TARGETS = {"mask": "Masked word", "pair": "Sentence pair (NSP/SOP)", "class": "Classifier class"}
+TARGETS = ("mask", "pair", "class")
 TASK = {"mask": "mlm", "pair": "pretraining", "class": "seqcls"}
-SIDEBAR = "the sidebar model (as a classifier)"
+SIDEBAR = "sidebar"  # the classifier choice "the sidebar model"; the others are this session's fine-tuned models
+DEFAULT_METHODS = ["lig", "saliency", "ixg", "occlusion"]
 
-st.title("Attributions")
-st.caption("Which input tokens push a prediction up or down, by several captum methods side by side. "
-           "Attributions land on the word embeddings; special tokens stay fixed in every baseline.")
-target = st.radio("Explain", list(TARGETS), format_func=TARGETS.get, horizontal=True, key=K("target"))
+
+def tuned_models() -> list:
+    return [m for m in state.session_models() if m.kind == "fine-tuned"]
+
+
+def classifier_names() -> list[str]:
+    return [SIDEBAR] + [m.label for m in tuned_models()]
+
+
+# What a link keeps. The text/target fields are bound before the model loads; the class choice needs the model.
+TOP_FIELDS = (urlstate.Field(K("target"), choices=TARGETS), urlstate.Field(K("classifier"), choices=classifier_names))
+ONE_FIELDS = (
+    *(urlstate.Field(K(f"text.{x}")) for x in TARGETS), urlstate.Field(K("text_b")),
+    urlstate.Field(K("one.mask_index"), "int", lo=1, hi=50), urlstate.Field(K("one.word"), max_len=100),
+    urlstate.Field(K("one.contrast"), max_len=100),
+    urlstate.Field(K("one.methods"), "strs", choices=tuple(A.METHODS)),
+    urlstate.Field(K("one.baseline"), choices=tuple(A.BASELINES)),
+    urlstate.Field(K("one.n_steps"), "int", lo=2, hi=1000), urlstate.Field(K("one.ibs"), "int", lo=1, hi=1000),
+    urlstate.Field(K("one.samples"), "int", lo=10, hi=5000), urlstate.Field(K("layers"), "bool"),
+    urlstate.Field(K("layer_steps"), "int", lo=2, hi=300),
+)
+restored = urlstate.bind(TOP_FIELDS + ONE_FIELDS)
+
+st.title(t("attribution.title"))
+st.caption(t("attribution.intro"))
+target = st.radio(t("attribution.explain"), TARGETS, horizontal=True, key=K("target"),
+                  format_func=ra.option_labels(TARGETS, lambda x: t(f"attribution.target.{x}")))
 
 spec = None
 if target == "class":
-    tuned = [m for m in state.session_models() if m.kind == "fine-tuned"]
-    names = [SIDEBAR] + [m.label for m in tuned]
-    pick = st.selectbox("Classifier", names, key=K("classifier"),
-                        help="Models fine-tuned in this session appear here; any sequence-classification "
-                             "checkpoint picked in the sidebar works too.")
+    tuned = tuned_models()
+    pick = st.selectbox(t("attribution.classifier"), classifier_names(), key=K("classifier"),
+                        format_func=ra.option_labels([SIDEBAR], lambda x: t("attribution.sidebar_classifier")),
+                        help=t("attribution.classifier_help"))
     if pick != SIDEBAR:
         m = next(m for m in tuned if m.label == pick)
         try:
@@ -37,33 +61,51 @@ if target == "class":
             st.error(str(e))
             st.stop()
     elif not tuned:
-        st.caption("No fine-tuned model in this session yet: the sidebar model is loaded with a classification "
-                   "head, which is random unless the checkpoint has one (fine-tune one on the Fine-tune page).")
+        st.caption(t("attribution.random_head"))
 lm = model_or_error(task=TASK[target], spec=spec)
 if lm is None:
+    urlstate.publish()
     st.stop()
 if target == "pair" and lm.family.pair_head is None:
-    st.warning(lm.family.pair_head_note + " Pick BERT (NSP) or ALBERT (SOP) in the sidebar.")
+    st.warning(t_or(f"attribution.no_pair_head.{lm.family.key}", lm.family.pair_head_note) + " "
+               + t("attribution.pick_pair_family"))
+    urlstate.publish()
     st.stop()
 mask = lm.family.mask_token
 DEFAULTS = {"mask": f"The capital of France is {mask}, a city on the Seine.",
             "pair": "She opened the door.", "class": "The film was a delight from start to finish."}
+classes = A.target_classes(lm, target)
+if target != "mask":  # the class a link names must exist in this model
+    restored |= urlstate.bind((urlstate.Field(K("one.class"), "int", choices=tuple(range(len(classes)))),))
 
-tab_one, tab_batch = st.tabs(["One input", "Batch (CSV)"])
+
+def class_label(i: int) -> str:
+    if target == "pair" and lm.family.pair_head:
+        return t_or(f"attribution.pair_class.{lm.family.pair_head}.{i}", classes[i])
+    return classes[i]
+
+
+def defaults(prefix: str) -> None:
+    """Widget defaults, set once (a link's values were restored into session state before this)."""
+    for name, value in ((f"{prefix}.methods", DEFAULT_METHODS), (f"{prefix}.baseline", "pad"),
+                        (f"{prefix}.n_steps", 50), (f"{prefix}.ibs", 50), (f"{prefix}.samples", 200),
+                        (f"{prefix}.mask_index", 1), ("layer_steps", 20), ("text_b", "It creaked loudly."),
+                        (f"text.{target}", DEFAULTS[target])):
+        st.session_state.setdefault(K(name), value)
 
 
 def settings_widgets(prefix: str) -> dict:
     """Method and integration controls shared by both tabs; returns AttributionConfig fields."""
-    methods = st.multiselect("Methods", list(A.METHODS), default=["lig", "saliency", "ixg", "occlusion"],
-                             format_func=A.METHODS.get, key=K(f"{prefix}.methods"),
-                             help="DeepLift needs ReLU/Tanh units and no weight sharing; the page says when it "
-                                  "does not apply.")
+    methods = st.multiselect(t("attribution.methods"), list(A.METHODS),
+                             format_func=ra.option_labels(A.METHODS, ra.method_label),
+                             key=K(f"{prefix}.methods"), help=t("attribution.methods_help"))
     c1, c2, c3, c4 = st.columns(4)
-    baseline = c1.selectbox("Baseline", list(A.BASELINES), format_func=A.BASELINES.get, key=K(f"{prefix}.baseline"))
-    n_steps = c2.number_input("IG n_steps", 2, 1000, 50, key=K(f"{prefix}.n_steps"))
-    ibs = c3.number_input("Internal batch size", 1, 1000, 50, key=K(f"{prefix}.ibs"),
-                          help="Interpolated inputs per forward pass; lower it to save memory.")
-    n_samples = c4.number_input("KernelSHAP/LIME samples", 10, 5000, 200, key=K(f"{prefix}.samples"))
+    baseline = c1.selectbox(t("attribution.baseline_pick"), list(A.BASELINES),
+                            format_func=ra.option_labels(A.BASELINES, ra.baseline_label),
+                            key=K(f"{prefix}.baseline"))
+    n_steps = c2.number_input(t("attribution.n_steps"), 2, 1000, key=K(f"{prefix}.n_steps"))
+    ibs = c3.number_input(t("attribution.ibs"), 1, 1000, key=K(f"{prefix}.ibs"), help=t("attribution.ibs_help"))
+    n_samples = c4.number_input(t("attribution.samples"), 10, 5000, key=K(f"{prefix}.samples"))
     return dict(methods=tuple(methods), baseline=baseline, n_steps=int(n_steps), internal_batch_size=int(ibs),
                 n_samples=int(n_samples))
 
@@ -71,33 +113,47 @@ def settings_widgets(prefix: str) -> dict:
 def target_widgets(prefix: str) -> dict:
     if target == "mask":
         c1, c2, c3 = st.columns([1, 2, 2])
-        which = c1.number_input("Which mask", 1, 50, 1, key=K(f"{prefix}.mask_index"))
-        word = c2.text_input("Word A (blank: top prediction)", key=K(f"{prefix}.word"))
-        other = c3.text_input("… rather than word B (optional)", key=K(f"{prefix}.contrast"),
-                              help="Explains logit(A) − logit(B): what makes the model prefer A over B.")
+        which = c1.number_input(t("attribution.which_mask"), 1, 50, key=K(f"{prefix}.mask_index"))
+        word = c2.text_input(t("attribution.word"), key=K(f"{prefix}.word"))
+        other = c3.text_input(t("attribution.contrast"), key=K(f"{prefix}.contrast"),
+                              help=t("attribution.contrast_help"))
         return dict(mask_index=int(which) - 1, word=word, contrast_word=other)
-    classes = A.target_classes(lm, target)
-    c = st.selectbox("Class", range(len(classes)), format_func=lambda i: classes[i], key=K(f"{prefix}.class"))
+    c = st.selectbox(t("attribution.class"), range(len(classes)), key=K(f"{prefix}.class"),
+                     format_func=ra.option_labels(range(len(classes)), class_label))
     return dict(class_index=int(c))
 
 
 def start(name: str, fn) -> None:
-    job = runner().submit(name, fn, resource="gpu" if lm.device.startswith("cuda") else "cpu",
+    job = runner().submit(t(f"attribution.job.{name}"), fn, resource="gpu" if lm.device.startswith("cuda") else "cpu",
                           owner=state.session_id())
     st.session_state[K(f"{name}.job")] = job.id
 
 
+def show_one(job) -> None:
+    res = job.result
+    figures = ra.show_result(res, K("result"))
+    ra.record(res, st.session_state.get(K("attribution.inputs"), {}), figures, f"attribution:{job.id}")
+
+
+defaults("one")
+defaults("batch")
+tab_one, tab_batch = st.tabs([t("attribution.tab.one"), t("attribution.tab.batch")])
+
 with tab_one:
     with st.form(K("form")):
-        text = st.text_area("Sentence A" if target == "pair" else "Text", DEFAULTS[target], key=K(f"text.{target}"))
-        text_b = st.text_input("Sentence B", "It creaked loudly.", key=K("text_b")) if target == "pair" else ""
+        label = t("attribution.sentence_a") if target == "pair" else t("attribution.text")
+        text = st.text_area(label, key=K(f"text.{target}"))
+        text_b = st.text_input(t("attribution.sentence_b"), key=K("text_b")) if target == "pair" else ""
         tw = target_widgets("one")
-        sw = settings_widgets("one")
-        c1, c2 = st.columns([1, 3])
-        layers = c1.checkbox("Per-layer heatmap", key=K("layers"), help="LayerIG at each encoder layer (slower).")
-        layer_steps = c2.number_input("Per-layer n_steps", 2, 300, 20, key=K("layer_steps"))
-        go = st.form_submit_button("Explain", type="primary")
-    if go:
+        with presenter.settings():
+            sw = settings_widgets("one")
+            c1, c2 = st.columns([1, 3])
+            layers = c1.checkbox(t("attribution.layers"), key=K("layers"), help=t("attribution.layers_help"))
+            layer_steps = c2.number_input(t("attribution.layer_steps"), 2, 300, key=K("layer_steps"))
+        go = st.form_submit_button(t("attribution.go"), type="primary")
+    # A link runs what the button would have run with the same inputs (and only what it would have).
+    from_link = bool(restored)
+    if go or from_link:
         try:
             cfg = A.AttributionConfig(target=target, text=text, text_b=text_b, **tw, **sw,
                                       layer_steps=int(layer_steps) if layers else 0)
@@ -105,24 +161,26 @@ with tab_one:
         except ValueError as e:
             st.error(str(e))
         else:
-            start("attribution", lambda ctx, lm=lm, cfg=cfg: A.attribute(lm, cfg, ctx.progress))
+            same = st.session_state.get(K("attribution.run")) == (lm.spec, cfg)
+            if go or not same:  # a link opened again in this session does not start the same job twice
+                start("attribution", lambda ctx, lm=lm, cfg=cfg: A.attribute(lm, cfg, ctx.progress))
+                st.session_state[K("attribution.run")] = (lm.spec, cfg)
+                st.session_state[K("attribution.inputs")] = ra.report_inputs(lm.spec.checkpoint, cfg, class_label)
     if K("attribution.job") in st.session_state:
-        job_panel(st.session_state[K("attribution.job")], lambda j: ra.show_result(j.result, K("result")),
-                  key=K("one.panel"))
+        job_panel(st.session_state[K("attribution.job")], show_one, key=K("one.panel"))
 
 with tab_batch:
-    st.caption("A CSV with a `text` column (and `text_b` for sentence pairs; optional `word` and `class` per "
-               "row). Each row is explained with the settings below; export the result as CSV or as one "
-               "standalone HTML page.")
+    st.caption(t("attribution.batch_intro"))
     with st.form(K("batch.form")):
-        upload = st.file_uploader("CSV file", type=["csv"], key=K("batch.file"))
+        upload = st.file_uploader(t("attribution.csv_file"), type=["csv"], key=K("batch.file"))
         tw_b = target_widgets("batch")
-        sw_b = settings_widgets("batch")
-        go_b = st.form_submit_button("Explain all rows", type="primary")
+        with presenter.settings():
+            sw_b = settings_widgets("batch")
+        go_b = st.form_submit_button(t("attribution.go_batch"), type="primary")
     if go_b:
         try:
             if upload is None:
-                raise ValueError("Upload a CSV file first (a header row with a 'text' column).")
+                raise ValueError(t("attribution.need_csv"))
             rows = A.read_batch_csv(upload.getvalue())
             settings = dict(target=target, **tw_b, **sw_b)
             A.check_batch_settings(settings)
@@ -133,3 +191,4 @@ with tab_batch:
     if K("batch.job") in st.session_state:
         job_panel(st.session_state[K("batch.job")], lambda j: ra.show_batch(j.result, K("batch_result")),
                   key=K("batch.panel"))
+urlstate.publish()  # the widgets drawn in this run hold their values now: the address bar links to this view

@@ -1,15 +1,21 @@
-"""Fill-mask: [MASK] in any family, top-k per mask, independent vs iterative fill, whole-word masks, compare models."""
+"""Fill-mask: [MASK] in any family, top-k per mask, independent vs iterative fill, whole-word masks, compare models.
+
+Text and options live in the URL; a link with a text (or a sentence and word) shows its predictions at once."""
 import streamlit as st
 
-from app import state
+from app import presenter, state, urlstate
+from app.i18n import t
 from app.loaders import get_model, model_or_error
-from app.render_predict import show_fill_result
+from app.render import entry_id, yes_no
+from app.render_predict import record_fill, show_fill_result, strategy_label
 from core.fill_mask import (MAX_TOP_K, STRATEGIES, FillMaskConfig, FillMaskError, check_mlm, compare,
                             configs_from_lines, examples, fill_mask, fill_mask_batch, words)
 from core.models import FAMILIES, ModelSpec, availability, bundled_id, checkpoint_info
 
 P = "fill_mask"
-STRATEGY_LABELS = {"independent": "independently (one pass)", "iterative": "one at a time, most confident first"}
+DEFAULT_TEXT = "The capital of France is [MASK]."
+DEFAULT_PLAIN = "The scientists measured the temperature of the ocean."
+DEFAULT_TOP_K = 5
 
 
 def k(name: str) -> str:
@@ -32,19 +38,21 @@ def _use_example(src: str, dst: str) -> None:
         st.session_state[dst] = st.session_state[src]
 
 
-def _run(result_key: str, fn) -> None:
-    """Call core; keep the result for later reruns, or show the problem (never a traceback)."""
+def _run(result_key: str, fn):
+    """Call core; keep the result for later reruns and return it, or show the problem (never a traceback)."""
     try:
         st.session_state[result_key] = fn()
     except ValueError as e:  # config errors, FillMaskError and ModelLoadError all say what to do
         st.session_state[result_key] = None
         st.error(str(e))
+    return st.session_state[result_key]
 
 
 def _options_row(prefix: str):
+    st.session_state.setdefault(k(f"{prefix}.top_k"), DEFAULT_TOP_K)
     c1, c2 = st.columns(2)
-    top_k = c1.slider("Top-k per mask", 1, MAX_TOP_K, 5, key=k(f"{prefix}.top_k"))
-    strategy = c2.radio("With several masks, fill them", STRATEGIES, format_func=STRATEGY_LABELS.get,
+    top_k = c1.slider(t("fill_mask.top_k"), 1, MAX_TOP_K, key=k(f"{prefix}.top_k"))
+    strategy = c2.radio(t("fill_mask.strategy"), STRATEGIES, format_func=strategy_label,
                         key=k(f"{prefix}.strategy"), horizontal=True)
     return top_k, strategy
 
@@ -63,9 +71,35 @@ def _fmt_option(o: str) -> str:
     return f"{FAMILIES[fam].label} · {ckpt}"
 
 
-st.title("Fill-mask")
-st.caption("Write **[MASK]** in any family: it becomes the model's own mask token (`<mask>` for RoBERTa). "
-           "The encoder runs once, and the vocabulary projection is computed only at the masked positions.")
+def _word_choices() -> range:
+    """The word indices a link may name: those of the sentence (restored just before, or the current one)."""
+    return range(len(words(st.session_state.get(k("plain")) or DEFAULT_PLAIN)))
+
+
+def _inputs(model: str, **fields) -> dict:
+    """Report inputs under translated field names (the values stay as the user wrote them)."""
+    return {t("fill_mask.in.model"): model, **{t(f"fill_mask.in.{name}"): v for name, v in fields.items()}}
+
+
+def _short(text: str, n: int = 70) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+# Everything on the page is in the URL, so the address bar is a link to this view (app/urlstate.py).
+TYPE_FIELDS = (urlstate.Field(k("text")), urlstate.Field(k("per_line"), "bool"),
+               urlstate.Field(k("type.top_k"), "int", lo=1, hi=MAX_TOP_K),
+               urlstate.Field(k("type.strategy"), choices=STRATEGIES))
+WORD_FIELDS = (urlstate.Field(k("plain")), urlstate.Field(k("word"), "int", choices=_word_choices),
+               urlstate.Field(k("word.top_k"), "int", lo=1, hi=MAX_TOP_K),
+               urlstate.Field(k("word.strategy"), choices=STRATEGIES))
+CMP_FIELDS = (urlstate.Field(k("cmp_models"), "strs", choices=_compare_options), urlstate.Field(k("cmp_text")),
+              urlstate.Field(k("cmp.top_k"), "int", lo=1, hi=MAX_TOP_K))
+
+st.title(t("fill_mask.title"))
+st.caption(t("fill_mask.intro"))
+restored = urlstate.bind(TYPE_FIELDS + WORD_FIELDS + CMP_FIELDS)
+from_link_type = bool(restored & {f.key for f in TYPE_FIELDS})
+from_link_word = bool(restored & {f.key for f in WORD_FIELDS})
 spec = state.current_spec()
 ex = _example_list(spec)
 lm = model_or_error("mlm")
@@ -75,22 +109,30 @@ if lm is not None:
     except FillMaskError as e:  # e.g. a sentence-embedding checkpoint saved without its MLM head
         st.error(str(e))
         lm = None
-tab_type, tab_word, tab_cmp = st.tabs(["Type [MASK]", "Mask a word", "Compare models"])
+tab_type, tab_word, tab_cmp = st.tabs([t("fill_mask.tab_type"), t("fill_mask.tab_word"), t("fill_mask.tab_compare")])
 
 with tab_type:
     if lm is not None:
         specials = tuple(lm.tokenizer.all_special_tokens)
-        st.session_state.setdefault(k("text"), ex[0] if ex else "The capital of France is [MASK].")
-        st.selectbox("Example", ex, index=None, placeholder="Pick an example sentence…", key=k("example"),
-                     on_change=_use_example, args=(k("example"), k("text")))
+        st.session_state.setdefault(k("text"), ex[0] if ex else DEFAULT_TEXT)
+        st.selectbox(t("fill_mask.example"), ex, index=None, placeholder=t("fill_mask.example_placeholder"),
+                     key=k("example"), on_change=_use_example, args=(k("example"), k("text")))
         with st.form(k("form")):
-            text = st.text_area("Text with [MASK] (several are fine)", key=k("text"), height=90)
-            per_line = st.checkbox("Each line is a separate text (run together as one batch)", key=k("per_line"))
-            top_k, strategy = _options_row("type")
-            go = st.form_submit_button("Predict", type="primary")
-        if go:
-            _run(k("result"), lambda: fill_mask_batch(lm, configs_from_lines(text, top_k, strategy) if per_line
-                                                      else [FillMaskConfig(text, top_k=top_k, strategy=strategy)]))
+            text = st.text_area(t("fill_mask.text_label"), key=k("text"), height=90)
+            with presenter.settings():
+                per_line = st.checkbox(t("fill_mask.per_line"), key=k("per_line"))
+                top_k, strategy = _options_row("type")
+            go = st.form_submit_button(t("fill_mask.predict"), type="primary")
+        if go or (from_link_type and text.strip()):  # a shared link shows its predictions without a click
+            results = _run(k("result"), lambda: fill_mask_batch(
+                lm, configs_from_lines(text, top_k, strategy) if per_line
+                else [FillMaskConfig(text, top_k=top_k, strategy=strategy)]))
+            if results:
+                record_fill(entry_id(f"{P}:type", lm.spec.checkpoint, text, top_k, strategy, per_line),
+                            t("fill_mask.report_type", text=_short(text.replace("\n", " / "))),
+                            _inputs(lm.spec.checkpoint, text=text, top_k=top_k, strategy=strategy_label(strategy),
+                                    per_line=yes_no(per_line)),
+                            results, by="text" if len(results) > 1 else None)
         results = st.session_state.get(k("result"))
         if results and results[0].checkpoint == lm.spec.checkpoint:
             if len(results) == 1:
@@ -100,55 +142,75 @@ with tab_type:
                     show_fill_result(r, key=k(f"type.{i}"), specials=specials)
 
 with tab_word:
-    st.markdown("Pick one word of a plain sentence: every sub-token of that word is masked (whole-word masking), "
-                "and each piece gets its own prediction.")
+    st.markdown(t("fill_mask.word_intro"))
     if lm is not None:
-        st.session_state.setdefault(k("plain"), "The scientists measured the temperature of the ocean.")
-        plain = st.text_input("Plain sentence (no [MASK])", key=k("plain"))
+        st.session_state.setdefault(k("plain"), DEFAULT_PLAIN)
+        plain = st.text_input(t("fill_mask.plain"), key=k("plain"))
         ws = words(plain)
         if not ws:
-            st.warning("The sentence has no words to mask: type a sentence with letters or digits.")
+            st.warning(t("fill_mask.no_words"))
         else:
+            if st.session_state.get(k("word")) not in range(len(ws)):  # a shorter sentence than the last one
+                st.session_state.pop(k("word"), None)
             with st.form(k("word_form")):
-                idx = st.selectbox("Word to mask", list(range(len(ws))), key=k("word"),
-                                   format_func=lambda i: f"{ws[i].text}  (word {i + 1})")
-                top_k, strategy = _options_row("word")
-                go = st.form_submit_button("Mask it and predict", type="primary")
-            if go:
-                _run(k("word_result"), lambda: fill_mask(
+                idx = st.selectbox(t("fill_mask.word"), list(range(len(ws))), key=k("word"),
+                                   format_func=lambda i: t("fill_mask.word_option", word=ws[i].text, n=i + 1))
+                with presenter.settings():
+                    top_k, strategy = _options_row("word")
+                go = st.form_submit_button(t("fill_mask.mask_predict"), type="primary")
+            if go or from_link_word:
+                res = _run(k("word_result"), lambda: fill_mask(
                     lm, FillMaskConfig(plain, top_k=top_k, strategy=strategy, word=idx)))
+                if res is not None:
+                    record_fill(entry_id(f"{P}:word", lm.spec.checkpoint, plain, idx, top_k, strategy),
+                                t("fill_mask.report_word", word=ws[idx].text, text=_short(plain)),
+                                _inputs(lm.spec.checkpoint, plain=plain, word=f"{ws[idx].text} ({idx + 1})",
+                                        top_k=top_k, strategy=strategy_label(strategy)),
+                                [res])
             res = st.session_state.get(k("word_result"))
             if res is not None and res.checkpoint == lm.spec.checkpoint and res.text == plain:
                 show_fill_result(res, key=k("wordres"), specials=tuple(lm.tokenizer.all_special_tokens))
 
 with tab_cmp:
-    st.markdown("The same sentence through 2–4 models, one column each. Each model runs once untimed to warm "
-                "up, then once timed; the latency is for that one text.")
+    st.markdown(t("fill_mask.compare_intro"))
     opts = _compare_options()
-    default = [o for o in opts if o.split("|", 1)[1].startswith("encoderlab/")][:2] or opts[:2]
+    st.session_state.setdefault(
+        k("cmp_models"), [o for o in opts if o.split("|", 1)[1].startswith("encoderlab/")][:2] or opts[:2])
+    kept = [o for o in st.session_state[k("cmp_models")] if o in opts][:4]
+    if kept != st.session_state[k("cmp_models")]:  # a model of this session that is gone
+        st.session_state[k("cmp_models")] = kept
+    st.session_state.setdefault(k("cmp_text"), ex[0] if ex else DEFAULT_TEXT)
+    st.session_state.setdefault(k("cmp.top_k"), DEFAULT_TOP_K)
     with st.form(k("cmp_form")):
-        chosen = st.multiselect("Models (2–4)", opts, default=default, max_selections=4, format_func=_fmt_option,
+        chosen = st.multiselect(t("fill_mask.cmp_models"), opts, max_selections=4, format_func=_fmt_option,
                                 key=k("cmp_models"))
-        st.session_state.setdefault(k("cmp_text"), ex[0] if ex else "The capital of France is [MASK].")
-        ctext = st.text_input("Text with [MASK]", key=k("cmp_text"))
-        ctop = st.slider("Top-k per mask", 1, MAX_TOP_K, 5, key=k("cmp.top_k"))
-        go = st.form_submit_button("Compare", type="primary")
+        ctext = st.text_input(t("fill_mask.cmp_text"), key=k("cmp_text"))
+        with presenter.settings():
+            ctop = st.slider(t("fill_mask.top_k"), 1, MAX_TOP_K, key=k("cmp.top_k"))
+        go = st.form_submit_button(t("fill_mask.compare"), type="primary")
     if go:
         device = spec.device if spec else "auto"
 
         def _compare():
             if not 2 <= len(chosen) <= 4:
-                raise ValueError(f"Pick 2 to 4 models to compare (picked {len(chosen)}).")
+                raise ValueError(t("fill_mask.cmp_count", n=len(chosen)))
             cfg = FillMaskConfig(ctext, top_k=ctop)
             models = [get_model(ModelSpec(*o.split("|", 1), device), "mlm") for o in chosen]
-            with st.spinner("Running each model…"):
+            with st.spinner(t("fill_mask.cmp_running")):
                 return compare(models, cfg)
-        _run(k("cmp_result"), _compare)
+        cres = _run(k("cmp_result"), _compare)
+        if cres is not None:
+            record_fill(entry_id(f"{P}:compare", tuple(chosen), ctext, ctop),
+                        t("fill_mask.report_compare", n=len(chosen), text=_short(ctext)),
+                        _inputs(", ".join(o.split("|", 1)[1] for o in chosen), text=ctext, top_k=ctop),
+                        cres.results, by="model")
     cres = st.session_state.get(k("cmp_result"))
     if cres is not None:
         cols = st.columns(len(cres.results))
         for i, (col, r) in enumerate(zip(cols, cres.results)):
             with col:
                 st.markdown(f"**{FAMILIES[r.family].label}** · `{r.checkpoint}`")
-                st.metric("latency", f"{r.latency_ms:,.1f} ms")
+                st.metric(t("fill_mask.latency"), f"{r.latency_ms:,.1f} ms")
                 show_fill_result(r, key=k(f"cmp.{i}"))
+
+urlstate.publish()  # values first created in this run (the defaults) join the link too

@@ -1,4 +1,8 @@
-"""Fine-tune: a short classification fine-tune of the sidebar's model, with live curves, results and run comparison."""
+"""Fine-tune: a short classification fine-tune of the sidebar's model, with live curves, results and run comparison.
+
+Every option is kept in the URL (a link restores the data choice and the hyperparameters, but never starts a
+run: only the Start button does); the hyperparameters beyond the first row fold away in presenter view; each
+finished run (and each try-it prediction) goes into the session report."""
 from __future__ import annotations
 
 import time
@@ -6,60 +10,92 @@ from pathlib import Path
 
 import streamlit as st
 
-from app import state
+from app import presenter, state, urlstate
 from app import render_finetune as view
+from app.i18n import t
 from app.jobs_ui import job_panel, runner
-from core.finetune import MAX_STEPS_LIMIT, FinetuneConfig, job_fn, job_resource, runs_root
+from core.datasets_local import GLUE_TASKS
+from core.finetune import MAX_STEPS_LIMIT, POOLINGS, FinetuneConfig, job_fn, job_resource, runs_root
 from core.models import FAMILIES
 
 K = view.K
-st.title("Fine-tune")
-st.caption("Teach the sidebar's model a classification task in a few minutes: it trains a fresh copy (the shared "
-           "model is never touched) in a background job; you can leave the page, cancel, resume, and compare runs.")
+LRS = (1e-5, 2e-5, 3e-5, 5e-5, 1e-4, 3e-4, 1e-3, 3e-3)
+BATCHES = (4, 8, 16, 32, 64)
+MAX_LENS = (32, 64, 128, 256, 512)
+# key: (default, URL field). Every widget below is keyed K(key) and starts from its default.
+OPTIONS = {
+    "source": ("drugreview", urlstate.Field(K("source"), choices=view.SOURCES)),
+    "glue_task": (None, urlstate.Field(K("glue_task"), choices=tuple(GLUE_TASKS))),
+    "test_frac": (None, urlstate.Field(K("test_frac"), "float", lo=0.05, hi=0.5)),
+    "epochs": (3, urlstate.Field(K("epochs"), "int", lo=1, hi=50)),
+    "max_steps": (0, urlstate.Field(K("max_steps"), "int", lo=0, hi=MAX_STEPS_LIMIT)),
+    "lr": (3e-5, urlstate.Field(K("lr"), "float", choices=LRS)),
+    "batch": (16, urlstate.Field(K("batch"), "int", choices=BATCHES)),
+    "max_len": (128, urlstate.Field(K("max_len"), "int", choices=MAX_LENS)),
+    "warmup": (0.1, urlstate.Field(K("warmup"), "float", lo=0.0, hi=0.5)),
+    "wd": (0.01, urlstate.Field(K("wd"), "float", lo=0.0, hi=0.3)),
+    "clip": (1.0, urlstate.Field(K("clip"), "float", lo=0.0, hi=10.0)),
+    "pooling": ("cls", urlstate.Field(K("pooling"), choices=POOLINGS)),
+    "freeze_emb": (False, urlstate.Field(K("freeze_emb"), "bool")),
+    "freeze_n": (0, urlstate.Field(K("freeze_n"), "int", lo=0, hi=48)),
+    "seed": (42, urlstate.Field(K("seed"), "int", lo=0, hi=2**31 - 1)),
+    "patience": (2, urlstate.Field(K("patience"), "int", lo=0, hi=20)),
+    "evals": (1, urlstate.Field(K("evals"), "int", lo=1, hi=20)),
+    "rows": (0, urlstate.Field(K("rows"), "int", lo=0, hi=100_000)),
+    "test_rows": (0, urlstate.Field(K("test_rows"), "int", lo=0, hi=100_000)),
+}
+FIELDS = tuple(f for _, f in OPTIONS.values())
+
+restored = urlstate.bind(FIELDS)  # before the widgets: a link's values become their state
+for name, (default, _) in OPTIONS.items():
+    if default is not None:
+        st.session_state.setdefault(K(name), default)
+
+st.title(t("finetune.title"))
+st.caption(t("finetune.intro"))
+if restored:
+    st.info(t("finetune.link_restored"))
 runs: list[dict] = st.session_state.setdefault(K("runs"), [])
 spec = state.current_spec()
 
-st.subheader("1 · Data")
+st.subheader(t("finetune.h_data"))
 data = view.data_picker()
 
-st.subheader("2 · Settings")
+st.subheader(t("finetune.h_settings"))
 if spec is None:
-    st.error(st.session_state.get(state.SPEC_ERROR) or "Pick a model in the sidebar.")
+    st.error(st.session_state.get(state.SPEC_ERROR) or t("common.pick_model"))
 else:
-    st.markdown(f"Model: **{spec.checkpoint}** ({FAMILIES[spec.family].label}) on `{spec.device}` — change it in "
-                "the sidebar.")
+    st.markdown(t("finetune.model_line", id=spec.checkpoint, family=FAMILIES[spec.family].label, device=spec.device))
 with st.form(K("form")):
     c = st.columns(4)
-    epochs = c[0].number_input("Epochs", 1, 50, 3, key=K("epochs"))
-    max_steps = c[1].number_input("Max steps (0 = all epochs)", 0, MAX_STEPS_LIMIT, 0, key=K("max_steps"))
-    lr = c[2].select_slider("Learning rate", [1e-5, 2e-5, 3e-5, 5e-5, 1e-4, 3e-4, 1e-3, 3e-3], 3e-5,
-                            format_func=lambda v: f"{v:.0e}", key=K("lr"),
-                            help="BERT's paper: 2e-5 to 5e-5. Tiny random models need far more (1e-3).")
-    batch = c[3].select_slider("Batch size", [4, 8, 16, 32, 64], 16, key=K("batch"))
-    c = st.columns(4)
-    max_len = c[0].select_slider("Max length (tokens)", [32, 64, 128, 256, 512], 128, key=K("max_len"))
-    warmup = c[1].number_input("Warmup ratio", 0.0, 0.5, 0.1, 0.05, key=K("warmup"))
-    wd = c[2].number_input("Weight decay", 0.0, 0.3, 0.01, 0.01, key=K("wd"))
-    clip = c[3].number_input("Gradient clipping (0 = off)", 0.0, 10.0, 1.0, 0.5, key=K("clip"))
-    c = st.columns(4)
-    pooling = c[0].radio("Pooling", ["cls", "mean"], key=K("pooling"), horizontal=True,
-                         format_func=lambda p: "[CLS] (the family's head)" if p == "cls" else "mean of tokens",
-                         help="[CLS] saves a standard *ForSequenceClassification folder; mean pooling saves the "
-                              "encoder plus a separate linear head (pooling_head.safetensors).")
-    freeze_emb = c[1].checkbox("Freeze embeddings", key=K("freeze_emb"))
-    freeze_n = c[2].number_input("Freeze first N layers", 0, 48, 0, key=K("freeze_n"))
-    seed = c[3].number_input("Seed", 0, 2**31 - 1, 42, key=K("seed"))
-    c = st.columns(4)
-    patience = c[0].number_input("Early-stopping patience (0 = off)", 0, 20, 2, key=K("patience"))
-    evals = c[1].number_input("Evaluations per epoch", 1, 20, 1, key=K("evals"))
-    rows = c[2].number_input("Training rows to use (0 = all)", 0, 100_000, 0, key=K("rows"))
-    test_rows = c[3].number_input("Held-out rows to use (0 = all)", 0, 100_000, 0, key=K("test_rows"))
-    start = st.form_submit_button("Start fine-tuning", type="primary")
+    epochs = c[0].number_input(t("finetune.epochs"), 1, 50, key=K("epochs"))
+    max_steps = c[1].number_input(t("finetune.max_steps"), 0, MAX_STEPS_LIMIT, key=K("max_steps"))
+    lr = c[2].select_slider(t("finetune.lr"), LRS, format_func=lambda v: f"{v:.0e}", key=K("lr"),
+                            help=t("finetune.lr_help"))
+    batch = c[3].select_slider(t("finetune.batch"), BATCHES, key=K("batch"))
+    with presenter.settings():
+        c = st.columns(4)
+        max_len = c[0].select_slider(t("finetune.max_len"), MAX_LENS, key=K("max_len"))
+        warmup = c[1].number_input(t("finetune.warmup"), 0.0, 0.5, step=0.05, key=K("warmup"))
+        wd = c[2].number_input(t("finetune.wd"), 0.0, 0.3, step=0.01, key=K("wd"))
+        clip = c[3].number_input(t("finetune.clip"), 0.0, 10.0, step=0.5, key=K("clip"))
+        c = st.columns(4)
+        pooling = c[0].radio(t("finetune.pooling"), POOLINGS, key=K("pooling"), horizontal=True,
+                             format_func=lambda p: t(f"finetune.pooling_opt.{p}"), help=t("finetune.pooling_help"))
+        freeze_emb = c[1].checkbox(t("finetune.freeze_emb"), key=K("freeze_emb"))
+        freeze_n = c[2].number_input(t("finetune.freeze_n"), 0, 48, key=K("freeze_n"))
+        seed = c[3].number_input(t("finetune.seed"), 0, 2**31 - 1, key=K("seed"))
+        c = st.columns(4)
+        patience = c[0].number_input(t("finetune.patience"), 0, 20, key=K("patience"))
+        evals = c[1].number_input(t("finetune.evals"), 1, 20, key=K("evals"))
+        rows = c[2].number_input(t("finetune.rows"), 0, 100_000, key=K("rows"))
+        test_rows = c[3].number_input(t("finetune.test_rows"), 0, 100_000, key=K("test_rows"))
+    start = st.form_submit_button(t("finetune.start"), type="primary")
 
 if start:
     try:
         if spec is None or data is None:
-            raise ValueError("Choose a valid model in the sidebar and data above first.")
+            raise ValueError(t("finetune.need_model_and_data"))
         cfg = FinetuneConfig(spec.family, spec.checkpoint, epochs=int(epochs), max_steps=int(max_steps), lr=float(lr),
                              batch_size=int(batch), max_length=int(max_len), warmup_ratio=float(warmup),
                              weight_decay=float(wd), grad_clip=float(clip), seed=int(seed),
@@ -68,21 +104,22 @@ if start:
         run_data = data.subset(int(rows) or None, int(test_rows) or None)
         name = f"run{len(runs) + 1}-{spec.family}"
         out = runs_root(state.session_id()) / f"{name}-{time.strftime('%H%M%S')}"
-        job = runner().submit(f"Fine-tune {name}", job_fn(cfg, run_data, out), resource=job_resource(cfg),
-                              owner=state.session_id())
+        job = runner().submit(t("finetune.job_name", name=name), job_fn(cfg, run_data, out),
+                              resource=job_resource(cfg), owner=state.session_id())
         runs.append(dict(name=name, job_id=job.id, cfg=cfg, data=run_data, out=str(out), result=None))
     except ValueError as e:
         st.error(str(e))
 
-st.subheader("3 · Runs")
+st.subheader(t("finetune.h_runs"))
 if not runs:
-    st.info("No runs yet in this session. Pick data and settings, then start one.")
+    st.info(t("finetune.no_runs"))
 for run in reversed(runs):
     job = runner().get(run["job_id"])
     if run["result"] is None and job is not None and job.status == "done":
         run["result"] = job.result  # kept in the session: later errors cannot lose it
         state.register_session_model(f"{run['name']} ({run['data'].name})", run["cfg"].family,
                                      job.result.model_dir, kind="fine-tuned")
+        view.record_run(job.id, run["name"], job.result, len(run["data"].train))  # once, when it finishes
         st.rerun()  # once, so the sidebar picker (drawn before this page) lists the new model
     with st.expander(f"{run['name']} · {run['cfg'].checkpoint} · {run['data'].name}", expanded=run is runs[-1]):
         if run["result"] is not None:
@@ -90,7 +127,8 @@ for run in reversed(runs):
             continue
 
         def resume(r=run) -> None:
-            j = runner().submit(f"Fine-tune {r['name']} (resumed)", job_fn(r["cfg"], r["data"], r["out"], resume=True),
+            j = runner().submit(t("finetune.job_name_resumed", name=r["name"]),
+                                job_fn(r["cfg"], r["data"], r["out"], resume=True),
                                 resource=job_resource(r["cfg"]), owner=state.session_id())
             r["job_id"] = j.id
 
@@ -99,9 +137,10 @@ for run in reversed(runs):
 
         job_panel(run["job_id"], on_done=finished, on_running=view.live, key=K(f"job.{run['name']}"))
         if job is not None and job.status == "cancelled" and (Path(run["out"]) / "checkpoint").exists():
-            st.button("Resume from where it stopped", key=K(f"resume.{run['name']}"), on_click=resume)
+            st.button(t("finetune.resume"), key=K(f"resume.{run['name']}"), on_click=resume)
 
 done = [(r["name"], r["result"]) for r in runs if r["result"] is not None]
 if done:
-    st.subheader("4 · Compare runs")
+    st.subheader(t("finetune.h_compare"))
     view.compare(done)
+urlstate.publish()  # the defaults set above, on the first visit, too

@@ -2,44 +2,40 @@
 import pandas as pd
 import streamlit as st
 
-from app.nav import available_pages, page_obj
+from app.i18n import has, t, t_or
+from app.nav import available_pages, page_obj, title
 from core.models import FAMILIES, PAIR_HEADS, resolve_device
 
-PAGE_HELP = {
-    "Walkthrough": "A guided tour of the seed articles, step by step, with live widgets.",
-    "Models": "Parameter anatomy of ten official checkpoints, computed from their configs; ALBERT's factorization.",
-    "Speed": "Latency and throughput of each family's base architecture, measured here.",
-    "Fill-mask": "Predict masked words; several masks; whole-word masks; models side by side.",
-    "Sentence pair (NSP/SOP)": "BERT's next-sentence and ALBERT's sentence-order heads, and a probe of what they detect.",
-    "Attention": "bertviz views (offline), heatmaps, head statistics, rollout and flow.",
-    "Attributions": "Which input tokens drive a prediction (captum).",
-    "Fine-tune": "A short classification fine-tune with live curves; the result joins the model picker.",
-    "Pretraining lab": "Pretrain a small model with MLM / NSP / SOP / distillation and watch the curves.",
-}
 
-st.title("EncoderLab")
-st.markdown("Explore encoder-only pretrained language models — **BERT, RoBERTa, ALBERT, DistilBERT** — "
-            "live and offline: predict masked words, test sentence-pair heads, fine-tune, and look inside.")
+def _help(url: str) -> str:
+    """What a page is for (home.help.<url> in assets/i18n/home.toml), or nothing for a page without a text."""
+    key = f"home.help.{url.replace('-', '_')}"
+    return t(key) if has(key) else ""
 
-st.subheader("The four families")
+
+st.title(t("home.title"))
+st.markdown(t("home.intro"))
+
+st.subheader(t("home.families"))
 st.dataframe(pd.DataFrame([{
-    "family": f.label,
-    "idea": f.summary,
-    "pretraining objectives": " + ".join(f.objectives),
-    "pair head": PAIR_HEADS[f.pair_head] if f.pair_head else "none",
-    "tokenizer": f.tokenizer_kind,
-    "mask token": f.mask_token,
-    "checkpoints": ", ".join(c.id for c in f.checkpoints),
+    t("home.col.family"): f.label,
+    t("home.col.idea"): t_or(f"families.{f.key}.summary", f.summary),
+    t("home.col.objectives"): t_or(f"families.{f.key}.objectives", " + ".join(f.objectives)),
+    t("home.col.pair_head"): t_or(f"families.{f.key}.pair_head",
+                                  PAIR_HEADS[f.pair_head] if f.pair_head else "none"),
+    t("home.col.tokenizer"): f.tokenizer_kind,
+    t("home.col.mask_token"): f.mask_token,
+    t("home.col.checkpoints"): ", ".join(c.id for c in f.checkpoints),
 } for f in FAMILIES.values()]), hide_index=True, width="stretch")
 
-st.subheader("Pages")
+st.subheader(t("home.pages"))
 for p in available_pages():
     if p.url != "home":
-        st.page_link(page_obj(p.url), label=f"**{p.title}** — {PAGE_HELP.get(p.title, '')}", icon=p.icon)
+        st.page_link(page_obj(p.url), label=t("home.page_link", title=title(p), help=_help(p.url)), icon=p.icon)
 
-st.subheader("Device")
+st.subheader(t("home.device"))
 dev = resolve_device("auto")
 if dev.kind == "cuda":
-    st.success(f"GPU: **{dev.name}**, {dev.memory_gb} GiB")
+    st.success(t("home.gpu", name=dev.name, gb=dev.memory_gb))
 else:
-    st.info(f"CPU only ({dev.name}). Everything works; fine-tuning and large models are slower.")
+    st.info(t("home.cpu", name=dev.name))

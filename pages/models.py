@@ -1,10 +1,19 @@
-"""Models: parameter anatomy from the official configs (meta device, no weights) and ALBERT's factorization."""
+"""Models: parameter anatomy from the official configs (meta device, no weights) and ALBERT's factorization.
+
+The calculator's V, H and E live in the URL; the breakdown and each computed factorization go to the report."""
 import pandas as pd
 import streamlit as st
 
-from app.render import params_bar
+from app import report, urlstate
+from app.i18n import t, t_or
+from app.render import entry_id, params_bar, record_once
 from core.models import FAMILIES, official_checkpoints
 from core.params import albert_factorization, breakdown
+
+P = "models"
+SIZE_MAX = 10_000_000
+DEFAULTS = {"models.V": 30000, "models.H": 768, "models.E": 128}
+FIELDS = tuple(urlstate.Field(key, "int", lo=1, hi=SIZE_MAX) for key in DEFAULTS)
 
 
 @st.cache_data(show_spinner=False)
@@ -12,45 +21,65 @@ def _all_breakdowns():
     return [breakdown(c.id) for c in official_checkpoints()]
 
 
-st.title("Models")
-st.caption("Computed from the official configs shipped in assets/configs, instantiated on PyTorch's meta "
-           "device: exact counts, no weights downloaded. Heads = MLM head (+ NSP/SOP); tied decoder counted once.")
+def _claims_table(rows) -> pd.DataFrame:
+    return pd.DataFrame([{
+        t("models.col.checkpoint"): r.checkpoint, t("models.col.family"): FAMILIES[r.family].label,
+        t("models.col.embeddings"): round(r.embeddings / 1e6, 2), t("models.col.encoder"): round(r.encoder / 1e6, 2),
+        t("models.col.pooler"): round(r.pooler / 1e6, 2), t("models.col.backbone"): round(r.backbone / 1e6, 2),
+        t("models.col.heads"): round(r.heads / 1e6, 2), t("models.col.claim_m"): r.claim_m,
+        t("models.col.diff"): None if r.diff_m is None else round(r.diff_m, 2),
+        t("models.col.claim"): t_or(f"families.{r.family}.claims.{r.checkpoint}", r.claim_note),
+    } for r in rows])
+
+
+st.title(t("models.title"))
+st.caption(t("models.intro"))
+restored = urlstate.bind(FIELDS)
 rows = _all_breakdowns()
 st.plotly_chart(params_bar(rows), width="stretch", key="models.bar")
 
-st.subheader("Computed against the seeds' figures")
+st.subheader(t("models.against_seeds"))
+claims = _claims_table(rows)
+st.dataframe(claims, hide_index=True, width="stretch")
+record_once("models.recorded", "models:breakdown", lambda: dict(
+    page=t("nav.models"), title=t("models.report_breakdown"), inputs={t("models.in.source"): t("models.in.configs")},
+    rows=claims.to_dict("records"), figures=[params_bar(rows)]))
+
+st.subheader(t("models.architecture"))
 st.dataframe(pd.DataFrame([{
-    "checkpoint": r.checkpoint, "family": FAMILIES[r.family].label,
-    "embeddings (M)": round(r.embeddings / 1e6, 2), "encoder (M)": round(r.encoder / 1e6, 2),
-    "pooler (M)": round(r.pooler / 1e6, 2), "backbone (M)": round(r.backbone / 1e6, 2),
-    "heads (M)": round(r.heads / 1e6, 2), "seeds claim (M)": r.claim_m,
-    "difference (M)": None if r.diff_m is None else round(r.diff_m, 2), "claim": r.claim_note,
+    t("models.col.checkpoint"): r.checkpoint, t("models.col.layers"): r.layers, t("models.col.hidden"): r.hidden,
+    t("models.col.heads_n"): r.heads_n, t("models.col.ffn"): r.ffn, t("models.col.vocab"): r.vocab,
+    t("models.col.embedding_size"): r.embedding_size,
+    t("models.col.shared"): t("models.shared_yes") if r.shared_layers else t("models.shared_no"),
+    t("models.col.tokenizer"): FAMILIES[r.family].tokenizer_kind,
+    t("models.col.positions"): t_or(f"families.{r.family}.position_embeddings", FAMILIES[r.family].position_embeddings),
+    t("models.col.pretraining"): t_or(f"families.{r.family}.objectives", " + ".join(FAMILIES[r.family].objectives)),
 } for r in rows]), hide_index=True, width="stretch")
 
-st.subheader("Architecture")
-st.dataframe(pd.DataFrame([{
-    "checkpoint": r.checkpoint, "layers": r.layers, "hidden": r.hidden, "heads": r.heads_n, "FFN": r.ffn,
-    "vocab": r.vocab, "embedding size E": r.embedding_size,
-    "layers shared": "yes (one layer, reused)" if r.shared_layers else "no",
-    "tokenizer": FAMILIES[r.family].tokenizer_kind, "position embeddings": FAMILIES[r.family].position_embeddings,
-    "pretraining": " + ".join(FAMILIES[r.family].objectives),
-} for r in rows]), hide_index=True, width="stretch")
-
-st.subheader("ALBERT's factorized embeddings")
-st.markdown("BERT's embedding matrix is V×H. ALBERT embeds into a small E and projects up: V×E + E×H.")
+st.subheader(t("models.factorization"))
+st.markdown(t("models.factorization_intro"))
+for key, value in DEFAULTS.items():
+    st.session_state.setdefault(key, value)
 with st.form("models.factorization"):
     c1, c2, c3 = st.columns(3)
-    v = c1.number_input("V (vocabulary)", min_value=1, value=30000, step=1000, key="models.V")
-    h = c2.number_input("H (hidden size)", min_value=1, value=768, step=64, key="models.H")
-    e = c3.number_input("E (embedding size)", min_value=1, value=128, step=16, key="models.E")
-    st.form_submit_button("Compute")
+    v = c1.number_input(t("models.V"), min_value=1, max_value=SIZE_MAX, step=1000, key="models.V")
+    h = c2.number_input(t("models.H"), min_value=1, max_value=SIZE_MAX, step=64, key="models.H")
+    e = c3.number_input(t("models.E"), min_value=1, max_value=SIZE_MAX, step=16, key="models.E")
+    computed = st.form_submit_button(t("models.compute"))
 try:
     f = albert_factorization(int(v), int(h), int(e))
     a, b, c = st.columns(3)
     a.metric("V×H", f"{f.full / 1e6:,.2f}M")
     b.metric("V×E + E×H", f"{f.factorized / 1e6:,.2f}M", delta=f"-{f.saved / 1e6:,.2f}M", delta_color="inverse")
-    c.metric("saving", f"{f.ratio:,.1f}× fewer")
-    st.caption("Seed example: V=30000, H=768, E=128 gives 23.04M → 3.94M parameters "
-               "(the seed quotes 3.84M, which is V×E alone).")
+    c.metric(t("models.saving"), t("models.fewer", x=f"{f.ratio:,.1f}"))
+    st.caption(t("models.seed_example"))
+    if computed or restored:
+        report.record(entry_id("models:factorization", f.vocab, f.hidden, f.embedding), t("nav.models"),
+                      t("models.report_factorization"),
+                      {t("models.V"): f.vocab, t("models.H"): f.hidden, t("models.E"): f.embedding},
+                      rows=[{"V×H": f"{f.full / 1e6:,.2f}M", "V×E + E×H": f"{f.factorized / 1e6:,.2f}M",
+                             t("models.saving"): t("models.fewer", x=f"{f.ratio:,.1f}")}])
 except ValueError as err:
     st.error(str(err))
+
+urlstate.publish()  # values first created in this run (the defaults) join the link too

@@ -1,28 +1,37 @@
-"""Sentence pair: BERT's NSP and ALBERT's SOP heads on (A, B), (B, A) and (A, other topic); batch CSV scoring."""
+"""Sentence pair: BERT's NSP and ALBERT's SOP heads on (A, B), (B, A) and (A, other topic); batch CSV scoring.
+
+The pair and the options live in the URL; a link with sentences A and B shows their scores at once."""
 import streamlit as st
 
-from app import state
+from app import presenter, state, urlstate
+from app.i18n import t, t_or
 from app.jobs_ui import job_panel, runner
 from app.loaders import model_or_error
-from app.render_predict import batch_table, confusion_fig, pair_bars, token_strip
+from app.render import entry_id, record_once, yes_no
+from app.render_predict import (batch_report, batch_table, confusion_fig, pair_bars, pair_label, prob_label,
+                                record_pair, token_strip)
 from core.models import ASSETS, FAMILIES
-from core.sentence_pair import (MAX_ROWS, PairConfig, PairError, check_pair, pair_head, parse_pairs_csv,
+from core.sentence_pair import (MAX_CHARS, MAX_ROWS, PairConfig, PairError, check_pair, pair_head, parse_pairs_csv,
                                 predict_pair, score_batch)
 
 P = "sentence_pair"
+# option value (kept as it always was, so old links and tests still name it) -> file
 EXAMPLE_CSVS = {"NSP: next vs random sentence": "pairs_nsp_en.csv", "SOP: in order vs swapped": "pairs_sop_en.csv"}
+SEED_MAX = 10_000
+THRESHOLD_STEP = 0.05
 
 
 def k(name: str) -> str:
     return state.key(P, name)
 
 
-def _run(result_key: str, fn) -> None:
+def _run(result_key: str, fn):
     try:
         st.session_state[result_key] = fn()
     except ValueError as e:  # PairConfig, PairError and CSV problems all say what to do
         st.session_state[result_key] = None
         st.error(str(e))
+    return st.session_state[result_key]
 
 
 def _load_example_csv() -> None:
@@ -31,21 +40,33 @@ def _load_example_csv() -> None:
         st.session_state[k("csv")] = (ASSETS / "examples" / EXAMPLE_CSVS[name]).read_text(encoding="utf-8")
 
 
-st.title("Sentence pair (NSP / SOP)")
-st.caption("BERT was pretrained to say whether B is the **next sentence** after A (NSP); ALBERT whether A and B "
-           "are **in order** (SOP). RoBERTa and DistilBERT have no such head.")
-with st.expander("What each family shows"):
+def _example_label(name: str) -> str:
+    return t(f"sentence_pair.example_csv.{EXAMPLE_CSVS[name].removesuffix('.csv')}")
+
+
+PAIR_FIELDS = (urlstate.Field(k("a"), max_len=MAX_CHARS), urlstate.Field(k("b"), max_len=MAX_CHARS),
+               urlstate.Field(k("probe"), "bool"), urlstate.Field(k("seed"), "int", lo=0, hi=SEED_MAX))
+FIELDS = PAIR_FIELDS + (urlstate.Field(k("threshold"), "float", lo=0.05, hi=0.95),)
+
+st.title(t("sentence_pair.title"))
+st.caption(t("sentence_pair.intro"))
+restored = urlstate.bind(FIELDS)
+from_link = bool(restored & {f.key for f in PAIR_FIELDS})
+if k("threshold") in restored:  # the slider moves in steps of 0.05
+    st.session_state[k("threshold")] = round(round(st.session_state[k("threshold")] / THRESHOLD_STEP)
+                                             * THRESHOLD_STEP, 2)
+with st.expander(t("sentence_pair.each_family")):
     for f in FAMILIES.values():
-        st.markdown(f"- **{f.label}**: {f.pair_head_note}")
+        st.markdown(f"- **{f.label}**: {t_or(f'families.{f.key}.pair_head_note', f.pair_head_note)}")
 
 spec = state.current_spec()
 head = pair_head(spec.family) if spec else None
 lm = None
 if spec is None:
-    st.error(st.session_state.get(state.SPEC_ERROR) or "Pick a model in the sidebar.")
+    st.error(st.session_state.get(state.SPEC_ERROR) or t("common.pick_model"))
 elif head.kind is None:
-    st.info(f"**{FAMILIES[spec.family].label} has no sentence-pair head.** {head.note} "
-            "Pick BERT (NSP) or ALBERT (SOP) in the sidebar to score sentence pairs.")
+    st.info(t("sentence_pair.no_head", family=FAMILIES[spec.family].label,
+              note=t_or(f"families.{spec.family}.pair_head_note", head.note)))
 else:
     lm = model_or_error("pretraining")
     if lm is not None:
@@ -56,19 +77,29 @@ else:
             lm = None
 
 if lm is not None:
-    tab_one, tab_batch = st.tabs(["Pair and probe", "Batch (CSV)"])
+    head_name = t_or(f"families.{spec.family}.pair_head", head.name)
+    head_prob = prob_label(head.kind, head.prob_label)
+    tab_one, tab_batch = st.tabs([t("sentence_pair.tab_pair"), t("sentence_pair.tab_batch")])
     with tab_one:
         st.session_state.setdefault(k("a"), "She poured a cup of hot tea.")
         st.session_state.setdefault(k("b"), "Then she sat by the window to drink it.")
+        st.session_state.setdefault(k("probe"), True)
+        st.session_state.setdefault(k("seed"), 0)
         with st.form(k("form")):
             c1, c2 = st.columns(2)
-            a = c1.text_area("Sentence A", key=k("a"), height=80)
-            b = c2.text_area("Sentence B", key=k("b"), height=80)
-            probe = st.checkbox("Probe: also score (A, a sentence on another topic)", value=True, key=k("probe"))
-            seed = st.number_input("Seed for the other-topic sentence", 0, 10_000, 0, key=k("seed"))
-            go = st.form_submit_button(f"Score with {head.name}", type="primary")
-        if go:
-            _run(k("result"), lambda: predict_pair(lm, PairConfig(a, b, seed=int(seed)), probe=probe))
+            a = c1.text_area(t("sentence_pair.a"), key=k("a"), height=80)
+            b = c2.text_area(t("sentence_pair.b"), key=k("b"), height=80)
+            with presenter.settings():
+                probe = st.checkbox(t("sentence_pair.probe"), key=k("probe"))
+                seed = st.number_input(t("sentence_pair.seed"), min_value=0, max_value=SEED_MAX, key=k("seed"))
+            go = st.form_submit_button(t("sentence_pair.score_with", head=head_name), type="primary")
+        if go or from_link:  # a shared link shows its scores without a click
+            res = _run(k("result"), lambda: predict_pair(lm, PairConfig(a, b, seed=int(seed)), probe=probe))
+            if res is not None:
+                record_pair(entry_id(f"{P}:pair", lm.spec.checkpoint, a, b, probe, int(seed)),
+                            {t("sentence_pair.in.model"): lm.spec.checkpoint, t("sentence_pair.in.a"): a,
+                             t("sentence_pair.in.b"): b, t("sentence_pair.in.probe"): yes_no(probe),
+                             t("sentence_pair.in.seed"): int(seed)}, res)
         res = st.session_state.get(k("result"))
         if res is not None and res.checkpoint == lm.spec.checkpoint:
             for n in res.notes:
@@ -76,33 +107,32 @@ if lm is not None:
             st.plotly_chart(pair_bars(res), key=k("bars"), width="stretch")
             cols = st.columns(len(res.scores))
             for col, s in zip(cols, res.scores):
-                col.metric(f"{res.prob_label} {s.label}", f"{s.prob:.1%}")
+                col.metric(f"{prob_label(res.head, res.prob_label)} {pair_label(s.label)}", f"{s.prob:.1%}")
                 col.caption(f"{s.first} ‖ {s.second}")
             st.markdown(token_strip(res.scores[0].tokens, specials=tuple(lm.tokenizer.all_special_tokens)),
                         unsafe_allow_html=True)
-            st.caption(f"{res.latency_ms:,.1f} ms for {len(res.scores)} pairs in one batch.")
-            st.markdown(
-                "**Reading the probe.** NSP's negatives were random sentences from other documents, so a BERT "
-                "can score (A, B) and (B, A) alike (same topic) and only the other-topic pair low: NSP mostly "
-                "detects topic. SOP's negatives are the same two sentences swapped, so ALBERT has to tell "
-                "(A, B) from (B, A): SOP needs order. A tiny or undertrained model shows neither.")
+            st.caption(t("sentence_pair.latency", ms=f"{res.latency_ms:,.1f}", n=len(res.scores)))
+            st.markdown(t("sentence_pair.reading"))
 
     with tab_batch:
-        st.markdown(f"Paste or upload a CSV with the header `a,b,label` (label 1 = B follows A in order, "
-                    f"0 = it does not), at most {MAX_ROWS} rows.")
-        st.selectbox("Example file", list(EXAMPLE_CSVS), index=None, placeholder="Load an example CSV…",
-                     key=k("example_csv"), on_change=_load_example_csv)
+        st.markdown(t("sentence_pair.batch_intro", max_rows=MAX_ROWS))
+        st.selectbox(t("sentence_pair.example_file"), list(EXAMPLE_CSVS), index=None,
+                     placeholder=t("sentence_pair.example_placeholder"), key=k("example_csv"),
+                     on_change=_load_example_csv, format_func=_example_label)
+        st.session_state.setdefault(k("threshold"), 0.5)
         with st.form(k("batch_form")):
-            pasted = st.text_area("CSV", key=k("csv"), height=160, placeholder="a,b,label\nFirst.,Second.,1")
-            upload = st.file_uploader("…or upload a CSV file", type=["csv"], key=k("upload"))
-            threshold = st.slider(f"Call it positive when {head.prob_label} ≥", 0.05, 0.95, 0.5, 0.05,
-                                  key=k("threshold"))
-            go_batch = st.form_submit_button("Score all rows", type="primary")
+            pasted = st.text_area(t("sentence_pair.csv"), key=k("csv"), height=160,
+                                  placeholder=t("sentence_pair.csv_placeholder"))
+            upload = st.file_uploader(t("sentence_pair.upload"), type=["csv"], key=k("upload"))
+            with presenter.settings():
+                threshold = st.slider(t("sentence_pair.threshold", label=head_prob), 0.05, 0.95, step=THRESHOLD_STEP,
+                                      key=k("threshold"))
+            go_batch = st.form_submit_button(t("sentence_pair.score_all"), type="primary")
         if go_batch:
             try:
                 text = upload.getvalue().decode("utf-8", errors="replace") if upload is not None else pasted
                 rows = parse_pairs_csv(text)
-                job = runner().submit(f"{head.name} on {len(rows)} pairs",
+                job = runner().submit(t("sentence_pair.job_name", head=head_name, n=len(rows)),
                                       lambda ctx: score_batch(lm, rows, threshold=threshold, progress=ctx.progress),
                                       resource="gpu" if lm.device.startswith("cuda") else "cpu",
                                       owner=state.session_id())
@@ -113,15 +143,21 @@ if lm is not None:
         def show_batch(job) -> None:
             bres = job.result
             c1, c2, c3 = st.columns(3)
-            c1.metric("accuracy", f"{bres.accuracy:.1%}")
-            c2.metric("rows", len(bres.rows))
-            c3.metric("time", f"{bres.latency_ms / 1000:,.2f} s")
-            st.caption(f"{bres.checkpoint} · {bres.prob_label} ≥ {bres.threshold:.2f} counts as 1")
+            c1.metric(t("sentence_pair.accuracy"), f"{bres.accuracy:.1%}")
+            c2.metric(t("sentence_pair.rows"), len(bres.rows))
+            c3.metric(t("sentence_pair.time"), f"{bres.latency_ms / 1000:,.2f} s")
+            bprob = prob_label(bres.head, bres.prob_label)
+            st.caption(t("sentence_pair.batch_caption", model=bres.checkpoint, label=bprob,
+                         threshold=f"{bres.threshold:.2f}"))
             if bres.truncated_rows:
-                st.warning(f"{bres.truncated_rows} row(s) were longer than the model reads and were cut "
-                           "(longest-first).")
+                st.warning(t("sentence_pair.truncated_rows", n=bres.truncated_rows))
             st.plotly_chart(confusion_fig(bres), key=k(f"confusion.{job.id}"), width="stretch")
             st.dataframe(batch_table(bres), hide_index=True, key=k(f"table.{job.id}"))
+            record_once(k("recorded"), f"{P}:batch:{job.id}", lambda: batch_report(bres, {
+                t("sentence_pair.in.model"): bres.checkpoint, t("sentence_pair.rows"): len(bres.rows),
+                t("sentence_pair.in.threshold"): f"{bres.threshold:.2f}"}))
 
         if state.job_ids(P):
             job_panel(state.job_ids(P)[-1], show_batch, key=k("batch"))
+
+urlstate.publish()  # values first created in this run (the defaults) join the link too

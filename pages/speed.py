@@ -1,57 +1,95 @@
-"""Speed: latency and throughput of each family's base architecture, measured in a background job."""
+"""Speed: latency and throughput of each family's base architecture, measured in a background job.
+
+The shape and families live in the URL (a link restores them; it never starts a measurement by itself);
+each finished measurement goes to the session report."""
 import pandas as pd
 import streamlit as st
 
-from app import state
+from app import presenter, state, urlstate
+from app.i18n import t, t_or
 from app.jobs_ui import job_panel, runner
-from app.render import speed_chart, throughput_chart
-from core.bench import SpeedConfig, measure_speed
+from app.render import record_once, speed_chart, throughput_chart
+from core.bench import SEED_CLAIMS, SpeedConfig, measure_speed
 from core.models import FAMILIES
 
-st.title("Speed")
-st.caption("Each family's **base** architecture with **random weights of the real config** — timing does not "
-           "depend on the weight values. Measured on this server's device, round-robin, median of the rounds.")
+SEQ_LENS = (16, 32, 64, 128, 256, 512)
+BATCHES = (1, 2, 4, 8, 16, 32, 64)
+DEFAULTS = {"speed.seq": 128, "speed.batch": 8, "speed.reps": 5, "speed.families": list(FAMILIES)}
+FIELDS = (urlstate.Field("speed.seq", "int", choices=SEQ_LENS), urlstate.Field("speed.batch", "int", choices=BATCHES),
+          urlstate.Field("speed.reps", "int", lo=1, hi=50),
+          urlstate.Field("speed.families", "strs", choices=tuple(FAMILIES)))
+
+st.title(t("speed.title"))
+st.caption(t("speed.intro"))
+urlstate.bind(FIELDS)
 spec = state.current_spec()
 device = spec.device if spec else "auto"
+for key, value in DEFAULTS.items():
+    st.session_state.setdefault(key, list(value) if isinstance(value, list) else value)
 
 with st.form("speed.form"):
-    c1, c2, c3 = st.columns(3)
-    seq = c1.select_slider("Sequence length", [16, 32, 64, 128, 256, 512], value=128, key="speed.seq")
-    batch = c2.select_slider("Batch", [1, 2, 4, 8, 16, 32, 64], value=8, key="speed.batch")
-    reps = c3.number_input("Rounds", 1, 50, 5, key="speed.reps")
-    fams = st.multiselect("Families", list(FAMILIES), default=list(FAMILIES), key="speed.families",
+    with presenter.settings():
+        c1, c2, c3 = st.columns(3)
+        seq = c1.select_slider(t("speed.seq"), SEQ_LENS, key="speed.seq")
+        batch = c2.select_slider(t("speed.batch"), BATCHES, key="speed.batch")
+        reps = c3.number_input(t("speed.reps"), 1, 50, key="speed.reps")
+    fams = st.multiselect(t("speed.families"), list(FAMILIES), key="speed.families",
                           format_func=lambda k: FAMILIES[k].label)
-    go = st.form_submit_button("Measure", type="primary")
+    go = st.form_submit_button(t("speed.measure"), type="primary")
 
 if go:
     try:
         cfg = SpeedConfig(families=tuple(fams), seq_len=int(seq), batch=int(batch), repeats=int(reps), device=device)
-        job = runner().submit("Speed", lambda ctx: measure_speed(cfg, ctx.progress),
+        job = runner().submit(t("speed.job_name"), lambda ctx: measure_speed(cfg, ctx.progress),
                               resource="gpu" if device == "cuda" else "cpu", owner=state.session_id())
         state.job_ids("speed").append(job.id)
     except ValueError as e:
         st.error(str(e))
 
 
+def _comparisons(res) -> pd.DataFrame:
+    """The seeds' speed claims whose two families were timed, against the measured speedup."""
+    timed = {r.family for r in res.rows}
+    return pd.DataFrame([{
+        t("speed.col.comparison"): t("speed.vs", fast=FAMILIES[fast].label, base=FAMILIES[base].label),
+        t("speed.col.measured"): f"{res.speedup(fast, base):.2f}×",
+        t("speed.col.claim"): t_or(f"speed.claim.{fast}_{base}", text),
+        t("speed.col.claimed"): f"~{claim:g}×",
+    } for (fast, base), (text, claim) in SEED_CLAIMS.items() if fast in timed and base in timed])
+
+
+def _rows(res) -> pd.DataFrame:
+    return pd.DataFrame([{t("speed.col.family"): r.label, t("speed.col.params"): round(r.params / 1e6, 1),
+                          t("speed.col.layers"): r.layers, t("speed.col.latency"): round(r.latency_ms, 1),
+                          t("speed.col.std"): round(r.latency_std_ms, 1),
+                          t("speed.col.throughput"): round(r.throughput, 1)} for r in res.rows])
+
+
 def show(job) -> None:
     res = job.result
-    st.success(f"Measured on {res.device} ({res.device_name}): batch {res.batch} × {res.seq_len} tokens, "
-               f"{res.repeats} rounds, in {job.elapsed:,.1f}s.")
+    st.success(t("speed.measured", device=res.device, name=res.device_name, batch=res.batch, seq=res.seq_len,
+                 reps=res.repeats, s=f"{job.elapsed:,.1f}"))
     a, b = st.columns(2)
     a.plotly_chart(speed_chart(res), width="stretch", key=f"speed.lat.{job.id}")
     b.plotly_chart(throughput_chart(res), width="stretch", key=f"speed.thr.{job.id}")
-    st.subheader("Against the seeds' claims")
-    st.dataframe(pd.DataFrame([{"comparison": pair, "measured speedup": f"{m:.2f}×", "seeds claim": text,
-                                "claimed": f"~{c:g}×"} for pair, m, text, c in res.comparisons()]),
-                 hide_index=True, width="stretch")
-    st.dataframe(pd.DataFrame([{"family": r.label, "params (M)": round(r.params / 1e6, 1), "layers": r.layers,
-                                "ms / batch": round(r.latency_ms, 1), "± ms": round(r.latency_std_ms, 1),
-                                "sequences / s": round(r.throughput, 1)} for r in res.rows]),
-                 hide_index=True, width="stretch")
+    st.subheader(t("speed.against_claims"))
+    comparisons, rows = _comparisons(res), _rows(res)
+    st.dataframe(comparisons, hide_index=True, width="stretch")
+    st.dataframe(rows, hide_index=True, width="stretch")
+    record_once("speed.recorded", f"speed:{job.id}", lambda: dict(
+        page=t("nav.speed"), title=t("speed.report_title", device=res.device_name),
+        inputs={t("speed.in.families"): ", ".join(r.label for r in res.rows), t("speed.seq"): res.seq_len,
+                t("speed.batch"): res.batch, t("speed.reps"): res.repeats, t("speed.in.device"): res.device},
+        rows=rows.to_dict("records"),
+        text=" · ".join(t("speed.report_cmp", pair=c[0], measured=c[1], claimed=c[3])
+                        for c in comparisons.itertuples(index=False)),
+        figures=[speed_chart(res), throughput_chart(res)]))
 
 
 ids = state.job_ids("speed")
 if ids:
     job_panel(ids[-1], show, key="speed")
 else:
-    st.info("Choose the shape and press **Measure**. Four base-size models take a few seconds to a minute on a CPU.")
+    st.info(t("speed.hint"))
+
+urlstate.publish()  # values first created in this run (the defaults) join the link too

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from core.models import FAMILIES, mlm_head, pair_head_module
+from core.models import BUILD_LOCK, FAMILIES, mlm_head, pair_head_module
 from core.tokenizer_build import bert_uncased_tokenizer, minilm_folder, save_tokenizer, train_tokenizer
 
 SIZES: dict[str, dict[str, int]] = {
@@ -69,7 +69,8 @@ def bert_from_minilm():
     import transformers
 
     transformers.logging.set_verbosity_error()
-    model = transformers.BertForPreTraining.from_pretrained(str(minilm_folder()), use_safetensors=True,
+    with BUILD_LOCK:
+        model = transformers.BertForPreTraining.from_pretrained(str(minilm_folder()), use_safetensors=True,
                                                             dtype=torch.float32)
     model.config.architectures = ["BertForPreTraining"]
     model.tie_weights()
@@ -198,7 +199,9 @@ def roberta_from_minilm(tokenizer):
     padding offset, with token-type 0 folded in. The MLM head is fresh."""
     import transformers
 
-    minilm = transformers.BertModel.from_pretrained(str(minilm_folder()), use_safetensors=True, dtype=torch.float32)
+    with BUILD_LOCK:
+        minilm = transformers.BertModel.from_pretrained(str(minilm_folder()), use_safetensors=True,
+                                                        dtype=torch.float32)
     bert_tok = bert_uncased_tokenizer()
     mc = minilm.config
     cfg = transformers.RobertaConfig(
@@ -246,13 +249,16 @@ def _transferred_embeddings(tokenizer, kind: str, minilm, bert_tok) -> torch.Ten
     return out
 
 
-def albert_from_minilm(tokenizer, embedding_size: int = 128, layers: int = 6, shared_from: int = 2):
+def albert_from_minilm(tokenizer, embedding_size: int = 128, layers: int = 6, shared_from: int = 2,
+                       residual_scale: float = 0.5, embedding_scale: float = 1.0):
     """An ALBERT (E=128 < H=384, one layer shared across ``layers`` of depth) started from MiniLM: Unigram
     embeddings transferred from its WordPiece ones and factorized by PCA (V x E, then E x H), and the shared
     layer initialised from MiniLM layer ``shared_from``. MLM and SOP heads are fresh."""
     import transformers
 
-    minilm = transformers.BertModel.from_pretrained(str(minilm_folder()), use_safetensors=True, dtype=torch.float32)
+    with BUILD_LOCK:
+        minilm = transformers.BertModel.from_pretrained(str(minilm_folder()), use_safetensors=True,
+                                                        dtype=torch.float32)
     bert_tok = bert_uncased_tokenizer()
     mc = minilm.config
     cfg = transformers.AlbertConfig(
@@ -268,9 +274,11 @@ def albert_from_minilm(tokenizer, embedding_size: int = 128, layers: int = 6, sh
         mean = words.mean(0)
         _, _, vt = torch.linalg.svd(words - mean, full_matrices=False)
         proj = vt[:embedding_size].T  # (H, E), orthonormal columns
-        ae.word_embeddings.weight.copy_((words - mean) @ proj)
-        ae.position_embeddings.weight.copy_((me.position_embeddings.weight + mean) @ proj)
-        ae.token_type_embeddings.weight.copy_(me.token_type_embeddings.weight @ proj)
+        # all three scaled alike, so the embedding LayerNorm's output is unchanged; the MLM decoder (tied to the
+        # word embeddings) gets logits ``embedding_scale`` times larger
+        ae.word_embeddings.weight.copy_((words - mean) @ proj * embedding_scale)
+        ae.position_embeddings.weight.copy_((me.position_embeddings.weight + mean) @ proj * embedding_scale)
+        ae.token_type_embeddings.weight.copy_(me.token_type_embeddings.weight @ proj * embedding_scale)
         # E-space LayerNorm leaves norm sqrt(E); scale back to H-space's sqrt(H), then MiniLM's LN affine
         gamma, beta = me.LayerNorm.weight, me.LayerNorm.bias
         mapping = model.albert.encoder.embedding_hidden_mapping_in
@@ -286,6 +294,12 @@ def albert_from_minilm(tokenizer, embedding_size: int = 128, layers: int = 6, sh
         s.ffn.load_state_dict(t.intermediate.dense.state_dict())
         s.ffn_output.load_state_dict(t.output.dense.state_dict())
         s.full_layer_layer_norm.load_state_dict(t.output.LayerNorm.state_dict())
+        # One MiniLM layer applied ``layers`` times pulls every token to the same vector (mean cosine between
+        # positions 0.34 -> 0.99 after 6 uses), and MLM then cannot leave the unigram guess. Scaling the two
+        # branches that write into the residual stream keeps each use a small step, so tokens stay apart.
+        for lin in (s.attention.dense, s.ffn_output):
+            lin.weight.mul_(residual_scale)
+            lin.bias.mul_(residual_scale)
         if minilm.pooler is not None:
             model.albert.pooler.load_state_dict(minilm.pooler.dense.state_dict())
     model.tie_weights()

@@ -18,7 +18,7 @@ from typing import Callable
 
 import torch
 
-from core.models import FAMILIES, resolve_device
+from core.models import BUILD_LOCK, FAMILIES, resolve_device
 from core.pretrain import build
 from core.pretrain.corpus import CORPUS_DIR, HELDOUT_FILE, CorpusError, check_documents, held_out, load_documents
 from core.pretrain.data import Instance, collate, make_instances, pad, special_mask, tokenize_documents
@@ -242,8 +242,9 @@ def pretrain(cfg: PretrainConfig, on_step: Callable[[dict], None] | None = None,
     # 3. tokenizer: the family's own kind (reused on resume so ids stay the same)
     teacher = None
     if cfg.teacher:
-        teacher = build.pretraining_class("bert").from_pretrained(cfg.teacher, use_safetensors=True,
-                                                                  dtype=torch.float32).to(device).eval()
+        with BUILD_LOCK:  # see core.models.BUILD_LOCK: one model build at a time per process
+            teacher = build.pretraining_class("bert").from_pretrained(cfg.teacher, use_safetensors=True,
+                                                                      dtype=torch.float32).to(device).eval()
         tokenizer = transformers.AutoTokenizer.from_pretrained(cfg.teacher)
         tokenizer.model_input_names = ["input_ids", "attention_mask"]
         tokenizer.save_pretrained(str(out))
@@ -258,16 +259,19 @@ def pretrain(cfg: PretrainConfig, on_step: Callable[[dict], None] | None = None,
 
     # 4. model: fresh config, the MiniLM start, or the student cut from its teacher
     torch.manual_seed(cfg.seed)
-    if teacher is not None:
-        model = build.distil_student(teacher, cfg.student_layers)
-    elif cfg.init == "minilm":
-        model = {"bert": lambda: build.bert_from_minilm(), "roberta": lambda: build.roberta_from_minilm(tokenizer),
-                 "albert": lambda: build.albert_from_minilm(tokenizer)}[cfg.family]()
-    elif cfg.init != "scratch":
-        model = build.pretraining_class(cfg.family).from_pretrained(cfg.init, use_safetensors=True, dtype=torch.float32)
-    else:
-        model = build.pretraining_class(cfg.family)(build.new_config(cfg.family, cfg.size, tokenizer))
-        model.config.architectures = [type(model).__name__]
+    with BUILD_LOCK:  # a fresh model built while another thread loads would skip its weight init
+        if teacher is not None:
+            model = build.distil_student(teacher, cfg.student_layers)
+        elif cfg.init == "minilm":
+            model = {"bert": lambda: build.bert_from_minilm(),
+                     "roberta": lambda: build.roberta_from_minilm(tokenizer),
+                     "albert": lambda: build.albert_from_minilm(tokenizer)}[cfg.family]()
+        elif cfg.init != "scratch":
+            model = build.pretraining_class(cfg.family).from_pretrained(cfg.init, use_safetensors=True,
+                                                                        dtype=torch.float32)
+        else:
+            model = build.pretraining_class(cfg.family)(build.new_config(cfg.family, cfg.size, tokenizer))
+            model.config.architectures = [type(model).__name__]
     model.to(device).train()
     params = sum(p.numel() for p in model.parameters())
 

@@ -55,26 +55,32 @@ COMMON = dict(batch_size=16, max_len=64, eval_every=100, eval_instances=64, chec
               fp16_export=True)
 
 
-STAGE1_LOG = "pretrain_log.stage1.json"
+STAGE_LOG = "pretrain_log.stage{}.json"  # the logs of the stages before the last (the last is pretrain_log.json)
+
+
+def _stages(name: str) -> list[dict]:
+    then = RECIPES[name].get("then") or []
+    return [then] if isinstance(then, dict) else list(then)
 
 
 def train_recipe(name: str, out_root: Path, threads: int | None = None):
-    """Train one bundled model; a recipe with ``then`` continues from its first stage with those overrides
-    (a fresh schedule and seed: new static masks, like BERT's duplicated data with different masks)."""
+    """Train one bundled model; a recipe with ``then`` (one dict of overrides, or a list of them) continues from
+    the previous stage with each in turn (a fresh schedule and seed: new static masks, like BERT's duplicated
+    data with different masks)."""
     from dataclasses import replace
 
     cfg = recipe_config(name, out_root, threads)
-    then = RECIPES[name].get("then")
-    first = None
-    if then:
-        first = replace(cfg, out=str(out_root / f"_{name}-stage1"))
-        pretrain(first, on_step=_printer(f"{name} (stage 1)", first.steps))
-        cfg = replace(cfg, init=first.out, **then)
+    earlier: list = []
+    for i, overrides in enumerate(_stages(name), start=1):
+        stage = replace(cfg, out=str(out_root / f"_{name}-stage{i}"))
+        pretrain(stage, on_step=_printer(f"{name} (stage {i})", stage.steps))
+        earlier.append(stage)
+        cfg = replace(cfg, init=stage.out, **overrides)
     report = pretrain(cfg, on_step=_printer(name, cfg.steps))
     shutil.rmtree(Path(cfg.out) / "checkpoint", ignore_errors=True)
-    if first is not None:
-        shutil.copy(Path(first.out) / LOG_FILE, Path(cfg.out) / STAGE1_LOG)
-        shutil.rmtree(first.out, ignore_errors=True)
+    for i, stage in enumerate(earlier, start=1):
+        shutil.copy(Path(stage.out) / LOG_FILE, Path(cfg.out) / STAGE_LOG.format(i))
+        shutil.rmtree(stage.out, ignore_errors=True)
     return report
 
 
@@ -123,8 +129,8 @@ def measure(folder: Path, family: str) -> dict:
     """Load the folder through the registry and measure it on the whole held-out split."""
     loaded = load(ModelSpec(family, str(folder), device="cpu"), task="pretraining")
     log = json.loads((folder / LOG_FILE).read_text())
-    if (folder / STAGE1_LOG).exists():
-        log["stage1"] = json.loads((folder / STAGE1_LOG).read_text())
+    log["earlier"] = [json.loads((folder / STAGE_LOG.format(i)).read_text())
+                      for i in range(1, 100) if (folder / STAGE_LOG.format(i)).exists()]
     train, heldout = _instances(log["config"], loaded.tokenizer, family)
     ev = evaluate(loaded.model, family, loaded.tokenizer, heldout, unigram_top(train, loaded.tokenizer))
     ev["forward_ms_16x"] = round(_forward_ms(loaded.model, family, loaded.tokenizer, heldout), 1)
@@ -175,9 +181,9 @@ def write_card(name: str, out_root: Path, bert_measure: dict | None = None, make
         "weights_dtype": "float16 on disk, loaded as float32",
         "corpus": {"path": "assets/corpus", "train_words": manifest["train"]["words"],
                    "heldout_words": manifest["heldout"]["words"], "sources": list(manifest["sources"])},
-        "training": {"steps": log["steps"] + log.get("stage1", {}).get("steps", 0), "batch_size": cfg["batch_size"],
+        "training": {"steps": log["steps"] + sum(e["steps"] for e in log["earlier"]), "batch_size": cfg["batch_size"],
                      "max_len": cfg["max_len"], "lr": cfg["lr"], "head_lr": cfg.get("head_lr"), "seed": cfg["seed"],
-                     "wall_s": round(log["wall_s"] + log.get("stage1", {}).get("wall_s", 0), 1),
+                     "wall_s": round(log["wall_s"] + sum(e["wall_s"] for e in log["earlier"]), 1),
                      "setup_s": log.get("setup_s"),
                      "resumed_from_step": log.get("resumed_from", 0), "hardware": _hardware(),
                      "threads": cfg.get("threads"), "torch": torch.__version__,
@@ -185,13 +191,10 @@ def write_card(name: str, out_root: Path, bert_measure: dict | None = None, make
         "heldout": {k: (round(v, 4) if isinstance(v, float) else v) for k, v in ev.items()},
     }
     card["heldout"]["top5_vs_unigram"] = round(ev["mlm_top5"] / max(ev["unigram_top5"], 1e-9), 2)
-    if "stage1" in log:
-        s1 = log["stage1"]["config"]
+    if log["earlier"]:
         card["training"]["stages"] = [
-            {"steps": log["stage1"]["steps"], "lr": s1["lr"], "head_lr": s1.get("head_lr"), "seed": s1["seed"],
-             "wall_s": log["stage1"]["wall_s"]},
-            {"steps": log["steps"], "lr": cfg["lr"], "head_lr": cfg.get("head_lr"), "seed": cfg["seed"],
-             "wall_s": log["wall_s"]}]
+            {"steps": g["steps"], "lr": g["config"]["lr"], "head_lr": g["config"].get("head_lr"),
+             "seed": g["config"]["seed"], "wall_s": g["wall_s"]} for g in [*log["earlier"], log]]
     if make_s is not None:
         card["training"]["make_models_s"] = round(make_s, 1)
     if family == "distilbert" and bert_measure is not None:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from app.bertviz_embed import VENDOR, VENDOR_SHA256, build_view, encode_weights, fit_payload, vendor_js
-from tests.app.conftest import new_app, page_path
+from tests.app.conftest import MAIN, new_app, page_path
 
 UNSAFE = '</script><script>alert(1)</script> "quoted" back\\slash é 中文 ☃'
 
@@ -127,6 +127,93 @@ def test_token_range_and_filters(use_tiny_zoo):
     assert hm["data"][0]["x"] == [2, 3, 4, 5] and "layer 1, head 0" in _titles(at)
     at.multiselect(key="attention.heads").set_value([]).run()
     assert any("at least one layer and one head" in w.value for w in at.warning)
+
+
+# ---------------------------------------------------------------------------------------------- workshop
+def _link(params: dict, state: dict | None = None):
+    """A fresh session opening the Attention page from a link (its first run is that page, as in a browser)."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(MAIN, default_timeout=120)
+    at.query_params.update(params)
+    for k, v in (state or {}).items():
+        at.session_state[k] = v
+    at.switch_page(page_path("attention")).run()
+    assert not at.exception, at.exception
+    return at
+
+
+def _summary(at) -> str:
+    return next(c.value for c in at.caption if "layers ×" in c.value or "层 ×" in c.value)
+
+
+def test_link_opens_the_same_view(use_tiny_zoo):
+    text = "one two three four five six seven"
+    by_hand = _submit(_open(), text)
+    at = _link({"attention.text": text, "attention.range": "1,5", "attention.layers": "1",
+                "attention.heads": "0,2", "attention.layer": "1", "attention.head": "2", "attention.view": "model",
+                "attention.stat": "distance", "attention.threshold": "0.25"})
+    assert not at.error and not at.warning, [w.value for w in at.warning]
+    assert at.text_area(key="attention.text").value == text
+    assert _summary(at) == _summary(by_hand)  # the attention of that text, not of the default one
+    assert at.slider(key="attention.range").value == (1, 5)
+    assert at.multiselect(key="attention.layers").value == [1] and at.multiselect(key="attention.heads").value == [0, 2]
+    assert at.selectbox(key="attention.head").value == 2
+    assert at.get("segmented_control")[0].value == "model"
+    assert at.slider(key="attention.threshold").value == 0.25
+    hm = _figure(at, "layer 1, head 2")
+    assert hm["data"][0]["x"] == [1, 2, 3, 4]
+    assert "mean attention distance (tokens)" in _titles(at)
+    assert at.query_params["attention.range"] == "1,5" and at.query_params["attention.head"] == "2"
+
+
+def test_link_with_a_pair(use_tiny_zoo):
+    at = _link({"attention.text": "The cat sat.", "attention.pair": "1", "attention.text_b": "It slept."})
+    assert not at.error
+    by_hand = _submit(_open(), "The cat sat.", pair=True, text_b="It slept.")
+    assert _summary(at) == _summary(by_hand)
+    assert at.checkbox(key="attention.pair").value is True
+
+
+def test_bad_link_values_fall_back(use_tiny_zoo):
+    at = _link({"attention.text": "a short text", "attention.layers": "0,7", "attention.range": "4,2",
+                "attention.view": "neuron", "attention.threshold": "3"})
+    notice = " ".join(w.value for w in at.warning)
+    for name in ("attention.layers", "attention.range", "attention.view", "attention.threshold"):
+        assert name in notice, notice
+    assert at.multiselect(key="attention.layers").value == [0, 1]
+    assert at.slider(key="attention.range").value[0] == 0
+    assert at.get("segmented_control")[0].value == "head"
+    assert at.text_area(key="attention.text").value == "a short text"
+
+
+def test_page_in_chinese(use_tiny_zoo):
+    at = _link({"lang": "zh"})
+    assert at.title[0].value == "注意力（Attention）"
+    assert [tab.label for tab in at.tabs][1] == "热力图"
+    assert "第 0 层，第 0 个头" in _titles(at) and "熵（比特）" in _titles(at)
+    assert "2 层 × 4 个头" in _summary(at)
+    assert not at.error
+
+
+def test_presenter_view_folds_the_settings(use_tiny_zoo):
+    at = _link({"present": "1"})
+    assert not at.error
+    labels = [e.label for e in at.expander]
+    assert "Settings" in labels and "Token range, layers and heads" not in labels
+    assert at.multiselect(key="attention.layers").value == [0, 1]  # still there, folded away
+
+
+def test_result_lands_in_the_report(use_tiny_zoo):
+    at = _submit(_open(), "The report keeps this.")
+    at.selectbox(key="attention.layer").set_value(1).run()
+    entries = list(at.session_state["report.entries"].values())
+    mine = [e for e in entries if e.entry_id.startswith("attention:")]
+    assert len(mine) == 2  # the default text and this one; redrawing replaced rather than added
+    e = mine[-1]
+    assert e.page == "Attention" and "The report keeps this." in e.inputs.values()
+    assert "layer 1, head 0" in e.inputs.values() and len(e.figures) == 2
+    assert json.loads(e.figures[0])["layout"]["title"]["text"] == "layer 1, head 0"
 
 
 # ---------------------------------------------------------------------------------------------- embed

@@ -57,7 +57,7 @@ def test_mask_target_runs_and_colours_tokens(use_tiny_zoo, fam):
     assert any("Explaining" in m.value for m in at.markdown)
     charts = at.get("plotly_chart")
     assert len(charts) == 4  # bar, methods side by side, rank correlation, per-layer heatmap
-    assert len(at.get("download_button")) == 2
+    assert len([b for b in at.get("download_button") if b.key.startswith("attribution.")]) == 2
 
 
 def test_pair_target_and_family_without_pair_head(use_tiny_zoo):
@@ -114,3 +114,100 @@ def test_batch_tab_needs_a_file(use_tiny_zoo):
     at = _page()
     _click(at, "Explain all rows")
     assert "Upload a CSV" in _errors(at)
+
+
+# ---------------------------------------------------------------------------------------------- workshop
+def _link(params: dict, state: dict | None = None):
+    """A fresh session opening the Attributions page from a link (its first run is that page, as in a browser)."""
+    from streamlit.testing.v1 import AppTest
+
+    from tests.app.conftest import MAIN
+
+    at = AppTest.from_file(MAIN, default_timeout=120)
+    at.query_params.update(params)
+    for k, v in (state or {}).items():
+        at.session_state[k] = v
+    at.switch_page(page_path(P)).run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_link_runs_the_attribution(use_tiny_zoo):
+    text = "Paris is the [MASK] of France."
+    at = _link({f"{P}.text.mask": text, f"{P}.one.methods": "lig,occlusion", f"{P}.one.baseline": "zeros",
+                f"{P}.one.n_steps": "8"})
+    assert not at.warning and not at.error, ([w.value for w in at.warning], _errors(at))
+    assert at.text_area(key=f"{P}.text.mask").value == text
+    assert at.multiselect(key=f"{P}.one.methods").value == ["lig", "occlusion"]
+    assert at.selectbox(key=f"{P}.one.baseline").value == "zeros" and at.number_input(key=f"{P}.one.n_steps").value == 8
+    _finish(at)  # the link started the same job the button would have started
+    assert any("Explaining" in m.value for m in at.markdown)
+    assert len(at.get("plotly_chart")) == 3
+    job_id = at.session_state[f"{P}.attribution.job"]
+    at.run()  # reruns of the linked view do not start it again
+    assert at.session_state[f"{P}.attribution.job"] == job_id
+    assert at.query_params[f"{P}.one.methods"] == "lig,occlusion"
+    entries = [e for e in at.session_state["report.entries"].values() if e.entry_id.startswith("attribution:")]
+    assert len(entries) == 1
+    e = entries[0]
+    assert text in e.inputs.values() and "zero vector" in e.inputs.values()
+    res = runner().get(job_id).result
+    assert [r["token"] for r in e.rows] == list(res.tokens) and e.rows[0]["token"] == "[CLS]"
+    assert e.rows[1]["Occlusion"] == f"{res.method('occlusion').scores[1]:+.4f}"
+    assert set(e.rows[0]) == {"token", "Layer Integrated Gradients", "Occlusion"}
+    assert len(e.figures) == 3  # bar chart, methods side by side, rank correlation
+
+
+def test_link_starts_only_what_the_button_would(use_tiny_zoo):
+    at = _link({f"{P}.text.mask": "no mask in this text"})
+    assert "has no mask" in _errors(at)
+    assert f"{P}.attribution.job" not in at.session_state
+
+
+def test_link_with_a_pair_target_and_class(use_tiny_zoo):
+    at = _link({"family": "albert", f"{P}.target": "pair", f"{P}.text.pair": "She opened the door.",
+                f"{P}.text_b": "It creaked.", f"{P}.one.class": "1", f"{P}.one.methods": "saliency"})
+    assert not at.warning, [w.value for w in at.warning]
+    assert at.selectbox(key=f"{P}.one.class").value == 1
+    _finish(at)
+    assert "SOP" in " ".join(m.value for m in at.markdown)
+
+
+def test_bad_link_values_fall_back(use_tiny_zoo):
+    at = _link({f"{P}.one.n_steps": "5000", f"{P}.one.methods": "lig,magic", f"{P}.target": "nope"})
+    notice = " ".join(w.value for w in at.warning)
+    assert f"{P}.one.n_steps" in notice and f"{P}.one.methods" in notice and f"{P}.target" in notice, notice
+    assert at.number_input(key=f"{P}.one.n_steps").value == 50
+    assert at.multiselect(key=f"{P}.one.methods").value == ["lig", "saliency", "ixg", "occlusion"]
+    assert at.radio(key=f"{P}.target").value == "mask"
+    assert f"{P}.attribution.job" not in at.session_state  # nothing valid came from the link: nothing runs
+
+
+def test_page_in_chinese(use_tiny_zoo):
+    at = _link({"lang": "zh", f"{P}.one.methods": "saliency"})
+    assert at.title[0].value == "归因（Attribution）" and not at.error
+    assert at.radio(key=f"{P}.target").options[0] == "被遮盖的词（[MASK]）"
+    assert "显著性（Saliency）" in at.multiselect(key=f"{P}.one.methods").options
+    assert [b.label for b in at.button if b.label == "解释"]
+    job = runner().get(at.session_state[f"{P}.attribution.job"])  # the link started it
+    runner().wait(job, timeout=120)
+    assert job.status == "done", job.error
+    # AppTest formats the sidebar's options again between runs, outside the session (so in English): rerun
+    # this session from an English run, then switch it to Chinese.
+    at = _page()
+    at.multiselect(key=f"{P}.one.methods").set_value(["saliency", "occlusion"])
+    _finish(_click(at, "Explain"))
+    at.session_state["ui.lang"] = "zh"
+    at.run()
+    assert not at.exception, at.exception
+    assert any("解释的是" in m.value for m in at.markdown) and not at.error
+    assert "各方法并排比较" in [h.value for h in at.subheader]
+
+
+def test_presenter_view_folds_the_settings(use_tiny_zoo):
+    at = _link({"present": "1"})
+    assert not at.error
+    assert "Settings" in [e.label for e in at.expander]
+    _click(at, "Explain")
+    _finish(at)
+    assert any("Explaining" in m.value for m in at.markdown)

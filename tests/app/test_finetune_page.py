@@ -86,7 +86,7 @@ def test_failing_run_shows_error_and_keeps_finished_run(at):
 
 
 def test_upload_column_choice_and_bad_files(at):
-    at.radio(key="finetune.source").set_value("Upload CSV / TSV / JSONL").run()
+    at.radio(key="finetune.source").set_value("upload").run()
     rows = "review\tstars\n" + "".join(f"text number {i}\t{i % 2 + 1}\n" for i in range(20))
     at.file_uploader(key="finetune.upload").set_value(("toy.tsv", rows.encode(), "text/tab-separated-values")).run()
     assert not at.exception, at.exception
@@ -107,6 +107,125 @@ def test_upload_column_choice_and_bad_files(at):
 
 
 def test_glue_offline_says_so(at):
-    at.radio(key="finetune.source").set_value("GLUE (needs the Hub)").run()
+    at.radio(key="finetune.source").set_value("glue").run()
     assert any("Offline" in w.value for w in at.warning)
     assert not at.exception
+
+
+# ---------------------------------------------------------------------------------------------- workshop mode
+def _open(params: dict[str, str]):
+    from streamlit.testing.v1 import AppTest
+
+    from tests.app.conftest import MAIN
+
+    app = AppTest.from_file(MAIN, default_timeout=120)
+    for k, v in params.items():
+        app.query_params[k] = v
+    app.switch_page(page_path("finetune")).run()
+    assert not app.exception, app.exception
+    return app
+
+
+def _param(at, name: str):
+    value = at.query_params[name]
+    return value[0] if isinstance(value, list) else value
+
+
+@pytest.fixture()
+def env(use_tiny_zoo, tmp_path, monkeypatch):
+    monkeypatch.setenv("ENCODERLAB_RUNS", str(tmp_path / "runs"))
+    monkeypatch.setattr("core.datasets_local.hub_reachable", lambda *a, **k: False)
+    monkeypatch.setattr("app.render_finetune.hub_reachable", lambda *a, **k: False)
+
+
+def test_the_page_in_chinese(env):
+    from app.i18n import catalog
+
+    at = _open({"lang": "zh"})
+    zh = catalog()
+    assert at.title[0].value == zh["finetune.title"]["zh"]
+    assert zh["finetune.source.wordnet"]["zh"] in at.radio(key="finetune.source").options
+    assert zh["finetune.no_runs"]["zh"] in _texts(at)
+    assert at.button(key="FormSubmitter:finetune.form-" + zh["finetune.start"]["zh"])
+    assert at.radio(key="finetune.source").value == "drugreview"  # values stay language-independent
+
+
+def test_a_link_restores_data_and_hyperparameters_but_starts_nothing(env):
+    before = len(runner().jobs())
+    at = _open({"finetune.source": "wordnet", "finetune.lr": "0.001", "finetune.epochs": "5",
+                "finetune.batch": "32", "finetune.max_len": "64", "finetune.warmup": "0.2", "finetune.wd": "0.05",
+                "finetune.clip": "0.5", "finetune.pooling": "mean", "finetune.freeze_emb": "1",
+                "finetune.freeze_n": "1", "finetune.seed": "7", "finetune.patience": "0", "finetune.evals": "2",
+                "finetune.rows": "48", "finetune.test_rows": "24", "finetune.max_steps": "9"})
+    assert at.radio(key="finetune.source").value == "wordnet"
+    assert "WordNet" in _texts(at) and "300" in _texts(at)
+    assert at.select_slider(key="finetune.lr").value == 1e-3
+    assert at.number_input(key="finetune.epochs").value == 5
+    assert at.select_slider(key="finetune.batch").value == 32
+    assert at.select_slider(key="finetune.max_len").value == 64
+    assert at.number_input(key="finetune.warmup").value == 0.2
+    assert at.number_input(key="finetune.wd").value == 0.05
+    assert at.number_input(key="finetune.clip").value == 0.5
+    assert at.radio(key="finetune.pooling").value == "mean"
+    assert at.checkbox(key="finetune.freeze_emb").value is True
+    assert [at.number_input(key=f"finetune.{k}").value for k in ("freeze_n", "seed", "patience", "evals", "rows",
+                                                                   "test_rows", "max_steps")] == [1, 7, 0, 2, 48, 24, 9]
+    assert any("Nothing runs until" in i.value for i in at.info)
+    # A link never starts a run by itself.
+    assert len(runner().jobs()) == before and "No runs yet" in _texts(at)
+    at.run()
+    assert len(runner().jobs()) == before and not at.session_state["finetune.runs"]
+    # The address bar keeps following the widgets.
+    at.number_input(key="finetune.epochs").set_value(4)
+    at.button(key="FormSubmitter:finetune.form-Start fine-tuning").click().run()
+    _wait_all_jobs()
+    at.run()
+    assert _param(at, "finetune.epochs") == "4" and _param(at, "finetune.source") == "wordnet"
+
+
+def test_a_bad_link_value_falls_back_with_a_notice(env):
+    at = _open({"finetune.batch": "7", "finetune.lr": "0.5", "finetune.source": "imdb", "finetune.epochs": "12"})
+    warning = " ".join(w.value for w in at.warning)
+    assert "`finetune.batch`" in warning and "`finetune.lr`" in warning and "`finetune.source`" in warning
+    assert at.select_slider(key="finetune.batch").value == 16
+    assert at.select_slider(key="finetune.lr").value == 3e-5
+    assert at.radio(key="finetune.source").value == "drugreview"
+    assert at.number_input(key="finetune.epochs").value == 12  # the good value in the same link is kept
+
+
+def test_presenter_view_folds_the_advanced_hyperparameters(env):
+    from app.i18n import catalog
+
+    at = _open({"present": "1"})
+    settings = [e for e in at.expander if e.label == catalog()["presenter.settings"]["en"]]
+    assert settings, [e.label for e in at.expander]
+    inside = {w.key for w in settings[0].number_input} | {w.key for w in settings[0].select_slider}
+    assert {"finetune.warmup", "finetune.wd", "finetune.clip", "finetune.seed", "finetune.max_len"} <= inside
+    assert "finetune.lr" not in inside  # the first row and the data picker stay in view
+    assert at.radio(key="finetune.source") and at.button(key="FormSubmitter:finetune.form-Start fine-tuning")
+
+
+def test_a_finished_run_and_a_prediction_go_into_the_report(env):
+    at = _open({})
+    _start_tiny(at)
+    _wait_all_jobs()
+    at.run()
+    assert not at.exception, at.exception
+    entries = at.session_state["report.entries"]
+    job_ids = [r["job_id"] for r in at.session_state["finetune.runs"]]
+    entry = entries[f"finetune:{job_ids[0]}"]
+    assert entry.inputs["Model"] == "encoderlab/bert-mini"
+    assert entry.inputs["Learning rate"] == "1e-03" and entry.inputs["Max length (tokens)"] == "32"
+    assert entry.inputs["Rows used"] == "32 training, 12 held-out"
+    assert any(r["metric"] == "Held-out accuracy" for r in entry.rows)
+    assert len(entry.figures) == 2  # the curves and the confusion matrix
+    at.run()
+    assert len([k for k in at.session_state["report.entries"] if k.startswith("finetune:")]) == 1  # not again
+    at.text_area(key="finetune.try_text.run1-bert").set_value("This worked wonders for my pain.")
+    at.button(key="FormSubmitter:finetune.try.run1-bert-Classify").click().run()
+    assert not at.exception, at.exception
+    tries = [e for k, e in at.session_state["report.entries"].items() if k.startswith("finetune:try:")]
+    assert len(tries) == 1 and tries[0].inputs["Text"] == "This worked wonders for my pain."
+    assert tries[0].rows and tries[0].figures and tries[0].text.startswith("Predicted")
+    at.button(key="FormSubmitter:finetune.try.run1-bert-Classify").click().run()  # same text: replaced
+    assert len([k for k in at.session_state["report.entries"] if k.startswith("finetune:try:")]) == 1

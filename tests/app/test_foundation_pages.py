@@ -71,3 +71,107 @@ def test_speed_page_runs_a_background_job(use_tiny_zoo):
     assert any("Measured on" in s.value for s in at.success)
     cmp = at.dataframe[0].value
     assert "DistilBERT vs BERT" in list(cmp["comparison"])
+    (entry,) = [e for e in at.session_state["report.entries"].values() if e.entry_id == f"speed:{jobs[-1].id}"]
+    assert [r["family"] for r in entry.rows] == ["BERT", "DistilBERT"] and len(entry.figures) == 2
+    assert "DistilBERT vs BERT" in entry.text
+    at.run()
+    assert len([e for e in at.session_state["report.entries"].values() if e.entry_id.startswith("speed:")]) == 1
+
+
+# ---------------------------------------------------------------------------------------------- workshop features
+def _open(name: str, params: dict[str, str] | None = None, state: dict | None = None):
+    """A page opened from a link (query ``params``) or with session ``state`` set before it runs."""
+    at = _app()
+    for key, value in (params or {}).items():
+        at.query_params[key] = value
+    for key, value in (state or {}).items():
+        at.session_state[key] = value
+    at.switch_page(page_path(name)).run()
+    assert not at.exception, at.exception
+    return at
+
+
+def _entries(at) -> list:
+    return list(at.session_state["report.entries"].values()) if "report.entries" in at.session_state else []
+
+
+def test_family_texts_in_english_are_the_registry_texts():
+    """families.toml's English must not drift from core/models.py (pages fall back to the registry)."""
+    from app.i18n import catalog
+    from core.models import FAMILIES, PAIR_HEADS
+
+    cat = catalog()
+    for key, f in FAMILIES.items():
+        assert cat[f"families.{key}.summary"]["en"] == f.summary
+        assert cat[f"families.{key}.objectives"]["en"] == " + ".join(f.objectives)
+        assert cat[f"families.{key}.pair_head"]["en"] == (PAIR_HEADS[f.pair_head] if f.pair_head else "none")
+        assert cat[f"families.{key}.pair_head_note"]["en"] == f.pair_head_note
+        assert cat[f"families.{key}.position_embeddings"]["en"] == f.position_embeddings
+        for c in f.checkpoints:
+            if f"families.{key}.claims.{c.id}" in cat:
+                assert cat[f"families.{key}.claims.{c.id}"]["en"] == c.claim_note
+
+
+def test_home_in_chinese(use_tiny_zoo):
+    at = _open("home", state={"ui.lang": "zh"})
+    assert at.title[0].value == "EncoderLab"
+    assert [s.value for s in at.subheader][:2] == ["四个模型家族", "页面"]
+    df = at.dataframe[0].value
+    assert list(df["模型家族"]) == ["BERT", "RoBERTa", "ALBERT", "DistilBERT"]
+    assert df["句对头"].tolist() == ["下一句预测 (NSP)", "无", "句序预测 (SOP)", "无"]
+    assert "双向 Transformer 编码器" in df["核心思想"][0]
+    links = [p.proto.label for p in at.get("page_link")]
+    assert any(link.startswith("**完形填空（Fill-mask）** —— 预测被遮盖的词") for link in links), links
+    assert any("仅有 CPU" in i.value or "GPU" in i.value for i in list(at.info) + list(at.success))
+
+
+def test_home_page_links_have_their_help(use_tiny_zoo):
+    at = _app()
+    links = [p.proto.label for p in at.get("page_link")]
+    assert "**Models** — Parameter anatomy of ten official checkpoints, computed from their configs; " \
+           "ALBERT's factorization." in links
+
+
+def test_models_page_link_report_and_chinese(use_tiny_zoo):
+    at = _open("models", {"models.V": "50000", "models.E": "256"})
+    assert at.number_input(key="models.V").value == 50000 and at.number_input(key="models.E").value == 256
+    assert [m.value for m in at.metric][:2] == ["38.40M", "13.00M"]
+    titles = [e.title for e in _entries(at)]
+    assert titles == ["Parameter breakdown of the official checkpoints", "ALBERT's factorized embeddings"]
+    breakdown = _entries(at)[0]
+    assert len(breakdown.rows) == 10 and len(breakdown.figures) == 1
+    assert _entries(at)[1].inputs == {"V (vocabulary)": "50000", "H (hidden size)": "768", "E (embedding size)": "256"}
+    at.run()
+    assert len(_entries(at)) == 2  # shown again, not recorded again
+    bad = _open("models", {"models.H": "0"})
+    assert "not valid here" in " ".join(w.value for w in bad.warning)
+    assert bad.number_input(key="models.H").value == 768
+    zh = _open("models", state={"ui.lang": "zh"})
+    assert zh.title[0].value == "模型结构"
+    assert "仅为原来的 1/" in zh.metric[2].value
+    arch = zh.dataframe[1].value
+    assert arch["层间共享"].tolist().count("是（只有一层，反复使用）") == 3  # the three ALBERTs
+
+
+def test_speed_page_link_restores_without_measuring(use_tiny_zoo):
+    before = len(runner().jobs())
+    at = _open("speed", {"speed.seq": "32", "speed.batch": "2", "speed.reps": "3",
+                         "speed.families": "bert,albert"})
+    assert at.select_slider(key="speed.seq").value == 32 and at.select_slider(key="speed.batch").value == 2
+    assert at.number_input(key="speed.reps").value == 3
+    assert at.multiselect(key="speed.families").value == ["bert", "albert"]
+    assert len(runner().jobs()) == before  # a link never starts a measurement
+    bad = _open("speed", {"speed.seq": "100", "speed.families": "bert,gpt2"})
+    notice = " ".join(w.value for w in bad.warning)
+    assert "speed.seq" in notice and "speed.families" in notice
+    assert bad.select_slider(key="speed.seq").value == 128
+    assert bad.multiselect(key="speed.families").value == ["bert", "roberta", "albert", "distilbert"]
+
+
+def test_foundation_pages_in_presenter_view(use_tiny_zoo):
+    for name in ("home", "models", "speed"):
+        at = _open(name, state={"ui.present": True})
+        assert not at.exception, (name, at.exception)
+    assert "Settings" in [e.label for e in at.main.expander]  # Speed's shape, folded away
+    zh = _open("speed", state={"ui.lang": "zh"})
+    assert zh.title[0].value == "速度" and any("开始测量" in i.value for i in zh.info)

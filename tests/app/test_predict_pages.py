@@ -157,3 +157,184 @@ def test_sentence_pair_batch_csv_runs_as_a_job(use_tiny_zoo):
         at.text_area(key="sentence_pair.csv").set_value(csv)
         _submit(at, "Score all rows")
         assert fragment in _errors(at), (csv[:20], _errors(at))
+
+
+# ---------------------------------------------------------------------------------------------- workshop features
+def _linked(name: str, params: dict[str, str]):
+    """The page opened from a shared link: a session whose URL carries ``params`` it did not write itself."""
+    at = new_app()
+    for key, value in params.items():
+        at.query_params[key] = value
+    at.switch_page(page_path(name)).run()
+    assert not at.exception, at.exception
+    return at
+
+
+def _bars(chart) -> int:
+    import json
+
+    return len(json.loads(chart.proto.spec)["data"][0]["y"])
+
+
+def _title(chart) -> str:
+    import json
+
+    return json.loads(chart.proto.spec)["layout"]["title"]["text"]
+
+
+def _entries(at) -> list:
+    return list(at.session_state["report.entries"].values()) if "report.entries" in at.session_state else []
+
+
+def _chinese(monkeypatch):
+    """A session in 中文. AppTest formats widget options (format_func) outside the script run, where the
+    session's language cannot be read, so the test pins the language for those calls too."""
+    monkeypatch.setattr("app.i18n.lang", lambda: "zh")
+    at = new_app()
+    at.session_state["ui.lang"] = "zh"
+    return at
+
+
+def test_fill_mask_in_chinese(use_tiny_zoo, monkeypatch):
+    at = _chinese(monkeypatch)
+    at.switch_page(page_path("fill_mask")).run()
+    assert not at.exception, at.exception
+    assert at.title[0].value == "完形填空（Fill-mask）"
+    assert [tab.label for tab in at.tabs][:3] == ["输入 [MASK]", "遮盖一个词", "比较模型"]
+    assert at.text_area(key="fill_mask.text").label == "含 [MASK] 的文本（可以有多个）"
+    at.radio(key="fill_mask.type.strategy").set_value("iterative")
+    at.text_area(key="fill_mask.text").set_value("My [MASK] plays the [MASK] every evening.")
+    _submit(at, "预测")
+    assert not at.error, _errors(at)
+    assert any("**联合填充**（逐个填充，最有把握的先填）" in m.value for m in at.markdown)
+    assert "第 1 个 [MASK]" in _title(at.get("plotly_chart")[0])
+    word = at.selectbox(key="fill_mask.word")
+    assert word.options[0] == "The  （第 1 个词）"
+
+
+def test_fill_mask_link_restores_and_predicts_at_once(use_tiny_zoo):
+    at = _linked("fill_mask", {"fill_mask.text": "The [MASK] is blue.", "fill_mask.type.top_k": "7",
+                               "fill_mask.type.strategy": "iterative"})
+    assert at.text_area(key="fill_mask.text").value == "The [MASK] is blue."
+    assert at.slider(key="fill_mask.type.top_k").value == 7
+    assert at.radio(key="fill_mask.type.strategy").value == "iterative"
+    assert not at.error and not at.warning, (_errors(at), [w.value for w in at.warning])
+    assert any("Joint fill" in m.value for m in at.markdown)  # no click needed
+    charts = at.get("plotly_chart")
+    assert len(charts) == 1 and _bars(charts[0]) == 7
+    entries = _entries(at)
+    assert len(entries) == 1 and entries[0].inputs["top-k per mask"] == "7"
+    at.run()  # a rerun of the same link does not predict (or record) again
+    assert len(_entries(at)) == 1
+
+
+def test_fill_mask_bad_link_values_fall_back(use_tiny_zoo):
+    at = _linked("fill_mask", {"fill_mask.text": "A [MASK] fell.", "fill_mask.type.top_k": "999",
+                               "fill_mask.type.strategy": "sideways", "fill_mask.cmp_models": "bert|nope"})
+    notice = " ".join(w.value for w in at.warning)
+    assert "not valid here" in notice
+    assert all(p in notice for p in ("fill_mask.type.top_k", "fill_mask.type.strategy", "fill_mask.cmp_models"))
+    assert at.slider(key="fill_mask.type.top_k").value == 5
+    assert at.radio(key="fill_mask.type.strategy").value == "independent"
+    assert at.multiselect(key="fill_mask.cmp_models").value == ["bert|encoderlab/bert-mini",
+                                                                "roberta|encoderlab/roberta-mini"]
+    assert _bars(at.get("plotly_chart")[0]) == 5  # the text was good: it still predicts, with the default top-k
+    assert at.query_params["fill_mask.type.top_k"] == "5"  # the address bar now holds what is on screen
+
+
+def test_fill_mask_link_to_a_masked_word_and_a_comparison(use_tiny_zoo):
+    at = _linked("fill_mask", {"fill_mask.plain": "The embedding was unbelievable.", "fill_mask.word": "1",
+                               "fill_mask.word.top_k": "3",
+                               "fill_mask.cmp_models": "bert|encoderlab/bert-mini,albert|encoderlab/albert-mini",
+                               "fill_mask.cmp_text": "A [MASK] fell.", "fill_mask.cmp.top_k": "4"})
+    assert at.selectbox(key="fill_mask.word").value == 1
+    cap = " ".join(c.value for c in at.caption)
+    assert "Masked word **embedding** → 3 piece(s)" in cap
+    assert at.multiselect(key="fill_mask.cmp_models").value == ["bert|encoderlab/bert-mini",
+                                                                "albert|encoderlab/albert-mini"]
+    assert at.text_input(key="fill_mask.cmp_text").value == "A [MASK] fell."
+    assert at.slider(key="fill_mask.cmp.top_k").value == 4
+    _submit(at, "Compare")
+    kinds = sorted(e.entry_id.split(":")[1] for e in _entries(at))
+    assert kinds == ["compare", "word"]
+    cmp = next(e for e in _entries(at) if ":compare:" in e.entry_id)
+    assert {r["model"] for r in cmp.rows} == {"encoderlab/bert-mini", "encoderlab/albert-mini"}
+    assert all(len(r["top-k (piece probability)"].split(" · ")) == 4 for r in cmp.rows)
+
+
+def test_fill_mask_prediction_lands_in_the_report_and_the_url(use_tiny_zoo):
+    at = _page("fill_mask")
+    at.text_area(key="fill_mask.text").set_value("The embedding of the [MASK] was [MASK].")
+    at.slider(key="fill_mask.type.top_k").set_value(3)
+    _submit(at, "Predict")
+    (entry,) = _entries(at)
+    assert entry.page == "Fill-mask" and entry.entry_id.startswith("fill_mask:type:")
+    assert entry.inputs["model"] == "encoderlab/bert-mini"
+    assert entry.inputs["text"] == "The embedding of the [MASK] was [MASK]."
+    assert [r["mask"] for r in entry.rows] == [1, 2]
+    assert all(len(r["top-k (piece probability)"].split(" · ")) == 3 for r in entry.rows)
+    assert len(entry.figures) == 2
+    _submit(at, "Predict")  # the same prediction again replaces its entry
+    assert len(_entries(at)) == 1
+    at.run()
+    assert at.query_params["fill_mask.text"] == "The embedding of the [MASK] was [MASK]."
+    assert at.query_params["fill_mask.type.top_k"] == "3"
+
+
+def test_predict_pages_in_presenter_view(use_tiny_zoo):
+    at = new_app()
+    at.session_state["ui.present"] = True
+    at.switch_page(page_path("fill_mask")).run()
+    assert not at.exception, at.exception
+    assert "Settings" in [e.label for e in at.main.expander]
+    _submit(at, "Predict")
+    assert any("Joint fill" in m.value for m in at.markdown)
+    at.switch_page(page_path("sentence_pair")).run()
+    assert not at.exception, at.exception
+    assert "Settings" in [e.label for e in at.main.expander]
+
+
+def test_sentence_pair_link_scores_at_once(use_tiny_zoo):
+    at = _linked("sentence_pair", {"family": "albert", "model": "encoderlab/albert-mini",
+                                   "sentence_pair.a": "The sun rose.", "sentence_pair.b": "Birds began to sing.",
+                                   "sentence_pair.probe": "0", "sentence_pair.seed": "3",
+                                   "sentence_pair.threshold": "0.33"})
+    assert not at.error, _errors(at)
+    assert at.text_area(key="sentence_pair.a").value == "The sun rose."
+    assert at.checkbox(key="sentence_pair.probe").value is False
+    assert at.number_input(key="sentence_pair.seed").value == 3
+    assert at.slider(key="sentence_pair.threshold").value == 0.35  # snapped to the slider's 0.05 steps
+    assert [m.label for m in at.metric] == ["P(in order) (A, B)", "P(in order) (B, A)"]  # no click needed
+    (entry,) = _entries(at)
+    assert entry.page == "Sentence pair (NSP/SOP)" and len(entry.figures) == 1
+    assert [r["pair"] for r in entry.rows] == ["(A, B)", "(B, A)"] and "P(in order)" in entry.rows[0]
+    bad = _linked("sentence_pair", {"sentence_pair.seed": "-4", "sentence_pair.threshold": "2"})
+    assert "not valid here" in " ".join(w.value for w in bad.warning)
+    assert bad.number_input(key="sentence_pair.seed").value == 0
+    assert bad.slider(key="sentence_pair.threshold").value == 0.5
+
+
+def test_sentence_pair_in_chinese_and_batch_report(use_tiny_zoo, monkeypatch):
+    from core.jobs import runner
+
+    at = _chinese(monkeypatch)
+    at.switch_page(page_path("sentence_pair")).run()
+    assert not at.exception, at.exception
+    assert at.title[0].value == "句对（NSP / SOP）"
+    _submit(at, "用 下一句预测 (NSP) 打分")
+    assert [m.label for m in at.metric] == ["P(IsNext) (A, B)", "P(IsNext) (B, A)", "P(IsNext) (A, 其他话题)"]
+    assert any("如何解读探针" in m.value for m in at.markdown)
+    at.selectbox(key="sentence_pair.example_csv").set_value("NSP: next vs random sentence").run()
+    assert at.selectbox(key="sentence_pair.example_csv").format_func("NSP: next vs random sentence") \
+        == "NSP：下一句 vs 随机句子"
+    _submit(at, "给所有行打分")
+    jobs = [j for j in runner().jobs() if j.name == "下一句预测 (NSP)：20 个句对"]
+    assert jobs, "no job was submitted"
+    runner().wait(jobs[-1], timeout=120)
+    at.run()
+    assert not at.exception and "准确率" in [m.label for m in at.metric]
+    batch = [e for e in _entries(at) if ":batch:" in e.entry_id]
+    assert len(batch) == 1 and "准确率" in batch[0].text and len(batch[0].figures) == 1
+    assert len(batch[0].rows) == 2  # the confusion matrix
+    at.run()
+    assert len([e for e in _entries(at) if ":batch:" in e.entry_id]) == 1  # recorded once, not on every rerun

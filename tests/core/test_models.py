@@ -141,3 +141,30 @@ def test_random_classifier_head_is_flagged(tiny_models, family):
     # The tiny folders hold pretraining heads only: a classifier loaded from them has a fresh, random head.
     lm = load(ModelSpec(family, str(tiny_models[family]), "cpu"), task="seqcls")
     assert lm.head_missing
+
+
+def test_parallel_loads_leave_transformers_working(tiny_models):
+    """Loads from several threads at once (sessions, jobs) must not break later loads: core.models.BUILD_LOCK."""
+    import threading
+
+    import transformers
+
+    tie_before = transformers.PreTrainedModel.tie_weights
+    errors: list[BaseException] = []
+
+    def work(fam: str) -> None:
+        try:
+            for _ in range(3):
+                load(ModelSpec(fam, str(tiny_models[fam]), "cpu"), task="mlm")
+        except BaseException as e:  # noqa: BLE001 - collected and reported by the assertion below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(f,)) for f in ("distilbert", "bert", "albert", "roberta")]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors, errors
+    assert transformers.PreTrainedModel.tie_weights is tie_before
+    lm = load(ModelSpec("distilbert", str(tiny_models["distilbert"]), "cpu"), task="mlm")
+    assert all(torch.isfinite(p).all() for p in lm.model.parameters())

@@ -1,0 +1,79 @@
+"""UI strings in English and 中文, read from the translation files in assets/i18n/ (never written in the code).
+
+Each ``assets/i18n/<namespace>.toml`` holds entries with both languages side by side::
+
+    [title]
+    en = "Fill-mask"
+    zh = "完形填空（Fill-mask）"
+
+``t("fill_mask.title")`` returns the entry in the language chosen in the sidebar; ``{name}`` placeholders are
+filled from keyword arguments. A missing language falls back to English (tests/app/test_i18n.py fails first).
+"""
+from __future__ import annotations
+
+import tomllib
+from functools import lru_cache
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+I18N_DIR = ROOT / "assets" / "i18n"
+LANGS = {"en": "English", "zh": "中文"}
+DEFAULT_LANG = "en"
+LANG_KEY = "ui.lang"  # session-state key (also the URL parameter "lang")
+
+
+def _flatten(prefix: str, table: dict, out: dict[str, dict[str, str]]) -> None:
+    if any(k in LANGS for k in table):
+        out[prefix] = {k: v for k, v in table.items() if k in LANGS}
+        return
+    for k, v in table.items():
+        if isinstance(v, dict):
+            _flatten(f"{prefix}.{k}", v, out)
+
+
+@lru_cache(maxsize=1)
+def catalog() -> dict[str, dict[str, str]]:
+    """Every entry of every translation file: "namespace.key" -> {"en": ..., "zh": ...}."""
+    out: dict[str, dict[str, str]] = {}
+    for f in sorted(I18N_DIR.glob("*.toml")):
+        with f.open("rb") as fh:
+            _flatten(f.stem, tomllib.load(fh), out)
+    return out
+
+
+_last = {"lang": DEFAULT_LANG}
+
+
+def lang() -> str:
+    """The language of this session ("en" or "zh").
+
+    Outside a script run (no session: the command line, or AppTest re-applying a widget's format_func between
+    runs) it is the language of the last run in this process, so labels match the ones the run drew.
+    """
+    import streamlit as st
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    if get_script_run_ctx(suppress_warning=True) is None:
+        return _last["lang"]
+    value = st.session_state.get(LANG_KEY, DEFAULT_LANG)
+    value = value if value in LANGS else DEFAULT_LANG
+    _last["lang"] = value
+    return value
+
+
+def t(key: str, /, **kw) -> str:
+    """The text of ``key`` in the session's language, formatted with ``kw``."""
+    entry = catalog().get(key)
+    if entry is None:
+        return f"⟦{key}⟧"
+    text = entry.get(lang()) or entry.get(DEFAULT_LANG) or f"⟦{key}⟧"
+    return text.format(**kw) if kw else text
+
+
+def has(key: str) -> bool:
+    return key in catalog()
+
+
+def t_or(key: str, fallback: str, /, **kw) -> str:
+    """``t(key)`` when the files have it, else ``fallback`` (for registry data keyed by id, e.g. a family note)."""
+    return t(key, **kw) if has(key) else fallback

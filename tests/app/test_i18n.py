@@ -1,0 +1,144 @@
+"""Translation completeness: every UI string exists in English and 中文, in the files, not in the code.
+
+1. Every entry in assets/i18n/*.toml has both languages, non-empty, with the same {placeholders}.
+2. Every key the code asks for (t("...") / t_or("...")) exists; for keys built at run time (f-strings) the
+   fixed prefix must match at least one entry.
+3. No user-visible string is written in app/ or pages/: the labels, texts and titles passed to streamlit
+   calls and plotly figures must come from t(). A line may opt out with "# i18n: ok" (code, model ids).
+"""
+from __future__ import annotations
+
+import ast
+import re
+import string
+from pathlib import Path
+
+import pytest
+
+from app.i18n import LANGS, catalog
+
+ROOT = Path(__file__).resolve().parents[2]
+CODE = sorted([*(ROOT / "app").glob("*.py"), *(ROOT / "pages").glob("*.py")])
+
+# streamlit calls whose first argument, or these keyword arguments, are shown to the user
+UI_CALLS = {"title", "header", "subheader", "markdown", "caption", "write", "text", "button", "form_submit_button",
+            "download_button", "selectbox", "multiselect", "radio", "checkbox", "toggle", "slider", "select_slider",
+            "number_input", "text_input", "text_area", "file_uploader", "info", "warning", "error", "success", "toast",
+            "expander", "tabs", "metric", "spinner", "progress", "page_link", "popover", "status", "segmented_control",
+            "pills", "link_button", "color_picker", "data_editor", "dialog"}
+UI_KWARGS = {"label", "help", "placeholder", "text", "caption", "title"}
+# plotly: titles anywhere, trace names and hover templates on go.* constructors
+TITLE_KW = re.compile(r"(^|_)title(_text)?$")
+PLOTLY_KW = {"name", "hovertemplate", "text"}
+
+
+def _letters(s: str) -> bool:
+    s = re.sub(r"%\{[^}]*\}|<[^>]*>|\{[^}]*\}", "", s)  # plotly %{x}, html tags, format fields
+    return bool(re.search(r"[A-Za-z\u4e00-\u9fff]{2,}", s))
+
+
+def _literal_text(node: ast.AST) -> list[str]:
+    """Written-in text in a node: string constants and the fixed parts of f-strings (lists/tuples: each item)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value] if _letters(node.value) else []
+    if isinstance(node, ast.JoinedStr):
+        fixed = "".join(v.value for v in node.values if isinstance(v, ast.Constant))
+        return [fixed] if _letters(fixed) else []
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return [s for e in node.elts for s in _literal_text(e)]
+    if isinstance(node, ast.BinOp):  # "a" + x
+        return _literal_text(node.left) + _literal_text(node.right)
+    if isinstance(node, ast.IfExp):
+        return _literal_text(node.body) + _literal_text(node.orelse)
+    return []
+
+
+def _func_name(call: ast.Call) -> tuple[str, str]:
+    f = call.func
+    if isinstance(f, ast.Attribute):
+        base = f.value.id if isinstance(f.value, ast.Name) else ""
+        return base, f.attr
+    if isinstance(f, ast.Name):
+        return "", f.id
+    return "", ""
+
+
+def hard_coded(path: Path) -> list[str]:
+    src = path.read_text(encoding="utf-8")
+    lines = src.splitlines()
+    found = []
+    for node in ast.walk(ast.parse(src)):
+        if not isinstance(node, ast.Call):
+            continue
+        base, name = _func_name(node)
+        texts: list[str] = []
+        if name in UI_CALLS and base not in ("re", "os", "json", "np", "pd", "Path", "math", "fig"):
+            if node.args:
+                texts += _literal_text(node.args[0])
+            texts += [s for kw in node.keywords if kw.arg in UI_KWARGS for s in _literal_text(kw.value)]
+        texts += [s for kw in node.keywords if kw.arg and TITLE_KW.search(kw.arg) for s in _literal_text(kw.value)]
+        if base == "go":
+            texts += [s for kw in node.keywords if kw.arg in PLOTLY_KW for s in _literal_text(kw.value)]
+        line = lines[node.lineno - 1]
+        if texts and "i18n: ok" not in line:
+            found += [f"{path.relative_to(ROOT)}:{node.lineno}: {s[:70]!r}" for s in texts]
+    return found
+
+
+def _keys_used() -> tuple[set[str], set[str]]:
+    """Literal keys and f-string prefixes passed to t() / t_or() in app/ and pages/."""
+    keys, prefixes = set(), set()
+    for path in CODE:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and _func_name(node)[1] in ("t", "t_or") and node.args:
+                a = node.args[0]
+                if isinstance(a, ast.Constant) and isinstance(a.value, str):
+                    keys.add(a.value)
+                elif isinstance(a, ast.JoinedStr) and a.values and isinstance(a.values[0], ast.Constant):
+                    prefixes.add(a.values[0].value)
+    return keys, prefixes
+
+
+def _fields(text: str) -> set[str]:
+    return {f for _, f, _, _ in string.Formatter().parse(text) if f}
+
+
+def test_catalog_is_not_empty():
+    assert len(catalog()) > 100
+
+
+@pytest.mark.parametrize("key", sorted(catalog()))
+def test_every_entry_has_both_languages(key):
+    entry = catalog()[key]
+    for lang in LANGS:
+        assert entry.get(lang, "").strip(), f"{key} has no {lang} text"
+    assert _fields(entry["en"]) == _fields(entry["zh"]), f"{key}: placeholders differ between en and zh"
+
+
+def test_every_key_the_code_uses_exists():
+    keys, prefixes = _keys_used()
+    cat = catalog()
+    missing = sorted(k for k in keys if k not in cat)
+    assert not missing, f"keys used in the code but not in assets/i18n: {missing}"
+    dead_prefixes = sorted(p for p in prefixes if not any(k.startswith(p) for k in cat))
+    assert not dead_prefixes, f"run-time keys with no entry at all: {dead_prefixes}"
+
+
+def test_no_ui_string_is_written_in_the_code():
+    found = [f for p in CODE for f in hard_coded(p)]
+    assert not found, "UI strings written in the code instead of assets/i18n:\n" + "\n".join(found)
+
+
+def test_the_scan_catches_a_hard_coded_label(tmp_path):
+    """The scanner itself can fail: a page with an English label is caught, t() and opted-out lines are not."""
+    page = tmp_path / "p.py"
+    page.write_text('import streamlit as st\nst.title("Hello there")\nst.title(t("x.y"))\n'
+                    'st.caption(f"{n} tokens")\nst.code("print(1)")\nst.markdown("`bert-base`")  # i18n: ok\n'
+                    'fig.update_layout(yaxis_title="probability")\n', encoding="utf-8")
+    global ROOT
+    old, ROOT = ROOT, tmp_path
+    try:
+        found = hard_coded(page)
+    finally:
+        ROOT = old
+    assert [f.split(":")[1] for f in found] == ["2", "4", "7"], found

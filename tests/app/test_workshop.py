@@ -1,0 +1,113 @@
+"""Workshop mode, the shared parts: language, links (URL state) for the sidebar, presenter view, session report."""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+from streamlit.testing.v1 import AppTest
+
+from app import report
+from app.i18n import catalog
+from tests.app.conftest import MAIN, ROOT, new_app
+
+
+def _open(params: dict[str, str]) -> AppTest:
+    at = AppTest.from_file(MAIN, default_timeout=120)
+    for k, v in params.items():
+        at.query_params[k] = v
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def _warnings(at) -> str:
+    return " ".join(w.value for w in at.warning)
+
+
+def test_chinese_from_the_link(use_tiny_zoo):
+    at = _open({"lang": "zh"})
+    assert at.session_state["ui.lang"] == "zh"
+    labels = [s.label for s in at.sidebar.selectbox]
+    assert catalog()["sidebar.family"]["zh"] in labels and "Family" not in labels
+    assert catalog()["sidebar.presenter"]["zh"] in [t.label for t in at.sidebar.toggle]
+
+
+def test_switching_language_in_the_sidebar(use_tiny_zoo):
+    at = new_app()
+    at.sidebar.selectbox(key="ui.lang").set_value("zh").run()
+    assert not at.exception
+    assert catalog()["sidebar.checkpoint"]["zh"] in [s.label for s in at.sidebar.selectbox]
+    assert at.query_params["lang"] == ["zh"] or at.query_params["lang"] == "zh"
+
+
+def test_link_restores_the_model(use_tiny_zoo):
+    at = _open({"family": "roberta", "model": "encoderlab/roberta-mini"})
+    assert at.session_state["sidebar.family"] == "roberta"
+    assert at.session_state["sidebar.checkpoint"] == "encoderlab/roberta-mini"
+    assert not _warnings(at)
+
+
+def test_stale_or_bad_link_falls_back_with_a_notice(use_tiny_zoo):
+    at = _open({"family": "gpt2", "model": "/tmp/finetuned-in-another-session", "device": "tpu"})
+    text = _warnings(at)
+    assert "`family`" in text and "`model`" in text and "`device`" in text
+    assert at.session_state["sidebar.family"] in ("bert", "roberta", "albert", "distilbert")
+    assert at.session_state["sidebar.checkpoint"].startswith("encoderlab/")
+    assert at.session_state["sidebar.device"] == "auto"
+
+
+def test_the_url_follows_the_picker(use_tiny_zoo):
+    at = new_app()
+    at.sidebar.selectbox(key="sidebar.family").set_value("albert").run()
+    at.run()  # the URL is written at the start of each run from the state the widgets left
+    qp = at.query_params
+    value = qp["family"]
+    assert (value[0] if isinstance(value, list) else value) == "albert"
+
+
+def test_presenter_view_and_pinned_model(use_tiny_zoo):
+    at = _open({"present": "1", "pin": "1", "family": "albert"})
+    assert not at.exception
+    assert at.session_state["ui.present"] is True
+    picker = at.sidebar.selectbox(key="sidebar.family")
+    assert picker.disabled and picker.value == "albert"
+    assert any("font-size" in h.proto.body for h in at.get("html"))  # the projector stylesheet
+    assert not [r for r in at.sidebar.radio if r.key == "sidebar.device"]  # configuration folded away
+
+
+def test_report_html_is_one_offline_file_with_png_figures():
+    fig = go.Figure(go.Bar(x=["a", "b"], y=[1, 2]))
+    entry = report.Entry("e1", "Fill-mask", "The capital of France is [MASK].", {"model": "encoderlab/bert-mini"},
+                         ({"mask": 1, "piece": "paris", "probability": 0.91},), "", (fig.to_json(),), "now")
+    html = report.build_html([entry])
+    assert html.startswith("<!doctype html>") and "paris" in html and "encoderlab/bert-mini" in html
+    assert "data:image/png;base64," in html  # drawn by kaleido through the local Chromium
+    assert "<script" not in html and "http" not in html.replace("http-equiv", "")  # nothing to fetch
+
+
+def test_report_records_replace_by_id_and_are_capped():
+    import streamlit as st
+
+    st.session_state.clear()
+    for i in range(report.MAX_ENTRIES + 5):
+        report.record(f"id{i % (report.MAX_ENTRIES + 3)}", "p", f"t{i}", {"i": i})
+    items = report.entries()
+    assert len(items) == report.MAX_ENTRIES
+    assert len({e.entry_id for e in items}) == len(items)
+    st.session_state.clear()
+
+
+def test_chinese_checkpoints_are_suggested_or_explained(use_tiny_zoo):
+    """With 中文 chosen the sidebar names the Chinese checkpoints; offline it says why they cannot be had."""
+    at = _open({"lang": "zh"})
+    text = " ".join(c.value for c in at.sidebar.caption) + " ".join(i.value for i in at.sidebar.info)
+    assert "bert-base-chinese" in text and "hfl/chinese-roberta-wwm-ext" in text
+
+
+def test_report_download_counts_this_runs_results(use_tiny_zoo):
+    """The sidebar's report panel is drawn after the page, so a result recorded in this run is counted."""
+    at = _open({"fill_mask.text": "The cat sat on the [MASK]."})
+    at.switch_page(str(ROOT / "pages" / "fill_mask.py")).run()
+    assert not at.exception, at.exception
+    n = len(at.session_state["report.entries"])
+    assert n >= 1
+    labels = [e.label for e in at.sidebar.expander]
+    assert catalog()["sidebar.report"]["en"].format(n=n) in labels, labels

@@ -1,0 +1,65 @@
+"""Workshop mode in the real browser: a shared link reproduces the prediction in a fresh session; 中文; presenter."""
+from __future__ import annotations
+
+from app.i18n import catalog
+from tests.e2e.browser import open_page, screenshot, wait_idle
+
+
+def _joint_fill(pg) -> str:
+    main = pg.locator('[data-testid="stMain"]')
+    line = main.get_by_text("Joint fill").first
+    line.wait_for(timeout=60_000)
+    wait_idle(pg)
+    return line.inner_text()
+
+
+def _top_pieces(pg) -> list[str]:
+    chart = pg.locator('[data-testid="stMain"] .js-plotly-plot').first
+    chart.wait_for()
+    return [t.strip() for t in chart.locator(".ytick text").evaluate_all("els => els.map(e => e.textContent)")]
+
+
+def test_a_shared_link_shows_the_same_prediction(page, browser):
+    open_page(page, "fill-mask")
+    main = page.locator('[data-testid="stMain"]')
+    main.get_by_label("Text with [MASK] (several are fine)").fill("A shared link keeps the [MASK] of the room.")
+    main.get_by_role("button", name="Predict").click()
+    made = _joint_fill(page)
+    made_pieces = _top_pieces(page)
+    page.wait_for_function("() => window.location.search.includes('fill_mask.text')", timeout=10_000)
+    link = page.url
+    assert "family=" in link and "model=" in link
+
+    # the room opens the link: a new browser context is a new Streamlit session
+    ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
+    try:
+        other = ctx.new_page()
+        errors = []
+        other.on("console", lambda m: errors.append(m.text) if m.type == "error" and "_stcore" not in
+                 (m.location or {}).get("url", "") else None)
+        other.goto(link)
+        wait_idle(other, 90)
+        assert _joint_fill(other) == made
+        assert _top_pieces(other) == made_pieces
+        box = other.locator('[data-testid="stMain"]').get_by_label("Text with [MASK] (several are fine)")
+        assert box.input_value() == "A shared link keeps the [MASK] of the room."
+        screenshot(other, "shared-link")
+        assert not errors, errors
+    finally:
+        ctx.close()
+
+
+def test_chinese_interface(page):
+    open_page(page, "fill-mask?lang=zh")
+    nav = page.locator('[data-testid="stSidebarNav"]')
+    assert catalog()["nav.fill_mask"]["zh"] in nav.inner_text()
+    assert catalog()["sidebar.family"]["zh"] in page.locator('[data-testid="stSidebar"]').inner_text()
+    screenshot(page, "zh")
+
+
+def test_presenter_view_has_large_fonts(page):
+    open_page(page, "fill-mask?present=1")
+    h1 = page.locator('[data-testid="stMain"] h1').first
+    size = float(h1.evaluate("e => parseFloat(getComputedStyle(e).fontSize)"))
+    assert size >= 48, size  # 3.2rem at 22px
+    screenshot(page, "presenter")
