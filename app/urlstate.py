@@ -139,10 +139,3 @@ def publish() -> None:
         st.query_params.from_dict(values)
     # only what this session wrote: a parameter it merely carried along is still restored by the page that binds it
     st.session_state[_PUBLISHED] = written
-
-
-def link(fields: dict[str, str]) -> str:
-    """A relative link to the current page with ``fields`` as its query (for "copy link" captions)."""
-    from urllib.parse import urlencode
-
-    return "?" + urlencode(fields)

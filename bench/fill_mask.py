@@ -59,18 +59,13 @@ def timed(fn) -> float:
     return time.perf_counter() - t0
 
 
-def main() -> None:
-    lm = build()
+def latency(lm: LoadedModel, pipe, sentences: list[str], label: str) -> None:
+    """ours / pipeline / bare encoder on ``sentences``, interleaved; prints the two ratios."""
     model, tok = lm.model, lm.tokenizer
-    sentences = [s for s in examples("en") if s.count("[MASK]") == 1]
-    pipe = transformers.pipeline("fill-mask", model=model, tokenizer=tok, device=torch.device(DEVICE), top_k=TOP_K)
     pre = [tok(s, return_tensors="pt").to(DEVICE) for s in sentences]
     cfgs = [FillMaskConfig(s, top_k=TOP_K) for s in sentences]
-    print(f"model: bert-base-uncased config, random weights, {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M "
-          f"params; torch {torch.__version__}, device {DEVICE}"
-          f"{'' if DEVICE != 'cpu' else f' ({torch.get_num_threads()} threads)'}; {len(sentences)} sentences "
-          f"({min(len(p['input_ids'][0]) for p in pre)}-{max(len(p['input_ids'][0]) for p in pre)} tokens), "
-          f"top_k={TOP_K}, {ROUNDS} rounds")
+    print(f"{label}: {len(sentences)} texts ({min(len(p['input_ids'][0]) for p in pre)}-"
+          f"{max(len(p['input_ids'][0]) for p in pre)} tokens), one [MASK] each")
 
     def encoder(i: int) -> None:
         with torch.inference_mode():
@@ -91,9 +86,26 @@ def main() -> None:
                 times[name][i].append(timed(lambda: f(i)))
     med = {m: sum(statistics.median(t) for t in ts) / len(ts) for m, ts in times.items()}
     for m in methods:
-        print(f"  {m:9s} {med[m] * 1000:8.2f} ms / sentence (median per sentence, mean over sentences)")
-    print(f"fill-mask latency: ours/pipeline = {med['ours'] / med['pipeline']:.2f}x (target <= 0.75x)")
-    print(f"fill-mask latency: ours/bare encoder forward = {med['ours'] / med['encoder']:.2f}x (target <= 1.1x)")
+        print(f"  {m:9s} {med[m] * 1000:8.2f} ms / text (median per text, mean over texts)")
+    print(f"  fill-mask latency: ours/pipeline = {med['ours'] / med['pipeline']:.2f}x (target <= 0.75x)")
+    print(f"  fill-mask latency: ours/bare encoder forward = {med['ours'] / med['encoder']:.2f}x (target <= 1.1x)")
+
+
+def main() -> None:
+    lm = build()
+    model = lm.model
+    sentences = [s for s in examples("en") if s.count("[MASK]") == 1]
+    pipe = transformers.pipeline("fill-mask", model=model, tokenizer=lm.tokenizer, device=torch.device(DEVICE),
+                                 top_k=TOP_K)
+    print(f"model: bert-base-uncased config, random weights, {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M "
+          f"params; torch {torch.__version__}, device {DEVICE}"
+          f"{'' if DEVICE != 'cpu' else f' ({torch.get_num_threads()} threads)'}; top_k={TOP_K}, {ROUNDS} rounds")
+    latency(lm, pipe, sentences, "the example sentences (the target)")
+    # The same sentences, each followed by four unmasked ones: a paragraph-length input, where the forward is
+    # bound by arithmetic rather than by reading the weights, shows the other regime.
+    plain = [s.replace("[MASK]", "word") for s in sentences]
+    paragraphs = [" ".join([s] + [plain[(i + j) % len(plain)] for j in range(1, 5)]) for i, s in enumerate(sentences)]
+    latency(lm, pipe, paragraphs, "paragraphs (context only)")
 
     batch = [FillMaskConfig(sentences[i % len(sentences)], top_k=TOP_K) for i in range(64)]
     fill_mask_batch(lm, batch[:8])

@@ -31,9 +31,13 @@ CARD_JSON = "encoderlab_card.json"
 RECIPES: dict[str, dict] = {
     "bert-mini": dict(family="bert", init="minilm", size="mini", steps=600, lr=5e-4, head_lr=2e-3,
                       masking="static", pair="auto", eval_every=50,
+                      then=[dict(steps=1500, lr=2e-4, head_lr=1e-3, seed=1, eval_every=250),
+                            dict(steps=800, lr=1e-4, head_lr=5e-4, seed=2, eval_every=200)],
                       note="MLM (static masking, 15% / 80-10-10) + NSP; starts from the offline "
-                                        "MiniLM-L6-H384 encoder with fresh MLM (tied to the word embeddings) and NSP "
-                                        "heads; the fresh heads learn at 4x the encoder's rate."),
+                           "MiniLM-L6-H384 encoder with fresh MLM (tied to the word embeddings) and NSP heads; the "
+                           "fresh heads learn at 4x the encoder's rate. Three stages of 600, 1500 and 800 steps at "
+                           "falling learning rates, each with a new seed and so new static masks (BERT duplicated "
+                           "its data with different masks)."),
     "roberta-mini": dict(family="roberta", init="minilm", size="mini", steps=250, lr=5e-4, head_lr=2e-3,
                          masking="dynamic", pair=None, vocab_size=8000, eval_every=50,
                          note="MLM only with dynamic masking (a fresh mask on every visit), no NSP, no token types; "

@@ -111,3 +111,21 @@ def test_report_download_counts_this_runs_results(use_tiny_zoo):
     assert n >= 1
     labels = [e.label for e in at.sidebar.expander]
     assert catalog()["sidebar.report"]["en"].format(n=n) in labels, labels
+
+
+def test_url_field_parsing():
+    import pytest
+
+    from app.urlstate import Field
+
+    assert Field("k", "int", lo=1, hi=50).parse("12") == 12
+    assert Field("k", "float", lo=0.0, hi=1.0).parse("0.25") == 0.25
+    assert Field("k", "bool").parse("1") is True and Field("k", "bool").parse("off") is False
+    assert Field("k", "ints", choices=range(12)).parse("0,3,11") == [0, 3, 11]
+    assert Field("k", "strs", choices=("a|x", "b|y")).parse("b|y") == ["b|y"]
+    assert Field("k", "ints").render([1, 2]) == "1,2" and Field("k", "bool").render(False) == "0"
+    for field, raw in [(Field("k", "int", lo=1, hi=50), "999"), (Field("k", "int"), "three"),
+                       (Field("k", "bool"), "maybe"), (Field("k", choices=("a", "b")), "c"),
+                       (Field("k", "ints", choices=range(12)), "3,12"), (Field("k", max_len=5), "too long")]:
+        with pytest.raises(ValueError):
+            field.parse(raw)
