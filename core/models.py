@@ -81,7 +81,7 @@ FAMILIES: dict[str, Family] = {
                  "seqcls": "RobertaForSequenceClassification"},
         checkpoints=(
             Checkpoint("roberta-base", "roberta", 125, "125M (RoBERTa-base)"),
-            Checkpoint("roberta-large", "roberta", 355, "355M (not in the seeds; paper figure)"),
+            Checkpoint("roberta-large", "roberta", 355, "355M (not in the articles; paper figure)"),
             Checkpoint("hfl/chinese-roberta-wwm-ext", "roberta", None, language="zh", model_type="bert",
                        note="RoBERTa-style training (whole-word masking, no NSP) on BERT code and a WordPiece vocab"),
         ),

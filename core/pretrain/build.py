@@ -250,7 +250,7 @@ def _transferred_embeddings(tokenizer, kind: str, minilm, bert_tok) -> torch.Ten
 
 
 def albert_from_minilm(tokenizer, embedding_size: int = 128, layers: int = 6, shared_from: int = 2,
-                       residual_scale: float = 0.5, embedding_scale: float = 1.0):
+                       residual_scale: float = 0.5):
     """An ALBERT (E=128 < H=384, one layer shared across ``layers`` of depth) started from MiniLM: Unigram
     embeddings transferred from its WordPiece ones and factorized by PCA (V x E, then E x H), and the shared
     layer initialised from MiniLM layer ``shared_from``. MLM and SOP heads are fresh."""
@@ -274,11 +274,9 @@ def albert_from_minilm(tokenizer, embedding_size: int = 128, layers: int = 6, sh
         mean = words.mean(0)
         _, _, vt = torch.linalg.svd(words - mean, full_matrices=False)
         proj = vt[:embedding_size].T  # (H, E), orthonormal columns
-        # all three scaled alike, so the embedding LayerNorm's output is unchanged; the MLM decoder (tied to the
-        # word embeddings) gets logits ``embedding_scale`` times larger
-        ae.word_embeddings.weight.copy_((words - mean) @ proj * embedding_scale)
-        ae.position_embeddings.weight.copy_((me.position_embeddings.weight + mean) @ proj * embedding_scale)
-        ae.token_type_embeddings.weight.copy_(me.token_type_embeddings.weight @ proj * embedding_scale)
+        ae.word_embeddings.weight.copy_((words - mean) @ proj)
+        ae.position_embeddings.weight.copy_((me.position_embeddings.weight + mean) @ proj)
+        ae.token_type_embeddings.weight.copy_(me.token_type_embeddings.weight @ proj)
         # E-space LayerNorm leaves norm sqrt(E); scale back to H-space's sqrt(H), then MiniLM's LN affine
         gamma, beta = me.LayerNorm.weight, me.LayerNorm.bias
         mapping = model.albert.encoder.embedding_hidden_mapping_in

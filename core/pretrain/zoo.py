@@ -50,7 +50,9 @@ RECIPES: dict[str, dict] = {
                              "1e-4 (heads 1e-3); factorized embeddings (E=128 < H=384) and one "
                              "layer shared across all 6 layers of depth; Unigram tokenizer trained on the corpus. "
                              "Starts from the offline MiniLM: Unigram embeddings transferred from its WordPiece ones "
-                             "and factorized by PCA, the shared layer from its layer 2; fresh MLM and SOP heads."),
+                             "and factorized by PCA, the shared layer from its layer 2 with its two residual "
+                             "branches halved (used 6 times at full strength it pulls every token to the same "
+                             "vector); fresh MLM and SOP heads."),
     "distilbert-mini": dict(family="distilbert", teacher="bert-mini", steps=200, lr=2e-4, masking="dynamic",
                             pair=None, note="Distilled from the mini BERT: 3 layers initialised from its layers "
                                             "0, 2, 4; loss = 2 x MLM + 5 x KL(T=2) + 1 x hidden-state cosine."),

@@ -46,7 +46,7 @@ def test_models_page_breakdown_and_calculator(use_tiny_zoo):
     claims = at.dataframe[0].value
     assert len(claims) == 10
     row = claims[claims["checkpoint"] == "bert-base-uncased"].iloc[0]
-    assert row["backbone (M)"] == pytest.approx(109.48, abs=0.01) and row["seeds claim (M)"] == 110
+    assert row["backbone (M)"] == pytest.approx(109.48, abs=0.01) and row["articles' claim (M)"] == 110
     assert [m.value for m in at.metric][:2] == ["23.04M", "3.94M"]
     at.number_input(key="models.E").set_value(1024)
     at.button[0].click().run()  # the form's submit button

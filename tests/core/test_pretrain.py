@@ -270,3 +270,23 @@ def test_bundled_model_loads_and_has_a_card(fam, monkeypatch):
         assert 0.0 <= h["pair_acc"] <= 1.0
     if fam == "distilbert":
         assert card["vs_teacher"]["params_ratio"] < 1.0
+
+
+def test_albert_from_minilm_keeps_tokens_apart(tokenizers):
+    """One MiniLM layer used 6 times at full strength pulls the positions together (with the 8000-piece bundled
+    tokenizer their mean cosine reaches 0.99 and MLM stays at the unigram guess); halving its residual branches
+    keeps them further apart. Here on a 200-piece tokenizer, where the effect is smaller but must still show."""
+    from core.pretrain.build import albert_from_minilm
+
+    tok = tokenizers["unigram"]
+    enc = tok(["the lord is my shepherd and the cat sat on the mat"], return_tensors="pt")
+
+    def mean_cosine(scale: float) -> float:
+        model = albert_from_minilm(tok, residual_scale=scale).eval()
+        with torch.no_grad():
+            h = model.albert(**enc).last_hidden_state[0, 1:-1]
+        h = torch.nn.functional.normalize(h, dim=-1)
+        return (h @ h.T).mean().item()
+
+    full, halved = mean_cosine(1.0), mean_cosine(0.5)
+    assert halved < full - 0.02, (full, halved)

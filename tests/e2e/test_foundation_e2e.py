@@ -21,7 +21,7 @@ def test_home(page):
 
 def test_models(page):
     open_page(page, "models")
-    page.get_by_text("Computed against the seeds' figures").wait_for()
+    page.get_by_text("Computed against the articles' figures").wait_for()
     page.locator(".js-plotly-plot").first.wait_for()
     assert page.locator('[data-testid="stMetricValue"]').first.inner_text() == "23.04M"
     screenshot(page, "models")
@@ -36,7 +36,7 @@ def test_speed_runs_in_background(page):
         page.get_by_role("button", name=f"Remove {fam}").click()
     page.get_by_role("button", name="Measure").click()
     page.get_by_text(re.compile(r"Speed: .* · \d+s")).first.wait_for(timeout=30_000)  # the live progress bar
-    page.get_by_text("Against the seeds' claims").wait_for(timeout=300_000)
+    page.get_by_text("Against the articles' claims").wait_for(timeout=300_000)
     wait_idle(page)
     assert page.locator(".js-plotly-plot").count() >= 2
     screenshot(page, "speed")
