@@ -48,9 +48,10 @@ def test_bad_custom_checkpoint_message(page):
     box = sidebar.get_by_role("combobox", name="Checkpoint")
     assert box.input_value() == "encoderlab/bert-mini (bundled, offline)"
     wait_idle(page)
+    # the workshop controls sit above the picker: centre it, so its list opens inside the viewport
+    box.evaluate("e => e.scrollIntoView({block: 'center'})")
     box.click()
-    # generous: a background job from an earlier test (Speed) may still hold the CPUs
-    page.get_by_role("option", name=re.compile("custom")).click(timeout=90_000)
+    page.get_by_role("option", name=re.compile("custom")).click(timeout=60_000)
     wait_idle(page)
     box = sidebar.get_by_label("Hugging Face id or local folder")
     box.fill("/no/such/folder")
