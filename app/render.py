@@ -74,5 +74,21 @@ def record_once(state_key: str, eid: str, build: Callable[[], dict]) -> None:
     report.record(eid, **build())
 
 
+def run_or_error(result_key: str, fn: Callable[[], Any]) -> Any:
+    """Call core and keep the result in session state for later reruns; on a ValueError (config errors,
+    FillMaskError, PairError, ModelLoadError: each says what to do) show its message instead of a traceback."""
+    try:
+        st.session_state[result_key] = fn()
+    except ValueError as e:
+        st.session_state[result_key] = None
+        st.error(str(e))
+    return st.session_state[result_key]
+
+
+def shorten(text: str, n: int) -> str:
+    """``text`` cut to ``n`` characters with an ellipsis (report titles)."""
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
 def yes_no(value: bool) -> str:
     return t("predict.yes") if value else t("predict.no")

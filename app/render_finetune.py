@@ -178,14 +178,9 @@ def result_view(name: str, result: FinetuneResult) -> None:
 
 
 def _pick(family: str, checkpoint: str) -> None:
-    from app.sidebar import CUSTOM_OPTION, _checkpoint_options
+    from app.sidebar import pick
 
-    st.session_state[state.FAMILY] = family
-    if checkpoint in _checkpoint_options(family):
-        st.session_state[state.CHECKPOINT] = checkpoint
-    else:  # a folder or Hub id typed in earlier: goes back through the custom box
-        st.session_state[state.CHECKPOINT] = CUSTOM_OPTION
-        st.session_state[state.CUSTOM] = checkpoint
+    pick(family, checkpoint)
     st.toast(t("finetune.picked", id=checkpoint))
 
 

@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app import report
+from app.render import shorten
 from app.i18n import t
 from core.fill_mask import FillMaskResult, MaskPrediction
 from core.sentence_pair import BatchPairResult, PairResult
@@ -178,12 +179,8 @@ def record_pair(eid: str, inputs: dict, r: PairResult) -> None:
              t("predict.col.second"): s.second, label: fmt_prob(s.prob)} for s in r.scores]
     first = r.scores[0]
     report.record(eid, t("nav.sentence_pair"),
-                  t("predict.report_pair", label=label, a=_short(first.first), b=_short(first.second)), inputs,
+                  t("predict.report_pair", label=label, a=shorten(first.first, 40), b=shorten(first.second, 40)), inputs,
                   rows=rows, figures=[pair_bars(r)])
-
-
-def _short(text: str, n: int = 40) -> str:
-    return text if len(text) <= n else text[: n - 1] + "…"
 
 
 def batch_report(b: BatchPairResult, inputs: dict) -> dict:

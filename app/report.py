@@ -10,6 +10,7 @@ import base64
 import datetime as _dt
 import html
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Sequence
 
 import streamlit as st
@@ -52,14 +53,23 @@ def clear() -> None:
     st.session_state[ENTRIES] = {}
 
 
-def figure_png(fig_json: str) -> bytes | None:
-    """One figure as PNG through kaleido (it drives a local Chrome/Chromium); None when none can be started."""
+def figure_pngs(fig_jsons: Sequence[str]) -> list[bytes | None]:
+    """The figures as PNG through kaleido, all in one browser session (starting Chrome/Chromium takes about
+    two seconds); a list of None when no browser can be started (the report then says so per figure)."""
+    import tempfile
+
     import plotly.io as pio
 
-    try:
-        return pio.from_json(fig_json).to_image(format="png", width=900, height=480, scale=1)
-    except Exception:  # noqa: BLE001 - no Chrome/Chromium on this machine, or kaleido missing: say so in the file
-        return None
+    if not fig_jsons:
+        return []
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = [Path(tmp) / f"fig{i}.png" for i in range(len(fig_jsons))]
+        try:
+            pio.write_images([pio.from_json(f) for f in fig_jsons], paths, format="png", width=900, height=480,
+                             scale=1)
+        except Exception:  # noqa: BLE001 - no Chrome/Chromium on this machine, or kaleido missing
+            return [None] * len(fig_jsons)
+        return [p.read_bytes() if p.exists() else None for p in paths]
 
 
 _STYLE = """
@@ -82,15 +92,14 @@ def _table(rows: Sequence[dict]) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
-def build_html(items: Sequence[Entry], progress=None) -> str:
+def build_html(items: Sequence[Entry]) -> str:
     """The whole report as one self-contained HTML string (figures inlined as base64 PNG)."""
     parts = [f"<!doctype html><html lang='{lang()}'><head><meta charset='utf-8'>",
              f"<title>{html.escape(t('report.doc_title'))}</title><style>{_STYLE}</style></head><body>",
              f"<h1>{html.escape(t('report.doc_title'))}</h1>",
              "<p class='meta'>" + html.escape(t("report.doc_meta", n=len(items),
                                                 at=_dt.datetime.now().strftime("%Y-%m-%d %H:%M"))) + "</p>"]
-    n_figs = sum(len(e.figures) for e in items) or 1
-    done = 0
+    pngs = iter(figure_pngs([f for e in items for f in e.figures]))
     for e in items:
         parts.append(f"<section><div class='page'>{html.escape(e.page)} · {html.escape(e.at)}</div>"
                      f"<h2>{html.escape(e.title)}</h2>")
@@ -103,15 +112,12 @@ def build_html(items: Sequence[Entry], progress=None) -> str:
             parts.append(f"<p>{html.escape(e.text)}</p>")
         if e.rows:
             parts.append(_table(e.rows))
-        for fj in e.figures:
-            png = figure_png(fj)
+        for _ in e.figures:
+            png = next(pngs)
             if png is None:
                 parts.append(f"<p><em>{html.escape(t('report.no_png'))}</em></p>")
             else:
                 parts.append(f"<img alt='figure' src='data:image/png;base64,{base64.b64encode(png).decode()}'>")
-            done += 1
-            if progress is not None:
-                progress(done / n_figs)
         parts.append("</section>")
     parts.append("</body></html>")
     return "".join(parts)

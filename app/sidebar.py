@@ -15,11 +15,13 @@ CUSTOM_OPTION = "custom"
 DEVICES = ("auto", "cpu", "cuda")
 
 
+def known_checkpoints(fam: str) -> list[str]:
+    """The family's bundled model, this session's models and the official ids (what the picker lists)."""
+    return [bundled_id(fam), *(m.path for m in state.session_models(fam)), *(c.id for c in FAMILIES[fam].checkpoints)]
+
+
 def _checkpoint_options(fam: str) -> list[str]:
-    opts = [bundled_id(fam)]
-    opts += [m.path for m in state.session_models(fam)]
-    opts += [c.id for c in FAMILIES[fam].checkpoints]
-    return opts + [CUSTOM_OPTION]
+    return known_checkpoints(fam) + [CUSTOM_OPTION]
 
 
 def _label(opt: str) -> str:
@@ -130,9 +132,14 @@ def model_picker() -> ModelSpec | None:
     return spec
 
 
-def _pick(fam: str, checkpoint: str) -> None:
+def pick(fam: str, checkpoint: str) -> None:
+    """Select ``checkpoint`` in the picker (a widget callback): one it lists, or else through the custom box."""
     st.session_state[state.FAMILY] = fam
-    st.session_state[state.CHECKPOINT] = checkpoint
+    if checkpoint in known_checkpoints(fam):
+        st.session_state[state.CHECKPOINT] = checkpoint
+    else:  # a folder or Hub id typed in earlier
+        st.session_state[state.CHECKPOINT] = CUSTOM_OPTION
+        st.session_state[state.CUSTOM] = checkpoint
 
 
 def _chinese_suggestion(sb, current_family: str) -> None:
@@ -145,7 +152,7 @@ def _chinese_suggestion(sb, current_family: str) -> None:
     if here:
         sb.info(t("sidebar.zh_suggest"))
         for fam, cid in here:
-            sb.button(cid, key=f"sidebar.zh.{cid}", on_click=_pick, args=(fam, cid), icon=":material/translate:")
+            sb.button(cid, key=f"sidebar.zh.{cid}", on_click=pick, args=(fam, cid), icon=":material/translate:")
     else:
         sb.caption(t("sidebar.zh_unavailable", ids=", ".join(f"`{cid}`" for _, cid in zh)))
 

@@ -30,7 +30,8 @@ from core import attention as A
 from core import attribution as AT
 from core import bench
 from core.datasets_local import load_bundled
-from core.embeddings import corrupt, embedding_parts, masking_shares
+from core.embeddings import embedding_parts
+from core.masking_view import corrupt, masking_shares
 from core.fill_mask import FillMaskConfig, fill_mask, fill_mask_batch, words
 from core.finetune import META_FILE, FinetuneConfig, job_fn, job_resource, runs_root
 from core.models import ASSETS, FAMILIES, ModelLoadError, ModelSpec, availability, bundled_id, zoo_dir

@@ -3,26 +3,20 @@
 The family, the objectives, the corpus choice, the size, the steps and the seed are kept in the URL (a link
 restores them but never starts a run: only the Pretrain button does); size, steps and seed fold away in
 presenter view; each finished run goes into the session report."""
-import plotly.graph_objects as go
 import streamlit as st
 
-from app import presenter, report, state, urlstate
+from app import presenter, state, urlstate
 from app.i18n import t, t_or
 from app.jobs_ui import job_panel, runner
+from app.render import record_once
+from app.render_pretrain import K, MASKINGS, PAGE, curves, done, live, report_entry
 from core.jobs import DONE
 from core.models import FAMILIES
 from core.pretrain.corpus import CorpusError
 from core.pretrain.lab import LabRequest, job, limits, prepare, switches
 from core.pretrain.train import PretrainError
 
-PAGE = "pretrain"
-MASKINGS = ("dynamic", "static")
 CORPORA = ("bundled", "upload")
-
-
-def K(name: str) -> str:
-    return state.key(PAGE, name)
-
 
 lim = limits()
 # The family first: which objectives can be switched (and so which keys the next fields bind) depends on it.
@@ -98,95 +92,6 @@ if go_btn:
     except (PretrainError, CorpusError) as e:
         st.error(str(e))
 
-CURVES = ("mlm_loss", "mlm_acc", "heldout_top5", "nsp_acc", "sop_acc")
-
-
-def curves(jobs, metric: str) -> go.Figure:
-    """One line per run for ``metric`` against the step."""
-    fig = go.Figure()
-    for j in jobs:
-        pts = [(m["step"], m[metric]) for m in j.metrics if metric in m]
-        if pts:
-            fig.add_scatter(x=[p[0] for p in pts], y=[p[1] for p in pts], mode="lines+markers", name=j.name)
-    fig.update_layout(title=t(f"pretrain.curve.{metric}") if metric in CURVES else metric,
-                      xaxis_title=t("pretrain.step"), height=300, margin=dict(t=40, b=10),
-                      legend=dict(orientation="h"))
-    return fig
-
-
-def _pair_metric(j) -> str:
-    return next((k for k in ("nsp_acc", "sop_acc") if any(k in m for m in j.metrics)), "mlm_acc")
-
-
-def live(j) -> None:
-    a, b = st.columns(2)
-    a.plotly_chart(curves([j], "mlm_loss"), width="stretch", key=f"pretrain.loss.{j.id}.{len(j.metrics)}")
-    b.plotly_chart(curves([j], _pair_metric(j)), width="stretch", key=f"pretrain.pair.{j.id}.{len(j.metrics)}")
-    samples = next((m["samples"] for m in reversed(j.metrics) if m.get("samples")), None)
-    if samples:
-        st.caption(t("pretrain.samples_caption"))
-        st.dataframe([{t("pretrain.col.text"): s["text"], t("pretrain.col.gold"): " ".join(s["gold"]),
-                       t("pretrain.col.guess"): " ".join(s["pred"])} for s in samples],
-                     hide_index=True, width="stretch")
-
-
-def _summary(j) -> str:
-    f = j.result.final
-    msg = t("pretrain.summary", name=j.name, top1=f"{f['mlm_top1']:.1%}", top5=f"{f['mlm_top5']:.1%}",
-            unigram=f"{f['unigram_top5']:.1%}")
-    if "pair_acc" in f:
-        msg += t("pretrain.summary_pair", acc=f"{f['pair_acc']:.1%}")
-    return msg
-
-
-def done(j) -> None:
-    r = j.result
-    state.register_session_model(j.name, r.family, r.out, "pretrained")  # the job's name: fixed at submit
-    st.success(_summary(j) + t("pretrain.summary_end", s=f"{r.wall_s:,.0f}", label=j.name))
-    live(j)
-
-
-def record(j) -> None:
-    """One report entry per finished job (its id keys the entry): the config, final held-out metrics, curves."""
-    r, cfg, f = j.result, j.result.config, j.result.final
-    yes_no = lambda v: t("pretrain.yes") if v else t("pretrain.no")  # noqa: E731
-    upload_name = st.session_state.get(K("corpus_names"), {}).get(j.id)
-    inputs = {
-        t("pretrain.family"): FAMILIES[r.family].label,
-        t("pretrain.corpus"): upload_name or t("pretrain.corpus_opt.bundled"),
-        t("pretrain.masking"): t_masking(cfg.get("masking", "dynamic")),
-        t("pretrain.wwm"): yes_no(cfg.get("whole_word")),
-        t("pretrain.rep.pair"): (cfg.get("pair_objective") or "").upper() or t("pretrain.no"),
-        t("pretrain.distill"): yes_no(cfg.get("teacher")),
-        t("pretrain.size"): cfg.get("size", ""),
-        t("pretrain.steps"): f"{r.steps} / {cfg.get('steps', r.steps)}",
-        t("pretrain.seed"): cfg.get("seed", 0),
-        t("pretrain.rep.batch"): cfg.get("batch_size", ""),
-        t("pretrain.rep.max_len"): cfg.get("max_len", ""),
-        t("pretrain.rep.lr"): cfg.get("lr", ""),
-        t("pretrain.rep.params"): f"{r.params:,}",
-    }
-    metric, value = t("pretrain.rep.metric"), t("pretrain.rep.value")
-    pct = lambda k: f"{f[k]:.1%}"  # noqa: E731
-    rows = [(t("pretrain.rep.top1"), pct("mlm_top1")), (t("pretrain.rep.top5"), pct("mlm_top5")),
-            (t("pretrain.rep.unigram_top1"), pct("unigram_top1")),
-            (t("pretrain.rep.unigram_top5"), pct("unigram_top5"))]
-    if "mlm_loss" in f:
-        rows.append((t("pretrain.rep.mlm_loss"), f"{f['mlm_loss']:.3f}"))
-    if "pair_acc" in f:
-        rows += [(t("pretrain.rep.pair_acc"), pct("pair_acc")), (t("pretrain.rep.pair_majority"), pct("pair_majority"))]
-    rows.append((t("pretrain.rep.wall"), t("pretrain.seconds", s=f"{r.wall_s:,.0f}")))
-    figs = [curves([j], "mlm_loss"), curves([j], "heldout_top5")]
-    if _pair_metric(j) != "mlm_acc":
-        figs.append(curves([j], _pair_metric(j)))
-    report.record(f"pretrain:{j.id}", t("nav.pretrain"), t("pretrain.rep.title", name=j.name), inputs,
-                  rows=[{metric: a, value: b} for a, b in rows], figures=figs)
-
-
-def t_masking(m: str) -> str:
-    return t(f"pretrain.masking_opt.{m}") if m in MASKINGS else m
-
-
 ids = state.job_ids(PAGE)
 if not ids:
     st.info(t("pretrain.no_runs"))
@@ -195,11 +100,8 @@ for jid in reversed(ids[-3:]):
         job_panel(jid, done, live, key=f"pretrain.{jid}")
 
 finished = [j for j in (runner().get(i) for i in ids) if j is not None and j.status == DONE]
-recorded: set = st.session_state.setdefault(K("recorded"), set())
-for j in finished:
-    if j.id not in recorded:  # once per job: a cleared report stays cleared
-        record(j)
-        recorded.add(j.id)
+for j in finished:  # once per job: a cleared report stays cleared
+    record_once(K("recorded"), f"pretrain:{j.id}", lambda j=j: report_entry(j))
 if len(finished) > 1:
     st.subheader(t("pretrain.side_by_side"))
     st.caption(t("pretrain.side_by_side_caption"))

@@ -7,7 +7,7 @@ from app import presenter, state, urlstate
 from app.i18n import t, t_or
 from app.jobs_ui import job_panel, runner
 from app.loaders import model_or_error
-from app.render import entry_id, record_once, yes_no
+from app.render import entry_id, record_once, run_or_error, yes_no
 from app.render_predict import (batch_report, batch_table, confusion_fig, pair_bars, pair_label, prob_label,
                                 record_pair, token_strip)
 from core.models import ASSETS, FAMILIES
@@ -23,15 +23,6 @@ THRESHOLD_STEP = 0.05
 
 def k(name: str) -> str:
     return state.key(P, name)
-
-
-def _run(result_key: str, fn):
-    try:
-        st.session_state[result_key] = fn()
-    except ValueError as e:  # PairConfig, PairError and CSV problems all say what to do
-        st.session_state[result_key] = None
-        st.error(str(e))
-    return st.session_state[result_key]
 
 
 def _load_example_csv() -> None:
@@ -94,7 +85,7 @@ if lm is not None:
                 seed = st.number_input(t("sentence_pair.seed"), min_value=0, max_value=SEED_MAX, key=k("seed"))
             go = st.form_submit_button(t("sentence_pair.score_with", head=head_name), type="primary")
         if go or from_link:  # a shared link shows its scores without a click
-            res = _run(k("result"), lambda: predict_pair(lm, PairConfig(a, b, seed=int(seed)), probe=probe))
+            res = run_or_error(k("result"), lambda: predict_pair(lm, PairConfig(a, b, seed=int(seed)), probe=probe))
             if res is not None:
                 record_pair(entry_id(f"{P}:pair", lm.spec.checkpoint, a, b, probe, int(seed)),
                             {t("sentence_pair.in.model"): lm.spec.checkpoint, t("sentence_pair.in.a"): a,

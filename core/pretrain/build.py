@@ -192,6 +192,14 @@ def _bert_piece_ids(token: str, kind: str, bert_tok) -> list[int]:
     return [i for i in ids if i != bert_tok.unk_token_id]
 
 
+def _minilm_encoder():
+    """The offline MiniLM encoder (BertModel, float32), whose weights the RoBERTa and ALBERT starts take."""
+    import transformers
+
+    with BUILD_LOCK:
+        return transformers.BertModel.from_pretrained(str(minilm_folder()), use_safetensors=True, dtype=torch.float32)
+
+
 def roberta_from_minilm(tokenizer):
     """A RoBERTa (6 x 384, type_vocab_size 1) whose encoder is the offline MiniLM's and whose byte-level BPE
     embeddings are transferred from MiniLM's WordPiece ones: a BPE token takes the embedding of the same
@@ -199,9 +207,7 @@ def roberta_from_minilm(tokenizer):
     padding offset, with token-type 0 folded in. The MLM head is fresh."""
     import transformers
 
-    with BUILD_LOCK:
-        minilm = transformers.BertModel.from_pretrained(str(minilm_folder()), use_safetensors=True,
-                                                        dtype=torch.float32)
+    minilm = _minilm_encoder()
     bert_tok = bert_uncased_tokenizer()
     mc = minilm.config
     cfg = transformers.RobertaConfig(
@@ -256,9 +262,7 @@ def albert_from_minilm(tokenizer, embedding_size: int = 128, layers: int = 6, sh
     layer initialised from MiniLM layer ``shared_from``. MLM and SOP heads are fresh."""
     import transformers
 
-    with BUILD_LOCK:
-        minilm = transformers.BertModel.from_pretrained(str(minilm_folder()), use_safetensors=True,
-                                                        dtype=torch.float32)
+    minilm = _minilm_encoder()
     bert_tok = bert_uncased_tokenizer()
     mc = minilm.config
     cfg = transformers.AlbertConfig(
