@@ -307,9 +307,9 @@ def encode(lm: LoadedModel, cfg: FillMaskConfig) -> Encoded:
 def _masked_logits(model, head, ids, attn, rows, cols):
     """Encoder over the batch (its last layer at the masks only), then the MLM head at the given (row, position)
     pairs only: (M, V) logits."""
-    from core.masked_forward import masked_hidden
+    from core.masked_forward import masked_logits
 
-    return head(masked_hidden(model, ids, attn, rows, cols))  # (M, H) -> (M, V)
+    return masked_logits(model, head, ids, attn, rows, cols)  # (M, V)
 
 
 def _pad(rows: list[list[int]], pad_id: int, device: str):

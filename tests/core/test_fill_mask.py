@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from core import packed_linear
 from core.fill_mask import (FillMaskConfig, FillMaskError, check_mlm, compare, configs_from_lines, fill_mask,
                             fill_mask_batch, words)
 from core.models import ModelSpec, load, zoo_dir
@@ -42,15 +43,21 @@ def test_family_pieces_are_visible(mlm):
     assert any(p.startswith("▁") for p in pieces["albert"])
 
 
-def test_projection_only_at_masked_positions_and_matches_full_forward(mlm, family):
+def test_projection_only_at_masked_positions_and_matches_full_forward(mlm, family, monkeypatch):
     lm = mlm[family]
     decoder = lm.model.get_output_embeddings()
     rows: list[int] = []
-    hook = decoder.register_forward_hook(lambda m, i, o: rows.append(i[0].shape[0]))
-    try:
-        r = fill_mask(lm, FillMaskConfig("A [MASK] walked into the old [MASK] last night.", top_k=5))
-    finally:
-        hook.remove()
+
+    def recording(call):  # every linear of the fill-mask path goes through one of these two (packed or not)
+        def lin(mod, x):
+            if mod is decoder:
+                rows.append(x.shape[0])
+            return call(mod, x)
+        return lin
+
+    for name in ("_packed_linear", "_module_call"):
+        monkeypatch.setattr(packed_linear, name, recording(getattr(packed_linear, name)))
+    r = fill_mask(lm, FillMaskConfig("A [MASK] walked into the old [MASK] last night.", top_k=5))
     assert rows == [2]  # one pass, two masked rows, never the whole sequence
     ids = torch.tensor([lm.tokenizer.convert_tokens_to_ids(list(r.tokens))])
     with torch.inference_mode():
