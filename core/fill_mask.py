@@ -1,9 +1,10 @@
 """Fill-mask: predict the words behind [MASK] with any family's MLM head.
 
 The user always writes ``[MASK]`` (``<mask>`` works too); it is mapped to the model's own mask token. The
-encoder runs once over each batch (texts sorted by length, in chunks, so padding stays small), then the hidden
-states at the masked positions only are gathered and sent through the MLM head: the vocabulary projection (hidden x vocab, the most expensive matmul
-of the head) is never computed for the other tokens. Several masks are filled independently (one pass) or
+encoder runs once over each batch (texts sorted by length, in chunks, so padding stays small); its last layer
+and the MLM head run at the masked positions only (core/masked_forward.py), so the vocabulary projection
+(hidden x vocab, the most expensive matmul of the head) is never computed for the other tokens. On CPU the
+linears use oneDNN-packed weights (core/packed_linear.py). Several masks are filled independently (one pass) or
 one at a time, most confident first (one pass per mask).
 """
 from __future__ import annotations
