@@ -6,7 +6,9 @@ embeddings and a fresh NSP head; the DistilBERT student takes every other layer 
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import torch
 
@@ -153,6 +155,15 @@ HEAD_PREFIXES = {"bert": ("cls.",), "albert": ("predictions.", "sop_classifier."
                  "distilbert": ("vocab_transform.", "vocab_layer_norm.", "vocab_projector.")}
 
 
+EMBED_PREFIXES = {"bert": ("bert.embeddings.",), "albert": ("albert.embeddings.", "albert.encoder.embedding_hidden_mapping_in."),
+                  "roberta": ("roberta.embeddings.",), "distilbert": ("distilbert.embeddings.",)}
+
+
+def is_embedding(family: str, name: str) -> bool:
+    """True for the input embeddings (ALBERT: also their E -> H mapping); tied output embeddings included."""
+    return name.startswith(EMBED_PREFIXES[family])
+
+
 def is_head(family: str, name: str) -> bool:
     """True for parameters of the MLM / pair heads (not the tied word embeddings, which are the encoder's)."""
     return name.startswith(HEAD_PREFIXES[family])
@@ -255,15 +266,28 @@ def _transferred_embeddings(tokenizer, kind: str, minilm, bert_tok) -> torch.Ten
     return out
 
 
-def albert_from_minilm(tokenizer, embedding_size: int = 128, layers: int = 6, shared_from: int = 2,
-                       residual_scale: float = 0.5):
-    """An ALBERT (E=128 < H=384, one layer shared across ``layers`` of depth) started from MiniLM: Unigram
-    embeddings transferred from its WordPiece ones and factorized by PCA (V x E, then E x H), and the shared
-    layer initialised from MiniLM layer ``shared_from``. MLM and SOP heads are fresh."""
+@dataclass
+class MiniLMFit:
+    """Fit ALBERT's shared layer to MiniLM before pretraining: ``steps`` steps on ``docs`` (training documents
+    only) of cosine + MSE between the ALBERT's last hidden states and MiniLM's, on MiniLM's own WordPiece ids
+    with 15% of them corrupted 80/10/10 as in MLM. ``on_step(step, steps, cosine)`` reports progress."""
+
+    docs: list[list[str]]
+    steps: int = 1000
+    lr: float = 1e-3  # the shared layer
+    embed_lr: float = 3e-3  # the factorized embeddings and their E -> H mapping
+    seed: int = 0
+    batch_size: int = 16
+    max_len: int = 64
+    on_step: Callable[[int, int, float], None] | None = None
+
+
+def _albert_like_minilm(minilm, tokenizer, words: torch.Tensor, embedding_size: int, layers: int, shared_from: int,
+                        residual_scale: float):
+    """An AlbertForPreTraining for ``tokenizer`` with MiniLM's start: ``words`` (V, H) factorized by PCA, the
+    shared layer from MiniLM layer ``shared_from``, its residual branches scaled; fresh MLM and SOP heads."""
     import transformers
 
-    minilm = _minilm_encoder()
-    bert_tok = bert_uncased_tokenizer()
     mc = minilm.config
     cfg = transformers.AlbertConfig(
         vocab_size=len(tokenizer), embedding_size=embedding_size, hidden_size=mc.hidden_size,
@@ -271,9 +295,9 @@ def albert_from_minilm(tokenizer, embedding_size: int = 128, layers: int = 6, sh
         intermediate_size=mc.intermediate_size, hidden_act="gelu", max_position_embeddings=mc.max_position_embeddings,
         type_vocab_size=2, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, classifier_dropout_prob=0.1,
         pad_token_id=tokenizer.pad_token_id)
-    model = transformers.AlbertForPreTraining(cfg)
+    with BUILD_LOCK:  # see core.models.BUILD_LOCK (re-entrant: callers may hold it already)
+        model = transformers.AlbertForPreTraining(cfg)
     me, ae = minilm.embeddings, model.albert.embeddings
-    words = _transferred_embeddings(tokenizer, "unigram", minilm, bert_tok)  # (V, H)
     with torch.no_grad():
         mean = words.mean(0)
         _, _, vt = torch.linalg.svd(words - mean, full_matrices=False)
@@ -306,4 +330,91 @@ def albert_from_minilm(tokenizer, embedding_size: int = 128, layers: int = 6, sh
             model.albert.pooler.load_state_dict(minilm.pooler.dense.state_dict())
     model.tie_weights()
     model.config.architectures = ["AlbertForPreTraining"]
+    return model
+
+
+def fit_to_minilm(albert, minilm, bert_tok, fit: MiniLMFit) -> float:
+    """Train ``albert`` (an AlbertModel on the WordPiece vocabulary) so its last hidden states match MiniLM's;
+    returns the final mean cosine. Deterministic for a given seed (windows and masks are seeded)."""
+    import random
+
+    import torch.nn.functional as F
+
+    from core.pretrain.masking import mask_tokens
+
+    ids = [i for d in fit.docs for i in bert_tok(" ".join(d), add_special_tokens=False)["input_ids"]]
+    span = fit.max_len - 2
+    if len(ids) <= span:
+        raise ValueError("The corpus is too small to fit ALBERT's shared layer to MiniLM.")
+    emb = ("embeddings.", "encoder.embedding_hidden_mapping_in.")
+    groups = [{"params": [p for n, p in albert.named_parameters() if n.startswith(emb)], "lr": fit.embed_lr},
+              {"params": [p for n, p in albert.named_parameters() if not n.startswith(emb)], "lr": fit.lr}]
+    opt = torch.optim.AdamW(groups, weight_decay=0.01)
+    warm = max(1, round(0.06 * fit.steps))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warm) * max(0.0, 1 - s / fit.steps))
+    rng = random.Random(fit.seed)
+    minilm.eval()
+    albert.train()
+    cos = 0.0
+    for step in range(fit.steps):
+        # 1. a batch of corpus windows, 15% of tokens corrupted 80/10/10 (the states at masks are what MLM reads)
+        starts = [rng.randrange(0, len(ids) - span) for _ in range(fit.batch_size)]
+        x = torch.tensor([[bert_tok.cls_token_id] + ids[a:a + span] + [bert_tok.sep_token_id] for a in starts])
+        special = (x == bert_tok.cls_token_id) | (x == bert_tok.sep_token_id)
+        x = mask_tokens(x, special, mask_id=bert_tok.mask_token_id, vocab_size=len(bert_tok),
+                        generator=torch.Generator().manual_seed(fit.seed * 100_003 + step)).input_ids
+        # 2. MiniLM's last hidden states are the target; cosine + MSE
+        with torch.no_grad():
+            target = minilm(input_ids=x).last_hidden_state  # (B, T, H)
+        h = albert(input_ids=x).last_hidden_state
+        c = F.cosine_similarity(h, target, dim=-1).mean()
+        loss = (1 - c) + F.mse_loss(h, target)
+        # 3. step, clipped
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(albert.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        cos = float(c.detach())
+        if fit.on_step is not None:
+            fit.on_step(step + 1, fit.steps, cos)
+    albert.eval()
+    return cos
+
+
+def albert_from_minilm(tokenizer, embedding_size: int = 128, layers: int = 6, shared_from: int = 2,
+                       residual_scale: float = 0.5, fit: MiniLMFit | None = None):
+    """An ALBERT (E=128 < H=384, one layer shared across ``layers`` of depth) started from MiniLM: Unigram
+    embeddings transferred from its WordPiece ones and factorized by PCA (V x E, then E x H), and the shared
+    layer initialised from MiniLM layer ``shared_from``. MLM and SOP heads are fresh.
+
+    With ``fit``, the same start is first built on MiniLM's own WordPiece vocabulary and fitted to reproduce
+    MiniLM's last hidden states (``fit_to_minilm``): one shared layer learns to do what MiniLM's six distinct
+    layers do. The fitted layer, positions and E-space embeddings then move to ``tokenizer``'s vocabulary (each
+    piece the mean of the WordPiece pieces that spell it)."""
+    minilm = _minilm_encoder()
+    bert_tok = bert_uncased_tokenizer()
+    words = _transferred_embeddings(tokenizer, "unigram", minilm, bert_tok)  # (V, H)
+    arch = dict(embedding_size=embedding_size, layers=layers, shared_from=shared_from, residual_scale=residual_scale)
+    if fit is None or fit.steps == 0:
+        return _albert_like_minilm(minilm, tokenizer, words, **arch)
+    wp = _albert_like_minilm(minilm, bert_tok, minilm.embeddings.word_embeddings.weight.detach(), **arch)
+    fit_to_minilm(wp.albert, minilm, bert_tok, fit)
+    model = _albert_like_minilm(minilm, tokenizer, words, **arch)  # its heads and config; the rest from ``wp``
+    a, w = model.albert, wp.albert
+    with torch.no_grad():
+        a.encoder.load_state_dict(w.encoder.state_dict())
+        for name in ("position_embeddings", "token_type_embeddings", "LayerNorm"):
+            getattr(a.embeddings, name).load_state_dict(getattr(w.embeddings, name).state_dict())
+        a.pooler.load_state_dict(w.pooler.state_dict())
+        src = w.embeddings.word_embeddings.weight  # (30522, E), fitted
+        specials = {tokenizer.cls_token_id: bert_tok.cls_token_id, tokenizer.sep_token_id: bert_tok.sep_token_id,
+                    tokenizer.pad_token_id: bert_tok.pad_token_id, tokenizer.unk_token_id: bert_tok.unk_token_id,
+                    tokenizer.mask_token_id: bert_tok.mask_token_id}
+        for tid in range(len(tokenizer)):
+            ids = [specials[tid]] if tid in specials else _bert_piece_ids(tokenizer.convert_ids_to_tokens(tid),
+                                                                           "unigram", bert_tok)
+            if ids:
+                a.embeddings.word_embeddings.weight[tid] = src[ids].mean(0)
+    model.tie_weights()
     return model

@@ -46,6 +46,10 @@ class PretrainConfig:
     max_len: int = 128
     lr: float = 5e-4
     head_lr: float | None = None  # learning rate of the fresh MLM/pair heads (default: lr)
+    embed_lr: float | None = None  # learning rate of the input embeddings (ALBERT: and E -> H); default: lr
+    fit_steps: int = 0  # ALBERT from MiniLM: first fit the shared layer to MiniLM's hidden states (build.MiniLMFit)
+    fit_lr: float = 1e-3  # ... its learning rate for the shared layer
+    fit_embed_lr: float = 3e-3  # ... and for the factorized embeddings
     prior_bias: bool = True  # start a fresh MLM head's output bias at log unigram frequencies
     warmup: float = 0.06  # fraction of steps
     weight_decay: float = 0.01
@@ -104,6 +108,10 @@ class PretrainConfig:
             has = f"has a {head.upper()} head" if head else "has no sentence-pair head"
             raise PretrainError(f"{FAMILIES[self.family].label} {has}: {self.pair.upper()} needs "
                                 f"{'BERT' if self.pair == 'nsp' else 'ALBERT'}. Switch {self.pair.upper()} off.")
+        if self.fit_steps and not (self.family == "albert" and self.init == "minilm"):
+            raise PretrainError("fit_steps fits ALBERT's shared layer to MiniLM: use family albert with init minilm.")
+        if self.fit_steps < 0:
+            raise PretrainError("fit_steps must be 0 (off) or more.")
         if self.teacher and self.family != "distilbert":
             raise PretrainError("Distillation trains a DistilBERT student: pick the DistilBERT family.")
         if self.temperature <= 0:
@@ -144,14 +152,16 @@ def _heldout_docs(cfg: PretrainConfig, docs: list[list[str]]) -> tuple[list[list
 
 
 def _param_groups(model, family: str, cfg: PretrainConfig):
-    """Four groups: (encoder | heads) x (decay | no decay on biases and LayerNorm)."""
-    groups: dict[tuple[bool, bool], list] = {(h, d): [] for h in (False, True) for d in (False, True)}
+    """Six groups: (encoder | embeddings | heads) x (decay | no decay on biases and LayerNorm)."""
+    lrs = {"encoder": cfg.lr, "embed": cfg.embed_lr or cfg.lr, "head": cfg.head_lr or cfg.lr}
+    groups: dict[tuple[str, bool], list] = {(k, d): [] for k in lrs for d in (False, True)}
     for name, p in model.named_parameters():
         if p.requires_grad:
             no_decay = p.ndim < 2 or "LayerNorm" in name or "layer_norm" in name
-            groups[(build.is_head(family, name), not no_decay)].append(p)
-    return [{"params": ps, "weight_decay": cfg.weight_decay if decay else 0.0,
-             "lr": (cfg.head_lr or cfg.lr) if head else cfg.lr} for (head, decay), ps in groups.items() if ps]
+            kind = "head" if build.is_head(family, name) else "embed" if build.is_embedding(family, name) else "encoder"
+            groups[(kind, not no_decay)].append(p)
+    return [{"params": ps, "weight_decay": cfg.weight_decay if decay else 0.0, "lr": lrs[kind]}
+            for (kind, decay), ps in groups.items() if ps]
 
 
 def _static_masks(instances: list[Instance], tokenizer, cfg: PretrainConfig) -> list[Masked]:
@@ -212,11 +222,13 @@ def _is_oom(e: BaseException) -> bool:
 
 # ---------------------------------------------------------------------------------------------- the loop
 def pretrain(cfg: PretrainConfig, on_step: Callable[[dict], None] | None = None,
-             should_stop: Callable[[], bool] | None = None) -> TrainReport:
+             should_stop: Callable[[], bool] | None = None,
+             on_fit: Callable[[int, int, float], None] | None = None) -> TrainReport:
     """Train, checkpoint, evaluate and save a model folder in ``cfg.out``; returns the TrainReport.
 
     ``on_step(info)`` is called after every step with step, fraction, losses and accuracies (and ``eval`` when
-    one ran); ``should_stop()`` ends the run early after a checkpoint (status "stopped").
+    one ran); ``should_stop()`` ends the run early after a checkpoint (status "stopped"); ``on_fit(step, steps,
+    cosine)`` follows the ALBERT fit to MiniLM (cfg.fit_steps) that comes before the first step.
     Raises PretrainError (bad corpus, out of memory: checkpoints are kept) or CorpusError.
     """
     import transformers
@@ -259,8 +271,17 @@ def pretrain(cfg: PretrainConfig, on_step: Callable[[dict], None] | None = None,
 
     # 4. model: fresh config, the MiniLM start, or the student cut from its teacher
     torch.manual_seed(cfg.seed)
+    resuming = cfg.resume and (out / CKPT_DIR / "state.pt").exists()
+    if cfg.fit_steps and not resuming:  # minutes of fitting: builds take BUILD_LOCK inside, the fit runs without it
+        model = build.albert_from_minilm(tokenizer, fit=build.MiniLMFit(
+            train_docs, steps=cfg.fit_steps, lr=cfg.fit_lr, embed_lr=cfg.fit_embed_lr, seed=cfg.seed,
+            on_step=on_fit))
+    else:
+        model = None
     with BUILD_LOCK:  # a fresh model built while another thread loads would skip its weight init
-        if teacher is not None:
+        if model is not None:
+            pass
+        elif teacher is not None:
             model = build.distil_student(teacher, cfg.student_layers)
         elif cfg.init == "minilm":
             model = {"bert": lambda: build.bert_from_minilm(),

@@ -44,15 +44,19 @@ RECIPES: dict[str, dict] = {
                               "byte-level BPE trained on the corpus. Starts from the offline MiniLM encoder (6 x 384) "
                               "with the BPE embeddings transferred from its WordPiece ones (same piece, or the mean of "
                               "the pieces that spell it) and a fresh MLM head."),
-    "albert-mini": dict(family="albert", init="minilm", size="mini", steps=400, lr=1e-4, head_lr=1e-3,
-                        masking="dynamic", whole_word=False, pair="auto", vocab_size=8000, eval_every=50,
-                        note="MLM + SOP; the shared layer's gradient sums over its 6 uses, so the encoder learns at "
-                             "1e-4 (heads 1e-3); factorized embeddings (E=128 < H=384) and one "
-                             "layer shared across all 6 layers of depth; Unigram tokenizer trained on the corpus. "
-                             "Starts from the offline MiniLM: Unigram embeddings transferred from its WordPiece ones "
-                             "and factorized by PCA, the shared layer from its layer 2 with its two residual "
-                             "branches halved (used 6 times at full strength it pulls every token to the same "
-                             "vector); fresh MLM and SOP heads."),
+    "albert-mini": dict(family="albert", init="minilm", size="mini", steps=600, lr=1e-4, embed_lr=3e-3,
+                        head_lr=3e-3, fit_steps=1000, fit_lr=1e-3, fit_embed_lr=3e-3,
+                        masking="dynamic", whole_word=False, pair="auto", vocab_size=8000, eval_every=100,
+                        note="MLM + SOP; factorized embeddings (E=128 < H=384) and one layer shared across all 6 "
+                             "layers of depth; Unigram tokenizer trained on the corpus. Starts from the offline "
+                             "MiniLM: first, on MiniLM's own WordPiece ids, the shared layer (from MiniLM's layer 2, "
+                             "its two residual branches halved) and the factorized embeddings are fitted for 1000 "
+                             "steps to reproduce MiniLM's last hidden states (cosine + MSE; one shared layer learns "
+                             "what six distinct ones do), then move to the Unigram vocabulary (each piece the mean of "
+                             "the WordPiece pieces that spell it). Then MLM + SOP with fresh heads: the shared "
+                             "layer's gradient sums over its 6 uses, so it learns at 1e-4, the factorized embeddings "
+                             "(which need a high rate to move, measured) and the heads at 3e-3. Without the fit, "
+                             "MLM stayed near the unigram guess (0.23 top-5 vs 0.21 after 600-1000 steps)."),
     "distilbert-mini": dict(family="distilbert", teacher="bert-mini", steps=200, lr=2e-4, masking="dynamic",
                             pair=None, note="Distilled from the mini BERT: 3 layers initialised from its layers "
                                             "0, 2, 4; loss = 2 x MLM + 5 x KL(T=2) + 1 x hidden-state cosine."),
@@ -79,10 +83,10 @@ def train_recipe(name: str, out_root: Path, threads: int | None = None):
     earlier: list = []
     for i, overrides in enumerate(_stages(name), start=1):
         stage = replace(cfg, out=str(out_root / f"_{name}-stage{i}"))
-        pretrain(stage, on_step=_printer(f"{name} (stage {i})", stage.steps))
+        pretrain(stage, on_step=_printer(f"{name} (stage {i})", stage.steps), on_fit=_fit_printer(name))
         earlier.append(stage)
-        cfg = replace(cfg, init=stage.out, **overrides)
-    report = pretrain(cfg, on_step=_printer(name, cfg.steps))
+        cfg = replace(cfg, init=stage.out, fit_steps=0, **overrides)  # later stages continue: nothing to fit
+    report = pretrain(cfg, on_step=_printer(name, cfg.steps), on_fit=_fit_printer(name))
     shutil.rmtree(Path(cfg.out) / "checkpoint", ignore_errors=True)
     for i, stage in enumerate(earlier, start=1):
         shutil.copy(Path(stage.out) / LOG_FILE, Path(cfg.out) / STAGE_LOG.format(i))
@@ -188,7 +192,9 @@ def write_card(name: str, out_root: Path, bert_measure: dict | None = None, make
         "corpus": {"path": "assets/corpus", "train_words": manifest["train"]["words"],
                    "heldout_words": manifest["heldout"]["words"], "sources": list(manifest["sources"])},
         "training": {"steps": log["steps"] + sum(e["steps"] for e in log["earlier"]), "batch_size": cfg["batch_size"],
-                     "max_len": cfg["max_len"], "lr": cfg["lr"], "head_lr": cfg.get("head_lr"), "seed": cfg["seed"],
+                     "max_len": cfg["max_len"], "lr": cfg["lr"], "head_lr": cfg.get("head_lr"),
+                     "embed_lr": cfg.get("embed_lr"), "fit_steps": cfg.get("fit_steps", 0),
+                     "fit_lr": cfg.get("fit_lr"), "fit_embed_lr": cfg.get("fit_embed_lr"), "seed": cfg["seed"],
                      "wall_s": round(log["wall_s"] + sum(e["wall_s"] for e in log["earlier"]), 1),
                      "setup_s": log.get("setup_s"),
                      "resumed_from_step": log.get("resumed_from", 0), "hardware": _hardware(),
@@ -245,7 +251,11 @@ def _readme(c: dict, ev: dict) -> str:
         f"({c['corpus']['train_words']:,} training words; {c['corpus']['heldout_words']:,} held-out words, "
         "never trained on) |",
         f"| Steps | {t['steps']} x batch {t['batch_size']} x up to {t['max_len']} tokens, lr {t['lr']}"
-        f"{' (heads ' + str(t['head_lr']) + ')' if t.get('head_lr') else ''}, seed {t['seed']} |",
+        + (f" ({', '.join(f'{k} {t[v]}' for k, v in (('heads', 'head_lr'), ('embeddings', 'embed_lr')) if t.get(v))})"
+           if t.get("head_lr") or t.get("embed_lr") else "") + f", seed {t['seed']} |",
+        *([f"| Fit to MiniLM | {t['fit_steps']} steps before pretraining, batch 16 x 64 WordPiece tokens, lr "
+           f"{t['fit_lr']} (embeddings {t['fit_embed_lr']}); counted in the setup time below |"]
+          if t.get("fit_steps") else []),
         f"| Wall time | {t['wall_s'] / 60:.1f} min (of which {t['setup_s'] or 0:.0f} s setup) on {t['hardware']}, "
         f"{t['threads']} CPU thread(s), on a machine shared with other jobs |",
         *(["| Stages | " + "; then ".join(f"{g['steps']} steps at lr {g['lr']} (heads {g['head_lr']}), "
@@ -341,6 +351,24 @@ def write_index(out_root: Path) -> None:
         "measured on the same positions; each model is measured on its own tokenization of the held-out split.", "",
         "| model | class | parameters | fp16 weights | top-1 / top-5 | unigram top-5 | pair head | training time |",
         "|---|---|---|---|---|---|---|---|", *rows, ""]))
+
+
+def _fit_printer(name: str):
+    """A progress bar for ALBERT's fit to MiniLM (build.MiniLMFit), which comes before the first step."""
+    from tqdm import tqdm
+
+    bar = None
+
+    def on_fit(step: int, steps: int, cosine: float) -> None:
+        nonlocal bar
+        if bar is None:
+            bar = tqdm(total=steps, desc=f"{name}: fit the shared layer to MiniLM", unit="step", file=sys.stderr)
+        bar.n = step
+        bar.set_postfix(cosine=f"{cosine:.3f}")
+        if step >= steps:
+            bar.close()
+
+    return on_fit
 
 
 def _printer(name: str, steps: int):
