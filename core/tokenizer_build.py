@@ -57,10 +57,16 @@ def train_tokenizer(family: str, texts: Iterable[str], vocab_size: int):
         trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=specials,
                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     elif family == "albert":
+        from tokenizers import AddedToken
+
+        # As in ALBERT's own tokenizer, [MASK] swallows the space before it, so "my [MASK]." masks a whole
+        # "▁word" piece; and only the start of the text gets a "▁", not every stretch after a special token
+        # (else "my [MASK]." reads "▁my ▁ [MASK] ▁ .", with lone "▁" pieces around the mask).
+        specials = [AddedToken(s, lstrip=(s == "[MASK]"), special=True, normalized=False) for s in specials]
         tok = Tokenizer(models.Unigram())
         tok.normalizer = normalizers.Sequence([normalizers.NFKC(), normalizers.Lowercase()])
-        tok.pre_tokenizer = pre_tokenizers.Metaspace()
-        tok.decoder = decoders.Metaspace()
+        tok.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme="first")
+        tok.decoder = decoders.Metaspace(prepend_scheme="first")
         trainer = trainers.UnigramTrainer(vocab_size=vocab_size, special_tokens=specials, unk_token="<unk>")
     else:
         raise ValueError(f"Unknown family {family!r}.")
@@ -84,8 +90,9 @@ def save_tokenizer(family: str, tok, out_dir: str | Path, model_max_length: int 
 
     specials = dict(SPECIALS[family])
     # RoBERTa's <mask> swallows the space before it, so "a <mask> b" masks the word " b"-style token Ġx.
-    if family == "roberta":
-        specials["mask_token"] = AddedToken("<mask>", lstrip=True, rstrip=False, special=True, normalized=False)
+    if family in ("roberta", "albert"):  # ALBERT's [MASK] too (see train_tokenizer)
+        specials["mask_token"] = AddedToken(specials["mask_token"], lstrip=True, rstrip=False, special=True,
+                                            normalized=False)
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, model_max_length=model_max_length, **specials)
     if family == "roberta":
         fast.model_input_names = ["input_ids", "attention_mask"]

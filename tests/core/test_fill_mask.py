@@ -236,3 +236,21 @@ def test_meaning_on_bundled_models(fam, name):
         hits.append((text, target in top5, top5))
     # Small CPU-trained models: at least two of three plain sentences right (a random model gets ~none).
     assert sum(h for _, h, _ in hits) >= 2, hits
+
+
+def test_typed_mask_has_no_lone_word_marker_beside_it(mlm, family):
+    """ALBERT's [MASK] (like RoBERTa's <mask>) swallows the space before it, and no "▁" is prepended after it: a
+    typed mask stands for one whole "▁word" piece, as the masks did in pretraining."""
+    r = fill_mask(mlm[family], FillMaskConfig("The lord is my [MASK]. And [MASK] was here.", top_k=3))
+    for p in r.mask_positions:
+        assert r.tokens[p - 1] not in ("▁", "Ġ") and r.tokens[p + 1] not in ("▁", "Ġ"), r.tokens
+
+
+def test_bundled_albert_reads_a_typed_mask_as_one_word(monkeypatch):
+    monkeypatch.delenv("ENCODERLAB_ZOO", raising=False)
+    if not (zoo_dir() / "albert-mini" / "model.safetensors").exists():
+        pytest.skip("bundled zoo not built (make models)")
+    lm = load(ModelSpec("albert", "encoderlab/albert-mini", "cpu"), "mlm")
+    r = fill_mask(lm, FillMaskConfig("The lord is my [MASK].", top_k=5))
+    assert r.tokens == ("[CLS]", "▁the", "▁lord", "▁is", "▁my", "[MASK]", ".", "[SEP]")
+    assert all(c.piece.startswith("▁") for c in r.masks[0].candidates[:3])  # whole words, not word endings
