@@ -5,6 +5,7 @@ Every label comes from assets/i18n/predict.toml (``predict.params.*``, ``predict
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import Any, Callable
 
 import plotly.graph_objects as go
@@ -12,6 +13,7 @@ import streamlit as st
 
 from app import report
 from app.i18n import t
+from core.models import zoo_dir
 from core.params import PARTS, ParamBreakdown
 
 PART_COLORS = {"embeddings": "#4C78A8", "encoder": "#F58518", "pooler": "#54A24B", "heads": "#B279A2"}
@@ -92,3 +94,21 @@ def shorten(text: str, n: int) -> str:
 
 def yes_no(value: bool) -> str:
     return t("predict.yes") if value else t("predict.no")
+
+
+def bundled_card(checkpoint: str) -> dict:
+    """The model card (encoderlab_card.json) of a bundled ``encoderlab/NAME`` checkpoint; {} for any other."""
+    if not checkpoint.startswith("encoderlab/"):
+        return {}
+    try:
+        return json.loads((zoo_dir() / checkpoint.split("/", 1)[1] / "encoderlab_card.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def pair_card_caption(checkpoint: str, head: str) -> None:
+    """A bundled model's held-out NSP/SOP accuracy from its card, so a mini's scores are read for what they are."""
+    card = bundled_card(checkpoint).get("heldout", {})
+    if "pair_acc" in card:
+        st.caption(t("common.pair_card", id=checkpoint, head=head.upper(), acc=f"{card['pair_acc']:.0%}",
+                     majority=f"{card.get('pair_majority', 0.5):.0%}"))

@@ -24,6 +24,7 @@ from app import presenter, state
 from app.i18n import t
 from app.jobs_ui import job_panel, runner
 from app.loaders import get_model, model_or_error
+from app.render import bundled_card, pair_card_caption
 from app.render_predict import token_strip
 from app.walkthrough import TEXT, TEXT_B, K, go_to, record, text_default
 from core import attention as A
@@ -34,7 +35,7 @@ from core.embeddings import embedding_parts
 from core.masking_view import corrupt, masking_shares
 from core.fill_mask import FillMaskConfig, fill_mask, fill_mask_batch, words
 from core.finetune import META_FILE, FinetuneConfig, job_fn, job_resource, runs_root
-from core.models import ASSETS, FAMILIES, ModelLoadError, ModelSpec, availability, bundled_id, zoo_dir
+from core.models import ASSETS, FAMILIES, ModelLoadError, ModelSpec, availability, bundled_id
 from core.params import albert_factorization, breakdown
 from core.sentence_pair import PairConfig, predict_pair
 
@@ -281,7 +282,7 @@ def step3() -> None:
                       margin=dict(t=30, b=10), legend=dict(orientation="h", y=-0.2))
     st.plotly_chart(fig, key=K("s3.fig"), width="stretch")
     for r in results:
-        _card_caption(r.checkpoint, r.head)
+        pair_card_caption(r.checkpoint, r.head)
     other = results[0].scores[2].second if len(results[0].scores) > 2 else ""
     if other:
         st.caption(t("walkthrough.s3.other", sentence=other))
@@ -289,14 +290,6 @@ def step3() -> None:
              **{n: round(s.prob, 3) for n, s in zip(pair_names, r.scores)}} for r in results]
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
     record(3, {t("walkthrough.sentence_a"): a, t("walkthrough.sentence_b"): b}, rows=rows, figures=[fig])
-
-
-def _card_caption(checkpoint: str, head: str) -> None:
-    """A bundled model's held-out pair accuracy from its card, so a mini's numbers are read for what they are."""
-    card = _card(checkpoint.split("/", 1)[1]).get("heldout", {}) if checkpoint.startswith("encoderlab/") else {}
-    if "pair_acc" in card:
-        st.caption(t("walkthrough.s3.card", id=checkpoint, head=head.upper(), acc=f"{card['pair_acc']:.0%}",
-                     majority=f"{card.get('pair_majority', 0.5):.0%}"))
 
 
 # ---------------------------------------------------------------------------------------------- 4 ALBERT
@@ -370,7 +363,7 @@ def step4() -> None:
             m[0].metric(t("walkthrough.s4.sop_ab", a=sa, b=sb), f"{r.scores[0].prob:.1%}")
             m[1].metric(t("walkthrough.s4.sop_ba", a=sb, b=sa), f"{r.scores[1].prob:.1%}")
             st.caption(t("walkthrough.s4.sop_caption", id=r.checkpoint))
-            _card_caption(r.checkpoint, r.head)
+            pair_card_caption(r.checkpoint, r.head)
             sop_rows = [{t("walkthrough.s3.col.pair"): f"{s.first} ‖ {s.second}",
                          t("walkthrough.s3.y"): round(s.prob, 3)} for s in r.scores]
     inputs = {"V": v, "H": h, "E": e}
@@ -403,14 +396,6 @@ def _heldout_top5(lm, sentences: list[str], seed: int = 0) -> dict:
     pieces = [m for r in res for m in r.masks if m.original_rank is not None]
     hits = sum(1 for m in pieces if m.original_rank < 5)
     return dict(top5=hits / max(1, len(pieces)), pieces=len(pieces), sentences=len(configs), ms=ms)
-
-
-def _card(name: str) -> dict:
-    path = zoo_dir() / name / "encoderlab_card.json"
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
 
 
 def _pair_for_step5() -> tuple[str | None, str | None, list[str]]:
@@ -490,7 +475,7 @@ def step5() -> None:
         st.error(err)
     rows = []
     for m in res["models"]:
-        card = _card(m["id"].split("/", 1)[1]).get("heldout", {})
+        card = bundled_card(m["id"]).get("heldout", {})
         rows.append({t("walkthrough.in.model"): m["id"], t("walkthrough.s5.col.layers"): m["layers"],
                      t("walkthrough.s5.col.params"): round(m["params"] / 1e6, 1),
                      t("walkthrough.s5.col.top5"): f"{m['top5']:.1%}", t("walkthrough.s5.col.pieces"): m["pieces"],
@@ -515,7 +500,7 @@ def step5() -> None:
             st.markdown(t("walkthrough.s5.verdict", teacher=tm["id"], student=sm["id"],
                           size=f"{1 - sm['params'] / tm['params']:.0%}", x=f"{tm['ms'] / max(sm['ms'], 1e-9):.2f}",
                           kept=f"{sm['top5'] / tm['top5']:.0%}" if tm["top5"] > 0 else "–"))
-        vs = _card(res["models"][-1]["id"].split("/", 1)[1]).get("vs_teacher", {})
+        vs = bundled_card(res["models"][-1]["id"]).get("vs_teacher", {})
         if "top5_kept" in vs:
             st.caption(t("walkthrough.s5.card_kept", teacher=vs.get("teacher", "?"), kept=f"{vs['top5_kept']:.1%}",
                          x=f"{vs.get('speedup', 0):.2f}", enc=f"{vs.get('encoder_speedup', 0):.2f}"))

@@ -7,7 +7,7 @@ from app import presenter, state, urlstate
 from app.i18n import t, t_or
 from app.jobs_ui import job_panel, runner
 from app.loaders import model_or_error
-from app.render import entry_id, record_once, run_or_error, yes_no
+from app.render import entry_id, pair_card_caption, record_once, run_or_error, yes_no
 from app.render_predict import (batch_report, batch_table, confusion_fig, pair_bars, pair_label, prob_label,
                                 record_pair, token_strip)
 from core.models import ASSETS, FAMILIES
@@ -103,6 +103,7 @@ if lm is not None:
             st.markdown(token_strip(res.scores[0].tokens, specials=tuple(lm.tokenizer.all_special_tokens)),
                         unsafe_allow_html=True)
             st.caption(t("sentence_pair.latency", ms=f"{res.latency_ms:,.1f}", n=len(res.scores)))
+            pair_card_caption(res.checkpoint, res.head)
             st.markdown(t("sentence_pair.reading"))
 
     with tab_batch:

@@ -338,3 +338,22 @@ def test_sentence_pair_in_chinese_and_batch_report(use_tiny_zoo, monkeypatch):
     assert len(batch[0].rows) == 2  # the confusion matrix
     at.run()
     assert len([e for e in _entries(at) if ":batch:" in e.entry_id]) == 1  # recorded once, not on every rerun
+
+
+def test_sentence_pair_shows_the_bundled_models_card(monkeypatch):
+    """With a bundled mini, the scores come with its held-out pair accuracy, so an untrained-looking SOP head is
+    read for what it is."""
+    import json
+
+    from core.models import zoo_dir
+
+    monkeypatch.delenv("ENCODERLAB_ZOO", raising=False)
+    card = zoo_dir() / "albert-mini" / "encoderlab_card.json"
+    if not card.exists():
+        pytest.skip("bundled zoo not built (make models)")
+    acc = json.loads(card.read_text())["heldout"]["pair_acc"]
+    at = _linked("sentence_pair", {"family": "albert", "model": "encoderlab/albert-mini",
+                                   "sentence_pair.a": "The sun rose.", "sentence_pair.b": "Birds began to sing.",
+                                   "sentence_pair.probe": "0"})
+    assert not at.error, _errors(at)
+    assert any(f"SOP head scores {acc:.0%} on its held-out pairs" in c.value for c in at.caption)
