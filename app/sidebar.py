@@ -8,7 +8,7 @@ import threading
 import streamlit as st
 
 from app import presenter, report, state, urlstate
-from app.i18n import LANG_KEY, LANGS, t, t_or
+from app.i18n import LANG_KEY, LANGS, t
 from core.models import FAMILIES, ModelLoadError, ModelSpec, availability, bundled_id, resolve_device
 
 CUSTOM_OPTION = "custom"

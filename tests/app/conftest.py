@@ -17,3 +17,19 @@ def new_app(timeout: float = 120) -> AppTest:
     at.run()
     assert not at.exception, at.exception
     return at
+
+
+def open_page(name: str | None, params: dict[str, str] | None = None, state: dict | None = None,
+              timeout: float = 120) -> AppTest:
+    """A fresh session opened from a link: its URL carries ``params`` (and ``state`` is set) before the first run,
+    which is page ``name`` (None: the home page), as when a browser opens the link."""
+    at = AppTest.from_file(MAIN, default_timeout=timeout)
+    for key, value in (params or {}).items():
+        at.query_params[key] = value
+    for key, value in (state or {}).items():
+        at.session_state[key] = value
+    if name is not None:
+        at.switch_page(page_path(name))
+    at.run()
+    assert not at.exception, at.exception
+    return at

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from app.bertviz_embed import VENDOR, VENDOR_SHA256, build_view, encode_weights, fit_payload, vendor_js
-from tests.app.conftest import MAIN, new_app, page_path
+from tests.app.conftest import new_app, open_page, page_path
 
 UNSAFE = '</script><script>alert(1)</script> "quoted" back\\slash é 中文 ☃'
 
@@ -132,15 +132,7 @@ def test_token_range_and_filters(use_tiny_zoo):
 # ---------------------------------------------------------------------------------------------- workshop
 def _link(params: dict, state: dict | None = None):
     """A fresh session opening the Attention page from a link (its first run is that page, as in a browser)."""
-    from streamlit.testing.v1 import AppTest
-
-    at = AppTest.from_file(MAIN, default_timeout=120)
-    at.query_params.update(params)
-    for k, v in (state or {}).items():
-        at.session_state[k] = v
-    at.switch_page(page_path("attention")).run()
-    assert not at.exception, at.exception
-    return at
+    return open_page("attention", params, state)
 
 
 def _summary(at) -> str:

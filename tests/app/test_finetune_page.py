@@ -7,7 +7,7 @@ import time
 import pytest
 
 from core.jobs import runner
-from tests.app.conftest import new_app, page_path
+from tests.app.conftest import new_app, open_page, page_path
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -114,16 +114,7 @@ def test_glue_offline_says_so(at):
 
 # ---------------------------------------------------------------------------------------------- workshop mode
 def _open(params: dict[str, str]):
-    from streamlit.testing.v1 import AppTest
-
-    from tests.app.conftest import MAIN
-
-    app = AppTest.from_file(MAIN, default_timeout=120)
-    for k, v in params.items():
-        app.query_params[k] = v
-    app.switch_page(page_path("finetune")).run()
-    assert not app.exception, app.exception
-    return app
+    return open_page("finetune", params)
 
 
 def _param(at, name: str):

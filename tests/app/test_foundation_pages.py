@@ -1,8 +1,6 @@
 """AppTest drives the foundation pages headlessly: Home, Models, Speed, and the shared sidebar."""
 from __future__ import annotations
 
-import time
-
 import pytest
 from core.jobs import runner
 from tests.app.conftest import new_app as _app, page_path

@@ -9,7 +9,7 @@ from core.jobs import runner
 from core.pretrain.corpus import CorpusError
 from core.pretrain.lab import LabLimits, LabRequest, prepare
 from core.pretrain.train import PretrainError
-from tests.app.conftest import new_app, page_path
+from tests.app.conftest import new_app, open_page, page_path
 
 
 @pytest.fixture()
@@ -94,16 +94,7 @@ def test_cancel_stops_after_a_checkpoint(lab_env, tmp_path):
 
 # ---------------------------------------------------------------------------------------------- workshop mode
 def _open(params: dict[str, str]):
-    from streamlit.testing.v1 import AppTest
-
-    from tests.app.conftest import MAIN
-
-    at = AppTest.from_file(MAIN, default_timeout=120)
-    for k, v in params.items():
-        at.query_params[k] = v
-    at.switch_page(page_path("pretrain")).run()
-    assert not at.exception, at.exception
-    return at
+    return open_page("pretrain", params)
 
 
 def test_the_page_in_chinese(lab_env):

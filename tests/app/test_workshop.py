@@ -6,16 +6,11 @@ from streamlit.testing.v1 import AppTest
 
 from app import report
 from app.i18n import catalog
-from tests.app.conftest import MAIN, ROOT, new_app
+from tests.app.conftest import ROOT, new_app, open_page
 
 
 def _open(params: dict[str, str]) -> AppTest:
-    at = AppTest.from_file(MAIN, default_timeout=120)
-    for k, v in params.items():
-        at.query_params[k] = v
-    at.run()
-    assert not at.exception, at.exception
-    return at
+    return open_page(None, params)
 
 
 def _warnings(at) -> str:

@@ -1,7 +1,6 @@
 """Registry and loading for all four families through the real from_pretrained path on local folders."""
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 import sys
