@@ -124,12 +124,16 @@ def masked_hidden(model, ids: torch.Tensor, attn: torch.Tensor | None, rows: tor
     ``attn`` is the (B, T) padding mask, or None when no row is padded. ``packed``: see core.packed_linear.linears
     (None = packed weights where they help). Call under torch.inference_mode().
     """
+    return _hidden(model, ids, attn, rows, cols, linears(model, packed))
+
+
+def _hidden(model, ids, attn, rows, cols, lin: Lin) -> torch.Tensor:
     base = model.base_model
     rows_t = torch.as_tensor(rows, dtype=torch.long, device=ids.device)
     cols_t = torch.as_tensor(cols, dtype=torch.long, device=ids.device)
     fn = _BY_TYPE.get(getattr(base.config, "model_type", ""))
     if fn is not None and getattr(base.config, "_attn_implementation", None) in ("sdpa", "eager"):
-        out = fn(base, ids, attn, rows_t, cols_t, linears(model, packed))
+        out = fn(base, ids, attn, rows_t, cols_t, lin)
         if out is not None:
             return out
     return base(input_ids=ids, attention_mask=attn).last_hidden_state[rows_t, cols_t]
@@ -156,7 +160,7 @@ def masked_logits(model, head: Callable, ids: torch.Tensor, attn: torch.Tensor |
     """MLM logits (M, V) at the (row, position) pairs only: masked_hidden, then the head at those rows.
     ``head`` is the model's MLM head (core.models.mlm_head), used as is for heads this file does not know."""
     lin = linears(model, packed)
-    h = masked_hidden(model, ids, attn, rows, cols, packed)  # (M, H)
+    h = _hidden(model, ids, attn, rows, cols, lin)  # (M, H)
     parts = _head_parts(model)
     if parts is None:
         return head(h)

@@ -228,18 +228,8 @@ def roberta_from_minilm(tokenizer):
         pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.cls_token_id, eos_token_id=tokenizer.sep_token_id)
     model = transformers.RobertaForMaskedLM(cfg)
     me, re_ = minilm.embeddings, model.roberta.embeddings
-    specials = {tokenizer.cls_token_id: bert_tok.cls_token_id, tokenizer.sep_token_id: bert_tok.sep_token_id,
-                tokenizer.pad_token_id: bert_tok.pad_token_id, tokenizer.unk_token_id: bert_tok.unk_token_id,
-                tokenizer.mask_token_id: bert_tok.mask_token_id}
-    src = me.word_embeddings.weight
+    _piece_means(tokenizer, "bpe", me.word_embeddings.weight, bert_tok, re_.word_embeddings.weight)
     with torch.no_grad():
-        for tid in range(len(tokenizer)):
-            if tid in specials:
-                re_.word_embeddings.weight[tid] = src[specials[tid]]
-                continue
-            ids = _bert_piece_ids(tokenizer.convert_ids_to_tokens(tid), "bpe", bert_tok)
-            if ids:
-                re_.word_embeddings.weight[tid] = src[ids].mean(0)
         pos = me.position_embeddings.weight + me.token_type_embeddings.weight[0]
         re_.position_embeddings.weight[2:] = pos
         re_.position_embeddings.weight[:2] = pos[0]
@@ -250,10 +240,10 @@ def roberta_from_minilm(tokenizer):
     return model
 
 
-def _transferred_embeddings(tokenizer, kind: str, minilm, bert_tok) -> torch.Tensor:
-    """(vocab, 384) embeddings for a BPE/Unigram vocabulary, taken from MiniLM's WordPiece ones."""
-    src = minilm.embeddings.word_embeddings.weight
-    out = src.new_zeros((len(tokenizer), src.shape[1])).normal_(0.0, 0.02)
+def _piece_means(tokenizer, kind: str, src: torch.Tensor, bert_tok, out: torch.Tensor) -> None:
+    """Rows of ``out`` (a BPE/Unigram vocabulary's embeddings) from ``src`` (bert-base-uncased WordPiece rows):
+    special tokens take their WordPiece twin, every other token the mean of the pieces that spell it; tokens with
+    no such piece keep their row."""
     specials = {tokenizer.cls_token_id: bert_tok.cls_token_id, tokenizer.sep_token_id: bert_tok.sep_token_id,
                 tokenizer.pad_token_id: bert_tok.pad_token_id, tokenizer.unk_token_id: bert_tok.unk_token_id,
                 tokenizer.mask_token_id: bert_tok.mask_token_id}
@@ -263,6 +253,13 @@ def _transferred_embeddings(tokenizer, kind: str, minilm, bert_tok) -> torch.Ten
                                                                            bert_tok)
             if ids:
                 out[tid] = src[ids].mean(0)
+
+
+def _transferred_embeddings(tokenizer, kind: str, minilm, bert_tok) -> torch.Tensor:
+    """(vocab, 384) embeddings for a BPE/Unigram vocabulary, taken from MiniLM's WordPiece ones."""
+    src = minilm.embeddings.word_embeddings.weight
+    out = src.new_zeros((len(tokenizer), src.shape[1])).normal_(0.0, 0.02)
+    _piece_means(tokenizer, kind, src, bert_tok, out)
     return out
 
 
@@ -342,13 +339,15 @@ def fit_to_minilm(albert, minilm, bert_tok, fit: MiniLMFit) -> float:
 
     from core.pretrain.masking import mask_tokens
 
-    ids = [i for d in fit.docs for i in bert_tok(" ".join(d), add_special_tokens=False)["input_ids"]]
+    # sentence by sentence (WordPiece splits on spaces, so the ids are those of the joined text, without the
+    # tokenizer's over-length warning for long documents)
+    ids = [i for e in bert_tok([s for d in fit.docs for s in d], add_special_tokens=False)["input_ids"] for i in e]
     span = fit.max_len - 2
     if len(ids) <= span:
         raise ValueError("The corpus is too small to fit ALBERT's shared layer to MiniLM.")
-    emb = ("embeddings.", "encoder.embedding_hidden_mapping_in.")
-    groups = [{"params": [p for n, p in albert.named_parameters() if n.startswith(emb)], "lr": fit.embed_lr},
-              {"params": [p for n, p in albert.named_parameters() if not n.startswith(emb)], "lr": fit.lr}]
+    named = [(is_embedding("albert", "albert." + n), p) for n, p in albert.named_parameters()]  # an AlbertModel
+    groups = [{"params": [p for e, p in named if e], "lr": fit.embed_lr},
+              {"params": [p for e, p in named if not e], "lr": fit.lr}]
     opt = torch.optim.AdamW(groups, weight_decay=0.01)
     warm = max(1, round(0.06 * fit.steps))
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warm) * max(0.0, 1 - s / fit.steps))
@@ -407,14 +406,7 @@ def albert_from_minilm(tokenizer, embedding_size: int = 128, layers: int = 6, sh
         for name in ("position_embeddings", "token_type_embeddings", "LayerNorm"):
             getattr(a.embeddings, name).load_state_dict(getattr(w.embeddings, name).state_dict())
         a.pooler.load_state_dict(w.pooler.state_dict())
-        src = w.embeddings.word_embeddings.weight  # (30522, E), fitted
-        specials = {tokenizer.cls_token_id: bert_tok.cls_token_id, tokenizer.sep_token_id: bert_tok.sep_token_id,
-                    tokenizer.pad_token_id: bert_tok.pad_token_id, tokenizer.unk_token_id: bert_tok.unk_token_id,
-                    tokenizer.mask_token_id: bert_tok.mask_token_id}
-        for tid in range(len(tokenizer)):
-            ids = [specials[tid]] if tid in specials else _bert_piece_ids(tokenizer.convert_ids_to_tokens(tid),
-                                                                           "unigram", bert_tok)
-            if ids:
-                a.embeddings.word_embeddings.weight[tid] = src[ids].mean(0)
+    # the fitted E-space rows (30522, E) move to the Unigram vocabulary
+    _piece_means(tokenizer, "unigram", w.embeddings.word_embeddings.weight, bert_tok, a.embeddings.word_embeddings.weight)
     model.tie_weights()
     return model

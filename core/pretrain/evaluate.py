@@ -12,7 +12,7 @@ from collections import Counter
 import torch
 
 from core.pretrain.build import encode, mlm_logits, pair_logits
-from core.pretrain.data import Instance, collate, special_mask
+from core.pretrain.data import Instance, collate
 
 EVAL_SEED = 1234
 

@@ -164,6 +164,23 @@ def _param_groups(model, family: str, cfg: PretrainConfig):
             for (kind, decay), ps in groups.items() if ps]
 
 
+def _build_model(cfg: PretrainConfig, tokenizer, teacher):
+    """The model to train: the student cut from its teacher, the MiniLM start, a folder to continue, or fresh."""
+    with BUILD_LOCK:  # a fresh model built while another thread loads would skip its weight init
+        if teacher is not None:
+            return build.distil_student(teacher, cfg.student_layers)
+        if cfg.init == "minilm":
+            return {"bert": lambda: build.bert_from_minilm(),
+                    "roberta": lambda: build.roberta_from_minilm(tokenizer),
+                    "albert": lambda: build.albert_from_minilm(tokenizer)}[cfg.family]()
+        if cfg.init != "scratch":
+            return build.pretraining_class(cfg.family).from_pretrained(cfg.init, use_safetensors=True,
+                                                                       dtype=torch.float32)
+        model = build.pretraining_class(cfg.family)(build.new_config(cfg.family, cfg.size, tokenizer))
+    model.config.architectures = [type(model).__name__]
+    return model
+
+
 def _static_masks(instances: list[Instance], tokenizer, cfg: PretrainConfig) -> list[Masked]:
     """One fixed mask per instance for the whole run (BERT's static masking), drawn in blocks for speed."""
     gen = torch.Generator().manual_seed(cfg.seed + 17)
@@ -252,6 +269,7 @@ def pretrain(cfg: PretrainConfig, on_step: Callable[[dict], None] | None = None,
     check_documents(train_docs, need_pairs=pair is not None)
 
     # 3. tokenizer: the family's own kind (reused on resume so ids stay the same)
+    resuming = cfg.resume and (out / CKPT_DIR / "state.pt").exists()
     teacher = None
     if cfg.teacher:
         with BUILD_LOCK:  # see core.models.BUILD_LOCK: one model build at a time per process
@@ -263,7 +281,7 @@ def pretrain(cfg: PretrainConfig, on_step: Callable[[dict], None] | None = None,
     elif cfg.init not in ("scratch", "minilm"):
         tokenizer = transformers.AutoTokenizer.from_pretrained(cfg.init)
         tokenizer.save_pretrained(str(out))
-    elif (out / "tokenizer.json").exists() and (out / CKPT_DIR / "state.pt").exists() and cfg.resume:
+    elif (out / "tokenizer.json").exists() and resuming:
         tokenizer = transformers.AutoTokenizer.from_pretrained(str(out))
     else:
         vocab = cfg.vocab_size or build.SIZES[cfg.size]["vocab"]
@@ -271,28 +289,12 @@ def pretrain(cfg: PretrainConfig, on_step: Callable[[dict], None] | None = None,
 
     # 4. model: fresh config, the MiniLM start, or the student cut from its teacher
     torch.manual_seed(cfg.seed)
-    resuming = cfg.resume and (out / CKPT_DIR / "state.pt").exists()
     if cfg.fit_steps and not resuming:  # minutes of fitting: builds take BUILD_LOCK inside, the fit runs without it
         model = build.albert_from_minilm(tokenizer, fit=build.MiniLMFit(
             train_docs, steps=cfg.fit_steps, lr=cfg.fit_lr, embed_lr=cfg.fit_embed_lr, seed=cfg.seed,
             on_step=on_fit))
     else:
-        model = None
-    with BUILD_LOCK:  # a fresh model built while another thread loads would skip its weight init
-        if model is not None:
-            pass
-        elif teacher is not None:
-            model = build.distil_student(teacher, cfg.student_layers)
-        elif cfg.init == "minilm":
-            model = {"bert": lambda: build.bert_from_minilm(),
-                     "roberta": lambda: build.roberta_from_minilm(tokenizer),
-                     "albert": lambda: build.albert_from_minilm(tokenizer)}[cfg.family]()
-        elif cfg.init != "scratch":
-            model = build.pretraining_class(cfg.family).from_pretrained(cfg.init, use_safetensors=True,
-                                                                        dtype=torch.float32)
-        else:
-            model = build.pretraining_class(cfg.family)(build.new_config(cfg.family, cfg.size, tokenizer))
-            model.config.architectures = [type(model).__name__]
+        model = _build_model(cfg, tokenizer, teacher)
     model.to(device).train()
     params = sum(p.numel() for p in model.parameters())
 
@@ -317,7 +319,7 @@ def pretrain(cfg: PretrainConfig, on_step: Callable[[dict], None] | None = None,
     # 7. resume from the last checkpoint when there is one
     step, history, evals = 0, [], []
     ckpt = out / CKPT_DIR
-    if cfg.resume and (ckpt / "state.pt").exists():
+    if resuming:
         step, history, evals = _load_checkpoint(ckpt, model, optimizer, scheduler)
     start_step = step
     setup_s = round(time.time() - t0, 2)
