@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 PORT ?= 8501
 
-.PHONY: run test install install-test chromium bench models clean
+.PHONY: run test install install-test chromium bench models clean gpu-check
 
 $(VENV)/.installed: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -25,7 +25,7 @@ chromium:
 	@bash scripts/install_chromium.sh
 
 run: install
-	$(PY) -m streamlit run app/main.py --server.port $(PORT) --server.address $${ENCODERLAB_HOST:-localhost}
+	$(PY) -m streamlit run app/serve.py --server.port $(PORT) --server.address $${ENCODERLAB_HOST:-localhost}
 
 test: install-test
 	HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false $(PY) -m pytest -q -p no:cacheprovider tests
@@ -33,6 +33,10 @@ test: install-test
 bench: install
 	$(PY) bench/speed.py
 	@for b in bench/*.py; do [ "$$b" = bench/speed.py ] || { echo "== $$b"; $(PY) $$b || exit 1; }; done
+
+# The GPU tests and the GPU benchmarks in one go, with one summary table (for a machine with a CUDA GPU).
+gpu-check:
+	bash scripts/gpu_check.sh
 
 # Retrain the four bundled models (assets/models) from the committed corpus (assets/corpus) and rewrite their
 # model cards; CPU is enough (the cards record the time). Regenerate the corpus itself: scripts/build_corpus.py.

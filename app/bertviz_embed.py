@@ -53,6 +53,14 @@ THEME_JS = ("(function(){var dark=BAKED;try{var d=window.parent!==window&&window
             "document.documentElement.className=dark?'dark':'light';"
             "window.ENCODERLAB_MODE=dark?'dark':'light';})();")
 
+# bertviz's model view draws a fixed 970 px wide SVG (DIV_WIDTH in model_view.js) plus the body's 2x4 px padding;
+# the app's column is narrower (about 940 px at a 1400 px window), which cut off the last head column. The page
+# zooms itself to fit its frame instead (zoom keeps d3's mouse positions right, unlike a CSS transform).
+MODEL_VIEW_WIDTH = 970 + 2 * 4
+FIT_JS = ("(function(){function fit(){var w=document.documentElement.clientWidth;"
+          "document.body.style.zoom=w>0&&w<NEED?String(w/NEED):'';}"
+          "window.addEventListener('resize',fit);fit();})();").replace("NEED", str(MODEL_VIEW_WIDTH))
+
 
 @functools.cache
 def vendor_js() -> str:
@@ -198,7 +206,8 @@ def build_view(kind: str, attentions: np.ndarray, labels: list[str], sentence_b_
     html = ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
             f"<title>{safe_title}</title><style>{THEME_CSS}</style>"
             f"<script>{THEME_JS.replace('BAKED', 'true' if dark else 'false')}</script></head><body>\n"
-            + vendor_js() + "\n" + div + "\n<script>\n" + js + "\n</script>\n</body></html>\n")
+            + vendor_js() + "\n" + div + "\n<script>\n" + js + "\n</script>\n"
+            + (f"<script>{FIT_JS}</script>\n" if kind == "model" else "") + "</body></html>\n")
     if "cdnjs" in html or re.search(r"<script[^>]+src=", html):
         raise RuntimeError("the offline view still loads a script from elsewhere")
     return ViewHTML(html=html, kind=kind, layers=tuple(layers), heads=tuple(heads), n_tokens=n,

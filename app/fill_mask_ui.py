@@ -8,7 +8,7 @@ import streamlit as st
 
 from app import state, urlstate
 from app.i18n import t
-from app.render import entry_id, shorten, yes_no
+from app.render import entry_id, mini_short, minis_caption, shorten, yes_no
 from app.render_predict import record_fill, show_fill_result, strategy_label
 from app.sidebar import known_checkpoints
 from core.fill_mask import MAX_TOP_K, STRATEGIES, CompareResult, FillMaskResult, examples, words
@@ -118,4 +118,6 @@ def show_compare(cres: CompareResult) -> None:
         with col:
             st.markdown(f"**{FAMILIES[r.family].label}** · `{r.checkpoint}`")
             st.metric(t("fill_mask.latency"), f"{r.latency_ms:,.1f} ms")
-            show_fill_result(r, key=k(f"cmp.{i}"))
+            mini_short(r.checkpoint)
+            show_fill_result(r, key=k(f"cmp.{i}"), narrow=True)
+    minis_caption([r.checkpoint for r in cres.results])

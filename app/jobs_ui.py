@@ -1,19 +1,69 @@
 """A job's live panel: progress bar with step/ETA, optional live metrics, Cancel, then the result."""
 from __future__ import annotations
 
+import threading
 from typing import Callable
 
 import streamlit as st
 
+from app import state
 from app.i18n import t
 
-from core.jobs import CANCELLED, DONE, ERROR, QUEUED, Job, JobRunner, runner as _core_runner
+from core import hosted
+from core.jobs import CANCELLED, DONE, ERROR, QUEUED, Job, JobRunner, SessionSweeper, runner as _core_runner
+
+SWEEP_EVERY_S = 5.0  # how often closed tabs are looked for (their queued jobs are cancelled after two misses)
+
+
+def _tab_open(session_id: str) -> bool:
+    """Whether the browser tab of a Streamlit session is still connected; True where there is no server to ask
+    (AppTest): a session is never taken for closed without a server saying so."""
+    from streamlit.runtime import Runtime
+
+    return not Runtime.exists() or Runtime.instance().is_active_session(session_id)
 
 
 @st.cache_resource
+def _shared() -> tuple[JobRunner, SessionSweeper]:
+    r = _core_runner()
+    sweeper = SessionSweeper(r, _tab_open)
+    threading.Thread(target=sweeper.run_forever, args=(SWEEP_EVERY_S,), daemon=True, name="encoderlab-sweeper").start()
+    return r, sweeper
+
+
 def runner() -> JobRunner:
-    """The process-wide job runner, shared by every session."""
-    return _core_runner()
+    """The process-wide job runner, shared by every session; remembers which browser tab this session is, so
+    that closing it cancels the session's queued jobs."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    r, sweeper = _shared()
+    ctx = get_script_run_ctx()
+    if ctx is not None:
+        sweeper.remember(state.session_id(), ctx.session_id)
+    return r
+
+
+LIVE_POINTS = 400  # per-step metrics a live view draws at most while it polls
+# Once a second: the live view stays live, and redrawing it (in this process and in the browser) takes half the
+# CPU it took at twice a second, CPU the job itself needs on a small machine.
+POLL_S = 1.0
+
+
+def _thinned(job: Job) -> Job:
+    """The job with its per-step metrics thinned to about LIVE_POINTS (the first, every k-th, the last), other
+    entries (evaluations) all kept: the live curves look the same, and redrawing them twice a second no longer
+    grows with the run (a long run's full curves took the server's time from everyone, the run included)."""
+    import dataclasses
+    from collections import Counter
+
+    metrics = list(job.metrics)
+    if len(metrics) <= LIVE_POINTS:
+        return job
+    shape = Counter(frozenset(m) for m in metrics).most_common(1)[0][0]  # the per-step entries' keys
+    steps = [i for i, m in enumerate(metrics) if frozenset(m) == shape]
+    k = -(-len(steps) // LIVE_POINTS)
+    keep = set(steps[::k]) | {steps[-1]} | {i for i, m in enumerate(metrics) if frozenset(m) != shape}
+    return dataclasses.replace(job, metrics=[m for i, m in enumerate(metrics) if i in keep])
 
 
 def _fmt_eta(job: Job) -> str:
@@ -23,7 +73,7 @@ def _fmt_eta(job: Job) -> str:
 
 def job_panel(job_id: int, on_done: Callable[[Job], None], on_running: Callable[[Job], None] | None = None,
               key: str = "job") -> None:
-    """Poll ``job_id`` every half second; draw progress and Cancel; call ``on_done(job)`` when it has finished."""
+    """Poll ``job_id`` every POLL_S seconds; draw progress and Cancel; call ``on_done(job)`` when it has finished."""
     r = runner()
     job = r.get(job_id)
     if job is None:
@@ -39,7 +89,7 @@ def job_panel(job_id: int, on_done: Callable[[Job], None], on_running: Callable[
             st.progress(j.progress, text=t("common.progress", name=j.name, message=j.message, s=f"{j.elapsed:,.0f}")
                         + _fmt_eta(j))
             if on_running is not None:
-                on_running(j)
+                on_running(_thinned(j))
             if st.button(t("common.cancel"), key=f"{key}.cancel.{job_id}"):
                 r.cancel(job_id)
                 st.rerun()
@@ -47,8 +97,8 @@ def job_panel(job_id: int, on_done: Callable[[Job], None], on_running: Callable[
         if j.status == DONE:
             on_done(j)
         elif j.status == ERROR:
-            st.error(t("common.job_failed", name=j.name, error=j.error))
-            if j.error_detail:
+            st.error(t("common.job_failed", name=j.name, error=hosted.scrub(j.error or "")))
+            if j.error_detail and not hosted.enabled():  # a traceback names server paths: not on the hosted demo
                 with st.expander(t("common.details")):
                     st.code(j.error_detail)
         elif j.status == CANCELLED:
@@ -59,7 +109,7 @@ def job_panel(job_id: int, on_done: Callable[[Job], None], on_running: Callable[
     if job.done:
         _panel()
     else:
-        st.fragment(run_every=0.5)(_watch(job_id, _panel))()
+        st.fragment(run_every=POLL_S)(_watch(job_id, _panel))()
 
 
 def _watch(job_id: int, panel: Callable[[], None]) -> Callable[[], None]:

@@ -5,7 +5,7 @@ import streamlit as st
 
 from app import state
 from app.i18n import t
-from core.models import LoadedModel, ModelLoadError, ModelSpec, load
+from core.models import LoadedModel, ModelLoadError, ModelSpec, load, resolve_device
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)
@@ -15,7 +15,8 @@ def _cached(family: str, checkpoint: str, device: str, task: str, attentions: bo
 
 def get_model(spec: ModelSpec, task: str = "base", attentions: bool = False) -> LoadedModel:
     """Load through the process-wide cache. Raises ModelLoadError with a message for the page."""
-    return _cached(spec.family, spec.checkpoint, spec.device, task, attentions)
+    # Keyed on the device it resolves to: "auto" and "cuda" on a GPU host are one model, not two copies on the GPU.
+    return _cached(spec.family, spec.checkpoint, resolve_device(spec.device).torch_device, task, attentions)
 
 
 def model_or_error(task: str = "base", attentions: bool = False, spec: ModelSpec | None = None) -> LoadedModel | None:
@@ -28,8 +29,16 @@ def model_or_error(task: str = "base", attentions: bool = False, spec: ModelSpec
         with st.spinner(t("common.loading", id=spec.checkpoint)):
             lm = get_model(spec, task, attentions)
     except ModelLoadError as e:
+        if spec == state.current_spec():
+            from app.sidebar import note_load
+
+            note_load(spec, str(e))  # the sidebar shows the failure, not a weights source
         st.error(str(e))
         return None
+    if spec == state.current_spec() and st.session_state.get("sidebar.load_failed"):
+        from app.sidebar import note_load
+
+        note_load(spec, None)
     source_banner(lm)
     return lm
 

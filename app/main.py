@@ -11,7 +11,7 @@ if str(ROOT) not in sys.path:
 import streamlit as st  # noqa: E402
 
 from app import presenter, state  # noqa: E402
-from app.nav import build_navigation  # noqa: E402
+from app.nav import build_navigation, follow_deep_link  # noqa: E402
 from app.sidebar import model_picker, report_panel  # noqa: E402
 
 # A local favicon: a :material/...: icon here would be fetched from a font CDN, which a workshop room lacks.
@@ -20,6 +20,7 @@ state.init()
 state.init_language()
 
 page = st.navigation(build_navigation())
+follow_deep_link()  # a link to /<page> that app/serve.py sent to the root first: open that page, with its query
 model_picker()
 presenter.apply_style()
 try:

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+PAGE_PARAM = "page"  # app/serve.py sends /<page>?q to /?page=<page>&q; app/main.py then opens that page
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,20 @@ def title(p: PageDef) -> str:
 
 
 _OBJECTS: dict = {}
+
+
+def follow_deep_link() -> None:
+    """When the URL names a page in PAGE_PARAM (app/serve.py's redirect of a fresh /<page> load), switch to that
+    page with the rest of the query; an unknown name is dropped and the current page stays."""
+    import streamlit as st
+
+    name = st.query_params.get(PAGE_PARAM)
+    if name is None:
+        return
+    rest = {k: v for k, v in st.query_params.to_dict().items() if k != PAGE_PARAM}
+    if name in _OBJECTS:
+        st.switch_page(_OBJECTS[name], query_params=rest)
+    del st.query_params[PAGE_PARAM]
 
 
 def page_obj(url: str):

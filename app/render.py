@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from typing import Any, Callable
 
 import plotly.graph_objects as go
 import streamlit as st
 
 from app import report
-from app.i18n import t
+from app.i18n import t, t_or
 from core.models import zoo_dir
 from core.params import PARTS, ParamBreakdown
 
@@ -76,15 +77,59 @@ def record_once(state_key: str, eid: str, build: Callable[[], dict]) -> None:
     report.record(eid, **build())
 
 
-def run_or_error(result_key: str, fn: Callable[[], Any]) -> Any:
+def run_or_error(result_key: str, fn: Callable[[], Any], made_from: Any = None) -> Any:
     """Call core and keep the result in session state for later reruns; on a ValueError (config errors,
-    FillMaskError, PairError, ModelLoadError: each says what to do) show its message instead of a traceback."""
+    FillMaskError, PairError, ModelLoadError: each says what to do) show its message instead of a traceback.
+    ``made_from``: what the result was computed from (model, target, input, options), kept beside it so that
+    ``current_result`` shows it only while the page still asks for the same thing. An error clears it."""
+    st.session_state[result_key + ".made_from"] = made_from
     try:
         st.session_state[result_key] = fn()
     except ValueError as e:
         st.session_state[result_key] = None
         st.error(str(e))
     return st.session_state[result_key]
+
+
+def current_result(result_key: str, made_from: Any) -> Any:
+    """The result kept under ``result_key`` when it was made from ``made_from`` (the page's current model, target,
+    input and options), else None: a result never stays on screen under a form that asks for something else."""
+    if st.session_state.get(result_key + ".made_from") != made_from:
+        return None
+    return st.session_state.get(result_key)
+
+
+def remember_job(state_key: str, job_id: int, made_from: Any) -> None:
+    """Keep what a background job was started from (model, input, options), for ``job_for``."""
+    st.session_state.setdefault(state_key, {})[job_id] = made_from
+
+
+def forget_jobs(state_key: str) -> None:
+    """After an error in the form, no earlier job's result stays under it."""
+    st.session_state[state_key] = {}
+
+
+def job_for(state_key: str, made_from: Any) -> int | None:
+    """The latest job this session started from ``made_from`` (what the form asks for now), or None."""
+    jobs = st.session_state.get(state_key, {})
+    return next((jid for jid in reversed(list(jobs)) if jobs[jid] == made_from), None)
+
+
+def stale_note(state_key: str) -> None:
+    """Say why no result is shown when the session has results, but none made from the current settings."""
+    if st.session_state.get(state_key):
+        st.caption(t("common.stale"))
+
+
+# Every ASCII punctuation mark Markdown (and Streamlit's :color[...] / :icon: / $math$ extensions) may read as
+# markup; CommonMark lets a backslash make any of them literal. Written here because Streamlit has no escape helper.
+_MARKUP = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:&=^\"'])")
+
+
+def as_text(text: str) -> str:
+    """User text to put inside a Markdown string (st.markdown, st.caption, labels): shown exactly as typed,
+    with no bold, code, links, HTML or math made from it."""
+    return _MARKUP.sub(r"\\\1", text)
 
 
 def shorten(text: str, n: int) -> str:
@@ -104,6 +149,79 @@ def bundled_card(checkpoint: str) -> dict:
         return json.loads((zoo_dir() / checkpoint.split("/", 1)[1] / "encoderlab_card.json").read_text())
     except (OSError, ValueError):
         return {}
+
+
+MLM_BAR = 1.5  # the zoo's bar for a mini's MLM head: held-out top-5 at least 1.5x the unigram guess (README)
+CHANCE_MARGIN = 0.02  # a pair head within 2 points of always guessing the majority (or of 50%) learned nothing
+
+
+def head_learned(checkpoint: str, head: str | None) -> bool | None:
+    """Whether a bundled mini's ``head`` ("mlm", "nsp", "sop") meets its card's bar: None when there is no card
+    (any other checkpoint) or the card does not measure that head."""
+    held = bundled_card(checkpoint).get("heldout", {})
+    if head == "mlm" and "top5_vs_unigram" in held:
+        return held["top5_vs_unigram"] >= MLM_BAR
+    if head in ("nsp", "sop") and "pair_acc" in held:
+        return held["pair_acc"] > max(held.get("pair_majority", 0.5), 0.5) + CHANCE_MARGIN
+    return None
+
+
+def minis_caption(checkpoints) -> None:
+    """Under a comparison: what the bundled minis among ``checkpoints`` are, once, with how to get a full model."""
+    cards = [bundled_card(c) for c in checkpoints]
+    card = next((c for c in cards if c), None)
+    if card is None:
+        return
+    corpus = card.get("corpus", {})
+    sources = ", ".join(t_or(f"common.corpus.{src}", src) for src in corpus.get("sources", ()))
+    st.caption(t("common.minis_compare", words=f"{corpus.get('train_words', 0) / 1e3:,.0f}k", sources=sources,
+                 hint=t("common.mini_get_full")))
+
+
+def mini_short(checkpoint: str) -> None:
+    """In a narrow column (a comparison): a bundled mini's size and held-out top-5 in a few words."""
+    card = bundled_card(checkpoint)
+    held = card.get("heldout", {})
+    if card and "mlm_top5" in held:
+        st.caption(t("common.mini_short", params=f"{card.get('params', 0) / 1e6:.1f}M", top5=f"{held['mlm_top5']:.1%}",
+                     unigram=f"{held.get('unigram_top5', 0):.1%}"))
+
+
+def mini_note(checkpoint: str, head: str | None = None) -> bool:
+    """Next to a bundled mini's output: one line with its size, corpus and held-out score from its card, and how
+    to get a full checkpoint; a plain warning instead when ``head`` did not learn. Returns False exactly then
+    (the caller does not draw that head's output as if it meant something); True for any other checkpoint."""
+    card = bundled_card(checkpoint)
+    if not card:
+        return True
+    held, corpus = card.get("heldout", {}), card.get("corpus", {})
+    sources = ", ".join(t_or(f"common.corpus.{src}", src) for src in corpus.get("sources", ()))
+    size = t("common.mini_size", params=f"{card.get('params', 0) / 1e6:.1f}M",
+             layers=card.get("arch", {}).get("layers", "?"), words=f"{corpus.get('train_words', 0) / 1e3:,.0f}k",
+             sources=sources)
+    if head in ("nsp", "sop") and "pair_acc" in held:
+        score = t("common.mini_pair_score", head=head.upper(), acc=f"{held['pair_acc']:.1%}",
+                  majority=f"{held.get('pair_majority', 0.5):.1%}")
+    elif "mlm_top5" in held:
+        score = t("common.mini_mlm_score", top5=f"{held['mlm_top5']:.1%}", unigram=f"{held.get('unigram_top5', 0):.1%}")
+    else:
+        score = ""
+    full = _full_checkpoint(card.get("family", ""))
+    hint = t("common.mini_use_full", id=full) if full else t("common.mini_get_full")
+    if head_learned(checkpoint, head) is False:
+        st.warning(t("common.mini_not_learned", id=checkpoint, head=(head or "").upper(), size=size, score=score,
+                     hint=hint))
+        return False
+    st.caption(t("common.mini_line", id=checkpoint, size=size, score=score, hint=hint))
+    return True
+
+
+def _full_checkpoint(family: str) -> str | None:
+    """The family's first official checkpoint that can be had here (HF cache or a folder), if any."""
+    from core.models import FAMILIES, availability
+
+    fam = FAMILIES.get(family)
+    return next((c.id for c in (fam.checkpoints if fam else ()) if availability(c.id).source != "unavailable"), None)
 
 
 def pair_card_caption(checkpoint: str, head: str) -> None:

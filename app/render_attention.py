@@ -132,7 +132,8 @@ def chart_config(name: str) -> dict:
 
 
 def show(fig: go.Figure, name: str, **kw):
-    return st.plotly_chart(fig, width="stretch", key=K("fig." + name), config=chart_config(name), **kw)
+    return st.plotly_chart(presenter.scale(fig), width="stretch", key=K("fig." + name), config=chart_config(name),
+                           **kw)
 
 
 # ---------------------------------------------------------------------------------------------- figures
@@ -509,6 +510,7 @@ def compare_section(r: A.AttentionResult, stats: A.HeadStats, config: A.Attentio
                 other = A.compute_attention(get_model(spec, "base", attentions=True), config)
             st.session_state[K("cmp.result")] = (run_key, other)
         except (ModelLoadError, ValueError) as e:
+            st.session_state.pop(K("cmp.result"), None)  # no earlier comparison stays under the error
             st.error(f"{choice[1]}: {e}")
             return
     saved = st.session_state.get(K("cmp.result"))

@@ -8,6 +8,7 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
+from app import presenter
 from app.i18n import t, t_or
 from app.render_attention import option_labels
 from core.attribution import (BASELINES, METHODS, AttributionConfig, AttributionResult, BatchResult, BatchRow,
@@ -102,18 +103,18 @@ def show_result(res: AttributionResult, key: str) -> list[go.Figure]:
     pick = st.selectbox(t("attribution.bar_of"), shown, format_func=option_labels(shown, method_label),
                         key=f"{key}.bar")
     figures = [bar_chart(res, pick)]
-    st.plotly_chart(figures[0], key=f"{key}.barfig")
+    st.plotly_chart(presenter.scale(figures[0]), key=f"{key}.barfig")
     if len(res.methods) > 1:
         st.subheader(t("attribution.side_by_side"))
         figures.append(methods_heatmap(res))
-        st.plotly_chart(figures[-1], key=f"{key}.methods")
+        st.plotly_chart(presenter.scale(figures[-1]), key=f"{key}.methods")
         st.caption(t("attribution.corr_caption"))
         figures.append(correlation_heatmap(res))
-        st.plotly_chart(figures[-1], key=f"{key}.corr")
+        st.plotly_chart(presenter.scale(figures[-1]), key=f"{key}.corr")
     if res.layer_scores is not None:
         st.subheader(t("attribution.per_layer"))
         figures.append(layer_heatmap(res))
-        st.plotly_chart(figures[-1], key=f"{key}.layers")
+        st.plotly_chart(presenter.scale(figures[-1]), key=f"{key}.layers")
     single = BatchResult((BatchRow(" ".join(res.tokens)),), (res,), (None,))
     d1, d2 = st.columns(2)
     d1.download_button(t("attribution.download_csv"), batch_to_csv(single), "attribution.csv", "text/csv",

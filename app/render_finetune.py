@@ -8,9 +8,10 @@ import plotly.graph_objects as go
 import streamlit as st
 from plotly.subplots import make_subplots
 
-from app import report, state
+from app import presenter, report, state
 from app.i18n import t, t_or
-from core.datasets_local import BUNDLED, GLUE_TASKS, DataError, LabelledData, from_table, load_bundled, load_glue, read_table
+from core.datasets_local import (BUNDLED, GLUE_TASKS, MAX_UPLOAD_MB, DataError, LabelledData, from_table,
+                                 guess_columns, load_bundled, load_glue, read_table)
 from core.finetune import FinetuneResult, classify, load_finetuned, zip_folder
 from core.models import FAMILIES, ModelLoadError, hub_reachable
 
@@ -18,6 +19,9 @@ PAGE = "finetune"
 # Data sources: the widget's values (kept in links) are these ids; the labels come from assets/i18n/finetune.toml.
 SOURCES = ("drugreview", "wordnet", "upload", "glue")
 NO_SECOND_TEXT = "(none)"  # a widget value; its label comes through format_func
+# Settings and data choice outlive a visit to another page (Streamlit drops a widget's value once it is not
+# drawn; the defaults set before the widgets would then reset them).
+KEEP = "session"
 
 
 def K(name: str) -> str:
@@ -42,7 +46,7 @@ def _glue_cached(task: str) -> LabelledData:
 
 def data_picker() -> LabelledData | None:
     """Draw the data choice; return the labelled data, or None after saying what is missing or wrong."""
-    source = st.radio(t("finetune.data"), SOURCES, key=K("source"), horizontal=True,
+    source = st.radio(t("finetune.data"), SOURCES, key=K("source"), persist_state=KEEP, horizontal=True,
                       format_func=lambda s: t(f"finetune.source.{s}"))
     try:
         if source in BUNDLED:
@@ -51,6 +55,8 @@ def data_picker() -> LabelledData | None:
             description = t_or(f"finetune.data_desc.{info.key}", info.description)
             st.caption(t("finetune.bundled_caption", description=description, source=info.source,
                          licence=info.licence))
+            if info.key == "drugreview":  # why it is not the default
+                st.caption(t("finetune.drugreview_note"))
         elif source == "upload":
             data = _upload()
         else:
@@ -71,27 +77,70 @@ def data_picker() -> LabelledData | None:
 def _upload() -> LabelledData | None:
     up = st.file_uploader(t("finetune.upload"), type=["csv", "tsv", "jsonl"], key=K("upload"),
                           help=t("finetune.upload_help"))
+    # Streamlit refuses a file over server.maxUploadSize with its own generic message: say the app's limit first.
+    st.caption(t("finetune.upload_limit", mb=f"{MAX_UPLOAD_MB:.0f}"))
     if up is None:
         st.info(t("finetune.upload_info"))
         return None
-    df = read_table(up.getvalue(), up.name)
+    data = up.getvalue()
+    df = read_table(data, up.name)
     cols = [str(c) for c in df.columns]
+    guess = guess_columns(df)
+    signature = hashlib.sha1(up.name.encode() + data).hexdigest()
+    if st.session_state.get(K("upload_sig")) != signature:  # a new file: start from the guess, then the user decides
+        st.session_state[K("upload_sig")] = signature
+        st.session_state[K("text_col")] = guess.text
+        st.session_state[K("text_col_b")] = guess.text_b or NO_SECOND_TEXT
+        st.session_state[K("label_col")] = guess.label
     c1, c2, c3, c4 = st.columns(4)
-    text = c1.selectbox(t("finetune.text_col"), cols, key=K("text_col"))
-    text_b = c2.selectbox(t("finetune.text_col_b"), [NO_SECOND_TEXT] + cols, key=K("text_col_b"),
+    text = c1.selectbox(t("finetune.text_col"), cols, key=K("text_col"), persist_state=KEEP)
+    text_b = c2.selectbox(t("finetune.text_col_b"), [NO_SECOND_TEXT] + cols, key=K("text_col_b"), persist_state=KEEP,
                           format_func=lambda c: t("finetune.no_second_text") if c == NO_SECOND_TEXT else c)
-    label = c3.selectbox(t("finetune.label_col"), cols, index=min(1, len(cols) - 1), key=K("label_col"))
+    label = c3.selectbox(t("finetune.label_col"), cols, key=K("label_col"), persist_state=KEEP)
+    why = {role: t(f"finetune.guess.{code}") for role, code in guess.why.items()}
+    st.caption(t("finetune.guess.caption", text=guess.text, why_text=why["text"], label=guess.label,
+                 why_label=why["label"], why_b=why["text_b"],
+                 text_b=guess.text_b or t("finetune.no_second_text")))
     st.session_state.setdefault(K("test_frac"), 0.2)
-    frac = c4.number_input(t("finetune.test_frac"), 0.05, 0.5, step=0.05, key=K("test_frac"))
+    frac = c4.number_input(t("finetune.test_frac"), 0.05, 0.5, step=0.05, key=K("test_frac"), persist_state=KEEP)
     return from_table(df, text, label, None if text_b == NO_SECOND_TEXT else text_b, test_fraction=frac, name=up.name)
+
+
+# ---------------------------------------------------------------------------------------------- presets
+PRESET_KEYS = {"epochs": "epochs", "max_steps": "max_steps", "lr": "lr", "batch_size": "batch",
+               "max_length": "max_len", "warmup_ratio": "warmup", "weight_decay": "wd", "grad_clip": "clip"}
+
+
+def _apply(settings: dict) -> None:
+    for field_, name in PRESET_KEYS.items():
+        st.session_state[K(name)] = settings[field_]
+
+
+def presets(hidden: int | None, suggested: dict, articles: dict) -> None:
+    """Which settings the form holds (this model size's or the articles'), why they differ, and a button for each."""
+    current = {f: st.session_state.get(K(n)) for f, n in PRESET_KEYS.items()}
+    small = suggested != articles
+    if current == articles:
+        st.caption(t("finetune.preset.articles_in_use"))
+    elif current == suggested:
+        st.caption(t("finetune.preset.small_in_use", hidden=hidden, lr=f"{suggested['lr']:.0e}",
+                     epochs=suggested["epochs"], max_len=suggested["max_length"]))
+    else:
+        st.caption(t("finetune.preset.own"))
+    c1, c2, _ = st.columns([1, 1, 2])
+    c1.button(t("finetune.preset.articles"), key=K("preset.articles"), on_click=_apply, args=(articles,),
+              disabled=current == articles, help=t("finetune.preset.articles_help"))
+    if small:
+        c2.button(t("finetune.preset.small"), key=K("preset.small"), on_click=_apply, args=(suggested,),
+                  disabled=current == suggested)
 
 
 def _glue_picker() -> LabelledData | None:
     if not hub_reachable():
         st.warning(t("finetune.glue_offline"))
         return None
-    task = st.selectbox(t("finetune.glue_task"), list(GLUE_TASKS), key=K("glue_task"))
-    if not st.toggle(t("finetune.glue_go"), key=K("glue_go")):
+    task = st.selectbox(t("finetune.glue_task"), list(GLUE_TASKS), key=K("glue_task"), persist_state=KEEP)
+    if not st.toggle(t("finetune.glue_go"), key=K("glue_go"), persist_state=KEEP):
         return None
     return _glue(task)
 
@@ -120,7 +169,7 @@ def live(job) -> None:
     metrics = list(job.metrics)
     if not any("loss" in m for m in metrics):
         return
-    st.plotly_chart(curves([(job.name, metrics)], height=320), key=K(f"live.{job.id}"))
+    st.plotly_chart(presenter.scale(curves([(job.name, metrics)], height=320)), key=K(f"live.{job.id}"))
 
 
 def confusion(result: FinetuneResult) -> go.Figure:
@@ -154,9 +203,9 @@ def result_view(name: str, result: FinetuneResult) -> None:
     c[5].metric(t("finetune.m.padding"), f"{result.padding_saved:.0%}", help=t("finetune.m.padding_help"))
     st.caption(t("finetune.result_caption", device=result.device, precision=result.precision,
                  trained=f"{result.params_trainable:,}", total=f"{result.params_total:,}", best=result.best_step))
-    st.plotly_chart(curves([(name, list(result.history) + list(result.evals))]), key=K(f"curves.{name}"))
+    st.plotly_chart(presenter.scale(curves([(name, list(result.history) + list(result.evals))])), key=K(f"curves.{name}"))
     left, right = st.columns([2, 3])
-    left.plotly_chart(confusion(result), key=K(f"cm.{name}"))
+    left.plotly_chart(presenter.scale(confusion(result)), key=K(f"cm.{name}"))
     with right:
         st.markdown(t("finetune.worst_errors"))
         errs = result.worst_errors(10)
@@ -199,7 +248,7 @@ def _try_it(name: str, result: FinetuneResult) -> None:
         fig = go.Figure(go.Bar(x=list(fm.label_names), y=probs, text=[f"{p:.1%}" for p in probs],
                                textposition="outside")).update_layout(height=260, margin=dict(t=20, b=10),
                                                                       yaxis_range=[0, 1.1])
-        st.plotly_chart(fig, key=K(f"try_chart.{name}"))
+        st.plotly_chart(presenter.scale(fig), key=K(f"try_chart.{name}"))
         record_prediction(name, result, text.strip(), list(fm.label_names), probs, fig)
     elif go_:
         st.warning(t("finetune.type_first"))
@@ -215,7 +264,7 @@ def compare(finished: list[tuple[str, FinetuneResult]]) -> None:
                  device=r.device) for n, r in finished]
     df = pd.DataFrame(rows)
     st.dataframe(df.rename(columns={c: t(f"finetune.col.{c}") for c in df.columns}), hide_index=True)
-    st.plotly_chart(curves([(n, list(r.history) + list(r.evals)) for n, r in finished]), key=K("compare.curves"))
+    st.plotly_chart(presenter.scale(curves([(n, list(r.history) + list(r.evals)) for n, r in finished])), key=K("compare.curves"))
 
 
 # ---------------------------------------------------------------------------------------------- session report

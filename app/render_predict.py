@@ -9,8 +9,8 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from app import report
-from app.render import shorten
+from app import presenter, report
+from app.render import as_text, shorten
 from app.i18n import t
 from core.fill_mask import FillMaskResult, MaskPrediction
 from core.sentence_pair import BatchPairResult, PairResult
@@ -61,40 +61,47 @@ def topk_bar(m: MaskPrediction, title: str, height: int | None = None) -> go.Fig
     labels = [f"{c.piece}  " for c in cands]
     colors = [TARGET_COLOR if m.original and c.token_id == m.original.token_id else PIECE_COLOR for c in cands]
     fig = go.Figure(go.Bar(x=[c.prob for c in cands], y=labels, orientation="h", marker_color=colors,
-                           text=[fmt_prob(c.prob) for c in cands], textposition="outside",
+                           text=[fmt_prob(c.prob) for c in cands], textposition="outside", cliponaxis=False,
                            hovertemplate="%{y}: %{x:.4f}<extra></extra>"))
-    fig.update_layout(title=title, xaxis_title=t("predict.probability"),
+    top = max((c.prob for c in cands), default=1.0)
+    # Room right of the longest bar for its value label ("outside" text is drawn past the bar's end).
+    fig.update_layout(title=title, xaxis=dict(title=t("predict.probability"), range=[0, top * 1.3]),
                       yaxis=dict(autorange="reversed", type="category"),
                       height=height or max(220, 60 + 22 * len(cands)), margin=dict(t=40, b=10, l=10, r=40))
     return fig
 
 
-def show_fill_result(r: FillMaskResult, key: str, specials: tuple[str, ...] = (), charts: bool = True) -> None:
-    """Tokenization, notes, the joint fill, and one top-k chart per mask."""
+def show_fill_result(r: FillMaskResult, key: str, specials: tuple[str, ...] = (), charts: bool = True,
+                     narrow: bool = False) -> None:
+    """Tokenization, notes, the joint fill, and one top-k chart per mask (``narrow``: a compare column, where a
+    chart title must be short to fit)."""
     if r.truncation:
         st.warning(r.truncation)
     for n in r.notes:
         st.info(n)
     st.markdown(token_strip(r.tokens, r.mask_positions, specials), unsafe_allow_html=True)
-    st.markdown(t("predict.joint_fill", how=strategy_label(r.strategy), text=html.escape(r.filled_text)))
+    st.markdown(t("predict.joint_fill", how=strategy_label(r.strategy), text=as_text(r.filled_text)))
     per = t("predict.per_text_batch", n=r.batch_size) if r.batch_size > 1 else ""
     st.caption(t("predict.fill_caption", p=f"{r.joint_prob:.3g}", n=len(r.masks), ms=f"{r.latency_ms:,.1f}")
                + per)
     if len(r.masks) > 1:
         order = {m: i + 1 for i, m in enumerate(r.fill_order)}
+        iterative = r.strategy == "iterative"  # filled independently, every mask is filled in the one pass
         st.dataframe(pd.DataFrame([{
             t("predict.col.mask"): i + 1, t("predict.col.position"): m.position,
             t("predict.col.filled_with"): r.fill_pieces[i],
-            t("predict.col.prob_when_filled"): round(r.fill_probs[i], 4), t("predict.col.fill_step"): order[i],
+            t("predict.col.prob_when_filled"): round(r.fill_probs[i], 4),
+            **({t("predict.col.fill_step"): order[i]} if iterative else {}),
             t("predict.col.own_top1"): m.candidates[0].piece,
             t("predict.col.own_top1_prob"): round(m.candidates[0].prob, 4),
             t("predict.col.entropy"): round(m.entropy, 2)} for i, m in enumerate(r.masks)]),
             hide_index=True, key=f"{key}.table")
     if r.masked_word:
-        st.caption(t("predict.masked_word", word=html.escape(r.masked_word), n=len(r.masks), ranks=_ranks(r)))
+        st.caption(t("predict.masked_word", word=as_text(r.masked_word), n=len(r.masks), ranks=_ranks(r)))
     if charts:
         for i, m in enumerate(r.masks):
-            st.plotly_chart(topk_bar(m, mask_title(i, m)), key=f"{key}.bar.{i}", width="stretch")
+            title = t("predict.mask_title_short", n=i + 1, position=m.position) if narrow else mask_title(i, m)
+            st.plotly_chart(presenter.scale(topk_bar(m, title)), key=f"{key}.bar.{i}", width="stretch")
 
 
 def _ranks(r: FillMaskResult) -> str:

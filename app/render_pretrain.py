@@ -5,7 +5,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
-from app import state
+from app import presenter, state
 from app.i18n import t
 from core.models import FAMILIES
 
@@ -39,8 +39,8 @@ def pair_metric(j) -> str:
 
 def live(j) -> None:
     a, b = st.columns(2)
-    a.plotly_chart(curves([j], "mlm_loss"), width="stretch", key=f"pretrain.loss.{j.id}.{len(j.metrics)}")
-    b.plotly_chart(curves([j], pair_metric(j)), width="stretch", key=f"pretrain.pair.{j.id}.{len(j.metrics)}")
+    a.plotly_chart(presenter.scale(curves([j], "mlm_loss")), width="stretch", key=f"pretrain.loss.{j.id}.{len(j.metrics)}")
+    b.plotly_chart(presenter.scale(curves([j], pair_metric(j))), width="stretch", key=f"pretrain.pair.{j.id}.{len(j.metrics)}")
     samples = next((m["samples"] for m in reversed(j.metrics) if m.get("samples")), None)
     if samples:
         st.caption(t("pretrain.samples_caption"))

@@ -9,6 +9,10 @@ from __future__ import annotations
 import base64
 import datetime as _dt
 import html
+import logging
+import queue
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -43,6 +47,43 @@ def record(entry_id: str, page: str, title: str, inputs: dict[str, Any], *, rows
                               _dt.datetime.now().strftime("%Y-%m-%d %H:%M:%S"))
     while len(entries) > MAX_ENTRIES:
         entries.pop(next(iter(entries)))
+    _predraw(entries[entry_id].figures)
+
+
+# Drawing the PNGs when the download is asked for took 19-31 s; one background thread draws each entry's figures
+# as it is recorded, so the download finds them in the cache. Bounded: at most _PREDRAW_MAX figures wait (the
+# rest are drawn at download time), and one kaleido browser at a time.
+_PREDRAW_MAX = 64
+_predraw_queue: "queue.Queue[str]" = queue.Queue(maxsize=_PREDRAW_MAX)
+_predraw_thread: threading.Thread | None = None
+
+
+def _predraw(fig_jsons: Sequence[str]) -> None:
+    global _predraw_thread
+    from streamlit import runtime
+
+    if not fig_jsons or not runtime.exists():  # only under a real server (not in bare scripts or AppTest)
+        return
+    for f in fig_jsons:
+        try:
+            _predraw_queue.put_nowait(f)
+        except queue.Full:
+            break
+    with _PNG_LOCK:
+        if _predraw_thread is None or not _predraw_thread.is_alive():
+            _predraw_thread = threading.Thread(target=_predraw_loop, name="report-predraw", daemon=True)
+            _predraw_thread.start()
+
+
+def _predraw_loop() -> None:
+    while True:
+        batch = [_predraw_queue.get()]
+        while len(batch) < 8:
+            try:
+                batch.append(_predraw_queue.get_nowait())
+            except queue.Empty:
+                break
+        figure_pngs(batch)  # fills the cache; failures are logged there
 
 
 def entries() -> list[Entry]:
@@ -53,23 +94,70 @@ def clear() -> None:
     st.session_state[ENTRIES] = {}
 
 
-def figure_pngs(fig_jsons: Sequence[str]) -> list[bytes | None]:
+PNG_WIDTH, PNG_HEIGHT = 900, 480
+_PNG_CACHE: "OrderedDict[str, bytes]" = OrderedDict()  # figure JSON digest -> PNG, process-wide
+_PNG_CACHE_MAX = 256  # about 256 x 60 kB; the oldest drawing is evicted first
+_PNG_LOCK = threading.Lock()
+log = logging.getLogger(__name__)
+
+
+def report_figure(fig_json: str):
+    """The figure as the report draws it: every axis makes room for its tick labels and title (on screen the
+    page's theme does that; kaleido's plain template keeps the figure's tight margins and cuts labels off), at
+    the figure's own height so rows keep their spacing."""
+    import plotly.io as pio
+
+    fig = pio.from_json(fig_json)
+    fig.update_xaxes(automargin=True)
+    fig.update_yaxes(automargin=True)
+    fig.update_layout(width=PNG_WIDTH, height=max(fig.layout.height or PNG_HEIGHT, 220), autosize=False)
+    return fig
+
+
+def figure_pngs(fig_jsons: Sequence[str], on_progress=None) -> tuple[list[bytes | None], str | None]:
     """The figures as PNG through kaleido, all in one browser session (starting Chrome/Chromium takes about
-    two seconds); a list of None when no browser can be started (the report then says so per figure)."""
+    two seconds); figures drawn before come from a cache. Returns the PNGs and, when some could not be drawn,
+    why (also logged): the report says so next to each missing figure instead of dropping it."""
+    import hashlib
     import tempfile
 
     import plotly.io as pio
 
-    if not fig_jsons:
-        return []
-    with tempfile.TemporaryDirectory() as tmp:
-        paths = [Path(tmp) / f"fig{i}.png" for i in range(len(fig_jsons))]
-        try:
-            pio.write_images([pio.from_json(f) for f in fig_jsons], paths, format="png", width=900, height=480,
-                             scale=1)
-        except Exception:  # noqa: BLE001 - no Chrome/Chromium on this machine, or kaleido missing
-            return [None] * len(fig_jsons)
-        return [p.read_bytes() if p.exists() else None for p in paths]
+    keys = [hashlib.sha1(f.encode()).hexdigest() for f in fig_jsons]
+    with _PNG_LOCK:
+        out: list[bytes | None] = [_PNG_CACHE.get(k) for k in keys]
+    todo = [i for i, png in enumerate(out) if png is None]
+    error = None
+    # Chunks so a long report shows progress; each chunk is one kaleido call (one browser start).
+    chunk = 16
+    for start in range(0, len(todo), chunk):
+        part = todo[start:start + chunk]
+        with tempfile.TemporaryDirectory() as tmp:
+            paths = [Path(tmp) / f"fig{i}.png" for i in part]
+            try:
+                figs = [report_figure(fig_jsons[i]) for i in part]
+                # the size explicitly: kaleido ignores the layout's and would draw every figure at 700 x 500
+                pio.write_images(figs, paths, format="png", width=[f.layout.width for f in figs],
+                                 height=[f.layout.height for f in figs], scale=1)
+            except Exception as e:  # noqa: BLE001 - no Chrome/Chromium here, kaleido missing, or a bad figure
+                error = f"{type(e).__name__}: {e}".strip()
+                log.warning("session report: %d figure(s) could not be drawn as PNG: %s",  # i18n: ok (server log)
+                            len(part), error)
+                continue
+            for i, path in zip(part, paths):
+                out[i] = path.read_bytes() if path.exists() else None
+                if out[i] is not None:
+                    with _PNG_LOCK:
+                        _PNG_CACHE[keys[i]] = out[i]
+                        while len(_PNG_CACHE) > _PNG_CACHE_MAX:
+                            _PNG_CACHE.popitem(last=False)
+        if on_progress is not None:
+            on_progress(min(start + chunk, len(todo)) / len(todo))
+    if error is None and any(png is None for png in out):
+        error = "kaleido wrote no file"
+        log.warning("session report: kaleido wrote no PNG for %d figure(s)",  # i18n: ok (server log)
+                    sum(png is None for png in out))
+    return out, error
 
 
 _STYLE = """
@@ -92,14 +180,16 @@ def _table(rows: Sequence[dict]) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
-def build_html(items: Sequence[Entry]) -> str:
-    """The whole report as one self-contained HTML string (figures inlined as base64 PNG)."""
+def build_html(items: Sequence[Entry], on_progress=None) -> str:
+    """The whole report as one self-contained HTML string (figures inlined as base64 PNG). ``on_progress(f)`` is
+    called with the share of figures drawn so far."""
     parts = [f"<!doctype html><html lang='{lang()}'><head><meta charset='utf-8'>",
              f"<title>{html.escape(t('report.doc_title'))}</title><style>{_STYLE}</style></head><body>",
              f"<h1>{html.escape(t('report.doc_title'))}</h1>",
              "<p class='meta'>" + html.escape(t("report.doc_meta", n=len(items),
                                                 at=_dt.datetime.now().strftime("%Y-%m-%d %H:%M"))) + "</p>"]
-    pngs = iter(figure_pngs([f for e in items for f in e.figures]))
+    drawn, error = figure_pngs([f for e in items for f in e.figures], on_progress)
+    pngs = iter(drawn)
     for e in items:
         parts.append(f"<section><div class='page'>{html.escape(e.page)} · {html.escape(e.at)}</div>"
                      f"<h2>{html.escape(e.title)}</h2>")
@@ -115,7 +205,7 @@ def build_html(items: Sequence[Entry]) -> str:
         for _ in e.figures:
             png = next(pngs)
             if png is None:
-                parts.append(f"<p><em>{html.escape(t('report.no_png'))}</em></p>")
+                parts.append(f"<p><em>{html.escape(t('report.no_png', error=error or '?'))}</em></p>")
             else:
                 parts.append(f"<img alt='figure' src='data:image/png;base64,{base64.b64encode(png).decode()}'>")
         parts.append("</section>")

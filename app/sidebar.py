@@ -8,7 +8,10 @@ import threading
 import streamlit as st
 
 from app import presenter, report, state, urlstate
+from app.gpu_notice import sidebar_gpu_line
 from app.i18n import LANG_KEY, LANGS, t
+from app.render import as_text
+from core.hosted import check_custom_checkpoint
 from core.models import FAMILIES, ModelLoadError, ModelSpec, availability, bundled_id, resolve_device
 
 CUSTOM_OPTION = "custom"
@@ -108,9 +111,12 @@ def model_picker() -> ModelSpec | None:
                                    placeholder=t("sidebar.custom_placeholder")).strip()
     if not presenter.is_on():
         sb.radio(t("sidebar.device"), DEVICES, key=state.DEVICE, horizontal=True)
+        sidebar_gpu_line(sb)  # a GPU that torch cannot use: one line here, the fix on Home
     spec, error = None, None
     try:
         resolve_device(st.session_state[state.DEVICE])
+        if choice == CUSTOM_OPTION:
+            check_custom_checkpoint(checkpoint)  # hosted mode: Hub ids only, never a server path
         spec = ModelSpec(fam, checkpoint, st.session_state[state.DEVICE])
     except ModelLoadError as e:
         error = str(e)
@@ -119,17 +125,39 @@ def model_picker() -> ModelSpec | None:
     if error:
         sb.error(error)
     elif spec is not None:
+        _SLOT.source = sb.empty()  # a page whose load of this model fails replaces the source with the failure
+        failed = st.session_state.get(LOAD_FAILED, {}).get(spec)
         res = availability(spec.checkpoint)
-        if res.source == "unavailable":
-            sb.warning(t("sidebar.unavailable", id=spec.checkpoint, tried="; ".join(res.tried)))
+        if failed:
+            _SLOT.source.error(t("sidebar.load_failed", id=as_text(spec.checkpoint), error=failed))
+        elif res.source == "unavailable":
+            _SLOT.source.warning(t("sidebar.unavailable", id=as_text(spec.checkpoint),
+                                   tried=as_text("; ".join(res.tried))))
         else:
-            sb.caption(t("sidebar.weights_from", source=res.source) + (f" — `{res.path}`" if res.path else ""))
+            _SLOT.source.caption(t("sidebar.weights_from", source=res.source)
+                                 + (f" — `{res.path}`" if res.path else ""))
     if st.session_state.get(LANG_KEY) == "zh":
         _chinese_suggestion(sb, fam)
     if not presenter.is_on():
         _offline_summary(sb)
     urlstate.publish()
     return spec
+
+
+LOAD_FAILED = "sidebar.load_failed"  # ModelSpec -> why loading it failed (this session), shown instead of a source
+
+
+def note_load(spec: ModelSpec, error: str | None) -> None:
+    """A page loaded the sidebar's model (``error`` None) or failed to: the sidebar then shows the failure where it
+    showed the source, in this run and in later ones (also on pages that do not load a model)."""
+    failed = st.session_state.setdefault(LOAD_FAILED, {})
+    if error is None:
+        failed.pop(spec, None)
+        return
+    failed[spec] = error
+    slot = getattr(_SLOT, "source", None)
+    if slot is not None:
+        slot.error(t("sidebar.load_failed", id=as_text(spec.checkpoint), error=error))
 
 
 def pick(fam: str, checkpoint: str) -> None:

@@ -137,5 +137,10 @@ def publish() -> None:
             values[name] = written[name] = text
     if values != st.query_params.to_dict():
         st.query_params.from_dict(values)
-    # only what this session wrote: a parameter it merely carried along is still restored by the page that binds it
+    # Only what this session wrote: a parameter it merely carried along is still restored by the page that binds it.
+    # One it wrote in an earlier run and carries unchanged (a run that stopped before binding it: an error, an empty
+    # filter) stays its own, so the next run does not mistake it for a link's value and warn about "this link".
+    for name, value in run["published"].items():
+        if name not in run["fields"] and values.get(name) == value:
+            written[name] = value
     st.session_state[_PUBLISHED] = written

@@ -33,7 +33,7 @@ LINKS = {1: ("models",), 2: ("fill-mask", "pretrain"), 3: ("sentence-pair",), 4:
 # Widget keys whose value must survive the steps where the widget is not drawn (Streamlit forgets those).
 KEEP = (TEXT, TEXT_B, K("s2.whole_word"), K("s2.word"), K("s3.a"), K("s3.b"), K("s4.v"), K("s4.h"), K("s4.e"),
         K("s5.seq"), K("s5.batch"), K("s5.reps"), K("s5.sentences"), K("s6.model"), K("s6.lr"), K("s6.steps"),
-        K("s7.source"), K("s7.text"), K("s7.layer"), K("s7.head"), K("s7.class"), K("s7.n_steps"),
+        K("s7.source"), K("s7.tuned"), K("s7.text"), K("s7.layer"), K("s7.head"), K("s7.class"), K("s7.n_steps"),
         *(K(f"q{i}") for i in STEPS))
 
 
@@ -81,7 +81,9 @@ def navigation() -> int:
     if done:
         text += " · " + t("walkthrough.done_list", steps=", ".join(str(i) for i in sorted(done)))
     st.progress(len(done) / N_STEPS, text=text)
-    step = st.radio(t("walkthrough.step_label"), STEPS, key=STEP, horizontal=True, format_func=step_label)
+    # persist_state: coming back from another page keeps the step (Streamlit drops an undrawn widget's value)
+    step = st.radio(t("walkthrough.step_label"), STEPS, key=STEP, horizontal=True, format_func=step_label,
+                    persist_state="session")
     c1, c2, _ = st.columns([1, 1, 5])
     c1.button(t("walkthrough.prev"), key=K("prev"), on_click=_go, args=(-1,), disabled=step == 1,
               icon=":material/arrow_back:", width="stretch")

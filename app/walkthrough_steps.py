@@ -44,7 +44,7 @@ PART_COLORS = {"token": "#4C78A8", "segment": "#B279A2", "position": "#72B7B2", 
 S5_SEQS, S5_BATCHES, S5_SENTENCES = (8, 16, 32, 64, 128), (1, 2, 4, 8), (4, 8, 16, 32, 64)
 LRS = (2e-5, 3e-5, 5e-5)  # the seeds' fine-tuning range; the other run uses 10x
 S6_DATA, S6_BATCH, S6_MAX_LEN, S6_TEST_ROWS = "wordnet", 16, 48, 120
-S7_SOURCES = ("step6", "step6_high", "sidebar")
+S7_SOURCES = ("step6", "step6_high", "session", "sidebar")  # session: fine-tuned on any page
 S7_RUNS = {"step6": "good", "step6_high": "high"}
 HISTORY = 6  # masks kept in step 2's "same sentence, new mask" table
 
@@ -132,7 +132,7 @@ def step1() -> None:
     fig.update_layout(barmode="group", height=380, margin=dict(t=40, b=10), title=t("walkthrough.s1.fig_title"),
                       yaxis_title=t("walkthrough.s1.norm"), legend=dict(orientation="h", y=-0.25),
                       yaxis2=dict(title=t("walkthrough.s1.norm_ln"), overlaying="y", side="right", showgrid=False))
-    st.plotly_chart(fig, key=K("s1.fig"), width="stretch")
+    st.plotly_chart(presenter.scale(fig), key=K("s1.fig"), width="stretch")
     none = t("walkthrough.none")
     rows = [{t("walkthrough.s1.col.pos"): i, t("walkthrough.s1.col.token"): tk,
              t("walkthrough.s1.col.segment"): r.token_type_ids[i] if r.segments == "ab" else none,
@@ -217,7 +217,7 @@ def step2() -> None:
             res = None
         if res is not None:
             fig = _fill_figure(res)
-            st.plotly_chart(fig, key=K("s2.fill"), width="stretch")
+            st.plotly_chart(presenter.scale(fig), key=K("s2.fill"), width="stretch")
             ranks = [m.original_rank for m in res.masks if m.original_rank is not None]
             st.caption(t("walkthrough.s2.fill_caption", word=res.masked_word, n=len(res.masks),
                          ranks=", ".join(str(r + 1) for r in ranks)))
@@ -280,7 +280,7 @@ def step3() -> None:
     fig.add_hline(y=0.5, line_dash="dot", line_color="grey")
     fig.update_layout(barmode="group", height=360, yaxis=dict(range=[0, 1.1], title=t("walkthrough.s3.y")),
                       margin=dict(t=30, b=10), legend=dict(orientation="h", y=-0.2))
-    st.plotly_chart(fig, key=K("s3.fig"), width="stretch")
+    st.plotly_chart(presenter.scale(fig), key=K("s3.fig"), width="stretch")
     for r in results:
         pair_card_caption(r.checkpoint, r.head)
     other = results[0].scores[2].second if len(results[0].scores) > 2 else ""
@@ -340,7 +340,7 @@ def step4() -> None:
                         hovertemplate="%{x}: %{y:,.1f}M<extra>" + html.escape(name) + "</extra>")
         fig.update_layout(barmode="group", height=380, yaxis_title=t("walkthrough.s4.y"), margin=dict(t=30, b=10),
                           legend=dict(orientation="h", y=-0.2))
-        st.plotly_chart(fig, key=K("s4.fig"), width="stretch")
+        st.plotly_chart(presenter.scale(fig), key=K("s4.fig"), width="stretch")
         rows = [{t("walkthrough.in.model"): r.checkpoint, t("walkthrough.s4.col.layers"): r.layers,
                  t("walkthrough.s4.col.hidden"): r.hidden, t("walkthrough.s4.col.e"): r.embedding_size,
                  t("walkthrough.s4.col.stored"): round(s, 1),
@@ -494,7 +494,7 @@ def step5() -> None:
             fig.add_trace(go.Bar(x=names, y=ys, marker_color=["#4C78A8", "#F58518"][:len(ys)], showlegend=False),
                           row=1, col=col)
         fig.update_layout(height=320, margin=dict(t=40, b=10))
-        st.plotly_chart(fig, key=K("s5.fig"), width="stretch")
+        st.plotly_chart(presenter.scale(fig), key=K("s5.fig"), width="stretch")
         if len(res["models"]) == 2:
             tm, sm = res["models"]
             st.markdown(t("walkthrough.s5.verdict", teacher=tm["id"], student=sm["id"],
@@ -541,8 +541,13 @@ def _s6_start(opt: str, lr: float, steps: int) -> None:
                              patience=0, device=_device())
         out = runs_root(state.session_id()) / f"walkthrough-{kind}-{fam}-{stamp}"
         fn = job_fn(cfg, data, out)  # two runs at once are safe: model loads take core.models.BUILD_LOCK
-        job = r.submit(t(f"walkthrough.s6.job.{kind}", lr=f"{rate:.0e}"), fn, resource=job_resource(cfg),
-                       owner=state.session_id())
+        try:
+            job = r.submit(t(f"walkthrough.s6.job.{kind}", lr=f"{rate:.0e}"), fn, resource=job_resource(cfg),
+                           owner=state.session_id())
+        except ValueError:  # QuotaError on the second run: the pair is the experiment, so drop the first too
+            for run in runs.values():
+                r.cancel(run["job_id"])
+            raise
         runs[kind] = dict(job_id=job.id, lr=rate, steps=steps, family=fam, checkpoint=ckpt, result=None, error=None)
     st.session_state[K("s6.runs")] = runs
 
@@ -572,7 +577,7 @@ def _live(job, kind: str) -> None:
                                hovertemplate=t("walkthrough.s6.hover") + "<extra></extra>"))
     fig.update_layout(height=200, margin=dict(t=10, b=10), xaxis_title=t("walkthrough.s6.step"),
                       yaxis_title=t("walkthrough.s6.loss"))
-    st.plotly_chart(fig, key=K(f"s6.live.{kind}.{job.id}"), width="stretch")
+    st.plotly_chart(presenter.scale(fig), key=K(f"s6.live.{kind}.{job.id}"), width="stretch")
 
 
 def jitter(history) -> float | None:
@@ -653,7 +658,7 @@ def step6() -> None:
     if not done:
         return
     fig = _loss_figure(runs)
-    st.plotly_chart(fig, key=K("s6.fig"), width="stretch")
+    st.plotly_chart(presenter.scale(fig), key=K("s6.fig"), width="stretch")
     st.markdown(_s6_verdict(runs))
     if any(r["result"] is not None for r in runs.values()):
         st.success(t("walkthrough.s6.registered", family=FAMILIES[good["family"]].label), icon=":material/check:")
@@ -696,13 +701,30 @@ def _is_classifier(checkpoint: str) -> bool:
 
 def _s7_spec() -> ModelSpec | None:
     runs = st.session_state.get(K("s6.runs")) or {}
-    st.session_state.setdefault(K("s7.source"), "step6")
+    tuned = [m for m in state.session_models() if m.kind == "fine-tuned"]  # the Fine-tune page's too
+    step6_done = (runs.get("good") or {}).get("result") is not None
+    st.session_state.setdefault(K("s7.source"), "session" if tuned and not step6_done else "step6")
     source = st.radio(t("walkthrough.s7.source"), S7_SOURCES, key=K("s7.source"), horizontal=True,
                       format_func=lambda s: t(f"walkthrough.s7.src.{s}"))
+    if source == "session":
+        if not tuned:
+            st.info(t("walkthrough.s7.need_any"))
+            st.button(t("walkthrough.s7.go_step6"), key=K("s7.go6"), on_click=go_to, args=(6,))
+            return None
+        labels = [m.label for m in tuned]
+        if st.session_state.get(K("s7.tuned")) not in labels:
+            st.session_state[K("s7.tuned")] = labels[-1]  # the newest
+        pick = st.selectbox(t("walkthrough.s7.tuned"), labels, key=K("s7.tuned"))
+        m = next(m for m in tuned if m.label == pick)
+        return ModelSpec(m.family, m.path, _device())
     if source in S7_RUNS:
         run = runs.get(S7_RUNS[source]) or {}
         if run.get("result") is None:
-            st.info(t("walkthrough.s7.need_step6"))
+            if tuned:
+                st.info(t("walkthrough.s7.step6_not_run_but_tuned", n=len(tuned)))
+                st.button(t("walkthrough.s7.use_session"), key=K("s7.use_session"), on_click=_s7_use_session)
+            else:
+                st.info(t("walkthrough.s7.need_step6"))
             st.button(t("walkthrough.s7.go_step6"), key=K("s7.go6"), on_click=go_to, args=(6,))
             return None
         return ModelSpec(run["family"], run["result"].model_dir, _device())
@@ -710,6 +732,10 @@ def _s7_spec() -> ModelSpec | None:
     if spec is None:
         st.error(st.session_state.get(state.SPEC_ERROR) or t("common.pick_model"))
     return spec
+
+
+def _s7_use_session() -> None:
+    st.session_state[K("s7.source")] = "session"
 
 
 def step7() -> None:
@@ -750,7 +776,7 @@ def step7() -> None:
     heat.update_layout(title=t("walkthrough.s7.heat_title", layer=layer, head=which), height=460,
                        yaxis=dict(autorange="reversed"), margin=dict(t=40, b=10),
                        xaxis_title=t("walkthrough.s7.keys"), yaxis_title=t("walkthrough.s7.queries"))
-    st.plotly_chart(heat, key=K("s7.heat"), width="stretch")
+    st.plotly_chart(presenter.scale(heat), key=K("s7.heat"), width="stretch")
     figs, rows = [heat], []
     if not classifier:
         st.info(t("walkthrough.s7.not_classifier"))
@@ -800,7 +826,7 @@ def _s7_attributions(lm, text: str, figs: list) -> tuple[list, list]:
                             hovertemplate="%{x}: %{y:+.4f}<extra></extra>"))
     bars.update_layout(title=t("walkthrough.s7.bars_title", label=names[int(cls)]), height=340,
                        yaxis_title=t("walkthrough.s7.attr_y"), margin=dict(t=40, b=10))
-    st.plotly_chart(bars, key=K("s7.bars"), width="stretch")
+    st.plotly_chart(presenter.scale(bars), key=K("s7.bars"), width="stretch")
     if res.delta_warning:
         st.warning(res.delta_warning)
     rows = [{t("walkthrough.s1.col.token"): tok, t("walkthrough.s7.attr_y"): round(float(s), 4)}

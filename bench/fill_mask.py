@@ -34,6 +34,7 @@ from core.tokenizer_build import bert_uncased_tokenizer  # noqa: E402
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "5"))
 DEVICE = os.environ.get("BENCH_DEVICE", "cpu")
+DEVICE_TYPE = torch.device(DEVICE).type  # "cuda" for cuda:0 too: it decides the threads and the synchronize
 THREADS = int(os.environ.get("BENCH_THREADS", "1"))
 TOP_K = 5
 
@@ -41,16 +42,16 @@ TOP_K = 5
 def build() -> LoadedModel:
     transformers.logging.set_verbosity_error()
     torch.manual_seed(0)
-    if DEVICE == "cpu":
+    if DEVICE_TYPE == "cpu":
         torch.set_num_threads(THREADS)
     model = transformers.BertForMaskedLM(official_config("bert-base-uncased")).eval().to(DEVICE)
     tok = bert_uncased_tokenizer()
-    return LoadedModel(model=model, tokenizer=tok, spec=ModelSpec("bert", "bert-base-uncased (random weights)", DEVICE),
+    return LoadedModel(model=model, tokenizer=tok, spec=ModelSpec("bert", "bert-base-uncased (random weights)", DEVICE_TYPE),
                        task="mlm", source="random init", path="", device=DEVICE)
 
 
 def sync() -> None:
-    if DEVICE == "cuda":
+    if DEVICE_TYPE == "cuda":
         torch.cuda.synchronize()
 
 
@@ -115,7 +116,7 @@ def main() -> None:
                                  top_k=TOP_K)
     print(f"model: bert-base-uncased config, random weights, {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M "
           f"params; torch {torch.__version__}, device {DEVICE}"
-          f"{'' if DEVICE != 'cpu' else f' ({torch.get_num_threads()} threads)'}; top_k={TOP_K}, {ROUNDS} rounds")
+          f"{'' if DEVICE_TYPE != 'cpu' else f' ({torch.get_num_threads()} threads)'}; top_k={TOP_K}, {ROUNDS} rounds")
     pipe_one = latency(lm, pipe, sentences, "the example sentences (the target)")
     # The same sentences, each followed by four unmasked ones: a paragraph-length input, where the forward is
     # bound by arithmetic rather than by reading the weights, shows the other regime.
@@ -149,10 +150,10 @@ def main() -> None:
 
 def peak_gflops() -> float:
     """The best rate of one large fp32 matrix product with the faster of the two kernels: the machine's limit."""
-    x, w, b = torch.randn(2048, 768), torch.randn(3072, 768), torch.zeros(3072)
+    x, w, b = (t.to(DEVICE) for t in (torch.randn(2048, 768), torch.randn(3072, 768), torch.zeros(3072)))
     with torch.inference_mode():
         fns = [lambda: torch.nn.functional.linear(x, w, b)]
-        if packed_linear.available():
+        if packed_linear.available() and DEVICE_TYPE == "cpu":
             p = torch.ops.mkldnn._reorder_linear_weight(w)
             fns.append(lambda: torch.ops.mkldnn._linear_pointwise(x, p, b, "none", [], ""))
         best = min(timed(f) for f in fns for _ in range(5))

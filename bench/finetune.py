@@ -5,7 +5,11 @@
 Prints samples/s for both and the ratio ("ours/Trainer"), then the padding that dynamic padding and length-grouped
 batches save on the bundled drug reviews (variable length). The model is a small BERT (real bert-base-uncased
 WordPiece vocab, random weights): throughput does not depend on what the weights mean, and a small model keeps
-this to a couple of minutes on a CPU. On a GPU it also compares bf16 autocast with fp32 (samples/s, peak memory).
+this to a couple of minutes on a CPU. Both sides run at the same precision, printed on every line: fp32 on a
+CPU; on a GPU fp32 and then bf16 autocast (Trainer's bf16=True against ours with precision "bf16"). accelerate
+keeps one device/precision state per process, which Trainer and ours both build on: it is reset before every
+run, and each line prints the precision the run really used. On a GPU it also compares bf16 with fp32 for a
+bert-base-size model (samples/s, peak memory).
 """
 from __future__ import annotations
 
@@ -22,8 +26,21 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
-def trainer_samples_per_s(folder: Path, data, cfg, group_by_length: bool, out: Path) -> float:
-    """transformers.Trainer with the same model, data, batch size, lr schedule, decay and clipping."""
+def fresh_accelerate_state() -> None:
+    """Forget accelerate's process-wide state, so the next run sets its own device and precision (a Trainer
+    after a bf16 run would otherwise inherit bf16, or raise)."""
+    from accelerate.state import AcceleratorState
+
+    AcceleratorState._reset_state(reset_partial_state=True)
+
+
+def precision_of(mixed_precision: str) -> str:
+    return {"no": "fp32", "bf16": "bf16", "fp16": "fp16"}[str(mixed_precision)]
+
+
+def trainer_samples_per_s(folder: Path, data, cfg, group_by_length: bool, out: Path) -> tuple[float, str]:
+    """transformers.Trainer with the same model, data, batch size, lr schedule, decay, clipping and precision;
+    returns (samples/s, the precision its accelerator used)."""
     import torch
     import transformers
     from torch.utils.data import Dataset
@@ -46,13 +63,25 @@ def trainer_samples_per_s(folder: Path, data, cfg, group_by_length: bool, out: P
         max_steps=cfg.max_steps or -1,
         learning_rate=cfg.lr, warmup_steps=cfg.warmup_ratio, weight_decay=cfg.weight_decay,  # float < 1 = ratio
         max_grad_norm=cfg.grad_clip, seed=cfg.seed, eval_strategy="no", save_strategy="no", report_to=[],
-        logging_strategy="no", use_cpu=not torch.cuda.is_available(),
+        logging_strategy="no", use_cpu=cfg.device == "cpu", bf16=cfg.precision == "bf16",
         train_sampling_strategy="group_by_length" if group_by_length else "random",
         disable_tqdm=True, dataloader_num_workers=0)
     trainer = transformers.Trainer(model=model, args=args, train_dataset=DS(), processing_class=tok,
                                    data_collator=transformers.DataCollatorWithPadding(tok))
     out_ = trainer.train()
-    return float(out_.metrics["train_samples_per_second"])
+    return float(out_.metrics["train_samples_per_second"]), precision_of(trainer.accelerator.mixed_precision)
+
+
+def ours_samples_per_s(cfg, data, out: Path) -> tuple[float, str]:
+    from core.finetune import train
+
+    r = train(cfg, data, out)
+    return r.samples_per_s, r.precision
+
+
+def measured(fn, *a) -> tuple[float, str]:
+    fresh_accelerate_state()
+    return fn(*a)
 
 
 def main() -> None:
@@ -63,13 +92,15 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--steps", type=int, default=12)
+    ap.add_argument("--precisions", default="", help="comma-separated: fp32,bf16 (default: fp32 on CPU, both on GPU)")
+    ap.add_argument("--skip-gpu-base", action="store_true", help="skip the bert-base-size bf16 vs fp32 part")
     args = ap.parse_args()
 
     import torch
     import transformers
 
     from core.datasets_local import load_bundled
-    from core.finetune import FinetuneConfig, LengthGroupedBatches, padding_saved, train
+    from core.finetune import FinetuneConfig, LengthGroupedBatches, padding_saved
     from core.tiny import make_tiny
 
     transformers.logging.set_verbosity_error()
@@ -77,31 +108,45 @@ def main() -> None:
     folder = make_tiny("bert", tmp / "model", task="base", hidden=args.hidden, layers=args.layers, heads=4,
                        ffn=4 * args.hidden, max_pos=512)
     data = load_bundled("drugreview").subset(args.rows, 64)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    precisions = [p for p in (args.precisions or ("fp32,bf16" if device == "cuda" else "fp32")).split(",") if p]
     cfg = FinetuneConfig("bert", str(folder), epochs=1, lr=5e-5, batch_size=16, max_length=args.max_length,
-                         patience=0, device="cpu" if not torch.cuda.is_available() else "auto")
+                         patience=0, device=device)
     print(f"# fine-tune throughput · BERT {args.layers}x{args.hidden} (bert-base-uncased vocab) · "
           f"{len(data.train)} drug reviews · batch {cfg.batch_size} · max length {cfg.max_length} · "
-          f"torch threads {torch.get_num_threads()} · {'cuda' if torch.cuda.is_available() else 'cpu'}")
+          f"torch threads {torch.get_num_threads()} · {device} · precision {', '.join(precisions)}")
 
     # The CPU here is shared, so load swings between runs: alternate the three in rounds of the same step budget
     # and compare each one's best round (the least disturbed), plus the median of the per-round ratios.
-    t = time.perf_counter()
-    rounds: dict[str, list[float]] = {"trainer": [], "trainer_grouped": [], "ours": []}
-    for k in range(args.rounds):
-        c = FinetuneConfig(**{**cfg.__dict__, "max_steps": args.steps})
-        rounds["trainer"].append(trainer_samples_per_s(folder, data, c, False, tmp / f"trainer{k}"))
-        rounds["ours"].append(train(c, data, tmp / f"ours{k}").samples_per_s)
-        rounds["trainer_grouped"].append(trainer_samples_per_s(folder, data, c, True, tmp / f"trainer-g{k}"))
-    best = {k: max(v) for k, v in rounds.items()}
-    med = sorted(o / t_ for o, t_ in zip(rounds["ours"], rounds["trainer"]))[len(rounds["ours"]) // 2]
-    fmt = lambda v: " ".join(f"{x:6.1f}" for x in v)  # noqa: E731
-    print(f"{args.rounds} rounds of {args.steps} steps each, samples/s per round:")
-    print(f"  Trainer (dynamic padding)                  {fmt(rounds['trainer'])}   best {best['trainer']:6.1f}")
-    print(f"  Trainer (dynamic padding, group_by_length) {fmt(rounds['trainer_grouped'])}   best {best['trainer_grouped']:6.1f}")
-    print(f"  core.finetune (dynamic padding, grouped)   {fmt(rounds['ours'])}   best {best['ours']:6.1f}")
-    print(f"ours/Trainer = {best['ours'] / best['trainer']:.2f}x (best rounds; median per-round ratio {med:.2f}x)   "
-          f"ours/Trainer(group_by_length) = {best['ours'] / best['trainer_grouped']:.2f}x   "
-          f"({time.perf_counter() - t:.0f}s)")
+    for prec in precisions:
+        t = time.perf_counter()
+        rounds: dict[str, list[float]] = {"trainer": [], "trainer_grouped": [], "ours": []}
+        used: dict[str, set[str]] = {k: set() for k in rounds}
+        for k in range(args.rounds):
+            c = FinetuneConfig(**{**cfg.__dict__, "max_steps": args.steps, "precision": prec})
+            for name, fn, a in (("trainer", trainer_samples_per_s, (folder, data, c, False, tmp / f"trainer{prec}{k}")),
+                                ("ours", ours_samples_per_s, (c, data, tmp / f"ours{prec}{k}")),
+                                ("trainer_grouped", trainer_samples_per_s,
+                                 (folder, data, c, True, tmp / f"trainer-g{prec}{k}"))):
+                sps, p = measured(fn, *a)
+                rounds[name].append(sps)
+                used[name].add(p)
+        if any(u != {prec} for u in used.values()):  # a run that did not get the precision asked for: say so
+            raise SystemExit(f"precision mismatch: asked {prec}, the runs used {used}; the comparison is void")
+        best = {k: max(v) for k, v in rounds.items()}
+        med = sorted(o / t_ for o, t_ in zip(rounds["ours"], rounds["trainer"]))[len(rounds["ours"]) // 2]
+        fmt = lambda v: " ".join(f"{x:6.1f}" for x in v)  # noqa: E731
+        tag = f"[{device} {prec}]"
+        print(f"{tag} {args.rounds} rounds of {args.steps} steps each, samples/s per round:")
+        print(f"  {tag} Trainer (dynamic padding)                  {fmt(rounds['trainer'])}   "
+              f"best {best['trainer']:6.1f}")
+        print(f"  {tag} Trainer (dynamic padding, group_by_length) {fmt(rounds['trainer_grouped'])}   "
+              f"best {best['trainer_grouped']:6.1f}")
+        print(f"  {tag} core.finetune (dynamic padding, grouped)   {fmt(rounds['ours'])}   "
+              f"best {best['ours']:6.1f}")
+        print(f"{tag} ours/Trainer = {best['ours'] / best['trainer']:.2f}x (best rounds; median per-round ratio "
+              f"{med:.2f}x)   ours/Trainer(group_by_length) = {best['ours'] / best['trainer_grouped']:.2f}x   "
+              f"({time.perf_counter() - t:.0f}s)")
 
     tok = transformers.AutoTokenizer.from_pretrained(str(folder))
     full = load_bundled("drugreview")
@@ -116,8 +161,9 @@ def main() -> None:
         print(f"max length {max_len:3d}: dynamic padding saves {plain:5.1%}, + length grouping saves {grouped:5.1%} "
               f"(pad share of the grouped batches: {1 - real / grouped_tokens:5.1%})")
 
-    if not torch.cuda.is_available():
-        print("\n# GPU part skipped: no CUDA device here (run this on a GPU for bert-base bf16 vs fp32).")
+    if not torch.cuda.is_available() or args.skip_gpu_base:
+        print("\n# GPU bert-base part skipped: " + ("asked to" if args.skip_gpu_base else "no CUDA device here") +
+              " (on a GPU it compares bf16 with fp32 for a bert-base-size model).")
         return
     print("\n# GPU: bert-base-size (12x768) on 2,000 examples, bf16 autocast vs fp32")
     big = make_tiny("bert", tmp / "base", task="base", hidden=768, layers=12, heads=12, ffn=3072, max_pos=512)
@@ -132,8 +178,9 @@ def main() -> None:
         torch.cuda.reset_peak_memory_stats()
         c = FinetuneConfig("bert", str(big), epochs=1, batch_size=32, max_length=256, precision=prec, device="cuda",
                            patience=0)
-        r = train(c, d2, tmp / f"gpu-{prec}")
-        print(f"{prec}: {r.samples_per_s:8.1f} samples/s · peak memory {torch.cuda.max_memory_allocated() / 2**30:.2f} GiB")
+        sps, used = measured(ours_samples_per_s, c, d2, tmp / f"gpu-{prec}")
+        print(f"[cuda {used}] core.finetune bert-base size: {sps:8.1f} samples/s · peak memory "
+              f"{torch.cuda.max_memory_allocated() / 2**30:.2f} GiB")
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from core.models import max_tokens as model_max_tokens
+from core.text import removed_note, strip_typed_specials
 
 MAX_TOKENS = 512  # the most any of the four families can read (learned absolute positions)
 # Flow solves one max-flow problem per (output, input) token pair (networkx). On a 2-core CPU with 12 layers one
@@ -54,6 +55,11 @@ class AttentionConfig:
         if self.pair and (not self.text_b or not self.text_b.strip()):
             raise ValueError("Sentence B is empty: type a second sentence, or untick 'Sentence pair' to look at "
                              "sentence A alone.")
+        for name, s in (("Sentence A" if self.pair else "The text", self.text), ("Sentence B", self.text_b)):
+            clean, found = strip_typed_specials(s)
+            if found and not clean.strip():
+                raise ValueError(f"{name} holds only special tokens ({', '.join(found)}): type a sentence; the "
+                                 "tokenizer adds the model's own special tokens itself.")
 
 
 @dataclass(frozen=True, eq=False)
@@ -74,6 +80,7 @@ class AttentionResult:
     model_type: str
     max_tokens: int  # what this model can read
     qk_note: str = ""  # why queries/keys are None, when they are
+    notes: tuple[str, ...] = ()  # what was changed in the text before the model read it (typed special tokens)
 
     @property
     def n_layers(self) -> int:
@@ -150,7 +157,10 @@ def compute_attention(lm, config: AttentionConfig) -> AttentionResult:
 
     model, tok = lm.model, lm.tokenizer
     limit = position_limit(model, tok)
-    args = (config.text, config.text_b) if config.pair else (config.text,)
+    text, found = strip_typed_specials(config.text)
+    text_b, found_b = strip_typed_specials(config.text_b) if config.pair else ("", ())
+    found = tuple(dict.fromkeys(found + found_b))
+    args = (text, text_b) if config.pair else (text,)
     enc = tok(*args, return_tensors="pt", return_special_tokens_mask=True, truncation=False)
     n = int(enc["input_ids"].shape[1])
     if n > limit:
@@ -196,7 +206,7 @@ def compute_attention(lm, config: AttentionConfig) -> AttentionResult:
         tokens=tokens, labels=tuple(display_label(t) for t in tokens), attentions=att, queries=queries, keys=keys,
         sentence_b_start=b_start, cls_mask=cls_mask, sep_mask=sep_mask, punct_mask=punct_mask,
         family=lm.spec.family, checkpoint=lm.spec.checkpoint, model_type=str(model.config.model_type),
-        max_tokens=limit, qk_note=qk_note)
+        max_tokens=limit, qk_note=qk_note, notes=(removed_note(found),) if found else ())
 
 
 # ---------------------------------------------------------------------------------------------- head statistics

@@ -83,18 +83,31 @@ class AttributionConfig:
             raise ValueError(f"Unknown method(s) {', '.join(bad)}: use {', '.join(METHODS)}.")
         if self.baseline not in BASELINES:
             raise ValueError(f"Unknown baseline {self.baseline!r}: use one of {', '.join(BASELINES)}.")
-        if not 2 <= self.n_steps <= 1000:
-            raise ValueError(f"n_steps must be between 2 and 1000 (got {self.n_steps}); 50 is a good start.")
+        from core.settings import current
+
+        top = min(1000, current().max_attribution_steps)  # the server's limit (lower on the hosted demo)
+        if not 2 <= self.n_steps <= top:
+            raise ValueError(f"n_steps must be between 2 and {top} (got {self.n_steps}); 50 is a good start.")
         if not 1 <= self.internal_batch_size <= 1000:
             raise ValueError(f"Internal batch size must be between 1 and 1000 (got {self.internal_batch_size}).")
         if not 10 <= self.n_samples <= 5000:
             raise ValueError(f"KernelSHAP/LIME samples must be between 10 and 5000 (got {self.n_samples}).")
-        if not 0 <= self.layer_steps <= 300:
-            raise ValueError(f"Per-layer steps must be between 0 (off) and 300 (got {self.layer_steps}).")
+        if not 0 <= self.layer_steps <= min(300, top):
+            raise ValueError(f"Per-layer steps must be between 0 (off) and {min(300, top)} (got {self.layer_steps}).")
         if self.mask_index < 0 or self.class_index < 0:
             raise ValueError("Mask and class indices start at 0; negative values are not allowed.")
         if self.contrast_word.strip() and self.target != "mask":
             raise ValueError("'Rather than' (contrastive) works only for a masked word: clear the second word.")
+        if self.target == "mask":  # Fill-mask's limits: with too many masks every score is zero and nothing is learnt
+            from core.fill_mask import MASK_PATTERN, MAX_MASKS, count_masks
+
+            masks = count_masks(self.text)
+            if masks > MAX_MASKS:
+                raise ValueError(f"The text has {masks} masks; at most {MAX_MASKS} are allowed. With that many the "
+                                 "model has almost no context left: keep the masks you care about and write the rest.")
+            if masks and not any(ch.isalnum() for ch in MASK_PATTERN.sub(" ", self.text)):
+                raise ValueError("The text is only masks: there is no context to predict from. "
+                                 "Add words around the [MASK]s.")
 
 
 # ------------------------------------------------------------------------------------------------ results
@@ -371,9 +384,15 @@ def _batch(cfg: AttributionConfig, seq: int) -> int:
     return max(1, min(cfg.internal_batch_size, TOKEN_BUDGET // max(seq, 1)))
 
 
-def deeplift_check(model, prep: Prepared) -> str | None:
-    """Why captum's DeepLift does not apply to this model (None when it does)."""
-    import torch
+def unavailable_methods(model) -> dict[str, str]:
+    """Methods that cannot apply to this model, with the reason, known from its modules alone (no forward pass):
+    a page offers the rest, so nothing is refused only after a long run."""
+    why = deeplift_module_check(model)
+    return {"deeplift": why} if why else {}
+
+
+def deeplift_module_check(model) -> str | None:
+    """The part of ``deeplift_check`` that needs no input: activations DeepLift has no rule for."""
     from captum.attr._core.deep_lift import SUPPORTED_NON_LINEAR
 
     act_like = ("gelu", "silu", "swish", "mish", "quickgelu", "activation")
@@ -384,6 +403,17 @@ def deeplift_check(model, prep: Prepared) -> str | None:
         return (f"DeepLift's rescale rule covers ReLU, ELU, LeakyReLU, Sigmoid, Tanh and Softmax modules; this model's "
                 f"feed-forward uses {', '.join(unsupported)}, for which captum would silently fall back to plain "
                 "gradients, so the result would not be DeepLift. Use Integrated Gradients (the same idea, exact).")
+    return None
+
+
+def deeplift_check(model, prep: Prepared) -> str | None:
+    """Why captum's DeepLift does not apply to this model (None when it does)."""
+    import torch
+    from captum.attr._core.deep_lift import SUPPORTED_NON_LINEAR
+
+    why = deeplift_module_check(model)
+    if why:
+        return why
     calls: dict[int, int] = {}
     hooks = [m.register_forward_hook(lambda mod, i, o: calls.__setitem__(id(mod), calls.get(id(mod), 0) + 1))
              for m in model.modules() if type(m) in SUPPORTED_NON_LINEAR]
@@ -475,9 +505,11 @@ def _run_method(key: str, prep: Prepared, cfg: AttributionConfig, counter: Calla
         fmask = torch.zeros(1, seq, dim, dtype=torch.long, device=x.device)
         for j, p in enumerate(content):  # specials join feature 0; their baseline equals the input, so no effect
             fmask[0, p] = j
-        torch.manual_seed(cfg.seed)
+        # A generator of this call's own: torch.manual_seed would reseed the whole server, and concurrent
+        # sessions would draw each other's coalitions.
+        gen = torch.Generator().manual_seed(cfg.seed)
         if key == "kernelshap":
-            attr = KernelShap(f).attribute(x, baselines=base, feature_mask=fmask, n_samples=cfg.n_samples,
+            attr = _seeded_kernel_shap(KernelShap, f, gen).attribute(x, baselines=base, feature_mask=fmask, n_samples=cfg.n_samples,
                                            perturbations_per_eval=bs)
             note = f"{cfg.n_samples} coalitions of tokens replaced by the baseline"
         else:
@@ -489,7 +521,12 @@ def _run_method(key: str, prep: Prepared, cfg: AttributionConfig, counter: Calla
                 d = (1.0 - cos) * 100.0  # LIME's text explainer: cosine distance x 100, kernel width 25
                 return math.exp(-(d ** 2) / (25.0 ** 2))
 
-            attr = Lime(f, interpretable_model=SkLearnRidge(alpha=0.1), similarity_func=similarity).attribute(
+            def perturb(original_inp, **kw):  # captum's default draw (each feature kept with p = 0.5), seeded
+                keep = torch.bernoulli(torch.full((1, kw["num_interp_features"]), 0.5), generator=gen)
+                return keep.to(device=x.device).long()
+
+            attr = Lime(f, interpretable_model=SkLearnRidge(alpha=0.1), similarity_func=similarity,
+                        perturb_func=perturb).attribute(
                 x, baselines=base, feature_mask=fmask, n_samples=cfg.n_samples, perturbations_per_eval=bs)
             note = f"ridge fit on {cfg.n_samples} perturbations, LIME's text kernel"
         scores = _to_tokens(attr, "mean")
@@ -498,6 +535,28 @@ def _run_method(key: str, prep: Prepared, cfg: AttributionConfig, counter: Calla
     if key in ("lig", "deeplift", "occlusion", "kernelshap", "lime"):
         scores = np.where(prep.special, 0.0, scores)
     return MethodAttribution(key, METHODS[key], scores.astype(np.float64), delta, time.perf_counter() - t0, note)
+
+
+def _seeded_kernel_shap(kernel_shap_cls, forward, gen):
+    """captum's KernelShap drawing its coalitions from ``gen``: its sampler calls the process-wide RNG and takes
+    no generator. The same draw as captum's (coalition size from the Shapley kernel's distribution, then k
+    features by thresholding normal noise at its k-th largest value), only seeded per call."""
+    import torch
+
+    class SeededKernelShap(kernel_shap_cls):
+        def kernel_shap_perturb_generator(self, original_inp, **kwargs):
+            device = (original_inp if isinstance(original_inp, torch.Tensor) else original_inp[0]).device
+            n = int(kwargs["num_interp_features"])
+            probs = kwargs["num_select_distribution"].probs
+            yield torch.ones(1, n, device=device, dtype=torch.long)
+            yield torch.zeros(1, n, device=device, dtype=torch.long)
+            while True:
+                k = int(torch.multinomial(probs, 1, generator=gen))
+                noise = torch.randn(1, n, generator=gen)
+                threshold = torch.kthvalue(noise, n - k).values.item()
+                yield (noise > threshold).to(device=device).long()
+
+    return SeededKernelShap(forward)
 
 
 def _expected_calls(key: str, cfg: AttributionConfig, seq: int) -> int:

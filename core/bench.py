@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from core.models import FAMILIES, official_config, resolve_device
+from core.models import BUILD_LOCK, FAMILIES, official_config, resolve_device
 
 SEED_CLAIMS = {
     ("distilbert", "bert"): ("DistilBERT is about 1.7x faster than BERT-base", 1.7),
@@ -93,9 +93,12 @@ def _build(family: str, device: str):
     import transformers
 
     cfg = official_config(FAMILIES[family].base_checkpoint)
-    torch.manual_seed(0)
-    model = getattr(transformers, FAMILIES[family].classes["base"])(cfg).eval().to(device)
-    return model, cfg
+    # BUILD_LOCK: a model built while another thread's from_pretrained runs can skip its weight init (see
+    # core.models). fork_rng: seeded weights without reseeding the process generators other sessions draw from.
+    with BUILD_LOCK, torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = getattr(transformers, FAMILIES[family].classes["base"])(cfg)
+    return model.eval().to(device), cfg
 
 
 def measure_speed(cfg: SpeedConfig, on_progress: Callable[[float, str], None] | None = None) -> SpeedResult:

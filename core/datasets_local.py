@@ -15,10 +15,12 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from core import settings
 from core.models import ASSETS, hub_reachable
 
 DATA_DIR = ASSETS / "data"
-MAX_UPLOAD_MB = float(os.environ.get("ENCODERLAB_MAX_UPLOAD_MB", "20"))  # as .streamlit/config.toml maxUploadSize
+# as .streamlit/config.toml maxUploadSize; ENCODERLAB_MAX_UPLOAD_MB (5 by default on the hosted demo: core.settings)
+MAX_UPLOAD_MB = settings.current().max_upload_mb
 MAX_ROWS = int(os.environ.get("ENCODERLAB_MAX_ROWS", "20000"))
 MIN_ROWS = 4  # at least a couple of rows to train on and one to test on
 UPLOAD_KINDS = ("csv", "tsv", "jsonl")
@@ -203,13 +205,17 @@ def read_table(data: bytes, filename: str) -> "pandas.DataFrame":  # noqa: F821
 
     mb = len(data) / 2**20
     if mb > MAX_UPLOAD_MB:
-        raise DataError(f"{filename} is {mb:.1f} MB; the limit is {MAX_UPLOAD_MB:.0f} MB. "
-                        "Upload a sample of the rows (e.g. `head -n 5000`).")
+        raise DataError(upload_limit_message(filename, mb))
     kind = Path(filename).suffix.lower().lstrip(".")
     if kind == "json":
         kind = "jsonl"
     if kind not in UPLOAD_KINDS:
         raise DataError(f"{filename}: unsupported file type .{kind}. Upload a .csv, .tsv or .jsonl file.")
+    # A NUL byte never occurs in a CSV/TSV/JSONL text file but does in spreadsheets, archives and images (the same
+    # test git and grep use to call a file binary), so say that instead of suggesting a text re-encoding.
+    if b"\x00" in data[:8192]:
+        raise DataError(f"{filename} is not a text file (it holds binary data, e.g. a spreadsheet or an archive). "
+                        "Export it as CSV, TSV or JSONL text and upload that.")
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
@@ -229,13 +235,98 @@ def read_table(data: bytes, filename: str) -> "pandas.DataFrame":  # noqa: F821
         raise
     except (ValueError, pd.errors.ParserError) as e:
         raise DataError(f"{filename} could not be parsed as {kind.upper()}: {e}. Check the separator and quoting.") from None
+    # The separator first: a ';'-separated file read as CSV is one column, and its row count says nothing useful.
+    if len(df.columns) < 2:
+        header = str(df.columns[0]) if len(df.columns) else ""
+        expected = "\t" if kind == "tsv" else ","
+        expected_name = "tab-separated" if kind == "tsv" else "comma-separated"
+        seen = next((sep for sep in (";", "\t", ",", "|") if sep != expected and sep in header), None)
+        if seen is not None and kind != "jsonl":
+            shown = "a tab" if seen == "\t" else repr(seen)
+            rename = {"\t": ".tsv", ",": ".csv"}.get(seen)
+            fix = f"rename it to {rename} or save it {expected_name}" if rename else f"save it {expected_name}"
+            raise DataError(f"{filename} looks separated by {shown}, but a .{kind} file is read with "
+                            f"{'tabs' if kind == 'tsv' else 'commas'}: {fix}, and upload it again.")
+        raise DataError(f"{filename} has only one column ({', '.join(map(str, df.columns))}). It needs a text "
+                        f"column and a label column; for a .{kind} file check the separator.")
     if len(df) < 2:
         raise DataError(f"{filename} has {len(df)} data row(s). Fine-tuning needs at least {MIN_ROWS} labelled "
                         "rows (a header line plus one row per example).")
-    if len(df.columns) < 2:
-        raise DataError(f"{filename} has only one column ({', '.join(map(str, df.columns))}). It needs a text "
-                        f"column and a label column; for a .{kind} file check the separator.")
     return df
+
+
+def upload_limit_message(filename: str, mb: float | None = None) -> str:
+    """What to do with a file over the app's upload limit (also shown next to the uploader)."""
+    size = "" if mb is None else f"{filename} is {mb:.1f} MB; "
+    return (f"{size}EncoderLab takes uploads up to {MAX_UPLOAD_MB:.0f} MB. Upload a sample of the rows (e.g. "
+            "`head -n 5000 data.csv > sample.csv`), or, on your own server, raise `server.maxUploadSize` in "
+            ".streamlit/config.toml (and ENCODERLAB_MAX_UPLOAD_MB with it).")
+
+
+# Header names that say what a column holds (compared lower-cased, without spaces, '-' or '_'). Order matters:
+# the first name found wins, so `label` beats `class` and `text` beats `sentence`.
+LABEL_NAMES = ("label", "labels", "target", "class", "y")
+TEXT_NAMES = ("text", "texta", "sentence", "sentence1", "a", "review", "question", "premise", "content")
+TEXT_B_NAMES = ("textb", "sentence2", "b", "hypothesis", "answer")
+
+
+@dataclass(frozen=True)
+class ColumnGuess:
+    """Which columns an upload's text, second text and label most likely are, and why (``why`` maps each role
+    to a reason code: ``named`` (the header says so), ``few_values`` (fewest distinct values),
+    ``longest`` (longest texts), ``none`` (no second text named))."""
+
+    text: str
+    label: str
+    text_b: str | None
+    why: dict[str, str]
+
+
+def _norm(name: object) -> str:
+    return re.sub(r"[\s_\-]", "", str(name).lower())
+
+
+def guess_columns(df) -> ColumnGuess:
+    """Guess the roles of a table's columns from their names first, then from their contents.
+
+    A header named label/labels/target/class/y is the label; text/sentence/A is the text and B/text_b the second
+    text. Without such names the label is the column with the fewest distinct values and the text the one with
+    the longest values; a second text is only taken when its header names it. Raises DataError below two columns.
+    """
+    cols = [str(c) for c in df.columns]
+    if len(cols) < 2:
+        raise DataError(f"The table has {len(cols)} column(s); it needs a text column and a label column.")
+    by_norm = {}
+    for c in cols:
+        by_norm.setdefault(_norm(c), c)
+    why: dict[str, str] = {}
+
+    def named(names: tuple[str, ...], taken: set[str]) -> str | None:
+        return next((by_norm[n] for n in names if n in by_norm and by_norm[n] not in taken), None)
+
+    def values(c: str) -> list[str]:
+        return [str(v) for v in df[c].tolist() if v is not None and str(v) != "nan"]
+
+    label = named(LABEL_NAMES, set())
+    if label is not None:
+        why["label"] = "named"
+    text = named(TEXT_NAMES, {label} if label else set())
+    if text is not None:
+        why["text"] = "named"
+    text_b = named(TEXT_B_NAMES, {label, text})
+    why["text_b"] = "named" if text_b is not None else "none"
+    if label is None:
+        rest = [c for c in cols if c not in (text, text_b)] or [c for c in cols if c != text]
+        label = min(rest, key=lambda c: (len(set(values(c))), -cols.index(c)))  # ties: the later column
+        why["label"] = "few_values"
+    if text is None:
+        rest = [c for c in cols if c not in (label, text_b)]
+        if not rest:  # only the label and a named second text: that one is the text
+            text, text_b, why["text_b"] = text_b, None, "none"
+        else:
+            text = max(rest, key=lambda c: (sum(map(len, values(c))) / max(1, len(values(c))), -cols.index(c)))
+        why["text"] = "longest"
+    return ColumnGuess(text, label, text_b, why)
 
 
 def from_table(df, text_col: str, label_col: str, text_col_b: str | None = None, test_fraction: float = 0.2,

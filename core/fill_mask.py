@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from core import models
+from core import text as text_rules
 from core.models import ASSETS, LoadedModel
 
 USER_MASK = "[MASK]"
@@ -27,8 +28,7 @@ MAX_CHARS = 20_000
 MAX_LINES = 64  # texts per batch from the page's "one text per line" mode
 BATCH_CHUNK = 16  # texts per forward pass in a batch (sorted by length, so chunks carry little padding)
 MASK_SHARE_WARN = 0.15  # BERT masked 15% of tokens in pretraining; more masks leave less context
-# Special tokens of the four families; typed ones are removed (the tokenizer adds the model's own).
-TYPED_SPECIALS = ("[CLS]", "[SEP]", "[PAD]", "[UNK]", "<s>", "</s>", "<pad>", "<unk>")
+TYPED_SPECIALS = text_rules.TYPED_SPECIALS  # typed ones are removed (the tokenizer adds the model's own)
 WORD_START_PIECES = ("▁", "Ġ")  # SentencePiece / byte-level BPE word-start markers standing alone
 _WORD = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]|[^\W_]+(?:['’][^\W_]+)*")
 
@@ -55,8 +55,11 @@ class FillMaskConfig:
             raise ValueError(f"Unknown fill strategy {self.strategy!r}: use one of {', '.join(STRATEGIES)}.")
         if not isinstance(self.text, str) or not self.text.strip():
             raise ValueError("The text is empty. Type a sentence and write [MASK] where a word should be predicted.")
-        if len(self.text) > MAX_CHARS:
-            raise ValueError(f"The text has {len(self.text):,} characters; the limit is {MAX_CHARS:,}. "
+        from core.settings import current
+
+        limit = min(MAX_CHARS, current().max_text_chars)  # the server's limit (lower on the hosted demo)
+        if len(self.text) > limit:
+            raise ValueError(f"The text has {len(self.text):,} characters; the limit is {limit:,}. "
                              "Paste a shorter passage around the words you want to predict.")
         n = count_masks(self.text)
         if self.word is not None:
@@ -162,13 +165,9 @@ def words(text: str) -> tuple[Word, ...]:
 def to_model_text(text: str, mask_token: str) -> tuple[str, tuple[str, ...]]:
     """Map [MASK]/<mask> to ``mask_token`` and drop typed special tokens; returns (text, notes)."""
     notes: list[str] = []
-    found = [s for s in TYPED_SPECIALS if s.lower() in text.lower()]
+    text, found = text_rules.strip_typed_specials(text)
     if found:
-        pat = re.compile("|".join(re.escape(s) for s in found), re.IGNORECASE)
-        text = re.sub(r"\s{2,}", " ", pat.sub(" ", text)).strip()
-        notes.append(f"Removed {', '.join(found)} from the text: the tokenizer adds the model's own special tokens "
-                     "itself, and typed ones would be read as ordinary text or confuse the model. Write [MASK] for "
-                     "the words to predict and nothing else.")
+        notes.append(text_rules.removed_note(found) + " Write [MASK] for the words to predict and nothing else.")
     return MASK_PATTERN.sub(lambda _: mask_token, text), tuple(notes)
 
 
@@ -220,9 +219,28 @@ def check_mlm(lm: LoadedModel) -> None:
     if lm.head_missing:
         missing = ", ".join(k for k in lm.missing_keys[:4])
         raise FillMaskError(
-            f"{lm.spec.checkpoint} has no trained MLM head (missing weights: {missing}…). It was saved without its "
-            "masked-language-model head (e.g. a sentence-embedding model), so predictions would be random. Pick a "
-            "checkpoint pretrained with MLM, such as the bundled encoderlab/* models or bert-base-uncased.")
+            f"{lm.spec.checkpoint} has no trained MLM head (missing weights: {missing}…): {_saved_as(lm)}, so "
+            f"predictions would be random. Pick a checkpoint pretrained with MLM: {_mlm_suggestion(lm.spec.family)}.")
+
+
+def _saved_as(lm: LoadedModel) -> str:
+    """What a checkpoint without an MLM head is, from the architecture its config.json names."""
+    arch = next(iter(getattr(lm.model.config, "architectures", None) or ()), "")
+    for suffix, what in (("ForSequenceClassification", "a fine-tuned classifier"),
+                         ("ForTokenClassification", "a fine-tuned token classifier"),
+                         ("ForQuestionAnswering", "a fine-tuned question-answering model"),
+                         ("ForMultipleChoice", "a fine-tuned multiple-choice model")):
+        if arch.endswith(suffix):
+            return f"it is {what} ({arch}), saved with its task head instead of the masked-language-model head"
+    if arch:
+        return f"it was saved as {arch}, without its masked-language-model head (e.g. a sentence-embedding model)"
+    return "it was saved without its masked-language-model head (e.g. a sentence-embedding model)"
+
+
+def _mlm_suggestion(family: str) -> str:
+    """Checkpoints with an MLM head that can be had here: the family's bundled mini, and official ones present."""
+    present = [c.id for c in models.FAMILIES[family].checkpoints if models.availability(c.id).source != "unavailable"]
+    return " or ".join([models.bundled_id(family), *present[:1]]) + " (in the sidebar's Checkpoint list)"
 
 
 @dataclass(frozen=True)
@@ -327,6 +345,12 @@ def _pad(rows: list[list[int]], pad_id: int, device: str):
     return ids.to(device), attn.to(device)
 
 
+def _lone_marker_ids(tok) -> list[int]:
+    """Ids of the word-start markers standing alone ("▁", "Ġ") in this vocabulary."""
+    ids = tok.convert_tokens_to_ids(list(WORD_START_PIECES))
+    return sorted({i for i in ids if i is not None and i != tok.unk_token_id})
+
+
 def _candidates(tok, probs_row, k: int) -> tuple[Candidate, ...]:
     import torch
 
@@ -347,6 +371,16 @@ def _fill_step(model, head, tok, pad_id, device, chunk, step, encs, configs, row
     logits = _masked_logits(model, head, ids, attn, torch.tensor(r_idx, device=device),
                             torch.tensor(c_idx, device=device))
     probs = logits.float().softmax(-1)  # (M, V)
+    lone = _lone_marker_ids(tok)
+    text_of_row = [b for b in chunk for _ in open_masks[b]]
+    typed = [i for i, b in enumerate(text_of_row) if encs[b].originals is None]
+    if lone and typed:
+        # A typed [MASK] stands for a whole word (ALBERT's tokenizer makes it one piece): a bare "▁"/"Ġ" there is
+        # a word start with no word, never an answer, so it is neither offered nor filled in. The other pieces keep
+        # the model's own probabilities (not renormalised). Whole-word masks keep it: there a lone marker is one
+        # of the word's own pieces.
+        rows_t = torch.tensor(typed, device=probs.device)
+        probs[rows_t[:, None], torch.tensor(lone, device=probs.device)[None, :]] = 0.0
     top_p, top_i = probs.max(-1)
     if step == 0:  # each mask's own distribution, all masks open
         ent = -(probs * probs.clamp_min(1e-12).log()).sum(-1)
@@ -431,6 +465,9 @@ def configs_from_lines(text: str, top_k: int = 5, strategy: str = "independent",
     lines = [(i, ln) for i, ln in enumerate((text or "").splitlines(), start=1) if ln.strip()]
     if not lines:
         raise ValueError("The text is empty. Write one sentence with [MASK] per line.")
+    from core.settings import current
+
+    max_lines = min(max_lines, current().max_batch_rows)  # the server's limit (lower on the hosted demo)
     if len(lines) > max_lines:
         raise ValueError(f"{len(lines)} lines; at most {max_lines} are run as one batch. Split them up.")
     out = []
@@ -443,8 +480,18 @@ def configs_from_lines(text: str, top_k: int = 5, strategy: str = "independent",
 
 
 def fill_mask(lm: LoadedModel, cfg: FillMaskConfig) -> FillMaskResult:
-    """Fill the masks of one text. Raises FillMaskError (a ValueError) with a message for the user."""
-    return fill_mask_batch(lm, [cfg])[0]
+    """Fill the masks of one text. Raises FillMaskError (a ValueError) with a message for the user.
+
+    Concurrent calls on the same model (one per Streamlit session thread) run as one batch (core.serving); the
+    result is this text's alone, with its own wall time as the latency.
+    """
+    from dataclasses import replace
+
+    from core.serving import coalesce
+
+    t0 = time.perf_counter()
+    res = coalesce(lm, "fill_mask", cfg, lambda cfgs: fill_mask_batch(lm, cfgs))
+    return replace(res, latency_ms=(time.perf_counter() - t0) * 1000, batch_size=1)
 
 
 def compare(models: Sequence[LoadedModel], cfg: FillMaskConfig, warmup: bool = True) -> CompareResult:

@@ -31,6 +31,7 @@ from typing import Any, Callable
 import numpy as np
 
 from core.datasets_local import BUNDLED, DataError, LabelledData, Split, load_bundled
+from core.memory import drop_frames
 from core.models import BUILD_LOCK, FAMILIES, ModelLoadError, ModelSpec, load, resolve_device
 
 MAX_STEPS_LIMIT = int(os.environ.get("ENCODERLAB_MAX_STEPS", "5000"))
@@ -75,8 +76,11 @@ class FinetuneConfig:
             raise ValueError(f"Unknown family {self.family!r}: choose one of {', '.join(FAMILIES)}.")
         if not str(self.checkpoint).strip():
             raise ValueError("No checkpoint: pick one in the sidebar or give a local model folder.")
-        if not isinstance(self.epochs, int) or not 1 <= self.epochs <= 50:
-            raise ValueError(f"Epochs must be a whole number from 1 to 50, got {self.epochs!r}.")
+        from core.settings import current
+
+        top = min(50, current().max_epochs)  # the server's limit (lower on the hosted demo)
+        if not isinstance(self.epochs, int) or not 1 <= self.epochs <= top:
+            raise ValueError(f"Epochs must be a whole number from 1 to {top}, got {self.epochs!r}.")
         if not isinstance(self.max_steps, int) or not 0 <= self.max_steps <= MAX_STEPS_LIMIT:
             raise ValueError(f"Max steps must be 0 (use epochs) up to {MAX_STEPS_LIMIT:,}, got {self.max_steps!r}. "
                              "This page is for short fine-tunes; use the command line for long ones.")
@@ -108,6 +112,37 @@ class FinetuneConfig:
             raise ValueError(f"Dropout must be in [0, 1), got {self.dropout!r}.")
 
 
+# The articles' settings (BERT's paper: lr 2e-5...5e-5, 2-4 epochs, batch 16/32; 10% warmup, weight decay 0.01).
+ARTICLE_SETTINGS = dict(epochs=3, max_steps=0, lr=3e-5, batch_size=16, max_length=128, warmup_ratio=0.1,
+                        weight_decay=0.01, grad_clip=1.0)
+# A small model (the bundled minis: 6 layers x 384) with the articles' lr learns nothing in a short CPU run (40
+# steps on the drug reviews: every review "positive", +0.0 vs majority). Four times the lr, one epoch and 64
+# tokens give a clear result in about a minute: tests/core/test_finetune.py measures it on the page's defaults.
+SMALL_MODEL_SETTINGS = dict(ARTICLE_SETTINGS, epochs=1, lr=1e-4, max_length=64)
+SMALL_HIDDEN = 512  # hidden sizes below this count as small (the minis: 384; BERT-base: 768)
+DEFAULT_DATA = "wordnet"  # six balanced topics (majority 1/6): a short run shows what it learnt
+
+
+def suggested_settings(hidden_size: int | None) -> dict:
+    """The page's starting hyperparameters for a model of this hidden size (None: unknown, the articles')."""
+    small = hidden_size is not None and hidden_size < SMALL_HIDDEN
+    return dict(SMALL_MODEL_SETTINGS if small else ARTICLE_SETTINGS)
+
+
+def hidden_size_of(checkpoint: str) -> int | None:
+    """The checkpoint's hidden size from its config.json (on this machine, or the shipped official one), else None."""
+    from core.models import CONFIG_DIR, read_config, resolve
+
+    try:
+        path = resolve(checkpoint).path
+        shipped = CONFIG_DIR / (checkpoint.replace("/", "__") + ".json")  # an official id not downloaded here
+        cfg = read_config(path) if path else json.loads(shipped.read_text())
+    except (ModelLoadError, OSError, ValueError):
+        return None
+    size = cfg.get("hidden_size", cfg.get("dim"))  # DistilBERT calls it dim
+    return int(size) if isinstance(size, int) else None
+
+
 # ---------------------------------------------------------------------------------------------- results
 @dataclass(frozen=True)
 class StepInfo:
@@ -128,10 +163,11 @@ class StepInfo:
     def fraction(self) -> float:
         return self.step / max(1, self.total_steps)
 
-    def message(self) -> str:
+    def message(self, with_eta: bool = True) -> str:
+        """One status line; ``with_eta=False`` where the caller shows its own estimate (the app's job panel)."""
         if self.kind == "eval":
             return f"step {self.step}/{self.total_steps} · epoch {self.epoch:.2f} · held-out accuracy {self.eval_accuracy:.3f}"
-        eta = "" if self.eta_s is None else f" · ETA {self.eta_s:,.0f}s"
+        eta = "" if self.eta_s is None or not with_eta else f" · ETA {self.eta_s:,.0f}s"
         return (f"step {self.step}/{self.total_steps} · epoch {self.epoch:.2f} · loss {self.loss:.4f} · "
                 f"{self.samples_per_s:,.1f} samples/s{eta}")
 
@@ -278,7 +314,9 @@ def _mean_pool_classifier(backbone, num_labels: int, dropout: float):
     from transformers.modeling_outputs import SequenceClassifierOutput
 
     class MeanPoolClassifier(nn.Module):
-        def __init__(self):
+        # The backbone comes in as an argument, not from this function's closure: a class is freed only by a full
+        # garbage collection, and a closure cell would keep the backbone (and its GPU memory) alive with it.
+        def __init__(self, backbone):
             super().__init__()
             self.backbone = backbone
             hidden = getattr(backbone.config, "hidden_size", None) or backbone.config.dim
@@ -291,7 +329,7 @@ def _mean_pool_classifier(backbone, num_labels: int, dropout: float):
             pooled = (h * m).sum(1) / m.sum(1).clamp(min=1.0)  # (b, H)
             return SequenceClassifierOutput(logits=self.classifier(self.dropout(pooled)))
 
-    return MeanPoolClassifier()
+    return MeanPoolClassifier(backbone)
 
 
 def _encoder_layers(base_model):
@@ -344,6 +382,10 @@ def _load_fresh(cfg: FinetuneConfig, data: LabelledData):
         model = lm.model
     else:
         lm = load(spec, "base")
+        # Mean pooling never reads the base model's pooler, so it would get no gradient, and DDP under
+        # `accelerate launch` raises at step 2 for a parameter that took no part in the loss. Dropped here.
+        if getattr(lm.model, "pooler", None) is not None:
+            lm.model.pooler = None
         lm.model.config.id2label, lm.model.config.label2id = id2label, {v: k for k, v in id2label.items()}
         with BUILD_LOCK:  # its fresh nn.Linear must not be built while another thread's from_pretrained runs
             model = _mean_pool_classifier(lm.model, data.num_labels, cfg.dropout)
@@ -437,12 +479,14 @@ def train(cfg: FinetuneConfig, data: LabelledData, out_dir: str | Path,
     # 1. One Accelerator: picks the device (CPU, GPU, or this process's share under `accelerate launch`),
     #    turns on bf16 autocast on GPU, and shards the batches across processes.
     with _accelerator(cfg) as (acc, precision):
-        from accelerate.utils import set_seed
+        from core.rng import RunRNG
 
-        set_seed(cfg.seed)
+        # The run's own random stream (head init, dropout), not the process-wide seed other sessions share.
+        rng = RunRNG(cfg.seed, cuda=acc.device.type == "cuda")
 
         # 2. A fresh copy of the model with a head for our labels, frozen where asked.
-        model, tokenizer = _load_fresh(cfg, data)
+        with rng.active():
+            model, tokenizer = _load_fresh(cfg, data)
         _freeze(model, cfg)
         params_total = sum(p.numel() for p in model.parameters())
         params_trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
@@ -482,7 +526,8 @@ def train(cfg: FinetuneConfig, data: LabelledData, out_dir: str | Path,
                      config=asdict(cfg))
         best_weights = None
         if resume:
-            state, best_weights = _load_checkpoint(acc, ckpt_dir, cfg, data)
+            with rng.active():  # accelerate restores the RNG states it saved, i.e. this run's (see _save_checkpoint)
+                state, best_weights = _load_checkpoint(acc, ckpt_dir, cfg, data)
 
         def evaluate() -> tuple[float, float, np.ndarray]:
             model.eval()
@@ -513,6 +558,7 @@ def train(cfg: FinetuneConfig, data: LabelledData, out_dir: str | Path,
         # 7. The loop: forward (autocast on GPU), loss, backward, clip, step, schedule; evaluate at epoch ends.
         model.train()
         t_last = time.perf_counter()
+        failure: BaseException | None = None
         try:
             while state["global_step"] < total_steps and state["epoch"] < cfg.epochs:
                 epoch = state["epoch"]
@@ -523,20 +569,22 @@ def train(cfg: FinetuneConfig, data: LabelledData, out_dir: str | Path,
                         raise JobCancelled()
                     batch.pop("idx")
                     labels = batch.pop("labels")
-                    logits = model(**batch).logits  # (b, classes); accelerate's autocast wraps forward
-                    loss = F.cross_entropy(logits.float(), labels)
-                    loss_value = loss.item()
-                    if not math.isfinite(loss_value):
-                        raise FinetuneError(
-                            f"The training loss became {loss_value} at step {state['global_step'] + 1} (learning rate "
-                            f"{scheduler.get_last_lr()[0]:.2e}). Training stopped and no model was saved. Lower "
-                            "the learning rate (2e-5 to 5e-5 is usual), keep gradient clipping on (1.0), or use fp32.")
-                    acc.backward(loss)
-                    if cfg.grad_clip > 0:
-                        acc.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-                    optimizer.step()
-                    scheduler.step()
-                    optimizer.zero_grad(set_to_none=True)
+                    with rng.active():  # dropout draws this run's stream
+                        logits = model(**batch).logits  # (b, classes); accelerate's autocast wraps forward
+                        loss = F.cross_entropy(logits.float(), labels)
+                        loss_value = loss.item()
+                        if not math.isfinite(loss_value):
+                            raise FinetuneError(
+                                f"The training loss became {loss_value} at step {state['global_step'] + 1} (learning "
+                                f"rate {scheduler.get_last_lr()[0]:.2e}). Training stopped and no model was saved. "
+                                "Lower the learning rate (2e-5 to 5e-5 is usual), keep gradient clipping on (1.0), "
+                                "or use fp32.")
+                        acc.backward(loss)
+                        if cfg.grad_clip > 0:
+                            acc.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+                        optimizer.step()
+                        scheduler.step()
+                        optimizer.zero_grad(set_to_none=True)
                     state["global_step"] += 1
                     state["step_in_epoch"] += 1
                     now = time.perf_counter()
@@ -574,18 +622,25 @@ def train(cfg: FinetuneConfig, data: LabelledData, out_dir: str | Path,
                     state["epoch"] += 1
                     state["step_in_epoch"] = 0
                     # 9. Checkpoint every epoch, so a crash or Cancel loses at most one epoch.
-                    _save_checkpoint(acc, ckpt_dir, state, best_weights)
+                    with rng.active():  # accelerate saves the process RNG states: this run's, while active
+                        _save_checkpoint(acc, ckpt_dir, state, best_weights)
                     continue
                 break
-        except JobCancelled:
-            _save_checkpoint(acc, ckpt_dir, state, best_weights)  # resume=True continues from this very step
-            _release(acc, model, optimizer)
-            raise
+        except JobCancelled as e:
+            with rng.active():
+                _save_checkpoint(acc, ckpt_dir, state, best_weights)  # resume=True continues from this very step
+            failure = e
         except Exception as e:
+            failure = FinetuneError(_oom_message(cfg, str(acc.device))) if _is_oom(e) else e
+        if failure is not None:
+            # Raised outside the except blocks, with the traceback's frames cleared and our own references
+            # dropped: an exception's traceback keeps every frame's locals (model, optimizer state, activations)
+            # alive, on the GPU too, for as long as anyone holds the exception.
             _release(acc, model, optimizer)
-            if _is_oom(e):
-                raise FinetuneError(_oom_message(cfg, str(acc.device))) from None
-            raise
+            model = optimizer = scheduler = train_dl = test_dl = loader = batch = labels = logits = loss = None
+            best_weights = None
+            drop_frames(failure)
+            raise failure
 
         # 10. Keep the best evaluation's weights, save model + tokenizer (+ our metadata), drop the checkpoint.
         unwrapped = acc.unwrap_model(model)
@@ -631,7 +686,18 @@ def _release(acc, *objects) -> None:
 
     import torch
 
+    for m in objects:
+        # With mixed precision, accelerate's prepare stores bound methods of the model on the model itself
+        # (model.forward wrapped in autocast, model._original_forward): a reference cycle that keeps the model,
+        # and its GPU memory, alive until a full garbage collection. The class's forward is the same function.
+        for inner in (m, getattr(m, "module", None)):  # DDP wraps the model in .module
+            if isinstance(inner, torch.nn.Module):
+                inner.__dict__.pop("_original_forward", None)
+                inner.__dict__.pop("forward", None)
     acc.free_memory(*objects)
+    # free_memory forgets the prepared models, optimizers, schedulers and loaders, but not the objects registered
+    # for checkpointing (our scheduler, which holds the optimizer, which holds every parameter and its state).
+    acc._custom_objects = []
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
@@ -723,7 +789,28 @@ def load_finetuned(model_dir: str | Path, device: str = "auto") -> FinetunedMode
 
 
 def classify(fm: FinetunedModel, texts: list[str], texts_b: list[str] | None = None) -> np.ndarray:
-    """Class probabilities, shape (len(texts), classes)."""
+    """Class probabilities, shape (len(texts), classes).
+
+    Concurrent calls on the same model (one per session thread) run as one batch (core.serving); single texts
+    and pairs batch separately (the tokenizer takes one kind per call)."""
+    from core.serving import coalesce
+
+    def run(items):
+        probs = _classify_now(fm, [x for a, _ in items for x in a],
+                              None if items[0][1] is None else [x for _, b in items for x in b])
+        out, i = [], 0
+        for a, _ in items:
+            out.append(probs[i:i + len(a)])
+            i += len(a)
+        return out
+
+    if not texts:
+        return _classify_now(fm, texts, texts_b)
+    op = "classify" if texts_b is None else "classify_pairs"
+    return coalesce(fm, op, (list(texts), None if texts_b is None else list(texts_b)), run)
+
+
+def _classify_now(fm: FinetunedModel, texts: list[str], texts_b: list[str] | None = None) -> np.ndarray:
     import torch
 
     enc = fm.tokenizer(texts, texts_b, truncation=True, max_length=fm.max_length, padding=True, return_tensors="pt")
@@ -749,21 +836,28 @@ def runs_root(session_id: str) -> Path:
 
 
 def job_fn(cfg: FinetuneConfig, data: LabelledData, out_dir: str | Path, resume: bool = False):
-    """A core.jobs function: runs ``train`` and reports each step as progress + metrics (live curves)."""
+    """A core.jobs function: runs ``train`` and reports each step as progress + metrics (live curves).
 
-    def run(ctx) -> FinetuneResult:
-        def on_step(info: StepInfo) -> None:
-            ctx.progress(info.fraction, info.message(), kind=info.kind, **info.metrics())
+    A partial of a module-level function over plain data, so core.jobs can run it in a worker process."""
+    import functools
 
-        ctx.progress(0.0, "loading a fresh copy of the model")
-        return train(cfg, data, out_dir, on_step=on_step, should_stop=lambda: ctx.cancelled, resume=resume)
+    return functools.partial(_run_job, cfg, data, str(out_dir), resume)
 
-    return run
+
+def _run_job(cfg: FinetuneConfig, data: LabelledData, out_dir: str, resume: bool, ctx) -> FinetuneResult:
+    def on_step(info: StepInfo) -> None:
+        # the job panel adds its own ETA to this line: one estimate, not two
+        ctx.progress(info.fraction, info.message(with_eta=False), kind=info.kind, **info.metrics())
+
+    ctx.progress(0.0, "loading a fresh copy of the model")
+    return train(cfg, data, out_dir, on_step=on_step, should_stop=lambda: ctx.cancelled, resume=resume)
 
 
 def job_resource(cfg: FinetuneConfig) -> str:
     """'gpu' when the run will use CUDA, else 'cpu' (the job queue limits each separately)."""
-    return "gpu" if resolve_device(cfg.device).kind == "cuda" else "cpu"
+    from core.jobs import resource_for
+
+    return resource_for(cfg.device)
 
 
 # ---------------------------------------------------------------------------------------------- command line

@@ -25,6 +25,11 @@ TASKS = ("base", "mlm", "pretraining", "seqcls")
 class ModelLoadError(ValueError):
     """A checkpoint could not be resolved or loaded. The message names the problem and the fix."""
 
+    def __str__(self) -> str:  # hosted mode: the message names no server path (core.hosted.scrub)
+        from core.hosted import scrub
+
+        return scrub(super().__str__())
+
 
 @dataclass(frozen=True)
 class Checkpoint:
@@ -269,6 +274,12 @@ def resolve(checkpoint: str) -> Resolution:
     tried: list[str] = []
     p = Path(checkpoint).expanduser()
     if p.is_dir():
+        from core.hosted import HostedRefusal, check_folder
+
+        try:
+            check_folder(p)  # hosted mode: only the server's own folders (zoo, runs, HF cache)
+        except HostedRefusal as e:
+            return Resolution(None, "unavailable", (str(e),))
         zoo = zoo_dir().resolve()
         src = "bundled" if zoo in p.resolve().parents else "local folder"
         return Resolution(str(p), src, (f"local folder {p}",))
@@ -414,7 +425,8 @@ def load(spec: ModelSpec, task: str = "base", attentions: bool = False, dtype: s
          model_kwargs: dict | None = None) -> LoadedModel:
     """Load model and tokenizer for ``task`` on the spec's device.
 
-    Safetensors only, never trust_remote_code. Eager attention when ``attentions`` (sdpa returns none).
+    Safetensors only, never trust_remote_code. Eager attention when ``attentions`` (sdpa returns none). Weights
+    are float32 whatever dtype the folder was saved in, unless ``dtype`` ("bfloat16", "float16") says otherwise.
     Raises ModelLoadError with what was tried and how to fix it.
     """
     import torch
@@ -430,8 +442,9 @@ def load(spec: ModelSpec, task: str = "base", attentions: bool = False, dtype: s
     kwargs: dict[str, Any] = {"use_safetensors": True, "trust_remote_code": False}
     if attentions:
         kwargs["attn_implementation"] = "eager"
-    if dtype:
-        kwargs["dtype"] = getattr(torch, dtype)
+    # transformers 5 loads with dtype="auto" (the checkpoint's own): an fp16/bf16 folder would train and run
+    # integrated gradients in half precision. fp32 unless the caller asks for a half dtype.
+    kwargs["dtype"] = getattr(torch, dtype) if dtype else torch.float32
     if model_kwargs:  # e.g. num_labels/id2label for a fresh classification head (core.finetune)
         kwargs.update(model_kwargs)
     if res.source == "Hub download":

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from core.models import ASSETS, FAMILIES, PAIR_HEADS, LoadedModel, pair_head_module
+from core.text import removed_note, strip_typed_specials
 
 MAX_CHARS = 5_000
 MAX_ROWS = 500
@@ -50,11 +51,14 @@ class PairConfig:
     seed: int = 0  # picks the other-topic sentence of the probe
 
     def __post_init__(self) -> None:
+        from core.settings import current
+
+        limit = min(MAX_CHARS, current().max_text_chars)  # the server's limit (lower on the hosted demo)
         for name, s in (("A", self.a), ("B", self.b)):
             if not isinstance(s, str) or not s.strip():
                 raise ValueError(f"Sentence {name} is empty: write one sentence in each box.")
-            if len(s) > MAX_CHARS:
-                raise ValueError(f"Sentence {name} has {len(s):,} characters; the limit is {MAX_CHARS:,}. "
+            if len(s) > limit:
+                raise ValueError(f"Sentence {name} has {len(s):,} characters; the limit is {limit:,}. "
                                  "Use one or two sentences per box.")
 
 
@@ -99,6 +103,7 @@ class BatchPairResult:
     threshold: float
     latency_ms: float
     truncated_rows: int = 0
+    notes: tuple[str, ...] = ()
 
 
 # ---------------------------------------------------------------------------------------------- heads
@@ -133,8 +138,26 @@ def score_pairs(lm: LoadedModel, pairs: Sequence[tuple[str, str]], progress: Pro
                 ) -> tuple[list[float], list[tuple[str, ...]], list[bool]]:
     """P(positive) of the pair head for each (first, second), batched; plus tokens and whether each was cut.
 
-    Raises PairError when the model has no usable pair head.
+    Concurrent calls on the same model without a progress callback (one per session thread) run as one batch
+    (core.serving). Raises PairError when the model has no usable pair head.
     """
+    if progress is not None or not pairs:
+        return _score_pairs_now(lm, pairs, progress)
+    from core.serving import coalesce
+
+    def run(groups):
+        probs, tokens, cut = _score_pairs_now(lm, [p for g in groups for p in g])
+        out, i = [], 0
+        for g in groups:
+            out.append((probs[i:i + len(g)], tokens[i:i + len(g)], cut[i:i + len(g)]))
+            i += len(g)
+        return out
+
+    return coalesce(lm, "score_pairs", list(pairs), run)
+
+
+def _score_pairs_now(lm: LoadedModel, pairs: Sequence[tuple[str, str]], progress: Progress | None = None,
+                     ) -> tuple[list[float], list[tuple[str, ...]], list[bool]]:
     import torch
 
     check_pair(lm)
@@ -206,11 +229,16 @@ def predict_pair(lm: LoadedModel, cfg: PairConfig, probe: bool = True) -> PairRe
     """
     head = check_pair(lm)
     t0 = time.perf_counter()
-    pairs = [("(A, B)", cfg.a, cfg.b), ("(B, A)", cfg.b, cfg.a)]
+    a, found_a = strip_typed_specials(cfg.a)
+    b, found_b = strip_typed_specials(cfg.b)
+    if not a.strip() or not b.strip():
+        raise PairError(f"Sentence {'A' if not a.strip() else 'B'} holds only special tokens "
+                        f"({', '.join(found_a or found_b)}): write a sentence; the tokenizer adds [CLS] and [SEP] itself.")
+    notes = [removed_note(tuple(dict.fromkeys(found_a + found_b)), "the sentences")] if found_a or found_b else []
+    pairs = [("(A, B)", a, b), ("(B, A)", b, a)]
     if probe:
-        pairs.append(("(A, other topic)", cfg.a, other_topic(cfg.a, cfg.b, cfg.seed)))
+        pairs.append(("(A, other topic)", a, other_topic(a, b, cfg.seed)))
     probs, tokens, cut = score_pairs(lm, [(f, s) for _, f, s in pairs])
-    notes = []
     if any(cut):
         notes.append(f"The pair is longer than the {lm.max_tokens} tokens {lm.spec.checkpoint} reads: the longer "
                      "sentence was cut from its end until the pair fit (longest-first truncation).")
@@ -228,6 +256,9 @@ def parse_pairs_csv(text: str, max_rows: int = MAX_ROWS) -> tuple[PairRow, ...]:
 
     Raises ValueError naming the problem: no header, missing columns, too many rows, a bad label or an empty cell.
     """
+    from core.settings import current
+
+    max_rows = min(max_rows, current().max_batch_rows)  # the server's limit (lower on the hosted demo)
     if not text or not text.strip():
         raise ValueError("The CSV is empty. Paste or upload rows with a header line `a,b,label`.")
     try:
@@ -278,7 +309,9 @@ def score_batch(lm: LoadedModel, rows: Sequence[PairRow], threshold: float = 0.5
     if not rows:
         raise ValueError("No rows to score.")
     t0 = time.perf_counter()
-    probs, _, cut = score_pairs(lm, [(r.a, r.b) for r in rows], progress)
+    cleaned = [(strip_typed_specials(r.a), strip_typed_specials(r.b)) for r in rows]
+    found = tuple(dict.fromkeys(tok for (_, fa), (_, fb) in cleaned for tok in fa + fb))
+    probs, _, cut = score_pairs(lm, [(ca, cb) for (ca, _), (cb, _) in cleaned], progress)
     preds = [int(p >= threshold) for p in probs]
     cm = [[0, 0], [0, 0]]
     for r, p in zip(rows, preds):
@@ -286,4 +319,4 @@ def score_batch(lm: LoadedModel, rows: Sequence[PairRow], threshold: float = 0.5
     acc = sum(int(r.label == p) for r, p in zip(rows, preds)) / len(rows)
     return BatchPairResult(lm.spec.checkpoint, head.kind, head.prob_label, tuple(rows), tuple(probs), tuple(preds),
                            acc, (tuple(cm[0]), tuple(cm[1])), threshold, (time.perf_counter() - t0) * 1000,
-                           sum(cut))
+                           sum(cut), (removed_note(found, "the rows"),) if found else ())

@@ -5,6 +5,7 @@ from app import render_attention as ra
 from app import urlstate
 from app.i18n import t
 from app.loaders import model_or_error
+from app.render import mini_note
 from core.attention import AttentionConfig, compute_attention, head_stats
 
 K = ra.K
@@ -52,6 +53,9 @@ if not cached or cached[0] != run_key:
 _, r, stats = st.session_state[K("result")]
 
 st.caption(t("attention.summary", n=r.n_tokens, layers=r.n_layers, heads=r.n_heads, max=r.max_tokens))
+for note in r.notes:
+    st.info(note)
+mini_note(r.checkpoint)
 picked = ra.filters(r)
 if picked is None:
     urlstate.publish()

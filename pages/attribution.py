@@ -6,6 +6,7 @@ from app import render_attribution as ra
 from app.i18n import t, t_or
 from app.jobs_ui import job_panel, runner
 from app.loaders import model_or_error
+from app.render import mini_note
 from core import attribution as A
 from core.models import ModelLoadError, ModelSpec
 
@@ -71,6 +72,7 @@ if target == "pair" and lm.family.pair_head is None:
                + t("attribution.pick_pair_family"))
     urlstate.publish()
     st.stop()
+mini_note(lm.spec.checkpoint, {"mask": "mlm", "pair": lm.family.pair_head}.get(target))  # what a bundled mini is
 mask = lm.family.mask_token
 DEFAULTS = {"mask": f"The capital of France is {mask}, a city on the Seine.",
             "pair": "She opened the door.", "class": "The film was a delight from start to finish."}
@@ -94,11 +96,21 @@ def defaults(prefix: str) -> None:
         st.session_state.setdefault(K(name), value)
 
 
+# Methods that cannot apply to this model are not offered (checked on its modules, before any run), with the reason.
+BLOCKED = A.unavailable_methods(lm.model)
+OFFERED = [m for m in A.METHODS if m not in BLOCKED]
+
+
 def settings_widgets(prefix: str) -> dict:
     """Method and integration controls shared by both tabs; returns AttributionConfig fields."""
-    methods = st.multiselect(t("attribution.methods"), list(A.METHODS),
+    picked = st.session_state.get(K(f"{prefix}.methods"), [])
+    if any(m in BLOCKED for m in picked):  # e.g. from a link made with another model
+        st.session_state[K(f"{prefix}.methods")] = [m for m in picked if m not in BLOCKED]
+    methods = st.multiselect(t("attribution.methods"), OFFERED,
                              format_func=ra.option_labels(A.METHODS, ra.method_label),
                              key=K(f"{prefix}.methods"), help=t("attribution.methods_help"))
+    for key_, why in BLOCKED.items():
+        st.caption(t("attribution.not_offered", method=ra.method_label(key_), why=why))
     c1, c2, c3, c4 = st.columns(4)
     baseline = c1.selectbox(t("attribution.baseline_pick"), list(A.BASELINES),
                             format_func=ra.option_labels(A.BASELINES, ra.baseline_label),
@@ -113,10 +125,11 @@ def settings_widgets(prefix: str) -> dict:
 def target_widgets(prefix: str) -> dict:
     if target == "mask":
         c1, c2, c3 = st.columns([1, 2, 2])
-        which = c1.number_input(t("attribution.which_mask"), 1, 50, key=K(f"{prefix}.mask_index"))
-        word = c2.text_input(t("attribution.word"), key=K(f"{prefix}.word"))
+        which = c1.number_input(t("attribution.which_mask"), 1, 50, key=K(f"{prefix}.mask_index"),
+                                persist_state="session")
+        word = c2.text_input(t("attribution.word"), key=K(f"{prefix}.word"), persist_state="session")
         other = c3.text_input(t("attribution.contrast"), key=K(f"{prefix}.contrast"),
-                              help=t("attribution.contrast_help"))
+                              help=t("attribution.contrast_help"), persist_state="session")
         return dict(mask_index=int(which) - 1, word=word, contrast_word=other)
     c = st.selectbox(t("attribution.class"), range(len(classes)), key=K(f"{prefix}.class"),
                      format_func=ra.option_labels(range(len(classes)), class_label))
@@ -127,6 +140,12 @@ def start(name: str, fn) -> None:
     job = runner().submit(t(f"attribution.job.{name}"), fn, resource="gpu" if lm.device.startswith("cuda") else "cpu",
                           owner=state.session_id())
     st.session_state[K(f"{name}.job")] = job.id
+
+
+def forget(name: str) -> None:
+    """Drop the last result of a tab (after an error, or when it no longer matches what is on screen)."""
+    st.session_state.pop(K(f"{name}.job"), None)
+    st.session_state.pop(K(f"{name}.run"), None)
 
 
 def show_one(job) -> None:
@@ -142,8 +161,10 @@ tab_one, tab_batch = st.tabs([t("attribution.tab.one"), t("attribution.tab.batch
 with tab_one:
     with st.form(K("form")):
         label = t("attribution.sentence_a") if target == "pair" else t("attribution.text")
-        text = st.text_area(label, key=K(f"text.{target}"))
-        text_b = st.text_input(t("attribution.sentence_b"), key=K("text_b")) if target == "pair" else ""
+        # Each target keeps its own text while another target is shown (Streamlit drops an undrawn widget's value).
+        text = st.text_area(label, key=K(f"text.{target}"), persist_state="session")
+        text_b = st.text_input(t("attribution.sentence_b"), key=K("text_b"), persist_state="session") \
+            if target == "pair" else ""
         tw = target_widgets("one")
         with presenter.settings():
             sw = settings_widgets("one")
@@ -151,15 +172,23 @@ with tab_one:
             layers = c1.checkbox(t("attribution.layers"), key=K("layers"), help=t("attribution.layers_help"))
             layer_steps = c2.number_input(t("attribution.layer_steps"), 2, 300, key=K("layer_steps"))
         go = st.form_submit_button(t("attribution.go"), type="primary")
+    # What the form holds now; a result is shown only while it was computed from exactly this (and this model).
+    try:
+        cfg = A.AttributionConfig(target=target, text=text, text_b=text_b, **tw, **sw,
+                                  layer_steps=int(layer_steps) if layers else 0)
+        cfg_error = None
+    except ValueError as e:
+        cfg, cfg_error = None, str(e)
     # A link runs what the button would have run with the same inputs (and only what it would have).
     from_link = bool(restored)
     if go or from_link:
         try:
-            cfg = A.AttributionConfig(target=target, text=text, text_b=text_b, **tw, **sw,
-                                      layer_steps=int(layer_steps) if layers else 0)
+            if cfg is None:
+                raise ValueError(cfg_error)
             A.prepare(lm, cfg)  # bad input (no mask, unknown word, too long) is reported here, not in the job
         except ValueError as e:
             st.error(str(e))
+            forget("attribution")
         else:
             same = st.session_state.get(K("attribution.run")) == (lm.spec, cfg)
             if go or not same:  # a link opened again in this session does not start the same job twice
@@ -167,7 +196,10 @@ with tab_one:
                 st.session_state[K("attribution.run")] = (lm.spec, cfg)
                 st.session_state[K("attribution.inputs")] = ra.report_inputs(lm.spec.checkpoint, cfg, class_label)
     if K("attribution.job") in st.session_state:
-        job_panel(st.session_state[K("attribution.job")], show_one, key=K("one.panel"))
+        if st.session_state.get(K("attribution.run")) == (lm.spec, cfg):
+            job_panel(st.session_state[K("attribution.job")], show_one, key=K("one.panel"))
+        else:
+            st.info(t("attribution.stale"))
 
 with tab_batch:
     st.caption(t("attribution.batch_intro"))
@@ -177,18 +209,24 @@ with tab_batch:
         with presenter.settings():
             sw_b = settings_widgets("batch")
         go_b = st.form_submit_button(t("attribution.go_batch"), type="primary")
+    settings = dict(target=target, **tw_b, **sw_b)
+    batch_run = (lm.spec, repr(sorted(settings.items())), None if upload is None else hash(upload.getvalue()))
     if go_b:
         try:
             if upload is None:
                 raise ValueError(t("attribution.need_csv"))
             rows = A.read_batch_csv(upload.getvalue())
-            settings = dict(target=target, **tw_b, **sw_b)
             A.check_batch_settings(settings)
         except ValueError as e:
             st.error(str(e))
+            forget("batch")
         else:
             start("batch", lambda ctx, lm=lm, rows=rows, s=settings: A.attribute_batch(lm, rows, s, ctx.progress))
+            st.session_state[K("batch.run")] = batch_run
     if K("batch.job") in st.session_state:
-        job_panel(st.session_state[K("batch.job")], lambda j: ra.show_batch(j.result, K("batch_result")),
-                  key=K("batch.panel"))
+        if st.session_state.get(K("batch.run")) == batch_run:
+            job_panel(st.session_state[K("batch.job")], lambda j: ra.show_batch(j.result, K("batch_result")),
+                      key=K("batch.panel"))
+        else:
+            st.info(t("attribution.stale_batch"))
 urlstate.publish()  # the widgets drawn in this run hold their values now: the address bar links to this view

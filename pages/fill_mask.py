@@ -9,7 +9,7 @@ from app.fill_mask_ui import (CMP_FIELDS, DEFAULT_PLAIN, DEFAULT_TEXT, DEFAULT_T
                               record_compare, record_typed, record_word, show_compare, use_example)
 from app.i18n import t
 from app.loaders import get_model, model_or_error
-from app.render import run_or_error
+from app.render import as_text, current_result, mini_note, run_or_error
 from app.render_predict import show_fill_result
 from core.fill_mask import (MAX_TOP_K, FillMaskConfig, FillMaskError, check_mlm, compare, configs_from_lines,
                             fill_mask, fill_mask_batch, words)
@@ -43,18 +43,20 @@ with tab_type:
                 per_line = st.checkbox(t("fill_mask.per_line"), key=k("per_line"))
                 top_k, strategy = options_row("type")
             go = st.form_submit_button(t("fill_mask.predict"), type="primary")
+        asked = (lm.spec, text, top_k, strategy, per_line)
         if go or (from_link_type and text.strip()):  # a shared link shows its predictions without a click
             results = run_or_error(k("result"), lambda: fill_mask_batch(
                 lm, configs_from_lines(text, top_k, strategy) if per_line
-                else [FillMaskConfig(text, top_k=top_k, strategy=strategy)]))
+                else [FillMaskConfig(text, top_k=top_k, strategy=strategy)]), made_from=asked)
             if results:
                 record_typed(lm.spec.checkpoint, text, top_k, strategy, per_line, results)
-        results = st.session_state.get(k("result"))
-        if results and results[0].checkpoint == lm.spec.checkpoint:
+        results = current_result(k("result"), asked)
+        if results:
+            mini_note(lm.spec.checkpoint, "mlm")
             if len(results) == 1:
                 show_fill_result(results[0], key=k("type"), specials=specials)
             for i, r in enumerate(results if len(results) > 1 else ()):
-                with st.expander(f"{i + 1}. {r.filled_text}", expanded=i == 0):
+                with st.expander(f"{i + 1}. {as_text(r.filled_text)}", expanded=i == 0):
                     show_fill_result(r, key=k(f"type.{i}"), specials=specials)
 
 with tab_word:
@@ -74,13 +76,15 @@ with tab_word:
                 with presenter.settings():
                     top_k, strategy = options_row("word")
                 go = st.form_submit_button(t("fill_mask.mask_predict"), type="primary")
+            asked = (lm.spec, plain, idx, top_k, strategy)
             if go or from_link_word:
                 res = run_or_error(k("word_result"), lambda: fill_mask(
-                    lm, FillMaskConfig(plain, top_k=top_k, strategy=strategy, word=idx)))
+                    lm, FillMaskConfig(plain, top_k=top_k, strategy=strategy, word=idx)), made_from=asked)
                 if res is not None:
                     record_word(lm.spec.checkpoint, plain, idx, ws[idx].text, top_k, strategy, res)
-            res = st.session_state.get(k("word_result"))
-            if res is not None and res.checkpoint == lm.spec.checkpoint and res.text == plain:
+            res = current_result(k("word_result"), asked)
+            if res is not None:
+                mini_note(lm.spec.checkpoint, "mlm")
                 show_fill_result(res, key=k("wordres"), specials=tuple(lm.tokenizer.all_special_tokens))
 
 with tab_cmp:
@@ -96,9 +100,9 @@ with tab_cmp:
         with presenter.settings():
             ctop = st.slider(t("fill_mask.top_k"), 1, MAX_TOP_K, key=k("cmp.top_k"))
         go = st.form_submit_button(t("fill_mask.compare"), type="primary")
+    device = spec.device if spec else "auto"
+    asked = (tuple(chosen), ctext, ctop, device)
     if go:
-        device = spec.device if spec else "auto"
-
         def _compare():
             if not 2 <= len(chosen) <= 4:
                 raise ValueError(t("fill_mask.cmp_count", n=len(chosen)))
@@ -106,10 +110,10 @@ with tab_cmp:
             models = [get_model(ModelSpec(*o.split("|", 1), device), "mlm") for o in chosen]
             with st.spinner(t("fill_mask.cmp_running")):
                 return compare(models, cfg)
-        cres = run_or_error(k("cmp_result"), _compare)
+        cres = run_or_error(k("cmp_result"), _compare, made_from=asked)
         if cres is not None:
             record_compare(chosen, ctext, ctop, cres)
-    if st.session_state.get(k("cmp_result")) is not None:
+    if current_result(k("cmp_result"), asked) is not None:
         show_compare(st.session_state[k("cmp_result")])
 
 urlstate.publish()  # values first created in this run (the defaults) join the link too

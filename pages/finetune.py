@@ -15,26 +15,31 @@ from app import render_finetune as view
 from app.i18n import t
 from app.jobs_ui import job_panel, runner
 from core.datasets_local import GLUE_TASKS
-from core.finetune import MAX_STEPS_LIMIT, POOLINGS, FinetuneConfig, job_fn, job_resource, runs_root
+from core.finetune import (ARTICLE_SETTINGS, DEFAULT_DATA, MAX_STEPS_LIMIT, POOLINGS, FinetuneConfig, hidden_size_of,
+                           job_fn, job_resource, runs_root, suggested_settings)
 from core.models import FAMILIES
 
 K = view.K
+KEEP = view.KEEP
 LRS = (1e-5, 2e-5, 3e-5, 5e-5, 1e-4, 3e-4, 1e-3, 3e-3)
 BATCHES = (4, 8, 16, 32, 64)
 MAX_LENS = (32, 64, 128, 256, 512)
+spec = state.current_spec()
+HIDDEN = hidden_size_of(spec.checkpoint) if spec is not None else None
+START = suggested_settings(HIDDEN)  # by model size: the minis need a higher lr than the articles' to learn in a minute
 # key: (default, URL field). Every widget below is keyed K(key) and starts from its default.
 OPTIONS = {
-    "source": ("drugreview", urlstate.Field(K("source"), choices=view.SOURCES)),
+    "source": (DEFAULT_DATA, urlstate.Field(K("source"), choices=view.SOURCES)),
     "glue_task": (None, urlstate.Field(K("glue_task"), choices=tuple(GLUE_TASKS))),
     "test_frac": (None, urlstate.Field(K("test_frac"), "float", lo=0.05, hi=0.5)),
-    "epochs": (3, urlstate.Field(K("epochs"), "int", lo=1, hi=50)),
-    "max_steps": (0, urlstate.Field(K("max_steps"), "int", lo=0, hi=MAX_STEPS_LIMIT)),
-    "lr": (3e-5, urlstate.Field(K("lr"), "float", choices=LRS)),
-    "batch": (16, urlstate.Field(K("batch"), "int", choices=BATCHES)),
-    "max_len": (128, urlstate.Field(K("max_len"), "int", choices=MAX_LENS)),
-    "warmup": (0.1, urlstate.Field(K("warmup"), "float", lo=0.0, hi=0.5)),
-    "wd": (0.01, urlstate.Field(K("wd"), "float", lo=0.0, hi=0.3)),
-    "clip": (1.0, urlstate.Field(K("clip"), "float", lo=0.0, hi=10.0)),
+    "epochs": (START["epochs"], urlstate.Field(K("epochs"), "int", lo=1, hi=50)),
+    "max_steps": (START["max_steps"], urlstate.Field(K("max_steps"), "int", lo=0, hi=MAX_STEPS_LIMIT)),
+    "lr": (START["lr"], urlstate.Field(K("lr"), "float", choices=LRS)),
+    "batch": (START["batch_size"], urlstate.Field(K("batch"), "int", choices=BATCHES)),
+    "max_len": (START["max_length"], urlstate.Field(K("max_len"), "int", choices=MAX_LENS)),
+    "warmup": (START["warmup_ratio"], urlstate.Field(K("warmup"), "float", lo=0.0, hi=0.5)),
+    "wd": (START["weight_decay"], urlstate.Field(K("wd"), "float", lo=0.0, hi=0.3)),
+    "clip": (START["grad_clip"], urlstate.Field(K("clip"), "float", lo=0.0, hi=10.0)),
     "pooling": ("cls", urlstate.Field(K("pooling"), choices=POOLINGS)),
     "freeze_emb": (False, urlstate.Field(K("freeze_emb"), "bool")),
     "freeze_n": (0, urlstate.Field(K("freeze_n"), "int", lo=0, hi=48)),
@@ -56,7 +61,6 @@ st.caption(t("finetune.intro"))
 if restored:
     st.info(t("finetune.link_restored"))
 runs: list[dict] = st.session_state.setdefault(K("runs"), [])
-spec = state.current_spec()
 
 st.subheader(t("finetune.h_data"))
 data = view.data_picker()
@@ -66,30 +70,32 @@ if spec is None:
     st.error(st.session_state.get(state.SPEC_ERROR) or t("common.pick_model"))
 else:
     st.markdown(t("finetune.model_line", id=spec.checkpoint, family=FAMILIES[spec.family].label, device=spec.device))
-with st.form(K("form")):
+view.presets(HIDDEN, START, ARTICLE_SETTINGS)
+# Enter in a number box must not queue a run: only the Start button starts one.
+with st.form(K("form"), enter_to_submit=False):
     c = st.columns(4)
-    epochs = c[0].number_input(t("finetune.epochs"), 1, 50, key=K("epochs"))
-    max_steps = c[1].number_input(t("finetune.max_steps"), 0, MAX_STEPS_LIMIT, key=K("max_steps"))
-    lr = c[2].select_slider(t("finetune.lr"), LRS, format_func=lambda v: f"{v:.0e}", key=K("lr"),
+    epochs = c[0].number_input(t("finetune.epochs"), 1, 50, key=K("epochs"), persist_state=KEEP)
+    max_steps = c[1].number_input(t("finetune.max_steps"), 0, MAX_STEPS_LIMIT, key=K("max_steps"), persist_state=KEEP)
+    lr = c[2].select_slider(t("finetune.lr"), LRS, format_func=lambda v: f"{v:.0e}", key=K("lr"), persist_state=KEEP,
                             help=t("finetune.lr_help"))
-    batch = c[3].select_slider(t("finetune.batch"), BATCHES, key=K("batch"))
+    batch = c[3].select_slider(t("finetune.batch"), BATCHES, key=K("batch"), persist_state=KEEP)
     with presenter.settings():
         c = st.columns(4)
-        max_len = c[0].select_slider(t("finetune.max_len"), MAX_LENS, key=K("max_len"))
-        warmup = c[1].number_input(t("finetune.warmup"), 0.0, 0.5, step=0.05, key=K("warmup"))
-        wd = c[2].number_input(t("finetune.wd"), 0.0, 0.3, step=0.01, key=K("wd"))
-        clip = c[3].number_input(t("finetune.clip"), 0.0, 10.0, step=0.5, key=K("clip"))
+        max_len = c[0].select_slider(t("finetune.max_len"), MAX_LENS, key=K("max_len"), persist_state=KEEP)
+        warmup = c[1].number_input(t("finetune.warmup"), 0.0, 0.5, step=0.05, key=K("warmup"), persist_state=KEEP)
+        wd = c[2].number_input(t("finetune.wd"), 0.0, 0.3, step=0.01, key=K("wd"), persist_state=KEEP)
+        clip = c[3].number_input(t("finetune.clip"), 0.0, 10.0, step=0.5, key=K("clip"), persist_state=KEEP)
         c = st.columns(4)
-        pooling = c[0].radio(t("finetune.pooling"), POOLINGS, key=K("pooling"), horizontal=True,
+        pooling = c[0].radio(t("finetune.pooling"), POOLINGS, key=K("pooling"), persist_state=KEEP, horizontal=True,
                              format_func=lambda p: t(f"finetune.pooling_opt.{p}"), help=t("finetune.pooling_help"))
-        freeze_emb = c[1].checkbox(t("finetune.freeze_emb"), key=K("freeze_emb"))
-        freeze_n = c[2].number_input(t("finetune.freeze_n"), 0, 48, key=K("freeze_n"))
-        seed = c[3].number_input(t("finetune.seed"), 0, 2**31 - 1, key=K("seed"))
+        freeze_emb = c[1].checkbox(t("finetune.freeze_emb"), key=K("freeze_emb"), persist_state=KEEP)
+        freeze_n = c[2].number_input(t("finetune.freeze_n"), 0, 48, key=K("freeze_n"), persist_state=KEEP)
+        seed = c[3].number_input(t("finetune.seed"), 0, 2**31 - 1, key=K("seed"), persist_state=KEEP)
         c = st.columns(4)
-        patience = c[0].number_input(t("finetune.patience"), 0, 20, key=K("patience"))
-        evals = c[1].number_input(t("finetune.evals"), 1, 20, key=K("evals"))
-        rows = c[2].number_input(t("finetune.rows"), 0, 100_000, key=K("rows"))
-        test_rows = c[3].number_input(t("finetune.test_rows"), 0, 100_000, key=K("test_rows"))
+        patience = c[0].number_input(t("finetune.patience"), 0, 20, key=K("patience"), persist_state=KEEP)
+        evals = c[1].number_input(t("finetune.evals"), 1, 20, key=K("evals"), persist_state=KEEP)
+        rows = c[2].number_input(t("finetune.rows"), 0, 100_000, key=K("rows"), persist_state=KEEP)
+        test_rows = c[3].number_input(t("finetune.test_rows"), 0, 100_000, key=K("test_rows"), persist_state=KEEP)
     start = st.form_submit_button(t("finetune.start"), type="primary")
 
 if start:

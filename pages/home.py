@@ -3,6 +3,7 @@ import pandas as pd
 import streamlit as st
 
 from app.i18n import has, t, t_or
+from app.gpu_notice import gpu_warning
 from app.nav import available_pages, page_obj, title
 from core.models import FAMILIES, PAIR_HEADS, resolve_device
 
@@ -17,7 +18,7 @@ st.title(t("home.title"))
 st.markdown(t("home.intro"))
 
 st.subheader(t("home.families"))
-st.dataframe(pd.DataFrame([{
+st.table(pd.DataFrame([{  # a table, not a data grid: the longer texts wrap instead of being cut
     t("home.col.family"): f.label,
     t("home.col.idea"): t_or(f"families.{f.key}.summary", f.summary),
     t("home.col.objectives"): t_or(f"families.{f.key}.objectives", " + ".join(f.objectives)),
@@ -26,7 +27,7 @@ st.dataframe(pd.DataFrame([{
     t("home.col.tokenizer"): f.tokenizer_kind,
     t("home.col.mask_token"): f.mask_token,
     t("home.col.checkpoints"): ", ".join(c.id for c in f.checkpoints),
-} for f in FAMILIES.values()]), hide_index=True, width="stretch")
+} for f in FAMILIES.values()]), hide_index=True)
 
 st.subheader(t("home.pages"))
 for p in available_pages():
@@ -39,3 +40,4 @@ if dev.kind == "cuda":
     st.success(t("home.gpu", name=dev.name, gb=dev.memory_gb))
 else:
     st.info(t("home.cpu", name=dev.name))
+    gpu_warning()  # a GPU that nvidia-smi sees and torch cannot use: why, and the fix

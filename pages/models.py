@@ -4,13 +4,14 @@ The calculator's V, H and E live in the URL; the breakdown and each computed fac
 import pandas as pd
 import streamlit as st
 
-from app import report, urlstate
+from app import presenter, report, urlstate
 from app.i18n import t, t_or
 from app.render import entry_id, params_bar, record_once
 from core.models import FAMILIES, official_checkpoints
 from core.params import albert_factorization, breakdown
 
 P = "models"
+NO_FIGURE = "–"  # i18n: ok (a dash, the same in every language)
 SIZE_MAX = 10_000_000
 DEFAULTS = {"models.V": 30000, "models.H": 768, "models.E": 128}
 FIELDS = tuple(urlstate.Field(key, "int", lo=1, hi=SIZE_MAX) for key in DEFAULTS)
@@ -26,9 +27,10 @@ def _claims_table(rows) -> pd.DataFrame:
         t("models.col.checkpoint"): r.checkpoint, t("models.col.family"): FAMILIES[r.family].label,
         t("models.col.embeddings"): round(r.embeddings / 1e6, 2), t("models.col.encoder"): round(r.encoder / 1e6, 2),
         t("models.col.pooler"): round(r.pooler / 1e6, 2), t("models.col.backbone"): round(r.backbone / 1e6, 2),
-        t("models.col.heads"): round(r.heads / 1e6, 2), t("models.col.claim_m"): r.claim_m,
-        t("models.col.diff"): None if r.diff_m is None else round(r.diff_m, 2),
-        t("models.col.claim"): t_or(f"families.{r.family}.claims.{r.checkpoint}", r.claim_note),
+        # A checkpoint the articles give no figure for reads "–", not "None" (the columns are text for that reason).
+        t("models.col.heads"): round(r.heads / 1e6, 2), t("models.col.claim_m"): NO_FIGURE if r.claim_m is None
+        else f"{r.claim_m:g}", t("models.col.diff"): NO_FIGURE if r.diff_m is None else f"{r.diff_m:+.2f}",
+        t("models.col.claim"): t_or(f"families.{r.family}.claims.{r.checkpoint}", r.claim_note or NO_FIGURE),
     } for r in rows])
 
 
@@ -36,7 +38,7 @@ st.title(t("models.title"))
 st.caption(t("models.intro"))
 restored = urlstate.bind(FIELDS)
 rows = _all_breakdowns()
-st.plotly_chart(params_bar(rows), width="stretch", key="models.bar")
+st.plotly_chart(presenter.scale(params_bar(rows)), width="stretch", key="models.bar")
 
 st.subheader(t("models.against_seeds"))
 claims = _claims_table(rows)

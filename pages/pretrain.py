@@ -3,6 +3,8 @@
 The family, the objectives, the corpus choice, the size, the steps and the seed are kept in the URL (a link
 restores them but never starts a run: only the Pretrain button does); size, steps and seed fold away in
 presenter view; each finished run goes into the session report."""
+import time
+
 import streamlit as st
 
 from app import presenter, state, urlstate
@@ -10,11 +12,11 @@ from app.i18n import t, t_or
 from app.jobs_ui import job_panel, runner
 from app.render import record_once
 from app.render_pretrain import K, MASKINGS, PAGE, curves, done, live, report_entry
+from core.finetune import runs_root
 from core.jobs import DONE
 from core.models import FAMILIES
 from core.pretrain.corpus import CorpusError
 from core.pretrain.lab import LabRequest, job, limits, prepare, switches
-from core.pretrain.train import PretrainError
 
 CORPORA = ("bundled", "upload")
 
@@ -82,14 +84,15 @@ if go_btn:
         req = LabRequest(family=fam, steps=int(steps), size=size, masking=masking, whole_word=whole_word,
                          pair=pair, distill=distill, upload=upload.getvalue() if upload else None,
                          upload_name=upload.name if upload else "upload.txt", seed=int(seed))
-        cfg = prepare(req)
         n = len(state.job_ids(PAGE)) + 1
+        # under the session's runs folder, so its size and age bounds (core.jobs.evict_run_folders) apply
+        cfg = prepare(req, workdir=runs_root(state.session_id()) / f"pretrain{n}-{fam}-{time.strftime('%H%M%S')}")
         name = t("pretrain.job_name", n=n, family=FAMILIES[fam].label, size=size, steps=steps)
-        j = runner().submit(name, job(cfg), resource="gpu" if cfg.device == "cuda" else "cpu",
-                            owner=state.session_id())
+        # the resource follows the device the run really uses ("auto" is CUDA on a GPU server)
+        j = runner().submit(name, job(cfg), device=cfg.device, owner=state.session_id())
         state.job_ids(PAGE).append(j.id)
         st.session_state.setdefault(K("corpus_names"), {})[j.id] = upload.name if upload else None
-    except (PretrainError, CorpusError) as e:
+    except ValueError as e:  # PretrainError, CorpusError, and QuotaError when this session has too many jobs
         st.error(str(e))
 
 ids = state.job_ids(PAGE)
@@ -108,5 +111,5 @@ if len(finished) > 1:
     c = st.columns(2)
     for k, metric in enumerate(("heldout_top5", "nsp_acc", "sop_acc", "mlm_acc")):
         if any(metric in m for j in finished for m in j.metrics):
-            c[k % 2].plotly_chart(curves(finished, metric), width="stretch", key=f"pretrain.cmp.{metric}")
+            c[k % 2].plotly_chart(presenter.scale(curves(finished, metric)), width="stretch", key=f"pretrain.cmp.{metric}")
 urlstate.publish()  # the defaults set above, on the first visit, too

@@ -7,7 +7,8 @@ from app import presenter, state, urlstate
 from app.i18n import t, t_or
 from app.jobs_ui import job_panel, runner
 from app.loaders import model_or_error
-from app.render import entry_id, pair_card_caption, record_once, run_or_error, yes_no
+from app.render import (as_text, current_result, entry_id, forget_jobs, job_for, mini_note, record_once,
+                        remember_job, run_or_error, stale_note, yes_no)
 from app.render_predict import (batch_report, batch_table, confusion_fig, pair_bars, pair_label, prob_label,
                                 record_pair, token_strip)
 from core.models import ASSETS, FAMILIES
@@ -56,8 +57,7 @@ lm = None
 if spec is None:
     st.error(st.session_state.get(state.SPEC_ERROR) or t("common.pick_model"))
 elif head.kind is None:
-    st.info(t("sentence_pair.no_head", family=FAMILIES[spec.family].label,
-              note=t_or(f"families.{spec.family}.pair_head_note", head.note)))
+    st.info(t("sentence_pair.no_head", note=t_or(f"families.{spec.family}.pair_head_note", head.note)))
 else:
     lm = model_or_error("pretraining")
     if lm is not None:
@@ -84,27 +84,32 @@ if lm is not None:
                 probe = st.checkbox(t("sentence_pair.probe"), key=k("probe"))
                 seed = st.number_input(t("sentence_pair.seed"), min_value=0, max_value=SEED_MAX, key=k("seed"))
             go = st.form_submit_button(t("sentence_pair.score_with", head=head_name), type="primary")
+        asked = (lm.spec, a, b, probe, int(seed))
         if go or from_link:  # a shared link shows its scores without a click
-            res = run_or_error(k("result"), lambda: predict_pair(lm, PairConfig(a, b, seed=int(seed)), probe=probe))
+            res = run_or_error(k("result"), lambda: predict_pair(lm, PairConfig(a, b, seed=int(seed)), probe=probe),
+                               made_from=asked)
             if res is not None:
                 record_pair(entry_id(f"{P}:pair", lm.spec.checkpoint, a, b, probe, int(seed)),
                             {t("sentence_pair.in.model"): lm.spec.checkpoint, t("sentence_pair.in.a"): a,
                              t("sentence_pair.in.b"): b, t("sentence_pair.in.probe"): yes_no(probe),
                              t("sentence_pair.in.seed"): int(seed)}, res)
-        res = st.session_state.get(k("result"))
-        if res is not None and res.checkpoint == lm.spec.checkpoint:
+        res = current_result(k("result"), asked)
+        if res is not None:
             for n in res.notes:
                 st.warning(n)
-            st.plotly_chart(pair_bars(res), key=k("bars"), width="stretch")
-            cols = st.columns(len(res.scores))
-            for col, s in zip(cols, res.scores):
-                col.metric(f"{prob_label(res.head, res.prob_label)} {pair_label(s.label)}", f"{s.prob:.1%}")
-                col.caption(f"{s.first} ‖ {s.second}")
+            learned = mini_note(res.checkpoint, res.head)  # a head that did not learn is not drawn as a result
+            with st.container() if learned else st.expander(t("common.mini_scores_anyway")):
+                if learned:
+                    st.plotly_chart(presenter.scale(pair_bars(res)), key=k("bars"), width="stretch")
+                cols = st.columns(len(res.scores))
+                for col, s in zip(cols, res.scores):
+                    col.metric(f"{prob_label(res.head, res.prob_label)} {pair_label(s.label)}", f"{s.prob:.1%}")
+                    col.caption(as_text(f"{s.first} ‖ {s.second}"))
             st.markdown(token_strip(res.scores[0].tokens, specials=tuple(lm.tokenizer.all_special_tokens)),
                         unsafe_allow_html=True)
             st.caption(t("sentence_pair.latency", ms=f"{res.latency_ms:,.1f}", n=len(res.scores)))
-            pair_card_caption(res.checkpoint, res.head)
-            st.markdown(t("sentence_pair.reading"))
+            if learned:
+                st.markdown(t("sentence_pair.reading"))
 
     with tab_batch:
         st.markdown(t("sentence_pair.batch_intro", max_rows=MAX_ROWS))
@@ -120,16 +125,19 @@ if lm is not None:
                 threshold = st.slider(t("sentence_pair.threshold", label=head_prob), 0.05, 0.95, step=THRESHOLD_STEP,
                                       key=k("threshold"))
             go_batch = st.form_submit_button(t("sentence_pair.score_all"), type="primary")
+        text = upload.getvalue().decode("utf-8", errors="replace") if upload is not None else pasted
+        batch_asked = (lm.spec, text, threshold)
         if go_batch:
             try:
-                text = upload.getvalue().decode("utf-8", errors="replace") if upload is not None else pasted
                 rows = parse_pairs_csv(text)
                 job = runner().submit(t("sentence_pair.job_name", head=head_name, n=len(rows)),
                                       lambda ctx: score_batch(lm, rows, threshold=threshold, progress=ctx.progress),
                                       resource="gpu" if lm.device.startswith("cuda") else "cpu",
                                       owner=state.session_id())
                 state.job_ids(P).append(job.id)
+                remember_job(k("batch_for"), job.id, batch_asked)
             except ValueError as e:  # missing columns, too many rows, bad labels: say which and how to fix
+                forget_jobs(k("batch_for"))
                 st.error(str(e))
 
         def show_batch(job) -> None:
@@ -139,17 +147,23 @@ if lm is not None:
             c2.metric(t("sentence_pair.rows"), len(bres.rows))
             c3.metric(t("sentence_pair.time"), f"{bres.latency_ms / 1000:,.2f} s")
             bprob = prob_label(bres.head, bres.prob_label)
+            mini_note(bres.checkpoint, bres.head)  # a measured accuracy: drawn, with what the mini's head is
             st.caption(t("sentence_pair.batch_caption", model=bres.checkpoint, label=bprob,
                          threshold=f"{bres.threshold:.2f}"))
             if bres.truncated_rows:
                 st.warning(t("sentence_pair.truncated_rows", n=bres.truncated_rows))
-            st.plotly_chart(confusion_fig(bres), key=k(f"confusion.{job.id}"), width="stretch")
+            for n in bres.notes:
+                st.info(n)
+            st.plotly_chart(presenter.scale(confusion_fig(bres)), key=k(f"confusion.{job.id}"), width="stretch")
             st.dataframe(batch_table(bres), hide_index=True, key=k(f"table.{job.id}"))
             record_once(k("recorded"), f"{P}:batch:{job.id}", lambda: batch_report(bres, {
                 t("sentence_pair.in.model"): bres.checkpoint, t("sentence_pair.rows"): len(bres.rows),
                 t("sentence_pair.in.threshold"): f"{bres.threshold:.2f}"}))
 
-        if state.job_ids(P):
-            job_panel(state.job_ids(P)[-1], show_batch, key=k("batch"))
+        batch_job = job_for(k("batch_for"), batch_asked)
+        if batch_job is not None:
+            job_panel(batch_job, show_batch, key=k("batch"))
+        else:
+            stale_note(k("batch_for"))
 
 urlstate.publish()  # values first created in this run (the defaults) join the link too

@@ -8,8 +8,9 @@ import streamlit as st
 from app import presenter, state, urlstate
 from app.i18n import t, t_or
 from app.jobs_ui import job_panel, runner
-from app.render import record_once, speed_chart, throughput_chart
+from app.render import forget_jobs, job_for, record_once, remember_job, speed_chart, stale_note, throughput_chart
 from core.bench import SEED_CLAIMS, SpeedConfig, measure_speed
+from core.jobs import progress_job
 from core.models import FAMILIES
 
 SEQ_LENS = (16, 32, 64, 128, 256, 512)
@@ -37,13 +38,17 @@ with st.form("speed.form"):
                           format_func=lambda k: FAMILIES[k].label)
     go = st.form_submit_button(t("speed.measure"), type="primary")
 
+asked = (tuple(fams), int(seq), int(batch), int(reps), device)
 if go:
     try:
         cfg = SpeedConfig(families=tuple(fams), seq_len=int(seq), batch=int(batch), repeats=int(reps), device=device)
-        job = runner().submit(t("speed.job_name"), lambda ctx: measure_speed(cfg, ctx.progress),
-                              resource="gpu" if device == "cuda" else "cpu", owner=state.session_id())
+        # the resource follows the device the measurement really uses ("auto" is CUDA on a GPU server)
+        job = runner().submit(t("speed.job_name"), progress_job(measure_speed, cfg), device=cfg.device,
+                              owner=state.session_id())
         state.job_ids("speed").append(job.id)
+        remember_job("speed.made_from", job.id, asked)
     except ValueError as e:
+        forget_jobs("speed.made_from")
         st.error(str(e))
 
 
@@ -70,8 +75,8 @@ def show(job) -> None:
     st.success(t("speed.measured", device=res.device, name=res.device_name, batch=res.batch, seq=res.seq_len,
                  reps=res.repeats, s=f"{job.elapsed:,.1f}"))
     a, b = st.columns(2)
-    a.plotly_chart(speed_chart(res), width="stretch", key=f"speed.lat.{job.id}")
-    b.plotly_chart(throughput_chart(res), width="stretch", key=f"speed.thr.{job.id}")
+    a.plotly_chart(presenter.scale(speed_chart(res)), width="stretch", key=f"speed.lat.{job.id}")
+    b.plotly_chart(presenter.scale(throughput_chart(res)), width="stretch", key=f"speed.thr.{job.id}")
     st.subheader(t("speed.against_claims"))
     comparisons, rows = _comparisons(res), _rows(res)
     st.dataframe(comparisons, hide_index=True, width="stretch")
@@ -86,9 +91,11 @@ def show(job) -> None:
         figures=[speed_chart(res), throughput_chart(res)]))
 
 
-ids = state.job_ids("speed")
-if ids:
-    job_panel(ids[-1], show, key="speed")
+shown = job_for("speed.made_from", asked)  # a measurement is shown only under the settings it was made with
+if shown is not None:
+    job_panel(shown, show, key="speed")
+elif st.session_state.get("speed.made_from"):
+    stale_note("speed.made_from")
 else:
     st.info(t("speed.hint"))
 

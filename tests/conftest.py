@@ -44,3 +44,15 @@ def use_tiny_zoo(tiny_zoo, monkeypatch) -> Path:
 @pytest.fixture(params=FAMILIES)
 def family(request) -> str:
     return request.param
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every browser test is slow; a test marked gpu skips where torch sees no CUDA device."""
+    import torch
+
+    no_cuda = pytest.mark.skip(reason="needs a CUDA GPU (scripts/gpu_check.sh runs these on one)")
+    for item in items:
+        if "tests/e2e/" in item.nodeid.replace("\\", "/") or item.nodeid.startswith("e2e/"):
+            item.add_marker(pytest.mark.slow)
+        if "gpu" in item.keywords and not torch.cuda.is_available():
+            item.add_marker(no_cuda)

@@ -11,13 +11,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from core import settings
 from core.jobs import JobCancelled
 from core.models import FAMILIES, PAIR_HEADS, resolve_device, zoo_dir
 from core.pretrain.build import SIZES
 from core.pretrain.corpus import CORPUS_DIR, CorpusError, check_documents, decode_upload, parse_documents
 from core.pretrain.train import PretrainConfig, PretrainError, TrainReport, pretrain
 
-MAX_UPLOAD_MB = 5
+MAX_UPLOAD_MB = min(5.0, settings.current().max_upload_mb)
 
 
 @dataclass(frozen=True)
@@ -97,24 +98,30 @@ def prepare(req: LabRequest, workdir: str | Path | None = None, lim: LabLimits |
 
 
 def job(cfg: PretrainConfig) -> Callable[[Any], TrainReport]:
-    """A core.jobs function: runs ``pretrain`` reporting every step; Cancel stops it after a checkpoint."""
-    def run(ctx) -> TrainReport:
-        def on_step(ev: dict) -> None:
-            m = {k: v for k, v in ev.items() if k in ("step", "loss", "mlm_loss", "mlm_acc", "nsp_acc", "sop_acc",
-                                                      "kl", "cos")}
-            if "eval" in ev:
-                e = ev["eval"]
-                m.update(heldout_top1=e["mlm_top1"], heldout_top5=e["mlm_top5"], unigram_top5=e["unigram_top5"],
-                         samples=e.get("samples", []))
-                if "pair_acc" in e:
-                    m["heldout_pair_acc"] = e["pair_acc"]
-            try:
-                ctx.progress(ev["fraction"], f"step {ev['step']}/{cfg.steps} · loss {ev['loss']:.3f}", **m)
-            except JobCancelled:
-                pass  # pretrain asks should_stop next: it saves a checkpoint, then the run ends
+    """A core.jobs function: runs ``pretrain`` reporting every step; Cancel stops it after a checkpoint.
 
-        report = pretrain(cfg, on_step=on_step, should_stop=lambda: ctx.cancelled)
-        if report.status == "stopped":
-            ctx.check_cancelled()
-        return report
-    return run
+    A partial of a module-level function over the config, so core.jobs can run it in a worker process."""
+    import functools
+
+    return functools.partial(_run_job, cfg)
+
+
+def _run_job(cfg: PretrainConfig, ctx) -> TrainReport:
+    def on_step(ev: dict) -> None:
+        m = {k: v for k, v in ev.items() if k in ("step", "loss", "mlm_loss", "mlm_acc", "nsp_acc", "sop_acc",
+                                                  "kl", "cos")}
+        if "eval" in ev:
+            e = ev["eval"]
+            m.update(heldout_top1=e["mlm_top1"], heldout_top5=e["mlm_top5"], unigram_top5=e["unigram_top5"],
+                     samples=e.get("samples", []))
+            if "pair_acc" in e:
+                m["heldout_pair_acc"] = e["pair_acc"]
+        try:
+            ctx.progress(ev["fraction"], f"step {ev['step']}/{cfg.steps} · loss {ev['loss']:.3f}", **m)
+        except JobCancelled:
+            pass  # pretrain asks should_stop next: it saves a checkpoint, then the run ends
+
+    report = pretrain(cfg, on_step=on_step, should_stop=lambda: ctx.cancelled)
+    if report.status == "stopped":
+        ctx.check_cancelled()
+    return report

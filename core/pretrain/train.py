@@ -4,13 +4,20 @@
 SOP (ALBERT) or distillation from a teacher (DistilBERT); checkpoints every N steps and resumes from the last
 one (model, optimizer, scheduler, RNG, step); writes a JSON log; is deterministic for a seed on one machine;
 uses bf16 autocast on CUDA. The result is a frozen ``TrainReport`` and a Hugging Face folder in ``out``.
+
+Randomness: the data order and the masks use their own seeded generators; the model's initialisation and
+dropout draw the run's own stream (``core.rng.RunRNG``: CPU and CUDA states, saved in every checkpoint), so
+concurrent runs in one server do not disturb each other. On a GPU a resumed run follows the same random stream,
+but it is not bit-identical to an uninterrupted one: the backward of the embedding lookups (index_add / scatter
+with atomic adds) and cuBLAS's split reductions sum in a run-dependent order, so losses agree closely rather
+than exactly. ``torch.use_deterministic_algorithms(True)`` (with CUBLAS_WORKSPACE_CONFIG=:4096:8) would remove
+that at a speed cost; it is not turned on here.
 """
 from __future__ import annotations
 
 import json
 import math
 from collections import Counter
-import random
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -18,8 +25,10 @@ from typing import Callable
 
 import torch
 
+from core.memory import drop_frames, free_cached_memory
 from core.models import BUILD_LOCK, FAMILIES, resolve_device
 from core.pretrain import build
+from core.rng import RunRNG
 from core.pretrain.corpus import CORPUS_DIR, HELDOUT_FILE, CorpusError, check_documents, held_out, load_documents
 from core.pretrain.data import Instance, collate, make_instances, pad, special_mask, tokenize_documents
 from core.pretrain.evaluate import evaluate, unigram_top
@@ -207,29 +216,36 @@ def _stack_static(masks: list[Masked], pad_id: int) -> Masked:
     return Masked(ids, labels)
 
 
-def _save_checkpoint(folder: Path, model, optimizer, scheduler, step: int, history: list, evals: list) -> None:
+def _save_checkpoint(folder: Path, model, optimizer, scheduler, step: int, history: list, evals: list,
+                     rng: RunRNG) -> None:
     from safetensors.torch import save_model
 
     folder.mkdir(parents=True, exist_ok=True)
     tmp = folder / "state.pt.tmp"
     save_model(model, str(folder / "model.safetensors.tmp"))
+    r = rng.state_dict()  # the CPU and every CUDA generator (dropout on a GPU draws the CUDA one)
     torch.save({"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "step": step,
-                "torch_rng": torch.get_rng_state(), "python_rng": random.getstate(),
+                "torch_rng": r["cpu"], "cuda_rng": r["cuda"],
                 "history": json.dumps(history), "evals": json.dumps(evals)}, tmp)
     (folder / "model.safetensors.tmp").replace(folder / "model.safetensors")
     tmp.replace(folder / "state.pt")
 
 
-def _load_checkpoint(folder: Path, model, optimizer, scheduler) -> tuple[int, list, list]:
+def _load_checkpoint(folder: Path, model, optimizer, scheduler, rng: RunRNG) -> tuple[int, list, list]:
     from safetensors.torch import load_model
 
     load_model(model, str(folder / "model.safetensors"), strict=False)
     state = torch.load(folder / "state.pt", weights_only=True)
     optimizer.load_state_dict(state["optimizer"])
     scheduler.load_state_dict(state["scheduler"])
-    torch.set_rng_state(state["torch_rng"])
-    random.setstate(state["python_rng"])
+    restore_rng(rng, state)
     return int(state["step"]), json.loads(state["history"]), json.loads(state["evals"])
+
+
+def restore_rng(rng: RunRNG, state: dict) -> None:
+    """Continue ``rng`` from a checkpoint's states (a checkpoint from before CUDA states were saved has none;
+    on a machine without CUDA the CUDA states are skipped)."""
+    rng.load_state_dict({"cpu": state["torch_rng"], "cuda": state.get("cuda_rng") or []})
 
 
 def _is_oom(e: BaseException) -> bool:
@@ -257,9 +273,9 @@ def pretrain(cfg: PretrainConfig, on_step: Callable[[dict], None] | None = None,
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     device = resolve_device(cfg.device).torch_device
-    # 1. seeds: python (instances), torch (init, dropout); masking has its own generators
-    random.seed(cfg.seed)
-    torch.manual_seed(cfg.seed)
+    # 1. seeds: instances, data order and masks have their own seeded generators; init and dropout draw the
+    #    run's own stream (RunRNG), never the process-wide one that other sessions share
+    rng = RunRNG(cfg.seed, cuda=device == "cuda")
     pair = cfg.pair_objective
 
     # 2. corpus -> train / held-out documents
@@ -288,13 +304,14 @@ def pretrain(cfg: PretrainConfig, on_step: Callable[[dict], None] | None = None,
         tokenizer = build.build_tokenizer(cfg.family, [s for d in train_docs for s in d], vocab, out)
 
     # 4. model: fresh config, the MiniLM start, or the student cut from its teacher
-    torch.manual_seed(cfg.seed)
-    if cfg.fit_steps and not resuming:  # minutes of fitting: builds take BUILD_LOCK inside, the fit runs without it
-        model = build.albert_from_minilm(tokenizer, fit=build.MiniLMFit(
-            train_docs, steps=cfg.fit_steps, lr=cfg.fit_lr, embed_lr=cfg.fit_embed_lr, seed=cfg.seed,
-            on_step=on_fit))
+    if cfg.fit_steps and not resuming:  # minutes of fitting (the zoo's command line): its dropout is seeded too,
+        with rng.active():  # so it holds the build lock throughout
+            model = build.albert_from_minilm(tokenizer, fit=build.MiniLMFit(
+                train_docs, steps=cfg.fit_steps, lr=cfg.fit_lr, embed_lr=cfg.fit_embed_lr, seed=cfg.seed,
+                on_step=on_fit))
     else:
-        model = _build_model(cfg, tokenizer, teacher)
+        with rng.active():
+            model = _build_model(cfg, tokenizer, teacher)
     model.to(device).train()
     params = sum(p.numel() for p in model.parameters())
 
@@ -320,7 +337,7 @@ def pretrain(cfg: PretrainConfig, on_step: Callable[[dict], None] | None = None,
     step, history, evals = 0, [], []
     ckpt = out / CKPT_DIR
     if resuming:
-        step, history, evals = _load_checkpoint(ckpt, model, optimizer, scheduler)
+        step, history, evals = _load_checkpoint(ckpt, model, optimizer, scheduler, rng)
     start_step = step
     setup_s = round(time.time() - t0, 2)
     autocast = (torch.autocast("cuda", dtype=torch.bfloat16) if device == "cuda"
@@ -328,6 +345,7 @@ def pretrain(cfg: PretrainConfig, on_step: Callable[[dict], None] | None = None,
     n = len(train_inst)
     window: list[dict] = []
     status = "done"
+    failure: BaseException | None = None
     try:
         while step < cfg.steps:
             # 8a. the batch: a seeded permutation per epoch, so the order is a function of (seed, step)
@@ -354,39 +372,40 @@ def pretrain(cfg: PretrainConfig, on_step: Callable[[dict], None] | None = None,
             gold = batch.labels.to(device)[sel]
 
             # 8b. forward: MLM on the selected positions only, then the pair head / distillation terms
-            with autocast:
-                seq, pooled = build.encode(model, cfg.family, ids, att, types)
-                logits = build.mlm_logits(model, cfg.family, seq[sel]).float()  # (n_selected, vocab)
-                mlm_loss = torch.nn.functional.cross_entropy(logits, gold) if gold.numel() else logits.sum() * 0
-                loss = mlm_loss
-                info = {"mlm_loss": mlm_loss.item(),
-                        "mlm_acc": (logits.argmax(-1) == gold).float().mean().item() if gold.numel() else 0.0}
-                if pair is not None:
-                    pl = build.pair_logits(model, cfg.family, pooled).float()
-                    plabels = batch.pair_labels.to(device)
-                    pair_loss = torch.nn.functional.cross_entropy(pl, plabels)
-                    loss = loss + pair_loss
-                    info[f"{pair}_loss"] = pair_loss.item()
-                    info[f"{pair}_acc"] = (pl.argmax(-1) == plabels).float().mean().item()
-                if teacher is not None:
-                    with torch.no_grad():
-                        t_seq, _ = build.encode(teacher, "bert", ids, att, torch.zeros_like(ids))
-                        t_logits = build.mlm_logits(teacher, "bert", t_seq[sel]).float()
-                    T = cfg.temperature
-                    kl = torch.nn.functional.kl_div(torch.log_softmax(logits / T, -1), torch.softmax(t_logits / T, -1),
-                                                    reduction="batchmean") * T * T
-                    keep = att.bool()
-                    cos = 1 - torch.nn.functional.cosine_similarity(seq[keep].float(), t_seq[keep].float(),
-                                                                    dim=-1).mean()
-                    loss = cfg.alpha_mlm * mlm_loss + cfg.alpha_kl * kl + cfg.alpha_cos * cos
-                    info.update(kl=kl.item(), cos=cos.item())
+            with rng.active():  # dropout draws this run's stream, from the forward to the optimizer step
+                with autocast:
+                    seq, pooled = build.encode(model, cfg.family, ids, att, types)
+                    logits = build.mlm_logits(model, cfg.family, seq[sel]).float()  # (n_selected, vocab)
+                    mlm_loss = torch.nn.functional.cross_entropy(logits, gold) if gold.numel() else logits.sum() * 0
+                    loss = mlm_loss
+                    info = {"mlm_loss": mlm_loss.item(),
+                            "mlm_acc": (logits.argmax(-1) == gold).float().mean().item() if gold.numel() else 0.0}
+                    if pair is not None:
+                        pl = build.pair_logits(model, cfg.family, pooled).float()
+                        plabels = batch.pair_labels.to(device)
+                        pair_loss = torch.nn.functional.cross_entropy(pl, plabels)
+                        loss = loss + pair_loss
+                        info[f"{pair}_loss"] = pair_loss.item()
+                        info[f"{pair}_acc"] = (pl.argmax(-1) == plabels).float().mean().item()
+                    if teacher is not None:
+                        with torch.no_grad():
+                            t_seq, _ = build.encode(teacher, "bert", ids, att, torch.zeros_like(ids))
+                            t_logits = build.mlm_logits(teacher, "bert", t_seq[sel]).float()
+                        T = cfg.temperature
+                        kl = torch.nn.functional.kl_div(torch.log_softmax(logits / T, -1),
+                                                        torch.softmax(t_logits / T, -1), reduction="batchmean") * T * T
+                        keep = att.bool()
+                        cos = 1 - torch.nn.functional.cosine_similarity(seq[keep].float(), t_seq[keep].float(),
+                                                                        dim=-1).mean()
+                        loss = cfg.alpha_mlm * mlm_loss + cfg.alpha_kl * kl + cfg.alpha_cos * cos
+                        info.update(kl=kl.item(), cos=cos.item())
 
-            # 8c. backward, clip, step
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
+                # 8c. backward, clip, step
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad(set_to_none=True)
             step += 1
             info.update(loss=loss.item(), lr=scheduler.get_last_lr()[0])
             window.append(info)
@@ -404,19 +423,26 @@ def pretrain(cfg: PretrainConfig, on_step: Callable[[dict], None] | None = None,
                 evals.append(ev)
                 event["eval"] = ev
             if cfg.checkpoint_every and step % cfg.checkpoint_every == 0 and step < cfg.steps:
-                _save_checkpoint(ckpt, model, optimizer, scheduler, step, history, evals)
+                _save_checkpoint(ckpt, model, optimizer, scheduler, step, history, evals, rng)
             if on_step is not None:
                 on_step(event)
             if should_stop is not None and step < cfg.steps and should_stop():
-                _save_checkpoint(ckpt, model, optimizer, scheduler, step, history, evals)
+                _save_checkpoint(ckpt, model, optimizer, scheduler, step, history, evals, rng)
                 status = "stopped"
                 break
-    except (RuntimeError, MemoryError) as e:
-        if _is_oom(e):
-            raise PretrainError(f"Out of memory at step {step}: lower the batch size ({cfg.batch_size}), the max "
-                                f"length ({cfg.max_len}) or the model size. The last checkpoint is kept in {ckpt} "
-                                "and the run resumes from it.") from None
-        raise
+    except Exception as e:  # an error, out of memory, or a Cancel raised from on_step (core.jobs.JobCancelled)
+        failure = PretrainError(
+            f"Out of memory at step {step}: lower the batch size ({cfg.batch_size}), the max length ({cfg.max_len}) "
+            f"or the model size. The last checkpoint is kept in {ckpt} and the run resumes from it.") \
+            if _is_oom(e) else e
+    if failure is not None:
+        # Raised outside the except block, with the traceback's frames cleared and our references dropped: a
+        # traceback keeps every frame's locals (model, optimizer state, activations) alive, on the GPU too.
+        model = teacher = optimizer = scheduler = batch = ids = att = types = sel = gold = None
+        seq = pooled = logits = loss = mlm_loss = pl = pair_loss = kl = cos = t_seq = t_logits = None  # graphs
+        free_cached_memory()
+        drop_frames(failure)
+        raise failure
 
     # 9. save the Hugging Face folder and the log
     wall = time.time() - t0

@@ -288,3 +288,16 @@ def test_512_tokens_on_a_pretrained_model_stay_bounded():
     v = build_view("model", r.attentions, list(r.labels), layers=layers, heads=heads[:2])  # 2 heads: keep it quick
     per_weight = (v.size_bytes - len(vendor_js())) / (2 * 512 * 512)
     assert v.layers == (0,) and per_weight < 5.5, per_weight  # ".003," at most; peaked heads write many "0,"
+
+
+def test_no_link_notice_after_an_error_and_a_shorter_text(use_tiny_zoo):
+    """Issue 14: an error (st.stop before the view fields were bound), then a shorter text, gave "This link had
+    values that are not valid" although no link was opened: the session's own URL values are not a link."""
+    at = _open()
+    long = "The cat sat on the mat because it was warm, and then it fell asleep by the fire in the evening."
+    _submit(at, long)
+    at.slider(key="attention.range").set_value((3, 20)).run()
+    _submit(at, "")
+    assert any("The text is empty" in e.value for e in at.error)
+    _submit(at, "Hi there.")
+    assert not at.error and not any("link" in w.value for w in at.warning), [w.value for w in at.warning]

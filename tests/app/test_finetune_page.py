@@ -47,6 +47,9 @@ def _start_tiny(at, **settings) -> None:
 
 
 def test_bundled_data_and_a_tiny_run_end_to_end(at):
+    assert at.radio(key="finetune.source").value == "wordnet"  # the default data: six topics, majority 1/6
+    assert "600" in _texts(at) and "300" in _texts(at) and "16.7%" in _texts(at)
+    at.radio(key="finetune.source").set_value("drugreview").run()
     text = _texts(at)
     assert "600" in text and "378" in text and "CC BY 4.0" in text and "65.3%" in text
     assert "No runs yet" in text
@@ -138,7 +141,7 @@ def test_the_page_in_chinese(env):
     assert zh["finetune.source.wordnet"]["zh"] in at.radio(key="finetune.source").options
     assert zh["finetune.no_runs"]["zh"] in _texts(at)
     assert at.button(key="FormSubmitter:finetune.form-" + zh["finetune.start"]["zh"])
-    assert at.radio(key="finetune.source").value == "drugreview"  # values stay language-independent
+    assert at.radio(key="finetune.source").value == "wordnet"  # values stay language-independent
 
 
 def test_a_link_restores_data_and_hyperparameters_but_starts_nothing(env):
@@ -179,8 +182,8 @@ def test_a_bad_link_value_falls_back_with_a_notice(env):
     warning = " ".join(w.value for w in at.warning)
     assert "`finetune.batch`" in warning and "`finetune.lr`" in warning and "`finetune.source`" in warning
     assert at.select_slider(key="finetune.batch").value == 16
-    assert at.select_slider(key="finetune.lr").value == 3e-5
-    assert at.radio(key="finetune.source").value == "drugreview"
+    assert at.select_slider(key="finetune.lr").value == 1e-4  # the tiny test models count as small
+    assert at.radio(key="finetune.source").value == "wordnet"
     assert at.number_input(key="finetune.epochs").value == 12  # the good value in the same link is kept
 
 
@@ -220,3 +223,61 @@ def test_a_finished_run_and_a_prediction_go_into_the_report(env):
     assert tries[0].rows and tries[0].figures and tries[0].text.startswith("Predicted")
     at.button(key="FormSubmitter:finetune.try.run1-bert-Classify").click().run()  # same text: replaced
     assert len([k for k in at.session_state["report.entries"] if k.startswith("finetune:try:")]) == 1
+
+
+def test_settings_survive_leaving_the_page_and_coming_back(at):
+    """Issue 14: the settings went back to their defaults (max steps 0) after a visit to another page."""
+    at.radio(key="finetune.source").set_value("wordnet").run()
+    at.number_input(key="finetune.seed").set_value(7)
+    _start_tiny(at, max_steps=4)  # a form's values count once it is submitted
+    _wait_all_jobs()
+    at.run()
+    at.switch_page(page_path("home")).run()
+    assert not at.exception, at.exception
+    at.query_params.clear()  # the sidebar's navigation opens a page without the other page's parameters
+    at.switch_page(page_path("finetune")).run()
+    assert not at.exception, at.exception
+    assert at.radio(key="finetune.source").value == "wordnet"
+    assert at.number_input(key="finetune.max_steps").value == 4
+    assert at.number_input(key="finetune.seed").value == 7 and at.number_input(key="finetune.rows").value == 32
+    assert at.select_slider(key="finetune.lr").value == 1e-3
+    # No link was opened: the page must not say the settings came from one.
+    assert not any("come from the link" in i.value for i in at.info), [i.value for i in at.info]
+
+
+def test_upload_guesses_the_columns_by_name_and_says_why(at):
+    """Issue 14: `A,B,label` became text = A, second text = none, label = B."""
+    at.radio(key="finetune.source").set_value("upload").run()
+    assert any("up to 20 MB" in c.value and "server.maxUploadSize" in c.value for c in at.caption)
+    rows = "A,B,label\n" + "".join(f"first text {i},second text {i},{'yes' if i % 2 else 'no'}\n" for i in range(20))
+    at.file_uploader(key="finetune.upload").set_value(("pairs.csv", rows.encode(), "text/csv")).run()
+    assert not at.exception, at.exception
+    assert at.selectbox(key="finetune.text_col").value == "A"
+    assert at.selectbox(key="finetune.text_col_b").value == "B"
+    assert at.selectbox(key="finetune.label_col").value == "label"
+    assert not at.error, [e.value for e in at.error]
+    caption = " ".join(c.value for c in at.caption)
+    assert "text **A** (its header says so)" in caption and "label **label** (its header says so)" in caption
+    # The user's own choice stands on the next runs; a new file starts from its own guess.
+    at.selectbox(key="finetune.text_col_b").set_value("(none)").run()
+    assert at.selectbox(key="finetune.text_col_b").value == "(none)"
+    at.file_uploader(key="finetune.upload").set_value(
+        ("semi.csv", b"text;label\n" + b"hello;1\n" * 3, "text/csv")).run()
+    assert any("separated by ';'" in e.value for e in at.error), [e.value for e in at.error]
+    at.file_uploader(key="finetune.upload").set_value(("x.csv", b"PK\x03\x04\x00\x00binary", "text/csv")).run()
+    assert any("not a text file" in e.value for e in at.error), [e.value for e in at.error]
+    assert not at.exception
+
+
+def test_defaults_follow_the_model_size_and_the_articles_settings_are_one_click_away(at):
+    """Issue 14: the defaults learnt nothing on the default model; small models get their own, explained."""
+    assert at.select_slider(key="finetune.lr").value == 1e-4 and at.number_input(key="finetune.epochs").value == 1
+    assert at.select_slider(key="finetune.max_len").value == 64
+    assert any("Settings for a small model" in c.value and "learns nothing" in c.value for c in at.caption)
+    at.button(key="finetune.preset.articles").click().run()
+    assert not at.exception, at.exception
+    assert at.select_slider(key="finetune.lr").value == 3e-5 and at.number_input(key="finetune.epochs").value == 3
+    assert at.select_slider(key="finetune.max_len").value == 128
+    assert any("The articles' settings" in c.value for c in at.caption)
+    at.button(key="finetune.preset.small").click().run()
+    assert at.select_slider(key="finetune.lr").value == 1e-4

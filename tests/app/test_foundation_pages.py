@@ -10,7 +10,7 @@ def test_home_lists_families_and_device(use_tiny_zoo):
     at = _app()
     text = " ".join(m.value for m in at.markdown)
     assert "EncoderLab" in at.title[0].value
-    df = at.dataframe[0].value
+    df = at.table[0].value  # a table whose long texts wrap (a data grid cut them)
     assert list(df["family"]) == ["BERT", "RoBERTa", "ALBERT", "DistilBERT"]
     assert any("CPU" in i.value or "GPU" in i.value for i in list(at.info) + list(at.success))
     assert "BERT" in text
@@ -37,6 +37,22 @@ def test_sidebar_bad_inputs_show_messages(use_tiny_zoo, tmp_path):
     assert not at.exception
 
 
+def test_sidebar_shows_a_failed_load_instead_of_a_source(use_tiny_zoo, tmp_path):
+    """Issue 14: after the load of a folder failed, the sidebar said "Weights from: local folder"."""
+    at = _app()
+    at.sidebar.selectbox(key="sidebar.checkpoint").set_value("custom (Hub id or local folder)…").run()
+    at.sidebar.text_input(key="sidebar.custom").set_value(str(tmp_path)).run()  # a folder, but not a model's
+    assert any("local folder" in c.value for c in at.sidebar.caption)  # nothing has tried to load it yet
+    at.switch_page(page_path("fill_mask")).run()
+    assert not at.exception and at.main.error
+    assert any("Could not load" in e.value for e in at.sidebar.error)
+    assert not any("Weights from" in c.value for c in at.sidebar.caption)
+    at.switch_page(page_path("home")).run()  # a page that loads nothing still says so
+    assert any("Could not load" in e.value for e in at.sidebar.error)
+    at.sidebar.selectbox(key="sidebar.checkpoint").set_value("encoderlab/bert-mini").run()
+    assert not at.sidebar.error and any("Weights from" in c.value for c in at.sidebar.caption)
+
+
 def test_models_page_breakdown_and_calculator(use_tiny_zoo):
     at = _app()
     at.switch_page(page_path("models")).run()
@@ -44,7 +60,11 @@ def test_models_page_breakdown_and_calculator(use_tiny_zoo):
     claims = at.dataframe[0].value
     assert len(claims) == 10
     row = claims[claims["checkpoint"] == "bert-base-uncased"].iloc[0]
-    assert row["backbone (M)"] == pytest.approx(109.48, abs=0.01) and row["articles' claim (M)"] == 110
+    assert row["backbone (M)"] == pytest.approx(109.48, abs=0.01) and row["articles' claim (M)"] == "110"
+    assert row["difference (M)"] == "-0.52"
+    chinese = claims[claims["checkpoint"] == "bert-base-chinese"].iloc[0]  # no figure in the articles: a dash
+    assert chinese["articles' claim (M)"] == "–" and chinese["difference (M)"] == "–"
+    assert "None" not in claims.astype(str).to_string()
     assert [m.value for m in at.metric][:2] == ["23.04M", "3.94M"]
     at.number_input(key="models.E").set_value(1024)
     at.button[0].click().run()  # the form's submit button
@@ -114,7 +134,7 @@ def test_home_in_chinese(use_tiny_zoo):
     at = _open("home", state={"ui.lang": "zh"})
     assert at.title[0].value == "EncoderLab"
     assert [s.value for s in at.subheader][:2] == ["四个模型家族", "页面"]
-    df = at.dataframe[0].value
+    df = at.table[0].value
     assert list(df["模型家族"]) == ["BERT", "RoBERTa", "ALBERT", "DistilBERT"]
     assert df["句对头"].tolist() == ["下一句预测 (NSP)", "无", "句序预测 (SOP)", "无"]
     assert "双向 Transformer 编码器" in df["核心思想"][0]

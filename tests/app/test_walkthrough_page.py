@@ -210,3 +210,41 @@ def test_inputs_survive_moving_between_steps_and_the_url_follows(at):
     assert at.text_input(key="walkthrough.text").value == "The cat sat on the mat near the window."
     assert at.session_state["walkthrough.s4.e"] == 256  # kept while step 4 is not drawn
     assert at.query_params["walkthrough.step"] == "1" and at.query_params["walkthrough.s4.e"] == "256"
+
+
+def test_step7_uses_a_model_fine_tuned_on_the_finetune_page(at, tiny_models, tmp_path):
+    """Issue 14: step 7 said nothing was fine-tuned although the Fine-tune page had made a model."""
+    from app.state import SessionModel
+    from core.finetune import FinetuneConfig, train
+    from tests.core.test_finetune import toy
+
+    r = train(FinetuneConfig("bert", str(tiny_models["bert"]), max_steps=2, batch_size=8, max_length=16),
+              toy(24, 8), tmp_path / "ft")
+    label = "run1-bert (toy) · fine-tuned"
+    at.session_state["session.models"] = {label: SessionModel(label, "bert", r.model_dir, "fine-tuned")}
+    at.session_state["walkthrough.step"] = 7
+    at.run()
+    _ok(at)
+    assert at.radio(key="walkthrough.s7.source").value == "session"
+    assert at.selectbox(key="walkthrough.s7.tuned").value == label
+    assert not any("Nothing fine-tuned" in i.value for i in at.info), [i.value for i in at.info]
+    assert at.get("plotly_chart")  # it looks inside that model
+    at.radio(key="walkthrough.s7.source").set_value("step6").run()  # step 6 not run: point at the session's model
+    _ok(at)
+    assert any("fine-tuned 1 model(s) on the Fine-tune page" in i.value for i in at.info)
+    at.button(key="walkthrough.s7.use_session").click().run()
+    _ok(at)
+    assert at.radio(key="walkthrough.s7.source").value == "session"
+
+
+def test_coming_back_from_another_page_keeps_the_step(at):
+    """Issue 14: coming back to the walkthrough from the sidebar reset it to step 1."""
+    _next(at)
+    _next(at)
+    assert at.radio(key="walkthrough.step").value == 3
+    at.switch_page(page_path("home")).run()
+    _ok(at)
+    at.query_params.clear()  # the sidebar's navigation carries no walkthrough parameters
+    at.switch_page(page_path("walkthrough")).run()
+    _ok(at)
+    assert at.radio(key="walkthrough.step").value == 3

@@ -124,3 +124,127 @@ def test_url_field_parsing():
                        (Field("k", "ints", choices=range(12)), "3,12"), (Field("k", max_len=5), "too long")]:
         with pytest.raises(ValueError):
             field.parse(raw)
+
+
+# ---------------------------------------------------------------------------------------------- report figures
+def _report_figures() -> dict[str, tuple[go.Figure, list[str]]]:
+    """The figures the pages put into the report, drawn by the pages' own functions, with the tick labels each
+    must show: fill-mask bars (the words), an attention map (token rows), a confusion matrix (class names),
+    attributions side by side (method names)."""
+    from types import SimpleNamespace as NS
+
+    import numpy as np
+
+    from app import render_attention, render_attribution, render_finetune, render_predict
+
+    words = ["paris", "lyon", "marseille", "toulouse", "bordeaux"]
+    mask = NS(candidates=[NS(piece=w, prob=p, token_id=i) for i, (w, p) in
+                          enumerate(zip(words, (0.5, 0.2, 0.1, 0.05, 0.02)))], original=None)
+    tokens = ["[CLS]", "the", "capital", "of", "france", "is", "[MASK]", ".", "[SEP]"]
+    att = render_attention.heatmap(np.full((9, 9), 1 / 9), tokens, tokens, "layer 1 · head 1")
+    classes = ("negative", "neutral", "positive")
+    cm = render_finetune.confusion(NS(label_names=classes, confusion=[[5, 1, 0], [2, 3, 1], [0, 1, 9]]))
+    methods = [NS(method=k, scores=np.linspace(-1, 1, len(tokens))) for k in ("lig", "saliency", "ixg", "occlusion")]
+    res = NS(tokens=tuple(tokens), methods=methods)
+    side = render_attribution.methods_heatmap(res)
+    return {"fill-mask": (render_predict.topk_bar(mask, "mask 1"), [f"{w}" for w in words]),
+            "attention": (att, tokens),
+            "confusion": (cm, list(classes)),
+            "methods": (side, [render_attribution.method_label(m.method) for m in methods])}
+
+
+def test_report_figures_keep_their_axis_titles_and_tick_labels():
+    """Issue 14: in the report the fill-mask bars lost their words, the attention map its rows, the confusion
+    matrix its class names, and method names were cut ("…ed Gradients"). Chromium lays out exactly the figure
+    the report hands kaleido and measures every tick label and axis title: each must be whole and inside."""
+    import plotly.io as pio
+    from playwright.sync_api import sync_playwright
+
+    from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS
+
+    figures = _report_figures()
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        page = browser.new_page()
+        for name, (fig, expected) in figures.items():
+            drawn = report.report_figure(fig.to_json())
+            page.set_content(pio.to_html(drawn, include_plotlyjs=True, full_html=True, config={"staticPlot": True}))
+            page.wait_for_selector(".main-svg")
+            boxes = page.evaluate("""() => {
+                const svg = document.querySelector('.main-svg').getBoundingClientRect();
+                const pick = sel => [...document.querySelectorAll(sel)].map(e => {
+                    const b = e.getBoundingClientRect();
+                    return {text: e.textContent, left: b.left - svg.left, right: b.right - svg.left,
+                            top: b.top - svg.top, bottom: b.bottom - svg.top};
+                });
+                return {w: svg.width, h: svg.height, ticks: pick('.xtick text, .ytick text'),
+                        titles: pick('.xtitle, .ytitle, .gtitle')};
+            }""")
+            labels = [b["text"].strip() for b in boxes["ticks"]]
+            for want in expected:
+                assert any(want in got for got in labels), (name, want, labels)
+            for b in boxes["ticks"] + boxes["titles"]:
+                assert b["left"] >= 0 and b["right"] <= boxes["w"] and b["top"] >= 0 and b["bottom"] <= boxes["h"], \
+                    (name, b, boxes["w"], boxes["h"])
+            titles = {b["text"] for b in boxes["titles"]}
+            for axis in ("xaxis", "yaxis"):
+                title = getattr(drawn.layout, axis).title.text
+                if title:
+                    assert title in titles, (name, axis, title, titles)
+        browser.close()
+    # And the report draws them all as PNG.
+    pngs, error = report.figure_pngs([f.to_json() for f, _ in figures.values()])
+    assert error is None and all(p and p.startswith(b"\x89PNG") for p in pngs)
+
+
+def test_a_report_figure_that_cannot_be_drawn_is_logged_and_said(monkeypatch):
+    """Issue 22: a PNG failure was dropped silently; now it is logged and the report names the reason."""
+    import logging
+
+    import plotly.io as pio
+
+    class Keep(logging.Handler):
+        records: list = []
+
+        def emit(self, record):
+            self.records.append(record)
+
+    def broken(*a, **k):
+        raise RuntimeError("no browser found")
+
+    monkeypatch.setattr(pio, "write_images", broken)
+    fig = go.Figure(go.Bar(x=["a", "b"], y=[1, 3], name="a figure never drawn before"))
+    entry = report.Entry("e1", "Fill-mask", "t", {}, (), "", (fig.to_json(),), "now")
+    keep = Keep(logging.WARNING)
+    logging.getLogger("app.report").addHandler(keep)
+    try:
+        html = report.build_html([entry])
+    finally:
+        logging.getLogger("app.report").removeHandler(keep)
+    assert "no browser found" in html and "could not be drawn as PNG" in html
+    assert any("no browser found" in r.getMessage() for r in keep.records)
+
+
+def test_report_figures_are_drawn_in_the_background_as_they_are_recorded(monkeypatch):
+    """Issue 14: the report download took 19-31 s behind a tiny spinner. Under a server each recorded figure is
+    drawn by a background thread, so the download takes it from the cache."""
+    import hashlib
+    import time
+
+    import plotly.io as pio
+
+    monkeypatch.setattr("streamlit.runtime.exists", lambda: True)
+    fig = go.Figure(go.Scatter(x=[1, 2, 3], y=[3, 1, time.time()]))  # a figure never drawn before
+    key = hashlib.sha1(fig.to_json().encode()).hexdigest()
+    report._predraw([fig.to_json()])
+    deadline = time.time() + 120
+    while key not in report._PNG_CACHE:
+        assert time.time() < deadline, "the background thread did not draw the figure"
+        time.sleep(0.2)
+
+    def no_browser(*a, **k):
+        raise AssertionError("drawn again at download time")
+
+    monkeypatch.setattr(pio, "write_images", no_browser)
+    pngs, error = report.figure_pngs([fig.to_json()])
+    assert error is None and pngs[0].startswith(b"\x89PNG")

@@ -391,3 +391,20 @@ def test_cancel_through_the_job_runner(loaded):
     r.cancel(job.id)
     r.wait(job, timeout=60)
     assert job.status == CANCELLED and job.result is None
+
+
+# ------------------------------------------------------------------------------------------------ issue 14 checks
+def test_deeplift_is_known_unavailable_before_any_run(loaded, family, planted):
+    """The page offers only the methods that apply: DeepLift is ruled out from the model's modules alone."""
+    why = A.unavailable_methods(loaded(family, "mlm").model)
+    assert set(why) == {"deeplift"} and "Integrated Gradients" in why["deeplift"]
+    assert A.unavailable_methods(planted.model) == {}  # a ReLU model keeps it (the run still checks the sum)
+
+
+@pytest.mark.parametrize("text, msg", [("Paris " + "[MASK] " * 30 + "France.", "30 masks; at most 20"),
+                                       ("[MASK] [MASK] .", "only masks"), ("<mask> " * 21, "21 masks")])
+def test_a_masked_text_gets_fill_masks_limits(text, msg):
+    """Issue 14: 30 masks gave all-zero attributions and a NaN correlation matrix."""
+    with pytest.raises(ValueError, match=msg):
+        AttributionConfig(target="mask", text=text)
+    AttributionConfig(target="mask", text="Paris " + "[MASK] " * 20 + "France.")  # the limit itself is allowed

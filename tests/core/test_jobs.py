@@ -67,3 +67,235 @@ def test_bad_limits_and_resource():
         JobRunner({"cpu": 0})
     with pytest.raises(ValueError, match="Unknown resource"):
         JobRunner({"cpu": 1}).submit("x", lambda ctx: 1, resource="tpu")
+
+
+# ---------------------------------------------------------------------------------------------- worker processes
+# Module-level job functions: picklable, so the runner sends them to a worker process.
+def counting_job(n, ctx):
+    import os
+
+    for i in range(n):
+        ctx.progress((i + 1) / n, f"step {i + 1}", loss=1.0 / (i + 1))
+    return {"n": n, "pid": os.getpid()}
+
+
+def slow_job(ctx):
+    for i in range(100_000):
+        time.sleep(0.01)
+        ctx.progress(i / 100_000)
+    return "finished"
+
+
+def memory_error_job(ctx):
+    ctx.progress(0.1, "allocating")
+    raise MemoryError("cannot allocate 80 GB for the activations")
+
+
+def crash_job(ctx):
+    import os
+    import signal
+
+    ctx.progress(0.1, "about to die")
+    os.kill(os.getpid(), signal.SIGKILL)  # what the kernel's OOM killer does
+
+
+def big_result_job(i, ctx):
+    return bytes(1_000_000) + bytes([i % 256])
+
+
+def test_a_picklable_job_runs_in_a_worker_process_with_progress_and_result():
+    import functools
+    import os
+
+    r = JobRunner({"cpu": 1}, workers=True)
+    job = r.wait(r.submit("count", functools.partial(counting_job, 4)), timeout=120)
+    assert job.in_process and job.status == DONE, job.error
+    assert job.result["n"] == 4 and job.result["pid"] != os.getpid()
+    assert [m["loss"] for m in job.metrics] == [1.0, 0.5, 1 / 3, 0.25] and job.progress == 1.0
+
+
+def test_cancel_reaches_the_worker_process():
+    r = JobRunner({"cpu": 1}, workers=True)
+    job = r.submit("slow", slow_job)
+    end = time.time() + 120
+    while job.progress == 0.0 and time.time() < end:  # the worker has started and reports
+        time.sleep(0.05)
+    r.cancel(job.id)
+    r.wait(job, timeout=60)
+    assert job.status == CANCELLED and job.result is None
+
+
+def test_memory_error_in_a_worker_ends_that_job_with_what_to_lower_and_the_runner_serves_on():
+    import functools
+
+    r = JobRunner({"cpu": 1}, workers=True)
+    bad = r.wait(r.submit("big fine-tune", memory_error_job), timeout=120)
+    assert bad.status == ERROR
+    assert "ran out of memory" in bad.error and "Lower the batch size" in bad.error
+    good = r.wait(r.submit("next", functools.partial(counting_job, 2)), timeout=120)
+    assert good.status == DONE
+
+
+def test_a_worker_killed_by_the_system_gives_a_clear_message():
+    import functools
+
+    r = JobRunner({"cpu": 1}, workers=True)
+    dead = r.wait(r.submit("killed", crash_job), timeout=120)
+    assert dead.status == ERROR and "killed" in dead.error and "out of memory" in dead.error
+    assert "Lower the batch size" in dead.error
+    assert r.wait(r.submit("after", functools.partial(counting_job, 1)), timeout=120).status == DONE
+
+
+def test_memory_error_on_a_thread_job_says_what_to_lower():
+    r = JobRunner({"cpu": 1}, workers=False)
+
+    def oom(ctx):
+        raise MemoryError()
+
+    job = r.wait(r.submit("oom", oom))
+    assert job.status == ERROR and "Lower the batch size" in job.error
+
+
+# ---------------------------------------------------------------------------------------------- bounds
+def test_session_quota_gives_a_message_that_says_what_to_do(monkeypatch):
+    from core.jobs import QuotaError
+
+    monkeypatch.setenv("ENCODERLAB_SESSION_RUNNING", "1")
+    monkeypatch.setenv("ENCODERLAB_SESSION_QUEUED", "1")
+    r = JobRunner({"cpu": 2}, workers=False)
+    gate = threading.Event()
+    first = r.submit("a", lambda ctx: gate.wait(10), owner="s1")
+    second = r.submit("b", lambda ctx: "b", owner="s1")
+    with pytest.raises(QuotaError, match=r"1 job\(s\) running and 1 waiting.*Wait for one to finish or cancel one"):
+        r.submit("c", lambda ctx: "c", owner="s1")
+    other = r.wait(r.submit("other session", lambda ctx: "x", owner="s2"))  # another session is not held
+    assert other.status == DONE
+    assert second.status == "queued", "a session ran more jobs at once than its quota"
+    gate.set()
+    r.wait(second)
+    assert first.status == DONE and second.result == "b"
+
+
+def test_closing_a_session_cancels_its_queued_jobs_only():
+    r = JobRunner({"cpu": 1}, workers=False)
+    gate = threading.Event()
+    running = r.submit("running", lambda ctx: gate.wait(10), owner="s1")
+    queued = [r.submit(f"q{i}", lambda ctx: "q", owner="s1") for i in range(2)]
+    theirs = r.submit("theirs", lambda ctx: "t", owner="s2")
+    assert r.cancel_owner("s1") == 2
+    assert all(q.status == CANCELLED for q in queued) and running.status == "running"
+    gate.set()
+    assert r.wait(theirs).status == DONE and r.wait(running).status == DONE
+
+
+def test_finished_jobs_are_evicted_by_count_and_memory_stays_bounded(monkeypatch):
+    import tracemalloc
+
+    monkeypatch.setenv("ENCODERLAB_JOBS_KEEP", "10")
+    r = JobRunner({"cpu": 2}, workers=False)
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    for i in range(120):
+        r.wait(r.submit(f"j{i}", lambda ctx, i=i: big_result_job(i, ctx)))
+    time.sleep(0.1)  # the last job's own bookkeeping (its eviction pass) runs just after wait() returns
+    r.evict()
+    held = tracemalloc.get_traced_memory()[0] - base
+    tracemalloc.stop()
+    assert len(r.jobs()) <= 10
+    assert held < 20_000_000, f"{held / 1e6:.0f} MB held after 120 jobs of 1 MB results (10 kept)"
+    assert r.get(1) is None and r.jobs()[-1].name == "j119"
+
+
+def test_finished_jobs_are_evicted_by_age(monkeypatch):
+    monkeypatch.setenv("ENCODERLAB_JOBS_TTL_S", "1")
+    r = JobRunner({"cpu": 1}, workers=False)
+    old = r.wait(r.submit("old", lambda ctx: 1))
+    old.finished -= 5
+    r.evict()
+    assert r.get(old.id) is None
+
+
+def test_run_folders_are_evicted_by_size_and_age(tmp_path):
+    import os
+
+    from core.jobs import evict_run_folders
+
+    def run(session, name, mb, age_s):
+        d = tmp_path / session / name
+        d.mkdir(parents=True)
+        (d / "model.safetensors").write_bytes(bytes(int(mb * 2**20)))
+        t = time.time() - age_s
+        for p in (d / "model.safetensors", d):
+            os.utime(p, (t, t))
+        return d
+
+    old, mid, new = run("s1", "run1", 3, 300), run("s1", "run2", 3, 200), run("s1", "run3", 3, 100)
+    stale = run("s2", "run1", 0.1, 10_000)
+    removed = evict_run_folders(tmp_path, keep_mb=7, ttl_s=5_000)
+    assert set(removed) == {old, stale}
+    assert mid.exists() and new.exists() and not (tmp_path / "s2").exists()
+    busy = evict_run_folders(tmp_path, keep_mb=1, ttl_s=5_000, busy=lambda s: time.time() - 150)
+    assert busy == [mid] and new.exists(), "a folder written since its session's running job began was evicted"
+
+
+def test_resource_follows_the_device_really_used():
+    import torch
+
+    from core.jobs import resource_for
+    from core.models import ModelLoadError
+
+    assert resource_for("cpu") == "cpu"
+    assert resource_for("auto") == ("gpu" if torch.cuda.is_available() else "cpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(ModelLoadError, match="no usable GPU"):
+            resource_for("cuda")
+    r = JobRunner({"cpu": 1, "gpu": 1}, workers=False)
+    job = r.wait(r.submit("auto", lambda ctx: 1, device="auto"))
+    assert job.resource == resource_for("auto")
+
+
+def cuda_job(ctx):
+    import torch
+
+    x = torch.empty(256 * 2**20, dtype=torch.uint8, device="cuda")  # 256 MB
+    return int(x.numel())
+
+
+@pytest.mark.gpu
+def test_gpu_memory_is_given_back_when_a_job_ends():
+    import torch
+
+    torch.cuda.init()
+    before = torch.cuda.memory_reserved()
+    r = JobRunner({"cpu": 1, "gpu": 1}, workers=False)
+
+    def on_gpu(ctx):
+        x = torch.empty(256 * 2**20, dtype=torch.uint8, device="cuda")
+        ctx.progress(0.5, "holding", mb=x.numel() / 2**20)
+        return int(x.numel())
+
+    job = r.wait(r.submit("thread on gpu", on_gpu, resource="gpu"), timeout=60)
+    assert job.status == DONE and torch.cuda.memory_reserved() - before < 64 * 2**20
+    rp = JobRunner({"cpu": 1, "gpu": 1}, workers=True)
+    pj = rp.wait(rp.submit("worker on gpu", cuda_job, device="cuda"), timeout=180)
+    assert pj.status == DONE and pj.in_process and torch.cuda.memory_reserved() - before < 64 * 2**20
+
+
+def test_a_closed_tab_cancels_its_sessions_queued_jobs_after_two_sweeps():
+    from core.jobs import SessionSweeper
+
+    r = JobRunner({"cpu": 1}, workers=False)
+    gate = threading.Event()
+    running = r.submit("other's long job", lambda ctx: gate.wait(10), owner="s2")
+    mine = r.submit("mine, queued", lambda ctx: "m", owner="s1")
+    live = {"tab1": True, "tab2": True}
+    sw = SessionSweeper(r, lambda sid: live[sid])
+    sw.remember("s1", "tab1")
+    sw.remember("s2", "tab2")
+    assert sw.sweep() == 0
+    live["tab1"] = False  # the tab closed
+    assert sw.sweep() == 0 and mine.status == "queued"  # one miss may be a reconnect
+    assert sw.sweep() == 1 and mine.status == CANCELLED
+    assert running.status == "running"
+    gate.set()
+    assert r.wait(running).status == DONE

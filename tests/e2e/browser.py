@@ -4,6 +4,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from app.nav import PAGE_PARAM
+
 ROOT = Path(__file__).resolve().parents[2]
 SHOTS = ROOT / "tests" / "e2e" / "screenshots"
 
@@ -15,6 +17,8 @@ def wait_idle(pg, timeout: float = 60.0) -> None:
     quiet = 0
     while time.time() < end:
         busy = pg.locator('[data-testid="stStatusWidget"], [data-testid="stSkeleton"], [data-testid="stSpinner"]').count()
+        # a deep link sent to the root first (app/deeplinks.py) is busy until the app has switched to its page
+        busy = busy or f"?{PAGE_PARAM}=" in pg.url
         quiet = 0 if busy else quiet + 1
         if quiet >= 3:
             return

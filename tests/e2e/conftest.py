@@ -6,7 +6,6 @@ git-ignored tests/e2e/screenshots/.
 from __future__ import annotations
 
 import os
-import re
 import socket
 import subprocess
 import sys
@@ -22,9 +21,6 @@ ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = os.environ.get("ENCODERLAB_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--no-first-run", "--disable-sync", "--disable-quic"]
-# Opened at a deep link (/models), Streamlit's client first probes /models/_stcore/{health,host-config} to find
-# the server's base path, gets 404, then uses /. That probe is expected; every other failure counts.
-BASE_PATH_PROBE = re.compile(r"/[^/]+/_stcore/(health|host-config)$")
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "[::1]", "::1"}
 
 
@@ -36,14 +32,15 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="session")
 def server(tiny_zoo, tmp_path_factory):
-    """Start `streamlit run app/main.py` on a free port with the tiny zoo as the bundled models."""
+    """Start `streamlit run app/serve.py` (app/main.py behind its deep-link redirect, as `make run` does) on a free
+    port with the tiny zoo as the bundled models."""
     if not Path(CHROMIUM).exists():
         pytest.fail(f"{CHROMIUM} is missing: `make test` installs Debian's chromium (apt-get install chromium).")
     port = _free_port()
     log = tmp_path_factory.mktemp("server") / "streamlit.log"
     env = {**os.environ, "ENCODERLAB_ZOO": str(tiny_zoo), "HF_HUB_OFFLINE": "1",
            "ENCODERLAB_RUNS": str(tmp_path_factory.mktemp("runs")), "PYTHONUNBUFFERED": "1"}
-    cmd = [sys.executable, "-m", "streamlit", "run", "app/main.py", "--server.port", str(port),
+    cmd = [sys.executable, "-m", "streamlit", "run", "app/serve.py", "--server.port", str(port),
            "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false",
            "--server.fileWatcherType", "none"]
     fh = open(log, "w")
@@ -97,10 +94,7 @@ def page(browser, server):
 
     def on_console(msg):
         if msg.type == "error":
-            where = (msg.location or {}).get("url", "")
-            if msg.text.startswith("Failed to load resource") and BASE_PATH_PROBE.search(urlparse(where).path):
-                return
-            watch.console_errors.append(f"{msg.text} ({where})")
+            watch.console_errors.append(f"{msg.text} ({(msg.location or {}).get('url', '')})")
 
     def on_request(req):
         host = urlparse(req.url).hostname or ""
@@ -108,7 +102,7 @@ def page(browser, server):
             watch.external.append(req.url)
 
     def on_response(resp):
-        if resp.status >= 400 and not BASE_PATH_PROBE.search(urlparse(resp.url).path):
+        if resp.status >= 400:
             watch.console_errors.append(f"HTTP {resp.status} {resp.url}")
 
     def on_dialog(d):

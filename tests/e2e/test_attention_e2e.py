@@ -72,6 +72,10 @@ def test_bertviz_views_are_offline_and_text_stays_text(page):
     page.frame_locator('iframe[title="bertviz model view"]').locator("svg text").first.wait_for(timeout=60_000)
     print(f"[attention e2e] model view: {time.perf_counter() - t0:.2f}s from click to drawn")
     assert not page.watch.dialogs
+    # bertviz draws a fixed 970 px grid; the view zooms to its frame so the last head column is not cut (issue 14)
+    frame_box = page.locator('iframe[title="bertviz model view"]').bounding_box()
+    svg_box = page.frame_locator('iframe[title="bertviz model view"]').locator("#vis svg").bounding_box()
+    assert svg_box["x"] + svg_box["width"] <= frame_box["x"] + frame_box["width"] + 1, (svg_box, frame_box)
     screenshot(page, "attention-model-view")
 
     page.get_by_text("Head view", exact=True).click()

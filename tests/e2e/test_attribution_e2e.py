@@ -44,3 +44,31 @@ def test_batch_csv_upload_and_export(page):
     panel = main.get_by_role("tabpanel", name="Batch (CSV)")
     assert panel.locator(".attr-tok").count() >= 10
     screenshot(page, "attribution-batch")
+
+
+def test_a_result_goes_when_the_target_changes_or_an_error_comes(page):
+    """Issue 14: after switching the target, or after "The input is empty", the previous result stayed."""
+    open_page(page, "attribution")
+    main = page.locator('[data-testid="stMain"]')
+    box = main.get_by_label("Text", exact=True)
+    box.wait_for(timeout=120_000)
+    box.fill("Paris is the [MASK] of France.")
+    main.get_by_role("button", name="Explain", exact=True).click()
+    main.get_by_text("Explaining:").wait_for(timeout=120_000)
+    wait_idle(page)
+    main.get_by_text("Sentence pair (NSP/SOP)").click()
+    main.get_by_text("so it is not shown").wait_for(timeout=120_000)  # the pair model loads first
+    wait_idle(page)
+    assert main.get_by_text("Explaining:").count() == 0
+    screenshot(page, "attribution-stale")
+    main.get_by_text("Masked word", exact=True).click()
+    wait_idle(page)
+    main.get_by_text("Explaining:").wait_for()  # the same inputs again: their result is back
+    box = main.get_by_label("Text", exact=True)
+    box.fill("")
+    main.get_by_role("button", name="Explain", exact=True).click()
+    wait_idle(page)
+    main.get_by_text("The input is empty").wait_for()
+    assert main.get_by_text("Explaining:").count() == 0
+    assert "DeepLift is not offered for this model" in main.inner_text()
+    screenshot(page, "attribution-error")

@@ -34,6 +34,7 @@ def test_tiny_finetune_shows_curves_and_result(page):
     page.get_by_role("button", name="Start fine-tuning").click()
     # Running: the job panel's progress bar (step · epoch · loss · samples/s), then the result.
     main.get_by_text(re.compile(r"Fine-tune run1-bert: step \d+/9")).first.wait_for(timeout=120_000)
+    assert main.get_by_text(re.compile(r"ETA.*ETA")).count() == 0  # issue 14: the status line showed two
     page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)  # the live curve, while the job runs
     if main.locator('[data-testid="stProgress"]').count():
         screenshot(page, "finetune-live")
@@ -47,3 +48,38 @@ def test_tiny_finetune_shows_curves_and_result(page):
     assert curves.locator("g.points path.point").count() >= 3
     page.get_by_text("4 · Compare runs").wait_for()
     screenshot(page, "finetune")
+
+
+def test_enter_in_a_field_starts_nothing_and_settings_survive_a_visit_elsewhere(page):
+    """Issue 14: Enter after typing 40 into Max steps queued a run (three ended up queued); after leaving the page
+    and coming back the settings were back at 0, under a notice about a link nobody had opened."""
+    open_page(page, "finetune")
+    main = page.locator('[data-testid="stMain"]')
+    main.get_by_text("No runs yet").wait_for()
+    box = main.get_by_label("Max steps (0 = all epochs)", exact=True)
+    box.fill("40")
+    box.press("Enter")
+    wait_idle(page)
+    page.wait_for_timeout(1500)
+    box.press("Enter")
+    wait_idle(page)
+    assert main.get_by_text("No runs yet").count() == 1
+    assert main.get_by_text(re.compile(r"Fine-tune run\d")).count() == 0
+    assert main.get_by_text("come from the link").count() == 0
+    screenshot(page, "finetune-enter")
+    # Start it with the button (tiny: a few steps), then leave through the sidebar and come back.
+    _set_number(page, "Max steps (0 = all epochs)", "3")
+    _set_number(page, "Training rows to use (0 = all)", "32")
+    _set_number(page, "Held-out rows to use (0 = all)", "12")
+    page.get_by_role("button", name="Start fine-tuning").click()
+    page.locator('[data-testid="stMetricLabel"]', has_text="Held-out accuracy").first.wait_for(timeout=300_000)
+    wait_idle(page)
+    page.locator('[data-testid="stSidebarNav"]').get_by_role("link", name="Home").click()
+    wait_idle(page)
+    page.locator('[data-testid="stSidebarNav"]').get_by_role("link", name="Fine-tune").click()
+    wait_idle(page)
+    main.get_by_label("Max steps (0 = all epochs)", exact=True).wait_for()
+    assert main.get_by_label("Max steps (0 = all epochs)", exact=True).input_value() == "3"
+    assert main.get_by_label("Training rows to use (0 = all)", exact=True).input_value() == "32"
+    assert main.get_by_text("come from the link").count() == 0
+    screenshot(page, "finetune-back")

@@ -11,7 +11,9 @@ def test_home(page):
     body = page.locator('[data-testid="stMain"]')
     body.get_by_text("The four families").wait_for()
     assert "BERT, RoBERTa, ALBERT, DistilBERT" in body.inner_text()
-    page.locator('[data-testid="stDataFrame"]').wait_for()
+    table = page.locator('[data-testid="stTable"]')
+    table.wait_for()
+    assert "Factorized embeddings (V×E + E×H) and one layer shared across depth" in table.inner_text()  # not cut
     # the sidebar picker and its source banner (the tiny zoo stands in for the bundled models)
     sidebar = page.locator('[data-testid="stSidebar"]')
     sidebar.get_by_text("Weights from").wait_for()
@@ -24,6 +26,7 @@ def test_models(page):
     page.get_by_text("Computed against the articles' figures").wait_for()
     page.locator(".js-plotly-plot").first.wait_for()
     assert page.locator('[data-testid="stMetricValue"]').first.inner_text() == "23.04M"
+    page.locator('[data-testid="stDataFrame"]').first.wait_for()
     screenshot(page, "models")
 
 

@@ -1,0 +1,162 @@
+"""Coalesce concurrent calls on one loaded model into batched forwards.
+
+Streamlit runs each session's script in its own thread, so when a room presses Predict together, many threads
+call ``fill_mask`` (or pair scoring, or a classifier) on the same cached model at the same moment. Run one after
+another they queue behind each other; run as one batch the hardware does several requests' work in about the
+time of one (most of a small forward is fixed per-call cost, and on a GPU one sentence uses a sliver of it).
+
+The scheme is leader/follower, so there is no long-lived thread per model to keep or to leak: the first caller
+that finds no batch running for its key becomes the leader, waits up to the window for companions (only when
+other calls arrived lately: a lone caller never waits), takes at most ``max_batch`` requests, runs them as one
+batch and hands every caller its own result. If requests arrived meanwhile, leadership passes to the oldest of
+them, so no caller ever computes for longer than its own batch.
+
+``run_batch(items) -> results`` must return one result per item in order. When it raises, each item is run alone
+so that one bad input fails only its own caller, with its own message.
+"""
+from __future__ import annotations
+
+import threading
+import time
+import weakref
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+RunBatch = Callable[[Sequence[Any]], Sequence[Any]]
+# A call is "concurrent" when another one on the same key arrived less than this long ago: only then does the
+# leader spend its window waiting for companions.
+RECENT_S = 0.25
+
+
+@dataclass
+class _Request:
+    item: Any
+    arrived: float = field(default_factory=time.perf_counter)
+    wake: threading.Event = field(default_factory=threading.Event)
+    lead: bool = False  # set when this waiting caller is promoted to leader
+    done: bool = False
+    result: Any = None
+    error: BaseException | None = None
+    batch: int = 0  # how many requests ran in the forward that served this one
+
+
+@dataclass
+class BatchStats:
+    calls: int = 0
+    batches: int = 0
+    largest: int = 0
+    fallbacks: int = 0  # batches that raised and were rerun one item at a time
+
+
+class _Queue:
+    """The pending requests of one (object, operation) key."""
+
+    def __init__(self) -> None:
+        self.pending: list[_Request] = []
+        self.busy = False  # a leader is collecting or running a batch
+        self.last_arrival = 0.0
+        self.stats = BatchStats()
+
+
+class Batcher:
+    """One per process (``batcher()``); keys are (id(obj), op) and vanish when the object is garbage-collected."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._queues: dict[tuple[int, str], _Queue] = {}
+
+    def call(self, obj: Any, op: str, item: Any, run_batch: RunBatch, window_s: float, max_batch: int) -> Any:
+        """Run ``item`` through ``run_batch`` together with concurrent calls on the same ``obj`` and ``op``."""
+        if max_batch <= 1:
+            return run_batch([item])[0]
+        key = (id(obj), op)
+        req = _Request(item)
+        with self._lock:
+            q = self._queues.get(key)
+            if q is None:
+                q = self._queues[key] = _Queue()
+                # the key dies with the model (an evicted cache entry), so the table stays bounded
+                weakref.finalize(obj, self._forget, key)
+            concurrent = req.arrived - q.last_arrival < RECENT_S or q.busy
+            q.last_arrival = req.arrived
+            q.stats.calls += 1
+            q.pending.append(req)
+            if not q.busy:
+                q.busy = req.lead = True
+            else:
+                self._cond.notify_all()  # a collecting leader may now have a full batch
+        while not req.lead:
+            req.wake.wait()
+            req.wake.clear()
+            if req.done:
+                return self._outcome(req)
+        self._lead(q, req, run_batch, window_s if concurrent else 0.0, max_batch)
+        return self._outcome(req)
+
+    def stats(self, obj: Any, op: str) -> BatchStats:
+        with self._lock:
+            q = self._queues.get((id(obj), op))
+            return BatchStats(**vars(q.stats)) if q else BatchStats()
+
+    # ------------------------------------------------------------------------------------------------ internals
+    def _forget(self, key: tuple[int, str]) -> None:
+        with self._lock:
+            self._queues.pop(key, None)
+
+    def _lead(self, q: _Queue, me: _Request, run_batch: RunBatch, window_s: float, max_batch: int) -> None:
+        with self._lock:
+            deadline = q.pending[0].arrived + window_s  # the oldest waiter bounds the wait
+            while len(q.pending) < max_batch:
+                left = deadline - time.perf_counter()
+                if left <= 0:
+                    break
+                self._cond.wait(left)
+            batch = q.pending[:max_batch]
+            del q.pending[:max_batch]
+            if me not in batch:  # cannot happen (the leader is the oldest), but never drop the leader's own call
+                batch[-1:] = [me]
+            q.stats.batches += 1
+            q.stats.largest = max(q.stats.largest, len(batch))
+        try:
+            results = list(run_batch([r.item for r in batch]))
+            if len(results) != len(batch):
+                raise RuntimeError(f"batch function returned {len(results)} results for {len(batch)} items")
+            for r, res in zip(batch, results):
+                r.result, r.batch = res, len(batch)
+        except Exception:
+            # one bad input must fail only its own caller: rerun each alone for its own result or message
+            with self._lock:
+                q.stats.fallbacks += 1
+            for r in batch:
+                try:
+                    r.result, r.batch = run_batch([r.item])[0], 1
+                except Exception as e:
+                    r.error = e
+        finally:
+            with self._lock:
+                for r in batch:
+                    r.done = True
+                if q.pending:  # the oldest waiting caller leads the next batch
+                    nxt = q.pending[0]
+                    nxt.lead = True
+                    nxt.wake.set()
+                else:
+                    q.busy = False
+            for r in batch:
+                if r is not me:
+                    r.wake.set()
+
+    @staticmethod
+    def _outcome(req: _Request) -> Any:
+        if req.error is not None:
+            raise req.error
+        return req.result
+
+
+_BATCHER = Batcher()
+
+
+def batcher() -> Batcher:
+    """The process-wide batcher (every Streamlit session's thread shares it)."""
+    return _BATCHER
