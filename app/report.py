@@ -1,6 +1,7 @@
 """The session report: what a participant did (inputs, predictions, figures as PNG) as one offline HTML file.
 
-Pages call ``record(...)`` when they produce a result; the sidebar offers the download. Entries are kept per
+Pages call ``record(...)`` when they produce a result; the sidebar builds the file on request, with a progress
+bar (drawing the figures is most of it), then offers the download. Entries are kept per
 browser session (at most MAX_ENTRIES, oldest dropped); an entry recorded again under the same ``entry_id``
 replaces the old one, so a page may record from code that reruns.
 """
@@ -10,7 +11,6 @@ import base64
 import datetime as _dt
 import html
 import logging
-import queue
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -47,43 +47,6 @@ def record(entry_id: str, page: str, title: str, inputs: dict[str, Any], *, rows
                               _dt.datetime.now().strftime("%Y-%m-%d %H:%M:%S"))
     while len(entries) > MAX_ENTRIES:
         entries.pop(next(iter(entries)))
-    _predraw(entries[entry_id].figures)
-
-
-# Drawing the PNGs when the download is asked for took 19-31 s; one background thread draws each entry's figures
-# as it is recorded, so the download finds them in the cache. Bounded: at most _PREDRAW_MAX figures wait (the
-# rest are drawn at download time), and one kaleido browser at a time.
-_PREDRAW_MAX = 64
-_predraw_queue: "queue.Queue[str]" = queue.Queue(maxsize=_PREDRAW_MAX)
-_predraw_thread: threading.Thread | None = None
-
-
-def _predraw(fig_jsons: Sequence[str]) -> None:
-    global _predraw_thread
-    from streamlit import runtime
-
-    if not fig_jsons or not runtime.exists():  # only under a real server (not in bare scripts or AppTest)
-        return
-    for f in fig_jsons:
-        try:
-            _predraw_queue.put_nowait(f)
-        except queue.Full:
-            break
-    with _PNG_LOCK:
-        if _predraw_thread is None or not _predraw_thread.is_alive():
-            _predraw_thread = threading.Thread(target=_predraw_loop, name="report-predraw", daemon=True)
-            _predraw_thread.start()
-
-
-def _predraw_loop() -> None:
-    while True:
-        batch = [_predraw_queue.get()]
-        while len(batch) < 8:
-            try:
-                batch.append(_predraw_queue.get_nowait())
-            except queue.Empty:
-                break
-        figure_pngs(batch)  # fills the cache; failures are logged there
 
 
 def entries() -> list[Entry]:

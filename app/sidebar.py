@@ -64,6 +64,7 @@ def workshop_controls() -> None:
     _SLOT.report = sb.container()  # filled after the page ran (report_panel), so its count is current
 
 
+REPORT_BUILT = "sidebar.report_built"  # (what it was built from, the HTML): one per session, the latest
 _SLOT = threading.local()  # one script run per thread: each session's run keeps its own slot
 
 
@@ -79,11 +80,24 @@ def report_panel() -> None:
             st.caption(t("sidebar.report_empty"))
         else:
             st.caption(t("sidebar.report_help"))
-            st.download_button(t("sidebar.report_download"), data=lambda: report.build_html(items).encode("utf-8"),
-                               file_name="encoderlab-session.html", mime="text/html", key="sidebar.report_dl",
-                               icon=":material/download:")
+            # Built on request with a progress bar, not on every run or in the background: drawing the figures
+            # takes seconds of a browser's time, which a room of sessions should not spend on reports nobody takes.
+            # what the report shows (not when: a page records its result again on every rerun)
+            made_from = tuple((e.entry_id, e.text, e.figures, tuple(e.inputs.items()), e.rows) for e in items)
+            built = st.session_state.get(REPORT_BUILT)
+            if built is None or built[0] != made_from:
+                if st.button(t("sidebar.report_build"), key="sidebar.report_build", icon=":material/description:"):
+                    bar = st.progress(0.0, text=t("sidebar.report_building", n=len(items)))
+                    html = report.build_html(items, on_progress=lambda f: bar.progress(
+                        f, text=t("sidebar.report_building", n=len(items))))
+                    bar.empty()
+                    built = st.session_state[REPORT_BUILT] = (made_from, html.encode("utf-8"))
+            if built is not None and built[0] == made_from:
+                st.download_button(t("sidebar.report_download"), data=built[1], file_name="encoderlab-session.html",
+                                   mime="text/html", key="sidebar.report_dl", icon=":material/download:")
             if st.button(t("sidebar.report_clear"), key="sidebar.report_clear"):
                 report.clear()
+                st.session_state.pop(REPORT_BUILT, None)
                 st.rerun()
 
 

@@ -33,3 +33,20 @@ def open_page(name: str | None, params: dict[str, str] | None = None, state: dic
     at.run()
     assert not at.exception, at.exception
     return at
+
+
+def page_for(name: str, family: str = "bert") -> AppTest:
+    """A fresh session on page ``name`` with ``family`` picked in the sidebar (the bundled model of that family)."""
+    at = new_app()
+    if family != "bert":
+        at.sidebar.selectbox(key="sidebar.family").set_value(family).run()
+    at.switch_page(page_path(name)).run()
+    assert not at.exception, at.exception
+    return at
+
+
+def click(at: AppTest, label: str) -> AppTest:
+    """Press the button labelled ``label`` and rerun; the page must not raise."""
+    next(b for b in at.button if b.label == label).click().run()
+    assert not at.exception, at.exception
+    return at

@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from core.models import ASSETS
-from tests.app.conftest import new_app, page_path
+from tests.app.conftest import click, page_for
 from tests.conftest import BUNDLED_NAMES
 
 
@@ -25,19 +25,7 @@ def carded_zoo(tiny_models, tmp_path, monkeypatch):
     return zoo
 
 
-def _page(name: str, family: str = "bert"):
-    at = new_app()
-    if family != "bert":
-        at.sidebar.selectbox(key="sidebar.family").set_value(family).run()
-    at.switch_page(page_path(name)).run()
-    assert not at.exception, at.exception
-    return at
-
-
-def _submit(at, label: str):
-    next(b for b in at.button if b.label == label).click().run()
-    assert not at.exception, at.exception
-    return at
+_page, _submit = page_for, click  # shared in tests/app/conftest.py
 
 
 def _notes(at) -> list[str]:

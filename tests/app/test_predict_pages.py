@@ -3,26 +3,13 @@ from __future__ import annotations
 
 import pytest
 
-from tests.app.conftest import new_app, page_path
+from tests.app.conftest import click, new_app, page_for, page_path
 
-
-def _page(name: str, family: str = "bert"):
-    at = new_app()
-    if family != "bert":
-        at.sidebar.selectbox(key="sidebar.family").set_value(family).run()
-    at.switch_page(page_path(name)).run()
-    assert not at.exception, at.exception
-    return at
+_page, _submit = page_for, click  # shared in tests/app/conftest.py
 
 
 def _errors(at) -> str:
     return " ".join(e.value for e in at.error)
-
-
-def _submit(at, label: str):
-    next(b for b in at.button if b.label == label).click().run()
-    assert not at.exception, at.exception
-    return at
 
 
 def test_fill_mask_each_family_shows_pieces_and_charts(use_tiny_zoo, family):

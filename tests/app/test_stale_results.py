@@ -2,22 +2,12 @@
 and an error clears it (Fill-mask, Compare, Sentence pair, Speed, Attention)."""
 from __future__ import annotations
 
-from tests.app.conftest import new_app, page_path
+from tests.app.conftest import click, page_for
 
 STALE = "The last result was made for another model"
 
 
-def _page(name: str):
-    at = new_app()
-    at.switch_page(page_path(name)).run()
-    assert not at.exception, at.exception
-    return at
-
-
-def _submit(at, label: str):
-    next(b for b in at.button if b.label == label).click().run()
-    assert not at.exception, at.exception
-    return at
+_page, _submit = page_for, click  # shared in tests/app/conftest.py
 
 
 def _joint(at) -> list[str]:

@@ -225,26 +225,39 @@ def test_a_report_figure_that_cannot_be_drawn_is_logged_and_said(monkeypatch):
     assert any("no browser found" in r.getMessage() for r in keep.records)
 
 
-def test_report_figures_are_drawn_in_the_background_as_they_are_recorded(monkeypatch):
-    """Issue 14: the report download took 19-31 s behind a tiny spinner. Under a server each recorded figure is
-    drawn by a background thread, so the download takes it from the cache."""
-    import hashlib
+def test_report_is_prepared_with_progress_then_downloaded(use_tiny_zoo):
+    """Issue 14: the report download took 19-31 s behind a tiny spinner. Now *Prepare the report* draws it with a
+    progress bar, and the download button serves exactly what was prepared until the session records more."""
+    at = _open({"fill_mask.text": "The cat sat on the [MASK]."})
+    at.switch_page(str(ROOT / "pages" / "fill_mask.py")).run()
+    assert not at.exception, at.exception
+    assert not [b for b in at.sidebar.button if b.key == "sidebar.report_dl"]  # nothing built yet
+    next(b for b in at.sidebar.button if b.key == "sidebar.report_build").click().run()
+    assert not at.exception, at.exception
+    made_from, html = at.session_state["sidebar.report_built"]
+    assert len(made_from) == len(at.session_state["report.entries"]) >= 1
+    assert b"<img" in html and b"The cat sat on the" in html
+    at.run()  # the page records the same result again: the prepared file still matches
+    assert not at.exception, at.exception
+    assert not [b for b in at.sidebar.button if b.key == "sidebar.report_build"]
+    assert [b for b in at.sidebar.get("download_button") if b.proto.label.startswith("Download report")]
+
+
+def test_report_progress_reaches_one_and_figures_are_cached(monkeypatch):
+    """build_html reports the share of figures drawn; a figure drawn once is not drawn again."""
     import time
 
     import plotly.io as pio
 
-    monkeypatch.setattr("streamlit.runtime.exists", lambda: True)
-    fig = go.Figure(go.Scatter(x=[1, 2, 3], y=[3, 1, time.time()]))  # a figure never drawn before
-    key = hashlib.sha1(fig.to_json().encode()).hexdigest()
-    report._predraw([fig.to_json()])
-    deadline = time.time() + 120
-    while key not in report._PNG_CACHE:
-        assert time.time() < deadline, "the background thread did not draw the figure"
-        time.sleep(0.2)
+    figs = [go.Figure(go.Bar(x=["a", "b"], y=[1, time.time() + i])).to_json() for i in range(3)]
+    seen: list[float] = []
+    pngs, error = report.figure_pngs(figs, seen.append)
+    assert error is None and all(p.startswith(b"\x89PNG") for p in pngs)
+    assert seen and seen[-1] == 1.0 and seen == sorted(seen)
 
     def no_browser(*a, **k):
-        raise AssertionError("drawn again at download time")
+        raise AssertionError("drawn again")
 
     monkeypatch.setattr(pio, "write_images", no_browser)
-    pngs, error = report.figure_pngs([fig.to_json()])
-    assert error is None and pngs[0].startswith(b"\x89PNG")
+    again, error = report.figure_pngs(figs)
+    assert error is None and again == pngs

@@ -324,6 +324,7 @@ def test_glue_offline_says_so(monkeypatch):
         load_glue("sst2")
 
 
+@pytest.mark.slow  # about a minute of real training on the bundled bert-mini
 def test_the_pages_default_run_on_the_default_model_and_data_beats_majority_by_ten_points(tmp_path):
     """Issue 14: the default fine-tune on the default model ended at +0.0 vs majority. The page's defaults (chosen
     by model size) on its default data, on the bundled bert-mini, in a short CPU run: at least 10 points over
