@@ -86,11 +86,13 @@ def report_panel() -> None:
             made_from = tuple((e.entry_id, e.text, e.figures, tuple(e.inputs.items()), e.rows) for e in items)
             built = st.session_state.get(REPORT_BUILT)
             if built is None or built[0] != made_from:
-                if st.button(t("sidebar.report_build"), key="sidebar.report_build", icon=":material/description:"):
+                button = st.empty()  # goes once the file is ready, so only the download shows
+                if button.button(t("sidebar.report_build"), key="sidebar.report_build", icon=":material/description:"):
                     bar = st.progress(0.0, text=t("sidebar.report_building", n=len(items)))
                     html = report.build_html(items, on_progress=lambda f: bar.progress(
                         f, text=t("sidebar.report_building", n=len(items))))
                     bar.empty()
+                    button.empty()
                     built = st.session_state[REPORT_BUILT] = (made_from, html.encode("utf-8"))
             if built is not None and built[0] == made_from:
                 st.download_button(t("sidebar.report_download"), data=built[1], file_name="encoderlab-session.html",
