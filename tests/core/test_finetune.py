@@ -165,14 +165,13 @@ def test_two_processes_under_accelerate_launch(pooling, tiny_models, tmp_path):
     assert (Path(out["model_dir"]) / "model.safetensors").exists()
 
 
-# ---------------------------------------------------------------------------------------------- failures
-def test_nan_loss_stops_and_explains(tmp_path):
-    """Finite weights, but zero embeddings and LayerNorm eps 0 give 0/0 in the first LayerNorm: a real NaN loss."""
-    from core.tiny import make_tiny
-
+def nan_checkpoint(folder: Path) -> Path:
+    """Finite weights that give a real NaN loss (zero embeddings and LayerNorm eps 0: 0/0)."""
     import transformers
 
-    folder = make_tiny("bert", tmp_path / "m")
+    from core.tiny import make_tiny
+
+    make_tiny("bert", folder)
     config = transformers.AutoConfig.from_pretrained(str(folder))
     config.layer_norm_eps = 0.0
     m = transformers.BertForPreTraining(config)
@@ -180,6 +179,13 @@ def test_nan_loss_stops_and_explains(tmp_path):
                 m.bert.embeddings.token_type_embeddings):
         torch.nn.init.zeros_(emb.weight)
     m.save_pretrained(str(folder))
+    return folder
+
+
+# ---------------------------------------------------------------------------------------------- failures
+def test_nan_loss_stops_and_explains(tmp_path):
+    """Finite weights, but zero embeddings and LayerNorm eps 0 give 0/0 in the first LayerNorm: a real NaN loss."""
+    folder = nan_checkpoint(tmp_path / "m")
     cfg = FinetuneConfig("bert", str(folder), max_steps=3, batch_size=8, max_length=16)
     with pytest.raises(FinetuneError, match="became nan at step 1.*Lower the learning rate"):
         train(cfg, toy(32, 8), tmp_path / "run")

@@ -23,7 +23,7 @@ import torch
 from core.finetune import FinetuneConfig, FinetuneError, train
 from core.jobs import JobCancelled
 from core.models import ModelSpec, load
-from tests.core.test_finetune import toy
+from tests.core.test_finetune import nan_checkpoint, toy
 
 gpu = pytest.mark.gpu
 
@@ -58,27 +58,10 @@ def assert_freed(seen, params) -> None:
     assert params and not [p for p in params if p() is not None], "parameters still alive"
 
 
-def _nan_checkpoint(folder: Path) -> Path:
-    """Finite weights that give a real NaN loss (zero embeddings and LayerNorm eps 0: 0/0)."""
-    import transformers
-
-    from core.tiny import make_tiny
-
-    make_tiny("bert", folder)
-    config = transformers.AutoConfig.from_pretrained(str(folder))
-    config.layer_norm_eps = 0.0
-    m = transformers.BertForPreTraining(config)
-    for emb in (m.bert.embeddings.word_embeddings, m.bert.embeddings.position_embeddings,
-                m.bert.embeddings.token_type_embeddings):
-        torch.nn.init.zeros_(emb.weight)
-    m.save_pretrained(str(folder))
-    return folder
-
-
 @pytest.mark.parametrize("pooling", ["cls", "mean"])
 @pytest.mark.parametrize("outcome", ["finished", "cancelled", "failed"])
 def test_finetune_model_is_freed_after_the_run(outcome, pooling, tiny_models, tmp_path):
-    folder = _nan_checkpoint(tmp_path / "nan") if outcome == "failed" else tiny_models["bert"]
+    folder = nan_checkpoint(tmp_path / "nan") if outcome == "failed" else tiny_models["bert"]
     cfg = FinetuneConfig("bert", str(folder), epochs=2, batch_size=8, max_length=16, pooling=pooling, patience=0)
 
     def cancel_at_2(info):
@@ -315,7 +298,7 @@ def _cuda_allocated() -> int:
 @gpu
 @pytest.mark.parametrize("outcome", ["finished", "cancelled", "failed"])
 def test_gpu_memory_is_back_at_its_baseline_after_a_finetune(outcome, tiny_models, tmp_path):
-    folder = _nan_checkpoint(tmp_path / "nan") if outcome == "failed" else tiny_models["bert"]
+    folder = nan_checkpoint(tmp_path / "nan") if outcome == "failed" else tiny_models["bert"]
     cfg = FinetuneConfig("bert", str(folder), epochs=2, batch_size=8, max_length=16, device="cuda", patience=0)
     train(FinetuneConfig("bert", str(tiny_models["bert"]), max_steps=2, batch_size=8, max_length=16, device="cuda"),
           toy(32, 8), tmp_path / "warm-up")  # what the first run creates once per process (CUDA context, kernels)

@@ -36,3 +36,14 @@ def screenshot(pg, name: str) -> Path:
     path = SHOTS / f"{name}.png"
     pg.screenshot(path=str(path), full_page=True)
     return path
+
+
+def set_number(pg, label: str, value: str) -> None:
+    """Type ``value`` into the number box labelled ``label`` and leave it, so Streamlit takes the value."""
+    box = pg.get_by_label(label, exact=True)
+    if box.count() > 1:  # a stale copy from the previous script run can linger for a moment
+        wait_idle(pg)
+        pg.wait_for_timeout(1000)
+        box = pg.get_by_label(label, exact=True)
+    box.fill(value)
+    box.press("Tab")

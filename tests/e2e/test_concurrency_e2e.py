@@ -8,7 +8,7 @@ from urllib.parse import quote, urlparse
 
 import pytest
 
-from tests.e2e.browser import screenshot, wait_idle
+from tests.e2e.browser import screenshot, set_number, wait_idle
 from tests.e2e.conftest import LOCAL_HOSTS
 
 pytestmark = pytest.mark.timeout(1800)  # a shared 2-core machine can take minutes per page
@@ -48,16 +48,6 @@ class Session:
         return self.errors
 
 
-def _number(page, label: str, value: str) -> None:
-    box = page.get_by_label(label, exact=True)
-    if box.count() > 1:  # a stale copy from the previous script run can linger for a moment
-        wait_idle(page)
-        page.wait_for_timeout(1000)
-        box = page.get_by_label(label, exact=True)
-    box.fill(value)
-    box.press("Tab")
-
-
 def _start_finetune(page, epochs: str, rows: str, source: str = "Bundled: WordNet glosses") -> None:
     main = page.locator('[data-testid="stMain"]')
     page.goto(f"{page.base_url}/finetune")
@@ -65,10 +55,10 @@ def _start_finetune(page, epochs: str, rows: str, source: str = "Bundled: WordNe
     main.get_by_text(source).click()
     wait_idle(page)
     main.get_by_text(re.compile(r"\d+.*training and.*\d+.*held-out")).first.wait_for()
-    _number(page, "Epochs", epochs)
-    _number(page, "Training rows to use (0 = all)", rows)
-    _number(page, "Held-out rows to use (0 = all)", "24")
-    _number(page, "Early-stopping patience (0 = off)", "0")  # a random tiny model would stop early
+    set_number(page, "Epochs", epochs)
+    set_number(page, "Training rows to use (0 = all)", rows)
+    set_number(page, "Held-out rows to use (0 = all)", "24")
+    set_number(page, "Early-stopping patience (0 = off)", "0")  # a random tiny model would stop early
     page.get_by_role("button", name="Start fine-tuning").click()
 
 

@@ -6,19 +6,9 @@ import re
 
 import pytest
 
-from tests.e2e.browser import open_page, screenshot, wait_idle
+from tests.e2e.browser import open_page, screenshot, set_number, wait_idle
 
 pytestmark = pytest.mark.timeout(600)
-
-
-def _set_number(page, label: str, value: str) -> None:
-    box = page.get_by_label(label, exact=True)
-    if box.count() > 1:  # a stale copy from the previous script run can linger for a moment
-        wait_idle(page)
-        page.wait_for_timeout(1000)
-        box = page.get_by_label(label, exact=True)
-    box.fill(value)
-    box.press("Tab")
 
 
 def test_tiny_finetune_shows_curves_and_result(page):
@@ -28,9 +18,9 @@ def test_tiny_finetune_shows_curves_and_result(page):
     main.get_by_text("Bundled: WordNet glosses").click()
     wait_idle(page)
     main.get_by_text(re.compile("600.*training and.*300.*held-out")).wait_for()
-    _set_number(page, "Epochs", "3")
-    _set_number(page, "Training rows to use (0 = all)", "48")
-    _set_number(page, "Held-out rows to use (0 = all)", "24")
+    set_number(page, "Epochs", "3")
+    set_number(page, "Training rows to use (0 = all)", "48")
+    set_number(page, "Held-out rows to use (0 = all)", "24")
     page.get_by_role("button", name="Start fine-tuning").click()
     # Running: the job panel's progress bar (step · epoch · loss · samples/s), then the result.
     main.get_by_text(re.compile(r"Fine-tune run1-bert: step \d+/9")).first.wait_for(timeout=120_000)
@@ -68,9 +58,9 @@ def test_enter_in_a_field_starts_nothing_and_settings_survive_a_visit_elsewhere(
     assert main.get_by_text("come from the link").count() == 0
     screenshot(page, "finetune-enter")
     # Start it with the button (tiny: a few steps), then leave through the sidebar and come back.
-    _set_number(page, "Max steps (0 = all epochs)", "3")
-    _set_number(page, "Training rows to use (0 = all)", "32")
-    _set_number(page, "Held-out rows to use (0 = all)", "12")
+    set_number(page, "Max steps (0 = all epochs)", "3")
+    set_number(page, "Training rows to use (0 = all)", "32")
+    set_number(page, "Held-out rows to use (0 = all)", "12")
     page.get_by_role("button", name="Start fine-tuning").click()
     page.locator('[data-testid="stMetricLabel"]', has_text="Held-out accuracy").first.wait_for(timeout=300_000)
     wait_idle(page)
