@@ -10,7 +10,7 @@ if str(ROOT) not in sys.path:
 
 import streamlit as st  # noqa: E402
 
-from app import presenter, state  # noqa: E402
+from app import presenter, room_ui, state  # noqa: E402
 from app.nav import build_navigation, follow_deep_link  # noqa: E402
 from app.sidebar import model_picker, report_panel  # noqa: E402
 
@@ -21,9 +21,11 @@ state.init_language()
 
 page = st.navigation(build_navigation())
 follow_deep_link()  # a link to /<page> that app/serve.py sent to the root first: open that page, with its query
+room_ui.begin(page)  # ?room=CODE: join, and the room's banner (a follower's poll follows the presenter)
 model_picker()
 presenter.apply_style()
 try:
     page.run()
 finally:  # also when the page stopped early (st.stop): the sidebar keeps its report download
     report_panel()
+    room_ui.end(page)  # the presenter publishes its page and inputs; a follower who changed something breaks away

@@ -25,6 +25,7 @@ PAGES = (
     PageDef("pages/fill_mask.py", "Fill-mask", ":material/edit_note:", "fill-mask", "Predict"),
     PageDef("pages/sentence_pair.py", "Sentence pair (NSP/SOP)", ":material/compare_arrows:", "sentence-pair", "Predict"),
     PageDef("pages/attention.py", "Attention", ":material/visibility:", "attention", "Look inside"),
+    PageDef("pages/lens.py", "Layer lens", ":material/layers:", "lens", "Look inside"),
     PageDef("pages/attribution.py", "Attributions", ":material/insights:", "attribution", "Look inside"),
     PageDef("pages/finetune.py", "Fine-tune", ":material/tune:", "finetune", "Train"),
     PageDef("pages/pretrain.py", "Pretraining lab", ":material/science:", "pretrain", "Train"),

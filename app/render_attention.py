@@ -22,6 +22,7 @@ from plotly.subplots import make_subplots
 from app import presenter, state, urlstate
 from app.bertviz_embed import build_view, fit_payload
 from app.i18n import t, t_or
+from app.render import as_text
 from core import attention as A
 
 PAGE = "attention"
@@ -96,7 +97,8 @@ def settings_box(label: str, expanded: bool = False):
     return st.expander(label, expanded=expanded)
 
 
-VIEW_KEYS = ("range", "layers", "heads", "layer", "head", "qk.layer", "qk.head", "qk.token", "mix.layer", "flow")
+VIEW_KEYS = ("range", "layers", "heads", "layer", "head", "qk.layer", "qk.head", "qk.token", "mix.layer", "flow",
+             "w.sel.words", "w.sel.tokens")
 
 
 def reset_view_state() -> None:
@@ -472,6 +474,99 @@ def mixing_section(r: A.AttentionResult, lo: int, hi: int) -> None:
         if not full:
             st.caption(t("attention.flow_range_note"))
     show(relevance_bars({k: np.asarray(v)[lo:hi] for k, v in bars.items()}, labels), "relevance")
+
+
+WORD_LEVELS = ("words", "tokens")
+MEAN_HEADS = -1  # the head picker's "mean of the heads" option
+
+
+def selection_bars(values: np.ndarray, labels: list[str], title: str, picked: list[int]) -> go.Figure:
+    """One bar per token (or word): the selection's attention; the selected ones in another colour."""
+    colors = ["#E45756" if i in picked else "#4C78A8" for i in range(len(labels))]
+    fig = go.Figure(go.Bar(x=list(range(len(labels))), y=np.round(np.asarray(values, dtype=float), 4),
+                           marker_color=colors, text=[safe(x) for x in labels], textposition="none",
+                           hovertemplate="%{text}: %{y:.3f}<extra></extra>"))
+    fig.update_xaxes(**_ticks(labels), tickangle=-60)
+    longest = max((len(x) for x in labels), default=1)
+    fig.update_layout(title=title, height=360 + 6 * min(longest, 30), margin=dict(t=50, l=10, r=10, b=10))
+    return fig
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def cached_word_groups(_tokenizer, checkpoint: str, config: A.AttentionConfig):
+    """core.attention_views.word_groups for one model (named by ``checkpoint``; the tokenizer is not hashed)."""
+    from core.attention_views import word_groups
+
+    return word_groups(_tokenizer, config)
+
+
+def words_section(r: A.AttentionResult, config: A.AttentionConfig, tokenizer) -> None:
+    """Word-level attention (pieces merged) and the attention of several tokens or words at once."""
+    from core.attention_views import DIRECTIONS, HOW, SelectionConfig, selection_attention, word_attention
+
+    st.caption(t("attention.w.intro"))
+    st.session_state.setdefault(K("w.level"), "words")
+    st.session_state.setdefault(K("w.how"), "mean")
+    _keep("w.layer", list(range(r.n_layers)))
+    _keep("w.head", [MEAN_HEADS, *range(r.n_heads)])
+    with presenter.settings():
+        c1, c2, c3 = st.columns([2, 1, 1])
+        level = c1.segmented_control(t("attention.w.level"), list(WORD_LEVELS), key=K("w.level"), required=True,
+                                     format_func=option_labels(WORD_LEVELS, lambda x: t(f"attention.w.level_opt.{x}")))
+        layer = c2.selectbox(t("attention.layer"), list(range(r.n_layers)), key=K("w.layer"))
+        head = c3.selectbox(t("attention.head"), [MEAN_HEADS, *range(r.n_heads)], key=K("w.head"),
+                            format_func=option_labels([MEAN_HEADS], lambda _: t("attention.w.mean_heads")))
+    level = level or "words"
+    a = r.attentions[layer].astype(np.float64)  # (heads, seq, seq)
+    a = (a.mean(0) if head == MEAN_HEADS else a[head])[None, None]  # (1, 1, seq, seq)
+    which = t("attention.w.mean_heads_title", layer=layer) if head == MEAN_HEADS else \
+        t("attention.fig.head_title", layer=layer, head=head)
+    if level == "words":
+        try:
+            g = cached_word_groups(tokenizer, r.checkpoint, config)
+            m = word_attention(a, g)[0, 0]
+        except ValueError as e:  # a slow tokenizer (no word ids), or groups of another text
+            st.error(str(e))
+            return
+        labels = list(g.words)
+        merged = [i for i in g.merged()]
+        if merged:
+            shown = ", ".join(f"{g.words[i]} ({len(g.groups[i])})" for i in merged[:12])
+            st.caption(t("attention.w.merged", words=g.n_words, tokens=g.n_tokens, n=len(merged),
+                         shown=as_text(shown) + (" …" if len(merged) > 12 else "")))
+        else:
+            st.caption(t("attention.w.none_merged", n=g.n_tokens))
+        title = t("attention.w.word_title", which=which)
+    else:
+        m = a[0, 0]
+        labels = list(r.labels)
+        title = t("attention.w.token_title", which=which)
+    fig = heatmap(m, labels, labels, title)
+    longest = max((len(x) for x in labels), default=1)
+    fig.update_xaxes(side="bottom")  # long words rotated above the map would run into the title
+    fig.update_layout(height=fig.layout.height + 6 * min(longest, 30) - 50, margin=dict(t=50, l=10, r=10, b=10))
+    show(fig, f"w.map.{level}")
+    st.markdown(t("attention.w.select_intro"))
+    sel_key = K(f"w.sel.{level}")
+    if any(i not in range(len(labels)) for i in st.session_state.get(sel_key) or ()):
+        st.session_state.pop(sel_key, None)
+    with presenter.settings():
+        c1, c2, c3 = st.columns([3, 1, 1])
+        picked = c1.multiselect(t("attention.w.select"), list(range(len(labels))), key=sel_key,
+                                format_func=lambda i: f"{i}: {labels[i]}", placeholder=t("attention.w.select_ph"))
+        how = c2.radio(t("attention.w.how"), list(HOW), key=K("w.how"), format_func=option_labels(
+            HOW, lambda x: t(f"attention.w.how_opt.{x}")))
+        direction = c3.radio(t("attention.w.direction"), list(DIRECTIONS), key=K("w.direction"),
+                             format_func=option_labels(DIRECTIONS, lambda x: t(f"attention.w.direction_opt.{x}")))
+    if not picked:
+        st.info(t("attention.w.pick"))
+        return
+    vec = selection_attention(m[None, None], SelectionConfig(tuple(picked), how, direction))[0, 0]
+    names = ", ".join(labels[i] for i in sorted(picked))
+    show(selection_bars(vec, labels, t(f"attention.w.sel_title.{direction}.{how}", which=which,
+                                       sel=safe(names if len(names) <= 60 else names[:59] + "…")), sorted(picked)),
+         f"w.sel.{level}")
+    st.caption(t(f"attention.w.sel_caption.{direction}.{how}", n=len(picked)))
 
 
 def export_section(r: A.AttentionResult) -> None:

@@ -250,8 +250,14 @@ def _try_it(name: str, result: FinetuneResult) -> None:
                                                                       yaxis_range=[0, 1.1])
         st.plotly_chart(presenter.scale(fig), key=K(f"try_chart.{name}"))
         record_prediction(name, result, text.strip(), list(fm.label_names), probs, fig)
+        st.session_state[K(f"try_done.{name}")] = text.strip()
     elif go_:
         st.warning(t("finetune.type_first"))
+    if text.strip() and st.session_state.get(K(f"try_done.{name}")) == text.strip():  # heads off, same text
+        from app.render_ablation import classify_heads
+
+        classify_heads(lambda: _predictor(result.model_dir, "cpu" if result.device == "cpu" else "auto"),
+                       text.strip(), K(f"try.{name}"), made_from=result.model_dir)
 
 
 def compare(finished: list[tuple[str, FinetuneResult]]) -> None:

@@ -7,7 +7,7 @@ import threading
 
 import streamlit as st
 
-from app import presenter, report, state, urlstate
+from app import presenter, report, room_ui, state, urlstate
 from app.gpu_notice import sidebar_gpu_line
 from app.i18n import LANG_KEY, LANGS, t
 from app.render import as_text
@@ -61,6 +61,7 @@ def workshop_controls() -> None:
     sb.toggle(t("sidebar.presenter"), key=presenter.PRESENT, help=t("sidebar.presenter_help"))
     if presenter.is_on():
         sb.toggle(t("sidebar.pin"), key=presenter.PIN, help=t("sidebar.pin_help"))
+    room_ui.sidebar_controls(sb)  # Start a room (presenter view) / Join with a code
     _SLOT.report = sb.container()  # filled after the page ran (report_panel), so its count is current
 
 

@@ -10,7 +10,7 @@ from typing import Any, Sequence
 
 import streamlit as st
 
-from app import nav, report, state, urlstate
+from app import nav, report, room_ui, state, urlstate
 from app.i18n import t
 
 PAGE = "walkthrough"
@@ -29,7 +29,7 @@ CORRECT = {1: 1, 2: 2, 3: 0, 4: 1, 5: 2, 6: 0, 7: 1}
 N_OPTIONS = 3
 # Pages each step points to (their url in app/nav.py): the step calls the same core they do.
 LINKS = {1: ("models",), 2: ("fill-mask", "pretrain"), 3: ("sentence-pair",), 4: ("models",), 5: ("speed", "models"),
-         6: ("finetune",), 7: ("attention", "attribution")}
+         6: ("finetune",), 7: ("attention", "attribution", "lens")}
 # Widget keys whose value must survive the steps where the widget is not drawn (Streamlit forgets those).
 KEEP = (TEXT, TEXT_B, K("s2.whole_word"), K("s2.word"), K("s3.a"), K("s3.b"), K("s4.v"), K("s4.h"), K("s4.e"),
         K("s5.seq"), K("s5.batch"), K("s5.reps"), K("s5.sentences"), K("s6.model"), K("s6.lr"), K("s6.steps"),
@@ -121,9 +121,12 @@ def question(step: int) -> None:
     st.markdown("#### " + t("walkthrough.check"))
     choice = st.radio(t(f"walkthrough.s{step}.q"), list(range(N_OPTIONS)), index=None, key=K(f"q{step}"),
                       format_func=lambda j: t(f"walkthrough.s{step}.opt{j}"))
-    revealed = step in st.session_state[REVEAL]
-    st.button(t("walkthrough.hide_answer") if revealed else t("walkthrough.show_answer"), key=K(f"reveal{step}"),
-              on_click=_toggle, args=(REVEAL, step), icon=":material/visibility:")
+    # In a room the question is a poll: answers go to the room, the presenter sees them and reveals for everyone.
+    revealed = room_ui.poll(step, choice, [t(f"walkthrough.s{step}.opt{j}") for j in range(N_OPTIONS)])
+    if revealed is None:
+        revealed = step in st.session_state[REVEAL]
+        st.button(t("walkthrough.hide_answer") if revealed else t("walkthrough.show_answer"), key=K(f"reveal{step}"),
+                  on_click=_toggle, args=(REVEAL, step), icon=":material/visibility:")
     if not revealed:
         return
     right = CORRECT[step]

@@ -27,6 +27,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import torch  # noqa: E402
 import transformers  # noqa: E402
 
+from core.bench import timed as bench_timed  # noqa: E402
 from core import packed_linear  # noqa: E402
 from core.fill_mask import FillMaskConfig, examples, fill_mask, fill_mask_batch  # noqa: E402
 from core.models import LoadedModel, ModelSpec, official_config  # noqa: E402
@@ -50,17 +51,8 @@ def build() -> LoadedModel:
                        task="mlm", source="random init", path="", device=DEVICE)
 
 
-def sync() -> None:
-    if DEVICE_TYPE == "cuda":
-        torch.cuda.synchronize()
-
-
 def timed(fn) -> float:
-    sync()
-    t0 = time.perf_counter()
-    fn()
-    sync()
-    return time.perf_counter() - t0
+    return bench_timed(fn, DEVICE)
 
 
 def unpacked(fn):

@@ -88,6 +88,20 @@ class SpeedResult:
         return out
 
 
+def timed(fn: Callable[[], object], device: str = "cpu") -> float:
+    """Seconds one call of ``fn`` takes, with CUDA synchronized before and after on a GPU (the bench scripts)."""
+    import torch
+
+    cuda = torch.device(device).type == "cuda"
+    if cuda:
+        torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    fn()
+    if cuda:
+        torch.cuda.synchronize()
+    return time.perf_counter() - t0
+
+
 def _build(family: str, device: str):
     import torch
     import transformers

@@ -58,6 +58,7 @@ class Family:
     bundled: str  # folder name under the zoo
     base_checkpoint: str  # the base-size architecture used for the Speed page
     summary: str = ""
+    head_output: str = ""  # the attention output projection, a dotted path inside one layer (core.ablation)
 
 
 FAMILIES: dict[str, Family] = {
@@ -75,6 +76,7 @@ FAMILIES: dict[str, Family] = {
         ),
         bundled="bert-mini", base_checkpoint="bert-base-uncased",
         summary="Bidirectional Transformer encoder; MLM (15%, 80/10/10) + NSP; WordPiece 30K.",
+        head_output="attention.output.dense",
     ),
     "roberta": Family(
         key="roberta", label="RoBERTa", model_type="roberta", mask_token="<mask>", pair_head=None,
@@ -92,6 +94,7 @@ FAMILIES: dict[str, Family] = {
         ),
         bundled="roberta-mini", base_checkpoint="roberta-base",
         summary="BERT retrained longer on 10x data; no NSP; dynamic masking; byte-level BPE 50K.",
+        head_output="attention.output.dense",
     ),
     "albert": Family(
         key="albert", label="ALBERT", model_type="albert", mask_token="[MASK]", pair_head="sop",
@@ -107,6 +110,7 @@ FAMILIES: dict[str, Family] = {
         ),
         bundled="albert-mini", base_checkpoint="albert-base-v2",
         summary="Factorized embeddings (V×E + E×H) and one layer shared across depth; SOP instead of NSP.",
+        head_output="attention.dense",
     ),
     "distilbert": Family(
         key="distilbert", label="DistilBERT", model_type="distilbert", mask_token="[MASK]", pair_head=None,
@@ -121,6 +125,7 @@ FAMILIES: dict[str, Family] = {
         ),
         bundled="distilbert-mini", base_checkpoint="distilbert-base-uncased",
         summary="6-layer student of BERT-base (every other layer), triple loss; ~40% smaller, ~1.7x faster.",
+        head_output="attention.out_lin",
     ),
 }
 
@@ -367,6 +372,30 @@ def pair_head_module(model):
     if cls is not None and hasattr(cls, "seq_relationship"):  # BertForPreTraining / BertForNextSentencePrediction
         return cls.seq_relationship
     return getattr(model, "sop_classifier", None)  # AlbertForPreTraining
+
+
+def attention_layers(model) -> list[tuple[int, Any]]:
+    """(depth, attention output projection) for every depth of the encoder, from the family's ``head_output``.
+    A layer shared across depth (ALBERT) appears once per depth, as the same module, by transformers' own
+    layer -> group rule. Raises ModelLoadError for a model of no known family."""
+    # a wrapper (core.finetune's mean-pool classifier) holds the transformers model as a submodule
+    inner = next((m for m in model.modules() if hasattr(m, "base_model") and hasattr(m, "config")), model)
+    base = inner.base_model
+    cfg = base.config
+    fam_key = family_of_model_type(getattr(cfg, "model_type", ""))
+    if fam_key is None or not FAMILIES[fam_key].head_output:
+        raise ModelLoadError(f"{type(model).__name__} is not a model of a known family: its attention heads "
+                             "cannot be located.")
+    suffix = "." + FAMILIES[fam_key].head_output
+    mods = [m for name, m in base.named_modules() if ("." + name).endswith(suffix)]  # in layer order
+    n = int(cfg.num_hidden_layers)
+    if len(mods) == n:
+        return list(enumerate(mods))
+    groups = int(getattr(cfg, "num_hidden_groups", 0) or 0)
+    if groups and len(mods) == groups:  # shared layers: one module per group, each applied at several depths
+        return [(i, mods[int(i / (n / groups))]) for i in range(n)]
+    raise ModelLoadError(f"{type(model).__name__}: found {len(mods)} attention output projections for {n} layers "
+                         "(inner layer groups are not supported).")
 
 
 def _model_class(family_key: str, task: str, model_type: str):

@@ -79,6 +79,10 @@ def _packed(mod: torch.nn.Module) -> torch.Tensor:
 
 
 def _packed_linear(mod: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+    for hook in tuple(mod._forward_pre_hooks.values()):  # as module(x) would: core.ablation's head hooks
+        r = hook(mod, (x,))
+        if r is not None:
+            x = r[0] if isinstance(r, tuple) else r
     return torch.ops.mkldnn._linear_pointwise(x, _packed(mod), mod.bias, "none", [], "")
 
 

@@ -1,7 +1,7 @@
 """Attention: bertviz views (offline), heatmaps, a query/key view, head statistics, rollout/flow, comparison."""
 import streamlit as st
 
-from app import render_attention as ra
+from app import render_ablation, render_attention as ra
 from app import urlstate
 from app.i18n import t
 from app.loaders import model_or_error
@@ -64,7 +64,8 @@ lo, hi, layers, heads = picked
 ra.bind_focus(r, lo, hi, layers, heads)
 
 tabs = st.tabs([t(f"attention.tab.{name}") for name in
-                ("bertviz", "heatmaps", "qk", "stats", "mixing", "compare", "export")])
+                ("bertviz", "heatmaps", "qk", "stats", "mixing", "words", "compare", "ablation", "importance",
+                 "export")])
 with tabs[0]:
     ra.bertviz_section(r, lo, hi, layers, heads)
 with tabs[1]:
@@ -76,8 +77,14 @@ with tabs[3]:
 with tabs[4]:
     ra.mixing_section(r, lo, hi)
 with tabs[5]:
-    ra.compare_section(r, stats, config)
+    ra.words_section(r, config, lm.tokenizer)
 with tabs[6]:
+    ra.compare_section(r, stats, config)
+with tabs[7]:
+    render_ablation.attention_heads(lm, config)
+with tabs[8]:
+    render_ablation.importance_tab(lm.spec)
+with tabs[9]:
     ra.export_section(r)
 ra.record(r, config, lo, hi, focused, stat_map)
 urlstate.publish()  # the widgets drawn in this run hold their values now: the address bar links to this view

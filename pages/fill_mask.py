@@ -10,7 +10,9 @@ from app.fill_mask_ui import (CMP_FIELDS, DEFAULT_PLAIN, DEFAULT_TEXT, DEFAULT_T
 from app.i18n import t
 from app.loaders import get_model, model_or_error
 from app.render import as_text, current_result, mini_note, run_or_error
+from app.render_ablation import fill_mask_heads
 from app.render_predict import show_fill_result
+from app.room_ui import sentences_panel
 from core.fill_mask import (MAX_TOP_K, FillMaskConfig, FillMaskError, check_mlm, compare, configs_from_lines,
                             fill_mask, fill_mask_batch, words)
 from core.models import ModelSpec
@@ -58,6 +60,7 @@ with tab_type:
             for i, r in enumerate(results if len(results) > 1 else ()):
                 with st.expander(f"{i + 1}. {as_text(r.filled_text)}", expanded=i == 0):
                     show_fill_result(r, key=k(f"type.{i}"), specials=specials)
+            fill_mask_heads(lm, text, top_k, strategy, per_line)  # the same prediction with heads switched off
 
 with tab_word:
     st.markdown(t("fill_mask.word_intro"))
@@ -116,4 +119,5 @@ with tab_cmp:
     if current_result(k("cmp_result"), asked) is not None:
         show_compare(st.session_state[k("cmp_result")])
 
+sentences_panel(lm)  # in a room: the room's sentences with the model's top prediction each
 urlstate.publish()  # values first created in this run (the defaults) join the link too

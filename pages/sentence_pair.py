@@ -7,6 +7,7 @@ from app import presenter, state, urlstate
 from app.i18n import t, t_or
 from app.jobs_ui import job_panel, runner
 from app.loaders import model_or_error
+from app.render_ablation import pair_heads
 from app.render import (as_text, current_result, entry_id, forget_jobs, job_for, mini_note, record_once,
                         remember_job, run_or_error, stale_note, yes_no)
 from app.render_predict import (batch_report, batch_table, confusion_fig, pair_bars, pair_label, prob_label,
@@ -110,6 +111,7 @@ if lm is not None:
             st.caption(t("sentence_pair.latency", ms=f"{res.latency_ms:,.1f}", n=len(res.scores)))
             if learned:
                 st.markdown(t("sentence_pair.reading"))
+            pair_heads(lm, a, b, int(seed))  # the same pair with heads switched off
 
     with tab_batch:
         st.markdown(t("sentence_pair.batch_intro", max_rows=MAX_ROWS))

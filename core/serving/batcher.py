@@ -7,8 +7,10 @@ time of one (most of a small forward is fixed per-call cost, and on a GPU one se
 
 The scheme is leader/follower, so there is no long-lived thread per model to keep or to leak: the first caller
 that finds no batch running for its key becomes the leader, waits up to the window for companions (only when
-other calls arrived lately: a lone caller never waits), takes at most ``max_batch`` requests, runs them as one
-batch and hands every caller its own result. If requests arrived meanwhile, leadership passes to the oldest of
+other threads called lately: a lone caller never waits, even when it calls again and again), takes at most
+``max_batch`` requests, runs them as one batch and hands every caller its own result. The wait ends early once
+every thread that called lately is in the batch, so a room that presses Predict together is not held for the
+whole window. If requests arrived meanwhile, leadership passes to the oldest of
 them, so no caller ever computes for longer than its own batch.
 
 ``run_batch(items) -> results`` must return one result per item in order. When it raises, each item is run alone
@@ -23,8 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 RunBatch = Callable[[Sequence[Any]], Sequence[Any]]
-# A call is "concurrent" when another one on the same key arrived less than this long ago: only then does the
-# leader spend its window waiting for companions.
+# A call is "concurrent" when another thread called on the same key less than this long ago: only then does the
+# leader spend its window waiting for companions, and only until every such thread has a request in.
 RECENT_S = 0.25
 
 
@@ -54,8 +56,20 @@ class _Queue:
     def __init__(self) -> None:
         self.pending: list[_Request] = []
         self.busy = False  # a leader is collecting or running a batch
-        self.last_arrival = 0.0
+        self.callers: dict[int, float] = {}  # thread ident -> its last arrival (pruned to RECENT_S, so bounded)
         self.stats = BatchStats()
+
+    def arrive(self, when: float) -> bool:
+        """Record this thread's call; True when another thread called lately or a batch is under way."""
+        me = threading.get_ident()
+        self.callers = {t: a for t, a in self.callers.items() if when - a < RECENT_S and t != me}
+        others = bool(self.callers)
+        self.callers[me] = when
+        return others or self.busy
+
+    def expected(self) -> int:
+        """How many requests a collecting leader may still expect: the threads that called lately."""
+        return len(self.callers)
 
 
 class Batcher:
@@ -78,8 +92,7 @@ class Batcher:
                 q = self._queues[key] = _Queue()
                 # the key dies with the model (an evicted cache entry), so the table stays bounded
                 weakref.finalize(obj, self._forget, key)
-            concurrent = req.arrived - q.last_arrival < RECENT_S or q.busy
-            q.last_arrival = req.arrived
+            concurrent = q.arrive(req.arrived)
             q.stats.calls += 1
             q.pending.append(req)
             if not q.busy:
@@ -107,7 +120,7 @@ class Batcher:
     def _lead(self, q: _Queue, me: _Request, run_batch: RunBatch, window_s: float, max_batch: int) -> None:
         with self._lock:
             deadline = q.pending[0].arrived + window_s  # the oldest waiter bounds the wait
-            while len(q.pending) < max_batch:
+            while len(q.pending) < min(max_batch, max(1, q.expected())):
                 left = deadline - time.perf_counter()
                 if left <= 0:
                     break

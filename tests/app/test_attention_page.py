@@ -50,7 +50,7 @@ def _titles(at) -> list[str]:
 def test_page_renders_every_section(use_tiny_zoo, family):
     at = _open(family)
     assert not at.error, [e.value for e in at.error]
-    assert len(at.tabs) == 7
+    assert len(at.tabs) == 10
     captions = " ".join(c.value for c in at.caption)
     assert "2 layers × 4 heads" in captions and "offline" in captions
     titles = _titles(at)

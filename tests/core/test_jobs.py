@@ -99,6 +99,12 @@ def crash_job(ctx):
     os.kill(os.getpid(), signal.SIGKILL)  # what the kernel's OOM killer does
 
 
+def niceness_job(ctx):
+    import os
+
+    return os.nice(0)
+
+
 def big_result_job(i, ctx):
     return bytes(1_000_000) + bytes([i % 256])
 
@@ -202,7 +208,9 @@ def test_finished_jobs_are_evicted_by_count_and_memory_stays_bounded(monkeypatch
     held = tracemalloc.get_traced_memory()[0] - base
     tracemalloc.stop()
     assert len(r.jobs()) <= 10
-    assert held < 20_000_000, f"{held / 1e6:.0f} MB held after 120 jobs of 1 MB results (10 kept)"
+    # 10 kept results are 10 MB; jobs just finished (their thread frames, the last waits) hold a few more for a moment
+    # and a busy machine measured up to 22 MB; with no eviction it would be 120 MB
+    assert held < 40_000_000, f"{held / 1e6:.0f} MB held after 120 jobs of 1 MB results (10 kept)"
     assert r.get(1) is None and r.jobs()[-1].name == "j119"
 
 
@@ -299,3 +307,14 @@ def test_a_closed_tab_cancels_its_sessions_queued_jobs_after_two_sweeps():
     assert running.status == "running"
     gate.set()
     assert r.wait(running).status == DONE
+
+
+def test_a_worker_runs_at_a_lower_priority_than_the_serving_process(monkeypatch):
+    """Training yields the CPU to people predicting: the worker process is niced (ENCODERLAB_JOB_NICE)."""
+    import os
+
+    monkeypatch.delenv("ENCODERLAB_JOB_NICE", raising=False)
+    r = JobRunner({"cpu": 1}, workers=True)
+    job = r.wait(r.submit("nice", niceness_job), timeout=120)
+    assert job.in_process and job.status == DONE, job.error
+    assert job.result >= min(19, os.nice(0) + 19)

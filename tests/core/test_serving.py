@@ -159,3 +159,50 @@ def test_batcher_respects_max_batch_and_a_lone_caller_does_not_wait():
     t0 = time.perf_counter()
     assert b.call(key, "double", 7, run, window_s=5.0, max_batch=4) == 14
     assert time.perf_counter() - t0 < 1.0, "a lone caller waited for the window"
+
+
+def test_a_lone_caller_calling_again_and_again_never_waits():
+    """One session predicting in a loop is not "concurrent" with itself: with a 5 s window, five calls in a row
+    must not take five windows (before the fix each call after the first waited the whole window)."""
+    b = Batcher()
+    key = object.__new__(type("Key", (), {}))
+    t0 = time.perf_counter()
+    for i in range(5):
+        assert b.call(key, "double", i, lambda items: [x * 2 for x in items], window_s=5.0, max_batch=8) == i * 2
+    assert time.perf_counter() - t0 < 4.0, "a lone caller waited for the window"
+
+
+def test_a_leader_stops_waiting_once_every_recent_caller_is_in(monkeypatch):
+    """Threads that called lately are expected back: when all of them are in the batch the leader runs it at once
+    instead of waiting out a long window (a room pressing Predict again together is not held for the window)."""
+    import importlib
+
+    # (core.serving.batcher the attribute is the batcher() function; the module is imported by name)
+    monkeypatch.setattr(importlib.import_module("core.serving.batcher"), "RECENT_S", 30.0)  # every thread's first call stays "recent" on a busy machine
+    b = Batcher()
+    key = object.__new__(type("Key", (), {}))
+    seen: list[int] = []
+
+    def run(items):
+        seen.append(len(items))
+        return [x * 2 for x in items]
+
+    n = 4
+    gate = threading.Barrier(n)
+    out: list = [None] * n
+
+    def worker(i):
+        first = b.call(key, "double", i, run, window_s=0.05, max_batch=16)  # every thread is now a recent caller
+        gate.wait()
+        out[i] = (first, b.call(key, "double", 100 + i, run, window_s=30.0, max_batch=16))
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(n)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert out == [(i * 2, (100 + i) * 2) for i in range(n)]
+    # a 30 s window waited out would take 30 s: the second round ran as soon as all four were in, as one batch
+    assert time.perf_counter() - t0 < 20.0, "the leader waited out the window with every caller already in"
+    assert seen[-1] == n

@@ -1,0 +1,130 @@
+"""Head ablation and head importance, timed (ratios from one run, against named baselines on the same inputs).
+
+(a) One ablated fill-mask recompute (core.ablation: the hooks on, some heads zeroed, the decoder tapped) against
+    one normal fill-mask (core.fill_mask.fill_mask_batch, so the batcher is not timed), bert-base-size random
+    weights, a 32-token text. Target: <= 1.2x. Interleaved round by round, median kept.
+(b) Gradient importance (one backward per batch, core.head_importance) over 64 held-out sentences against
+    exhaustive single-head ablation over the same 64 (one masked-LM evaluation per head, plus the baseline).
+    Exhaustive ablation of bert-base's 144 heads takes long on 2 cores, so it is timed on a fixed subset of heads
+    (BENCH_SUBSET, default 8) and extrapolated to every head: the output says so. Also the bundled minis.
+Run: .venv/bin/python bench/ablation.py  [BENCH_DEVICE=cuda] [BENCH_THREADS=n] [BENCH_ROUNDS=n] [BENCH_SUBSET=n]
+
+Torch threads default to 1 on CPU (see bench/fill_mask.py: more threads than free cores spin-wait).
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import torch  # noqa: E402
+import transformers  # noqa: E402
+
+from core.bench import timed as bench_timed  # noqa: E402
+from core import ablation as ab  # noqa: E402
+from core import head_importance as hi  # noqa: E402
+from core.fill_mask import FillMaskConfig, fill_mask_batch  # noqa: E402
+from core.models import LoadedModel, ModelSpec, load, official_config  # noqa: E402
+from core.tokenizer_build import bert_uncased_tokenizer  # noqa: E402
+
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "7"))
+DEVICE = os.environ.get("BENCH_DEVICE", "cpu")
+DEVICE_TYPE = torch.device(DEVICE).type
+THREADS = int(os.environ.get("BENCH_THREADS", "1"))
+SUBSET = int(os.environ.get("BENCH_SUBSET", "8"))
+TEXT = ("The old lighthouse keeper climbed the narrow stairs every evening to light the [MASK] lamp, "
+        "while the storm kept pounding the rocks below the tower all night until dawn")
+
+
+def build_base() -> LoadedModel:
+    transformers.logging.set_verbosity_error()
+    torch.manual_seed(0)
+    model = transformers.BertForMaskedLM(official_config("bert-base-uncased")).eval().to(DEVICE)
+    return LoadedModel(model=model, tokenizer=bert_uncased_tokenizer(),
+                       spec=ModelSpec("bert", "bert-base-uncased (random weights)", DEVICE_TYPE), task="mlm",
+                       source="random init", path="", device=DEVICE)
+
+
+def timed(fn) -> float:
+    return bench_timed(fn, DEVICE)
+
+
+def recompute(lm: LoadedModel) -> None:
+    cfg = FillMaskConfig(TEXT)
+    n = len(lm.tokenizer(TEXT)["input_ids"])
+    heads = ab.AblationConfig(ab.parse_heads("L2H6, L4*, L8H1, L11H0", 12, 12))
+    dec = lm.model.get_output_embeddings()
+
+    def normal():
+        fill_mask_batch(lm, [cfg])
+
+    def ablated_recompute():  # what ablate_fill_mask runs for its "after" half
+        tap: list = []
+        ab._fill_ablated(lm, cfg, heads, None, dec, lambda m, a: tap.append(a[0][:1]) if not tap else None)
+        with torch.inference_mode():
+            torch.nn.functional.linear(tap[0], dec.weight, dec.bias).softmax(-1)
+
+    def whole():  # before + after, as the page calls it
+        ab.ablate_fill_mask(lm, cfg, heads)
+
+    for f in (normal, ablated_recompute, whole):  # warm-up (packing, hook install)
+        f()
+    t = {"normal": [], "ablated": [], "whole": []}
+    for _ in range(ROUNDS):
+        t["normal"].append(timed(normal))
+        t["ablated"].append(timed(ablated_recompute))
+        t["whole"].append(timed(whole))
+    m = {k: statistics.median(v) for k, v in t.items()}
+    print(f"(a) fill-mask, bert-base-size random weights, {n} tokens, {len(heads.heads)} heads zeroed, "
+          f"median of {ROUNDS} rounds")
+    print(f"    baseline: one normal fill-mask (fill_mask_batch)        {m['normal'] * 1000:8.1f} ms  1.00x")
+    print(f"    one ablated recompute (hooks + decoder tap)             {m['ablated'] * 1000:8.1f} ms  "
+          f"{m['ablated'] / m['normal']:.2f}x  (target <= 1.2x)")
+    print(f"    ablate_fill_mask (normal + ablated, what a page calls)  {m['whole'] * 1000:8.1f} ms  "
+          f"{m['whole'] / m['normal']:.2f}x")
+
+
+def importance(lm, label: str) -> None:
+    texts = ab.default_texts(64)
+    lay = ab.layout(lm.model)
+    n_heads = lay.n_layers * lay.n_heads
+    r = hi.head_importance(lm, texts, exhaustive=False, pruning=False)  # warm-up
+    r = hi.head_importance(lm, texts, exhaustive=False, pruning=False)
+    chunks = hi._mlm_chunks(lm, texts)
+    flat = [(la, h) for la in range(lay.n_layers) for h in range(lay.n_heads)]
+    subset = flat[:: max(1, n_heads // SUBSET)][:SUBSET]
+    t0 = time.perf_counter()
+    hi._mlm_eval(lm, chunks)  # the baseline loss exhaustive ablation subtracts
+    for head in subset:
+        with ab.ablated(lm, ab.AblationConfig((head,))):
+            hi._mlm_eval(lm, chunks)
+    per_eval = (time.perf_counter() - t0) / (len(subset) + 1)
+    exhaustive = per_eval * (n_heads + 1)
+    note = "" if len(subset) == n_heads else f", extrapolated from {len(subset)} heads + baseline"
+    print(f"(b) {label}: {n_heads} heads, {len(texts)} held-out sentences")
+    print(f"    baseline: exhaustive single-head ablation  {exhaustive:8.2f} s  ({per_eval:.3f} s per head{note})")
+    print(f"    gradient importance (one backward/batch)   {r.seconds_gradient:8.2f} s  "
+          f"speed-up {exhaustive / r.seconds_gradient:.1f}x  (expected > 50x for 144 heads)")
+
+
+def main() -> None:
+    if DEVICE_TYPE == "cpu":
+        torch.set_num_threads(THREADS)
+    print(f"device {DEVICE}, torch threads {torch.get_num_threads()}")
+    base = build_base()
+    recompute(base)
+    importance(base, "bert-base-size, random weights")
+    from core.models import FAMILIES, bundled_id
+
+    for fam in FAMILIES:
+        importance(load(ModelSpec(fam, bundled_id(fam), DEVICE), "mlm"), bundled_id(fam))
+
+
+if __name__ == "__main__":
+    main()
