@@ -69,6 +69,14 @@ def test_bundled_data_and_a_tiny_run_end_to_end(at):
     at.button(key="FormSubmitter:finetune.try.run1-bert-Classify").click().run()
     assert not at.exception, at.exception
     assert len(at.get("plotly_chart")) >= 4  # + the try-it probabilities
+    # Switch off heads under the try-it box: the classifier's class probabilities before and after.
+    scope = "finetune.try.run1-bert"
+    at.text_input(key=f"{scope}.ab.spec").set_value("L0*, L1*")
+    at.button(key=f"FormSubmitter:{scope}.ab.form-Apply").click().run()
+    assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
+    res = at.session_state[f"{scope}.ab.result"]
+    assert res.kind == "classify" and len(res.heads) == 8 and len(res.labels) == len(res.before) >= 2
+    assert res.after != res.before and abs(sum(res.after) - 1) < 1e-5
     # Pick it through the page's button: the sidebar switches to the fine-tuned folder. (Last: AppTest cannot
     # re-read a format_func selectbox whose value was set from a callback.)
     at.button(key="finetune.pick.run1-bert").click().run()
