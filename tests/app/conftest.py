@@ -50,3 +50,13 @@ def click(at: AppTest, label: str) -> AppTest:
     next(b for b in at.button if b.label == label).click().run()
     assert not at.exception, at.exception
     return at
+
+
+def submit_attention(at: AppTest, text: str, pair: bool = False, text_b: str = "") -> AppTest:
+    """Type into the Attention page's form and press Show attention (the page must be open)."""
+    at.text_area(key="attention.text").set_value(text)
+    at.checkbox(key="attention.pair").set_value(pair)
+    at.text_input(key="attention.text_b").set_value(text_b)
+    at.button(key="FormSubmitter:attention.form-Show attention").click().run()
+    assert not at.exception, at.exception
+    return at

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.app.conftest import page_for
+from tests.app.conftest import page_for, submit_attention
 
 RESULT = {"attention": "attention.ab.result", "fill_mask": "fill_mask.ab.result",
           "sentence_pair": "sentence_pair.ab.result"}
@@ -14,15 +14,6 @@ RESULT = {"attention": "attention.ab.result", "fill_mask": "fill_mask.ab.result"
 
 def _titles(at) -> list[str]:
     return [json.loads(el.proto.spec)["layout"].get("title", {}).get("text", "") for el in at.get("plotly_chart")]
-
-
-def _attention(at, text: str, pair: bool = False, text_b: str = ""):
-    at.text_area(key="attention.text").set_value(text)
-    at.checkbox(key="attention.pair").set_value(pair)
-    at.text_input(key="attention.text_b").set_value(text_b)
-    at.button(key="FormSubmitter:attention.form-Show attention").click().run()
-    assert not at.exception, at.exception
-    return at
 
 
 def _apply(at, scope: str, spec: str):
@@ -43,7 +34,7 @@ def attention_at(tiny_zoo):
     old = os.environ.get("ENCODERLAB_ZOO")
     os.environ["ENCODERLAB_ZOO"] = str(tiny_zoo)
     try:
-        yield _attention(page_for("attention"), "The cat sat on the [MASK] today.")
+        yield submit_attention(page_for("attention"), "The cat sat on the [MASK] today.")
     finally:
         if old is None:
             os.environ.pop("ENCODERLAB_ZOO", None)
@@ -91,17 +82,17 @@ def test_grid_click_and_mean_mode_recompute(attention_at):
 
 
 def test_attention_without_a_mask_says_how_to_get_a_prediction(attention_at):
-    at = _attention(attention_at, "The cat sat on the mat.")
+    at = submit_attention(attention_at, "The cat sat on the mat.")
     assert any("write [MASK]" in i.value and "NSP" in i.value for i in at.info)
     assert not at.metric  # no result of the old text stays on screen
-    at = _attention(attention_at, "The cat sat on the mat.", pair=True, text_b="It was warm.")
+    at = submit_attention(attention_at, "The cat sat on the mat.", pair=True, text_b="It was warm.")
     _apply(at, "attention", "L1*")
     res = at.session_state[RESULT["attention"]]
     assert res.kind == "pair" and res.heads == ((1, 0), (1, 1), (1, 2), (1, 3))
 
 
 def test_word_level_view_and_selection(attention_at):
-    at = _attention(attention_at, "An unbelievably sleepy cat.")
+    at = submit_attention(attention_at, "An unbelievably sleepy cat.")
     titles = _titles(at)
     assert any(t.startswith("Word-level attention") for t in titles), titles
     assert any("merged from several pieces" in c.value and "unbelievably" in c.value for c in at.caption)
@@ -146,7 +137,7 @@ def test_sentence_pair_expander_recomputes_the_pair_probability(use_tiny_zoo):
 def test_head_importance_job_draws_both_maps_and_the_pruning_curve(attention_at):
     from core.jobs import DONE, runner
 
-    at = _attention(attention_at, "The cat sat on the [MASK] today.")
+    at = submit_attention(attention_at, "The cat sat on the [MASK] today.")
     at.selectbox(key="attention.imp.n_texts").set_value(16).run()
     at.button(key="attention.imp.go").click().run()
     assert not at.exception and not _errors(at), _errors(at)

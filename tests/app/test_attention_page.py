@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from app.bertviz_embed import VENDOR, VENDOR_SHA256, build_view, encode_weights, fit_payload, vendor_js
-from tests.app.conftest import new_app, open_page, page_path
+from tests.app.conftest import new_app, open_page, page_path, submit_attention
 
 UNSAFE = '</script><script>alert(1)</script> "quoted" back\\slash é 中文 ☃'
 
@@ -20,15 +20,6 @@ def _open(family: str = "bert"):
         at.sidebar.selectbox(key="sidebar.family").set_value(family).run()
     at.switch_page(page_path("attention"))
     at.run()
-    assert not at.exception, at.exception
-    return at
-
-
-def _submit(at, text: str, pair: bool = False, text_b: str = ""):
-    at.text_area(key="attention.text").set_value(text)
-    at.checkbox(key="attention.pair").set_value(pair)
-    at.text_input(key="attention.text_b").set_value(text_b)
-    at.button(key="FormSubmitter:attention.form-Show attention").click().run()
     assert not at.exception, at.exception
     return at
 
@@ -59,7 +50,7 @@ def test_page_renders_every_section(use_tiny_zoo, family):
 
 
 def test_pair_and_focus_a_head(use_tiny_zoo):
-    at = _submit(_open(), "The cat sat.", pair=True, text_b="It slept.")
+    at = submit_attention(_open(), "The cat sat.", pair=True, text_b="It slept.")
     assert not at.error
     at.selectbox(key="attention.layer").set_value(1).run()
     at.selectbox(key="attention.head").set_value(3).run()
@@ -78,7 +69,7 @@ def test_pair_and_focus_a_head(use_tiny_zoo):
     (" ".join(["word"] * 300), False, "", "reads at most 128"),
 ])
 def test_bad_input_gets_a_message(use_tiny_zoo, text, pair, text_b, words):
-    at = _submit(_open(), text, pair, text_b)
+    at = submit_attention(_open(), text, pair, text_b)
     assert any(words in e.value for e in at.error), [e.value for e in at.error]
 
 
@@ -99,7 +90,7 @@ def test_model_without_attention_is_explained(use_tiny_zoo, monkeypatch):
 
 
 def test_head_pattern_finder_flow_and_compare(use_tiny_zoo):
-    at = _submit(_open("albert"), "Short text, here.")
+    at = submit_attention(_open("albert"), "Short text, here.")
     at.slider(key="attention.threshold").set_value(0.0).run()
     assert at.dataframe, "every head scores >= 0"
     at.toggle(key="attention.flow").set_value(True).run()
@@ -113,12 +104,12 @@ def test_head_pattern_finder_flow_and_compare(use_tiny_zoo):
 
 
 def test_unsafe_text_runs(use_tiny_zoo):
-    at = _submit(_open("roberta"), UNSAFE)
+    at = submit_attention(_open("roberta"), UNSAFE)
     assert not at.error and not at.exception
 
 
 def test_token_range_and_filters(use_tiny_zoo):
-    at = _submit(_open(), "one two three four five six seven eight nine ten")
+    at = submit_attention(_open(), "one two three four five six seven eight nine ten")
     at.slider(key="attention.range").set_value((2, 6)).run()
     at.multiselect(key="attention.layers").set_value([1]).run()
     at.multiselect(key="attention.heads").set_value([0, 2]).run()
@@ -141,7 +132,7 @@ def _summary(at) -> str:
 
 def test_link_opens_the_same_view(use_tiny_zoo):
     text = "one two three four five six seven"
-    by_hand = _submit(_open(), text)
+    by_hand = submit_attention(_open(), text)
     at = _link({"attention.text": text, "attention.range": "1,5", "attention.layers": "1",
                 "attention.heads": "0,2", "attention.layer": "1", "attention.head": "2", "attention.view": "model",
                 "attention.stat": "distance", "attention.threshold": "0.25"})
@@ -162,7 +153,7 @@ def test_link_opens_the_same_view(use_tiny_zoo):
 def test_link_with_a_pair(use_tiny_zoo):
     at = _link({"attention.text": "The cat sat.", "attention.pair": "1", "attention.text_b": "It slept."})
     assert not at.error
-    by_hand = _submit(_open(), "The cat sat.", pair=True, text_b="It slept.")
+    by_hand = submit_attention(_open(), "The cat sat.", pair=True, text_b="It slept.")
     assert _summary(at) == _summary(by_hand)
     assert at.checkbox(key="attention.pair").value is True
 
@@ -197,7 +188,7 @@ def test_presenter_view_folds_the_settings(use_tiny_zoo):
 
 
 def test_result_lands_in_the_report(use_tiny_zoo):
-    at = _submit(_open(), "The report keeps this.")
+    at = submit_attention(_open(), "The report keeps this.")
     at.selectbox(key="attention.layer").set_value(1).run()
     entries = list(at.session_state["report.entries"].values())
     mine = [e for e in entries if e.entry_id.startswith("attention:")]
@@ -295,9 +286,9 @@ def test_no_link_notice_after_an_error_and_a_shorter_text(use_tiny_zoo):
     values that are not valid" although no link was opened: the session's own URL values are not a link."""
     at = _open()
     long = "The cat sat on the mat because it was warm, and then it fell asleep by the fire in the evening."
-    _submit(at, long)
+    submit_attention(at, long)
     at.slider(key="attention.range").set_value((3, 20)).run()
-    _submit(at, "")
+    submit_attention(at, "")
     assert any("The text is empty" in e.value for e in at.error)
-    _submit(at, "Hi there.")
+    submit_attention(at, "Hi there.")
     assert not at.error and not any("link" in w.value for w in at.warning), [w.value for w in at.warning]
