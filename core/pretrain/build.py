@@ -187,15 +187,17 @@ def init_bias_to_prior(model, family: str, counts: dict[int, int]) -> None:
         bias.copy_(torch.log(freq / freq.sum()))
 
 
-def _bert_piece_ids(token: str, kind: str, bert_tok) -> list[int]:
-    """bert-base-uncased ids that spell ``token`` of a BPE ("Ġ" word start) or Unigram ("▁") vocabulary."""
+def _bert_piece_ids(token: str, kind: str, bert_tok, vocab: dict[str, int] | None = None) -> list[int]:
+    """bert-base-uncased ids that spell ``token`` of a BPE ("Ġ" word start) or Unigram ("▁") vocabulary.
+    ``vocab`` is ``bert_tok.get_vocab()``, passed in by loops: the tokenizer builds that 30k-entry dict afresh on
+    every ``.vocab`` access (it was 40% of an ALBERT-from-MiniLM build)."""
     marker = "Ġ" if kind == "bpe" else "▁"
     start = token.startswith(marker)
     text = token[len(marker):] if start else token
     text = text.lower()
     if not text:
         return []
-    vocab = bert_tok.vocab
+    vocab = bert_tok.get_vocab() if vocab is None else vocab
     key = text if start or not text[0].isalnum() else "##" + text  # punctuation is never a "##" piece
     if key in vocab:
         return [vocab[key]]
@@ -247,10 +249,11 @@ def _piece_means(tokenizer, kind: str, src: torch.Tensor, bert_tok, out: torch.T
     specials = {tokenizer.cls_token_id: bert_tok.cls_token_id, tokenizer.sep_token_id: bert_tok.sep_token_id,
                 tokenizer.pad_token_id: bert_tok.pad_token_id, tokenizer.unk_token_id: bert_tok.unk_token_id,
                 tokenizer.mask_token_id: bert_tok.mask_token_id}
+    vocab = bert_tok.get_vocab()
     with torch.no_grad():
         for tid in range(len(tokenizer)):
             ids = [specials[tid]] if tid in specials else _bert_piece_ids(tokenizer.convert_ids_to_tokens(tid), kind,
-                                                                           bert_tok)
+                                                                           bert_tok, vocab)
             if ids:
                 out[tid] = src[ids].mean(0)
 

@@ -269,16 +269,22 @@ def test_bundled_model_loads_and_has_a_card(fam, monkeypatch):
         assert card["vs_teacher"]["params_ratio"] < 1.0
 
 
-def test_albert_from_minilm_keeps_tokens_apart(tokenizers):
+def test_albert_from_minilm_keeps_tokens_apart():
     """One MiniLM layer used 6 times at full strength pulls the positions together (with the 8000-piece bundled
-    tokenizer their mean cosine reaches 0.99 and MLM stays at the unigram guess); halving its residual branches
-    keeps them further apart. Here on a 200-piece tokenizer, where the effect is smaller but must still show."""
+    tokenizer their mean cosine reaches 0.98 and MLM stays at the unigram guess); halving its residual branches
+    keeps them further apart. On the bundled albert-mini's own tokenizer, with the random parts (the rows no
+    WordPiece spells, the E -> H projection) seeded alike for both: on a 200-piece tokenizer the effect drowned in
+    that randomness, and the unseeded test passed or failed by chance."""
+    from transformers import AutoTokenizer
+
+    from core.models import ASSETS
     from core.pretrain.build import albert_from_minilm
 
-    tok = tokenizers["unigram"]
+    tok = AutoTokenizer.from_pretrained(str(ASSETS / "models" / "albert-mini"))
     enc = tok(["the lord is my shepherd and the cat sat on the mat"], return_tensors="pt")
 
     def mean_cosine(scale: float) -> float:
+        torch.manual_seed(0)
         model = albert_from_minilm(tok, residual_scale=scale).eval()
         with torch.no_grad():
             h = model.albert(**enc).last_hidden_state[0, 1:-1]
@@ -286,7 +292,7 @@ def test_albert_from_minilm_keeps_tokens_apart(tokenizers):
         return (h @ h.T).mean().item()
 
     full, halved = mean_cosine(1.0), mean_cosine(0.5)
-    assert halved < full - 0.02, (full, halved)
+    assert full > 0.9 and halved < full - 0.2, (full, halved)
 
 
 def test_albert_fit_to_minilm_moves_toward_minilm_and_lands_on_the_unigram_vocab(tokenizers, tiny_corpus):
