@@ -49,12 +49,24 @@ def options_row(prefix: str) -> tuple[int, str]:
 
 def compare_options() -> list[str]:
     """"family|checkpoint" for every model the picker lists that can be had here."""
-    return [f"{fam}|{c}" for fam in FAMILIES for c in known_checkpoints(fam) if availability(c).source != "unavailable"]
+    opts = [f"{fam}|{c}" for fam in FAMILIES for c in known_checkpoints(fam) if availability(c).source != "unavailable"]
+    # the bundled models once more in int8 (core.quantize), last, so fp32 and int8 can be compared side by side
+    return opts + [f"{o}|int8" for o in opts if o.split("|", 1)[1].startswith("encoderlab/")]
+
+
+def spec_of(o: str, device: str):
+    """The ModelSpec of a compare option "family|checkpoint" or "family|checkpoint|int8"."""
+    from core.models import ModelSpec
+
+    fam, rest = o.split("|", 1)
+    ckpt, _, quant = rest.partition("|")
+    return ModelSpec(fam, ckpt, device, quant)
 
 
 def fmt_option(o: str) -> str:
     fam, ckpt = o.split("|", 1)
-    return f"{FAMILIES[fam].label} · {ckpt}"
+    ckpt, _, quant = ckpt.partition("|")
+    return f"{FAMILIES[fam].label} · {ckpt}" + (f" · {t('sidebar.int8')}" if quant else "")
 
 
 def default_compare_models(opts: Sequence[str]) -> None:
@@ -112,11 +124,12 @@ def record_compare(chosen: Sequence[str], text: str, top_k: int, cres: CompareRe
                 cres.results, by="model")
 
 
-def show_compare(cres: CompareResult) -> None:
-    """One column per model: its name, latency and predictions."""
+def show_compare(cres: CompareResult, chosen: Sequence[str] = ()) -> None:
+    """One column per model: its name, latency and predictions (``chosen``: the options, to mark int8 ones)."""
     for i, (col, r) in enumerate(zip(st.columns(len(cres.results)), cres.results)):
         with col:
-            st.markdown(f"**{FAMILIES[r.family].label}** · `{r.checkpoint}`")
+            int8 = i < len(chosen) and chosen[i].endswith("|int8")
+            st.markdown(f"**{FAMILIES[r.family].label}** · `{r.checkpoint}`" + (f" · {t('sidebar.int8')}" if int8 else ""))
             st.metric(t("fill_mask.latency"), f"{r.latency_ms:,.1f} ms")
             mini_short(r.checkpoint)
             show_fill_result(r, key=k(f"cmp.{i}"), narrow=True)

@@ -9,14 +9,15 @@ from core.models import LoadedModel, ModelLoadError, ModelSpec, load, resolve_de
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)
-def _cached(family: str, checkpoint: str, device: str, task: str, attentions: bool) -> LoadedModel:
-    return load(ModelSpec(family, checkpoint, device), task=task, attentions=attentions)
+def _cached(family: str, checkpoint: str, device: str, task: str, attentions: bool, quant: str = "") -> LoadedModel:
+    return load(ModelSpec(family, checkpoint, device, quant), task=task, attentions=attentions)
 
 
 def get_model(spec: ModelSpec, task: str = "base", attentions: bool = False) -> LoadedModel:
     """Load through the process-wide cache. Raises ModelLoadError with a message for the page."""
     # Keyed on the device it resolves to: "auto" and "cuda" on a GPU host are one model, not two copies on the GPU.
-    return _cached(spec.family, spec.checkpoint, resolve_device(spec.device).torch_device, task, attentions)
+    return _cached(spec.family, spec.checkpoint, resolve_device(spec.device).torch_device, task, attentions,
+                   spec.quant)  # an int8 copy is its own entry, beside the fp32 one
 
 
 def model_or_error(task: str = "base", attentions: bool = False, spec: ModelSpec | None = None) -> LoadedModel | None:

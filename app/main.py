@@ -19,7 +19,7 @@ st.set_page_config(page_title="EncoderLab", page_icon=str(ROOT / "assets" / "ico
 state.init()
 state.init_language()
 
-page = st.navigation(build_navigation())
+page = st.navigation(build_navigation(), expanded=True)  # all pages listed: collapsed, the last sections hid behind "View N more"
 follow_deep_link()  # a link to /<page> that app/serve.py sent to the root first: open that page, with its query
 room_ui.begin(page)  # ?room=CODE: join, and the room's banner (a follower's poll follows the presenter)
 model_picker()

@@ -27,6 +27,9 @@ PAGES = (
     PageDef("pages/attention.py", "Attention", ":material/visibility:", "attention", "Look inside"),
     PageDef("pages/lens.py", "Layer lens", ":material/layers:", "lens", "Look inside"),
     PageDef("pages/attribution.py", "Attributions", ":material/insights:", "attribution", "Look inside"),
+    PageDef("pages/corpus_search.py", "Corpus search", ":material/manage_search:", "corpus-search", "Representations"),
+    PageDef("pages/projector.py", "Projector", ":material/scatter_plot:", "projector", "Representations"),
+    PageDef("pages/probes.py", "Layer probes", ":material/query_stats:", "probes", "Representations"),
     PageDef("pages/finetune.py", "Fine-tune", ":material/tune:", "finetune", "Train"),
     PageDef("pages/pretrain.py", "Pretraining lab", ":material/science:", "pretrain", "Train"),
 )

@@ -16,6 +16,7 @@ from core.models import FAMILIES, ModelLoadError, ModelSpec, availability, bundl
 
 CUSTOM_OPTION = "custom"
 DEVICES = ("auto", "cpu", "cuda")
+QUANT = "sidebar.quant"  # True: the model's linears run int8 (core.quantize; CPU inference only)
 
 
 def known_checkpoints(fam: str) -> list[str]:
@@ -51,6 +52,7 @@ FIELDS = (
     urlstate.Field(state.CHECKPOINT, choices=_checkpoint_choices, param="model"),
     urlstate.Field(state.CUSTOM, max_len=300, param="custom"),
     urlstate.Field(state.DEVICE, choices=DEVICES, param="device"),
+    urlstate.Field(QUANT, "bool", param="int8"),
 )
 
 
@@ -107,6 +109,7 @@ def report_panel() -> None:
 def model_picker() -> ModelSpec | None:
     """Draw the picker and store the chosen ModelSpec (or the reason it is invalid) in session state."""
     state.init()
+    st.session_state.setdefault(QUANT, False)
     if st.session_state.get(state.FAMILY) not in FAMILIES:
         st.session_state[state.FAMILY] = state.default_family()
     urlstate.bind(FIELDS)
@@ -128,13 +131,17 @@ def model_picker() -> ModelSpec | None:
                                    placeholder=t("sidebar.custom_placeholder")).strip()
     if not presenter.is_on():
         sb.radio(t("sidebar.device"), DEVICES, key=state.DEVICE, horizontal=True)
+        sb.checkbox(t("sidebar.int8"), key=QUANT, help=t("sidebar.int8_help"))
         sidebar_gpu_line(sb)  # a GPU that torch cannot use: one line here, the fix on Home
     spec, error = None, None
     try:
-        resolve_device(st.session_state[state.DEVICE])
+        dev = resolve_device(st.session_state[state.DEVICE])
         if choice == CUSTOM_OPTION:
             check_custom_checkpoint(checkpoint)  # hosted mode: Hub ids only, never a server path
-        spec = ModelSpec(fam, checkpoint, st.session_state[state.DEVICE])
+        quant = "int8" if st.session_state.get(QUANT) else ""
+        if quant and dev.kind != "cpu":  # "auto" on a GPU server: say so here, not on every page
+            raise ModelLoadError(t("sidebar.int8_cpu_only"))
+        spec = ModelSpec(fam, checkpoint, st.session_state[state.DEVICE], quant)
     except ModelLoadError as e:
         error = str(e)
     st.session_state[state.SPEC] = spec

@@ -29,7 +29,7 @@ CORRECT = {1: 1, 2: 2, 3: 0, 4: 1, 5: 2, 6: 0, 7: 1}
 N_OPTIONS = 3
 # Pages each step points to (their url in app/nav.py): the step calls the same core they do.
 LINKS = {1: ("models",), 2: ("fill-mask", "pretrain"), 3: ("sentence-pair",), 4: ("models",), 5: ("speed", "models"),
-         6: ("finetune",), 7: ("attention", "attribution", "lens")}
+         6: ("finetune",), 7: ("attention", "attribution", "lens", "corpus-search")}
 # Widget keys whose value must survive the steps where the widget is not drawn (Streamlit forgets those).
 KEEP = (TEXT, TEXT_B, K("s2.whole_word"), K("s2.word"), K("s3.a"), K("s3.b"), K("s4.v"), K("s4.h"), K("s4.e"),
         K("s5.seq"), K("s5.batch"), K("s5.reps"), K("s5.sentences"), K("s6.model"), K("s6.lr"), K("s6.steps"),

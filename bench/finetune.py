@@ -10,6 +10,16 @@ CPU; on a GPU fp32 and then bf16 autocast (Trainer's bf16=True against ours with
 keeps one device/precision state per process, which Trainer and ours both build on: it is reset before every
 run, and each line prints the precision the run really used. On a GPU it also compares bf16 with fp32 for a
 bert-base-size model (samples/s, peak memory).
+
+Two more parts (``--parts seq,token,ckpt``, all by default):
+- token: a token-classification fine-tune (task "token", the bundled tagged sample) against transformers' Trainer
+  with ``DataCollatorForTokenClassification``, the same model, data, labels aligned the same way (first piece of
+  each word labelled, the rest -100: core.token_data.align_batch), batch, schedule, clipping and precision.
+  Target: ours/Trainer >= 1.0x.
+- ckpt: gradient checkpointing on against off, each run in a fresh process (core.remedies): peak memory (the
+  process's peak RSS on a CPU, minus what it held before training; max_memory_allocated on a GPU) and steps/s,
+  printed as ratios to the run without it. A BERT 4x256 at max length 256 on the drug reviews, so that activations
+  (what checkpointing saves) are a real share of the memory.
 """
 from __future__ import annotations
 
@@ -72,6 +82,92 @@ def trainer_samples_per_s(folder: Path, data, cfg, group_by_length: bool, out: P
     return float(out_.metrics["train_samples_per_second"]), precision_of(trainer.accelerator.mixed_precision)
 
 
+def trainer_token_samples_per_s(folder: Path, data, cfg, group_by_length: bool, out: Path) -> tuple[float, str]:
+    """Trainer + DataCollatorForTokenClassification on the same pre-split sentences, labels aligned as ours."""
+    import transformers
+    from torch.utils.data import Dataset
+
+    from core.token_data import align_batch, words_tokenizer
+
+    tok = words_tokenizer(transformers.AutoTokenizer.from_pretrained(str(folder)))
+    model = transformers.BertForTokenClassification.from_pretrained(
+        str(folder), num_labels=data.num_labels, ignore_mismatched_sizes=True)
+    rows = align_batch(tok, data.train.words, data.train.tags, data.label2id, cfg.max_length)
+    keys = ("input_ids", "labels", "token_type_ids")
+
+    class DS(Dataset):
+        def __len__(self):
+            return len(rows)
+
+        def __getitem__(self, i):
+            return {k: rows[i][k] for k in keys if k in rows[i]}
+
+    args = transformers.TrainingArguments(
+        output_dir=str(out), per_device_train_batch_size=cfg.batch_size, num_train_epochs=cfg.epochs,
+        max_steps=cfg.max_steps or -1, learning_rate=cfg.lr, warmup_steps=cfg.warmup_ratio,
+        weight_decay=cfg.weight_decay, max_grad_norm=cfg.grad_clip, seed=cfg.seed, eval_strategy="no",
+        save_strategy="no", report_to=[], logging_strategy="no", use_cpu=cfg.device == "cpu",
+        bf16=cfg.precision == "bf16", train_sampling_strategy="group_by_length" if group_by_length else "random",
+        disable_tqdm=True, dataloader_num_workers=0)
+    trainer = transformers.Trainer(model=model, args=args, train_dataset=DS(), processing_class=tok,
+                                   data_collator=transformers.DataCollatorForTokenClassification(tok))
+    out_ = trainer.train()
+    return float(out_.metrics["train_samples_per_second"]), precision_of(trainer.accelerator.mixed_precision)
+
+
+def token_part(folder: Path, device: str, rounds: int, steps: int, tmp: Path) -> None:
+    from core.finetune import FinetuneConfig
+    from core.token_data import load_bundled_tokens
+
+    data = load_bundled_tokens()
+    cfg = FinetuneConfig("bert", str(folder), task="token", epochs=1, lr=5e-5, batch_size=16, max_length=128,
+                         patience=0, device=device, precision="fp32", max_steps=steps)
+    print(f"\n# token classification · {data.name}: {len(data.train)} sentences · batch {cfg.batch_size} · "
+          f"{steps} steps per round · {device} fp32")
+    got: dict[str, list[float]] = {"trainer": [], "trainer_grouped": [], "ours": []}
+    for k in range(rounds):
+        for name, fn, a in (("trainer", trainer_token_samples_per_s, (folder, data, cfg, False, tmp / f"tt{k}")),
+                            ("ours", ours_samples_per_s, (cfg, data, tmp / f"ot{k}")),
+                            ("trainer_grouped", trainer_token_samples_per_s, (folder, data, cfg, True, tmp / f"tg{k}"))):
+            sps, used = measured(fn, *a)
+            if used != "fp32":
+                raise SystemExit(f"precision mismatch: {name} ran in {used}; the comparison is void")
+            got[name].append(sps)
+    best = {k: max(v) for k, v in got.items()}
+    fmt = lambda v: " ".join(f"{x:6.1f}" for x in v)  # noqa: E731
+    print(f"  Trainer + DataCollatorForTokenClassification                  {fmt(got['trainer'])}   best "
+          f"{best['trainer']:6.1f}")
+    print(f"  Trainer + DataCollatorForTokenClassification, group_by_length {fmt(got['trainer_grouped'])}   best "
+          f"{best['trainer_grouped']:6.1f}")
+    print(f"  core.finetune task 'token' (dynamic padding, grouped)          {fmt(got['ours'])}   best "
+          f"{best['ours']:6.1f}")
+    print(f"[token] ours/Trainer = {best['ours'] / best['trainer']:.2f}x (best rounds; target >= 1.0x)   "
+          f"ours/Trainer(group_by_length) = {best['ours'] / best['trainer_grouped']:.2f}x")
+
+
+def checkpointing_part(device: str, tmp: Path, steps: int = 6) -> None:
+    from core.datasets_local import load_bundled
+    from core.finetune import FinetuneConfig
+    from core.remedies import measure_remedies
+    from core.tiny import make_tiny
+
+    folder = make_tiny("bert", tmp / "ckpt-model", task="base", hidden=256, layers=4, heads=4, ffn=1024, max_pos=512)
+    cfg = FinetuneConfig("bert", str(folder), epochs=1, lr=5e-5, batch_size=16, max_length=256, patience=0,
+                         device=device, precision="fp32")
+    res = measure_remedies(cfg, load_bundled("drugreview"), steps=steps, names=("gradient_checkpointing",))
+    base, ck = res.rows
+    for r in (base, ck):
+        if r.error:
+            raise SystemExit(f"{r.name} failed: {r.error}")
+    print(f"\n# gradient checkpointing · BERT 4x256 · drug reviews, batch 16, max length 256 · {steps} steps per run, "
+          f"each in a fresh process · {res.device} · memory: {res.memory_kind}")
+    for r in (base, ck):
+        extra = f" (training added {r.train_mb:,.0f} MB)" if res.device == "cpu" else ""
+        print(f"  {r.name:<24} peak {r.peak_mb:8,.0f} MB{extra} · {r.steps_per_s:6.2f} steps/s")
+    print(f"[ckpt] checkpointing/off: memory {ck.memory_ratio:.2f}x (of what training added) · speed "
+          f"{ck.speed_ratio:.2f}x (baseline: the same run without checkpointing)")
+
+
 def ours_samples_per_s(cfg, data, out: Path) -> tuple[float, str]:
     from core.finetune import train
 
@@ -94,7 +190,11 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--precisions", default="", help="comma-separated: fp32,bf16 (default: fp32 on CPU, both on GPU)")
     ap.add_argument("--skip-gpu-base", action="store_true", help="skip the bert-base-size bf16 vs fp32 part")
+    ap.add_argument("--parts", default="seq,token,ckpt",
+                    help="seq: sequence classification vs Trainer; token: token classification vs Trainer; "
+                         "ckpt: gradient checkpointing on vs off")
     args = ap.parse_args()
+    parts = set(args.parts.split(","))
 
     import torch
     import transformers
@@ -118,6 +218,12 @@ def main() -> None:
 
     # The CPU here is shared, so load swings between runs: alternate the three in rounds of the same step budget
     # and compare each one's best round (the least disturbed), plus the median of the per-round ratios.
+    if "token" in parts:
+        token_part(folder, device, args.rounds, args.steps, tmp)
+    if "ckpt" in parts:
+        checkpointing_part(device, tmp)
+    if "seq" not in parts:
+        return
     for prec in precisions:
         t = time.perf_counter()
         rounds: dict[str, list[float]] = {"trainer": [], "trainer_grouped": [], "ours": []}

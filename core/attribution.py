@@ -25,7 +25,8 @@ import numpy as np
 
 from core.models import FAMILIES, LoadedModel, mlm_head
 
-TARGETS = {"mask": "a masked word", "pair": "the NSP/SOP decision", "class": "a classifier's class"}
+TARGETS = {"mask": "a masked word", "pair": "the NSP/SOP decision", "class": "a classifier's class",
+           "token": "one word's tag (a token classifier)"}
 METHODS = {
     "lig": "Layer Integrated Gradients",
     "saliency": "Saliency",
@@ -61,6 +62,7 @@ class AttributionConfig:
     word: str = ""  # candidate word at the mask; "" = the model's top prediction
     contrast_word: str = ""  # "word rather than contrast_word": explains logit(word) - logit(contrast_word)
     class_index: int = 0  # NSP/SOP class or classifier class
+    word_index: int = 0  # token target: which word (0 = the first); its predicted tag is explained
     methods: tuple[str, ...] = ("lig",)
     baseline: str = "pad"
     n_steps: int = 50
@@ -94,7 +96,7 @@ class AttributionConfig:
             raise ValueError(f"KernelSHAP/LIME samples must be between 10 and 5000 (got {self.n_samples}).")
         if not 0 <= self.layer_steps <= min(300, top):
             raise ValueError(f"Per-layer steps must be between 0 (off) and {min(300, top)} (got {self.layer_steps}).")
-        if self.mask_index < 0 or self.class_index < 0:
+        if self.mask_index < 0 or self.class_index < 0 or self.word_index < 0:
             raise ValueError("Mask and class indices start at 0; negative values are not allowed.")
         if self.contrast_word.strip() and self.target != "mask":
             raise ValueError("'Rather than' (contrastive) works only for a masked word: clear the second word.")
@@ -296,6 +298,26 @@ def prepare(lm: LoadedModel, cfg: AttributionConfig) -> Prepared:
         label = f"{fam.pair_head.upper()} logit of '{names_[c]}'"
         if lm.head_missing:
             notes.append(f"This checkpoint has no trained {fam.pair_head.upper()} head: the attributions explain noise.")
+    elif cfg.target == "token":  # the logit of the predicted tag at one word's first piece (core.finetune task "token")
+        logits = getattr(out, "logits", None)
+        if logits is None or logits.dim() != 3:
+            raise NotApplicable("This model has no token-classification head: fine-tune one on the Fine-tune page "
+                                "(task: token classification) and load it for token classification.")
+        word_ids = enc.word_ids(0)
+        firsts = [p for p, w in enumerate(word_ids) if w is not None and (p == 0 or word_ids[p - 1] != w)]
+        if cfg.word_index >= len(firsts):
+            raise ValueError(f"The text has {len(firsts)} word(s); word {cfg.word_index + 1} does not exist.")
+        pos = firsts[cfg.word_index]
+        id2label = getattr(model.config, "id2label", None) or {}
+        names_ = tuple(str(id2label.get(i, f"tag {i}")) for i in range(logits.shape[-1]))
+        probs = torch.softmax(logits[0, pos].float(), -1)
+        candidates = tuple((nm, float(p)) for nm, p in zip(names_, probs))
+        c = int(probs.argmax())
+
+        def score(o, pos=pos, c=c):
+            return o.logits[:, pos, c]
+        piece = tok.convert_ids_to_tokens(int(ids[0, pos]))
+        label = f"logit of tag '{names_[c]}' at word {cfg.word_index + 1} ({piece!r})"
     else:
         logits = getattr(out, "logits", None)
         if logits is None or logits.dim() != 2:
@@ -388,6 +410,10 @@ def unavailable_methods(model) -> dict[str, str]:
     """Methods that cannot apply to this model, with the reason, known from its modules alone (no forward pass):
     a page offers the rest, so nothing is refused only after a long run."""
     why = deeplift_module_check(model)
+    if getattr(model, "encoderlab_quant", ""):  # core.quantize: int8 linears have no backward
+        grad = ("This model runs int8 linears (core.quantize), which have no gradients: untick int8 (CPU) in the "
+                "sidebar for gradient methods, or use occlusion, KernelSHAP or LIME.")
+        return {k: grad for k in ("lig", "saliency", "ixg", "deeplift")}
     return {"deeplift": why} if why else {}
 
 
@@ -816,7 +842,7 @@ def target_classes(lm: LoadedModel, target: str) -> tuple[str, ...]:
     if target == "pair":
         ph = FAMILIES[lm.spec.family].pair_head
         return PAIR_CLASSES[ph] if ph else ()
-    if target == "class":
+    if target in ("class", "token"):
         cfg = lm.model.config
         n = int(getattr(cfg, "num_labels", 2))
         id2label = getattr(cfg, "id2label", None) or {}

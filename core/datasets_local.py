@@ -211,18 +211,10 @@ def read_table(data: bytes, filename: str) -> "pandas.DataFrame":  # noqa: F821
         kind = "jsonl"
     if kind not in UPLOAD_KINDS:
         raise DataError(f"{filename}: unsupported file type .{kind}. Upload a .csv, .tsv or .jsonl file.")
-    # A NUL byte never occurs in a CSV/TSV/JSONL text file but does in spreadsheets, archives and images (the same
-    # test git and grep use to call a file binary), so say that instead of suggesting a text re-encoding.
-    if b"\x00" in data[:8192]:
-        raise DataError(f"{filename} is not a text file (it holds binary data, e.g. a spreadsheet or an archive). "
-                        "Export it as CSV, TSV or JSONL text and upload that.")
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        raise DataError(f"{filename} is not UTF-8 text (byte {e.start} cannot be decoded). Save it as UTF-8 "
-                        "(e.g. `iconv -f latin1 -t utf-8 in.csv > out.csv`, or 'CSV UTF-8' in a spreadsheet).") from None
-    if not text.strip():
-        raise DataError(f"{filename} is empty.")
+    from core.uploads import upload_text
+
+    text = upload_text(data, filename, error=DataError, limit_mb=MAX_UPLOAD_MB,
+                       expect="CSV, TSV or JSONL text (from a spreadsheet: save as 'CSV UTF-8')")
     try:
         if kind == "jsonl":
             rows = [json.loads(line) for line in text.splitlines() if line.strip()]

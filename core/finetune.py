@@ -24,7 +24,7 @@ import threading
 import time
 import zipfile
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -38,11 +38,29 @@ MAX_STEPS_LIMIT = int(os.environ.get("ENCODERLAB_MAX_STEPS", "5000"))
 MAX_LENGTH_LIMIT = 512
 META_FILE = "encoderlab_finetune.json"
 HEAD_FILE = "pooling_head.safetensors"
-POOLINGS = ("cls", "mean")
+POOLINGS = ("cls", "mean", "scalar_mix")
+TASKS = ("sequence", "token")  # sequence classification (one label per text) or token classification (one per word)
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+# The third article's practice, quoted on the page and checked by FinetuneConfig.advice().
+ARTICLE_LR = (2e-5, 5e-5)  # sequence classification (BERT's paper)
+ARTICLE_TOKEN_LR = (3e-5, 7e-5)  # sequence labelling (NER, POS)
+TOKEN_LR = 5e-5  # the default lr for task "token": the middle of the article's range
+ARTICLE_MIN_LENGTH = 64  # "do not go below 64"
+ARTICLE_DROPOUT = (0.1, 0.3)
+ARTICLE_PATIENCE = (2, 3)
+MAX_DROPOUT = 0.5
+HEAD_DROPOUT = 0.1  # EncoderLab's own heads (mean pooling, scalar mix) when FinetuneConfig.dropout is None
 
 
 class FinetuneError(RuntimeError):
-    """Training stopped for a reason the user can act on (NaN loss, out of memory, a bad resume)."""
+    """Training stopped for a reason the user can act on (NaN loss, out of memory, a bad resume).
+
+    ``remedies`` names the entries of ``REMEDIES`` that would change the run's config (out of memory only), so a
+    page can offer "restart with ..." through ``apply_remedy``."""
+
+    def __init__(self, message: str, remedies: tuple[str, ...] = ()):
+        super().__init__(message)
+        self.remedies = tuple(remedies)
 
 
 # ---------------------------------------------------------------------------------------------- config
@@ -54,7 +72,7 @@ class FinetuneConfig:
     checkpoint: str
     epochs: int = 3
     max_steps: int = 0  # > 0 caps the run at this many optimizer steps (overrides epochs)
-    lr: float = 3e-5
+    lr: float | None = None  # None: 3e-5 for task "sequence", TOKEN_LR (5e-5) for task "token"
     batch_size: int = 16
     max_length: int = 128
     warmup_ratio: float = 0.1
@@ -63,15 +81,29 @@ class FinetuneConfig:
     seed: int = 42
     freeze_embeddings: bool = False
     freeze_layers: int = 0  # freeze the first N encoder layers
-    pooling: str = "cls"  # "cls": the family's own [CLS]/<s> head; "mean": mean over tokens + a linear head
+    # "cls": the family's own head ([CLS]/<s> for sequences, every token for token labelling); "mean": mean over
+    # tokens + a linear head (sequences only); "scalar_mix": ELMo's scalar mix, a learned softmax-weighted sum of
+    # every hidden state (embeddings included) times a learned gamma, then (sequences) mean over tokens + a head
+    pooling: str = "cls"
     patience: int = 2  # evaluations without improvement before stopping early; 0 = never stop early
     evals_per_epoch: int = 1
     length_grouping: bool = True
     device: str = "auto"
-    precision: str = "auto"  # "auto": bf16 autocast on a GPU that supports it, fp32 on CPU; or "fp32"/"bf16"
-    dropout: float = 0.1  # for the mean-pooling head
+    # "auto": bf16 autocast on a GPU that supports it, fp32 on CPU; "bf16" (GPU, or CPU autocast); "fp16" (GPU only)
+    precision: str = "auto"
+    # A number sets the encoder's hidden dropout and the head's (DROPOUT_KEYS), 0 to 0.5 (the article: 0.1 to 0.3).
+    # None keeps each checkpoint's own (ALBERT's is 0, DistilBERT's head 0.2) and 0.1 in EncoderLab's own heads
+    # (mean, scalar mix): what every run did before the setting existed.
+    dropout: float | None = None
+    task: str = "sequence"
+    gradient_checkpointing: bool = False  # recompute activations in backward: less memory, ~30% slower
 
     def __post_init__(self) -> None:
+        if self.task not in TASKS:
+            raise ValueError(f"Task must be 'sequence' (classify whole texts) or 'token' (label every word), "
+                             f"got {self.task!r}.")
+        if self.lr is None:
+            object.__setattr__(self, "lr", TOKEN_LR if self.task == "token" else ARTICLE_SETTINGS["lr"])
         if self.family not in FAMILIES:
             raise ValueError(f"Unknown family {self.family!r}: choose one of {', '.join(FAMILIES)}.")
         if not str(self.checkpoint).strip():
@@ -99,17 +131,54 @@ class FinetuneConfig:
         if not isinstance(self.freeze_layers, int) or self.freeze_layers < 0:
             raise ValueError(f"Freeze layers must be a whole number >= 0, got {self.freeze_layers!r}.")
         if self.pooling not in POOLINGS:
-            raise ValueError(f"Pooling must be 'cls' or 'mean', got {self.pooling!r}.")
+            raise ValueError(f"Pooling must be one of {', '.join(POOLINGS)}, got {self.pooling!r}.")
+        if self.task == "token" and self.pooling == "mean":
+            raise ValueError("Mean pooling makes one vector per text, but token classification labels every word. "
+                             "Choose pooling 'cls' (the family's token head) or 'scalar_mix'.")
         if not isinstance(self.patience, int) or self.patience < 0:
             raise ValueError(f"Patience must be a whole number >= 0 (0 = no early stopping), got {self.patience!r}.")
         if not isinstance(self.evals_per_epoch, int) or not 1 <= self.evals_per_epoch <= 20:
             raise ValueError(f"Evaluations per epoch must be 1 to 20, got {self.evals_per_epoch!r}.")
         if self.device not in ("auto", "cpu", "cuda"):
             raise ValueError(f"Device must be auto, cpu or cuda, got {self.device!r}.")
-        if self.precision not in ("auto", "fp32", "bf16"):
-            raise ValueError(f"Precision must be auto, fp32 or bf16, got {self.precision!r}.")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"Dropout must be in [0, 1), got {self.dropout!r}.")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"Precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}.")
+        if self.precision == "fp16" and _device_kind(self.device) != "cuda":
+            raise ValueError("fp16 mixed precision needs a CUDA GPU (it relies on a gradient scaler and fp16 kernels); "
+                             "this run is on the CPU. Choose 'bf16' (CPU autocast) or 'fp32'.")
+        if self.dropout is not None and not (isinstance(self.dropout, (int, float)) and 0.0 <= self.dropout <= MAX_DROPOUT):
+            raise ValueError(f"Dropout must be from 0 to {MAX_DROPOUT}, got {self.dropout!r} (the article: 0.1 to 0.3).")
+        if not isinstance(self.gradient_checkpointing, bool):
+            raise ValueError(f"Gradient checkpointing must be True or False, got {self.gradient_checkpointing!r}.")
+
+    def advice(self, hidden_size: int | None = None) -> tuple[str, ...]:
+        """Plain-English warnings about settings the third article advises against (the page shows them before
+        Start). ``hidden_size`` below SMALL_HIDDEN (a mini) silences the lr-too-high note: small models need more."""
+        out = []
+        if self.max_length < ARTICLE_MIN_LENGTH:
+            out.append(f"Max length {self.max_length} is below {ARTICLE_MIN_LENGTH}. The article: shorten "
+                       f"max_seq_length to save memory, \"but do not go below {ARTICLE_MIN_LENGTH}\": longer texts "
+                       "are cut off and lose the context the model needs.")
+        lo, hi = ARTICLE_TOKEN_LR if self.task == "token" else ARTICLE_LR
+        what = "sequence labelling" if self.task == "token" else "sequence classification"
+        small = hidden_size is not None and hidden_size < SMALL_HIDDEN
+        if self.lr < lo or (self.lr > hi and not small):
+            out.append(f"Learning rate {self.lr:.0e} is outside the article's {lo:.0e} to {hi:.0e} for {what}. "
+                       + ("Too high a rate can make the loss oscillate or diverge." if self.lr > hi else
+                          "Too low a rate learns little in a short run."))
+        dlo, dhi = ARTICLE_DROPOUT
+        if self.dropout is not None and not dlo <= self.dropout <= dhi:
+            out.append(f"Dropout {self.dropout:g} is outside the article's {dlo:g} to {dhi:g}.")
+        plo, phi = ARTICLE_PATIENCE
+        if self.patience and not plo <= self.patience <= phi:
+            out.append(f"Early-stopping patience {self.patience} is outside the article's {plo} to {phi} evaluations.")
+        if self.grad_clip == 0:
+            out.append("Gradient clipping is off. The article clips gradients (1.0) when the loss oscillates.")
+        return tuple(out)
+
+
+def _device_kind(device: str) -> str:
+    return resolve_device(device).kind
 
 
 # The articles' settings (BERT's paper: lr 2e-5...5e-5, 2-4 epochs, batch 16/32; 10% warmup, weight decay 0.01).
@@ -123,9 +192,18 @@ SMALL_HIDDEN = 512  # hidden sizes below this count as small (the minis: 384; BE
 DEFAULT_DATA = "wordnet"  # six balanced topics (majority 1/6): a short run shows what it learnt
 
 
-def suggested_settings(hidden_size: int | None) -> dict:
+# Token labelling: the article's lr range for sequence labelling, its middle (5e-5) as the default. As for texts,
+# a mini learns nothing at it in a short CPU run (bert-mini on the bundled sample, 3 epochs = 45 steps at 5e-5:
+# every word "O", entity F1 0.00); 3e-4 for 3 epochs gives a clear result (tests/core/test_finetune.py).
+ARTICLE_TOKEN_SETTINGS = dict(ARTICLE_SETTINGS, lr=TOKEN_LR)
+SMALL_MODEL_TOKEN_SETTINGS = dict(SMALL_MODEL_SETTINGS, lr=3e-4, epochs=3)
+
+
+def suggested_settings(hidden_size: int | None, task: str = "sequence") -> dict:
     """The page's starting hyperparameters for a model of this hidden size (None: unknown, the articles')."""
     small = hidden_size is not None and hidden_size < SMALL_HIDDEN
+    if task == "token":
+        return dict(SMALL_MODEL_TOKEN_SETTINGS if small else ARTICLE_TOKEN_SETTINGS)
     return dict(SMALL_MODEL_SETTINGS if small else ARTICLE_SETTINGS)
 
 
@@ -158,6 +236,7 @@ class StepInfo:
     eta_s: float | None = None
     eval_accuracy: float | None = None
     eval_loss: float | None = None
+    eval_f1: float | None = None  # task "token": held-out entity F1 (seqeval), the score early stopping follows
 
     @property
     def fraction(self) -> float:
@@ -166,14 +245,17 @@ class StepInfo:
     def message(self, with_eta: bool = True) -> str:
         """One status line; ``with_eta=False`` where the caller shows its own estimate (the app's job panel)."""
         if self.kind == "eval":
-            return f"step {self.step}/{self.total_steps} · epoch {self.epoch:.2f} · held-out accuracy {self.eval_accuracy:.3f}"
+            f1 = "" if self.eval_f1 is None else f" · entity F1 {self.eval_f1:.3f}"
+            what = "token accuracy" if self.eval_f1 is not None else "accuracy"
+            return (f"step {self.step}/{self.total_steps} · epoch {self.epoch:.2f} · held-out {what} "
+                    f"{self.eval_accuracy:.3f}{f1}")
         eta = "" if self.eta_s is None or not with_eta else f" · ETA {self.eta_s:,.0f}s"
         return (f"step {self.step}/{self.total_steps} · epoch {self.epoch:.2f} · loss {self.loss:.4f} · "
                 f"{self.samples_per_s:,.1f} samples/s{eta}")
 
     def metrics(self) -> dict[str, float]:
         keys = ("step", "epoch", "loss", "lr", "samples_per_s") if self.kind == "train" else \
-            ("step", "epoch", "eval_accuracy", "eval_loss")
+            ("step", "epoch", "eval_accuracy", "eval_loss") + (("eval_f1",) if self.eval_f1 is not None else ())
         return {k: getattr(self, k) for k in keys}
 
 
@@ -205,6 +287,17 @@ class FinetuneResult:
     test_labels: np.ndarray  # (n,)
     test_probs: np.ndarray  # (n, classes)
     padding_saved: float  # share of pad tokens avoided against padding every batch to max_length
+    # pooling "scalar_mix": the learned softmax weights over (embeddings, layer 1..L), summing to 1
+    layer_weights: tuple[float, ...] | None = None
+    layer_gamma: float | None = None
+    # task "token": entity-level P/R/F1 (seqeval), token accuracy, per-label table, majority-tag baseline. Then
+    # accuracy is the token accuracy, macro_f1 the tag-level macro-F1, majority_rate the majority tag's token
+    # accuracy, and test_texts/test_labels/test_probs/confusion are per word (the first piece of every word).
+    token_metrics: Any = None  # core.token_data.TokenMetrics
+
+    @property
+    def task(self) -> str:
+        return self.config.task
 
     @property
     def test_preds(self) -> np.ndarray:
@@ -239,6 +332,122 @@ def _encode(tokenizer, split: Split, max_length: int) -> _Encoded:
                     truncation=True, max_length=max_length)
     extra = {k: enc[k] for k in ("token_type_ids",) if k in enc and k in tokenizer.model_input_names}
     return _Encoded(enc["input_ids"], extra, list(split.labels))
+
+
+@dataclass
+class _EncodedWords(_Encoded):
+    """Token classification: ``labels`` per piece (the word's tag id on its first piece, -100 elsewhere)."""
+
+    n_words: list[int] = field(default_factory=list)  # words that fit in max_length, per sentence
+
+
+def _encode_words(tokenizer, split, label2id: dict[str, int], max_length: int) -> _EncodedWords:
+    from core.token_data import align_batch
+
+    rows = align_batch(tokenizer, split.words, split.tags, label2id, max_length)
+    extra = {"token_type_ids": [r["token_type_ids"] for r in rows]} if rows and "token_type_ids" in rows[0] else {}
+    return _EncodedWords([r["input_ids"] for r in rows], extra, [r["labels"] for r in rows],
+                         [r["n_words"] for r in rows])
+
+
+class _SequenceTask:
+    """What sequence classification adds to the shared loop: one label per row, a (batch, classes) logit."""
+
+    name, head = "sequence", "seqcls"
+
+    def __init__(self, data):
+        from core.datasets_local import LabelledData
+
+        if not isinstance(data, LabelledData):
+            raise DataError("Sequence classification needs labelled texts (a table or a bundled set); token-labelled "
+                            "data goes with task 'token'.")
+        self.data = data
+
+    def tokenizer(self, tokenizer):
+        return tokenizer
+
+    def encode(self, tokenizer, split, max_length: int) -> _Encoded:
+        return _encode(tokenizer, split, max_length)
+
+    def collator(self, enc: _Encoded, tokenizer):
+        return _collator(enc, tokenizer.pad_token_id)
+
+    def units(self, probs_row, labels_row):
+        """The scored units of one evaluated row: its class probabilities, shape (1, classes)."""
+        return probs_row[None]
+
+    def targets(self, enc: _Encoded) -> np.ndarray:
+        return np.asarray(enc.labels)
+
+    def score(self, probs: np.ndarray, enc: _Encoded) -> tuple[float, dict]:
+        """The early-stopping score (held-out accuracy) and extra eval fields."""
+        return float((probs.argmax(-1) == self.targets(enc)).mean()), {}
+
+
+class _TokenTask(_SequenceTask):
+    """Token classification: labels per piece (-100 off first pieces), a (batch, pieces, tags) logit, scores per
+    word; the early-stopping score is the entity F1 (token accuracy is mostly the O tag)."""
+
+    name, head = "token", "tokcls"
+
+    def __init__(self, data):
+        from core.token_data import TokenData
+
+        if not isinstance(data, TokenData):
+            raise DataError("Token classification needs word-labelled data (CoNLL/IOB or JSONL, or the bundled "
+                            "sample); labelled texts go with task 'sequence'.")
+        self.data = data
+
+    def tokenizer(self, tokenizer):
+        from core.token_data import words_tokenizer
+
+        return words_tokenizer(tokenizer)
+
+    def encode(self, tokenizer, split, max_length: int) -> _EncodedWords:
+        return _encode_words(tokenizer, split, self.data.label2id, max_length)
+
+    def collator(self, enc: _EncodedWords, tokenizer):
+        import torch
+        from transformers import DataCollatorForTokenClassification
+
+        # transformers' collator pads input_ids/attention_mask (tokenizer.pad) and the labels with -100, to the
+        # batch's longest row: the same dynamic padding as the sequence collator. We add the row indices.
+        pad = DataCollatorForTokenClassification(tokenizer, label_pad_token_id=-100, return_tensors="pt")
+
+        def collate(indices: list[int]) -> dict[str, Any]:
+            feats = [{"input_ids": enc.ids[i], "labels": enc.labels[i], **{k: v[i] for k, v in enc.extra.items()}}
+                     for i in indices]
+            return {**pad(feats), "idx": torch.tensor(indices)}
+        return collate
+
+    def units(self, probs_row, labels_row):
+        return probs_row[labels_row != -100]  # (words, tags): the first piece of every word
+
+    def targets(self, enc: _EncodedWords) -> np.ndarray:
+        return np.asarray([y for row in enc.labels for y in row if y != -100], dtype=np.int64)
+
+    def tag_lists(self, flat_ids: np.ndarray, enc: _EncodedWords) -> list[list[str]]:
+        names, out, i = self.data.label_names, [], 0
+        for n in enc.n_words:
+            out.append([names[j] for j in flat_ids[i:i + n]])
+            i += n
+        return out
+
+    def score(self, probs: np.ndarray, enc: _EncodedWords) -> tuple[float, dict]:
+        import warnings
+
+        from seqeval.metrics import f1_score
+
+        gold = self.tag_lists(self.targets(enc), enc)
+        pred = self.tag_lists(probs.argmax(-1), enc)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # tags not in IOB form: noted when the data was read
+            f1 = float(f1_score(gold, pred, zero_division=0))
+        return f1, {"eval_f1": f1}
+
+
+def _task(cfg, data) -> _SequenceTask:
+    return _TokenTask(data) if cfg.task == "token" else _SequenceTask(data)
 
 
 class LengthGroupedBatches:
@@ -332,6 +541,54 @@ def _mean_pool_classifier(backbone, num_labels: int, dropout: float):
     return MeanPoolClassifier(backbone)
 
 
+def _scalar_mix_model(backbone, num_labels: int, dropout: float, per_token: bool):
+    """ELMo's scalar mix (Peters et al., 2018): ``gamma * sum_j softmax(s)_j h_j`` over every hidden state
+    (embeddings and each layer), then per token (token labelling) or mean over real tokens (sequences), dropout
+    and one linear layer. ``layer_weights()`` gives softmax(s). s starts at 0 (an even mix), gamma at 1."""
+    torch, nn = _torch_nn()
+    from transformers.modeling_outputs import SequenceClassifierOutput, TokenClassifierOutput
+
+    class ScalarMixClassifier(nn.Module):
+        def __init__(self, backbone):  # an argument, not the closure's: see _mean_pool_classifier
+            super().__init__()
+            self.backbone = backbone
+            cfg = backbone.config
+            hidden = getattr(cfg, "hidden_size", None) or cfg.dim
+            layers = getattr(cfg, "num_hidden_layers", None) or cfg.n_layers
+            self.per_token = per_token
+            self.mix = nn.Parameter(torch.zeros(layers + 1))  # (L+1,): embeddings, layer 1..L
+            self.gamma = nn.Parameter(torch.ones(()))
+            self.dropout = nn.Dropout(dropout)
+            self.classifier = nn.Linear(hidden, num_labels)
+
+        def layer_weights(self):
+            return torch.softmax(self.mix.detach().float(), 0)
+
+        def forward(self, input_ids, attention_mask, **kw):
+            hs = self.backbone(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True,
+                               **kw).hidden_states  # L+1 tensors (b, t, H)
+            w = torch.softmax(self.mix, 0).to(hs[0].dtype)
+            h = self.gamma * torch.einsum("l,lbth->bth", w, torch.stack(hs))  # (b, t, H)
+            if self.per_token:
+                return TokenClassifierOutput(logits=self.classifier(self.dropout(h)))  # (b, t, labels)
+            m = attention_mask.unsqueeze(-1).to(h.dtype)  # (b, t, 1)
+            pooled = (h * m).sum(1) / m.sum(1).clamp(min=1.0)  # (b, H)
+            return SequenceClassifierOutput(logits=self.classifier(self.dropout(pooled)))
+
+    return ScalarMixClassifier(backbone)
+
+
+# The scalar mix has L + 2 numbers; at the encoder's learning rate (3e-5) they would not move visibly in a short
+# run (Adam moves each by about lr per step), so they learn this many times faster.
+MIX_LR_SCALE = 100.0
+# Where each family keeps its hidden dropout and its classification head's dropout (config keys). A family
+# difference outside core.models' registry, like the other per-family tables listed in docs/architecture.md.
+DROPOUT_KEYS = {"bert": ("hidden_dropout_prob", "classifier_dropout"),
+                "roberta": ("hidden_dropout_prob", "classifier_dropout"),
+                "albert": ("hidden_dropout_prob", "classifier_dropout_prob"),
+                "distilbert": ("dropout", "seq_classif_dropout")}
+
+
 def _encoder_layers(base_model):
     """The list of per-layer modules of the encoder, or None when layers share weights (ALBERT)."""
     for path in ("encoder.layer", "transformer.layer"):
@@ -344,7 +601,7 @@ def _encoder_layers(base_model):
 
 
 def _freeze(model, cfg: FinetuneConfig) -> None:
-    base = model.backbone if cfg.pooling == "mean" else model.base_model
+    base = model.backbone if hasattr(model, "backbone") else model.base_model
     if cfg.freeze_embeddings:
         for p in base.embeddings.parameters():
             p.requires_grad = False
@@ -362,33 +619,52 @@ def _freeze(model, cfg: FinetuneConfig) -> None:
                 p.requires_grad = False
 
 
-def _param_groups(model, weight_decay: float) -> list[dict]:
-    # Biases and LayerNorm weights (every 1-D tensor) get no weight decay, as in BERT's original optimizer.
-    decay, no_decay = [], []
-    for _, p in model.named_parameters():
+def _param_groups(model, weight_decay: float, lr: float | None = None) -> list[dict]:
+    # Biases and LayerNorm weights (every 1-D tensor) get no weight decay, as in BERT's original optimizer. The
+    # scalar mix's weights and gamma get neither decay nor the encoder's small lr (MIX_LR_SCALE).
+    decay, no_decay, mix = [], [], []
+    for n, p in model.named_parameters():
         if p.requires_grad:
-            (no_decay if p.ndim < 2 else decay).append(p)
-    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+            (mix if n in ("mix", "gamma") else no_decay if p.ndim < 2 else decay).append(p)
+    groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    if mix:
+        groups.append({"params": mix, "weight_decay": 0.0, "lr": (lr or 0.0) * MIX_LR_SCALE})
+    return groups
 
 
-def _load_fresh(cfg: FinetuneConfig, data: LabelledData):
-    """A new copy of the checkpoint with a classification head of the right size (never a cached model)."""
+def _load_fresh(cfg: FinetuneConfig, data):
+    """A new copy of the checkpoint with a classification head of the right size (never a cached model): the
+    family's own head ("cls": *ForSequenceClassification, or *ForTokenClassification for task "token"), or the
+    base model under a mean-pooling or scalar-mix head. ``cfg.dropout`` (when set) goes to the encoder and the head."""
     id2label = dict(enumerate(data.label_names))
     spec = ModelSpec(cfg.family, cfg.checkpoint, "cpu")  # accelerate moves it to its device
+    dropout = {} if cfg.dropout is None else dict.fromkeys(DROPOUT_KEYS[cfg.family], float(cfg.dropout))
+    head_dropout = HEAD_DROPOUT if cfg.dropout is None else float(cfg.dropout)
     if cfg.pooling == "cls":
-        lm = load(spec, "seqcls", model_kwargs=dict(num_labels=data.num_labels, id2label=id2label,
-                                                     label2id={v: k for k, v in id2label.items()},
-                                                     ignore_mismatched_sizes=True))
+        lm = load(spec, "tokcls" if cfg.task == "token" else "seqcls",
+                  model_kwargs=dict(num_labels=data.num_labels, id2label=id2label,
+                                    label2id={v: k for k, v in id2label.items()}, ignore_mismatched_sizes=True,
+                                    **dropout))
         model = lm.model
     else:
-        lm = load(spec, "base")
-        # Mean pooling never reads the base model's pooler, so it would get no gradient, and DDP under
-        # `accelerate launch` raises at step 2 for a parameter that took no part in the loss. Dropped here.
+        lm = load(spec, "base", model_kwargs=dropout)
+        # Mean pooling and the scalar mix never read the base model's pooler, so it would get no gradient, and DDP
+        # under `accelerate launch` raises at step 2 for a parameter that took no part in the loss. Dropped here.
         if getattr(lm.model, "pooler", None) is not None:
             lm.model.pooler = None
         lm.model.config.id2label, lm.model.config.label2id = id2label, {v: k for k, v in id2label.items()}
         with BUILD_LOCK:  # its fresh nn.Linear must not be built while another thread's from_pretrained runs
-            model = _mean_pool_classifier(lm.model, data.num_labels, cfg.dropout)
+            if cfg.pooling == "mean":
+                model = _mean_pool_classifier(lm.model, data.num_labels, head_dropout)
+            else:
+                model = _scalar_mix_model(lm.model, data.num_labels, head_dropout, per_token=cfg.task == "token")
+    if cfg.gradient_checkpointing:
+        hf = model.backbone if hasattr(model, "backbone") else model
+        if not getattr(hf, "supports_gradient_checkpointing", False):
+            raise ValueError(f"{type(hf).__name__} does not support gradient checkpointing; turn it off.")
+        # use_reentrant=False: torch's recommended form; it also keeps gradients flowing when the embeddings are
+        # frozen (the reentrant form needs an input that requires grad).
+        hf.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     torch, _ = _torch_nn()
     bad = [n for n, p in model.named_parameters() if not torch.isfinite(p).all()]
     if bad:
@@ -409,10 +685,8 @@ def _accelerator(cfg: FinetuneConfig):
     from accelerate.state import AcceleratorState
 
     dev = resolve_device(cfg.device)
-    if cfg.precision == "bf16" and dev.kind == "cpu":
-        raise ValueError("bf16 here is GPU autocast; this run is on the CPU. Choose precision 'auto' or 'fp32'.")
-    bf16 = cfg.precision == "bf16" or (cfg.precision == "auto" and dev.kind == "cuda" and _bf16_ok())
-    want = (dev.kind, "bf16" if bf16 else "no")
+    precision = effective_precision(cfg)  # bf16 on the CPU is torch's CPU autocast; fp16 is refused there (config)
+    want = (dev.kind, {"fp32": "no", "bf16": "bf16", "fp16": "fp16"}[precision])
     with _SLOT_LOCK:
         busy = [k for k, n in _SLOTS.items() if n and k != want]
         if busy:
@@ -427,7 +701,7 @@ def _accelerator(cfg: FinetuneConfig):
         acc = Accelerator(cpu=dev.kind == "cpu", mixed_precision=want[1])
         _SLOTS[want] = _SLOTS.get(want, 0) + 1
     try:
-        yield acc, ("bf16" if bf16 else "fp32")
+        yield acc, precision
     finally:
         with _SLOT_LOCK:
             _SLOTS[want] -= 1
@@ -439,24 +713,76 @@ def _bf16_ok() -> bool:
     return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
 
 
-def _is_oom(e: BaseException) -> bool:
+def is_oom(e: BaseException) -> bool:
+    """True when ``e`` is an out-of-memory error (CUDA's, or the CPU allocator's)."""
     import torch
 
     return isinstance(e, (torch.OutOfMemoryError, MemoryError)) or (
         isinstance(e, RuntimeError) and ("out of memory" in str(e) or "can't allocate memory" in str(e)))
 
 
+_is_oom = is_oom  # the old private name
+
+
+def effective_precision(cfg: FinetuneConfig) -> str:
+    """What the run will really use: "fp32", "bf16" or "fp16" ("auto": bf16 on a GPU that has it, else fp32)."""
+    kind = _device_kind(cfg.device)
+    if cfg.precision == "auto":
+        return "bf16" if kind == "cuda" and _bf16_ok() else "fp32"
+    return cfg.precision
+
+
+def _mixed(cfg: FinetuneConfig) -> FinetuneConfig:
+    if effective_precision(cfg) != "fp32":
+        return cfg
+    on_gpu = _device_kind(cfg.device) == "cuda"
+    return replace(cfg, precision="fp16" if on_gpu and not _bf16_ok() else "bf16")
+
+
+# The out-of-memory remedies of the third article, in the order it gives them (plus the two every trainer has):
+# name -> (label, how it changes a config). A remedy that would not change a config is not offered for it.
+REMEDIES: dict[str, tuple[str, Callable[[FinetuneConfig], FinetuneConfig]]] = {
+    "gradient_checkpointing": ("gradient checkpointing",
+                               lambda c: replace(c, gradient_checkpointing=True)),
+    "mixed_precision": ("mixed precision (bf16, or fp16 on a GPU without bf16)", _mixed),
+    "half_batch": ("half the batch size", lambda c: replace(c, batch_size=max(1, c.batch_size // 2))),
+    "max_length_64": ("a shorter max length (halved, not under 64)",
+                      lambda c: replace(c, max_length=max(min(c.max_length, ARTICLE_MIN_LENGTH),
+                                                          c.max_length // 2))),
+    "freeze_embeddings": ("freeze the embeddings", lambda c: replace(c, freeze_embeddings=True)),
+}
+
+
+def apply_remedy(cfg: FinetuneConfig, name: str) -> FinetuneConfig:
+    """``cfg`` with one of ``REMEDIES`` applied. Raises ValueError for an unknown name."""
+    if name not in REMEDIES:
+        raise ValueError(f"Unknown remedy {name!r}: choose one of {', '.join(REMEDIES)}.")
+    return REMEDIES[name][1](cfg)
+
+
+def remedies_for(cfg: FinetuneConfig) -> tuple[str, ...]:
+    """The names in ``REMEDIES`` that would change this config (what an out-of-memory error offers)."""
+    return tuple(n for n in REMEDIES if apply_remedy(cfg, n) != cfg)
+
+
 def _oom_message(cfg: FinetuneConfig, device: str) -> str:
+    names = remedies_for(cfg)
+    offer = "; ".join(REMEDIES[n][0] for n in names) or "a smaller checkpoint"
     return (f"Out of memory on {device} with batch size {cfg.batch_size} and max length {cfg.max_length}. "
             f"Try batch size {max(1, cfg.batch_size // 2)} or max length {max(8, cfg.max_length // 2)}, freeze the "
-            "embeddings or the first layers, or pick a smaller checkpoint (DistilBERT, ALBERT, a bundled mini).")
+            "embeddings or the first layers, or pick a smaller checkpoint (DistilBERT, ALBERT, a bundled mini). "
+            f"The article's remedies that would change this run: {offer}.")
 
 
 # ---------------------------------------------------------------------------------------------- training
-def train(cfg: FinetuneConfig, data: LabelledData, out_dir: str | Path,
+def train(cfg: FinetuneConfig, data, out_dir: str | Path,
           on_step: Callable[[StepInfo], None] | None = None, should_stop: Callable[[], bool] | None = None,
           resume: bool = False) -> FinetuneResult:
     """Fine-tune ``cfg.checkpoint`` on ``data.train``; evaluate on ``data.test``; save to ``out_dir/model``.
+
+    ``data`` is a core.datasets_local.LabelledData for task "sequence", a core.token_data.TokenData for task
+    "token"; the two differ only in small adapters (_SequenceTask, _TokenTask: encoding, collation, what a
+    held-out row scores), the loop below is one.
 
     ``on_step`` is called after every optimizer step and every evaluation (the UI turns it into a progress
     bar and live curves); if it raises (e.g. core.jobs.JobCancelled), or ``should_stop()`` turns true, the
@@ -473,11 +799,12 @@ def train(cfg: FinetuneConfig, data: LabelledData, out_dir: str | Path,
 
     out = Path(out_dir)
     ckpt_dir, model_dir = out / "checkpoint", out / "model"
+    task = _task(cfg, data)
     if len(data.train) < 2 or len(data.test) < 1:
         raise DataError("The data needs at least two training rows and one held-out row.")
 
     # 1. One Accelerator: picks the device (CPU, GPU, or this process's share under `accelerate launch`),
-    #    turns on bf16 autocast on GPU, and shards the batches across processes.
+    #    turns on bf16/fp16 autocast as asked (bf16 on GPU by default), and shards the batches across processes.
     with _accelerator(cfg) as (acc, precision):
         from core.rng import RunRNG
 
@@ -492,20 +819,23 @@ def train(cfg: FinetuneConfig, data: LabelledData, out_dir: str | Path,
         params_trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
 
         # 3. Tokenize once, unpadded; batches are padded to their own longest row, from length-grouped indices.
-        train_enc, test_enc = _encode(tokenizer, data.train, cfg.max_length), _encode(tokenizer, data.test, cfg.max_length)
+        #    (Token task: pre-split words, tags on first pieces, -100 elsewhere.)
+        word_tok = task.tokenizer(tokenizer)
+        train_enc = task.encode(word_tok, data.train, cfg.max_length)
+        test_enc = task.encode(word_tok, data.test, cfg.max_length)
         train_lengths = [len(x) for x in train_enc.ids]
         sampler = LengthGroupedBatches(train_lengths, cfg.batch_size, cfg.seed, group=cfg.length_grouping)
         # Loaders get their own generator: drawing their base seed from the global RNG would shift dropout masks
         # after a resume.
-        train_dl = DataLoader(train_enc, batch_sampler=sampler, collate_fn=_collator(train_enc, tokenizer.pad_token_id),
+        train_dl = DataLoader(train_enc, batch_sampler=sampler, collate_fn=task.collator(train_enc, word_tok),
                               generator=torch.Generator().manual_seed(cfg.seed))
         test_dl = DataLoader(test_enc, batch_sampler=LengthGroupedBatches([len(x) for x in test_enc.ids],
                                                                           cfg.batch_size * 2, 0, shuffle=False),
-                             collate_fn=_collator(test_enc, tokenizer.pad_token_id),
+                             collate_fn=task.collator(test_enc, word_tok),
                              generator=torch.Generator().manual_seed(cfg.seed))
 
         # 4. AdamW with no decay on biases/LayerNorm, then let accelerate place model, optimizer and loaders.
-        optimizer = torch.optim.AdamW(_param_groups(model, cfg.weight_decay), lr=cfg.lr)
+        optimizer = torch.optim.AdamW(_param_groups(model, cfg.weight_decay, cfg.lr), lr=cfg.lr)
         model, optimizer, train_dl, test_dl = acc.prepare(model, optimizer, train_dl, test_dl)
 
         # 5. Step budget (per process, after sharding) and the linear warmup + linear decay schedule.
@@ -529,27 +859,33 @@ def train(cfg: FinetuneConfig, data: LabelledData, out_dir: str | Path,
             with rng.active():  # accelerate restores the RNG states it saved, i.e. this run's (see _save_checkpoint)
                 state, best_weights = _load_checkpoint(acc, ckpt_dir, cfg, data)
 
-        def evaluate() -> tuple[float, float, np.ndarray]:
+        y_test = task.targets(test_enc)  # (units,): one per row, or one per word (token task)
+
+        def evaluate() -> tuple[float, float, float, dict, np.ndarray]:
+            """(score for early stopping, accuracy, loss, extra eval fields, probs (units, classes))."""
             model.eval()
-            idx_all, logits_all = [], []
+            rows: dict[int, np.ndarray] = {}
             with torch.no_grad():
                 for batch in test_dl:
-                    idx, _ = batch.pop("idx"), batch.pop("labels")
-                    logits = model(**batch).logits.float()  # (b, classes)
+                    idx, labels = batch.pop("idx"), batch.pop("labels")
+                    logits = model(**batch).logits.float()  # (b, classes) or (b, pieces, tags)
+                    if logits.ndim == 3:  # widths differ across processes: pad the piece axis first
+                        logits = acc.pad_across_processes(logits, dim=1)
+                        labels = acc.pad_across_processes(labels, dim=1, pad_index=-100)
                     idx = acc.pad_across_processes(idx, dim=0, pad_index=-1)
                     logits = acc.pad_across_processes(logits, dim=0)
-                    idx_all.append(acc.gather(idx).cpu())
-                    logits_all.append(acc.gather(logits).cpu())
+                    labels = acc.pad_across_processes(labels, dim=0, pad_index=-100)
+                    idx, probs_b, labels = (acc.gather(idx).cpu(), torch.softmax(acc.gather(logits), -1).cpu(),
+                                            acc.gather(labels).cpu())
+                    for r, i in enumerate(idx.tolist()):
+                        if i >= 0:  # duplicates from even batching land on the same row
+                            rows[i] = task.units(probs_b[r], labels[r]).numpy()
             model.train()
-            idx, logits = torch.cat(idx_all), torch.cat(logits_all)
-            keep = idx >= 0
-            idx, logits = idx[keep].numpy(), logits[keep]
-            probs = np.zeros((len(test_enc), data.num_labels), dtype=np.float32)
-            probs[idx] = torch.softmax(logits, -1).numpy()  # duplicates from even batching land on the same row
-            y = np.asarray(test_enc.labels)
-            acc_ = float((probs.argmax(-1) == y).mean())
-            loss_ = float(-np.log(np.clip(probs[np.arange(len(y)), y], 1e-12, None)).mean())
-            return acc_, loss_, probs
+            probs = np.concatenate([rows[i] for i in range(len(test_enc))]).astype(np.float32)
+            acc_ = float((probs.argmax(-1) == y_test).mean())
+            loss_ = float(-np.log(np.clip(probs[np.arange(len(y_test)), y_test], 1e-12, None)).mean())
+            score, extra = task.score(probs, test_enc)
+            return score, acc_, loss_, extra, probs
 
         def emit(info: StepInfo) -> None:
             if on_step is not None and acc.is_main_process:
@@ -570,8 +906,10 @@ def train(cfg: FinetuneConfig, data: LabelledData, out_dir: str | Path,
                     batch.pop("idx")
                     labels = batch.pop("labels")
                     with rng.active():  # dropout draws this run's stream
-                        logits = model(**batch).logits  # (b, classes); accelerate's autocast wraps forward
-                        loss = F.cross_entropy(logits.float(), labels)
+                        logits = model(**batch).logits  # (b, classes) or (b, pieces, tags); autocast wraps forward
+                        # One loss for both tasks: rows (b, classes) against (b,), or pieces (b*t, tags) against
+                        # (b*t,), where -100 (special tokens, later pieces of a word, padding) is ignored.
+                        loss = F.cross_entropy(logits.float().flatten(0, -2), labels.flatten(), ignore_index=-100)
                         loss_value = loss.item()
                         if not math.isfinite(loss_value):
                             raise FinetuneError(
@@ -601,13 +939,13 @@ def train(cfg: FinetuneConfig, data: LabelledData, out_dir: str | Path,
                     last_of_run = state["global_step"] >= total_steps
                     if state["step_in_epoch"] in eval_points or last_of_run:
                         # 8. Evaluate on the held-out split; remember the best weights; stop early on a plateau.
-                        eval_acc, eval_loss, probs = evaluate()
+                        score, eval_acc, eval_loss, extra, probs = evaluate()
                         ev = StepInfo("eval", state["global_step"], total_steps, info.epoch, eval_accuracy=eval_acc,
-                                      eval_loss=eval_loss)
+                                      eval_loss=eval_loss, **extra)
                         state["evals"].append(ev.metrics())
                         emit(ev)
-                        if eval_acc > state["best_acc"]:
-                            state.update(best_acc=eval_acc, best_step=state["global_step"], bad_evals=0, best_probs=probs)
+                        if score > state["best_acc"]:  # held-out accuracy, or entity F1 for the token task
+                            state.update(best_acc=score, best_step=state["global_step"], bad_evals=0, best_probs=probs)
                             best_weights = {k: v.detach().to("cpu", copy=True)
                                             for k, v in acc.unwrap_model(model).state_dict().items()}
                         else:
@@ -631,7 +969,7 @@ def train(cfg: FinetuneConfig, data: LabelledData, out_dir: str | Path,
                 _save_checkpoint(acc, ckpt_dir, state, best_weights)  # resume=True continues from this very step
             failure = e
         except Exception as e:
-            failure = FinetuneError(_oom_message(cfg, str(acc.device))) if _is_oom(e) else e
+            failure = FinetuneError(_oom_message(cfg, str(acc.device)), remedies_for(cfg)) if is_oom(e) else e
         if failure is not None:
             # Raised outside the except blocks, with the traceback's frames cleared and our own references
             # dropped: an exception's traceback keeps every frame's locals (model, optimizer state, activations)
@@ -647,9 +985,8 @@ def train(cfg: FinetuneConfig, data: LabelledData, out_dir: str | Path,
         if best_weights is not None:
             unwrapped.load_state_dict(best_weights)
         probs = state["best_probs"]
-        labels_np = np.asarray(test_enc.labels)
         result = _result(cfg, data, model_dir, str(acc.device), precision, state, stop_reason, params_total,
-                         params_trainable, probs, labels_np, train_lengths)
+                         params_trainable, probs, y_test, train_lengths, task, test_enc, unwrapped)
         acc.wait_for_everyone()
         if acc.is_main_process:
             _save_model(unwrapped, tokenizer, cfg, data, model_dir, result)
@@ -660,11 +997,22 @@ def train(cfg: FinetuneConfig, data: LabelledData, out_dir: str | Path,
 
 
 def _result(cfg, data, model_dir, device, precision, state, stop_reason, params_total, params_trainable, probs,
-            labels_np, train_lengths) -> FinetuneResult:
+            labels_np, train_lengths, task, test_enc, model) -> FinetuneResult:
     from sklearn.metrics import confusion_matrix, f1_score
 
     preds = probs.argmax(-1)
     k = data.num_labels
+    token_metrics, texts, majority = None, data.test.texts if task.name == "sequence" else (), None
+    if task.name == "token":
+        from core.token_data import token_metrics as score_tokens
+
+        gold, pred = task.tag_lists(labels_np, test_enc), task.tag_lists(preds, test_enc)
+        words = [tuple(ws[:n]) for ws, n in zip(data.test.words, test_enc.n_words)]
+        token_metrics = score_tokens(words, gold, pred, data.majority_tag(),
+                                     words_truncated=data.test.n_words - sum(test_enc.n_words))
+        texts = tuple(w for ws in words for w in ws)  # per word, like test_labels and test_probs
+        majority = token_metrics.majority_accuracy
+    weights = model.layer_weights() if hasattr(model, "layer_weights") else None
     return FinetuneResult(
         config=cfg, data_name=data.name, label_names=data.label_names, model_dir=str(model_dir), device=device,
         precision=precision, steps=state["global_step"],
@@ -673,11 +1021,13 @@ def _result(cfg, data, model_dir, device, precision, state, stop_reason, params_
         params_total=params_total, params_trainable=params_trainable,
         accuracy=float((preds == labels_np).mean()),
         macro_f1=float(f1_score(labels_np, preds, average="macro", labels=list(range(k)), zero_division=0)),
-        majority_rate=data.majority_rate(), best_step=state["best_step"],
+        majority_rate=data.majority_rate() if majority is None else majority, best_step=state["best_step"],
         confusion=confusion_matrix(labels_np, preds, labels=list(range(k))),
-        history=tuple(state["history"]), evals=tuple(state["evals"]), test_texts=data.test.texts,
+        history=tuple(state["history"]), evals=tuple(state["evals"]), test_texts=texts,
         test_labels=labels_np, test_probs=probs,
-        padding_saved=padding_saved(train_lengths, cfg.batch_size, cfg.max_length, cfg.seed, cfg.length_grouping))
+        padding_saved=padding_saved(train_lengths, cfg.batch_size, cfg.max_length, cfg.seed, cfg.length_grouping),
+        layer_weights=None if weights is None else tuple(float(w) for w in weights),
+        layer_gamma=None if weights is None else float(model.gamma.detach()), token_metrics=token_metrics)
 
 
 def _release(acc, *objects) -> None:
@@ -727,7 +1077,7 @@ def _load_checkpoint(acc, ckpt_dir: Path, cfg: FinetuneConfig, data: LabelledDat
     if state["fingerprint"] != data.fingerprint():
         raise FinetuneError("The checkpoint was trained on different data; resume with the same dataset or start anew.")
     old = state["config"]
-    changed = [k for k in ("family", "checkpoint", "batch_size", "max_length", "pooling", "seed", "epochs",
+    changed = [k for k in ("task", "family", "checkpoint", "batch_size", "max_length", "pooling", "seed", "epochs",
                            "max_steps", "freeze_layers", "freeze_embeddings") if old.get(k) != getattr(cfg, k)]
     if changed:
         raise FinetuneError(f"The checkpoint used different settings ({', '.join(changed)}); resume with the same "
@@ -739,19 +1089,27 @@ def _load_checkpoint(acc, ckpt_dir: Path, cfg: FinetuneConfig, data: LabelledDat
     return state, (load_file(str(bw)) if bw.exists() else None)
 
 
-def _save_model(model, tokenizer, cfg: FinetuneConfig, data: LabelledData, model_dir: Path,
-                result: FinetuneResult) -> None:
+def _save_model(model, tokenizer, cfg: FinetuneConfig, data, model_dir: Path, result: FinetuneResult) -> None:
     from safetensors.torch import save_file
 
     model_dir.mkdir(parents=True, exist_ok=True)
     if cfg.pooling == "cls":
-        model.save_pretrained(str(model_dir))  # a standard *ForSequenceClassification folder
+        model.save_pretrained(str(model_dir))  # a standard *ForSequenceClassification / *ForTokenClassification folder
     else:
         model.backbone.save_pretrained(str(model_dir))  # the encoder, loadable as the family's base model
-        save_file({k: v.contiguous() for k, v in model.classifier.state_dict().items()}, str(model_dir / HEAD_FILE))
-    tokenizer.save_pretrained(str(model_dir))
+        if cfg.pooling == "mean":
+            head = model.classifier.state_dict()
+        else:  # the scalar mix's weights and gamma with the linear layer, under their module names
+            head = {k: v for k, v in model.state_dict().items() if not k.startswith("backbone.")}
+        save_file({k: v.contiguous() for k, v in head.items()}, str(model_dir / HEAD_FILE))
+    tokenizer.save_pretrained(str(model_dir))  # the original: words_tokenizer's prefix space is added when tagging
     meta = dict(config=asdict(cfg), label_names=list(data.label_names), data=data.name, source=data.source,
-                licence=data.licence, accuracy=result.accuracy, macro_f1=result.macro_f1, steps=result.steps)
+                licence=data.licence, accuracy=result.accuracy, macro_f1=result.macro_f1, steps=result.steps,
+                layer_weights=result.layer_weights)
+    if result.token_metrics is not None:
+        tm = result.token_metrics
+        meta.update(entity_f1=tm.f1, entity_precision=tm.precision, entity_recall=tm.recall,
+                    token_accuracy=tm.token_accuracy, majority_accuracy=tm.majority_accuracy)
     (model_dir / META_FILE).write_text(json.dumps(meta, indent=2))
 
 
@@ -764,6 +1122,8 @@ class FinetunedModel:
     pooling: str
     max_length: int
     device: str
+    task: str = "sequence"
+    word_tokenizer: Any = None  # task "token": the tokenizer for pre-split words (core.token_data.words_tokenizer)
 
 
 def load_finetuned(model_dir: str | Path, device: str = "auto") -> FinetunedModel:
@@ -776,16 +1136,69 @@ def load_finetuned(model_dir: str | Path, device: str = "auto") -> FinetunedMode
     meta = json.loads(meta_path.read_text())
     c = meta["config"]
     spec = ModelSpec(c["family"], str(model_dir), device)
+    task = c.get("task", "sequence")
     if c["pooling"] == "cls":
-        lm = load(spec, "seqcls")
+        lm = load(spec, "tokcls" if task == "token" else "seqcls")
         model = lm.model
     else:
         lm = load(spec, "base")
-        model = _mean_pool_classifier(lm.model, len(meta["label_names"]), 0.0)
-        model.classifier.load_state_dict(load_file(str(Path(model_dir) / HEAD_FILE)))
+        head = load_file(str(Path(model_dir) / HEAD_FILE))
+        if c["pooling"] == "mean":
+            model = _mean_pool_classifier(lm.model, len(meta["label_names"]), 0.0)
+            model.classifier.load_state_dict(head)
+        else:
+            model = _scalar_mix_model(lm.model, len(meta["label_names"]), 0.0, per_token=task == "token")
+            missing, unexpected = model.load_state_dict(head, strict=False)
+            if unexpected or [k for k in missing if not k.startswith("backbone.")]:
+                raise ModelLoadError(f"{model_dir}/{HEAD_FILE} does not match a scalar-mix head of this model.")
         model.to(lm.device)
     model.eval()
-    return FinetunedModel(model, lm.tokenizer, tuple(meta["label_names"]), c["pooling"], c["max_length"], lm.device)
+    word_tok = None
+    if task == "token":
+        from core.token_data import words_tokenizer
+
+        word_tok = words_tokenizer(lm.tokenizer)
+    return FinetunedModel(model, lm.tokenizer, tuple(meta["label_names"]), c["pooling"], c["max_length"], lm.device,
+                          task, word_tok)
+
+
+def split_words(text: str) -> list[str]:
+    """Words and punctuation of a typed sentence, the way CoNLL files split them ("Paris." -> "Paris", ".")."""
+    import re
+
+    return re.findall(r"\w+(?:[-'’.]\w+)*|[^\w\s]", text)
+
+
+def tag(fm: FinetunedModel, texts: list[str] | list[list[str]]) -> list[list[tuple[str, str, float]]]:
+    """Per-word tags of a token model: for each text (a string, split by ``split_words``, or a list of words),
+    (word, tag, probability) for every word that fits in the model's max length."""
+    import torch
+
+    from core.token_data import align_batch
+
+    if fm.task != "token":
+        raise ValueError("This model classifies whole texts; tag() needs a token-classification fine-tune.")
+    sentences = [split_words(x) if isinstance(x, str) else list(x) for x in texts]
+    out: list[list[tuple[str, str, float]]] = [[] for _ in sentences]
+    todo = [i for i, s in enumerate(sentences) if s]
+    rows = align_batch(fm.word_tokenizer, [sentences[i] for i in todo], None, None, fm.max_length)
+    if not rows:
+        return out
+    width = max(len(r["input_ids"]) for r in rows)
+    pad = fm.tokenizer.pad_token_id
+    ids = torch.tensor([r["input_ids"] + [pad] * (width - len(r["input_ids"])) for r in rows])  # (n, width)
+    mask = (torch.arange(width)[None] < torch.tensor([len(r["input_ids"]) for r in rows])[:, None]).long()
+    enc = {"input_ids": ids, "attention_mask": mask}
+    if "token_type_ids" in rows[0]:
+        enc["token_type_ids"] = torch.zeros_like(ids)
+    with torch.no_grad():
+        probs = torch.softmax(fm.model(**{k: v.to(fm.device) for k, v in enc.items()}).logits.float(), -1).cpu()
+    for r, (i, row) in enumerate(zip(todo, rows)):
+        first = [p for p, y in enumerate(row["labels"]) if y != -100]  # the first piece of each word
+        for w, p in zip(sentences[i], first):
+            k = int(probs[r, p].argmax())
+            out[i].append((w, fm.label_names[k], float(probs[r, p, k])))
+    return out
 
 
 def classify(fm: FinetunedModel, texts: list[str], texts_b: list[str] | None = None) -> np.ndarray:
@@ -861,7 +1274,13 @@ def job_resource(cfg: FinetuneConfig) -> str:
 
 
 # ---------------------------------------------------------------------------------------------- command line
-def _load_data(args) -> LabelledData:
+def _load_data(args):
+    if args.task == "token":
+        from core.token_data import load_bundled_tokens, read_tokens
+
+        path = Path(args.data)
+        data = load_bundled_tokens() if args.data in ("tokens", "drugreview") else read_tokens(path.read_bytes(), path.name)
+        return data.subset(args.train_rows, args.test_rows) if (args.train_rows or args.test_rows) else data
     if args.data in BUNDLED:
         data = load_bundled(args.data)
     else:
@@ -879,7 +1298,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m core.finetune", description=__doc__.split("\n\n")[0])
     ap.add_argument("--family", required=True, choices=list(FAMILIES))
     ap.add_argument("--checkpoint", required=True, help="Hub id, encoderlab/<name> or a local folder")
-    ap.add_argument("--data", default="drugreview", help="a bundled set (drugreview, wordnet) or a .csv/.tsv/.jsonl file")
+    ap.add_argument("--data", default="drugreview", help="a bundled set (drugreview, wordnet; tokens for --task token) "
+                    "or a .csv/.tsv/.jsonl file (.conll/.iob/.jsonl for --task token)")
     ap.add_argument("--text-col", default="text")
     ap.add_argument("--text-col-b", default=None)
     ap.add_argument("--label-col", default="label")
@@ -888,17 +1308,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--resume", action="store_true")
     defaults = FinetuneConfig("bert", "x")
-    for f in ("epochs", "max_steps", "lr", "batch_size", "max_length", "warmup_ratio", "weight_decay", "grad_clip",
-              "seed", "freeze_layers", "pooling", "patience", "evals_per_epoch", "device", "precision"):
+    ap.add_argument("--lr", type=float, default=None, help="default: 3e-5, or 5e-5 for --task token")
+    for f in ("epochs", "max_steps", "batch_size", "max_length", "warmup_ratio", "weight_decay", "grad_clip",
+              "seed", "freeze_layers", "pooling", "patience", "evals_per_epoch", "device", "precision", "task"):
         v = getattr(defaults, f)
         ap.add_argument("--" + f.replace("_", "-"), type=type(v), default=v)
     ap.add_argument("--freeze-embeddings", action="store_true")
+    ap.add_argument("--gradient-checkpointing", action="store_true")
+    ap.add_argument("--dropout", type=float, default=None, help="encoder + head dropout (default: the checkpoint's)")
     args = ap.parse_args(argv)
     try:
         cfg = FinetuneConfig(args.family, args.checkpoint, **{k: getattr(args, k) for k in (
             "epochs", "max_steps", "lr", "batch_size", "max_length", "warmup_ratio", "weight_decay", "grad_clip",
             "seed", "freeze_embeddings", "freeze_layers", "pooling", "patience", "evals_per_epoch", "device",
-            "precision")})
+            "precision", "task", "gradient_checkpointing", "dropout")})
         data = _load_data(args)
     except ValueError as e:
         ap.error(str(e))
@@ -913,7 +1336,10 @@ def main(argv: list[str] | None = None) -> int:
     from accelerate import PartialState  # initialised by train()'s Accelerator (multi-CPU under `accelerate launch`)
 
     if PartialState().is_main_process:
-        print(json.dumps(dict(accuracy=round(r.accuracy, 4), macro_f1=round(r.macro_f1, 4),
+        extra = {} if r.token_metrics is None else dict(entity_f1=round(r.token_metrics.f1, 4))
+        if r.layer_weights is not None:
+            extra["layer_weights"] = [round(w, 4) for w in r.layer_weights]
+        print(json.dumps(dict(**extra, accuracy=round(r.accuracy, 4), macro_f1=round(r.macro_f1, 4),
                               majority_rate=round(r.majority_rate, 4), steps=r.steps, stop=r.stop_reason,
                               samples_per_s=round(r.samples_per_s, 2), processes=_num_processes(),
                               model_dir=r.model_dir)), flush=True)

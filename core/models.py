@@ -19,7 +19,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 ASSETS = REPO_ROOT / "assets"
 CONFIG_DIR = ASSETS / "configs"
 
-TASKS = ("base", "mlm", "pretraining", "seqcls")
+TASKS = ("base", "mlm", "pretraining", "seqcls", "tokcls")
 
 
 class ModelLoadError(ValueError):
@@ -236,6 +236,7 @@ class ModelSpec:
     family: str
     checkpoint: str
     device: str = "auto"
+    quant: str = ""  # "int8": dynamic int8 linears after loading (core.quantize; CPU inference only)
 
     def __post_init__(self) -> None:
         family(self.family)
@@ -243,6 +244,11 @@ class ModelSpec:
             raise ModelLoadError("No checkpoint given: pick one from the list or type a Hugging Face id or a folder.")
         if self.device not in ("auto", "cpu", "cuda"):
             raise ModelLoadError(f"Unknown device {self.device!r}: use auto, cpu or cuda.")
+        if self.quant not in ("", "int8"):
+            raise ModelLoadError(f"Unknown quantization {self.quant!r}: use '' (fp32) or 'int8'.")
+        if self.quant and self.device == "cuda":
+            raise ModelLoadError("int8 dynamic quantization runs on the CPU only: set the device to cpu, or turn "
+                                 "int8 off.")
 
 
 @dataclass(frozen=True)
@@ -404,6 +410,8 @@ def _model_class(family_key: str, task: str, model_type: str):
     if task not in TASKS:
         raise ModelLoadError(f"Unknown task {task!r}: use one of {', '.join(TASKS)}.")
     fam_key = family_of_model_type(model_type) or family_key
+    if task == "tokcls":  # every family has a *ForTokenClassification; the Auto class picks it from model_type
+        return transformers.AutoModelForTokenClassification
     return getattr(transformers, FAMILIES[fam_key].classes[task])
 
 
@@ -499,6 +507,14 @@ def load(spec: ModelSpec, task: str = "base", attentions: bool = False, dtype: s
     except (OSError, ValueError, RuntimeError) as e:
         raise ModelLoadError(f"Loading {spec.checkpoint!r} failed: {e}") from None
     model.eval().to(dev.torch_device)
+    if spec.quant:  # after from_pretrained, on this fresh copy (core.quantize says why CPU only)
+        from core.quantize import QuantizeError, check_mode, quantize_int8
+
+        try:
+            check_mode(spec.quant, dev.kind)
+            model = quantize_int8(model, inplace=True)
+        except QuantizeError as e:
+            raise ModelLoadError(str(e)) from None
     return LoadedModel(model=model, tokenizer=tokenizer, spec=spec, task=task, source=res.source,
                        path=str(target), device=dev.torch_device,
                        missing_keys=tuple(info.get("missing_keys", ())), attentions=attentions)

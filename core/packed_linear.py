@@ -98,7 +98,8 @@ def linears(model: torch.nn.Module, packed: bool | None = None) -> Callable[[tor
     (RuntimeError when it cannot: wrong device, dtype, gradients on, or no oneDNN).
     """
     p = next(model.parameters())
-    fits = p.device.type == "cpu" and p.dtype == torch.float32 and not torch.is_grad_enabled()
+    fits = p.device.type == "cpu" and p.dtype == torch.float32 and not torch.is_grad_enabled() \
+        and not getattr(model, "encoderlab_quant", "")  # int8 linears (core.quantize) run their own kernels
     if packed is None:
         packed = fits and available()
     elif packed and not (fits and available()):

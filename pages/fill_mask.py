@@ -6,7 +6,7 @@ import streamlit as st
 from app import presenter, state, urlstate
 from app.fill_mask_ui import (CMP_FIELDS, DEFAULT_PLAIN, DEFAULT_TEXT, DEFAULT_TOP_K, TYPE_FIELDS, WORD_FIELDS,
                               compare_options, default_compare_models, example_list, fmt_option, k, options_row,
-                              record_compare, record_typed, record_word, show_compare, use_example)
+                              record_compare, record_typed, record_word, show_compare, spec_of, use_example)
 from app.i18n import t
 from app.loaders import get_model, model_or_error
 from app.render import as_text, current_result, mini_note, run_or_error
@@ -15,7 +15,6 @@ from app.render_predict import show_fill_result
 from app.room_ui import sentences_panel
 from core.fill_mask import (MAX_TOP_K, FillMaskConfig, FillMaskError, check_mlm, compare, configs_from_lines,
                             fill_mask, fill_mask_batch, words)
-from core.models import ModelSpec
 
 st.title(t("fill_mask.title"))
 st.caption(t("fill_mask.intro"))
@@ -110,14 +109,14 @@ with tab_cmp:
             if not 2 <= len(chosen) <= 4:
                 raise ValueError(t("fill_mask.cmp_count", n=len(chosen)))
             cfg = FillMaskConfig(ctext, top_k=ctop)
-            models = [get_model(ModelSpec(*o.split("|", 1), device), "mlm") for o in chosen]
+            models = [get_model(spec_of(o, device), "mlm") for o in chosen]
             with st.spinner(t("fill_mask.cmp_running")):
                 return compare(models, cfg)
         cres = run_or_error(k("cmp_result"), _compare, made_from=asked)
         if cres is not None:
             record_compare(chosen, ctext, ctop, cres)
     if current_result(k("cmp_result"), asked) is not None:
-        show_compare(st.session_state[k("cmp_result")])
+        show_compare(st.session_state[k("cmp_result")], chosen)
 
 sentences_panel(lm)  # in a room: the room's sentences with the model's top prediction each
 urlstate.publish()  # values first created in this run (the defaults) join the link too

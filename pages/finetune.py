@@ -1,4 +1,5 @@
-"""Fine-tune: a short classification fine-tune of the sidebar's model, with live curves, results and run comparison.
+"""Fine-tune: a short classification fine-tune of the sidebar's model (whole texts, or every word for token
+classification), with live curves, results and run comparison.
 
 Every option is kept in the URL (a link restores the data choice and the hyperparameters, but never starts a
 run: only the Start button does); the hyperparameters beyond the first row fold away in presenter view; each
@@ -15,21 +16,26 @@ from app import render_finetune as view
 from app.i18n import t
 from app.jobs_ui import job_panel, runner
 from core.datasets_local import GLUE_TASKS
-from core.finetune import (ARTICLE_SETTINGS, DEFAULT_DATA, MAX_STEPS_LIMIT, POOLINGS, FinetuneConfig, hidden_size_of,
-                           job_fn, job_resource, runs_root, suggested_settings)
+from core.finetune import (DEFAULT_DATA, MAX_STEPS_LIMIT, POOLINGS, PRECISIONS, TASKS, hidden_size_of,
+                           job_fn, job_resource, runs_root)
 from core.models import FAMILIES
 
 K = view.K
 KEEP = view.KEEP
-LRS = (1e-5, 2e-5, 3e-5, 5e-5, 1e-4, 3e-4, 1e-3, 3e-3)
+LRS = (1e-5, 2e-5, 3e-5, 5e-5, 7e-5, 1e-4, 3e-4, 1e-3, 3e-3)
 BATCHES = (4, 8, 16, 32, 64)
 MAX_LENS = (32, 64, 128, 256, 512)
 spec = state.current_spec()
 HIDDEN = hidden_size_of(spec.checkpoint) if spec is not None else None
-START = suggested_settings(HIDDEN)  # by model size: the minis need a higher lr than the articles' to learn in a minute
+TASK = st.session_state.get(K("task")) or st.query_params.get(K("task"))  # a link's task: its defaults, too
+TASK = TASK if TASK in TASKS else "sequence"
+# by model size (the minis need a higher lr than the articles' to learn in a minute) and task (token: 5e-5)
+START, ARTICLES = view.starting_settings(HIDDEN, TASK)
 # key: (default, URL field). Every widget below is keyed K(key) and starts from its default.
 OPTIONS = {
+    "task": ("sequence", urlstate.Field(K("task"), choices=TASKS)),
     "source": (DEFAULT_DATA, urlstate.Field(K("source"), choices=view.SOURCES)),
+    "tok_source": ("sample", urlstate.Field(K("tok_source"), choices=view.TOKEN_SOURCES)),
     "glue_task": (None, urlstate.Field(K("glue_task"), choices=tuple(GLUE_TASKS))),
     "test_frac": (None, urlstate.Field(K("test_frac"), "float", lo=0.05, hi=0.5)),
     "epochs": (START["epochs"], urlstate.Field(K("epochs"), "int", lo=1, hi=50)),
@@ -48,6 +54,9 @@ OPTIONS = {
     "evals": (1, urlstate.Field(K("evals"), "int", lo=1, hi=20)),
     "rows": (0, urlstate.Field(K("rows"), "int", lo=0, hi=100_000)),
     "test_rows": (0, urlstate.Field(K("test_rows"), "int", lo=0, hi=100_000)),
+    "grad_ckpt": (False, urlstate.Field(K("grad_ckpt"), "bool")),
+    "precision": ("auto", urlstate.Field(K("precision"), choices=PRECISIONS)),
+    "dropout": (view.OWN_DROPOUT, urlstate.Field(K("dropout"), "float", choices=view.DROPOUTS)),
 }
 FIELDS = tuple(f for _, f in OPTIONS.values())
 
@@ -63,56 +72,87 @@ if restored:
 runs: list[dict] = st.session_state.setdefault(K("runs"), [])
 
 st.subheader(t("finetune.h_data"))
-data = view.data_picker()
+task = st.radio(t("finetune.task"), TASKS, key=K("task"), persist_state=KEEP, horizontal=True,
+                format_func=lambda v: t(f"finetune.task_opt.{v}"), on_change=view.task_changed, args=(HIDDEN,))
+if task == "token":
+    data = view.token_data_picker()
+    with st.expander(t("finetune.tok.split_expander"), expanded=True):
+        view.split_table(spec, data)
+else:
+    data = view.data_picker()
 
 st.subheader(t("finetune.h_settings"))
 if spec is None:
     st.error(st.session_state.get(state.SPEC_ERROR) or t("common.pick_model"))
 else:
     st.markdown(t("finetune.model_line", id=spec.checkpoint, family=FAMILIES[spec.family].label, device=spec.device))
-view.presets(HIDDEN, START, ARTICLE_SETTINGS)
+view.presets(HIDDEN, START, ARTICLES, task)
 # Enter in a number box must not queue a run: only the Start button starts one.
-with st.form(K("form"), enter_to_submit=False):
+# One form per task: the task switch's callback moves the lr (and the preset) to the new task's, and a new form
+# makes the browser draw its widgets from those values; a form it already holds could submit the old ones.
+with st.form(K("form") if task == "sequence" else K("form_token"), enter_to_submit=False):
     c = st.columns(4)
-    epochs = c[0].number_input(t("finetune.epochs"), 1, 50, key=K("epochs"), persist_state=KEEP)
-    max_steps = c[1].number_input(t("finetune.max_steps"), 0, MAX_STEPS_LIMIT, key=K("max_steps"), persist_state=KEEP)
-    lr = c[2].select_slider(t("finetune.lr"), LRS, format_func=lambda v: f"{v:.0e}", key=K("lr"), persist_state=KEEP,
-                            help=t("finetune.lr_help"))
-    batch = c[3].select_slider(t("finetune.batch"), BATCHES, key=K("batch"), persist_state=KEEP)
+    c[0].number_input(t("finetune.epochs"), 1, 50, key=K("epochs"), persist_state=KEEP)
+    c[1].number_input(t("finetune.max_steps"), 0, MAX_STEPS_LIMIT, key=K("max_steps"), persist_state=KEEP)
+    c[2].select_slider(t("finetune.lr"), LRS, format_func=lambda v: f"{v:.0e}", key=K("lr"), persist_state=KEEP,
+                       help=t("finetune.lr_help"))
+    if task == "token":
+        c[2].caption(t("finetune.tok.lr_note"))
+    c[3].select_slider(t("finetune.batch"), BATCHES, key=K("batch"), persist_state=KEEP)
     with presenter.settings():
         c = st.columns(4)
-        max_len = c[0].select_slider(t("finetune.max_len"), MAX_LENS, key=K("max_len"), persist_state=KEEP)
-        warmup = c[1].number_input(t("finetune.warmup"), 0.0, 0.5, step=0.05, key=K("warmup"), persist_state=KEEP)
-        wd = c[2].number_input(t("finetune.wd"), 0.0, 0.3, step=0.01, key=K("wd"), persist_state=KEEP)
-        clip = c[3].number_input(t("finetune.clip"), 0.0, 10.0, step=0.5, key=K("clip"), persist_state=KEEP)
+        c[0].select_slider(t("finetune.max_len"), MAX_LENS, key=K("max_len"), persist_state=KEEP)
+        c[1].number_input(t("finetune.warmup"), 0.0, 0.5, step=0.05, key=K("warmup"), persist_state=KEEP)
+        c[2].number_input(t("finetune.wd"), 0.0, 0.3, step=0.01, key=K("wd"), persist_state=KEEP)
+        c[3].number_input(t("finetune.clip"), 0.0, 10.0, step=0.5, key=K("clip"), persist_state=KEEP)
         c = st.columns(4)
-        pooling = c[0].radio(t("finetune.pooling"), POOLINGS, key=K("pooling"), persist_state=KEEP, horizontal=True,
-                             format_func=lambda p: t(f"finetune.pooling_opt.{p}"), help=t("finetune.pooling_help"))
-        freeze_emb = c[1].checkbox(t("finetune.freeze_emb"), key=K("freeze_emb"), persist_state=KEEP)
-        freeze_n = c[2].number_input(t("finetune.freeze_n"), 0, 48, key=K("freeze_n"), persist_state=KEEP)
-        seed = c[3].number_input(t("finetune.seed"), 0, 2**31 - 1, key=K("seed"), persist_state=KEEP)
+        # The form's widgets take the same arguments for both tasks: a widget whose options or help change makes
+        # the browser submit the form's values from before a callback's change (Streamlit 1.67, seen in Chromium:
+        # the task switch's preset was lost on Start). Token classification refuses "mean" in FinetuneConfig.
+        c[0].radio(t("finetune.pooling"), POOLINGS, key=K("pooling"), persist_state=KEEP, horizontal=True,
+                   format_func=lambda p: t(f"finetune.pooling_opt.{p}"), help=t("finetune.pooling_help"))
+        c[1].checkbox(t("finetune.freeze_emb"), key=K("freeze_emb"), persist_state=KEEP)
+        c[2].number_input(t("finetune.freeze_n"), 0, 48, key=K("freeze_n"), persist_state=KEEP)
+        c[3].number_input(t("finetune.seed"), 0, 2**31 - 1, key=K("seed"), persist_state=KEEP)
         c = st.columns(4)
-        patience = c[0].number_input(t("finetune.patience"), 0, 20, key=K("patience"), persist_state=KEEP)
-        evals = c[1].number_input(t("finetune.evals"), 1, 20, key=K("evals"), persist_state=KEEP)
-        rows = c[2].number_input(t("finetune.rows"), 0, 100_000, key=K("rows"), persist_state=KEEP)
-        test_rows = c[3].number_input(t("finetune.test_rows"), 0, 100_000, key=K("test_rows"), persist_state=KEEP)
+        c[0].number_input(t("finetune.patience"), 0, 20, key=K("patience"), persist_state=KEEP,
+                          help=t("finetune.patience_help"))
+        c[1].number_input(t("finetune.evals"), 1, 20, key=K("evals"), persist_state=KEEP)
+        c[2].number_input(t("finetune.rows"), 0, 100_000, key=K("rows"), persist_state=KEEP)
+        c[3].number_input(t("finetune.test_rows"), 0, 100_000, key=K("test_rows"), persist_state=KEEP)
+        c = st.columns(4)  # the article's remedies when memory runs out or the model overfits
+        c[0].checkbox(t("finetune.grad_ckpt"), key=K("grad_ckpt"), persist_state=KEEP, help=t("finetune.grad_ckpt_help"))
+        c[1].selectbox(t("finetune.precision"), PRECISIONS, key=K("precision"), persist_state=KEEP,
+                       format_func=lambda p: t(f"finetune.precision_opt.{p}"), help=t("finetune.precision_help"))
+        c[2].select_slider(t("finetune.dropout"), view.DROPOUTS, key=K("dropout"), persist_state=KEEP,
+                           format_func=view.dropout_label, help=t("finetune.dropout_help"))
+        c[3].caption(t("finetune.article_regularise"))
+    preview = view.config_from_state(spec, task)  # the settings as they stand (a form applies edits on Start)
+    view.advice(preview, HIDDEN)
     start = st.form_submit_button(t("finetune.start"), type="primary")
+view.oom_panel(preview, data)
+
+
+def submit(cfg, run_data) -> None:
+    name = f"run{len(runs) + 1}-{cfg.family}"
+    out = runs_root(state.session_id()) / f"{name}-{time.strftime('%H%M%S')}"
+    job = runner().submit(t("finetune.job_name", name=name), job_fn(cfg, run_data, out),
+                          resource=job_resource(cfg), owner=state.session_id())
+    runs.append(dict(name=name, job_id=job.id, cfg=cfg, data=run_data, out=str(out), result=None))
+
+
+def restart_with(run: dict, remedy: str) -> None:
+    from core.finetune import apply_remedy
+
+    submit(apply_remedy(run["cfg"], remedy), run["data"])
+
 
 if start:
     try:
         if spec is None or data is None:
             raise ValueError(t("finetune.need_model_and_data"))
-        cfg = FinetuneConfig(spec.family, spec.checkpoint, epochs=int(epochs), max_steps=int(max_steps), lr=float(lr),
-                             batch_size=int(batch), max_length=int(max_len), warmup_ratio=float(warmup),
-                             weight_decay=float(wd), grad_clip=float(clip), seed=int(seed),
-                             freeze_embeddings=freeze_emb, freeze_layers=int(freeze_n), pooling=pooling,
-                             patience=int(patience), evals_per_epoch=int(evals), device=spec.device)
-        run_data = data.subset(int(rows) or None, int(test_rows) or None)
-        name = f"run{len(runs) + 1}-{spec.family}"
-        out = runs_root(state.session_id()) / f"{name}-{time.strftime('%H%M%S')}"
-        job = runner().submit(t("finetune.job_name", name=name), job_fn(cfg, run_data, out),
-                              resource=job_resource(cfg), owner=state.session_id())
-        runs.append(dict(name=name, job_id=job.id, cfg=cfg, data=run_data, out=str(out), result=None))
+        cfg = view.config_from_state(spec, task, strict=True)
+        submit(cfg, data.subset(int(st.session_state[K("rows")]) or None, int(st.session_state[K("test_rows")]) or None))
     except ValueError as e:
         st.error(str(e))
 
@@ -142,6 +182,8 @@ for run in reversed(runs):
             st.rerun()  # the result is picked up above and kept in the session
 
         job_panel(run["job_id"], on_done=finished, on_running=view.live, key=K(f"job.{run['name']}"))
+        if job is not None and job.status == "error" and view.is_oom_error(job.error):
+            view.oom_offer(run, restart_with)
         if job is not None and job.status == "cancelled" and (Path(run["out"]) / "checkpoint").exists():
             st.button(t("finetune.resume"), key=K(f"resume.{run['name']}"), on_click=resume)
 

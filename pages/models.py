@@ -7,6 +7,7 @@ import streamlit as st
 from app import presenter, report, urlstate
 from app.i18n import t, t_or
 from app.render import entry_id, params_bar, record_once
+from app.render_practice import glue_section
 from core.models import FAMILIES, official_checkpoints
 from core.params import albert_factorization, breakdown
 
@@ -83,5 +84,7 @@ try:
                              t("models.saving"): t("models.fewer", x=f"{f.ratio:,.1f}")}])
 except ValueError as err:
     st.error(str(err))
+
+glue_section()  # the article's GLUE table as claims, beside this installation's own fine-tunes
 
 urlstate.publish()  # values first created in this run (the defaults) join the link too

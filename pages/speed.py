@@ -1,4 +1,5 @@
-"""Speed: latency and throughput of each family's base architecture, measured in a background job.
+"""Speed: latency and throughput of each family's base architecture, measured in a background job; then the
+sidebar's model in fp32 against int8 (core.quantize), the third article's ALBERT + quantization advice beside it.
 
 The shape and families live in the URL (a link restores them; it never starts a measurement by itself);
 each finished measurement goes to the session report."""
@@ -8,6 +9,7 @@ import streamlit as st
 from app import presenter, state, urlstate
 from app.i18n import t, t_or
 from app.jobs_ui import job_panel, runner
+from app.render_practice import int8_section
 from app.render import forget_jobs, job_for, record_once, remember_job, speed_chart, stale_note, throughput_chart
 from core.bench import SEED_CLAIMS, SpeedConfig, measure_speed
 from core.jobs import progress_job
@@ -98,5 +100,8 @@ elif st.session_state.get("speed.made_from"):
     stale_note("speed.made_from")
 else:
     st.info(t("speed.hint"))
+
+st.divider()
+int8_section(spec, seq, batch, reps)  # the sidebar's model in fp32 and int8, at the shape above
 
 urlstate.publish()  # values first created in this run (the defaults) join the link too

@@ -35,14 +35,14 @@ def _wait_all_jobs(timeout: float = 300) -> None:
         time.sleep(0.2)
 
 
-def _start_tiny(at, **settings) -> None:
+def _start_tiny(at, form: str = "form", **settings) -> None:
     at.number_input(key="finetune.max_steps").set_value(settings.get("max_steps", 3))
     at.number_input(key="finetune.rows").set_value(settings.get("rows", 32))
     at.number_input(key="finetune.test_rows").set_value(settings.get("test_rows", 12))
     at.select_slider(key="finetune.lr").set_value(1e-3)
     at.select_slider(key="finetune.max_len").set_value(32)
     at.number_input(key="finetune.freeze_n").set_value(settings.get("freeze_n", 0))
-    at.button(key="FormSubmitter:finetune.form-Start fine-tuning").click().run()
+    at.button(key=f"FormSubmitter:finetune.{form}-Start fine-tuning").click().run()
     assert not at.exception, at.exception
 
 
@@ -289,3 +289,79 @@ def test_defaults_follow_the_model_size_and_the_articles_settings_are_one_click_
     assert any("The articles' settings" in c.value for c in at.caption)
     at.button(key="finetune.preset.small").click().run()
     assert at.select_slider(key="finetune.lr").value == 1e-4
+
+
+# ---------------------------------------------------------------------------------------------- issue 21: token task
+def _df(at, first_column: str):
+    """The table whose first column is ``first_column`` (AppTest finds dataframes by position, not key)."""
+    return next(d.value for d in at.dataframe if list(d.value.columns)[:1] == [first_column])
+
+
+def test_token_task_switch_data_picker_and_split_table(at):
+    assert at.radio(key="finetune.task").value == "sequence"
+    at.radio(key="finetune.task").set_value("token").run()
+    assert not at.exception, at.exception
+    assert at.radio(key="finetune.tok_source").value == "sample"
+    text = _texts(at)
+    assert "**240** training and **60** held-out sentences" in text and "CC0" in text
+    # A mini (the tiny zoo's hidden 32) starts from its own lr, the article's 5e-5 one click away; both quoted.
+    assert at.select_slider(key="finetune.lr").value == 3e-4 and "3e-5 to 7e-5 for sequence labelling" in text
+    at.button(key="finetune.preset.articles").click().run()
+    assert at.select_slider(key="finetune.lr").value == 5e-5
+    assert any("The article's settings for sequence labelling" in c.value for c in at.caption)
+    # The split table: the sidebar model's tokenizer on the example words, first piece labelled.
+    df = _df(at, "word")
+    assert list(df.iloc[:, 0][:2]) == ["Anneliese", "Kowalczyk"]
+    assert (df.iloc[:, 2] > 1).any() and all(p.split(" · ")[0] == lab for p, lab in zip(df.iloc[:, 1], df.iloc[:, 3]))
+    at.text_input(key="finetune.tok_split_text").set_value("unbelievably Reykjavik").run()
+    assert len(_df(at, "word")) == 2
+    # A bad upload says which line is wrong; back to sequence restores its lr.
+    at.radio(key="finetune.tok_source").set_value("upload").run()
+    at.file_uploader(key="finetune.tok_upload").set_value(("x.conll", b"Ada B-PER\nLovelace\n", "text/plain")).run()
+    assert any("line 2" in e.value and "has no tag" in e.value for e in at.error), [e.value for e in at.error]
+    at.radio(key="finetune.task").set_value("sequence").run()
+    assert at.select_slider(key="finetune.lr").value == 3e-5 and not at.exception  # the articles' preset, for texts
+
+
+def test_advice_warns_below_64_before_start_and_remedy_settings_are_there(env):
+    at = _open({"finetune.max_len": "32", "finetune.dropout": "0.4", "finetune.grad_ckpt": "1",
+                "finetune.pooling": "mean"})
+    warnings = [w.value for w in at.warning]
+    assert any("below 64" in w and "do not go below 64" in w for w in warnings), warnings
+    assert any("Dropout 0.4" in w for w in warnings), warnings
+    assert at.checkbox(key="finetune.grad_ckpt").value is True
+    assert at.select_slider(key="finetune.dropout").label.endswith("(the article: 0.1–0.3)")
+    assert at.select_slider(key="finetune.dropout").value == 0.4
+    assert any("early-stopping patience 2–3" in c.value for c in at.caption)
+    assert at.selectbox(key="finetune.precision").options[0].startswith("auto")
+    assert any(e.label == "Out of memory?" for e in at.expander)
+    assert len(runner().jobs()) == 0 or all(j.done for j in runner().jobs())  # a link starts nothing
+    at.radio(key="finetune.task").set_value("token").run()
+    assert at.radio(key="finetune.pooling").value == "cls"  # mean pooling has no per-word form
+    assert any("below 64" in w.value for w in at.warning) and not at.exception
+
+
+def test_a_tiny_token_run_end_to_end(at):
+    at.radio(key="finetune.task").set_value("token").run()
+    at.radio(key="finetune.pooling").set_value("scalar_mix")
+    _start_tiny(at, "form_token", rows=32, test_rows=8, max_steps=3)
+    _wait_all_jobs()
+    at.run()
+    assert not at.exception, at.exception
+    labels = [m.label for m in at.metric]
+    assert {"Entity F1", "Entity precision", "Entity recall", "Token accuracy"} <= set(labels), labels
+    assert any("Majority-tag baseline" in c.value for c in at.caption)
+    per_label = _df(at, "entity type")
+    assert set(per_label.iloc[:, 0]) <= {"DATE", "LOC", "ORG", "PER"} and len(per_label) >= 1
+    html = " ".join(h.proto.body for h in at.get("html"))
+    assert html.count('class="tk-s"') == 8  # the held-out sentences
+    assert len(at.get("plotly_chart")) >= 2  # curves + the learned layer weights
+    opts = at.sidebar.selectbox(key="sidebar.checkpoint").options
+    assert any("run1-bert" in o and "fine-tuned" in o for o in opts), opts
+    at.text_input(key="finetune.tag_text.run1-bert").set_value("Ada <b>Lovelace</b> flew to Lisbon .")
+    at.button(key="FormSubmitter:finetune.tag.run1-bert-Tag").click().run()
+    assert not at.exception, at.exception
+    table = next(d.value for d in at.dataframe if list(d.value.columns) == ["word", "tag", "probability"])
+    assert list(table.iloc[:, 0]) == ["Ada", "<", "b", ">", "Lovelace", "<", "/", "b", ">", "flew", "to", "Lisbon", "."]
+    html = " ".join(h.proto.body for h in at.get("html"))
+    assert "&lt;" in html and "<b>Lovelace" not in html  # user text stays text

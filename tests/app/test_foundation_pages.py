@@ -155,12 +155,13 @@ def test_models_page_link_report_and_chinese(use_tiny_zoo):
     assert at.number_input(key="models.V").value == 50000 and at.number_input(key="models.E").value == 256
     assert [m.value for m in at.metric][:2] == ["38.40M", "13.00M"]
     titles = [e.title for e in _entries(at)]
-    assert titles == ["Parameter breakdown of the official checkpoints", "ALBERT's factorized embeddings"]
+    assert titles == ["Parameter breakdown of the official checkpoints", "ALBERT's factorized embeddings",
+                      "GLUE: the article's figures (claims) and what this installation measured"]
     breakdown = _entries(at)[0]
     assert len(breakdown.rows) == 10 and len(breakdown.figures) == 1
     assert _entries(at)[1].inputs == {"V (vocabulary)": "50000", "H (hidden size)": "768", "E (embedding size)": "256"}
     at.run()
-    assert len(_entries(at)) == 2  # shown again, not recorded again
+    assert len(_entries(at)) == 3  # shown again, not recorded again
     bad = _open("models", {"models.H": "0"})
     assert "not valid here" in " ".join(w.value for w in bad.warning)
     assert bad.number_input(key="models.H").value == 768

@@ -218,14 +218,29 @@ def test_out_of_memory_suggests_smaller_batch_or_length(tiny_models, tmp_path, m
 
     monkeypatch.setattr(ft, "_load_fresh", load_then_oom)
     cfg = FinetuneConfig("bert", str(tiny_models["bert"]), max_steps=2, batch_size=32, max_length=256)
-    with pytest.raises(FinetuneError, match="Out of memory.*batch size 32.*Try batch size 16 or max length 128"):
+    with pytest.raises(FinetuneError, match="Out of memory.*batch size 32.*Try batch size 16 or max length 128") as e:
         train(cfg, toy(32, 8), tmp_path / "run")
+    # The error names the article's remedies that would change this run, and each one restarts it changed.
+    assert e.value.remedies == ("gradient_checkpointing", "mixed_precision", "half_batch", "max_length_64",
+                                "freeze_embeddings")
+    assert "gradient checkpointing" in str(e.value) and ft.is_oom(torch.OutOfMemoryError("x"))
+    fixed = {n: ft.apply_remedy(cfg, n) for n in e.value.remedies}
+    assert fixed["gradient_checkpointing"].gradient_checkpointing and fixed["mixed_precision"].precision == "bf16"
+    assert fixed["half_batch"].batch_size == 16 and fixed["max_length_64"].max_length == 128
+    assert ft.apply_remedy(FinetuneConfig("bert", "x", max_length=96), "max_length_64").max_length == 64  # floor
+    done = ft.apply_remedy(fixed["freeze_embeddings"], "gradient_checkpointing")
+    assert ft.remedies_for(done) == ("mixed_precision", "half_batch", "max_length_64")
+    with pytest.raises(ValueError, match="Unknown remedy"):
+        ft.apply_remedy(cfg, "more_ram")
 
 
 @pytest.mark.parametrize("kw, msg", [
     (dict(max_steps=10**6), "Max steps"), (dict(lr=1.0), "Learning rate"), (dict(batch_size=0), "Batch size"),
     (dict(max_length=4096), "Max length"), (dict(warmup_ratio=1.5), "Warmup"), (dict(pooling="max"), "Pooling"),
     (dict(epochs=0), "Epochs"), (dict(freeze_layers=-1), "Freeze"), (dict(grad_clip=-1.0), "clipping"),
+    (dict(task="ner"), "Task must be"), (dict(task="token", pooling="mean"), "labels every word"),
+    (dict(dropout=0.7), "the article: 0.1 to 0.3"), (dict(precision="fp8"), "Precision"),
+    (dict(precision="fp16", device="cpu"), "fp16 mixed precision needs a CUDA GPU"),
 ])
 def test_config_rejects_bad_values_with_a_fix(kw, msg):
     with pytest.raises(ValueError, match=msg):
@@ -363,3 +378,84 @@ def test_the_job_status_line_carries_no_eta_of_its_own(tiny_models, tmp_path):
     assert steps and not any("ETA" in m for m in steps), steps
     info = ft.StepInfo("train", 1, 3, 0.1, loss=0.5, samples_per_s=10.0, eta_s=12.0)
     assert "ETA 12s" in info.message()  # the command line keeps it
+
+
+# ---------------------------------------------------------------------------------------------- issue 21 + 18
+def test_token_finetune_on_the_bundled_sample_beats_the_majority_tag(tmp_path):
+    """A bundled mini (real weights) on the bundled sample: entity F1 and token accuracy clearly above always
+    answering "O"; the saved folder tags the held-out sentences as the run measured."""
+    from core.token_data import load_bundled_tokens
+
+    data = load_bundled_tokens()
+    cfg = FinetuneConfig("distilbert", str(ROOT / "assets/models/distilbert-mini"), task="token", epochs=3,
+                         max_steps=16, lr=3e-4, batch_size=16, max_length=32, freeze_embeddings=True, patience=0,
+                         seed=0)
+    assert FinetuneConfig("bert", "x", task="token").lr == ft.TOKEN_LR == 5e-5  # the article's 3e-5 to 7e-5
+    r = train(cfg, data, tmp_path / "run")
+    tm = r.token_metrics
+    print(f"\ndistilbert-mini, token task, {r.steps} steps: entity F1 {tm.f1:.3f} (majority {tm.majority_f1:.3f}), "
+          f"token accuracy {tm.token_accuracy:.3f} (majority '{tm.majority_tag}' {tm.majority_accuracy:.3f})")
+    assert tm.majority_tag == "O" and tm.majority_f1 == 0.0
+    assert tm.f1 >= 0.2 and tm.token_accuracy >= tm.majority_accuracy + 0.08, tm
+    assert r.accuracy == pytest.approx(tm.token_accuracy) and r.majority_rate == tm.majority_accuracy
+    assert {row["label"] for row in tm.per_label} <= {"DATE", "LOC", "ORG", "PER"}
+    assert len(r.test_labels) == len(r.test_texts) == sum(len(w) for w in tm.words)  # one per word
+    fm = load_finetuned(r.model_dir, device="cpu")
+    tagged = ft.tag(fm, [list(w) for w in tm.words])
+    assert [tuple(g for _, g, _ in s) for s in tagged] == list(tm.pred)
+    assert ft.tag(fm, ["Priya Patel flew to Lisbon."])[0][-1][0] == "."  # typed text is split into words
+    # Attributions explain one word's label: the logit of its predicted tag (core.attribution target "token").
+    from core import attribution as A
+
+    lm = load(ModelSpec("distilbert", r.model_dir, "cpu"), "tokcls")
+    res = A.attribute(lm, A.AttributionConfig(target="token", text="Priya Patel flew to Lisbon .", word_index=4,
+                                              methods=("lig",), n_steps=16))
+    ig = res.method("lig")
+    lisbon = ft.tag(fm, [["Priya", "Patel", "flew", "to", "Lisbon", "."]])[0][4]
+    assert f"logit of tag '{lisbon[1]}' at word 5 ('lisbon')" in res.target_label
+    assert max(res.candidates, key=lambda c: c[1]) == (lisbon[1], pytest.approx(lisbon[2], abs=1e-4))
+    assert abs(ig.delta) < 0.1 * abs(res.f_x - res.f_baseline) + 1e-3  # IG's completeness: sums to f(x) - f(base)
+
+
+def test_scalar_mix_learns_layer_weights_that_sum_to_one(tiny_models, tmp_path):
+    from core.token_data import from_sentences
+
+    cfg = FinetuneConfig("bert", str(tiny_models["bert"]), max_steps=6, lr=3e-3, batch_size=16, max_length=16,
+                         pooling="scalar_mix", patience=0, seed=0)
+    r = train(cfg, toy(64, 16), tmp_path / "seq")
+    w = np.asarray(r.layer_weights)
+    assert len(w) == 3 and abs(w.sum() - 1) < 1e-5 and np.ptp(w) > 0.01  # embeddings + 2 layers, moved from 1/3
+    fm = load_finetuned(r.model_dir, device="cpu")
+    assert np.allclose(classify(fm, list(r.test_texts)), r.test_probs, atol=1e-4)
+    # token labelling through the same mix (one vector per piece)
+    sents = [((POS[i % 8], "and", NEG[i % 8]), ("B-POS", "O", "B-NEG")) for i in range(24)]
+    tok = train(FinetuneConfig("roberta", str(tiny_models["roberta"]), task="token", max_steps=2, lr=3e-3,
+                               max_length=16, pooling="scalar_mix", patience=0), from_sentences(sents, "t", "", ""),
+                tmp_path / "tok")
+    assert len(tok.layer_weights) == 3 and abs(sum(tok.layer_weights) - 1) < 1e-5 and tok.token_metrics is not None
+
+
+def test_gradient_checkpointing_bf16_on_cpu_and_dropout(tiny_models, tmp_path):
+    base = dict(max_steps=3, lr=1e-3, batch_size=8, max_length=16, patience=0, seed=0, device="cpu")
+    plain = train(FinetuneConfig("bert", str(tiny_models["bert"]), **base), toy(24, 8), tmp_path / "a")
+    ckpt = train(FinetuneConfig("bert", str(tiny_models["bert"]), gradient_checkpointing=True, **base),
+                 toy(24, 8), tmp_path / "b")
+    # recomputing activations changes the memory, not the maths (dropout masks are replayed)
+    assert np.allclose([h["loss"] for h in ckpt.history], [h["loss"] for h in plain.history], atol=1e-5)
+    bf16 = train(FinetuneConfig("distilbert", str(tiny_models["distilbert"]), precision="bf16", dropout=0.3,
+                                **base), toy(24, 8), tmp_path / "c")
+    assert bf16.precision == "bf16" and bf16.steps == 3 and all(np.isfinite(h["loss"]) for h in bf16.history)
+    cfg = json.loads((Path(bf16.model_dir) / "config.json").read_text())
+    assert cfg["dropout"] == cfg["seq_classif_dropout"] == 0.3  # the encoder's dropout and the head's
+    with pytest.raises(ValueError, match="fp16 mixed precision needs a CUDA GPU.*Choose 'bf16'"):
+        FinetuneConfig("bert", "x", precision="fp16", device="cpu")
+
+
+def test_advice_quotes_the_article():
+    short = FinetuneConfig("bert", "x", max_length=32).advice()
+    assert any("below 64" in a and "do not go below 64" in a for a in short)
+    assert FinetuneConfig("bert", "x").advice() == ()  # the articles' settings draw no advice
+    token = FinetuneConfig("bert", "x", task="token", lr=1e-4, dropout=0.05, patience=6).advice()
+    assert any("3e-05 to 7e-05" in a for a in token) and any("Dropout" in a for a in token)
+    assert any("2 to 3" in a for a in token)
+    assert not FinetuneConfig("bert", "x", task="token", lr=3e-4).advice(hidden_size=384)  # a mini needs more

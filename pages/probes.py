@@ -1,0 +1,69 @@
+"""Layer probes: a linear probe per task and depth, trained in a background job, plotted against depth with the
+majority baselines and the word task's selectivity. Logic in core/probes.py, drawing in app/render_probes.py."""
+import hashlib
+import time
+
+import streamlit as st
+
+from app import state
+from app.i18n import t
+from app.jobs_ui import job_panel, runner
+from app.loaders import model_or_error
+from app.render import current_result, job_for, remember_job, stale_note
+from app.render_probes import K, show_result, task_name
+from core.probes import (DEFAULT_PER_TASK, MIN_PER_TASK, TASKS, ProbeConfig, build_tasks,
+                         corpus_from_text, corpus_from_upload, max_per_task, model_key, probe_job, saved_result)
+
+SOURCES = ("bundled", "paste", "upload")
+
+st.title(t("probes.title"))
+st.caption(t("probes.intro"))
+lm = model_or_error(task="base")
+if lm is None:
+    st.stop()
+
+with st.form(K("form")):
+    source = st.radio(t("probes.corpus"), SOURCES, key=K("source"), horizontal=True, help=t("probes.corpus_help"),
+                      format_func=lambda s: t(f"probes.corpus_opt.{s}"))
+    text = st.text_area(t("probes.paste"), key=K("text"), height=100)
+    upload = st.file_uploader(t("probes.upload"), type=["txt"], key=K("upload"))
+    tasks = st.multiselect(t("probes.tasks"), TASKS, default=list(TASKS), key=K("tasks"), format_func=task_name)
+    per_task = st.number_input(t("probes.per_task"), MIN_PER_TASK, max_per_task(), DEFAULT_PER_TASK, step=100,
+                               key=K("per_task"), help=t("probes.per_task_help"))
+    go = st.form_submit_button(t("probes.run"), type="primary")
+
+raw = text.encode("utf-8") if source == "paste" else upload.getvalue() if source == "upload" and upload else b""
+want = (lm.spec, model_key(lm), source, hashlib.sha1(raw).hexdigest(), tuple(tasks), int(per_task))
+if go:
+    st.session_state.pop(K("error"), None)
+    try:
+        if source == "upload" and upload is None:
+            raise ValueError(t("probes.no_upload"))
+        corpus = None if source == "bundled" else (corpus_from_text(text) if source == "paste"
+                                                   else corpus_from_upload(raw, upload.name))
+        cfg = ProbeConfig(tasks=tuple(tasks), per_task=int(per_task), corpus=corpus)
+        if corpus is not None:
+            build_tasks(cfg)  # a corpus too small for a task says so here, not after a job
+        found = saved_result(lm, cfg)
+        if found is not None:  # this model on these inputs was probed before: no job
+            st.session_state[K("result")], st.session_state[K("result.made_from")] = found, want
+        else:
+            jid = runner().submit(t("probes.job_name", id=lm.spec.checkpoint), probe_job(lm.spec, cfg),
+                                  device=lm.spec.device, owner=state.session_id()).id
+            state.job_ids("probes").append(jid)
+            remember_job(K("jobs"), jid, want)
+    except ValueError as e:  # ProbeError (bad corpus, settings), QuotaError (too many jobs)
+        st.session_state[K("error")] = (want, str(e))
+
+error = st.session_state.get(K("error"), (None, ""))
+res = current_result(K("result"), want)
+jid = job_for(K("jobs"), want)
+if error[0] == want:
+    st.error(error[1])
+elif res is not None:
+    st.caption(t("probes.cached", s=f"{time.time() - res.created:,.0f}"))
+    show_result(res)
+elif jid is not None:
+    job_panel(jid, lambda j: show_result(j.result), key=K("job"))
+else:
+    stale_note(K("result"))

@@ -1,0 +1,87 @@
+"""Embedding projector: a word's contextual vectors across a corpus (or every word of a sample), in 2-D or 3-D at
+every depth; a depth slider switches depth without recomputing. PCA runs here; UMAP and t-SNE run as jobs.
+Logic in core/projector.py, drawing in app/render_projector.py."""
+import streamlit as st
+
+from app import presenter, state
+from app.i18n import t
+from app.jobs_ui import job_panel, runner
+from app.loaders import model_or_error
+from app.render import current_result, job_for, remember_job, stale_note
+from app.render_projector import K, show_projection
+from core.jobs import CANCELLED, ERROR
+from core.projector import (CORPORA, DEFAULT_POINTS, JOB_METHODS, MAX_POINTS, METHODS, WHATS, ProjectorConfig,
+                            corpus_of, pick_sentences, project, project_job)
+
+st.title(t("projector.title"))
+st.caption(t("projector.intro"))
+lm = model_or_error(task="base")
+if lm is None:
+    st.stop()
+
+with st.form(K("form")):
+    c1, c2 = st.columns(2)
+    what = c1.radio(t("projector.what"), WHATS, key=K("what"), format_func=lambda w: t(f"projector.what_opt.{w}"))
+    word = c2.text_input(t("projector.word"), "bank", key=K("word"), help=t("projector.word_help"))
+    corpus = c1.radio(t("projector.corpus"), CORPORA, key=K("corpus"), horizontal=True,
+                      format_func=lambda c: t(f"projector.corpus_opt.{c}"))
+    text = st.text_area(t("projector.text"), key=K("text"), height=100, placeholder=t("projector.text_placeholder"))
+    upload = st.file_uploader(t("projector.upload"), type=["txt"], key=K("upload"))
+    with presenter.settings():
+        c3, c4, c5 = st.columns(3)
+        method = c3.selectbox(t("projector.method"), METHODS, key=K("method"),
+                              format_func=lambda m: t(f"projector.method_opt.{m}"))
+        dims = c4.radio(t("projector.dims"), (2, 3), key=K("dims"), horizontal=True, format_func=lambda d: f"{d}-D")
+        max_points = c5.number_input(t("projector.max_points"), 4, MAX_POINTS, DEFAULT_POINTS, step=1000,
+                                     key=K("max_points"), help=t("projector.max_points_help"))
+    go = st.form_submit_button(t("projector.show"), type="primary")
+
+text_in, upload_error = text, None
+if corpus == "text" and upload is not None:  # an upload wins over the box
+    from core.uploads import upload_text
+
+    try:
+        text_in = upload_text(upload.getvalue(), upload.name, expect=t("projector.upload_expect"))
+    except ValueError as e:
+        upload_error = str(e)
+want = (lm.spec, what, word.strip(), corpus, text_in if corpus == "text" else "", method, int(dims), int(max_points))
+if go:
+    st.session_state[K("submitted")] = want
+    st.session_state.pop(K("error"), None)
+    try:
+        if upload_error:
+            raise ValueError(upload_error)
+        cfg = ProjectorConfig(what=what, word=word, corpus=corpus, text=text_in, method=method, dims=int(dims),
+                              max_points=int(max_points), color=st.session_state.get(K("color"), "next_word"))
+        if method in JOB_METHODS:
+            pick_sentences(cfg, corpus_of(cfg))  # an absent word says so now, not after a job starts
+            jid = runner().submit(t("projector.job_name", method=method.upper(), id=lm.spec.checkpoint),
+                                  project_job(lm.spec, cfg), device=lm.spec.device, owner=state.session_id()).id
+            state.job_ids("projector").append(jid)
+            remember_job(K("jobs"), jid, want)
+        else:
+            with st.spinner(t("projector.running")):
+                st.session_state[K("result")] = project(lm, cfg)
+            st.session_state[K("result.made_from")] = want
+    except ValueError as e:  # bad config, absent word, empty text, a binary upload, a session's job quota
+        st.session_state[K("error")] = (want, str(e))
+
+error = st.session_state.get(K("error"), (None, ""))
+if error[0] == want:  # kept, so the message stays across reruns (the slider, the colour)
+    st.error(error[1])
+elif method in JOB_METHODS and st.session_state.get(K("submitted")) == want:
+    jid = job_for(K("jobs"), want)
+    job = runner().get(jid) if jid is not None else None
+    if job is not None:
+        def _done(j):
+            st.session_state[K("result")] = j.result
+            st.session_state[K("result.made_from")] = want
+        job_panel(jid, _done, key=K("job"))
+        if job.status in (ERROR, CANCELLED):
+            st.caption(t("projector.again"))
+
+res = current_result(K("result"), want)
+if res is not None:
+    show_projection(res)
+elif st.session_state.get(K("submitted")) != want:
+    stale_note(K("result"))
