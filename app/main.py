@@ -19,6 +19,24 @@ st.set_page_config(page_title="EncoderLab", page_icon=str(ROOT / "assets" / "ico
 state.init()
 state.init_language()
 
+
+@st.cache_resource(show_spinner=False)
+def _transformers_imported() -> bool:
+    """transformers' lazy imports, done once by one thread: two sessions' first model loads resolving them at the
+    same time could meet a half-imported module ("module 'transformers' has no attribute 'AutoTokenizer'")."""
+    from core.models import BUILD_LOCK
+
+    with BUILD_LOCK:
+        import transformers
+
+        for name in ("AutoConfig", "AutoTokenizer", "AutoModel", "AutoModelForMaskedLM",
+                     "AutoModelForSequenceClassification", "AutoModelForTokenClassification"):
+            getattr(transformers, name)
+    return True
+
+
+_transformers_imported()
+
 page = st.navigation(build_navigation(), expanded=True)  # all pages listed: collapsed, the last sections hid behind "View N more"
 follow_deep_link()  # a link to /<page> that app/serve.py sent to the root first: open that page, with its query
 room_ui.begin(page)  # ?room=CODE: join, and the room's banner (a follower's poll follows the presenter)

@@ -499,9 +499,11 @@ def load(spec: ModelSpec, task: str = "base", attentions: bool = False, dtype: s
         assert res.path is not None
         target = res.path
         cfg = _check_folder(Path(res.path), spec)
-    cls = _model_class(spec.family, task, cfg.get("model_type", ""))
     try:
         with BUILD_LOCK:
+            # transformers resolves its classes by lazy imports, which are not safe to run from two threads at once
+            # (two sessions' first loads: "module 'transformers' has no attribute 'AutoTokenizer'"); under the lock.
+            cls = _model_class(spec.family, task, cfg.get("model_type", ""))
             model, info = cls.from_pretrained(target, output_loading_info=True, **kwargs)
             tokenizer = transformers.AutoTokenizer.from_pretrained(target, trust_remote_code=False)
     except (OSError, ValueError, RuntimeError) as e:

@@ -47,6 +47,12 @@ WHATS = ("word", "sample")
 CORPORA = ("bundled", "text")
 METHODS = ("pca", "umap", "tsne")
 JOB_METHODS = ("umap", "tsne")  # run as background jobs
+INLINE_POINTS = 5_000  # PCA above this many points also runs as a job: reading 50k words' contexts takes minutes
+
+
+def runs_as_job(method: str, max_points: int) -> bool:
+    """Whether a projection runs as a background job (with progress and Cancel) rather than while the page waits."""
+    return method in JOB_METHODS or int(max_points) > INLINE_POINTS
 COLORS = ("next_word", "cluster", "layer")
 MAX_POINTS = 50_000  # the most points a map may hold (PCA)
 JOB_MAX_POINTS = 10_000  # t-SNE / UMAP: above this they take many minutes on a CPU

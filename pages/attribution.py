@@ -1,4 +1,5 @@
-"""Attributions: which input tokens drive a masked word, the NSP/SOP decision or a classifier's class (captum)."""
+"""Attributions: which input tokens drive a masked word, the NSP/SOP decision, a classifier's class or one word's tag
+(captum)."""
 import streamlit as st
 
 from app import presenter, state, urlstate
@@ -15,14 +16,16 @@ def K(name: str) -> str:
     return state.key("attribution", name)
 
 
-TARGETS = ("mask", "pair", "class")
-TASK = {"mask": "mlm", "pair": "pretraining", "class": "seqcls"}
+TARGETS = ("mask", "pair", "class", "token")
+TASK = {"mask": "mlm", "pair": "pretraining", "class": "seqcls", "token": "tokcls"}
+KIND = {"class": "fine-tuned", "token": "fine-tuned-token"}  # which of this session's fine-tunes each target takes
 SIDEBAR = "sidebar"  # the classifier choice "the sidebar model"; the others are this session's fine-tuned models
 DEFAULT_METHODS = ["lig", "saliency", "ixg", "occlusion"]
 
 
 def tuned_models() -> list:
-    return [m for m in state.session_models() if m.kind == "fine-tuned"]
+    kind = KIND.get(st.session_state.get(K("target")), "fine-tuned")
+    return [m for m in state.session_models() if m.kind == kind]
 
 
 def classifier_names() -> list[str]:
@@ -34,6 +37,7 @@ TOP_FIELDS = (urlstate.Field(K("target"), choices=TARGETS), urlstate.Field(K("cl
 ONE_FIELDS = (
     *(urlstate.Field(K(f"text.{x}")) for x in TARGETS), urlstate.Field(K("text_b")),
     urlstate.Field(K("one.mask_index"), "int", lo=1, hi=50), urlstate.Field(K("one.word"), max_len=100),
+    urlstate.Field(K("one.word_index"), "int", lo=1, hi=200),
     urlstate.Field(K("one.contrast"), max_len=100),
     urlstate.Field(K("one.methods"), "strs", choices=tuple(A.METHODS)),
     urlstate.Field(K("one.baseline"), choices=tuple(A.BASELINES)),
@@ -49,10 +53,11 @@ target = st.radio(t("attribution.explain"), TARGETS, horizontal=True, key=K("tar
                   format_func=ra.option_labels(TARGETS, lambda x: t(f"attribution.target.{x}")))
 
 spec = None
-if target == "class":
+if target in KIND:
     tuned = tuned_models()
-    pick = st.selectbox(t("attribution.classifier"), classifier_names(), key=K("classifier"),
-                        format_func=ra.option_labels([SIDEBAR], lambda x: t("attribution.sidebar_classifier")),
+    noun = "tagger" if target == "token" else "classifier"
+    pick = st.selectbox(t(f"attribution.{noun}"), classifier_names(), key=K("classifier"),
+                        format_func=ra.option_labels([SIDEBAR], lambda x: t(f"attribution.sidebar_{noun}")),
                         help=t("attribution.classifier_help"))
     if pick != SIDEBAR:
         m = next(m for m in tuned if m.label == pick)
@@ -62,7 +67,7 @@ if target == "class":
             st.error(str(e))
             st.stop()
     elif not tuned:
-        st.caption(t("attribution.random_head"))
+        st.caption(t(f"attribution.random_head{'_token' if target == 'token' else ''}"))
 lm = model_or_error(task=TASK[target], spec=spec)
 if lm is None:
     urlstate.publish()
@@ -75,9 +80,10 @@ if target == "pair" and lm.family.pair_head is None:
 mini_note(lm.spec.checkpoint, {"mask": "mlm", "pair": lm.family.pair_head}.get(target))  # what a bundled mini is
 mask = lm.family.mask_token
 DEFAULTS = {"mask": f"The capital of France is {mask}, a city on the Seine.",
-            "pair": "She opened the door.", "class": "The film was a delight from start to finish."}
+            "pair": "She opened the door.", "class": "The film was a delight from start to finish.",
+            "token": "Anna flew from Paris to Tokyo on Monday."}
 classes = A.target_classes(lm, target)
-if target != "mask":  # the class a link names must exist in this model
+if target in ("pair", "class"):  # the class a link names must exist in this model
     restored |= urlstate.bind((urlstate.Field(K("one.class"), "int", choices=tuple(range(len(classes)))),))
 
 
@@ -91,7 +97,7 @@ def defaults(prefix: str) -> None:
     """Widget defaults, set once (a link's values were restored into session state before this)."""
     for name, value in ((f"{prefix}.methods", DEFAULT_METHODS), (f"{prefix}.baseline", "pad"),
                         (f"{prefix}.n_steps", 50), (f"{prefix}.ibs", 50), (f"{prefix}.samples", 200),
-                        (f"{prefix}.mask_index", 1), ("layer_steps", 20), ("text_b", "It creaked loudly."),
+                        (f"{prefix}.mask_index", 1), (f"{prefix}.word_index", 1), ("layer_steps", 20), ("text_b", "It creaked loudly."),
                         (f"text.{target}", DEFAULTS[target])):
         st.session_state.setdefault(K(name), value)
 
@@ -131,6 +137,10 @@ def target_widgets(prefix: str) -> dict:
         other = c3.text_input(t("attribution.contrast"), key=K(f"{prefix}.contrast"),
                               help=t("attribution.contrast_help"), persist_state="session")
         return dict(mask_index=int(which) - 1, word=word, contrast_word=other)
+    if target == "token":  # the predicted tag of one word is explained
+        which = st.number_input(t("attribution.which_word"), 1, 200, key=K(f"{prefix}.word_index"),
+                                help=t("attribution.which_word_help"), persist_state="session")
+        return dict(word_index=int(which) - 1)
     c = st.selectbox(t("attribution.class"), range(len(classes)), key=K(f"{prefix}.class"),
                      format_func=ra.option_labels(range(len(classes)), class_label))
     return dict(class_index=int(c))

@@ -164,7 +164,8 @@ for run in reversed(runs):
     if run["result"] is None and job is not None and job.status == "done":
         run["result"] = job.result  # kept in the session: later errors cannot lose it
         state.register_session_model(f"{run['name']} ({run['data'].name})", run["cfg"].family,
-                                     job.result.model_dir, kind="fine-tuned")
+                                     job.result.model_dir,
+                                     kind="fine-tuned-token" if run["cfg"].task == "token" else "fine-tuned")
         view.record_run(job.id, run["name"], job.result, len(run["data"].train))  # once, when it finishes
         st.rerun()  # once, so the sidebar picker (drawn before this page) lists the new model
     with st.expander(f"{run['name']} · {run['cfg'].checkpoint} · {run['data'].name}", expanded=run is runs[-1]):

@@ -10,7 +10,7 @@ from app.loaders import model_or_error
 from app.render import current_result, job_for, remember_job, stale_note
 from app.render_projector import K, show_projection
 from core.jobs import CANCELLED, ERROR
-from core.projector import (CORPORA, DEFAULT_POINTS, JOB_METHODS, MAX_POINTS, METHODS, WHATS, ProjectorConfig,
+from core.projector import (CORPORA, DEFAULT_POINTS, MAX_POINTS, METHODS, WHATS, ProjectorConfig, runs_as_job,
                             corpus_of, pick_sentences, project, project_job)
 
 st.title(t("projector.title"))
@@ -53,7 +53,7 @@ if go:
             raise ValueError(upload_error)
         cfg = ProjectorConfig(what=what, word=word, corpus=corpus, text=text_in, method=method, dims=int(dims),
                               max_points=int(max_points), color=st.session_state.get(K("color"), "next_word"))
-        if method in JOB_METHODS:
+        if runs_as_job(method, int(max_points)):
             pick_sentences(cfg, corpus_of(cfg))  # an absent word says so now, not after a job starts
             jid = runner().submit(t("projector.job_name", method=method.upper(), id=lm.spec.checkpoint),
                                   project_job(lm.spec, cfg), device=lm.spec.device, owner=state.session_id()).id
@@ -69,7 +69,7 @@ if go:
 error = st.session_state.get(K("error"), (None, ""))
 if error[0] == want:  # kept, so the message stays across reruns (the slider, the colour)
     st.error(error[1])
-elif method in JOB_METHODS and st.session_state.get(K("submitted")) == want:
+elif runs_as_job(method, int(max_points)) and st.session_state.get(K("submitted")) == want:
     jid = job_for(K("jobs"), want)
     job = runner().get(jid) if jid is not None else None
     if job is not None:

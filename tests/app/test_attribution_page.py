@@ -265,3 +265,33 @@ def test_deeplift_is_not_offered_where_it_cannot_apply(use_tiny_zoo, fam):
     # A link that names it (made with another model) drops it with the same reason, and nothing fails.
     at = _link({"family": fam, f"{P}.one.methods": "deeplift,saliency"})
     assert at.multiselect(key=f"{P}.one.methods").value == ["saliency"]
+
+
+def test_token_target_explains_one_words_tag_of_a_session_token_model(use_tiny_zoo, tmp_path):
+    """Issue 21: attributions explain one token's label, for a token classifier fine-tuned in this session."""
+    from app.state import SessionModel
+    from core.tiny import make_tiny
+
+    import transformers
+
+    folder = make_tiny("bert", tmp_path / "tagger", task="base")
+    tagger = transformers.AutoModelForTokenClassification.from_pretrained(
+        folder, id2label={0: "O", 1: "B-PER", 2: "B-LOC"}, label2id={"O": 0, "B-PER": 1, "B-LOC": 2})
+    tagger.save_pretrained(folder)
+    at = _page(target="token")
+    assert "token-tagging head" in " ".join(c.value for c in at.caption)  # none yet: the sidebar model, said so
+    at.session_state["session.models"] = {
+        "my-clf": SessionModel("my-clf", "bert", str(folder), "fine-tuned"),  # a sequence classifier: not offered
+        "my-tagger": SessionModel("my-tagger", "bert", str(folder), "fine-tuned-token")}
+    at.run()
+    box = at.selectbox(key=f"{P}.classifier")
+    assert "my-tagger" in box.options and "my-clf" not in box.options
+    box.set_value("my-tagger").run()
+    at.number_input(key=f"{P}.one.word_index").set_value(3)
+    at.multiselect(key=f"{P}.one.methods").set_value(["saliency", "occlusion"])
+    _click(at, "Explain")
+    _finish(at)
+    assert "at word 3" in " ".join(m.value for m in at.markdown)
+    at.number_input(key=f"{P}.one.word_index").set_value(40)
+    _click(at, "Explain")
+    assert "word 40 does not exist" in _errors(at)

@@ -81,3 +81,20 @@ def test_bad_input_message(env):
         assert not at.get("plotly_chart")
         at.run()
         assert any(message in e.value for e in at.error)  # the message stays across reruns
+
+
+def test_more_points_than_the_page_waits_for_run_as_a_job(env):
+    """PCA over more than INLINE_POINTS points reads that many contexts (minutes at 50k): a job with progress."""
+    from core.jobs import runner
+    from core.projector import INLINE_POINTS
+
+    at = page_for("projector")
+    at.number_input(key="projector.max_points").set_value(INLINE_POINTS + 1000)
+    _fill(at)
+    jobs = at.session_state["jobs.projector"]
+    assert len(jobs) == 1 and not at.get("plotly_chart")
+    job = runner().get(jobs[-1])
+    runner().wait(job, timeout=120)
+    assert job.status == "done", (job.status, job.error)
+    at.run()
+    assert sum(len(d["text"]) for d in _charts(at)[0]["data"]) == OCCURRENCES
