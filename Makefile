@@ -28,7 +28,7 @@ run: install
 	$(PY) -m streamlit run app/serve.py --server.port $(PORT) --server.address $${ENCODERLAB_HOST:-localhost}
 
 test: install-test
-	HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false $(PY) -m pytest -q -p no:cacheprovider tests
+	HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false $(PY) -m pytest -q -p no:cacheprovider --durations=25 tests
 
 bench: install
 	$(PY) bench/speed.py

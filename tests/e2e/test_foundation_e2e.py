@@ -37,7 +37,7 @@ def test_speed_runs_in_background(page):
     rounds.fill("1")
     for fam in ("RoBERTa", "ALBERT"):
         page.get_by_role("button", name=f"Remove {fam}").click()
-    page.get_by_role("button", name="Measure").click()
+    page.get_by_role("button", name="Measure", exact=True).click()
     page.get_by_text(re.compile(r"Speed: .* · \d+s")).first.wait_for(timeout=30_000)  # the live progress bar
     page.get_by_text("Against the articles' claims").wait_for(timeout=300_000)
     wait_idle(page)
