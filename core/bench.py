@@ -36,12 +36,17 @@ class SpeedConfig:
         unknown = [f for f in self.families if f not in FAMILIES]
         if unknown:
             raise ValueError(f"Unknown families {unknown}: use {', '.join(FAMILIES)}.")
-        if not 8 <= self.seq_len <= 512:
-            raise ValueError(f"Sequence length {self.seq_len} is out of range: use 8 to 512 tokens.")
-        if not 1 <= self.batch <= 256:
-            raise ValueError(f"Batch {self.batch} is out of range: use 1 to 256.")
-        if not 1 <= self.repeats <= 100:
-            raise ValueError(f"Repeats {self.repeats} is out of range: use 1 to 100.")
+        check_timing_shape(self.seq_len, self.batch, self.repeats)
+
+
+def check_timing_shape(seq_len: int, batch: int, repeats: int) -> None:
+    """The bounds every timed measurement shares (Speed, int8): ValueError with the range to use."""
+    if not 8 <= seq_len <= 512:
+        raise ValueError(f"Sequence length {seq_len} is out of range: use 8 to 512 tokens.")
+    if not 1 <= batch <= 256:
+        raise ValueError(f"Batch {batch} is out of range: use 1 to 256.")
+    if not 1 <= repeats <= 100:
+        raise ValueError(f"Repeats {repeats} is out of range: use 1 to 100.")
 
 
 @dataclass(frozen=True)

@@ -186,12 +186,9 @@ class QuantConfig:
     heldout: int = 64
 
     def __post_init__(self) -> None:
-        if not 8 <= self.seq_len <= 512:
-            raise ValueError(f"Sequence length {self.seq_len} is out of range: use 8 to 512 tokens.")
-        if not 1 <= self.batch <= 256:
-            raise ValueError(f"Batch {self.batch} is out of range: use 1 to 256.")
-        if not 1 <= self.repeats <= 100:
-            raise ValueError(f"Repeats {self.repeats} is out of range: use 1 to 100.")
+        from core.bench import check_timing_shape
+
+        check_timing_shape(self.seq_len, self.batch, self.repeats)
         if not 0 <= self.heldout <= 500:
             raise ValueError(f"Held-out sentences {self.heldout} is out of range: use 0 to 500.")
 
