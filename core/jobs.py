@@ -38,6 +38,7 @@ from core import settings
 QUEUED, RUNNING, DONE, ERROR, CANCELLED = "queued", "running", "done", "error", "cancelled"
 FINISHED = (DONE, ERROR, CANCELLED)
 CANCEL_GRACE_S = 60.0  # a cancelled worker may take this long to save its checkpoint before it is terminated
+SWEEP_EVERY_S = 30.0  # a finished job trims the run folders at most this often (core.jobs.evict_run_folders)
 OOM_ADVICE = ("Lower the batch size, the maximum sequence length, the number of rows or the model size, "
               "then start it again.")
 
@@ -278,6 +279,8 @@ class JobRunner:
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
         self._mp = None
+        self._sweep_lock = threading.Lock()
+        self._swept = float("-inf")  # monotonic time of the last run-folder sweep
 
     # ------------------------------------------------------------------------------------------- public
     def submit(self, name: str, fn: Callable[[JobContext], Any], resource: str | None = "cpu",
@@ -478,10 +481,23 @@ class JobRunner:
             self._running[job.resource] -= 1
         self._pump()
         self.evict()
+        self._sweep_run_folders()
+
+    def _sweep_run_folders(self) -> None:
+        """Trim the run folders, at most once every SWEEP_EVERY_S and one sweep at a time: a sweep walks every
+        session's runs, and a burst of short jobs each walking them held their finished threads (and results) in
+        a queue behind one another."""
+        if not self._sweep_lock.acquire(blocking=False):
+            return  # another job's thread is sweeping now
         try:
+            if time.monotonic() - self._swept < SWEEP_EVERY_S:
+                return
+            self._swept = time.monotonic()
             evict_run_folders(settings.runs_base(), busy=self._busy_since)
         except OSError:  # another process removed a folder first: the bound still holds
             pass
+        finally:
+            self._sweep_lock.release()
 
     def _busy_since(self, owner: str) -> float | None:
         """Start time of ``owner``'s oldest running job (its run folders written since are in use)."""
