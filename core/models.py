@@ -1,8 +1,8 @@
-"""The model registry and the one loader every page uses.
+"""The one loader every page uses.
 
-Family differences (mask token, pair head, tokenizer kind, classes per task, official checkpoints and the
-figures the seed articles claim for them) live here and nowhere else. ``load`` resolves a checkpoint in a
-fixed order (local folder, bundled zoo, Hugging Face cache, Hub when allowed) and loads safetensors only.
+The family registry (core.registry) says how families differ; this module resolves a checkpoint in a fixed
+order (local folder, bundled zoo, Hugging Face cache, Hub when allowed) and loads safetensors only. The registry's
+names are re-exported here for the modules that import them from core.models.
 """
 from __future__ import annotations
 
@@ -17,155 +17,18 @@ from urllib.parse import urlparse
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 ASSETS = REPO_ROOT / "assets"
-CONFIG_DIR = ASSETS / "configs"
 
-TASKS = ("base", "mlm", "pretraining", "seqcls", "tokcls")
-
-
-class ModelLoadError(ValueError):
-    """A checkpoint could not be resolved or loaded. The message names the problem and the fix."""
-
-    def __str__(self) -> str:  # hosted mode: the message names no server path (core.hosted.scrub)
-        from core.hosted import scrub
-
-        return scrub(super().__str__())
-
-
-@dataclass(frozen=True)
-class Checkpoint:
-    id: str
-    family: str
-    claim_m: float | None = None  # parameters the seed articles claim, in millions
-    claim_note: str = ""
-    language: str = "en"
-    model_type: str | None = None  # architecture when it differs from the family's (hfl's RoBERTa is BERT code)
-    note: str = ""
-
-
-@dataclass(frozen=True)
-class Family:
-    key: str
-    label: str
-    model_type: str
-    mask_token: str
-    pair_head: str | None  # "nsp", "sop" or None
-    pair_head_note: str
-    tokenizer_kind: str
-    position_embeddings: str
-    objectives: tuple[str, ...]
-    classes: dict[str, str]
-    checkpoints: tuple[Checkpoint, ...]
-    bundled: str  # folder name under the zoo
-    base_checkpoint: str  # the base-size architecture used for the Speed page
-    summary: str = ""
-    head_output: str = ""  # the attention output projection, a dotted path inside one layer (core.ablation)
-
-
-FAMILIES: dict[str, Family] = {
-    "bert": Family(
-        key="bert", label="BERT", model_type="bert", mask_token="[MASK]", pair_head="nsp",
-        pair_head_note="BERT was pretrained with Next Sentence Prediction: its NSP head says whether B follows A.",
-        tokenizer_kind="WordPiece", position_embeddings="learned absolute, 512",
-        objectives=("MLM", "NSP"),
-        classes={"base": "BertModel", "mlm": "BertForMaskedLM", "pretraining": "BertForPreTraining",
-                 "seqcls": "BertForSequenceClassification"},
-        checkpoints=(
-            Checkpoint("bert-base-uncased", "bert", 110, "110M (BERT-Base)"),
-            Checkpoint("bert-large-uncased", "bert", 340, "340M, also quoted as 334M (BERT-Large)"),
-            Checkpoint("bert-base-chinese", "bert", None, language="zh"),
-        ),
-        bundled="bert-mini", base_checkpoint="bert-base-uncased",
-        summary="Bidirectional Transformer encoder; MLM (15%, 80/10/10) + NSP; WordPiece 30K.",
-        head_output="attention.output.dense",
-    ),
-    "roberta": Family(
-        key="roberta", label="RoBERTa", model_type="roberta", mask_token="<mask>", pair_head=None,
-        pair_head_note=("RoBERTa has no sentence-pair head: its authors dropped NSP after finding that MLM alone, "
-                        "on full-length contiguous text, did as well or better downstream."),
-        tokenizer_kind="Byte-level BPE", position_embeddings="learned absolute, 512 (+2 offset)",
-        objectives=("MLM (dynamic masking)",),
-        classes={"base": "RobertaModel", "mlm": "RobertaForMaskedLM", "pretraining": "RobertaForMaskedLM",
-                 "seqcls": "RobertaForSequenceClassification"},
-        checkpoints=(
-            Checkpoint("roberta-base", "roberta", 125, "125M (RoBERTa-base)"),
-            Checkpoint("roberta-large", "roberta", 355, "355M (not in the articles; paper figure)"),
-            Checkpoint("hfl/chinese-roberta-wwm-ext", "roberta", None, language="zh", model_type="bert",
-                       note="RoBERTa-style training (whole-word masking, no NSP) on BERT code and a WordPiece vocab"),
-        ),
-        bundled="roberta-mini", base_checkpoint="roberta-base",
-        summary="BERT retrained longer on 10x data; no NSP; dynamic masking; byte-level BPE 50K.",
-        head_output="attention.output.dense",
-    ),
-    "albert": Family(
-        key="albert", label="ALBERT", model_type="albert", mask_token="[MASK]", pair_head="sop",
-        pair_head_note="ALBERT was pretrained with Sentence Order Prediction: its SOP head says whether A and B are in order.",
-        tokenizer_kind="SentencePiece Unigram", position_embeddings="learned absolute, 512",
-        objectives=("MLM (n-gram)", "SOP"),
-        classes={"base": "AlbertModel", "mlm": "AlbertForMaskedLM", "pretraining": "AlbertForPreTraining",
-                 "seqcls": "AlbertForSequenceClassification"},
-        checkpoints=(
-            Checkpoint("albert-base-v2", "albert", 12, "12M (ALBERT-base)"),
-            Checkpoint("albert-large-v2", "albert", 18, "18M (ALBERT-large)"),
-            Checkpoint("albert-xlarge-v2", "albert", 59, "59M (ALBERT-xlarge)"),
-        ),
-        bundled="albert-mini", base_checkpoint="albert-base-v2",
-        summary="Factorized embeddings (V×E + E×H) and one layer shared across depth; SOP instead of NSP.",
-        head_output="attention.dense",
-    ),
-    "distilbert": Family(
-        key="distilbert", label="DistilBERT", model_type="distilbert", mask_token="[MASK]", pair_head=None,
-        pair_head_note=("DistilBERT has no sentence-pair head: it was distilled from BERT with MLM, soft-logit KL "
-                        "and hidden-state cosine losses only, and it has no token-type embeddings."),
-        tokenizer_kind="WordPiece", position_embeddings="learned absolute, 512",
-        objectives=("MLM", "distillation (KL)", "hidden cosine"),
-        classes={"base": "DistilBertModel", "mlm": "DistilBertForMaskedLM", "pretraining": "DistilBertForMaskedLM",
-                 "seqcls": "DistilBertForSequenceClassification"},
-        checkpoints=(
-            Checkpoint("distilbert-base-uncased", "distilbert", 66, "66M, ~1.7x faster than BERT-base"),
-        ),
-        bundled="distilbert-mini", base_checkpoint="distilbert-base-uncased",
-        summary="6-layer student of BERT-base (every other layer), triple loss; ~40% smaller, ~1.7x faster.",
-        head_output="attention.out_lin",
-    ),
-}
-
-PAIR_HEADS = {"nsp": "Next Sentence Prediction", "sop": "Sentence Order Prediction"}
-
-
-def family(key: str) -> Family:
-    """Return the registry entry for a family key; raises ModelLoadError for an unknown one."""
-    try:
-        return FAMILIES[key]
-    except KeyError:
-        raise ModelLoadError(f"Unknown family {key!r}. Choose one of: {', '.join(FAMILIES)}.") from None
-
-
-def official_checkpoints() -> list[Checkpoint]:
-    return [c for f in FAMILIES.values() for c in f.checkpoints]
-
-
-def checkpoint_info(checkpoint_id: str) -> Checkpoint | None:
-    for c in official_checkpoints():
-        if c.id == checkpoint_id:
-            return c
-    return None
-
-
-def family_of_model_type(model_type: str) -> str | None:
-    for f in FAMILIES.values():
-        if f.model_type == model_type:
-            return f.key
-    return None
+from core.registry import (  # noqa: F401  (re-exported)
+    CONFIG_DIR, FAMILIES, PAIR_HEADS, TASKS, Checkpoint, Family, ModelLoadError, attention_layers, bundled_id,
+    checkpoint_info, family, family_of_model_type, mlm_head, model_class, official_checkpoints, official_config,
+    pair_head_module,
+)
 
 
 # ---------------------------------------------------------------------------------------------- settings
 def zoo_dir() -> Path:
     """Folder of the bundled offline models (ENCODERLAB_ZOO, default assets/models)."""
     return Path(os.environ.get("ENCODERLAB_ZOO", ASSETS / "models"))
-
-
-def bundled_id(family_key: str) -> str:
-    return f"encoderlab/{family(family_key).bundled}"
 
 
 def allow_download() -> bool:
@@ -357,64 +220,6 @@ def max_tokens(model, tokenizer) -> int:
     return int(min(n, tm if tm < 10**6 else n))
 
 
-def mlm_head(model):
-    """The model's MLM head as a function of hidden states (n, H) -> logits (n, V); None when it has none."""
-    import torch
-
-    cls = getattr(model, "cls", None)
-    if cls is not None and hasattr(cls, "predictions"):  # BertForMaskedLM / BertForPreTraining
-        return cls.predictions
-    for name in ("lm_head", "predictions"):  # RoBERTa; ALBERT (MLM and pretraining)
-        if isinstance(getattr(model, name, None), torch.nn.Module):
-            return getattr(model, name)
-    if hasattr(model, "vocab_projector"):  # DistilBertForMaskedLM
-        return lambda h: model.vocab_projector(model.vocab_layer_norm(model.activation(model.vocab_transform(h))))
-    return None
-
-
-def pair_head_module(model):
-    """The NSP (BERT) or SOP (ALBERT) classifier, pooled (n, H) -> logits (n, 2); None when the model has none."""
-    cls = getattr(model, "cls", None)
-    if cls is not None and hasattr(cls, "seq_relationship"):  # BertForPreTraining / BertForNextSentencePrediction
-        return cls.seq_relationship
-    return getattr(model, "sop_classifier", None)  # AlbertForPreTraining
-
-
-def attention_layers(model) -> list[tuple[int, Any]]:
-    """(depth, attention output projection) for every depth of the encoder, from the family's ``head_output``.
-    A layer shared across depth (ALBERT) appears once per depth, as the same module, by transformers' own
-    layer -> group rule. Raises ModelLoadError for a model of no known family."""
-    # a wrapper (core.finetune's mean-pool classifier) holds the transformers model as a submodule
-    inner = next((m for m in model.modules() if hasattr(m, "base_model") and hasattr(m, "config")), model)
-    base = inner.base_model
-    cfg = base.config
-    fam_key = family_of_model_type(getattr(cfg, "model_type", ""))
-    if fam_key is None or not FAMILIES[fam_key].head_output:
-        raise ModelLoadError(f"{type(model).__name__} is not a model of a known family: its attention heads "
-                             "cannot be located.")
-    suffix = "." + FAMILIES[fam_key].head_output
-    mods = [m for name, m in base.named_modules() if ("." + name).endswith(suffix)]  # in layer order
-    n = int(cfg.num_hidden_layers)
-    if len(mods) == n:
-        return list(enumerate(mods))
-    groups = int(getattr(cfg, "num_hidden_groups", 0) or 0)
-    if groups and len(mods) == groups:  # shared layers: one module per group, each applied at several depths
-        return [(i, mods[int(i / (n / groups))]) for i in range(n)]
-    raise ModelLoadError(f"{type(model).__name__}: found {len(mods)} attention output projections for {n} layers "
-                         "(inner layer groups are not supported).")
-
-
-def _model_class(family_key: str, task: str, model_type: str):
-    import transformers
-
-    if task not in TASKS:
-        raise ModelLoadError(f"Unknown task {task!r}: use one of {', '.join(TASKS)}.")
-    fam_key = family_of_model_type(model_type) or family_key
-    if task == "tokcls":  # every family has a *ForTokenClassification; the Auto class picks it from model_type
-        return transformers.AutoModelForTokenClassification
-    return getattr(transformers, FAMILIES[fam_key].classes[task])
-
-
 def read_config(folder: str | Path) -> dict:
     cfg = Path(folder) / "config.json"
     if not cfg.exists():
@@ -503,7 +308,7 @@ def load(spec: ModelSpec, task: str = "base", attentions: bool = False, dtype: s
         with BUILD_LOCK:
             # transformers resolves its classes by lazy imports, which are not safe to run from two threads at once
             # (two sessions' first loads: "module 'transformers' has no attribute 'AutoTokenizer'"); under the lock.
-            cls = _model_class(spec.family, task, cfg.get("model_type", ""))
+            cls = model_class(spec.family, task, cfg.get("model_type", ""))
             model, info = cls.from_pretrained(target, output_loading_info=True, **kwargs)
             tokenizer = transformers.AutoTokenizer.from_pretrained(target, trust_remote_code=False)
     except (OSError, ValueError, RuntimeError) as e:
@@ -527,13 +332,3 @@ def availability(checkpoint: str) -> Resolution:
     return resolve(checkpoint)
 
 
-def official_config(checkpoint_id: str):
-    """The shipped official config (assets/configs) as a transformers config object; no weights needed."""
-    import transformers
-
-    name = checkpoint_id.replace("/", "__") + ".json"
-    path = CONFIG_DIR / name
-    if not path.exists():
-        raise ModelLoadError(f"No shipped config for {checkpoint_id!r} (looked for {path}).")
-    d = json.loads(path.read_text())
-    return transformers.AutoConfig.for_model(**d)
