@@ -7,7 +7,7 @@ projections live) instead of naming one. core.models resolves and loads checkpoi
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +55,12 @@ class Family:
     base_checkpoint: str  # the base-size architecture used for the Speed page
     summary: str = ""
     head_output: str = ""  # the attention output projection, a dotted path inside one layer (core.ablation)
+    token_types: bool = False  # the model takes token_type_ids (segment A/B embeddings)
+    piece_kind: str = "wordpiece"  # "wordpiece" (## continues a word), "bpe" (Ġ starts one), "unigram" (▁ starts one)
+    specials: dict[str, str] = field(default_factory=dict)  # the tokenizer's special tokens, by transformers' names
+    shared_layers: bool = False  # one set of layer weights applied at every depth (ALBERT)
+    distilled_from: str | None = None  # the family key of the teacher this family's checkpoints were distilled from
+    dropout_keys: tuple[str, str] = ("hidden_dropout_prob", "classifier_dropout")  # config keys: hidden, classifier
 
 
 FAMILIES: dict[str, Family] = {
@@ -73,6 +79,7 @@ FAMILIES: dict[str, Family] = {
         bundled="bert-mini", base_checkpoint="bert-base-uncased",
         summary="Bidirectional Transformer encoder; MLM (15%, 80/10/10) + NSP; WordPiece 30K.",
         head_output="attention.output.dense",
+        token_types=True, piece_kind="wordpiece", specials=dict(cls_token="[CLS]", sep_token="[SEP]", pad_token="[PAD]", unk_token="[UNK]", mask_token="[MASK]"),
     ),
     "roberta": Family(
         key="roberta", label="RoBERTa", model_type="roberta", mask_token="<mask>", pair_head=None,
@@ -91,6 +98,9 @@ FAMILIES: dict[str, Family] = {
         bundled="roberta-mini", base_checkpoint="roberta-base",
         summary="BERT retrained longer on 10x data; no NSP; dynamic masking; byte-level BPE 50K.",
         head_output="attention.output.dense",
+        token_types=False, piece_kind="bpe",
+        specials=dict(bos_token="<s>", cls_token="<s>", eos_token="</s>", sep_token="</s>", pad_token="<pad>",
+                      unk_token="<unk>", mask_token="<mask>"),
     ),
     "albert": Family(
         key="albert", label="ALBERT", model_type="albert", mask_token="[MASK]", pair_head="sop",
@@ -107,6 +117,8 @@ FAMILIES: dict[str, Family] = {
         bundled="albert-mini", base_checkpoint="albert-base-v2",
         summary="Factorized embeddings (V×E + E×H) and one layer shared across depth; SOP instead of NSP.",
         head_output="attention.dense",
+        token_types=True, piece_kind="unigram", shared_layers=True, dropout_keys=("hidden_dropout_prob", "classifier_dropout_prob"),
+        specials=dict(cls_token="[CLS]", sep_token="[SEP]", pad_token="<pad>", unk_token="<unk>", mask_token="[MASK]"),
     ),
     "distilbert": Family(
         key="distilbert", label="DistilBERT", model_type="distilbert", mask_token="[MASK]", pair_head=None,
@@ -122,6 +134,8 @@ FAMILIES: dict[str, Family] = {
         bundled="distilbert-mini", base_checkpoint="distilbert-base-uncased",
         summary="6-layer student of BERT-base (every other layer), triple loss; ~40% smaller, ~1.7x faster.",
         head_output="attention.out_lin",
+        token_types=False, piece_kind="wordpiece", distilled_from="bert", dropout_keys=("dropout", "seq_classif_dropout"),
+        specials=dict(cls_token="[CLS]", sep_token="[SEP]", pad_token="[PAD]", unk_token="[UNK]", mask_token="[MASK]"),
     ),
 }
 
@@ -135,6 +149,11 @@ def family(key: str) -> Family:
         return FAMILIES[key]
     except KeyError:
         raise ModelLoadError(f"Unknown family {key!r}. Choose one of: {', '.join(FAMILIES)}.") from None
+
+
+def families_with(**fields: Any) -> list[Family]:
+    """The families whose fields equal the given values, e.g. ``families_with(pair_head="sop")``."""
+    return [f for f in FAMILIES.values() if all(getattr(f, k) == v for k, v in fields.items())]
 
 
 def official_checkpoints() -> list[Checkpoint]:
