@@ -1,23 +1,30 @@
 """The Fill-mask page's pieces: its session keys and URL fields, the option widgets, the compare-tab model list,
-the report entries, and the compare columns. The page (pages/fill_mask.py) keeps the layout."""
+the report entries, the compare columns, and the "Which words look replaced?" tab (replaced token detection, for
+a family with a discriminator). The page (pages/fill_mask.py) keeps the layout."""
 from __future__ import annotations
 
 from typing import Sequence
 
 import streamlit as st
 
-from app import state, urlstate
+from app import presenter, state, urlstate
 from app.i18n import t
-from app.render import entry_id, mini_short, minis_caption, shorten, yes_no
-from app.render_predict import record_fill, show_fill_result, strategy_label
+from app.loaders import get_model, model_or_error
+from app.render import current_result, entry_id, mini_short, minis_caption, run_or_error, shorten, yes_no
+from app.render_predict import record_fill, record_rtd, show_fill_result, show_replaced, strategy_label
 from app.sidebar import known_checkpoints
+from core import registry
+from core.fields import bounds
 from core.fill_mask import MAX_TOP_K, STRATEGIES, CompareResult, FillMaskResult, examples, words
-from core.models import FAMILIES, availability, checkpoint_info
+from core.models import FAMILIES, ModelSpec, checkpoint_info, resolve
+from core.replaced_tokens import RTD_TASK, RtdConfig, rtd_class, score
+from core.replaced_tokens import role as rtd_role
 
 P = "fill_mask"
 DEFAULT_TEXT = "The capital of France is [MASK]."
 DEFAULT_PLAIN = "The scientists measured the temperature of the ocean."
 DEFAULT_TOP_K = 5
+DEFAULT_RTD_TEXT = "The chef cooked a wonderful meal for the guests."
 TITLE_CHARS = 70  # report titles quote this much of the text
 
 
@@ -49,7 +56,9 @@ def options_row(prefix: str) -> tuple[int, str]:
 
 def compare_options() -> list[str]:
     """"family|checkpoint" for every model the picker lists that can be had here."""
-    opts = [f"{fam}|{c}" for fam in FAMILIES for c in known_checkpoints(fam) if availability(c).source != "unavailable"]
+    # a discriminator (replaced token detection) has no MLM head: it cannot be compared on filling masks
+    opts = [f"{fam}|{c}" for fam in FAMILIES for c in known_checkpoints(fam) if resolve(c).source != "unavailable"
+            and rtd_role(ModelSpec(fam, c)) != "discriminator"]
     # the bundled models once more in int8 (core.quantize), last, so fp32 and int8 can be compared side by side
     return opts + [f"{o}|int8" for o in opts if o.split("|", 1)[1].startswith("encoderlab/")]
 
@@ -66,7 +75,7 @@ def spec_of(o: str, device: str):
 def fmt_option(o: str) -> str:
     fam, ckpt = o.split("|", 1)
     ckpt, _, quant = ckpt.partition("|")
-    return f"{FAMILIES[fam].label} · {ckpt}" + (f" · {t('sidebar.int8')}" if quant else "")
+    return f"{registry.family(fam).label} · {ckpt}" + (f" · {t('sidebar.int8')}" if quant else "")
 
 
 def default_compare_models(opts: Sequence[str]) -> None:
@@ -92,6 +101,97 @@ WORD_FIELDS = (urlstate.Field(k("plain")), urlstate.Field(k("word"), "int", choi
                urlstate.Field(k("word.strategy"), choices=STRATEGIES))
 CMP_FIELDS = (urlstate.Field(k("cmp_models"), "strs", choices=compare_options), urlstate.Field(k("cmp_text")),
               urlstate.Field(k("cmp.top_k"), "int", lo=1, hi=MAX_TOP_K))
+
+
+# ---------------------------------------------------------------------------------------------- replaced tokens
+def rtd_partners(spec: ModelSpec | None, want: str) -> list[str]:
+    """The other checkpoints of the sidebar model's family whose role is ``want`` ("generator" or "discriminator")
+    and that can be had here (the picker's list: official ids, this session's models)."""
+    if spec is None or rtd_class(spec.family) is None:
+        return []
+    return [c for c in known_checkpoints(spec.family) if c != spec.checkpoint
+            and resolve(c).source != "unavailable" and rtd_role(ModelSpec(spec.family, c, spec.device)) == want]
+
+
+def _generator_choices() -> list[str]:
+    """"" (no generator: score the text as written) and the generators the replaced-token tab can use."""
+    spec = state.current_spec()
+    if rtd_role(spec) == "generator":
+        return ["", spec.checkpoint]
+    return ["", *rtd_partners(spec, "generator")]
+
+
+def _discriminator_choices() -> list[str]:
+    spec = state.current_spec()
+    return [spec.checkpoint] if rtd_role(spec) == "discriminator" else rtd_partners(spec, "discriminator")
+
+
+RTD_FIELDS = (urlstate.Field(k("rtd.text")), urlstate.Field.of(k("rtd.corrupt"), bounds(RtdConfig, "corrupt")),
+              urlstate.Field.of(k("rtd.seed"), bounds(RtdConfig, "seed")),
+              urlstate.Field(k("rtd.generator"), choices=_generator_choices),
+              urlstate.Field(k("rtd.discriminator"), choices=_discriminator_choices))
+
+
+def tab_set(kind: str | None) -> dict:
+    """The page's tabs by name; a family with a discriminator adds "rtd", first when the sidebar model is one."""
+    names = ["type", "word", "compare"]
+    if kind == "discriminator":
+        names.insert(0, "rtd")
+    elif kind == "generator":
+        names.append("rtd")
+    labels = {"type": t("fill_mask.tab_type"), "word": t("fill_mask.tab_word"), "compare": t("fill_mask.tab_compare"),
+              "rtd": t("replaced_tokens.tab")}
+    return dict(zip(names, st.tabs([labels[n] for n in names])))
+
+
+def discriminator_note(spec: ModelSpec) -> None:
+    """Where the MLM tabs would be: a discriminator cannot fill masks, and what to do instead."""
+    st.info(t("replaced_tokens.discriminator_only", id=spec.checkpoint))
+
+
+def replaced_tab(spec: ModelSpec, kind: str, from_link: bool) -> None:
+    """Replaced token detection: a discriminator scores every word of a sentence, optionally after a generator of
+    the same family replaced some of them (``kind``: the sidebar model's role)."""
+    st.markdown(t("replaced_tokens.intro"))
+    if kind == "discriminator":
+        if model_or_error(RTD_TASK) is None:  # the source banner, or why it cannot load
+            return
+    elif not _discriminator_choices():
+        st.info(t("replaced_tokens.no_discriminator", family=registry.family(spec.family).label))
+        return
+    st.session_state.setdefault(k("rtd.text"), DEFAULT_RTD_TEXT)
+    for name in ("corrupt", "seed"):
+        st.session_state.setdefault(k(f"rtd.{name}"), bounds(RtdConfig, name).default)
+    with st.form(k("rtd_form")):
+        disc = st.selectbox(t("replaced_tokens.discriminator"), _discriminator_choices(), key=k("rtd.discriminator"),
+                            disabled=kind == "discriminator")
+        gen = st.selectbox(t("replaced_tokens.generator"), _generator_choices(), key=k("rtd.generator"),
+                           format_func=lambda c: c or t("replaced_tokens.no_generator"),
+                           help=t("replaced_tokens.generator_help"))
+        text = st.text_input(t("replaced_tokens.text"), key=k("rtd.text"))
+        with presenter.settings():
+            c1, c2 = st.columns(2)
+            corrupt = c1.number_input(t("replaced_tokens.corrupt"), key=k("rtd.corrupt"),
+                                      help=t("replaced_tokens.corrupt_help"), **bounds(RtdConfig, "corrupt").widget())
+            seed = c2.number_input(t("replaced_tokens.seed"), key=k("rtd.seed"), **bounds(RtdConfig, "seed").widget())
+        go = st.form_submit_button(t("replaced_tokens.score"), type="primary")
+    asked = (spec.family, disc, gen, spec.device, spec.quant, text, int(corrupt), int(seed))
+    if go or (from_link and text.strip()):  # a shared link shows its scores without a click
+        def _score():
+            cfg = RtdConfig(text, corrupt=int(corrupt), seed=int(seed))  # bad input: its message, before any load
+            d = get_model(ModelSpec(spec.family, disc, spec.device, spec.quant), RTD_TASK)
+            g = get_model(ModelSpec(spec.family, gen, spec.device, spec.quant), "mlm") if gen else None
+            return score(d, cfg, generator=g)
+
+        res = run_or_error(k("rtd_result"), _score, made_from=asked)
+        if res is not None:
+            record_rtd(entry_id(f"{P}:rtd", *asked), {
+                t("replaced_tokens.in_discriminator"): disc, t("replaced_tokens.in_generator"): gen or "–",
+                t("replaced_tokens.in_text"): text, t("replaced_tokens.in_corrupt"): int(corrupt),
+                t("replaced_tokens.in_seed"): int(seed)}, res)
+    res = current_result(k("rtd_result"), asked)
+    if res is not None:
+        show_replaced(res, key=k("rtd"))
 
 
 def _inputs(model: str, **fields) -> dict:
@@ -129,7 +229,7 @@ def show_compare(cres: CompareResult, chosen: Sequence[str] = ()) -> None:
     for i, (col, r) in enumerate(zip(st.columns(len(cres.results)), cres.results)):
         with col:
             int8 = i < len(chosen) and chosen[i].endswith("|int8")
-            st.markdown(f"**{FAMILIES[r.family].label}** · `{r.checkpoint}`" + (f" · {t('sidebar.int8')}" if int8 else ""))
+            st.markdown(f"**{registry.family(r.family).label}** · `{r.checkpoint}`" + (f" · {t('sidebar.int8')}" if int8 else ""))
             st.metric(t("fill_mask.latency"), f"{r.latency_ms:,.1f} ms")
             mini_short(r.checkpoint)
             show_fill_result(r, key=k(f"cmp.{i}"), narrow=True)

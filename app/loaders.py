@@ -1,11 +1,15 @@
 """Cached model loading: one copy per process, shared by every session (never mutated in place)."""
 from __future__ import annotations
 
+import threading
+
 import streamlit as st
 
 from app import state
 from app.i18n import t
-from core.models import LoadedModel, ModelLoadError, ModelSpec, load, resolve_device
+from core.models import LoadedModel, ModelLoadError, ModelSpec, load, resolve, resolve_device
+
+POLL_S = 0.25  # how often the download's progress bar is redrawn
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)
@@ -27,6 +31,8 @@ def model_or_error(task: str = "base", attentions: bool = False, spec: ModelSpec
         st.error(st.session_state.get(state.SPEC_ERROR) or t("common.pick_model"))
         return None
     try:
+        if resolve(spec.checkpoint).source == "Hub download":
+            download_with_progress(spec.checkpoint)
         with st.spinner(t("common.loading", id=spec.checkpoint)):
             lm = get_model(spec, task, attentions)
     except ModelLoadError as e:
@@ -46,3 +52,36 @@ def model_or_error(task: str = "base", attentions: bool = False, spec: ModelSpec
 
 def source_banner(lm: LoadedModel) -> None:
     st.caption(t("common.source_banner", id=lm.spec.checkpoint, family=lm.family.label, source=lm.source, device=lm.device))
+
+
+def download_with_progress(checkpoint: str) -> None:
+    """Download an official checkpoint into the HF cache, drawing a progress bar (size, speed, time left).
+
+    The download runs on its own thread (huggingface_hub reports progress from its download threads, which
+    cannot draw in this session); this script run redraws the bar from what it reported. If the user leaves
+    the page, the download goes on and the next visit finds the files (or resumes them). Raises ModelLoadError
+    with core.downloads' message when it cannot finish.
+    """
+    from core.downloads import DownloadError, download
+
+    box: dict = {"progress": None, "error": None, "folder": None}
+
+    def work() -> None:
+        try:
+            box["folder"] = download(checkpoint, progress=lambda p: box.__setitem__("progress", p))
+        except DownloadError as e:
+            box["error"] = str(e)
+
+    th = threading.Thread(target=work, daemon=True, name=f"download {checkpoint}")
+    th.start()
+    bar = st.progress(0.0, text=t("downloads.start", id=checkpoint))
+    while th.is_alive():
+        th.join(POLL_S)
+        p = box["progress"]
+        if p is not None and p.total_bytes:
+            bar.progress(p.fraction, text=t("downloads.progress", id=checkpoint, detail=p.describe()))
+    if box["error"]:
+        bar.empty()
+        raise ModelLoadError(box["error"])
+    p = box["progress"]
+    bar.progress(1.0, text=t("downloads.done", id=checkpoint, mb=f"{(p.total_bytes if p else 0) / 1e6:,.1f}"))

@@ -11,27 +11,26 @@ PAGE_PARAM = "page"  # app/serve.py sends /<page>?q to /?page=<page>&q; app/main
 @dataclass(frozen=True)
 class PageDef:
     file: str
-    title: str
     icon: str
     url: str
     section: str
 
 
 PAGES = (
-    PageDef("pages/home.py", "Home", ":material/home:", "home", "Start"),
-    PageDef("pages/walkthrough.py", "Walkthrough", ":material/school:", "walkthrough", "Start"),
-    PageDef("pages/models.py", "Models", ":material/account_tree:", "models", "Compare"),
-    PageDef("pages/speed.py", "Speed", ":material/speed:", "speed", "Compare"),
-    PageDef("pages/fill_mask.py", "Fill-mask", ":material/edit_note:", "fill-mask", "Predict"),
-    PageDef("pages/sentence_pair.py", "Sentence pair (NSP/SOP)", ":material/compare_arrows:", "sentence-pair", "Predict"),
-    PageDef("pages/attention.py", "Attention", ":material/visibility:", "attention", "Look inside"),
-    PageDef("pages/lens.py", "Layer lens", ":material/layers:", "lens", "Look inside"),
-    PageDef("pages/attribution.py", "Attributions", ":material/insights:", "attribution", "Look inside"),
-    PageDef("pages/corpus_search.py", "Corpus search", ":material/manage_search:", "corpus-search", "Representations"),
-    PageDef("pages/projector.py", "Projector", ":material/scatter_plot:", "projector", "Representations"),
-    PageDef("pages/probes.py", "Layer probes", ":material/query_stats:", "probes", "Representations"),
-    PageDef("pages/finetune.py", "Fine-tune", ":material/tune:", "finetune", "Train"),
-    PageDef("pages/pretrain.py", "Pretraining lab", ":material/science:", "pretrain", "Train"),
+    PageDef("pages/home.py", ":material/home:", "home", "Start"),
+    PageDef("pages/walkthrough.py", ":material/school:", "walkthrough", "Start"),
+    PageDef("pages/models.py", ":material/account_tree:", "models", "Compare"),
+    PageDef("pages/speed.py", ":material/speed:", "speed", "Compare"),
+    PageDef("pages/fill_mask.py", ":material/edit_note:", "fill-mask", "Predict"),
+    PageDef("pages/sentence_pair.py", ":material/compare_arrows:", "sentence-pair", "Predict"),
+    PageDef("pages/attention.py", ":material/visibility:", "attention", "Look inside"),
+    PageDef("pages/lens.py", ":material/layers:", "lens", "Look inside"),
+    PageDef("pages/attribution.py", ":material/insights:", "attribution", "Look inside"),
+    PageDef("pages/corpus_search.py", ":material/manage_search:", "corpus-search", "Representations"),
+    PageDef("pages/projector.py", ":material/scatter_plot:", "projector", "Representations"),
+    PageDef("pages/probes.py", ":material/query_stats:", "probes", "Representations"),
+    PageDef("pages/finetune.py", ":material/tune:", "finetune", "Train"),
+    PageDef("pages/pretrain.py", ":material/science:", "pretrain", "Train"),
 )
 
 

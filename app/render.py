@@ -218,10 +218,10 @@ def mini_note(checkpoint: str, head: str | None = None) -> bool:
 
 def _full_checkpoint(family: str) -> str | None:
     """The family's first official checkpoint that can be had here (HF cache or a folder), if any."""
-    from core.models import FAMILIES, availability
+    from core.models import FAMILIES, resolve
 
     fam = FAMILIES.get(family)
-    return next((c.id for c in (fam.checkpoints if fam else ()) if availability(c.id).source != "unavailable"), None)
+    return next((c.id for c in (fam.checkpoints if fam else ()) if resolve(c.id).source != "unavailable"), None)
 
 
 def pair_card_caption(checkpoint: str, head: str) -> None:

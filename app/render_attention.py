@@ -579,53 +579,42 @@ def export_section(r: A.AttentionResult) -> None:
 
 def compare_options() -> list[tuple[str, str]]:
     """(family, checkpoint) pairs to compare against: every bundled model, this session's, the official ones."""
-    from core.models import FAMILIES, bundled_id
+    from core.models import FAMILIES, bundled_families, bundled_id
 
-    opts = [(f, bundled_id(f)) for f in FAMILIES]
+    opts = [(f.key, bundled_id(f.key)) for f in bundled_families()]
     opts += [(m.family, m.path) for m in state.session_models()]
     opts += [(c.family, c.id) for f in FAMILIES.values() for c in f.checkpoints]
     return opts
 
 
-def compare_section(r: A.AttentionResult, stats: A.HeadStats, config: A.AttentionConfig) -> None:
-    from app.loaders import get_model
-    from core.models import FAMILIES, ModelLoadError, ModelSpec
+def compare_picker(r: A.AttentionResult) -> tuple[tuple[str, str], bool]:
+    """The model to compare with (by default one whose layers differ in kind: shared against not shared) and
+    whether Compare was pressed."""
+    from core.models import family
 
     st.caption(t("attention.compare_intro"))
     opts = [o for o in compare_options() if o != (r.family, r.checkpoint)]
-    default = next((i for i, o in enumerate(opts) if o[0] == ("bert" if r.family == "albert" else "albert")), 0)
+    shared = family(r.family).shared_layers
+    default = next((i for i, o in enumerate(opts) if family(o[0]).shared_layers != shared), 0)
     c1, c2 = st.columns([3, 1])
     choice = c1.selectbox(t("attention.compare_with"), opts, index=default, key=K("cmp.model"),
-                          format_func=lambda o: f"{FAMILIES[o[0]].label} · {o[1]}")
-    run_key = (choice, r.checkpoint, config)
-    if c2.button(t("attention.compare"), key=K("cmp.run"), type="primary"):
-        try:
-            spec = ModelSpec(choice[0], choice[1], st.session_state.get(state.DEVICE, "auto"))
-            with st.spinner(t("common.loading", id=choice[1])):
-                other = A.compute_attention(get_model(spec, "base", attentions=True), config)
-            st.session_state[K("cmp.result")] = (run_key, other)
-        except (ModelLoadError, ValueError) as e:
-            st.session_state.pop(K("cmp.result"), None)  # no earlier comparison stays under the error
-            st.error(f"{choice[1]}: {e}")
-            return
-    saved = st.session_state.get(K("cmp.result"))
-    if not saved or saved[0] != run_key:
-        return
-    other = saved[1]
-    other_stats = A.head_stats(other.attentions, other.cls_mask, other.sep_mask, other.punct_mask)
+                          format_func=lambda o: f"{family(o[0]).label} · {o[1]}")
+    return choice, c2.button(t("attention.compare"), key=K("cmp.run"), type="primary")
+
+
+def compare_view(sides: tuple[A.ModelAttention, A.ModelAttention]) -> None:
+    """Two models' layer similarity and per-layer head statistics, side by side."""
     cols = st.columns(2)
-    for col, res in zip(cols, (r, other)):
-        sim = A.layer_similarity(res.attentions)
-        label = f"{FAMILIES[res.family].label} · {res.checkpoint}"
+    for i, (col, side) in enumerate(zip(cols, sides)):
+        res = side.result
         with col:
-            st.metric(t("attention.next_layer_corr", model=label), f"{A.adjacent_similarity(sim):.3f}",
+            st.metric(t("attention.next_layer_corr", model=side.label), f"{side.adjacent:.3f}",
                       help=t("attention.model_shape", layers=res.n_layers, heads=res.n_heads, n=res.n_tokens))
-            show(similarity_figure(sim, label), "cmp.sim" + ("" if res is r else ".other"))
+            show(similarity_figure(side.similarity, side.label), "cmp.sim" + ("" if i == 0 else ".other"))
     with presenter.settings():
         name = st.selectbox(t("attention.stat_per_layer"), list(STATS), key=K("cmp.stat"),
                             format_func=option_labels(STATS, stat_label))
-    show(per_layer_lines({f"{FAMILIES[x.family].label} · {x.checkpoint}": s
-                          for x, s in ((r, stats), (other, other_stats))}, name), "cmp.lines")
+    show(per_layer_lines({side.label: side.stats for side in sides}, name), "cmp.lines")
 
 
 def record(r: A.AttentionResult, config: A.AttentionConfig, lo: int, hi: int, heatmap_fig: go.Figure,

@@ -18,8 +18,15 @@ DIVERGING = [[0.0, "#d73027"], [0.5, "#ffffff"], [1.0, "#1a9850"]]
 
 
 def method_label(key: str) -> str:
-    """A method's name in the session's language (core's name when the files lack it)."""
-    return t_or(f"attribution.method.{key}", METHODS.get(key, key))
+    """A method's name in the session's language (the registry's name when the files lack it)."""
+    return t_or(f"attribution.method.{key}", METHODS[key].label if key in METHODS else key)
+
+
+def methods_help(keys) -> str:
+    """The method picker's help: the page's note, then what each offered method computes and costs (the
+    registry's descriptions, as core writes them)."""
+    about = "\n".join(f"- **{method_label(k)}**: {METHODS[k].description}" for k in keys)
+    return t("attribution.methods_help") + "\n\n" + about
 
 
 def baseline_label(key: str) -> str:

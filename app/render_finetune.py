@@ -11,9 +11,11 @@ from plotly.subplots import make_subplots
 
 from app import presenter, report, state
 from app.i18n import t, t_or
+from core import registry
 from core.datasets_local import (BUNDLED, GLUE_TASKS, MAX_UPLOAD_MB, DataError, LabelledData, from_table,
                                  guess_columns, load_bundled, load_glue, read_table)
 from app.render import as_text
+from core.fields import Bounds, bounded_fields, default_of
 from core.finetune import (POOLINGS, REMEDIES, FinetuneConfig, suggested_settings, FinetuneResult, classify, load_finetuned, remedies_for, tag,
                            zip_folder)
 from core.models import FAMILIES, ModelLoadError, hub_reachable
@@ -106,14 +108,40 @@ def _upload() -> LabelledData | None:
     st.caption(t("finetune.guess.caption", text=guess.text, why_text=why["text"], label=guess.label,
                  why_label=why["label"], why_b=why["text_b"],
                  text_b=guess.text_b or t("finetune.no_second_text")))
-    st.session_state.setdefault(K("test_frac"), 0.2)
-    frac = c4.number_input(t("finetune.test_frac"), 0.05, 0.5, step=0.05, key=K("test_frac"), persist_state=KEEP)
+    st.session_state.setdefault(K("test_frac"), TEST_FRAC.default)
+    frac = number(c4, "test_frac")
     return from_table(df, text, label, None if text_b == NO_SECOND_TEXT else text_b, test_fraction=frac, name=up.name)
 
 
+# ---------------------------------------------------------------------------------------------- settings
+# The form's widgets, keyed K(name) (also their URL parameters), and the FinetuneConfig field each one sets. A number
+# box takes its range and step from the field (core.fields), so the widget, the URL and the config agree.
+CONFIG_KEYS = {"epochs": "epochs", "max_steps": "max_steps", "lr": "lr", "batch": "batch_size", "max_len": "max_length",
+               "warmup": "warmup_ratio", "wd": "weight_decay", "clip": "grad_clip", "seed": "seed",
+               "freeze_emb": "freeze_embeddings", "freeze_n": "freeze_layers", "pooling": "pooling",
+               "patience": "patience", "evals": "evals_per_epoch", "precision": "precision",
+               "grad_ckpt": "gradient_checkpointing", "dropout": "dropout"}
+BOUNDS = bounded_fields(FinetuneConfig)
+# The page's own: rows of each split to use (0: all), and the held-out share of an upload (core.datasets_local's).
+ROWS = Bounds(0, 0, 100_000, int)
+TEST_FRAC = Bounds(0.2, 0.05, 0.5, float, step=0.05)
+PAGE_BOUNDS = {"rows": ROWS, "test_rows": ROWS, "test_frac": TEST_FRAC, "tok_test_frac": TEST_FRAC}
+
+
+def bounds_of(name: str) -> Bounds:
+    """The range of the setting keyed K(name): its config field's, or the page's own."""
+    return PAGE_BOUNDS[name] if name in PAGE_BOUNDS else BOUNDS[CONFIG_KEYS[name]]
+
+
+def number(where, name: str, **kw):
+    """A number box for the setting keyed K(name), its min, max and step from ``bounds_of(name)``."""
+    return where.number_input(t(f"finetune.{name}"), **bounds_of(name).widget(), key=K(name), persist_state=KEEP, **kw)
+
+
 # ---------------------------------------------------------------------------------------------- presets
-PRESET_KEYS = {"epochs": "epochs", "max_steps": "max_steps", "lr": "lr", "batch_size": "batch",
-               "max_length": "max_len", "warmup_ratio": "warmup", "weight_decay": "wd", "grad_clip": "clip"}
+PRESET_KEYS = {field: name for name, field in CONFIG_KEYS.items()
+               if field in ("epochs", "max_steps", "lr", "batch_size", "max_length", "warmup_ratio", "weight_decay",
+                            "grad_clip")}
 
 
 def _apply(settings: dict) -> None:
@@ -148,7 +176,7 @@ def poolings(task: str) -> tuple[str, ...]:
 
 
 OWN_DROPOUT = -1.0  # the dropout slider's first stop: keep the checkpoint's own (FinetuneConfig.dropout None)
-DROPOUTS = (OWN_DROPOUT,) + tuple(round(0.05 * i, 2) for i in range(11))  # then 0 to 0.5
+DROPOUTS = (OWN_DROPOUT,) + BOUNDS["dropout"].stops  # then the field's stops (0 to 0.5)
 
 
 def dropout_label(v: float) -> str:
@@ -157,18 +185,17 @@ def dropout_label(v: float) -> str:
 
 def config_from_state(spec, task: str, strict: bool = False) -> FinetuneConfig | None:
     """The FinetuneConfig the form's values stand for; None when they are not valid (``strict``: the ValueError)."""
-    g = lambda n: st.session_state.get(K(n))  # noqa: E731
+    def value(name: str, field_: str):
+        v = st.session_state.get(K(name))
+        if field_ in BOUNDS:  # a number box holds an int for a float field when its min and max are ints
+            return None if v is None or (field_ == "dropout" and v == OWN_DROPOUT) else BOUNDS[field_].kind(v)
+        return bool(v) if isinstance(default_of(FinetuneConfig, field_), bool) else v
+
     try:
         if spec is None:
             raise ValueError(t("finetune.need_model_and_data"))
-        return FinetuneConfig(
-            spec.family, spec.checkpoint, epochs=int(g("epochs")), max_steps=int(g("max_steps")), lr=float(g("lr")),
-            batch_size=int(g("batch")), max_length=int(g("max_len")), warmup_ratio=float(g("warmup")),
-            weight_decay=float(g("wd")), grad_clip=float(g("clip")), seed=int(g("seed")),
-            freeze_embeddings=bool(g("freeze_emb")), freeze_layers=int(g("freeze_n")), pooling=g("pooling"),
-            patience=int(g("patience")), evals_per_epoch=int(g("evals")), device=spec.device, task=task,
-            precision=g("precision"), dropout=None if g("dropout") == OWN_DROPOUT else float(g("dropout")),
-            gradient_checkpointing=bool(g("grad_ckpt")))
+        return FinetuneConfig(spec.family, spec.checkpoint, device=spec.device, task=task,
+                              **{f: value(n, f) for n, f in CONFIG_KEYS.items()})
     except (ValueError, TypeError):
         if strict:
             raise
@@ -351,7 +378,7 @@ def hyperparameters(result: FinetuneResult, train_rows: int | None = None) -> di
     """The run's inputs under the labels the page shows: model, data and every hyperparameter."""
     cfg = result.config
     yes_no = lambda v: t("finetune.yes") if v else t("finetune.no")  # noqa: E731
-    out = {t("finetune.rep.model"): cfg.checkpoint, t("finetune.rep.family"): FAMILIES[cfg.family].label,
+    out = {t("finetune.rep.model"): cfg.checkpoint, t("finetune.rep.family"): registry.family(cfg.family).label,
            t("finetune.rep.data"): result.data_name}
     if train_rows is not None:
         out[t("finetune.rep.rows")] = t("finetune.rep.rows_value", train=train_rows, test=len(result.test_texts))
@@ -443,8 +470,8 @@ def token_data_picker() -> TokenData | None:
             if up is None:
                 st.info(t("finetune.tok.upload_info"))
                 return None
-            st.session_state.setdefault(K("tok_test_frac"), 0.2)
-            frac = st.number_input(t("finetune.test_frac"), 0.05, 0.5, step=0.05, key=K("tok_test_frac"),
+            st.session_state.setdefault(K("tok_test_frac"), TEST_FRAC.default)
+            frac = st.number_input(t("finetune.test_frac"), **TEST_FRAC.widget(), key=K("tok_test_frac"),
                                    persist_state=KEEP)
             data = read_tokens(up.getvalue(), up.name, test_fraction=float(frac))
     except DataError as e:
@@ -469,7 +496,7 @@ def split_table(spec, data: TokenData | None) -> None:
     except (ModelLoadError, ValueError) as e:
         st.error(str(e))
         return
-    fam = FAMILIES[spec.family]
+    fam = registry.family(spec.family)
     st.markdown(t("finetune.tok.split_title", family=fam.label, kind=fam.tokenizer_kind))
     st.session_state.setdefault(K("tok_split_text"), SPLIT_EXAMPLE)
     text = st.text_input(t("finetune.tok.split_input"), key=K("tok_split_text"), max_chars=400,

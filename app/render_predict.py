@@ -1,5 +1,6 @@
 """Renderers for the Predict pages (fill-mask, sentence pair): token strips, top-k bars, pair bars, confusion,
-and what those pages put in the session report. Labels come from assets/i18n/predict.toml."""
+the replaced-token-detection chart, and what those pages put in the session report. Labels come from
+assets/i18n/predict.toml (replaced_tokens.toml for the replaced-token view)."""
 from __future__ import annotations
 
 import html
@@ -13,9 +14,11 @@ from app import presenter, report
 from app.render import as_text, shorten
 from app.i18n import t
 from core.fill_mask import FillMaskResult, MaskPrediction
+from core.replaced_tokens import ReplacedTokensResult
 from core.sentence_pair import BatchPairResult, PairResult
 
 MASK_COLOR, SPECIAL_COLOR, PIECE_COLOR, TARGET_COLOR = "#F58518", "#9E9E9E", "#4C78A8", "#54A24B"
+RTD_SCALE = [[0.0, "#4C78A8"], [0.5, "#EEEEEE"], [1.0, "#E45756"]]  # P(replaced): blue kept, red replaced
 PAIR_KEYS = {"(A, B)": "ab", "(B, A)": "ba", "(A, other topic)": "other"}  # core's PairScore.label -> i18n key
 MAX_REPORT_FIGURES = 12  # top-k charts per report entry (each becomes a PNG in the downloaded file)
 
@@ -138,6 +141,80 @@ def batch_table(b: BatchPairResult) -> pd.DataFrame:
     return pd.DataFrame([{"a": r.a, "b": r.b, t("predict.col.label"): r.label,
                           prob_label(b.head, b.prob_label): round(p, 4), t("predict.col.predicted"): y,
                           t("predict.col.correct"): r.label == y} for r, p, y in zip(b.rows, b.probs, b.preds)])
+
+
+# ---------------------------------------------------------------------------------------------- replaced tokens
+def rtd_figure(r: ReplacedTokensResult) -> go.Figure:
+    """One bar per word, its P(replaced) coloured blue (kept) to red (replaced), the words as tick labels, the
+    0.5 decision line; words the generator replaced are outlined in black."""
+    ws = r.words
+    x = list(range(len(ws)))  # by position: the same word twice stays two bars
+    words = [html.escape(w.text) for w in ws]  # plotly reads tags (<b>, <a href>) in its texts: user text is text
+    fig = go.Figure(go.Bar(
+        x=x, y=[w.prob for w in ws], marker=dict(color=[w.prob for w in ws], colorscale=RTD_SCALE, cmin=0, cmax=1,
+                                               line=dict(color=["black" if w.replaced else "rgba(0,0,0,0)" for w in ws],
+                                                         width=2.5)),
+        text=[f"{w.prob:.0%}" for w in ws], textposition="outside", cliponaxis=False,
+        customdata=words, hovertemplate="%{customdata}: %{y:.3f}<extra></extra>",
+        name=t("replaced_tokens.hover")))
+    # the 0.5 line and the outline explained in a legend above the plot, where no bar can cover them
+    fig.add_scatter(x=[-0.5, len(ws) - 0.5], y=[r.threshold] * 2, mode="lines", hoverinfo="skip",
+                    line=dict(dash="dot", color="grey"), name=t("replaced_tokens.threshold"))
+    if r.generator is not None:
+        fig.add_scatter(x=[None], y=[None], mode="markers", name=t("replaced_tokens.legend_replaced"),
+                        marker=dict(symbol="square-open", size=14, color="black", line=dict(width=2.5)))
+    fig.update_layout(title=t("replaced_tokens.chart_title"), height=400, margin=dict(t=80, b=10, l=10, r=10),
+                      yaxis=dict(title=t("replaced_tokens.axis_prob"), range=[0, 1.15]),
+                      xaxis=dict(tickmode="array", tickvals=x, ticktext=words, range=[-0.5, len(ws) - 0.5],
+                                 tickangle=-40 if len(ws) > 12 else 0),
+                      showlegend=True, legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="right", x=1))
+    fig.data[0].showlegend = False  # the bars' colour is their value, already on the axis
+    return fig
+
+
+def rtd_rows(r: ReplacedTokensResult) -> list[dict]:
+    """One row per word: its P(replaced), whether it looks replaced, and (after a corruption) what it was."""
+    corrupted = r.generator is not None
+    rows = []
+    for w in r.words:
+        row = {t("replaced_tokens.col_word"): w.text, t("replaced_tokens.col_prob"): round(w.prob, 4),
+               t("replaced_tokens.col_flagged"): w.prob >= r.threshold}
+        if corrupted:
+            row[t("replaced_tokens.col_replaced")] = w.replaced
+            row[t("replaced_tokens.col_original")] = w.original or ""
+        row[t("replaced_tokens.col_pieces")] = " ".join(f"{r.tokens[p].piece} {r.tokens[p].prob:.2f}"
+                                                        for p in w.positions)
+        rows.append(row)
+    return rows
+
+
+def rtd_summary(r: ReplacedTokensResult) -> str:
+    """How many words look replaced, and after a corruption how many of the replaced ones were caught."""
+    ms = f"{r.latency_ms:,.1f}"
+    flagged = set(r.flagged)
+    if r.generator is None:
+        return t("replaced_tokens.summary_plain", flagged=len(flagged), n=len(r.words), ms=ms)
+    replaced = set(r.replaced_words)
+    return t("replaced_tokens.summary_corrupt", replaced=len(replaced), hits=len(replaced & flagged),
+             false=len(flagged - replaced), kept=len(r.words) - len(replaced), ms=ms)
+
+
+def show_replaced(r: ReplacedTokensResult, key: str) -> None:
+    """The scored sentence: what the discriminator read, the summary, the chart and the per-word table."""
+    if r.truncation:
+        st.warning(r.truncation)
+    for n in r.notes:
+        st.info(n)
+    st.markdown(t("replaced_tokens.read", text=as_text(r.text)))
+    st.caption(rtd_summary(r))
+    st.plotly_chart(presenter.scale(rtd_figure(r)), key=f"{key}.chart", width="stretch")
+    st.dataframe(pd.DataFrame(rtd_rows(r)), hide_index=True, key=f"{key}.table")
+
+
+def record_rtd(eid: str, inputs: dict, r: ReplacedTokensResult) -> None:
+    """One replaced-token-detection score in the report: the per-word table, the summary and the chart."""
+    report.record(eid, t("nav.fill_mask"), t("replaced_tokens.report_title", text=shorten(r.text, 60)), inputs,
+                  rows=rtd_rows(r), text=rtd_summary(r), figures=[rtd_figure(r)])
 
 
 # ---------------------------------------------------------------------------------------------- session report

@@ -9,10 +9,10 @@ import streamlit as st
 
 from app import presenter, report, room_ui, state, urlstate
 from app.gpu_notice import sidebar_gpu_line
-from app.i18n import LANG_KEY, LANGS, t
+from app.i18n import LANG_KEY, LANGS, t, t_or
 from app.render import as_text
 from core.hosted import check_custom_checkpoint
-from core.models import FAMILIES, ModelLoadError, ModelSpec, availability, bundled_id, resolve_device
+from core.models import FAMILIES, ModelLoadError, ModelSpec, bundled_id, family, picker_families, resolve, resolve_device
 
 CUSTOM_OPTION = "custom"
 DEVICES = ("auto", "cpu", "cuda")
@@ -20,8 +20,11 @@ QUANT = "sidebar.quant"  # True: the model's linears run int8 (core.quantize; CP
 
 
 def known_checkpoints(fam: str) -> list[str]:
-    """The family's bundled model, this session's models and the official ids (what the picker lists)."""
-    return [bundled_id(fam), *(m.path for m in state.session_models(fam)), *(c.id for c in FAMILIES[fam].checkpoints)]
+    """The family's bundled model, this session's models and the official ids (what the picker lists); the generic
+    family has none of its own: a folder or Hub id typed under custom."""
+    f = family(fam)
+    return [*([bundled_id(fam)] if f.bundled else []), *(m.path for m in state.session_models(fam)),
+            *(c.id for c in f.checkpoints)]
 
 
 def _checkpoint_options(fam: str) -> list[str]:
@@ -41,14 +44,14 @@ def _label(opt: str) -> str:
 
 def _checkpoint_choices() -> list[str]:
     """What a link may name as the checkpoint: the picker's options, or a custom id that can be had here."""
-    return _checkpoint_options(st.session_state.get(state.FAMILY, "bert"))
+    return _checkpoint_options(st.session_state.get(state.FAMILY) or state.default_family())
 
 
 FIELDS = (
     urlstate.Field(LANG_KEY, choices=tuple(LANGS), param="lang"),
     urlstate.Field(presenter.PRESENT, "bool", param="present"),
     urlstate.Field(presenter.PIN, "bool", param="pin"),
-    urlstate.Field(state.FAMILY, choices=tuple(FAMILIES), param="family"),
+    urlstate.Field(state.FAMILY, choices=tuple(picker_families()), param="family"),
     urlstate.Field(state.CHECKPOINT, choices=_checkpoint_choices, param="model"),
     urlstate.Field(state.CUSTOM, max_len=300, param="custom"),
     urlstate.Field(state.DEVICE, choices=DEVICES, param="device"),
@@ -110,7 +113,7 @@ def model_picker() -> ModelSpec | None:
     """Draw the picker and store the chosen ModelSpec (or the reason it is invalid) in session state."""
     state.init()
     st.session_state.setdefault(QUANT, False)
-    if st.session_state.get(state.FAMILY) not in FAMILIES:
+    if st.session_state.get(state.FAMILY) not in picker_families():
         st.session_state[state.FAMILY] = state.default_family()
     urlstate.bind(FIELDS)
     workshop_controls()
@@ -119,8 +122,10 @@ def model_picker() -> ModelSpec | None:
     sb.markdown("### " + t("sidebar.model"))
     if locked:
         sb.caption(t("sidebar.pinned_note"))
-    fam = sb.selectbox(t("sidebar.family"), list(FAMILIES), key=state.FAMILY, format_func=lambda k: FAMILIES[k].label,
-                       disabled=locked)
+    fam = sb.selectbox(t("sidebar.family"), picker_families(), key=state.FAMILY,
+                       format_func=lambda k: t_or(f"families.{k}.label", family(k).label), disabled=locked)
+    if family(fam).generic:  # what it is and how to pick one: a folder or Hub id typed under custom
+        sb.caption(t_or(f"families.{fam}.summary", family(fam).summary))
     opts = _checkpoint_options(fam)
     if st.session_state.get(state.CHECKPOINT) not in opts:
         st.session_state[state.CHECKPOINT] = opts[0]
@@ -151,7 +156,7 @@ def model_picker() -> ModelSpec | None:
     elif spec is not None:
         _SLOT.source = sb.empty()  # a page whose load of this model fails replaces the source with the failure
         failed = st.session_state.get(LOAD_FAILED, {}).get(spec)
-        res = availability(spec.checkpoint)
+        res = resolve(spec.checkpoint)
         if failed:
             _SLOT.source.error(t("sidebar.load_failed", id=as_text(spec.checkpoint), error=failed))
         elif res.source == "unavailable":
@@ -197,7 +202,7 @@ def pick(fam: str, checkpoint: str) -> None:
 def _chinese_suggestion(sb, current_family: str) -> None:
     """With 中文 chosen: offer the Chinese checkpoints that can be had here, or say why they cannot."""
     zh = [(f.key, c.id) for f in FAMILIES.values() for c in f.checkpoints if c.language == "zh"]
-    here = [(fam, cid) for fam, cid in zh if availability(cid).source != "unavailable"]
+    here = [(fam, cid) for fam, cid in zh if resolve(cid).source != "unavailable"]
     current = st.session_state.get(state.CHECKPOINT)
     if any(cid == current for _, cid in zh) or presenter.pinned():
         return
@@ -210,7 +215,7 @@ def _chinese_suggestion(sb, current_family: str) -> None:
 
 
 def _offline_summary(sb) -> None:
-    missing = [c.id for f in FAMILIES.values() for c in f.checkpoints if availability(c.id).source == "unavailable"]
+    missing = [c.id for f in FAMILIES.values() for c in f.checkpoints if resolve(c.id).source == "unavailable"]
     if missing:
         with sb.expander(t("sidebar.offline_title", n=len(missing))):
             st.markdown(t("sidebar.offline_body", ids=", ".join(f"`{m}`" for m in missing)))

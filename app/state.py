@@ -61,13 +61,13 @@ def init_language() -> None:
 
 
 def default_family() -> str:
-    """BERT, unless its bundled model is missing here: then the first family whose bundled model is present."""
-    from core.models import FAMILIES, availability, bundled_id
+    """The first registered family whose bundled model is present here (else the first family)."""
+    from core.models import FAMILIES, bundled_families, bundled_id, resolve
 
-    for fam in FAMILIES:
-        if availability(bundled_id(fam)).source != "unavailable":
-            return fam
-    return "bert"
+    for fam in bundled_families():
+        if resolve(bundled_id(fam.key)).source != "unavailable":
+            return fam.key
+    return next(iter(FAMILIES))
 
 
 def key(page: str, name: str) -> str:

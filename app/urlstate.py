@@ -14,7 +14,27 @@ A page declares its fields and calls ``bind(fields)`` before drawing its widgets
 2. **Publish.** The current values (widget state is already updated when a rerun starts) are written back to
    the URL, so the address bar is always a link to what is on screen.
 
-The URL parameter is the session-state key (``fill_mask.text``), or ``Field.param`` when given.
+The URL parameter is the session-state key (``fill_mask.text``), or ``Field.param`` when given. A numeric field
+whose range is declared on a config dataclass takes it from there: ``Field.of(key, bounds(FinetuneConfig,
+"warmup_ratio"))`` (core/fields.py), so the URL refuses exactly what the config refuses.
+
+Why not Streamlit's own binding (``bind="query-params"`` on a widget, Streamlit 1.67)? It was tried
+(tests/app/test_urlstate_bind.py pins what it does) and serves none of this app's widgets:
+- A bad value is dropped without a word: a number out of range or not a number, an unknown choice, a list with
+  an unknown item fall back to the default, a text over ``max_chars`` is cut, 2.5 for a whole number becomes 2,
+  and the parameter leaves the URL before the page runs. There is no hook to learn which parameter was bad, so
+  the notice naming it ("this link's `finetune.lr` was not valid") would need this module's check anyway.
+- It seeds a widget only on the session's first run of that widget. A room follower (app/room_ui.py) is already
+  on the page when the presenter changes a value; it must take the new value the way a link is taken.
+- A bound parameter cannot be written through ``st.query_params``: ``st.switch_page(page, query_params=...)``
+  raises StreamlitAPIException when one is bound, which is how a follower moves to the presenter's page and
+  values, and ``st.query_params.from_dict`` drops it from the URL.
+- It leaves a value equal to the widget's own default out of the URL. Here defaults depend on the model
+  (Fine-tune's learning rate for a mini model) and are set in session state, so the widget's default is its
+  minimum, and a link would open another default than the one it was made from.
+- The URL parameter must be the widget's key: the Pretraining lab keeps one ``pretrain.pair`` parameter for
+  checkboxes keyed per family.
+So this module restores (with the notice), publishes, and lets rooms replay a URL; widgets carry no ``bind``.
 """
 from __future__ import annotations
 
@@ -24,6 +44,7 @@ from typing import Any, Callable, Sequence
 import streamlit as st
 
 from app.i18n import t
+from core.fields import Bounds
 
 _PUBLISHED = "url.published"  # what this session last wrote to the URL: {param: value}
 _RUN = "url.run"  # the current run: the URL it started with, what was published before, fields bound
@@ -41,6 +62,12 @@ class Field:
     hi: float | None = None
     max_len: int = MAX_TEXT
     param: str | None = None
+    bounds: Bounds | None = None  # a range declared on a config field (core.fields); checked besides lo/hi
+
+    @classmethod
+    def of(cls, key: str, bounds: Bounds, **kw) -> "Field":
+        """A numeric field with the range (and kind) of a config field: ``Field.of(k, bounds(Cfg, "seed"))``."""
+        return cls(key, "int" if bounds.kind is int else "float", lo=bounds.low, hi=bounds.high, bounds=bounds, **kw)
 
     @property
     def name(self) -> str:
@@ -77,6 +104,8 @@ class Field:
             raise ValueError(raw)
         value = int(raw) if kind == "int" else float(raw)
         if (self.lo is not None and value < self.lo) or (self.hi is not None and value > self.hi):
+            raise ValueError(raw)
+        if value != value or (self.bounds is not None and self.bounds.problem(value)):  # NaN; an open bound
             raise ValueError(raw)
         return value
 

@@ -1,4 +1,4 @@
-"""Layer Integrated Gradients cost against its floor, on a bert-base-size classifier and a 32-token input.
+"""Integrated Gradients (on the embeddings) cost against its floor, on a bert-base-size classifier and a 32-token input.
 
 Model: random weights of the official bert-base-uncased config (BertForSequenceClassification, 2 labels) with the
 real bert-base-uncased tokenizer; the explained score is the logit of class 1. n_steps = 50.

@@ -23,16 +23,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from core.models import max_tokens as model_max_tokens
+from core.registry import qk_modules
 from core.text import removed_note, strip_typed_specials
 
-MAX_TOKENS = 512  # the most any of the four families can read (learned absolute positions)
+MAX_TOKENS = 512  # the most the Attention page shows: (layers, heads, n, n) maps grow with n squared
 # Flow solves one max-flow problem per (output, input) token pair (networkx). On a 2-core CPU with 12 layers one
 # row (e.g. [CLS]'s relevance, n problems) takes ~2.5 s at 32 tokens; the full map (n^2 problems) ~4 s at 16.
 FLOW_MAX_TOKENS = 32
 FLOW_MAP_MAX_TOKENS = 16
 
-QUERY_MODULES = ("query", "q_lin")  # BERT / RoBERTa / ALBERT, DistilBERT
-KEY_MODULES = ("key", "k_lin")
 
 
 class AttentionUnavailable(ValueError):
@@ -118,9 +117,10 @@ def position_limit(model, tokenizer) -> int:
     return min(model_max_tokens(model, tokenizer), MAX_TOKENS)
 
 
-def _capture_qk(model):
-    """Forward hooks on every query/key projection. Returns (handles, store). Calls from other threads
-    (another session using the same cached model) are ignored, so concurrent runs cannot mix."""
+def _capture_qk(model, names: tuple[str, str]):
+    """Forward hooks on every query/key projection (``names``: their last names, from the family's registry entry).
+    Returns (handles, store). Calls from other threads (another session using the same cached model) are ignored,
+    so concurrent runs cannot mix."""
     owner = threading.get_ident()
     store: dict[str, list] = {"q": [], "k": []}
     handles = []
@@ -133,9 +133,9 @@ def _capture_qk(model):
 
     for name, module in model.named_modules():
         last = name.rsplit(".", 1)[-1]
-        if last in QUERY_MODULES:
+        if last == names[0]:
             handles.append(module.register_forward_hook(make("q")))
-        elif last in KEY_MODULES:
+        elif last == names[1]:
             handles.append(module.register_forward_hook(make("k")))
     return handles, store
 
@@ -175,7 +175,9 @@ def compute_attention(lm, config: AttentionConfig) -> AttentionResult:
     accepted = set(inspect.signature(model.forward).parameters)
     inputs = {k: v.to(lm.device) for k, v in enc.items() if k in accepted and k != "special_tokens_mask"}
     impl = getattr(model.config, "_attn_implementation", None)
-    handles, store = _capture_qk(model) if config.capture_qk else ([], {"q": [], "k": []})
+    qk_names = qk_modules(model)
+    want_qk = config.capture_qk and qk_names is not None
+    handles, store = _capture_qk(model, qk_names) if want_qk else ([], {"q": [], "k": []})
     try:
         with torch.inference_mode():
             out = model(**inputs, output_attentions=True)
@@ -192,10 +194,12 @@ def compute_attention(lm, config: AttentionConfig) -> AttentionResult:
     n_layers, n_heads = att.shape[0], att.shape[1]
     queries = keys = None
     qk_note = "" if config.capture_qk else "q and k were not asked for (capture_qk=False)."
-    if config.capture_qk and (len(store["q"]) != n_layers or len(store["k"]) != n_layers):
+    if config.capture_qk and qk_names is None:
+        qk_note = lm.family.qk_note or "This family fuses its query and key projections: there is no q/k view."
+    elif want_qk and (len(store["q"]) != n_layers or len(store["k"]) != n_layers):
         qk_note = (f"Captured {len(store['q'])} query and {len(store['k'])} key projections for {n_layers} layers: "
-                   f"this architecture does not name them {QUERY_MODULES}/{KEY_MODULES}, so there is no q/k view.")
-    elif config.capture_qk:
+                   f"this architecture does not name them {qk_names[0]!r}/{qk_names[1]!r}, so there is no q/k view.")
+    elif want_qk:
         queries = np.stack([_split_heads(q, n_heads) for q in store["q"]]).astype(np.float16)
         keys = np.stack([_split_heads(k, n_heads) for k in store["k"]]).astype(np.float16)
     special = enc["special_tokens_mask"][0].numpy().astype(bool)
@@ -365,6 +369,36 @@ def adjacent_similarity(sim: np.ndarray) -> float:
     """Mean similarity of each layer to the next one (the first off-diagonal of ``layer_similarity``)."""
     d = np.diagonal(sim, offset=1)
     return float(d.mean()) if d.size else float("nan")
+
+
+@dataclass(frozen=True, eq=False)
+class ModelAttention:
+    """One model's side of a comparison: its result, head statistics and layer-to-layer similarity."""
+
+    result: AttentionResult
+    stats: HeadStats
+    similarity: np.ndarray  # (layers, layers), layer_similarity
+    adjacent: float  # adjacent_similarity
+
+    @property
+    def label(self) -> str:
+        from core.registry import family
+
+        return f"{family(self.result.family).label} · {self.result.checkpoint}"
+
+
+def model_attention(r: AttentionResult, stats: HeadStats | None = None) -> ModelAttention:
+    """The comparison side of one result (its head statistics computed unless given)."""
+    stats = stats or head_stats(r.attentions, r.cls_mask, r.sep_mask, r.punct_mask)
+    sim = layer_similarity(r.attentions)
+    return ModelAttention(r, stats, sim, adjacent_similarity(sim))
+
+
+def compare_attention(r: AttentionResult, stats: HeadStats, other_lm, config: AttentionConfig
+                      ) -> tuple[ModelAttention, ModelAttention]:
+    """Run ``other_lm`` (a LoadedModel with eager attention) on the same config and return both sides. Raises what
+    compute_attention raises."""
+    return model_attention(r, stats), model_attention(compute_attention(other_lm, config))
 
 
 # ---------------------------------------------------------------------------------------------- query/key view

@@ -9,6 +9,9 @@ lets the baseline be any vector ([PAD], [MASK] or zeros). Special tokens ([CLS],
 their own embedding in every baseline, so their attribution is zero by construction for IG/DeepLift/Occlusion/
 KernelSHAP/LIME. Nothing here hooks the shared model: the methods that must hook modules (per-layer IG, DeepLift)
 work on a deep copy that lives only for the call.
+
+The methods are a registry, core.attribution_methods.METHODS (key, label, runner, cost, settings, description);
+this module prepares the input and the scalar, runs the methods a config names, and exports the results.
 """
 from __future__ import annotations
 
@@ -23,31 +26,20 @@ from typing import Any, Callable
 
 import numpy as np
 
-from core.models import FAMILIES, LoadedModel, mlm_head
+from core.attribution_methods import METHODS, Inputs, NotApplicable, per_token
+from core.attribution_methods import unavailable_methods  # noqa: F401 (re-exported: pages and tests ask here)
+from core.models import LoadedModel, mlm_head
 
 TARGETS = {"mask": "a masked word", "pair": "the NSP/SOP decision", "class": "a classifier's class",
            "token": "one word's tag (a token classifier)"}
-METHODS = {
-    "lig": "Layer Integrated Gradients",
-    "saliency": "Saliency",
-    "ixg": "Input × Gradient",
-    "deeplift": "DeepLift",
-    "occlusion": "Occlusion",
-    "kernelshap": "KernelSHAP",
-    "lime": "LIME",
-}
 BASELINES = {"pad": "[PAD] embedding", "mask": "[MASK] embedding", "zeros": "zero vector"}
-PAIR_CLASSES = {"nsp": ("B follows A", "B is random"), "sop": ("in order", "swapped")}
+PAIR_CLASSES = {"nsp": ("B follows A", "B is random"), "sop": ("in order", "swapped")}  # by Family.pair_head
+IG = "lig"  # the Integrated Gradients entry of core.attribution_methods.METHODS (its delta is checked here)
 DELTA_WARN = 0.05  # |delta| above this share of |f(x) - f(baseline)| gets a warning: raise n_steps
 TOKEN_BUDGET = 16384  # tokens per forward batch; bounds memory for long inputs whatever the batch size asked
 MAX_BATCH_ROWS = 200
-DEEPLIFT_TOLERANCE = 0.25  # DeepLift whose sum misses f(x) - f(baseline) by more than this share is rejected
 
 Progress = Callable[[float, str], None]
-
-
-class NotApplicable(ValueError):
-    """A method that does not apply to this model; the message says why."""
 
 
 # ------------------------------------------------------------------------------------------------ config
@@ -80,7 +72,7 @@ class AttributionConfig:
             raise ValueError("The sentence-pair target needs a second sentence (B): type one.")
         if not self.methods:
             raise ValueError("Pick at least one attribution method.")
-        bad = [m for m in self.methods if m not in METHODS]
+        bad = [m for m in self.methods if m not in METHODS]  # the registry's keys
         if bad:
             raise ValueError(f"Unknown method(s) {', '.join(bad)}: use {', '.join(METHODS)}.")
         if self.baseline not in BASELINES:
@@ -150,7 +142,7 @@ class AttributionResult:
     @property
     def delta_warning(self) -> str | None:
         """A warning when IG's convergence delta is large against f(x) - f(baseline); None when fine."""
-        m = self.method("lig")
+        m = self.method(IG)
         if m is None or m.delta is None:
             return None
         scale = max(abs(self.f_x - self.f_baseline), 1e-6)
@@ -190,11 +182,12 @@ def _mlm_logits(out):
 
 
 def _pair_logits(out):
-    for name in ("seq_relationship_logits", "sop_logits"):
-        v = getattr(out, name, None)
-        if v is not None:
-            return v
-    return None
+    """The sentence-pair (NSP/SOP) logits (b, 2) of a pretraining model's output; None without that head.
+
+    transformers names the field per architecture, so it is found by shape: the one 2-D ``*logits`` field (the
+    MLM logits beside it are 3-D). Only called for a family whose registry entry has a pair head."""
+    found = [v for k, v in out.items() if k.endswith("logits") and v is not None and v.dim() == 2]
+    return found[0] if len(found) == 1 else None
 
 
 def _word_id(lm: LoadedModel, word: str, at_start: bool) -> int:
@@ -205,8 +198,10 @@ def _word_id(lm: LoadedModel, word: str, at_start: bool) -> int:
         raise ValueError("The candidate word is empty: type a word or leave it blank for the top prediction.")
     if " " in w:
         raise ValueError(f"{w!r} is several words; one mask predicts one token. Type a single word.")
-    byte_bpe = lm.family.tokenizer_kind.lower().startswith("byte")
-    text = w if (at_start or not byte_bpe) else " " + w  # BPE words after a space carry the Ġ marker
+    # A word after a space, as the tokenizer sees it there: byte-level BPE gives it its Ġ marker, while WordPiece
+    # and SentencePiece ignore the space (▁ marks every word start anyway). Asking the tokenizer this way needs no
+    # per-tokenizer rule.
+    text = w if at_start else " " + w
     ids = tok(text, add_special_tokens=False)["input_ids"]
     if not ids or ids == [tok.unk_token_id]:
         raise ValueError(f"{w!r} is not in this model's vocabulary (it becomes {tok.unk_token!r}). "
@@ -406,203 +401,93 @@ def _batch(cfg: AttributionConfig, seq: int) -> int:
     return max(1, min(cfg.internal_batch_size, TOKEN_BUDGET // max(seq, 1)))
 
 
-def unavailable_methods(model) -> dict[str, str]:
-    """Methods that cannot apply to this model, with the reason, known from its modules alone (no forward pass):
-    a page offers the rest, so nothing is refused only after a long run."""
-    why = deeplift_module_check(model)
-    if getattr(model, "encoderlab_quant", ""):  # core.quantize: int8 linears have no backward
-        grad = ("This model runs int8 linears (core.quantize), which have no gradients: untick int8 (CPU) in the "
-                "sidebar for gradient methods, or use occlusion, KernelSHAP or LIME.")
-        return {k: grad for k in ("lig", "saliency", "ixg", "deeplift")}
-    return {"deeplift": why} if why else {}
-
-
-def deeplift_module_check(model) -> str | None:
-    """The part of ``deeplift_check`` that needs no input: activations DeepLift has no rule for."""
-    from captum.attr._core.deep_lift import SUPPORTED_NON_LINEAR
-
-    act_like = ("gelu", "silu", "swish", "mish", "quickgelu", "activation")
-    unsupported = sorted({type(m).__name__ for m in model.modules()
-                          if not list(m.children()) and type(m) not in SUPPORTED_NON_LINEAR
-                          and any(a in type(m).__name__.lower() for a in act_like)})
-    if unsupported:
-        return (f"DeepLift's rescale rule covers ReLU, ELU, LeakyReLU, Sigmoid, Tanh and Softmax modules; this model's "
-                f"feed-forward uses {', '.join(unsupported)}, for which captum would silently fall back to plain "
-                "gradients, so the result would not be DeepLift. Use Integrated Gradients (the same idea, exact).")
-    return None
-
-
-def deeplift_check(model, prep: Prepared) -> str | None:
-    """Why captum's DeepLift does not apply to this model (None when it does)."""
-    import torch
-    from captum.attr._core.deep_lift import SUPPORTED_NON_LINEAR
-
-    why = deeplift_module_check(model)
-    if why:
-        return why
-    calls: dict[int, int] = {}
-    hooks = [m.register_forward_hook(lambda mod, i, o: calls.__setitem__(id(mod), calls.get(id(mod), 0) + 1))
-             for m in model.modules() if type(m) in SUPPORTED_NON_LINEAR]
-    try:
-        with torch.no_grad():
-            _Scorer(model, prep)(prep.embeds)
-    finally:
-        for h in hooks:
-            h.remove()
-    if any(v > 1 for v in calls.values()):
-        return ("This model runs the same layer module several times (cross-layer parameter sharing); captum's "
-                "DeepLift stores one input per module, so it cannot follow repeated calls. Use Integrated Gradients.")
-    return None
+def _run_method(key: str, prep: Prepared, cfg: AttributionConfig, tick: Callable[[], None]) -> MethodAttribution:
+    """One registered method on the prepared input (core.attribution_methods runs captum)."""
+    m = METHODS[key]
+    inputs = Inputs(embeds=prep.embeds, base=prep.base, special=prep.special, f_x=prep.f_x, f_b=prep.f_b,
+                    forward=_Scorer(prep.lm.model, prep, tick), module_on=lambda model: _module_scorer(model, prep),
+                    model=prep.lm.model, cfg=cfg, batch=_batch(cfg, prep.embeds.shape[1]), tick=tick,
+                    baseline_label=BASELINES[cfg.baseline])
+    t0 = time.perf_counter()
+    out = m.run(inputs)
+    scores = out.scores
+    if m.takes_baseline:  # specials equal their baseline: exactly 0, whatever numerical noise the method left
+        scores = np.where(prep.special, 0.0, scores)
+    return MethodAttribution(key, m.label, scores.astype(np.float64), out.delta, time.perf_counter() - t0, out.note)
 
 
 def _encoder_layers(model) -> tuple[list, list[str]] | None:
-    """[embeddings module] + encoder layer modules with their names; None when layers are shared (ALBERT)."""
+    """[the embeddings' last module] + the encoder's layer modules, with their names; None when no layer list is
+    found. (A layer shared across depth, Family.shared_layers, is refused before: one module, several passes.)
+
+    Found through transformers' generic API: under ``model.base_model``, the first list of ``num_hidden_layers``
+    modules of one class (config ``attribute_map`` gives every family that name)."""
     import torch
 
-    n = int(getattr(model.config, "num_hidden_layers", getattr(model.config, "n_layers", 0)))
-    base = getattr(model, model.base_model_prefix, model)
+    n = int(getattr(model.config, "num_hidden_layers", 0) or 0)
+    if n <= 0:
+        return None
+    base = model.base_model
+    layers = next((mod for mod in base.modules() if isinstance(mod, torch.nn.ModuleList) and len(mod) == n
+                   and len({type(m) for m in mod}) == 1), None)
+    if layers is None:
+        return None
     emb = getattr(base, "embeddings", None)
-    for name, mod in base.named_modules():
-        if isinstance(mod, torch.nn.ModuleList) and name.split(".")[-1] == "layer" and len(mod) == n and n > 0:
-            emb = getattr(emb, "LayerNorm", emb)  # the embeddings' last op; DistilBERT's module gets input_ids=None
-            mods = ([emb] if emb is not None else []) + list(mod)
-            names = (["embeddings"] if emb is not None else []) + [f"layer {i + 1}" for i in range(n)]
-            return mods, names
-    return None
+    # the embeddings' last op (their norm), not the embeddings module itself: some embeddings modules are called
+    # with input_ids=None when fed inputs_embeds, and LayerIG needs a module whose output it can replace
+    emb = next((getattr(emb, n_) for n_ in ("LayerNorm", "norm", "layer_norm")
+                if isinstance(getattr(emb, n_, None), torch.nn.Module)), emb)
+    mods = ([emb] if emb is not None else []) + list(layers)
+    names = (["embeddings"] if emb is not None else []) + [f"layer {i + 1}" for i in range(n)]
+    return mods, names
 
 
-# ------------------------------------------------------------------------------------------------ methods
-def _to_tokens(attr, how: str) -> np.ndarray:
-    a = attr.detach().float()[0]  # (seq, E)
-    if how == "sum":
-        return a.sum(-1).cpu().numpy()
-    return a.mean(-1).cpu().numpy()  # perturbation methods spread one value over a token's dimensions
-
-
-def _run_method(key: str, prep: Prepared, cfg: AttributionConfig, counter: Callable[[], None]) -> MethodAttribution:
-    import torch
-    from captum.attr import (DeepLift, InputXGradient, IntegratedGradients, KernelShap, Lime, Occlusion,
-                             Saliency)
-
-    model = prep.lm.model
-    seq, dim = prep.embeds.shape[1], prep.embeds.shape[2]
-    bs = _batch(cfg, seq)
-    f = _Scorer(model, prep, counter)
-    x, base = prep.embeds, prep.base
-    t0 = time.perf_counter()
-    delta, note = None, ""
-    if key == "lig":
-        attr = IntegratedGradients(f).attribute(x, baselines=base, n_steps=cfg.n_steps, internal_batch_size=bs)
-        scores = _to_tokens(attr, "sum")
-        # captum's convergence delta, from the f(x), f(baseline) we already have (saves its two extra forwards)
-        delta = float(attr.detach().double().sum()) - (prep.f_x - prep.f_b)
-        note = f"{BASELINES[cfg.baseline]} baseline, {cfg.n_steps} steps, batch {bs}"
-    elif key == "saliency":
-        scores = _to_tokens(Saliency(f).attribute(x.clone().requires_grad_(), abs=True), "sum")
-        note = "|gradient| summed over embedding dimensions: magnitude only, never negative"
-    elif key == "ixg":
-        scores = _to_tokens(InputXGradient(f).attribute(x.clone().requires_grad_()), "sum")
-        note = "embedding × gradient; ignores the baseline"
-    elif key == "deeplift":
-        work = copy.deepcopy(model)  # DeepLift hooks every nonlinearity: never on the shared model
-        why = deeplift_check(work, prep)
-        if why:
-            raise NotApplicable(why)
-        wrapped = _module_scorer(work, prep)
-        attr, d = DeepLift(wrapped).attribute(x, baselines=base, return_convergence_delta=True)
-        counter()
-        scores, delta = _to_tokens(attr, "sum"), float(d.flatten()[0])
-        gap = prep.f_x - prep.f_b
-        if abs(delta) > DEEPLIFT_TOLERANCE * abs(gap) + 1e-4:
-            raise NotApplicable(
-                f"DeepLift ran, but its attributions add up to {float(scores.sum()):+.4f} while f(x) − f(baseline) "
-                f"is {gap:+.4f}. Its rescale rule covers the ReLU/Tanh units only; a Transformer also multiplies "
-                "activations together (attention's Q·K and softmax, LayerNorm's division by the standard "
-                "deviation), where DeepLift has no rule and captum passes plain gradients, so the decomposition "
-                "does not hold. Use Integrated Gradients, which is exact along its path.")
-        note = "attention's products and LayerNorm follow plain gradients (no DeepLift rule): check the delta"
-    elif key == "occlusion":
-        attr = Occlusion(f).attribute(x, sliding_window_shapes=(1, dim), strides=(1, dim), baselines=base,
-                                      perturbations_per_eval=bs)
-        scores = _to_tokens(attr, "mean")
-        note = "f(x) − f(x with one token replaced by the baseline)"
-    elif key in ("kernelshap", "lime"):
-        content = np.flatnonzero(~prep.special)
-        fmask = torch.zeros(1, seq, dim, dtype=torch.long, device=x.device)
-        for j, p in enumerate(content):  # specials join feature 0; their baseline equals the input, so no effect
-            fmask[0, p] = j
-        # A generator of this call's own: torch.manual_seed would reseed the whole server, and concurrent
-        # sessions would draw each other's coalitions.
-        gen = torch.Generator().manual_seed(cfg.seed)
-        if key == "kernelshap":
-            attr = _seeded_kernel_shap(KernelShap, f, gen).attribute(x, baselines=base, feature_mask=fmask, n_samples=cfg.n_samples,
-                                           perturbations_per_eval=bs)
-            note = f"{cfg.n_samples} coalitions of tokens replaced by the baseline"
-        else:
-            from captum._utils.models.linear_model import SkLearnRidge
-
-            def similarity(orig, pert, pert_interp, **kw):
-                z = pert_interp.float().flatten()
-                cos = float(z.sum() / (math.sqrt(float(z.numel())) * max(float(z.norm()), 1e-9)))
-                d = (1.0 - cos) * 100.0  # LIME's text explainer: cosine distance x 100, kernel width 25
-                return math.exp(-(d ** 2) / (25.0 ** 2))
-
-            def perturb(original_inp, **kw):  # captum's default draw (each feature kept with p = 0.5), seeded
-                keep = torch.bernoulli(torch.full((1, kw["num_interp_features"]), 0.5), generator=gen)
-                return keep.to(device=x.device).long()
-
-            attr = Lime(f, interpretable_model=SkLearnRidge(alpha=0.1), similarity_func=similarity,
-                        perturb_func=perturb).attribute(
-                x, baselines=base, feature_mask=fmask, n_samples=cfg.n_samples, perturbations_per_eval=bs)
-            note = f"ridge fit on {cfg.n_samples} perturbations, LIME's text kernel"
-        scores = _to_tokens(attr, "mean")
-    else:  # pragma: no cover - config validation prevents it
-        raise ValueError(f"Unknown method {key!r}.")
-    if key in ("lig", "deeplift", "occlusion", "kernelshap", "lime"):
-        scores = np.where(prep.special, 0.0, scores)
-    return MethodAttribution(key, METHODS[key], scores.astype(np.float64), delta, time.perf_counter() - t0, note)
-
-
-def _seeded_kernel_shap(kernel_shap_cls, forward, gen):
-    """captum's KernelShap drawing its coalitions from ``gen``: its sampler calls the process-wide RNG and takes
-    no generator. The same draw as captum's (coalition size from the Shapley kernel's distribution, then k
-    features by thresholding normal noise at its k-th largest value), only seeded per call."""
+def _hookable(mods: list, probe: Callable[[], Any]) -> list:
+    """Per module, the one whose output LayerIG can take: the module itself when it returns tensors, else (a layer
+    returning None beside its hidden states, as DeBERTa-v2's does without attentions; captum's hook clones every
+    output) its last norm, which is the layer's last op in a post-norm encoder. ``probe`` runs one forward."""
     import torch
 
-    class SeededKernelShap(kernel_shap_cls):
-        def kernel_shap_perturb_generator(self, original_inp, **kwargs):
-            device = (original_inp if isinstance(original_inp, torch.Tensor) else original_inp[0]).device
-            n = int(kwargs["num_interp_features"])
-            probs = kwargs["num_select_distribution"].probs
-            yield torch.ones(1, n, device=device, dtype=torch.long)
-            yield torch.zeros(1, n, device=device, dtype=torch.long)
-            while True:
-                k = int(torch.multinomial(probs, 1, generator=gen))
-                noise = torch.randn(1, n, generator=gen)
-                threshold = torch.kthvalue(noise, n - k).values.item()
-                yield (noise > threshold).to(device=device).long()
-
-    return SeededKernelShap(forward)
-
-
-def _expected_calls(key: str, cfg: AttributionConfig, seq: int) -> int:
-    bs = _batch(cfg, seq)
-    return {"lig": math.ceil(cfg.n_steps / bs), "saliency": 1, "ixg": 1, "deeplift": 1,
-            "occlusion": math.ceil(seq / bs) + 1,
-            "kernelshap": math.ceil(cfg.n_samples / bs) + 1, "lime": math.ceil(cfg.n_samples / bs) + 1}[key]
+    outs: dict[int, Any] = {}
+    hooks = [m.register_forward_hook(lambda mod, _i, o, j=j: outs.__setitem__(j, o)) for j, m in enumerate(mods)]
+    try:
+        with torch.no_grad():
+            probe()
+    finally:
+        for h in hooks:
+            h.remove()
+    picked = []
+    for j, mod in enumerate(mods):
+        o = outs.get(j)
+        if torch.is_tensor(o) or (isinstance(o, tuple) and o and all(torch.is_tensor(x) for x in o)):
+            picked.append(mod)
+            continue
+        norms = [m for m in mod.modules()
+                 if isinstance(m, torch.nn.LayerNorm) or "layernorm" in type(m).__name__.lower()]
+        if not norms:
+            raise NotApplicable(f"{type(mod).__name__} returns no tensor output LayerIG can hook, and has no norm as "
+                                "its last op: per-layer attribution is not available for this architecture.")
+        picked.append(norms[-1])
+    return picked
 
 
 def _layer_attributions(prep: Prepared, cfg: AttributionConfig, report: Callable[[float, str], None]):
     """LayerIG at the embeddings output and after each encoder layer, on a copy of the model."""
     from captum.attr import LayerIntegratedGradients
 
-    found = _encoder_layers(prep.lm.model)
-    if found is None:
-        raise NotApplicable("This model runs one shared layer several times (ALBERT's cross-layer sharing): "
+    fam = prep.lm.family
+    if fam.shared_layers:
+        raise NotApplicable(f"This model runs one shared layer at every depth ({fam.label}'s cross-layer sharing): "
                             "LayerIG hooks a module, so it cannot tell the passes apart. Per-layer attribution "
-                            "is available for BERT, RoBERTa and DistilBERT.")
+                            "needs a model with a layer of its own per depth.")
     work = copy.deepcopy(prep.lm.model)  # LayerIG hooks modules: never on the shared model
-    mods, names = _encoder_layers(work)
+    found = _encoder_layers(work)
+    if found is None:
+        raise NotApplicable(f"The encoder layers of {type(work).__name__} could not be located (no list of "
+                            "num_hidden_layers layer modules under its base model), so per-layer attribution is "
+                            "not available for it. The methods above still are.")
+    mods, names = found
+    mods = _hookable(mods, lambda: _Scorer(work, prep)(prep.embeds))
     bs = _batch(cfg, prep.embeds.shape[1])
     rows = []
     for i, (mod, name) in enumerate(zip(mods, names)):
@@ -611,7 +496,7 @@ def _layer_attributions(prep: Prepared, cfg: AttributionConfig, report: Callable
         attr = lig.attribute(prep.embeds, baselines=prep.base, n_steps=cfg.layer_steps, internal_batch_size=bs)
         if isinstance(attr, (tuple, list)):
             attr = attr[0]
-        rows.append(_to_tokens(attr, "sum"))
+        rows.append(per_token(attr, "sum"))
     return np.stack(rows), tuple(names)
 
 
@@ -643,9 +528,10 @@ def attribute(lm: LoadedModel, cfg: AttributionConfig, progress: Progress | None
     report = progress or (lambda frac, msg: None)
     prep = prepare(lm, cfg)
     seq = prep.embeds.shape[1]
-    weights = {m: _expected_calls(m, cfg, seq) for m in cfg.methods}
-    n_layers = int(getattr(lm.model.config, "num_hidden_layers", getattr(lm.model.config, "n_layers", 1))) + 1
-    layer_cost = math.ceil(cfg.layer_steps / _batch(cfg, seq)) * n_layers if cfg.layer_steps else 0
+    bs = _batch(cfg, seq)
+    weights = {k: METHODS[k].cost(seq, cfg, bs).calls for k in cfg.methods}  # progress ticks per method
+    n_layers = int(getattr(lm.model.config, "num_hidden_layers", 1)) + 1
+    layer_cost = math.ceil(cfg.layer_steps / bs) * n_layers if cfg.layer_steps else 0
     total = sum(weights.values()) + layer_cost
     done = [0]
 
@@ -656,20 +542,20 @@ def attribute(lm: LoadedModel, cfg: AttributionConfig, progress: Progress | None
         f_x, f_b = float(both[0]), float(both[1])
     prep.f_x, prep.f_b = f_x, f_b
     for key in cfg.methods:
-        start = done[0]
+        start, label = done[0], METHODS[key].label
 
-        def tick(key=key, start=start):
+        def tick(key=key, start=start, label=label):
             done[0] = min(done[0] + 1, start + weights[key])
-            report(done[0] / total, f"{METHODS[key]}: batch {done[0] - start}/{weights[key]}")
+            report(done[0] / total, f"{label}: batch {done[0] - start}/{weights[key]}")
 
-        report(done[0] / total, f"{METHODS[key]} …")
+        report(done[0] / total, f"{label} …")
         try:
             methods.append(_run_method(key, prep, cfg, tick))
         except NotApplicable as e:
             skipped.append((key, str(e)))
         done[0] = start + weights[key]
     if not methods:
-        raise NotApplicable(" ".join(f"{METHODS[k]}: {why}" for k, why in skipped))
+        raise NotApplicable(" ".join(f"{METHODS[k].label}: {why}" for k, why in skipped))
     layer_scores, layer_names, notes = None, (), list(prep.notes)
     if cfg.layer_steps:
         base_done = done[0]
@@ -840,7 +726,7 @@ def batch_to_html(batch: BatchResult) -> str:
 def target_classes(lm: LoadedModel, target: str) -> tuple[str, ...]:
     """Class names the target offers (NSP/SOP or the classifier's labels); () for the mask target."""
     if target == "pair":
-        ph = FAMILIES[lm.spec.family].pair_head
+        ph = lm.family.pair_head
         return PAIR_CLASSES[ph] if ph else ()
     if target in ("class", "token"):
         cfg = lm.model.config

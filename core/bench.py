@@ -13,16 +13,17 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from core.models import BUILD_LOCK, FAMILIES, official_config, resolve_device
+from core.registry import build_model, bundled_families
 
-SEED_CLAIMS = {
-    ("distilbert", "bert"): ("DistilBERT is about 1.7x faster than BERT-base", 1.7),
-    ("albert", "bert"): ("ALBERT-base is not faster at inference despite ~9x fewer parameters", 1.0),
-}
+# (family, baseline family) -> (the seeds' claim, claimed speedup): registry data (Family.speed_claims)
+SEED_CLAIMS = {(f.key, c.baseline): (c.text, c.ratio) for f in FAMILIES.values() for c in f.speed_claims}
 
 
 @dataclass(frozen=True)
 class SpeedConfig:
-    families: tuple[str, ...] = ("bert", "roberta", "albert", "distilbert")
+    # by default the families the articles' speed claims are about (those with a bundled mini); any family with a
+    # base-size config can be picked
+    families: tuple[str, ...] = tuple(f.key for f in bundled_families() if f.base_checkpoint)
     seq_len: int = 128
     batch: int = 8
     repeats: int = 5
@@ -33,9 +34,11 @@ class SpeedConfig:
     def __post_init__(self) -> None:
         if not self.families:
             raise ValueError("Pick at least one family to time.")
-        unknown = [f for f in self.families if f not in FAMILIES]
+        timeable = [k for k, f in FAMILIES.items() if f.base_checkpoint]
+        unknown = [f for f in self.families if f not in timeable]
         if unknown:
-            raise ValueError(f"Unknown families {unknown}: use {', '.join(FAMILIES)}.")
+            raise ValueError(f"Cannot time {unknown}: use {', '.join(timeable)} (families with a base-size "
+                             "architecture shipped in assets/configs).")
         check_timing_shape(self.seq_len, self.batch, self.repeats)
 
 
@@ -109,14 +112,13 @@ def timed(fn: Callable[[], object], device: str = "cpu") -> float:
 
 def _build(family: str, device: str):
     import torch
-    import transformers
 
     cfg = official_config(FAMILIES[family].base_checkpoint)
     # BUILD_LOCK: a model built while another thread's from_pretrained runs can skip its weight init (see
     # core.models). fork_rng: seeded weights without reseeding the process generators other sessions draw from.
     with BUILD_LOCK, torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
-        model = getattr(transformers, FAMILIES[family].classes["base"])(cfg)
+        model = build_model(family, "base", cfg)
     return model.eval().to(device), cfg
 
 
@@ -188,7 +190,7 @@ def format_result(res: SpeedResult) -> str:
     for r in res.rows:
         lines.append(f"{r.label:<12}{r.params / 1e6:>9.1f}M{r.layers:>8}{r.latency_ms:>12.1f}{r.throughput:>10.1f}")
     for pair, measured, text, claim in res.comparisons():
-        lines.append(f"{pair}: measured speedup {measured:.2f}x (baseline: BERT-base) — seeds: {text} (~{claim:g}x)")
+        lines.append(f"{pair}: measured speedup {measured:.2f}x — seeds: {text} (~{claim:g}x)")
     return "\n".join(lines)
 
 
@@ -198,7 +200,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--device", default="auto")
-    ap.add_argument("--families", default="bert,roberta,albert,distilbert")
+    ap.add_argument("--families", default=",".join(SpeedConfig.families))
     a = ap.parse_args(argv)
     cfg = SpeedConfig(families=tuple(a.families.split(",")), seq_len=a.seq_len, batch=a.batch, repeats=a.repeats,
                       device=a.device)

@@ -17,6 +17,7 @@ from typing import Callable, Sequence
 
 from core import models
 from core import text as text_rules
+from core.masked_forward import masked_logits
 from core.models import ASSETS, LoadedModel
 
 USER_MASK = "[MASK]"
@@ -239,8 +240,12 @@ def _saved_as(lm: LoadedModel) -> str:
 
 def _mlm_suggestion(family: str) -> str:
     """Checkpoints with an MLM head that can be had here: the family's bundled mini, and official ones present."""
-    present = [c.id for c in models.FAMILIES[family].checkpoints if models.availability(c.id).source != "unavailable"]
-    return " or ".join([models.bundled_id(family), *present[:1]]) + " (in the sidebar's Checkpoint list)"
+    fam = models.family(family)
+    present = [c.id for c in fam.checkpoints if models.resolve(c.id).source != "unavailable"]
+    ids = ([models.bundled_id(family)] if fam.bundled else []) + present[:1]
+    if not ids:
+        return "a checkpoint saved with its MLM head (its *ForMaskedLM or *ForPreTraining model), typed under custom"
+    return " or ".join(ids) + " (in the sidebar's Checkpoint list)"
 
 
 @dataclass(frozen=True)
@@ -323,14 +328,6 @@ def encode(lm: LoadedModel, cfg: FillMaskConfig) -> Encoded:
 
 
 # ---------------------------------------------------------------------------------------------- prediction
-def _masked_logits(model, head, ids, attn, rows, cols):
-    """Encoder over the batch (its last layer at the masks only), then the MLM head at the given (row, position)
-    pairs only: (M, V) logits."""
-    from core.masked_forward import masked_logits
-
-    return masked_logits(model, head, ids, attn, rows, cols)  # (M, V)
-
-
 def _pad(rows: list[list[int]], pad_id: int, device: str):
     import torch
 
@@ -368,8 +365,9 @@ def _fill_step(model, head, tok, pad_id, device, chunk, step, encs, configs, row
     ids, attn = _pad([rows[b] for b in chunk], pad_id, device)
     r_idx = [i for i, b in enumerate(chunk) for _ in open_masks[b]]
     c_idx = [encs[b].mask_positions[m] for b in chunk for m in open_masks[b]]
-    logits = _masked_logits(model, head, ids, attn, torch.tensor(r_idx, device=device),
-                            torch.tensor(c_idx, device=device))
+    # the encoder over the batch (its last layer at the masks only), then the MLM head there only: (M, V)
+    logits = masked_logits(model, head, ids, attn, torch.tensor(r_idx, device=device),
+                           torch.tensor(c_idx, device=device))
     probs = logits.float().softmax(-1)  # (M, V)
     lone = _lone_marker_ids(tok)
     text_of_row = [b for b in chunk for _ in open_masks[b]]

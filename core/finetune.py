@@ -3,9 +3,11 @@
 The same ``train`` runs on CPU, on one GPU (bf16 autocast) and on several processes under ``accelerate launch``
 (``accelerate launch --multi_gpu --num_processes 2 -m core.finetune ... --device cpu`` runs two CPU processes
 over gloo; accelerate's ``--cpu`` flag alone starts only one). It loads a fresh copy of the checkpoint through
-``core.models.load`` (never the app's cached model), pads each batch only to its longest row and groups rows
-of similar length into batches, uses AdamW with no decay on biases and LayerNorm weights, linear warmup and
-decay, gradient clipping, evaluates on the held-out split, stops early, checkpoints every epoch and resumes.
+``core.models.load`` (never the app's cached model), pads each batch only to its longest row (through the
+tokenizer) and groups rows of similar length into batches, uses AdamW with no decay on biases and LayerNorm
+weights, linear warmup and decay, gradient clipping, evaluates on the held-out split, stops early, checkpoints
+every epoch and resumes. Padding, parameter groups, out-of-memory detection, the Accelerator and checkpoints are
+core.training's, shared with pretraining.
 
 Command line::
 
@@ -20,7 +22,6 @@ import math
 import os
 import random
 import shutil
-import threading
 import time
 import zipfile
 from contextlib import contextmanager
@@ -30,9 +31,14 @@ from typing import Any, Callable
 
 import numpy as np
 
+from core import registry
 from core.datasets_local import BUNDLED, DataError, LabelledData, Split, load_bundled
+from core.settings import current as current_settings
+from core.fields import add_argument, bounded, check_bounds
 from core.memory import drop_frames
 from core.models import BUILD_LOCK, FAMILIES, ModelLoadError, ModelSpec, load, resolve_device
+from core import training
+from core.training import is_oom  # noqa: F401 - core.finetune.is_oom, for callers that knew it here
 
 MAX_STEPS_LIMIT = int(os.environ.get("ENCODERLAB_MAX_STEPS", "5000"))
 MAX_LENGTH_LIMIT = 512
@@ -68,25 +74,36 @@ class FinetuneError(RuntimeError):
 class FinetuneConfig:
     """Everything one run needs besides the data. ``__post_init__`` raises ValueError with the fix."""
 
+    # Numeric settings declare their range once (core.fields.bounded): __post_init__, the page's widgets, the URL
+    # fields and the command line all read it from here.
     family: str
     checkpoint: str
-    epochs: int = 3
-    max_steps: int = 0  # > 0 caps the run at this many optimizer steps (overrides epochs)
-    lr: float | None = None  # None: 3e-5 for task "sequence", TOKEN_LR (5e-5) for task "token"
-    batch_size: int = 16
-    max_length: int = 128
-    warmup_ratio: float = 0.1
-    weight_decay: float = 0.01
-    grad_clip: float = 1.0  # 0 turns clipping off
-    seed: int = 42
+    # the server's limit (ENCODERLAB_MAX_EPOCHS, lower on the hosted demo), read at each check
+    epochs: int = bounded(3, 1, lambda: min(50, current_settings().max_epochs), label="Epochs")
+    # > 0 caps the run at this many optimizer steps (overrides epochs)
+    max_steps: int = bounded(0, 0, MAX_STEPS_LIMIT, label="Max steps", hint="0 uses epochs. This page is for short "
+                             "fine-tunes; use the command line for long ones")
+    # None: 3e-5 for task "sequence", TOKEN_LR (5e-5) for task "token"; the stops are the page's slider
+    lr: float | None = bounded(None, 1e-7, 1e-2, kind=float, label="Learning rate", hint="BERT papers use 2e-5 to 5e-5",
+                               stops=(1e-5, 2e-5, 3e-5, 5e-5, 7e-5, 1e-4, 3e-4, 1e-3, 3e-3))
+    batch_size: int = bounded(16, 1, 512, stops=(4, 8, 16, 32, 64), label="Batch size")
+    max_length: int = bounded(128, 8, MAX_LENGTH_LIMIT, stops=(32, 64, 128, 256, 512), label="Max length",
+                              hint="tokens")
+    # Warmup beyond half the run leaves the linear decay too little room; the article's practice is 0.1.
+    warmup_ratio: float = bounded(0.1, 0.0, 0.5, step=0.05, label="Warmup ratio", hint="0.1 is usual")
+    weight_decay: float = bounded(0.01, 0.0, 0.3, step=0.01, label="Weight decay", hint="0.01 is usual")
+    grad_clip: float = bounded(1.0, 0.0, 10.0, step=0.5, label="Gradient clipping", hint="0 turns it off")
+    seed: int = bounded(42, 0, 2**31 - 1, label="Seed")
     freeze_embeddings: bool = False
-    freeze_layers: int = 0  # freeze the first N encoder layers
+    # freeze the first N encoder layers (more than the model has freezes them all)
+    freeze_layers: int = bounded(0, 0, 48, label="Freeze layers")
     # "cls": the family's own head ([CLS]/<s> for sequences, every token for token labelling); "mean": mean over
     # tokens + a linear head (sequences only); "scalar_mix": ELMo's scalar mix, a learned softmax-weighted sum of
     # every hidden state (embeddings included) times a learned gamma, then (sequences) mean over tokens + a head
     pooling: str = "cls"
-    patience: int = 2  # evaluations without improvement before stopping early; 0 = never stop early
-    evals_per_epoch: int = 1
+    # evaluations without improvement before stopping early; 0 = never stop early
+    patience: int = bounded(2, 0, 20, label="Patience", hint="0 = no early stopping")
+    evals_per_epoch: int = bounded(1, 1, 20, label="Evaluations per epoch")
     length_grouping: bool = True
     device: str = "auto"
     # "auto": bf16 autocast on a GPU that supports it, fp32 on CPU; "bf16" (GPU, or CPU autocast); "fp16" (GPU only)
@@ -94,7 +111,8 @@ class FinetuneConfig:
     # A number sets the encoder's hidden dropout and the head's (DROPOUT_KEYS), 0 to 0.5 (the article: 0.1 to 0.3).
     # None keeps each checkpoint's own (ALBERT's is 0, DistilBERT's head 0.2) and 0.1 in EncoderLab's own heads
     # (mean, scalar mix): what every run did before the setting existed.
-    dropout: float | None = None
+    dropout: float | None = bounded(None, 0.0, MAX_DROPOUT, kind=float, label="Dropout", hint="the article: 0.1 to 0.3",
+                                    step=0.05, stops=tuple(round(0.05 * i, 2) for i in range(round(MAX_DROPOUT / 0.05) + 1)))
     task: str = "sequence"
     gradient_checkpointing: bool = False  # recompute activations in backward: less memory, ~30% slower
 
@@ -108,37 +126,12 @@ class FinetuneConfig:
             raise ValueError(f"Unknown family {self.family!r}: choose one of {', '.join(FAMILIES)}.")
         if not str(self.checkpoint).strip():
             raise ValueError("No checkpoint: pick one in the sidebar or give a local model folder.")
-        from core.settings import current
-
-        top = min(50, current().max_epochs)  # the server's limit (lower on the hosted demo)
-        if not isinstance(self.epochs, int) or not 1 <= self.epochs <= top:
-            raise ValueError(f"Epochs must be a whole number from 1 to {top}, got {self.epochs!r}.")
-        if not isinstance(self.max_steps, int) or not 0 <= self.max_steps <= MAX_STEPS_LIMIT:
-            raise ValueError(f"Max steps must be 0 (use epochs) up to {MAX_STEPS_LIMIT:,}, got {self.max_steps!r}. "
-                             "This page is for short fine-tunes; use the command line for long ones.")
-        if not (isinstance(self.lr, (int, float)) and 1e-7 <= self.lr <= 1e-2):
-            raise ValueError(f"Learning rate {self.lr!r} is out of range: use 1e-7 to 1e-2 (BERT papers use 2e-5 to 5e-5).")
-        if not isinstance(self.batch_size, int) or not 1 <= self.batch_size <= 512:
-            raise ValueError(f"Batch size must be 1 to 512, got {self.batch_size!r}.")
-        if not isinstance(self.max_length, int) or not 8 <= self.max_length <= MAX_LENGTH_LIMIT:
-            raise ValueError(f"Max length must be 8 to {MAX_LENGTH_LIMIT} tokens, got {self.max_length!r}.")
-        if not 0.0 <= self.warmup_ratio < 1.0:
-            raise ValueError(f"Warmup ratio must be in [0, 1), got {self.warmup_ratio!r} (0.1 is usual).")
-        if not 0.0 <= self.weight_decay <= 1.0:
-            raise ValueError(f"Weight decay must be in [0, 1], got {self.weight_decay!r} (0.01 is usual).")
-        if self.grad_clip < 0:
-            raise ValueError(f"Gradient clipping must be >= 0 (0 turns it off), got {self.grad_clip!r}.")
-        if not isinstance(self.freeze_layers, int) or self.freeze_layers < 0:
-            raise ValueError(f"Freeze layers must be a whole number >= 0, got {self.freeze_layers!r}.")
+        check_bounds(self)  # every bounded field above: ValueError naming it, its range and the value
         if self.pooling not in POOLINGS:
             raise ValueError(f"Pooling must be one of {', '.join(POOLINGS)}, got {self.pooling!r}.")
         if self.task == "token" and self.pooling == "mean":
             raise ValueError("Mean pooling makes one vector per text, but token classification labels every word. "
                              "Choose pooling 'cls' (the family's token head) or 'scalar_mix'.")
-        if not isinstance(self.patience, int) or self.patience < 0:
-            raise ValueError(f"Patience must be a whole number >= 0 (0 = no early stopping), got {self.patience!r}.")
-        if not isinstance(self.evals_per_epoch, int) or not 1 <= self.evals_per_epoch <= 20:
-            raise ValueError(f"Evaluations per epoch must be 1 to 20, got {self.evals_per_epoch!r}.")
         if self.device not in ("auto", "cpu", "cuda"):
             raise ValueError(f"Device must be auto, cpu or cuda, got {self.device!r}.")
         if self.precision not in PRECISIONS:
@@ -146,8 +139,6 @@ class FinetuneConfig:
         if self.precision == "fp16" and _device_kind(self.device) != "cuda":
             raise ValueError("fp16 mixed precision needs a CUDA GPU (it relies on a gradient scaler and fp16 kernels); "
                              "this run is on the CPU. Choose 'bf16' (CPU autocast) or 'fp32'.")
-        if self.dropout is not None and not (isinstance(self.dropout, (int, float)) and 0.0 <= self.dropout <= MAX_DROPOUT):
-            raise ValueError(f"Dropout must be from 0 to {MAX_DROPOUT}, got {self.dropout!r} (the article: 0.1 to 0.3).")
         if not isinstance(self.gradient_checkpointing, bool):
             raise ValueError(f"Gradient checkpointing must be True or False, got {self.gradient_checkpointing!r}.")
 
@@ -370,7 +361,18 @@ class _SequenceTask:
         return _encode(tokenizer, split, max_length)
 
     def collator(self, enc: _Encoded, tokenizer):
-        return _collator(enc, tokenizer.pad_token_id)
+        import torch
+        from transformers import DataCollatorWithPadding
+
+        # transformers' collator pads input_ids/attention_mask/token_type_ids through tokenizer.pad to the batch's
+        # longest row (dynamic padding); labels and our row indices pass through as (batch,) tensors.
+        pad = DataCollatorWithPadding(tokenizer, return_tensors="pt")
+
+        def collate(indices: list[int]) -> dict[str, Any]:
+            feats = [{"input_ids": enc.ids[i], **{k: v[i] for k, v in enc.extra.items()}, "labels": enc.labels[i]}
+                     for i in indices]
+            return {**pad(feats), "idx": torch.tensor(indices)}
+        return collate
 
     def units(self, probs_row, labels_row):
         """The scored units of one evaluated row: its class probabilities, shape (1, classes)."""
@@ -482,25 +484,6 @@ class LengthGroupedBatches:
         yield from batches
 
 
-def _collator(enc: _Encoded, pad_id: int):
-    import torch
-
-    def collate(indices: list[int]) -> dict[str, Any]:
-        width = max(len(enc.ids[i]) for i in indices)  # dynamic padding: to the longest row of this batch
-        ids = torch.full((len(indices), width), pad_id, dtype=torch.long)  # (batch, width)
-        mask = torch.zeros((len(indices), width), dtype=torch.long)
-        extra = {k: torch.zeros((len(indices), width), dtype=torch.long) for k in enc.extra}
-        for r, i in enumerate(indices):
-            n = len(enc.ids[i])
-            ids[r, :n] = torch.tensor(enc.ids[i])
-            mask[r, :n] = 1
-            for k in enc.extra:
-                extra[k][r, :n] = torch.tensor(enc.extra[k][i])
-        return {"input_ids": ids, "attention_mask": mask, **extra,
-                "labels": torch.tensor([enc.labels[i] for i in indices]), "idx": torch.tensor(indices)}
-    return collate
-
-
 def padding_saved(lengths: list[int], batch_size: int, max_length: int, seed: int = 0, group: bool = True) -> float:
     """Share of padded tokens avoided by dynamic padding (+ length grouping) against padding to max_length."""
     fixed = len(lengths) * max_length
@@ -581,12 +564,7 @@ def _scalar_mix_model(backbone, num_labels: int, dropout: float, per_token: bool
 # The scalar mix has L + 2 numbers; at the encoder's learning rate (3e-5) they would not move visibly in a short
 # run (Adam moves each by about lr per step), so they learn this many times faster.
 MIX_LR_SCALE = 100.0
-# Where each family keeps its hidden dropout and its classification head's dropout (config keys). A family
-# difference outside core.models' registry, like the other per-family tables listed in docs/architecture.md.
-DROPOUT_KEYS = {"bert": ("hidden_dropout_prob", "classifier_dropout"),
-                "roberta": ("hidden_dropout_prob", "classifier_dropout"),
-                "albert": ("hidden_dropout_prob", "classifier_dropout_prob"),
-                "distilbert": ("dropout", "seq_classif_dropout")}
+MIX_PARAMS = ("mix", "gamma")  # the scalar mix's own parameters (ScalarMixClassifier)
 
 
 def _encoder_layers(base_model):
@@ -608,9 +586,9 @@ def _freeze(model, cfg: FinetuneConfig) -> None:
     if cfg.freeze_layers:
         layers = _encoder_layers(base)
         if layers is None:
-            raise ValueError("ALBERT shares one layer's weights across its whole depth, so freezing the first N "
-                             "layers would freeze all of them. Set 'freeze first N layers' to 0 (you can still "
-                             "freeze the embeddings).")
+            raise ValueError(f"{registry.family(cfg.family).label} shares one layer's weights across its whole depth, so "
+                             "freezing the first N layers would freeze all of them. Set 'freeze first N layers' to 0 "
+                             "(you can still freeze the embeddings).")
         if cfg.freeze_layers >= len(layers):
             raise ValueError(f"This model has {len(layers)} layers; freezing {cfg.freeze_layers} would leave only "
                              f"the head to train. Choose fewer than {len(layers)}.")
@@ -619,17 +597,10 @@ def _freeze(model, cfg: FinetuneConfig) -> None:
                 p.requires_grad = False
 
 
-def _param_groups(model, weight_decay: float, lr: float | None = None) -> list[dict]:
-    # Biases and LayerNorm weights (every 1-D tensor) get no weight decay, as in BERT's original optimizer. The
-    # scalar mix's weights and gamma get neither decay nor the encoder's small lr (MIX_LR_SCALE).
-    decay, no_decay, mix = [], [], []
-    for n, p in model.named_parameters():
-        if p.requires_grad:
-            (mix if n in ("mix", "gamma") else no_decay if p.ndim < 2 else decay).append(p)
-    groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    if mix:
-        groups.append({"params": mix, "weight_decay": 0.0, "lr": (lr or 0.0) * MIX_LR_SCALE})
-    return groups
+def _param_groups(model, weight_decay: float, lr: float) -> list[dict]:
+    """core.training's groups: no decay on biases and LayerNorm weights; the scalar mix's weights and gamma (1-D
+    and 0-D, so no decay either) at MIX_LR_SCALE times the encoder's small lr."""
+    return training.param_groups(model, lr, weight_decay, head_lr_mult=MIX_LR_SCALE, head_prefixes=MIX_PARAMS)
 
 
 def _load_fresh(cfg: FinetuneConfig, data):
@@ -638,7 +609,7 @@ def _load_fresh(cfg: FinetuneConfig, data):
     base model under a mean-pooling or scalar-mix head. ``cfg.dropout`` (when set) goes to the encoder and the head."""
     id2label = dict(enumerate(data.label_names))
     spec = ModelSpec(cfg.family, cfg.checkpoint, "cpu")  # accelerate moves it to its device
-    dropout = {} if cfg.dropout is None else dict.fromkeys(DROPOUT_KEYS[cfg.family], float(cfg.dropout))
+    dropout = {} if cfg.dropout is None else dict.fromkeys(registry.family(cfg.family).dropout_keys, float(cfg.dropout))
     head_dropout = HEAD_DROPOUT if cfg.dropout is None else float(cfg.dropout)
     if cfg.pooling == "cls":
         lm = load(spec, "tokcls" if cfg.task == "token" else "seqcls",
@@ -673,62 +644,21 @@ def _load_fresh(cfg: FinetuneConfig, data):
     return model, lm.tokenizer
 
 
-_SLOTS: dict[tuple[str, str], int] = {}  # (device kind, mixed precision) -> runs in progress in this process
-_SLOT_LOCK = threading.Lock()
-
-
 @contextmanager
 def _accelerator(cfg: FinetuneConfig):
-    """An Accelerator for this run. accelerate keeps one device/precision state per process: runs in one server
-    process share it, so a run with other settings waits its turn (FinetuneError) instead of changing it."""
-    from accelerate import Accelerator
-    from accelerate.state import AcceleratorState
-
-    dev = resolve_device(cfg.device)
+    """An Accelerator for this run (core.training.accelerator: one device/precision setting per process, so a run
+    with other settings than one in progress raises FinetuneError) and the precision it runs in."""
     precision = effective_precision(cfg)  # bf16 on the CPU is torch's CPU autocast; fp16 is refused there (config)
-    want = (dev.kind, {"fp32": "no", "bf16": "bf16", "fp16": "fp16"}[precision])
-    with _SLOT_LOCK:
-        busy = [k for k, n in _SLOTS.items() if n and k != want]
-        if busy:
-            raise FinetuneError(f"Another fine-tune in this server runs on {busy[0][0]} with precision {busy[0][1]}, "
-                                "and accelerate allows one setting per process. Start this run when it has "
-                                "finished, or use the same device.")
-        distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
-        if AcceleratorState._shared_state and not distributed:
-            cur = AcceleratorState()
-            if cur.device.type != dev.kind or cur.mixed_precision != want[1]:
-                AcceleratorState._reset_state(reset_partial_state=True)  # nothing else is using it (checked above)
-        acc = Accelerator(cpu=dev.kind == "cpu", mixed_precision=want[1])
-        _SLOTS[want] = _SLOTS.get(want, 0) + 1
-    try:
+    mixed = {"fp32": "no", "bf16": "bf16", "fp16": "fp16"}[precision]
+    with training.accelerator(_device_kind(cfg.device), mixed, FinetuneError) as acc:
         yield acc, precision
-    finally:
-        with _SLOT_LOCK:
-            _SLOTS[want] -= 1
-
-
-def _bf16_ok() -> bool:
-    import torch
-
-    return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
-
-
-def is_oom(e: BaseException) -> bool:
-    """True when ``e`` is an out-of-memory error (CUDA's, or the CPU allocator's)."""
-    import torch
-
-    return isinstance(e, (torch.OutOfMemoryError, MemoryError)) or (
-        isinstance(e, RuntimeError) and ("out of memory" in str(e) or "can't allocate memory" in str(e)))
-
-
-_is_oom = is_oom  # the old private name
 
 
 def effective_precision(cfg: FinetuneConfig) -> str:
     """What the run will really use: "fp32", "bf16" or "fp16" ("auto": bf16 on a GPU that has it, else fp32)."""
     kind = _device_kind(cfg.device)
     if cfg.precision == "auto":
-        return "bf16" if kind == "cuda" and _bf16_ok() else "fp32"
+        return "bf16" if kind == "cuda" and training.bf16_ok() else "fp32"
     return cfg.precision
 
 
@@ -736,7 +666,7 @@ def _mixed(cfg: FinetuneConfig) -> FinetuneConfig:
     if effective_precision(cfg) != "fp32":
         return cfg
     on_gpu = _device_kind(cfg.device) == "cuda"
-    return replace(cfg, precision="fp16" if on_gpu and not _bf16_ok() else "bf16")
+    return replace(cfg, precision="fp16" if on_gpu and not training.bf16_ok() else "bf16")
 
 
 # The out-of-memory remedies of the third article, in the order it gives them (plus the two every trainer has):
@@ -857,9 +787,8 @@ def train(cfg: FinetuneConfig, data, out_dir: str | Path,
                      bad_evals=0, best_probs=None, train_seconds=0.0, samples=0, fingerprint=data.fingerprint(),
                      config=asdict(cfg))
         best_weights = None
-        if resume:
-            with rng.active():  # accelerate restores the RNG states it saved, i.e. this run's (see _save_checkpoint)
-                state, best_weights = _load_checkpoint(acc, ckpt_dir, cfg, data)
+        if resume:  # accelerate restores the RNG states it saved: this run's (core.training.load_checkpoint)
+            state, best_weights = _load_checkpoint(acc, ckpt_dir, cfg, data, rng)
 
         y_test = task.targets(test_enc)  # (units,): one per row, or one per word (token task)
 
@@ -962,13 +891,11 @@ def train(cfg: FinetuneConfig, data, out_dir: str | Path,
                     state["epoch"] += 1
                     state["step_in_epoch"] = 0
                     # 9. Checkpoint every epoch, so a crash or Cancel loses at most one epoch.
-                    with rng.active():  # accelerate saves the process RNG states: this run's, while active
-                        _save_checkpoint(acc, ckpt_dir, state, best_weights)
+                    _save_checkpoint(acc, ckpt_dir, state, best_weights, rng)
                     continue
                 break
         except JobCancelled as e:
-            with rng.active():
-                _save_checkpoint(acc, ckpt_dir, state, best_weights)  # resume=True continues from this very step
+            _save_checkpoint(acc, ckpt_dir, state, best_weights, rng)  # resume=True continues from this very step
             failure = e
         except Exception as e:
             failure = FinetuneError(_oom_message(cfg, str(acc.device)), remedies_for(cfg)) if is_oom(e) else e
@@ -976,7 +903,7 @@ def train(cfg: FinetuneConfig, data, out_dir: str | Path,
             # Raised outside the except blocks, with the traceback's frames cleared and our own references
             # dropped: an exception's traceback keeps every frame's locals (model, optimizer state, activations)
             # alive, on the GPU too, for as long as anyone holds the exception.
-            _release(acc, model, optimizer)
+            training.release(acc, model, optimizer)
             model = optimizer = scheduler = train_dl = test_dl = loader = batch = labels = logits = loss = None
             best_weights = None
             drop_frames(failure)
@@ -994,7 +921,7 @@ def train(cfg: FinetuneConfig, data, out_dir: str | Path,
             _save_model(unwrapped, tokenizer, cfg, data, model_dir, result)
             shutil.rmtree(ckpt_dir, ignore_errors=True)
         acc.wait_for_everyone()
-        _release(acc, model, optimizer)
+        training.release(acc, model, optimizer)
         return result
 
 
@@ -1032,50 +959,17 @@ def _result(cfg, data, model_dir, device, precision, state, stop_reason, params_
         layer_gamma=None if weights is None else float(model.gamma.detach()), token_metrics=token_metrics)
 
 
-def _release(acc, *objects) -> None:
-    """Drop references and give cached GPU memory back (Cancel and errors must not pin the GPU)."""
-    import gc
-
-    import torch
-
-    for m in objects:
-        # With mixed precision, accelerate's prepare stores bound methods of the model on the model itself
-        # (model.forward wrapped in autocast, model._original_forward): a reference cycle that keeps the model,
-        # and its GPU memory, alive until a full garbage collection. The class's forward is the same function.
-        for inner in (m, getattr(m, "module", None)):  # DDP wraps the model in .module
-            if isinstance(inner, torch.nn.Module):
-                inner.__dict__.pop("_original_forward", None)
-                inner.__dict__.pop("forward", None)
-    acc.free_memory(*objects)
-    # free_memory forgets the prepared models, optimizers, schedulers and loaders, but not the objects registered
-    # for checkpointing (our scheduler, which holds the optimizer, which holds every parameter and its state).
-    acc._custom_objects = []
-    gc.collect()
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
+def _save_checkpoint(acc, ckpt_dir: Path, state: dict, best_weights: dict | None, rng) -> None:
+    """core.training's checkpoint: accelerate's state (model, optimizer, scheduler, this run's RNG), our counters,
+    the best evaluation's weights and held-out probabilities."""
+    training.save_checkpoint(acc, ckpt_dir, rng, {k: v for k, v in state.items() if k != "best_probs"},
+                             tensors={"best": best_weights}, arrays={"best_probs": state["best_probs"]})
 
 
-def _save_checkpoint(acc, ckpt_dir: Path, state: dict, best_weights: dict | None) -> None:
-    from safetensors.torch import save_file
-
-    acc.save_state(str(ckpt_dir))
-    if acc.is_main_process:
-        s = {k: v for k, v in state.items() if k != "best_probs"}
-        (ckpt_dir / "trainer_state.json").write_text(json.dumps(s))
-        if state["best_probs"] is not None:
-            np.save(ckpt_dir / "best_probs.npy", state["best_probs"])
-        if best_weights is not None:
-            save_file({k: v.clone().contiguous() for k, v in best_weights.items()}, str(ckpt_dir / "best.safetensors"))
-    acc.wait_for_everyone()
-
-
-def _load_checkpoint(acc, ckpt_dir: Path, cfg: FinetuneConfig, data: LabelledData) -> tuple[dict, dict | None]:
-    from safetensors.torch import load_file
-
-    path = ckpt_dir / "trainer_state.json"
-    if not path.exists():
+def _load_checkpoint(acc, ckpt_dir: Path, cfg: FinetuneConfig, data: LabelledData, rng) -> tuple[dict, dict | None]:
+    if not training.has_checkpoint(ckpt_dir):
         raise FinetuneError(f"Nothing to resume: {ckpt_dir} has no checkpoint. Start a new run instead.")
-    state = json.loads(path.read_text())
+    state = json.loads((ckpt_dir / training.STATE_FILE).read_text())
     if state["fingerprint"] != data.fingerprint():
         raise FinetuneError("The checkpoint was trained on different data; resume with the same dataset or start anew.")
     old = state["config"]
@@ -1084,11 +978,9 @@ def _load_checkpoint(acc, ckpt_dir: Path, cfg: FinetuneConfig, data: LabelledDat
     if changed:
         raise FinetuneError(f"The checkpoint used different settings ({', '.join(changed)}); resume with the same "
                             "settings or start a new run.")
-    acc.load_state(str(ckpt_dir))
-    bp = ckpt_dir / "best_probs.npy"
-    state["best_probs"] = np.load(bp) if bp.exists() else None
-    bw = ckpt_dir / "best.safetensors"
-    return state, (load_file(str(bw)) if bw.exists() else None)
+    state, tensors, arrays = training.load_checkpoint(acc, ckpt_dir, rng, tensors=("best",), arrays=("best_probs",))
+    state["best_probs"] = arrays["best_probs"]
+    return state, tensors["best"]
 
 
 def _save_model(model, tokenizer, cfg: FinetuneConfig, data, model_dir: Path, result: FinetuneResult) -> None:
@@ -1186,17 +1078,17 @@ def tag(fm: FinetunedModel, texts: list[str] | list[list[str]]) -> list[list[tup
     rows = align_batch(fm.word_tokenizer, [sentences[i] for i in todo], None, None, fm.max_length)
     if not rows:
         return out
-    width = max(len(r["input_ids"]) for r in rows)
-    pad = fm.tokenizer.pad_token_id
-    ids = torch.tensor([r["input_ids"] + [pad] * (width - len(r["input_ids"])) for r in rows])  # (n, width)
-    mask = (torch.arange(width)[None] < torch.tensor([len(r["input_ids"]) for r in rows])[:, None]).long()
-    enc = {"input_ids": ids, "attention_mask": mask}
+    # padded through the tokenizer (its side); labels mark each word's first piece, -100 elsewhere and on padding
+    b = training.pad(fm.tokenizer, [{"input_ids": r["input_ids"], "labels": r["labels"]} for r in rows],
+                     fill={"labels": -100})
+    labels = b.pop("labels")  # (n, width)
+    enc = {"input_ids": b["input_ids"], "attention_mask": b["attention_mask"]}
     if "token_type_ids" in rows[0]:
-        enc["token_type_ids"] = torch.zeros_like(ids)
+        enc["token_type_ids"] = torch.zeros_like(b["input_ids"])
     with torch.no_grad():
         probs = torch.softmax(fm.model(**{k: v.to(fm.device) for k, v in enc.items()}).logits.float(), -1).cpu()
-    for r, (i, row) in enumerate(zip(todo, rows)):
-        first = [p for p, y in enumerate(row["labels"]) if y != -100]  # the first piece of each word
+    for r, i in enumerate(todo):
+        first = [p for p, y in enumerate(labels[r].tolist()) if y != -100]  # the first piece of each word
         for w, p in zip(sentences[i], first):
             k = int(probs[r, p].argmax())
             out[i].append((w, fm.label_names[k], float(probs[r, p, k])))
@@ -1296,7 +1188,7 @@ def _load_data(args):
     return data
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m core.finetune", description=__doc__.split("\n\n")[0])
     ap.add_argument("--family", required=True, choices=list(FAMILIES))
     ap.add_argument("--checkpoint", required=True, help="Hub id, encoderlab/<name> or a local folder")
@@ -1309,15 +1201,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--test-rows", type=int, default=0)
     ap.add_argument("--out", required=True)
     ap.add_argument("--resume", action="store_true")
-    defaults = FinetuneConfig("bert", "x")
-    ap.add_argument("--lr", type=float, default=None, help="default: 3e-5, or 5e-5 for --task token")
+    # defaults and ranges from FinetuneConfig's fields (core.fields): argparse refuses an out-of-range value itself
+    add_argument(ap, FinetuneConfig, "lr", help="None: 3e-5, or 5e-5 for --task token")
     for f in ("epochs", "max_steps", "batch_size", "max_length", "warmup_ratio", "weight_decay", "grad_clip",
-              "seed", "freeze_layers", "pooling", "patience", "evals_per_epoch", "device", "precision", "task"):
-        v = getattr(defaults, f)
-        ap.add_argument("--" + f.replace("_", "-"), type=type(v), default=v)
+              "seed", "freeze_layers", "patience", "evals_per_epoch"):
+        add_argument(ap, FinetuneConfig, f)
+    for f, choices in (("pooling", POOLINGS), ("device", ("auto", "cpu", "cuda")), ("precision", PRECISIONS),
+                       ("task", TASKS)):
+        add_argument(ap, FinetuneConfig, f, choices=choices)
     ap.add_argument("--freeze-embeddings", action="store_true")
     ap.add_argument("--gradient-checkpointing", action="store_true")
-    ap.add_argument("--dropout", type=float, default=None, help="encoder + head dropout (default: the checkpoint's)")
+    add_argument(ap, FinetuneConfig, "dropout", help="encoder + head dropout; None: the checkpoint's")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = _parser()
     args = ap.parse_args(argv)
     try:
         cfg = FinetuneConfig(args.family, args.checkpoint, **{k: getattr(args, k) for k in (

@@ -18,15 +18,13 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.registry import FAMILIES
+
 GLUE_COLUMNS = ("mnli", "qqp", "qnli", "sst2", "cola")
 COLUMN_LABELS = {"mnli": "MNLI-m", "qqp": "QQP", "qnli": "QNLI", "sst2": "SST-2", "cola": "CoLA"}
-# family key -> (the article's model name, its five figures in GLUE_COLUMNS order)
+# family key -> (the article's model name, its five figures in GLUE_COLUMNS order): registry data (Family.glue_claim)
 GLUE_CLAIMS: dict[str, tuple[str, tuple[float, ...]]] = {
-    "bert": ("BERT-base", (84.6, 89.2, 90.5, 93.5, 52.1)),
-    "roberta": ("RoBERTa-base", (87.6, 91.9, 92.8, 94.8, 63.6)),
-    "albert": ("ALBERT-base", (84.2, 90.3, 91.2, 93.9, 54.8)),
-    "distilbert": ("DistilBERT", (82.8, 88.5, 89.3, 91.3, 48.7)),
-}
+    f.key: (f.glue_claim.model, f.glue_claim.figures) for f in FAMILIES.values() if f.glue_claim is not None}
 CLAIM_SOURCE = "the third seed article, section 4.2 (performance benchmarks, 性能基准对比)"
 # GLUE's training sets (examples), from the GLUE paper (Wang et al., 2019), and the epochs BERT's recipe uses.
 TRAIN_EXAMPLES = {"mnli": 392_702, "qqp": 363_846, "qnli": 104_743, "sst2": 67_349, "cola": 8_551,

@@ -31,6 +31,7 @@ import random
 import shutil
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -176,27 +177,6 @@ def n_layers(model) -> int:
     return int(getattr(cfg, "num_hidden_layers", None) or getattr(cfg, "n_layers"))
 
 
-def _layer_parts(base, lin) -> tuple[Callable, list] | None:
-    """(embed(ids) -> (B, T, H), per-application layer parts) for the families core.masked_forward writes out, or
-    None where it falls back to transformers (relative positions, ALBERT inner groups, other attention kernels)."""
-    from core import masked_forward as mf
-
-    cfg = base.config
-    if getattr(cfg, "_attn_implementation", None) not in ("sdpa", "eager"):
-        return None
-    mt = getattr(cfg, "model_type", "")
-    if mt in ("bert", "roberta") and getattr(cfg, "position_embedding_type", "absolute") == "absolute":
-        return (lambda ids: base.embeddings(input_ids=ids)), [mf._bert_parts(x) for x in base.encoder.layer]
-    if mt == "albert" and cfg.inner_group_num == 1:
-        n, groups = cfg.num_hidden_layers, base.encoder.albert_layer_groups
-        group_of = [int(i / (n / cfg.num_hidden_groups)) for i in range(n)]  # transformers' layer -> group rule
-        return ((lambda ids: lin(base.encoder.embedding_hidden_mapping_in, base.embeddings(input_ids=ids))),
-                [mf._albert_parts(groups[g].albert_layers[0]) for g in group_of])
-    if mt == "distilbert":
-        return (lambda ids: base.embeddings(input_ids=ids)), [mf._distil_parts(x) for x in base.transformer.layer]
-    return None
-
-
 def layer_states(model, ids, cols, lin=None):
     """Hidden states (L+1, M, H) at positions ``cols`` of the one text ``ids`` (1, T): embeddings, then after every
     layer. Equal to ``torch.stack(base(ids, output_hidden_states=True).hidden_states)[:, 0, cols]`` (a test checks
@@ -210,7 +190,7 @@ def layer_states(model, ids, cols, lin=None):
     lin = lin or linears(model)
     base = model.base_model
     cols_t = torch.as_tensor(cols, dtype=torch.long, device=ids.device)
-    found = _layer_parts(base, lin)
+    found = mf.layer_parts(base, lin)
     if found is None:
         out = base(input_ids=ids, output_hidden_states=True)
         return torch.stack(out.hidden_states)[:, 0, cols_t]
@@ -230,7 +210,7 @@ def apply_head(model, x, lin=None):
     from core import masked_forward as mf
     from core.packed_linear import linears
 
-    parts = mf._head_parts(model)
+    parts = mf.head_parts(model)
     if parts is None:
         return mlm_head(model)(x)
     lin = lin or linears(model)
@@ -475,10 +455,14 @@ def lens_root() -> Path:
     return Path(raw) if raw else runs_base() / "lens-cache"
 
 
+_KEYS: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary()  # model -> model_key(lm)
+
+
 def model_key(lm: LoadedModel) -> str:
     """A key for the checkpoint's weights: a hash of its config.json and weight files (name, size, mtime); for a
-    model that has no folder, of its config and a checksum of its parameters. Cached on ``lm.extra``."""
-    cached = lm.extra.get("lens.key")
+    model that has no folder, of its config and a checksum of its parameters. Cached per model object (weakly: the
+    entry goes with the model)."""
+    cached = _KEYS.get(lm.model)
     if cached:
         return cached
     h = hashlib.sha256(f"lens{LENS_FORMAT}|{lm.spec.family}".encode())
@@ -496,7 +480,7 @@ def model_key(lm: LoadedModel) -> str:
             for name, p in lm.model.named_parameters():
                 h.update(f"{name}|{tuple(p.shape)}|{float(p.double().sum()):.10e}".encode())
     key = h.hexdigest()[:20]
-    lm.extra["lens.key"] = key
+    _KEYS[lm.model] = key
     return key
 
 

@@ -3,14 +3,15 @@ last, which computes its queries, attention output and feed-forward only for the
 still come from every token). Fill-mask needs the last hidden state at the masks alone, so this saves most of one
 layer's work, and with the vocabulary projection at the masks only a fill-mask costs less than a bare encoder forward.
 
-The layers are written out here (per family, from the model's own modules and weights) so that every linear goes
-through ``core.packed_linear``: on CPU its oneDNN-packed weights run the few-row products of one sentence ~1.8x faster
+The layers are written out here from the parts each family's registry adapter finds in the model's own modules
+(``Family.layer_parts``, ``Family.head_parts`` in core.registry) so that every linear goes through ``core.packed_linear``: on CPU its oneDNN-packed weights run the few-row products of one sentence ~1.8x faster
 than the default kernel.
 
 ``masked_hidden(model, ids, attn, rows, cols)`` -> (M, H) for the (row, position) pairs; it equals
 ``model.base_model(...).last_hidden_state[rows, cols]``. ``masked_logits`` adds the MLM head: (M, V).
-tests/core/test_masked_forward.py checks all four families, padded or not, packed or not. Architectures or options
-it does not know (relative positions, ALBERT inner groups) fall back to the transformers forward.
+tests/core/test_masked_forward.py checks every family with an adapter, padded or not, packed or not. Families
+without one (ModernBERT's rotary pre-LayerNorm layers, the generic family) and options an adapter does not reproduce
+(relative positions, ALBERT inner groups) run the transformers forward; a test shows that too.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from core.packed_linear import linears
+from core.registry import family_of_config
 
 Lin = Callable[[torch.nn.Module, torch.Tensor], torch.Tensor]
 
@@ -65,56 +67,20 @@ def _layer(parts: tuple, h, mask, lin: Lin, rows=None, cols=None):
     return norm2(lin(ffn_out, act(lin(ffn_in, a))) + a)
 
 
-def _bert_parts(layer) -> tuple:  # BertLayer / RobertaLayer
-    sa, so = layer.attention.self, layer.attention.output
-    return (sa.query, sa.key, sa.value, sa.num_attention_heads, so.dense, so.LayerNorm, layer.intermediate.dense,
-            layer.intermediate.intermediate_act_fn, layer.output.dense, layer.output.LayerNorm)
-
-
-def _albert_parts(layer) -> tuple:  # AlbertLayer
-    at = layer.attention
-    return (at.query, at.key, at.value, at.num_attention_heads, at.dense, at.LayerNorm, layer.ffn, layer.activation,
-            layer.ffn_output, layer.full_layer_layer_norm)
-
-
-def _distil_parts(layer) -> tuple:  # DistilBERT's TransformerBlock
-    at = layer.attention
-    return (at.q_lin, at.k_lin, at.v_lin, at.n_heads, at.out_lin, layer.sa_layer_norm, layer.ffn.lin1,
-            layer.ffn.activation, layer.ffn.lin2, layer.output_layer_norm)
-
-
 def _stack(parts: list[tuple], h, mask, lin: Lin, rows, cols):
     for p in parts[:-1]:
         h = _layer(p, h, mask, lin)
     return _layer(parts[-1], h, mask, lin, rows, cols)
 
 
-def _bert_like(base, ids, attn, rows, cols, lin: Lin):
-    if getattr(base.config, "position_embedding_type", "absolute") != "absolute":
+def layer_parts(base, lin: Lin):
+    """(embed, parts per layer application) from the family's adapter (core.registry, ``Family.layer_parts``), or
+    None where this forward does not apply: a family without one, an option it does not reproduce, or an attention
+    kernel other than sdpa/eager."""
+    if getattr(base.config, "_attn_implementation", None) not in ("sdpa", "eager"):
         return None
-    h = base.embeddings(input_ids=ids)
-    return _stack([_bert_parts(layer) for layer in base.encoder.layer], h, _additive_mask(attn, h.dtype), lin, rows,
-                  cols)
-
-
-def _albert(base, ids, attn, rows, cols, lin: Lin):
-    cfg = base.config
-    if cfg.inner_group_num != 1:
-        return None
-    h = lin(base.encoder.embedding_hidden_mapping_in, base.embeddings(input_ids=ids))
-    n, groups = cfg.num_hidden_layers, base.encoder.albert_layer_groups
-    group_of = [int(i / (n / cfg.num_hidden_groups)) for i in range(n)]  # transformers' own layer -> group rule
-    parts = [_albert_parts(groups[g].albert_layers[0]) for g in group_of]
-    return _stack(parts, h, _additive_mask(attn, h.dtype), lin, rows, cols)
-
-
-def _distilbert(base, ids, attn, rows, cols, lin: Lin):
-    h = base.embeddings(input_ids=ids)
-    return _stack([_distil_parts(layer) for layer in base.transformer.layer], h, _additive_mask(attn, h.dtype), lin,
-                  rows, cols)
-
-
-_BY_TYPE = {"bert": _bert_like, "roberta": _bert_like, "albert": _albert, "distilbert": _distilbert}
+    adapter = family_of_config(base.config).layer_parts
+    return None if adapter is None else adapter(base, lin)
 
 
 def masked_hidden(model, ids: torch.Tensor, attn: torch.Tensor | None, rows: torch.Tensor | list[int],
@@ -131,28 +97,23 @@ def _hidden(model, ids, attn, rows, cols, lin: Lin) -> torch.Tensor:
     base = model.base_model
     rows_t = torch.as_tensor(rows, dtype=torch.long, device=ids.device)
     cols_t = torch.as_tensor(cols, dtype=torch.long, device=ids.device)
-    fn = _BY_TYPE.get(getattr(base.config, "model_type", ""))
-    if fn is not None and getattr(base.config, "_attn_implementation", None) in ("sdpa", "eager"):
-        out = fn(base, ids, attn, rows_t, cols_t, lin)
-        if out is not None:
-            return out
-    return base(input_ids=ids, attention_mask=attn).last_hidden_state[rows_t, cols_t]
+    found = layer_parts(base, lin)
+    if found is None:  # the transformers forward, over every position
+        return base(input_ids=ids, attention_mask=attn).last_hidden_state[rows_t, cols_t]
+    embed, parts = found
+    h = embed(ids)  # (B, T, H)
+    return _stack(parts, h, _additive_mask(attn, h.dtype), lin, rows_t, cols_t)
 
 
-def _head_parts(model):
-    """(dense, activation, layer norm, decoder) of the family's MLM head, or None for a head it does not know."""
-    t = getattr(model.config, "model_type", "")
-    if t == "bert" and hasattr(getattr(model, "cls", None), "predictions"):
-        p = model.cls.predictions
-        return p.transform.dense, p.transform.transform_act_fn, p.transform.LayerNorm, p.decoder
-    if t == "roberta" and hasattr(model, "lm_head"):
-        return model.lm_head.dense, F.gelu, model.lm_head.layer_norm, model.lm_head.decoder
-    if t == "albert" and hasattr(model, "predictions"):
-        p = model.predictions
-        return p.dense, p.activation, p.LayerNorm, p.decoder
-    if t == "distilbert" and hasattr(model, "vocab_projector"):
-        return model.vocab_transform, model.activation, model.vocab_layer_norm, model.vocab_projector
-    return None
+def head_parts(model):
+    """(dense, activation, layer norm, decoder) of the model's MLM head from the family's adapter, or None."""
+    adapter = family_of_config(model.config).head_parts
+    return None if adapter is None else adapter(model)
+
+
+def fast_path(model) -> bool:
+    """True when this model's encoder runs the written-out layers here (else the transformers forward)."""
+    return layer_parts(model.base_model, linears(model, False)) is not None
 
 
 def masked_logits(model, head: Callable, ids: torch.Tensor, attn: torch.Tensor | None, rows, cols,
@@ -161,7 +122,7 @@ def masked_logits(model, head: Callable, ids: torch.Tensor, attn: torch.Tensor |
     ``head`` is the model's MLM head (core.models.mlm_head), used as is for heads this file does not know."""
     lin = linears(model, packed)
     h = _hidden(model, ids, attn, rows, cols, lin)  # (M, H)
-    parts = _head_parts(model)
+    parts = head_parts(model)
     if parts is None:
         return head(h)
     dense, act, norm, decoder = parts

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 from core.embeddings import MAX_TEXT_TOKENS
 from core.models import LoadedModel
-from core.pretrain.masking import FAMILY_PIECES, IGNORE, mask_tokens, word_index, word_starts
+from core.pretrain.masking import IGNORE, mask_tokens, word_index, word_starts
+from core.registry import piece_kind
 
 ACTIONS = ("", "mask", "random", "keep")  # per token: not selected, [MASK], random token, left unchanged
 
@@ -43,12 +44,6 @@ class MaskedView:
         return sum(1 for a in self.actions if a == action)
 
 
-def _word_kind(tokenizer, family: str) -> str:
-    """WordPiece for BERT-vocabulary tokenizers (also hfl's Chinese RoBERTa), else the family's own kind."""
-    name = type(tokenizer).__name__
-    return "wordpiece" if name.startswith(("Bert", "DistilBert")) else FAMILY_PIECES.get(family, "wordpiece")
-
-
 def _prepare(lm: LoadedModel, text: str):
     import torch
 
@@ -64,7 +59,7 @@ def _prepare(lm: LoadedModel, text: str):
     inner = [i for i in range(len(tokens)) if not special[0, i]]
     words = list(range(len(tokens)))
     if inner:
-        starts = word_starts([tokens[i] for i in inner], _word_kind(tok, lm.spec.family))
+        starts = word_starts([tokens[i] for i in inner], piece_kind(tok, lm.spec.family))
         for i, first in zip(inner, word_index(starts)):
             words[i] = inner[first]
     return ids, special, tokens, torch.tensor([words]), len(tok)

@@ -8,20 +8,18 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 ASSETS = REPO_ROOT / "assets"
 
 from core.registry import (  # noqa: F401  (re-exported)
-    CONFIG_DIR, FAMILIES, PAIR_HEADS, TASKS, Checkpoint, Family, ModelLoadError, attention_layers, bundled_id,
-    checkpoint_info, family, family_of_model_type, mlm_head, model_class, official_checkpoints, official_config,
-    pair_head_module,
+    CONFIG_DIR, FAMILIES, GENERIC, PAIR_HEADS, TASKS, Checkpoint, Family, ModelLoadError, attention_layers,
+    bundled_families, bundled_id, checkpoint_info, family, family_of_model_type, mlm_head, model_class,
+    official_checkpoints, official_config, pair_head_module, picker_families, position_offset,
 )
 
 
@@ -32,25 +30,23 @@ def zoo_dir() -> Path:
 
 
 def allow_download() -> bool:
-    """Hub downloads happen only when ENCODERLAB_ALLOW_DOWNLOAD=1 and HF_HUB_OFFLINE is not set."""
-    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0", "false", "False"):
-        return False
-    return os.environ.get("ENCODERLAB_ALLOW_DOWNLOAD", "0") in ("1", "true", "True", "yes")
+    """Whether a checkpoint that is not cached is downloaded from the Hub here (core.downloads.policy says why not)."""
+    from core.downloads import policy
+
+    return policy().allowed
 
 
 def hub_endpoint() -> str:
-    return os.environ.get("HF_ENDPOINT", "https://huggingface.co")
+    from core.downloads import endpoint
+
+    return endpoint()
 
 
 def hub_reachable(timeout: float = 2.0) -> bool:
-    """One TCP connect to the Hub endpoint; False on any failure (no DNS, refused, timeout)."""
-    url = urlparse(hub_endpoint())
-    port = url.port or (443 if url.scheme == "https" else 80)
-    try:
-        with socket.create_connection((url.hostname or "", port), timeout=timeout):
-            return True
-    except OSError:
-        return False
+    """One TCP connect to the Hub endpoint within ``timeout``; False on any failure (no DNS, refused, timeout)."""
+    from core.downloads import reachable
+
+    return reachable(timeout)
 
 
 # ---------------------------------------------------------------------------------------------- devices
@@ -134,7 +130,7 @@ def _cached_snapshot(repo_id: str) -> Path | None:
         hit = try_to_load_from_cache(repo_id, "config.json")
     except ValueError:  # HFValidationError: not a valid repo id
         return None
-    if isinstance(hit, str):
+    if isinstance(hit, str) and _has_weights(Path(hit).parent):  # a cut download leaves a snapshot without them
         return Path(hit).parent
     return None
 
@@ -173,7 +169,9 @@ def resolve(checkpoint: str) -> Resolution:
     tried.append("Hugging Face cache (not cached)")
     if allow_download():
         return Resolution(None, "Hub download", tuple(tried))
-    tried.append("Hub (downloads are off: set ENCODERLAB_ALLOW_DOWNLOAD=1 where there is network)")
+    from core.downloads import policy
+
+    tried.append(f"Hub (downloads are off: {policy().reason})")
     return Resolution(None, "unavailable", tuple(tried))
 
 
@@ -190,12 +188,19 @@ class LoadedModel:
     path: str
     device: str
     missing_keys: tuple[str, ...] = ()
-    attentions: bool = False
-    extra: dict = field(default_factory=dict)
+    _derived: Family | None = field(default=None, repr=False, compare=False)
 
     @property
     def family(self) -> Family:
-        return family(self.spec.family)
+        """The spec's family; for the generic family, derived from this checkpoint's config and tokenizer."""
+        fam = family(self.spec.family)
+        if not fam.generic:
+            return fam
+        if self._derived is None:
+            from core.registry.generic import derive
+
+            self._derived = derive(self.model.config, self.tokenizer)
+        return self._derived
 
     @property
     def max_tokens(self) -> int:
@@ -205,17 +210,17 @@ class LoadedModel:
     @property
     def head_missing(self) -> bool:
         """True when the task's head weights were not in the checkpoint (they would be random)."""
-        heads = ("cls.", "lm_head", "predictions", "vocab_", "classifier", "seq_relationship")
-        return any(any(h in k for h in heads) for k in self.missing_keys)
+        # transformers' own split: weights under base_model_prefix are the encoder's, everything else a task head
+        # (BERT's cls., RoBERTa's lm_head, ModernBERT's head. and decoder., any family's classifier)
+        prefix = str(getattr(self.model, "base_model_prefix", "") or "") + "."
+        return any(not k.startswith(prefix) for k in self.missing_keys) if prefix != "." else bool(self.missing_keys)
 
 
 def max_tokens(model, tokenizer) -> int:
-    """How many tokens (special ones included) the model reads at most: its position table (less RoBERTa's
-    padding offset) and the tokenizer's own limit."""
+    """How many tokens (special ones included) the model reads at most: its position table (less the offset of
+    families whose positions start after the padding index) and the tokenizer's own limit."""
     cfg = model.config
-    n = int(getattr(cfg, "max_position_embeddings", 512))
-    if getattr(cfg, "model_type", "") == "roberta":  # positions start after padding_idx
-        n -= int(cfg.pad_token_id or 0) + 1
+    n = int(getattr(cfg, "max_position_embeddings", 512) or 512) - position_offset(cfg)
     tm = getattr(tokenizer, "model_max_length", n) or n
     return int(min(n, tm if tm < 10**6 else n))
 
@@ -248,6 +253,12 @@ def _check_folder(folder: Path, spec: ModelSpec) -> dict:
 def _check_family(cfg: dict, spec: ModelSpec) -> None:
     mt = cfg.get("model_type", "?")
     fam = family(spec.family)
+    if fam.generic:  # any architecture no family claims; a registered one belongs to its own family
+        owner = family_of_model_type(mt)
+        if owner:
+            raise ModelLoadError(f"This checkpoint is a {FAMILIES[owner].label} model ({mt!r}): pick the "
+                                 f"{FAMILIES[owner].label} family for it, which knows its heads and layers.")
+        return
     info = checkpoint_info(spec.checkpoint)
     allowed = {fam.model_type} | ({info.model_type} if info and info.model_type else set())
     if mt not in allowed:
@@ -289,21 +300,17 @@ def load(spec: ModelSpec, task: str = "base", attentions: bool = False, dtype: s
     kwargs["dtype"] = getattr(torch, dtype) if dtype else torch.float32
     if model_kwargs:  # e.g. num_labels/id2label for a fresh classification head (core.finetune)
         kwargs.update(model_kwargs)
-    if res.source == "Hub download":
-        if not hub_reachable():
-            raise ModelLoadError(f"No network: the Hub at {hub_endpoint()} cannot be reached, and "
-                                 f"{spec.checkpoint!r} is not cached. Use a bundled model or a local folder.")
-        target: str = spec.checkpoint
+    if res.source == "Hub download":  # the page shows a progress bar first (app.loaders); this is the rest
+        from core.downloads import DownloadError, download
+
         try:
-            cfg_obj = transformers.AutoConfig.from_pretrained(target, trust_remote_code=False)
-        except OSError as e:
-            raise ModelLoadError(f"{spec.checkpoint!r} is not a model on the Hub, or it cannot be read: {e}") from None
-        cfg = cfg_obj.to_dict()
-        _check_family(cfg, spec)
+            target = str(download(spec.checkpoint))
+        except DownloadError as e:
+            raise ModelLoadError(str(e)) from None
     else:
         assert res.path is not None
         target = res.path
-        cfg = _check_folder(Path(res.path), spec)
+    cfg = _check_folder(Path(target), spec)
     try:
         with BUILD_LOCK:
             # transformers resolves its classes by lazy imports, which are not safe to run from two threads at once
@@ -312,6 +319,10 @@ def load(spec: ModelSpec, task: str = "base", attentions: bool = False, dtype: s
             model, info = cls.from_pretrained(target, output_loading_info=True, **kwargs)
             tokenizer = transformers.AutoTokenizer.from_pretrained(target, trust_remote_code=False)
     except (OSError, ValueError, RuntimeError) as e:
+        if family(spec.family).generic and isinstance(e, ValueError) and "Unrecognized configuration" in str(e):
+            raise ModelLoadError(f"{spec.checkpoint!r} is a {cfg.get('model_type', '?')!r} model, for which "
+                                 f"transformers has no {task!r} class: the generic family serves encoders that "
+                                 "transformers loads with a masked-LM head (AutoModelForMaskedLM).") from None
         raise ModelLoadError(f"Loading {spec.checkpoint!r} failed: {e}") from None
     model.eval().to(dev.torch_device)
     if spec.quant:  # after from_pretrained, on this fresh copy (core.quantize says why CPU only)
@@ -324,11 +335,6 @@ def load(spec: ModelSpec, task: str = "base", attentions: bool = False, dtype: s
             raise ModelLoadError(str(e)) from None
     return LoadedModel(model=model, tokenizer=tokenizer, spec=spec, task=task, source=res.source,
                        path=str(target), device=dev.torch_device,
-                       missing_keys=tuple(info.get("missing_keys", ())), attentions=attentions)
-
-
-def availability(checkpoint: str) -> Resolution:
-    """Where a checkpoint would come from right now (for the sidebar banner); never loads weights."""
-    return resolve(checkpoint)
+                       missing_keys=tuple(info.get("missing_keys", ())))
 
 

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from core.models import FAMILIES, checkpoint_info, family_of_model_type, official_config
+from core.models import checkpoint_info, family_of_model_type, official_config
+from core.models import family as family_entry
+from core.registry import GENERIC, build_model
 
 PARTS = ("embeddings", "encoder", "pooler", "heads")
 
@@ -25,6 +27,7 @@ class ParamBreakdown:
     vocab: int
     embedding_size: int
     shared_layers: bool
+    facts: tuple[tuple[str, str, object], ...] = ()  # (label, config key, value): the family's config_facts here
 
     @property
     def backbone(self) -> int:
@@ -41,26 +44,34 @@ class ParamBreakdown:
 
 
 def _part(name: str) -> str:
-    # ALBERT's E->H projection sits in the encoder in transformers' code, but it is part of the factorized
-    # embedding (V x E + E x H), so count it there.
-    if "embedding_hidden_mapping_in" in name or ".embeddings." in name:
+    """Where a parameter of the base model belongs. ALBERT's E->H projection sits in the encoder in transformers'
+    code (ELECTRA's beside it), but it is part of the factorized embedding (V x E + E x H), so count it there."""
+    if "embedding_hidden_mapping_in" in name or "embeddings_project" in name or ".embeddings." in name:
         return "embeddings"
     if "pooler" in name:
         return "pooler"
-    if any(k in name for k in (".encoder.", ".transformer.")):
-        return "encoder"
-    return "heads"
+    return "encoder"  # the layers, whatever the family calls them (encoder.layer, transformer.layer, layers)
 
 
-def _count(model, prefix: str = "") -> dict[str, int]:
-    counts = dict.fromkeys(PARTS, 0)
+def _unique(model):
     seen: set[int] = set()
     for name, p in model.named_parameters(remove_duplicate=False):
-        if id(p) in seen:
-            continue
-        seen.add(id(p))
-        counts[_part(prefix + name)] += p.numel()
+        if id(p) not in seen:
+            seen.add(id(p))
+            yield name, p
+
+
+def _count(base) -> dict[str, int]:
+    counts = dict.fromkeys(PARTS, 0)
+    for name, p in _unique(base):
+        counts[_part("x." + name)] += p.numel()
     return counts
+
+
+def _head_count(pre) -> int:
+    """Parameters of the pretraining model outside its base model (tied decoders are the embeddings: not here)."""
+    inner = {id(p) for p in pre.base_model.parameters()}
+    return sum(p.numel() for _, p in _unique(pre) if id(p) not in inner)
 
 
 def breakdown_from_config(config, checkpoint: str = "", family: str | None = None) -> ParamBreakdown:
@@ -69,18 +80,17 @@ def breakdown_from_config(config, checkpoint: str = "", family: str | None = Non
     Tied weights (MLM decoder = word embeddings) are counted once, as embeddings.
     """
     import torch
-    import transformers
 
-    fam_key = family or family_of_model_type(config.model_type) or "bert"
-    classes = FAMILIES[family_of_model_type(config.model_type) or fam_key].classes
+    fam_key = family_of_model_type(config.model_type) or family or GENERIC.key
     with torch.device("meta"):
-        base = getattr(transformers, classes["base"])(config)  # with the pooler, as the papers count it
-        pre = getattr(transformers, classes["pretraining"])(config)
-    counts = _count(base, prefix="x.")
-    pre_counts = _count(pre)
-    counts["heads"] = pre_counts["heads"]
+        base = build_model(fam_key, "base", config)  # with the pooler, as the papers count it
+        pre = build_model(fam_key, "pretraining", config)
+    counts = _count(base)
+    counts["heads"] = _head_count(pre)
     info = checkpoint_info(checkpoint)
     c = config
+    facts = tuple((label, key, getattr(c, key)) for label, key in family_entry(fam_key).config_facts
+                  if getattr(c, key, None) is not None)
     return ParamBreakdown(
         checkpoint=checkpoint, family=fam_key, claim_m=info.claim_m if info else None,
         claim_note=info.claim_note if info else "",
@@ -90,7 +100,7 @@ def breakdown_from_config(config, checkpoint: str = "", family: str | None = Non
         ffn=getattr(c, "intermediate_size", getattr(c, "hidden_dim", 0)),
         vocab=c.vocab_size,
         embedding_size=getattr(c, "embedding_size", getattr(c, "hidden_size", getattr(c, "dim", 0))),
-        shared_layers=c.model_type == "albert",
+        shared_layers=family_entry(fam_key).shared_layers, facts=facts,
         **counts,
     )
 

@@ -208,19 +208,27 @@ def _preload(cfg) -> None:
     import accelerate  # noqa: F401
     import transformers
 
-    from core.models import FAMILIES
+    from core.models import read_config, resolve
 
-    mt = FAMILIES[cfg.family].model_type
+    res = resolve(cfg.checkpoint)  # the checkpoint's own model type (a generic family's comes from its config)
+    mt = read_config(res.path).get("model_type", "") if res.path else ""
+    mt = mt.replace("-", "_")  # transformers' module names: xlm-roberta -> xlm_roberta
     transformers.get_linear_schedule_with_warmup  # noqa: B018 - resolves the lazy optimization module
-    importlib.import_module(f"transformers.models.{mt}.modeling_{mt}")
+    if mt:
+        try:
+            importlib.import_module(f"transformers.models.{mt}.modeling_{mt}")
+        except ImportError:  # a model type transformers keeps elsewhere: it is imported by the run itself
+            pass
+    importlib.import_module("core.training")
 
 
 def _child(src: str, dst: str) -> int:
     """Entry point of one run: train, then write what was measured to ``dst``."""
     import torch
 
-    from core.finetune import FinetuneError, is_oom, train
+    from core.finetune import FinetuneError, train
     from core.models import resolve_device
+    from core.training import is_oom
 
     job = pickle.loads(Path(src).read_bytes())
     torch.set_num_threads(int(job["threads"]))

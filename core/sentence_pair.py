@@ -16,12 +16,13 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from core.models import ASSETS, FAMILIES, PAIR_HEADS, LoadedModel, pair_head_module
+from core.registry import PAIR_PROB_LABELS as PROB_LABELS  # noqa: F401  (re-exported)
+from core.registry import family
 from core.text import removed_note, strip_typed_specials
 
 MAX_CHARS = 5_000
 MAX_ROWS = 500
 CHUNK = 32
-PROB_LABELS = {"nsp": "P(IsNext)", "sop": "P(in order)"}
 POSITIVE = {"1", "true", "yes", "isnext", "next", "in order", "ordered", "pos", "positive"}
 NEGATIVE = {"0", "false", "no", "notnext", "random", "swapped", "reversed", "neg", "negative"}
 _STOP = set("the a an and or but of to in on at for with by from as is are was were be been it its this that "
@@ -109,7 +110,7 @@ class BatchPairResult:
 # ---------------------------------------------------------------------------------------------- heads
 def pair_head(family_key: str) -> PairHead:
     """What the family's pair head is (from the registry), or kind None with the reason it has none."""
-    fam = FAMILIES[family_key]
+    fam = family(family_key)
     kind = fam.pair_head
     return PairHead(kind, PAIR_HEADS.get(kind, "none") if kind else "none", PROB_LABELS.get(kind, ""),
                     fam.pair_head_note)
@@ -119,7 +120,8 @@ def check_pair(lm: LoadedModel) -> PairHead:
     """The head to use, or PairError: no pair head in the family, or its weights are not in the checkpoint."""
     head = pair_head(lm.spec.family)
     if head.kind is None:
-        raise PairError(f"{head.note} Pick BERT (NSP) or ALBERT (SOP) in the sidebar to score sentence pairs.")
+        with_head = " or ".join(f"{f.label} ({f.pair_head.upper()})" for f in FAMILIES.values() if f.pair_head)
+        raise PairError(f"{head.note} Pick {with_head} in the sidebar to score sentence pairs.")
     if pair_head_module(lm.model) is None:
         raise PairError(f"{type(lm.model).__name__} has no {head.name} head: load the model for the "
                         "'pretraining' task.")

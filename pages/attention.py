@@ -4,9 +4,10 @@ import streamlit as st
 from app import render_ablation, render_attention as ra
 from app import urlstate
 from app.i18n import t
-from app.loaders import model_or_error
+from app.loaders import get_model, model_or_error
 from app.render import mini_note
-from core.attention import AttentionConfig, compute_attention, head_stats
+from core.attention import AttentionConfig, compare_attention, compute_attention, head_stats
+from core.models import ModelLoadError, ModelSpec
 
 K = ra.K
 DEFAULT_TEXT = "The cat sat on the mat because it was warm, and then it fell asleep."
@@ -79,7 +80,20 @@ with tabs[4]:
 with tabs[5]:
     ra.words_section(r, config, lm.tokenizer)
 with tabs[6]:
-    ra.compare_section(r, stats, config)
+    choice, go = ra.compare_picker(r)
+    cmp_key = (choice, r.checkpoint, config)
+    if go:
+        try:
+            spec = ModelSpec(choice[0], choice[1], lm.spec.device)
+            with st.spinner(t("common.loading", id=choice[1])):
+                sides = compare_attention(r, stats, get_model(spec, "base", attentions=True), config)
+            st.session_state[K("cmp.result")] = (cmp_key, sides)
+        except (ModelLoadError, ValueError) as e:
+            st.session_state.pop(K("cmp.result"), None)  # no earlier comparison stays under the error
+            st.error(f"{choice[1]}: {e}")
+    saved = st.session_state.get(K("cmp.result"))
+    if saved and saved[0] == cmp_key:
+        ra.compare_view(saved[1])
 with tabs[7]:
     render_ablation.attention_heads(lm, config)
 with tabs[8]:

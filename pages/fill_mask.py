@@ -1,12 +1,14 @@
-"""Fill-mask: [MASK] in any family, top-k per mask, independent vs iterative fill, whole-word masks, compare models.
+"""Fill-mask: [MASK] in any family, top-k per mask, independent vs iterative fill, whole-word masks, compare models;
+for a family with a discriminator (ELECTRA), which words look replaced (replaced token detection).
 
 Text and options live in the URL; a link with a text (or a sentence and word) shows its predictions at once."""
 import streamlit as st
 
 from app import presenter, state, urlstate
-from app.fill_mask_ui import (CMP_FIELDS, DEFAULT_PLAIN, DEFAULT_TEXT, DEFAULT_TOP_K, TYPE_FIELDS, WORD_FIELDS,
-                              compare_options, default_compare_models, example_list, fmt_option, k, options_row,
-                              record_compare, record_typed, record_word, show_compare, spec_of, use_example)
+from app.fill_mask_ui import (CMP_FIELDS, DEFAULT_PLAIN, DEFAULT_TEXT, DEFAULT_TOP_K, RTD_FIELDS, TYPE_FIELDS,
+                              WORD_FIELDS, compare_options, default_compare_models, discriminator_note, example_list,
+                              fmt_option, k, options_row, record_compare, record_typed, record_word, replaced_tab,
+                              show_compare, spec_of, tab_set, use_example)
 from app.i18n import t
 from app.loaders import get_model, model_or_error
 from app.render import as_text, current_result, mini_note, run_or_error
@@ -15,24 +17,33 @@ from app.render_predict import show_fill_result
 from app.room_ui import sentences_panel
 from core.fill_mask import (MAX_TOP_K, FillMaskConfig, FillMaskError, check_mlm, compare, configs_from_lines,
                             fill_mask, fill_mask_batch, words)
+from core.replaced_tokens import role
 
 st.title(t("fill_mask.title"))
 st.caption(t("fill_mask.intro"))
-restored = urlstate.bind(TYPE_FIELDS + WORD_FIELDS + CMP_FIELDS)
+restored = urlstate.bind(TYPE_FIELDS + WORD_FIELDS + CMP_FIELDS + RTD_FIELDS)
 from_link_type = bool(restored & {f.key for f in TYPE_FIELDS})
 from_link_word = bool(restored & {f.key for f in WORD_FIELDS})
 spec = state.current_spec()
+kind = role(spec)  # "discriminator" (no MLM head: its own tab instead), "generator", or None
 ex = example_list(spec)
-lm = model_or_error("mlm")
+lm = None if kind == "discriminator" else model_or_error("mlm")
 if lm is not None:
     try:
         check_mlm(lm)
     except FillMaskError as e:  # e.g. a sentence-embedding checkpoint saved without its MLM head
         st.error(str(e))
         lm = None
-tab_type, tab_word, tab_cmp = st.tabs([t("fill_mask.tab_type"), t("fill_mask.tab_word"), t("fill_mask.tab_compare")])
+tabs = tab_set(kind)
+tab_type, tab_word, tab_cmp = tabs["type"], tabs["word"], tabs["compare"]
+
+if "rtd" in tabs:
+    with tabs["rtd"]:
+        replaced_tab(spec, kind, from_link=bool(restored & {f.key for f in RTD_FIELDS}))
 
 with tab_type:
+    if kind == "discriminator":
+        discriminator_note(spec)
     if lm is not None:
         specials = tuple(lm.tokenizer.all_special_tokens)
         st.session_state.setdefault(k("text"), ex[0] if ex else DEFAULT_TEXT)
@@ -63,6 +74,8 @@ with tab_type:
 
 with tab_word:
     st.markdown(t("fill_mask.word_intro"))
+    if kind == "discriminator":
+        discriminator_note(spec)
     if lm is not None:
         st.session_state.setdefault(k("plain"), DEFAULT_PLAIN)
         plain = st.text_input(t("fill_mask.plain"), key=k("plain"))

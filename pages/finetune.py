@@ -15,49 +15,44 @@ from app import presenter, state, urlstate
 from app import render_finetune as view
 from app.i18n import t
 from app.jobs_ui import job_panel, runner
+from core import registry
 from core.datasets_local import GLUE_TASKS
-from core.finetune import (DEFAULT_DATA, MAX_STEPS_LIMIT, POOLINGS, PRECISIONS, TASKS, hidden_size_of,
-                           job_fn, job_resource, runs_root)
+from core.fields import default_of
+from core.finetune import (DEFAULT_DATA, POOLINGS, PRECISIONS, TASKS, FinetuneConfig, hidden_size_of, job_fn,
+                           job_resource, runs_root)
 from core.models import FAMILIES
 
-K = view.K
-KEEP = view.KEEP
-LRS = (1e-5, 2e-5, 3e-5, 5e-5, 7e-5, 1e-4, 3e-4, 1e-3, 3e-3)
-BATCHES = (4, 8, 16, 32, 64)
-MAX_LENS = (32, 64, 128, 256, 512)
+K, KEEP, number = view.K, view.KEEP, view.number
+# the sliders' stops, declared on FinetuneConfig's fields with their ranges
+LRS, BATCHES, MAX_LENS = (view.BOUNDS[f].stops for f in ("lr", "batch_size", "max_length"))
 spec = state.current_spec()
 HIDDEN = hidden_size_of(spec.checkpoint) if spec is not None else None
 TASK = st.session_state.get(K("task")) or st.query_params.get(K("task"))  # a link's task: its defaults, too
 TASK = TASK if TASK in TASKS else "sequence"
 # by model size (the minis need a higher lr than the articles' to learn in a minute) and task (token: 5e-5)
 START, ARTICLES = view.starting_settings(HIDDEN, TASK)
-# key: (default, URL field). Every widget below is keyed K(key) and starts from its default.
-OPTIONS = {
+# key: (default, URL field). Every widget below is keyed K(key) and starts from its default; a number's range is
+# its config field's (view.bounds_of), in the URL as in the widget.
+DEFAULT = {n: default_of(FinetuneConfig, f) for n, f in view.CONFIG_KEYS.items()}
+DEFAULT.update({view.PRESET_KEYS[f]: v for f, v in START.items()}, dropout=view.OWN_DROPOUT, rows=0, test_rows=0,
+               test_frac=None)  # test_frac: set where the upload's widget is drawn
+OPTIONS = {n: (DEFAULT[n], urlstate.Field.of(K(n), view.bounds_of(n)))
+           for n in ("epochs", "max_steps", "warmup", "wd", "clip", "freeze_n", "seed", "patience", "evals", "rows",
+                     "test_rows", "test_frac")}
+OPTIONS.update({
     "task": ("sequence", urlstate.Field(K("task"), choices=TASKS)),
     "source": (DEFAULT_DATA, urlstate.Field(K("source"), choices=view.SOURCES)),
     "tok_source": ("sample", urlstate.Field(K("tok_source"), choices=view.TOKEN_SOURCES)),
     "glue_task": (None, urlstate.Field(K("glue_task"), choices=tuple(GLUE_TASKS))),
-    "test_frac": (None, urlstate.Field(K("test_frac"), "float", lo=0.05, hi=0.5)),
-    "epochs": (START["epochs"], urlstate.Field(K("epochs"), "int", lo=1, hi=50)),
-    "max_steps": (START["max_steps"], urlstate.Field(K("max_steps"), "int", lo=0, hi=MAX_STEPS_LIMIT)),
-    "lr": (START["lr"], urlstate.Field(K("lr"), "float", choices=LRS)),
-    "batch": (START["batch_size"], urlstate.Field(K("batch"), "int", choices=BATCHES)),
-    "max_len": (START["max_length"], urlstate.Field(K("max_len"), "int", choices=MAX_LENS)),
-    "warmup": (START["warmup_ratio"], urlstate.Field(K("warmup"), "float", lo=0.0, hi=0.5)),
-    "wd": (START["weight_decay"], urlstate.Field(K("wd"), "float", lo=0.0, hi=0.3)),
-    "clip": (START["grad_clip"], urlstate.Field(K("clip"), "float", lo=0.0, hi=10.0)),
-    "pooling": ("cls", urlstate.Field(K("pooling"), choices=POOLINGS)),
-    "freeze_emb": (False, urlstate.Field(K("freeze_emb"), "bool")),
-    "freeze_n": (0, urlstate.Field(K("freeze_n"), "int", lo=0, hi=48)),
-    "seed": (42, urlstate.Field(K("seed"), "int", lo=0, hi=2**31 - 1)),
-    "patience": (2, urlstate.Field(K("patience"), "int", lo=0, hi=20)),
-    "evals": (1, urlstate.Field(K("evals"), "int", lo=1, hi=20)),
-    "rows": (0, urlstate.Field(K("rows"), "int", lo=0, hi=100_000)),
-    "test_rows": (0, urlstate.Field(K("test_rows"), "int", lo=0, hi=100_000)),
-    "grad_ckpt": (False, urlstate.Field(K("grad_ckpt"), "bool")),
-    "precision": ("auto", urlstate.Field(K("precision"), choices=PRECISIONS)),
+    "lr": (DEFAULT["lr"], urlstate.Field(K("lr"), "float", choices=LRS)),
+    "batch": (DEFAULT["batch"], urlstate.Field(K("batch"), "int", choices=BATCHES)),
+    "max_len": (DEFAULT["max_len"], urlstate.Field(K("max_len"), "int", choices=MAX_LENS)),
+    "pooling": (DEFAULT["pooling"], urlstate.Field(K("pooling"), choices=POOLINGS)),
+    "freeze_emb": (DEFAULT["freeze_emb"], urlstate.Field(K("freeze_emb"), "bool")),
+    "grad_ckpt": (DEFAULT["grad_ckpt"], urlstate.Field(K("grad_ckpt"), "bool")),
+    "precision": (DEFAULT["precision"], urlstate.Field(K("precision"), choices=PRECISIONS)),
     "dropout": (view.OWN_DROPOUT, urlstate.Field(K("dropout"), "float", choices=view.DROPOUTS)),
-}
+})
 FIELDS = tuple(f for _, f in OPTIONS.values())
 
 restored = urlstate.bind(FIELDS)  # before the widgets: a link's values become their state
@@ -85,15 +80,15 @@ st.subheader(t("finetune.h_settings"))
 if spec is None:
     st.error(st.session_state.get(state.SPEC_ERROR) or t("common.pick_model"))
 else:
-    st.markdown(t("finetune.model_line", id=spec.checkpoint, family=FAMILIES[spec.family].label, device=spec.device))
+    st.markdown(t("finetune.model_line", id=spec.checkpoint, family=registry.family(spec.family).label, device=spec.device))
 view.presets(HIDDEN, START, ARTICLES, task)
 # Enter in a number box must not queue a run: only the Start button starts one.
 # One form per task: the task switch's callback moves the lr (and the preset) to the new task's, and a new form
 # makes the browser draw its widgets from those values; a form it already holds could submit the old ones.
 with st.form(K("form") if task == "sequence" else K("form_token"), enter_to_submit=False):
     c = st.columns(4)
-    c[0].number_input(t("finetune.epochs"), 1, 50, key=K("epochs"), persist_state=KEEP)
-    c[1].number_input(t("finetune.max_steps"), 0, MAX_STEPS_LIMIT, key=K("max_steps"), persist_state=KEEP)
+    number(c[0], "epochs")
+    number(c[1], "max_steps")
     c[2].select_slider(t("finetune.lr"), LRS, format_func=lambda v: f"{v:.0e}", key=K("lr"), persist_state=KEEP,
                        help=t("finetune.lr_help"))
     if task == "token":
@@ -102,9 +97,9 @@ with st.form(K("form") if task == "sequence" else K("form_token"), enter_to_subm
     with presenter.settings():
         c = st.columns(4)
         c[0].select_slider(t("finetune.max_len"), MAX_LENS, key=K("max_len"), persist_state=KEEP)
-        c[1].number_input(t("finetune.warmup"), 0.0, 0.5, step=0.05, key=K("warmup"), persist_state=KEEP)
-        c[2].number_input(t("finetune.wd"), 0.0, 0.3, step=0.01, key=K("wd"), persist_state=KEEP)
-        c[3].number_input(t("finetune.clip"), 0.0, 10.0, step=0.5, key=K("clip"), persist_state=KEEP)
+        number(c[1], "warmup")
+        number(c[2], "wd")
+        number(c[3], "clip")
         c = st.columns(4)
         # The form's widgets take the same arguments for both tasks: a widget whose options or help change makes
         # the browser submit the form's values from before a callback's change (Streamlit 1.67, seen in Chromium:
@@ -112,14 +107,13 @@ with st.form(K("form") if task == "sequence" else K("form_token"), enter_to_subm
         c[0].radio(t("finetune.pooling"), POOLINGS, key=K("pooling"), persist_state=KEEP, horizontal=True,
                    format_func=lambda p: t(f"finetune.pooling_opt.{p}"), help=t("finetune.pooling_help"))
         c[1].checkbox(t("finetune.freeze_emb"), key=K("freeze_emb"), persist_state=KEEP)
-        c[2].number_input(t("finetune.freeze_n"), 0, 48, key=K("freeze_n"), persist_state=KEEP)
-        c[3].number_input(t("finetune.seed"), 0, 2**31 - 1, key=K("seed"), persist_state=KEEP)
+        number(c[2], "freeze_n")
+        number(c[3], "seed")
         c = st.columns(4)
-        c[0].number_input(t("finetune.patience"), 0, 20, key=K("patience"), persist_state=KEEP,
-                          help=t("finetune.patience_help"))
-        c[1].number_input(t("finetune.evals"), 1, 20, key=K("evals"), persist_state=KEEP)
-        c[2].number_input(t("finetune.rows"), 0, 100_000, key=K("rows"), persist_state=KEEP)
-        c[3].number_input(t("finetune.test_rows"), 0, 100_000, key=K("test_rows"), persist_state=KEEP)
+        number(c[0], "patience", help=t("finetune.patience_help"))
+        number(c[1], "evals")
+        number(c[2], "rows")
+        number(c[3], "test_rows")
         c = st.columns(4)  # the article's remedies when memory runs out or the model overfits
         c[0].checkbox(t("finetune.grad_ckpt"), key=K("grad_ckpt"), persist_state=KEEP, help=t("finetune.grad_ckpt_help"))
         c[1].selectbox(t("finetune.precision"), PRECISIONS, key=K("precision"), persist_state=KEEP,

@@ -1,4 +1,4 @@
-"""Home: what EncoderLab is, the four families, the pages, and the device in use."""
+"""Home: what EncoderLab is, the families, the pages, and the device in use."""
 import pandas as pd
 import streamlit as st
 

@@ -8,7 +8,7 @@ from app import presenter, report, urlstate
 from app.i18n import t, t_or
 from app.render import entry_id, params_bar, record_once
 from app.render_practice import glue_section
-from core.models import FAMILIES, official_checkpoints
+from core.models import family, official_checkpoints
 from core.params import albert_factorization, breakdown
 
 P = "models"
@@ -25,7 +25,7 @@ def _all_breakdowns():
 
 def _claims_table(rows) -> pd.DataFrame:
     return pd.DataFrame([{
-        t("models.col.checkpoint"): r.checkpoint, t("models.col.family"): FAMILIES[r.family].label,
+        t("models.col.checkpoint"): r.checkpoint, t("models.col.family"): family(r.family).label,
         t("models.col.embeddings"): round(r.embeddings / 1e6, 2), t("models.col.encoder"): round(r.encoder / 1e6, 2),
         t("models.col.pooler"): round(r.pooler / 1e6, 2), t("models.col.backbone"): round(r.backbone / 1e6, 2),
         # A checkpoint the articles give no figure for reads "–", not "None" (the columns are text for that reason).
@@ -54,9 +54,12 @@ st.dataframe(pd.DataFrame([{
     t("models.col.heads_n"): r.heads_n, t("models.col.ffn"): r.ffn, t("models.col.vocab"): r.vocab,
     t("models.col.embedding_size"): r.embedding_size,
     t("models.col.shared"): t("models.shared_yes") if r.shared_layers else t("models.shared_no"),
-    t("models.col.tokenizer"): FAMILIES[r.family].tokenizer_kind,
-    t("models.col.positions"): t_or(f"families.{r.family}.position_embeddings", FAMILIES[r.family].position_embeddings),
-    t("models.col.pretraining"): t_or(f"families.{r.family}.objectives", " + ".join(FAMILIES[r.family].objectives)),
+    t("models.col.tokenizer"): family(r.family).tokenizer_kind,
+    t("models.col.positions"): t_or(f"families.{r.family}.position_embeddings", family(r.family).position_embeddings),
+    t("models.col.pretraining"): t_or(f"families.{r.family}.objectives", " + ".join(family(r.family).objectives)),
+    # what the family's registry entry asks the config for (ModernBERT's context and local/global attention, ...)
+    t("models.col.facts"): "; ".join(f"{t_or(f'families.{r.family}.facts.{key}', label)}: {value}"
+                                     for label, key, value in r.facts) or NO_FIGURE,
 } for r in rows]), hide_index=True, width="stretch")
 
 st.subheader(t("models.factorization"))

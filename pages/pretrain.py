@@ -4,6 +4,7 @@ The family, the objectives, the corpus choice, the size, the steps and the seed 
 restores them but never starts a run: only the Pretrain button does); size, steps and seed fold away in
 presenter view; each finished run goes into the session report."""
 import time
+from dataclasses import replace
 
 import streamlit as st
 
@@ -16,14 +17,19 @@ from core.finetune import runs_root
 from core.jobs import DONE
 from core.models import FAMILIES
 from core.pretrain.corpus import CorpusError
+from core.fields import bounds, default_of
 from core.pretrain.lab import LabRequest, job, limits, prepare, switches
+from core.pretrain.train import PretrainConfig
 
 CORPORA = ("bundled", "upload")
 
 lim = limits()
+# Steps and seed: PretrainConfig's ranges (core.fields), steps capped by this server's limit as prepare() caps them.
+STEPS = replace(bounds(PretrainConfig, "steps"), hi=lim.max_steps)
+SEED = bounds(PretrainConfig, "seed")
 # The family first: which objectives can be switched (and so which keys the next fields bind) depends on it.
 restored = urlstate.bind((urlstate.Field(K("family"), choices=tuple(FAMILIES)),))
-st.session_state.setdefault(K("family"), "bert")
+st.session_state.setdefault(K("family"), next(iter(FAMILIES)))
 fam = st.session_state[K("family")]
 sw = switches(fam)
 # The pair / distillation checkboxes are keyed per family (switching family starts from that family's
@@ -35,12 +41,13 @@ restored |= urlstate.bind((
     urlstate.Field(K(f"pair.{fam}"), "bool", choices=None if sw["pair"] else (False,), param=K("pair")),
     urlstate.Field(K(f"distill.{fam}"), "bool", choices=None if sw["distill"] else (False,), param=K("distill")),
     urlstate.Field(K("size"), choices=tuple(lim.sizes)),
-    urlstate.Field(K("steps"), "int", lo=1, hi=lim.max_steps),
-    urlstate.Field(K("seed"), "int", lo=0, hi=2**31 - 1),
+    urlstate.Field.of(K("steps"), STEPS),
+    urlstate.Field.of(K("seed"), SEED),
 ))
-for name, default in (("corpus", "bundled"), ("masking", "dynamic"), ("wwm", False), (f"pair.{fam}", bool(sw["pair"])),
-                      (f"distill.{fam}", False), ("size", lim.sizes[0]), ("steps", min(100, lim.max_steps)),
-                      ("seed", 0)):
+lab = lambda f: default_of(LabRequest, f)  # noqa: E731 (the lab's defaults)
+for name, default in (("corpus", "bundled"), ("masking", lab("masking")), ("wwm", lab("whole_word")),
+                      (f"pair.{fam}", bool(sw["pair"])), (f"distill.{fam}", False), ("size", lim.sizes[0]),
+                      ("steps", min(lab("steps"), lim.max_steps)), ("seed", lab("seed"))):
     st.session_state.setdefault(K(name), default)
 if st.session_state[K("size")] not in lim.sizes:  # the server's limits changed since this session chose it
     st.session_state[K("size")] = lim.sizes[0]
@@ -70,8 +77,8 @@ with st.form("pretrain.form"):
     with presenter.settings():
         c1, c2, c3 = st.columns(3)
         size = c1.selectbox(t("pretrain.size"), lim.sizes, key=K("size"))
-        steps = c2.number_input(t("pretrain.steps"), 1, lim.max_steps, key=K("steps"))
-        seed = c3.number_input(t("pretrain.seed"), 0, 2**31 - 1, key=K("seed"))
+        steps = c2.number_input(t("pretrain.steps"), **STEPS.widget(), key=K("steps"))
+        seed = c3.number_input(t("pretrain.seed"), **SEED.widget(), key=K("seed"))
     upload = None
     if corpus == "upload":
         upload = st.file_uploader(t("pretrain.upload"), type=None, key=K("upload"))

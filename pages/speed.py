@@ -12,15 +12,19 @@ from app.jobs_ui import job_panel, runner
 from app.render_practice import int8_section
 from app.render import forget_jobs, job_for, record_once, remember_job, speed_chart, stale_note, throughput_chart
 from core.bench import SEED_CLAIMS, SpeedConfig, measure_speed
+from core.fields import Bounds, default_of
 from core.jobs import progress_job
 from core.models import FAMILIES
 
 SEQ_LENS = (16, 32, 64, 128, 256, 512)
 BATCHES = (1, 2, 4, 8, 16, 32, 64)
-DEFAULTS = {"speed.seq": 128, "speed.batch": 8, "speed.reps": 5, "speed.families": list(FAMILIES)}
+# core.bench.check_timing_shape's range, once for the widget and the URL (SpeedConfig does not declare it yet)
+REPS = Bounds(default_of(SpeedConfig, "repeats"), 1, 100, int)
+TIMEABLE = default_of(SpeedConfig, "families")  # every family with a base-size architecture shipped
+DEFAULTS = {"speed.seq": default_of(SpeedConfig, "seq_len"), "speed.batch": default_of(SpeedConfig, "batch"),
+            "speed.reps": REPS.default, "speed.families": list(TIMEABLE)}
 FIELDS = (urlstate.Field("speed.seq", "int", choices=SEQ_LENS), urlstate.Field("speed.batch", "int", choices=BATCHES),
-          urlstate.Field("speed.reps", "int", lo=1, hi=50),
-          urlstate.Field("speed.families", "strs", choices=tuple(FAMILIES)))
+          urlstate.Field.of("speed.reps", REPS), urlstate.Field("speed.families", "strs", choices=TIMEABLE))
 
 st.title(t("speed.title"))
 st.caption(t("speed.intro"))
@@ -35,8 +39,8 @@ with st.form("speed.form"):
         c1, c2, c3 = st.columns(3)
         seq = c1.select_slider(t("speed.seq"), SEQ_LENS, key="speed.seq")
         batch = c2.select_slider(t("speed.batch"), BATCHES, key="speed.batch")
-        reps = c3.number_input(t("speed.reps"), 1, 50, key="speed.reps")
-    fams = st.multiselect(t("speed.families"), list(FAMILIES), key="speed.families",
+        reps = c3.number_input(t("speed.reps"), **REPS.widget(), key="speed.reps")
+    fams = st.multiselect(t("speed.families"), list(TIMEABLE), key="speed.families",
                           format_func=lambda k: FAMILIES[k].label)
     go = st.form_submit_button(t("speed.measure"), type="primary")
 

@@ -1,15 +1,11 @@
 """Walkthrough: the arc of the seed articles in seven steps, each with an explanation, a live widget on the same core
 as the page it points to, a "try this" prompt and a check question. Progress is kept per browser session; the
-step and each step's inputs are in the URL."""
+step and each step's inputs are in the URL. The steps are app/walkthrough/step_*.py."""
 import streamlit as st
 
 from app import urlstate
-from app import walkthrough as wt
-from app import walkthrough_steps as steps
 from app.i18n import t
-
-RENDER = {1: steps.step1, 2: steps.step2, 3: steps.step3, 4: steps.step4, 5: steps.step5, 6: steps.step6,
-          7: steps.step7}
+from app.walkthrough import frame as wt
 
 wt.init()
 # Steps compute from their inputs on every run, so a link shows the same view; measurements and training wait
@@ -21,11 +17,11 @@ st.title(t("walkthrough.title"))
 st.caption(t("walkthrough.intro"))
 step = wt.navigation()
 
-st.header(f"{step}. {t(f'walkthrough.s{step}.title')}" + (" ✓" if step in st.session_state[wt.DONE] else ""))
+wt.header(step)
 wt.explain(step)
 wt.links(step)
 st.divider()
-RENDER[step]()
+wt.render(step)
 st.divider()
 wt.try_this(step)
 wt.question(step)

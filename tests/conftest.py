@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -12,25 +13,50 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-FAMILIES = ("bert", "roberta", "albert", "distilbert")
-BUNDLED_NAMES = {"bert": "bert-mini", "roberta": "roberta-mini", "albert": "albert-mini", "distilbert": "distilbert-mini"}
+from core.registry import FAMILIES as _REGISTRY, GENERIC, bundled_families  # noqa: E402
+
+# Every registered family, read from the registry: a family added there is tested here with no edit.
+FAMILIES = tuple(_REGISTRY)
+GENERIC_KEY = GENERIC.key  # the generic family (any other masked-LM encoder): its tiny model is a DeBERTa-v2
+BUNDLED_NAMES = {f.key: f.bundled for f in bundled_families()}
+
+
+class TinyModels(Mapping):
+    """family -> folder of a tiny random pretraining model (BERT/ALBERT with NSP/SOP heads) and its tokenizer,
+    built on first use (a session that needs two families builds two). Iterating gives every registered family;
+    the generic family's is there by key."""
+
+    def __init__(self, base: Path):
+        self.base, self.built = base, {}
+
+    def __getitem__(self, fam: str) -> Path:
+        if fam not in self.built:
+            from core.tiny import make_tiny
+
+            if fam not in FAMILIES and fam != GENERIC_KEY:
+                raise KeyError(fam)
+            self.built[fam] = make_tiny(fam, self.base / fam, seed=0)
+        return self.built[fam]
+
+    def __iter__(self):
+        return iter(FAMILIES)
+
+    def __len__(self) -> int:
+        return len(FAMILIES)
 
 
 @pytest.fixture(scope="session")
-def tiny_models(tmp_path_factory) -> dict[str, Path]:
-    """family -> folder of a tiny random pretraining model (BERT/ALBERT with NSP/SOP heads) and its tokenizer."""
-    from core.tiny import make_tiny
-
-    base = tmp_path_factory.mktemp("tiny")
-    return {f: make_tiny(f, base / f, seed=0) for f in FAMILIES}
+def tiny_models(tmp_path_factory) -> TinyModels:
+    return TinyModels(tmp_path_factory.mktemp("tiny"))
 
 
 @pytest.fixture(scope="session")
 def tiny_zoo(tiny_models, tmp_path_factory) -> Path:
-    """A zoo folder laid out like assets/models, holding the tiny models under the bundled names."""
+    """A zoo folder laid out like assets/models, holding the tiny models under the bundled names (the families
+    EncoderLab ships a model of)."""
     zoo = tmp_path_factory.mktemp("zoo")
-    for fam, folder in tiny_models.items():
-        (zoo / BUNDLED_NAMES[fam]).symlink_to(folder, target_is_directory=True)
+    for fam, name in BUNDLED_NAMES.items():
+        (zoo / name).symlink_to(tiny_models[fam], target_is_directory=True)
     return zoo
 
 

@@ -7,40 +7,42 @@ pretrain_log.json next to the model, and prints the final held-out metrics as JS
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 
-from core.pretrain.corpus import CORPUS_DIR, CorpusError
+from core.fields import add_argument
+from core.models import FAMILIES
+from core.pretrain.build import SIZES
+from core.pretrain.corpus import CorpusError
 from core.pretrain.train import PretrainConfig, PretrainError, pretrain
 
 
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m core.pretrain", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--family", required=True, choices=["bert", "roberta", "albert", "distilbert"])
-    ap.add_argument("--corpus", default=str(CORPUS_DIR), help="a text file or a folder with train.txt/heldout.txt")
-    ap.add_argument("--heldout", default=None)
+    # Defaults and ranges come from PretrainConfig's fields (core.fields): argparse refuses an out-of-range value.
+    arg = functools.partial(add_argument, ap, PretrainConfig)
+    ap.add_argument("--family", required=True, choices=list(FAMILIES))
+    arg("corpus", help="a text file or a folder with train.txt/heldout.txt")
+    arg("heldout")
     ap.add_argument("--out", required=True)
-    ap.add_argument("--steps", type=int, default=300)
-    ap.add_argument("--batch-size", type=int, default=32)
-    ap.add_argument("--max-len", type=int, default=128)
-    ap.add_argument("--lr", type=float, default=5e-4)
-    ap.add_argument("--head-lr", type=float, default=None, help="learning rate of the fresh heads (default: --lr)")
-    ap.add_argument("--size", default="tiny", choices=["tiny", "mini", "small"])
-    ap.add_argument("--init", default="scratch", help="scratch, minilm (BERT), or a model folder to continue from")
-    ap.add_argument("--masking", default="dynamic", choices=["static", "dynamic"])
+    for name in ("steps", "batch_size", "max_len", "lr"):
+        arg(name)
+    arg("head_lr", help="learning rate of the fresh heads; None: --lr")
+    arg("size", choices=list(SIZES))
+    arg("init", help="scratch, minilm (BERT), or a model folder to continue from")
+    arg("masking", choices=["static", "dynamic"])
     ap.add_argument("--whole-word", action="store_true")
     ap.add_argument("--no-pair", action="store_true", help="MLM only (switch NSP/SOP off)")
-    ap.add_argument("--teacher", default=None, help="DistilBERT: the BERT folder to distil from")
-    ap.add_argument("--temperature", type=float, default=2.0)
-    ap.add_argument("--vocab-size", type=int, default=None)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--eval-every", type=int, default=100)
-    ap.add_argument("--eval-instances", type=int, default=256)
-    ap.add_argument("--checkpoint-every", type=int, default=100)
+    arg("teacher", help="DistilBERT: the BERT folder to distil from")
+    arg("temperature")
+    arg("vocab_size", type=int)
+    for name in ("seed", "eval_every", "eval_instances", "checkpoint_every"):
+        arg(name)
     ap.add_argument("--no-resume", action="store_true")
-    ap.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
-    ap.add_argument("--threads", type=int, default=None)
+    arg("device", choices=["auto", "cpu", "cuda"])
+    arg("threads", type=int)
     ap.add_argument("--fp16-export", action="store_true")
     return ap
 

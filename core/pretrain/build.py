@@ -12,7 +12,10 @@ from typing import Callable
 
 import torch
 
-from core.models import BUILD_LOCK, FAMILIES, mlm_head, pair_head_module
+from core import training
+from core.models import BUILD_LOCK, FAMILIES, family_of_model_type, mlm_head, pair_head_module
+from core.pretrain.masking import WORD_MARKERS
+from core.registry.pretraining import BERT_UNCASED, MAX_POSITIONS, recipe
 from core.tokenizer_build import bert_uncased_tokenizer, minilm_folder, save_tokenizer, train_tokenizer
 
 SIZES: dict[str, dict[str, int]] = {
@@ -20,50 +23,38 @@ SIZES: dict[str, dict[str, int]] = {
     "mini": dict(hidden=256, layers=4, heads=4, ffn=1024, embedding=128, vocab=8000),
     "small": dict(hidden=384, layers=6, heads=6, ffn=1536, embedding=128, vocab=16000),
 }
-MAX_POSITIONS = 512
 
 
 def build_tokenizer(family: str, texts: list[str], vocab_size: int, out_dir: str | Path):
-    """WordPiece (the real bert-base-uncased vocab) for BERT/DistilBERT; trained BPE/Unigram otherwise."""
-    if family in ("bert", "distilbert"):
+    """The family's vocabulary (its recipe's): the real bert-base-uncased WordPiece one, or a tokenizer of its
+    piece kind trained on ``texts``."""
+    if recipe(family).vocabulary == BERT_UNCASED:
         return bert_uncased_tokenizer(out_dir, family=family)
     raw = train_tokenizer(family, texts, vocab_size=vocab_size)
     return save_tokenizer(family, raw, out_dir)
 
 
 def new_config(family: str, size: str, tokenizer):
-    """A fresh config of the family's own class at ``size``; ALBERT keeps E < H and one shared layer."""
-    import transformers
-
-    s = SIZES[size]
-    common = dict(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id)
-    if family == "bert":
-        return transformers.BertConfig(hidden_size=s["hidden"], num_hidden_layers=s["layers"],
-                                       num_attention_heads=s["heads"], intermediate_size=s["ffn"],
-                                       max_position_embeddings=MAX_POSITIONS, **common)
-    if family == "roberta":  # no token types; positions offset by padding_idx + 1
-        return transformers.RobertaConfig(hidden_size=s["hidden"], num_hidden_layers=s["layers"],
-                                          num_attention_heads=s["heads"], intermediate_size=s["ffn"],
-                                          max_position_embeddings=MAX_POSITIONS + 2, type_vocab_size=1,
-                                          bos_token_id=tokenizer.cls_token_id, eos_token_id=tokenizer.sep_token_id,
-                                          **common)
-    if family == "albert":  # factorized embeddings V x E + E x H, one layer shared across depth
-        return transformers.AlbertConfig(embedding_size=s["embedding"], hidden_size=s["hidden"],
-                                         num_hidden_layers=s["layers"], num_hidden_groups=1, inner_group_num=1,
-                                         num_attention_heads=s["heads"], intermediate_size=s["ffn"],
-                                         hidden_act="gelu_new", max_position_embeddings=MAX_POSITIONS,
-                                         hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
-                                         classifier_dropout_prob=0.1, **common)
-    if family == "distilbert":
-        return transformers.DistilBertConfig(dim=s["hidden"], n_layers=s["layers"], n_heads=s["heads"],
-                                             hidden_dim=s["ffn"], max_position_embeddings=MAX_POSITIONS, **common)
-    raise ValueError(f"Unknown family {family!r}.")
+    """A fresh config of the family's own class at ``size`` (its recipe's ``config``; ALBERT keeps E < H and one
+    shared layer)."""
+    if size not in SIZES:
+        raise ValueError(f"Unknown size {size!r}: use one of {', '.join(SIZES)}.")
+    return recipe(family).config(SIZES[size], tokenizer)
 
 
 def pretraining_class(family: str):
     import transformers
 
     return getattr(transformers, FAMILIES[family].classes["pretraining"])
+
+
+def from_minilm(family: str, tokenizer, fit: "MiniLMFit | None" = None):
+    """The family's start from the offline MiniLM encoder (its recipe's ``from_minilm``). Raises ValueError for a
+    family that has none."""
+    start = recipe(family).from_minilm
+    if start is None:
+        raise ValueError(f"{FAMILIES[family].label} has no start from MiniLM: use init 'scratch'.")
+    return start(tokenizer, fit)
 
 
 def bert_from_minilm():
@@ -74,7 +65,7 @@ def bert_from_minilm():
     with BUILD_LOCK:
         model = transformers.BertForPreTraining.from_pretrained(str(minilm_folder()), use_safetensors=True,
                                                             dtype=torch.float32)
-    model.config.architectures = ["BertForPreTraining"]
+    model.config.architectures = [type(model).__name__]
     model.tie_weights()
     return model
 
@@ -118,30 +109,23 @@ def distil_student(teacher, layers: tuple[int, ...] | None = None):
         student.vocab_layer_norm.load_state_dict(head.transform.LayerNorm.state_dict())
         student.vocab_projector.bias.copy_(head.decoder.bias if head.decoder.bias is not None else head.bias)
     student.tie_weights()
-    student.config.architectures = ["DistilBertForMaskedLM"]
+    student.config.architectures = [type(student).__name__]
     return student
 
 
 def encode(model, family: str, input_ids, attention_mask, token_type_ids=None):
-    """Run the encoder; returns (sequence output (batch, seq, hidden), pooled output (batch, hidden) or None)."""
-    if family == "bert":
-        out = model.bert(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
-        return out.last_hidden_state, out.pooler_output
-    if family == "albert":
-        out = model.albert(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
-        return out.last_hidden_state, out.pooler_output
-    if family == "roberta":
-        return model.roberta(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state, None
-    if family == "distilbert":
-        return model.distilbert(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state, None
-    raise ValueError(f"Unknown family {family!r}.")
+    """Run the encoder (``model.base_model``); returns (sequence output (batch, seq, hidden), pooled output
+    (batch, hidden) or None). Token types go in only for a family that has segment embeddings."""
+    types = {"token_type_ids": token_type_ids} if FAMILIES[family].token_types else {}
+    out = model.base_model(input_ids=input_ids, attention_mask=attention_mask, **types)
+    return out.last_hidden_state, getattr(out, "pooler_output", None)
 
 
 def mlm_logits(model, family: str, hidden: torch.Tensor) -> torch.Tensor:
     """The family's MLM head on some positions' hidden states (n, hidden) -> (n, vocab)."""
     head = mlm_head(model) if family in FAMILIES else None
     if head is None:
-        raise ValueError(f"Unknown family {family!r}.")
+        raise ValueError(f"Unknown family {family!r}, or a model without an MLM head.")
     return head(hidden)
 
 
@@ -151,31 +135,27 @@ def pair_logits(model, family: str, pooled: torch.Tensor) -> torch.Tensor | None
     return None if head is None else head(pooled)
 
 
-HEAD_PREFIXES = {"bert": ("cls.",), "albert": ("predictions.", "sop_classifier."), "roberta": ("lm_head.",),
-                 "distilbert": ("vocab_transform.", "vocab_layer_norm.", "vocab_projector.")}
+def head_paths(model) -> tuple[str, ...]:
+    """The MLM / pair heads' module paths: every top-level module besides the base model (not the tied word
+    embeddings, which are the encoder's)."""
+    return training.head_paths(model)
 
 
-EMBED_PREFIXES = {"bert": ("bert.embeddings.",), "albert": ("albert.embeddings.", "albert.encoder.embedding_hidden_mapping_in."),
-                  "roberta": ("roberta.embeddings.",), "distilbert": ("distilbert.embeddings.",)}
+def embedding_paths(model, family: str) -> tuple[str, ...]:
+    """The input embeddings' module paths (the recipe's ``embedding_parts``: ALBERT's E -> H mapping too); tied
+    output embeddings included."""
+    return training.embedding_paths(model, recipe(family).embedding_parts)
 
 
-def is_embedding(family: str, name: str) -> bool:
-    """True for the input embeddings (ALBERT: also their E -> H mapping); tied output embeddings included."""
-    return name.startswith(EMBED_PREFIXES[family])
+def mlm_bias(model, family: str | None = None) -> torch.nn.Parameter:
+    """The MLM decoder's output bias (vocab,): the output embeddings' bias, transformers' generic handle on it."""
+    out = model.get_output_embeddings()
+    if out is None or getattr(out, "bias", None) is None:
+        raise ValueError(f"{type(model).__name__} has no MLM output bias.")
+    return out.bias
 
 
-def is_head(family: str, name: str) -> bool:
-    """True for parameters of the MLM / pair heads (not the tied word embeddings, which are the encoder's)."""
-    return name.startswith(HEAD_PREFIXES[family])
-
-
-def mlm_bias(model, family: str) -> torch.nn.Parameter:
-    """The MLM decoder's output bias (vocab,)."""
-    return {"bert": lambda: model.cls.predictions.bias, "albert": lambda: model.predictions.bias,
-            "roberta": lambda: model.lm_head.bias, "distilbert": lambda: model.vocab_projector.bias}[family]()
-
-
-def init_bias_to_prior(model, family: str, counts: dict[int, int]) -> None:
+def init_bias_to_prior(model, family: str | None, counts: dict[int, int]) -> None:
     """Start the fresh MLM head at the unigram distribution: bias = log frequency (add-one smoothed), so the
     first steps learn context instead of re-learning token frequencies."""
     bias = mlm_bias(model, family)
@@ -191,7 +171,7 @@ def _bert_piece_ids(token: str, kind: str, bert_tok, vocab: dict[str, int] | Non
     """bert-base-uncased ids that spell ``token`` of a BPE ("Ġ" word start) or Unigram ("▁") vocabulary.
     ``vocab`` is ``bert_tok.get_vocab()``, passed in by loops: the tokenizer builds that 30k-entry dict afresh on
     every ``.vocab`` access (it was 40% of an ALBERT-from-MiniLM build)."""
-    marker = "Ġ" if kind == "bpe" else "▁"
+    marker = WORD_MARKERS[kind]
     start = token.startswith(marker)
     text = token[len(marker):] if start else token
     text = text.lower()
@@ -348,7 +328,9 @@ def fit_to_minilm(albert, minilm, bert_tok, fit: MiniLMFit) -> float:
     span = fit.max_len - 2
     if len(ids) <= span:
         raise ValueError("The corpus is too small to fit ALBERT's shared layer to MiniLM.")
-    named = [(is_embedding("albert", "albert." + n), p) for n, p in albert.named_parameters()]  # an AlbertModel
+    # an AlbertModel: the recipe's embedding parts sit at its top level
+    parts = recipe(family_of_model_type(albert.config.model_type)).embedding_parts
+    named = [(training._under(n, parts), p) for n, p in albert.named_parameters()]
     groups = [{"params": [p for e, p in named if e], "lr": fit.embed_lr},
               {"params": [p for e, p in named if not e], "lr": fit.lr}]
     opt = torch.optim.AdamW(groups, weight_decay=0.01)

@@ -17,7 +17,9 @@ from dataclasses import dataclass
 
 import torch
 
-from core.pretrain.masking import FAMILY_PIECES, Masked, mask_tokens, word_index, word_starts
+from core import training
+from core.models import FAMILIES
+from core.pretrain.masking import Masked, mask_tokens, word_index, word_starts
 
 
 @dataclass(frozen=True)
@@ -35,8 +37,8 @@ class Sentence:
 
 
 def tokenize_documents(docs: list[list[str]], tokenizer, family: str) -> list[list[Sentence]]:
-    """Tokenize every sentence once (no special tokens) and record where words start."""
-    kind = FAMILY_PIECES[family]
+    """Tokenize every sentence once (no special tokens) and record where words start (the family's piece kind)."""
+    kind = FAMILIES[family].piece_kind
     flat = [s for d in docs for s in d]
     enc = tokenizer(flat, add_special_tokens=False)["input_ids"]
     out, k = [], 0
@@ -132,21 +134,12 @@ class Batch:
     original_ids: torch.Tensor  # (batch, seq) before masking
 
 
-def pad(instances: list[Instance], pad_id: int) -> tuple[torch.Tensor, ...]:
-    """Pad to the longest instance: ids, attention mask, token types, word index, pair labels."""
-    n, L = len(instances), max(len(x.ids) for x in instances)
-    ids = torch.full((n, L), pad_id, dtype=torch.long)
-    att = torch.zeros((n, L), dtype=torch.long)
-    types = torch.zeros((n, L), dtype=torch.long)
-    words = torch.arange(L).repeat(n, 1)
-    for r, x in enumerate(instances):
-        k = len(x.ids)
-        ids[r, :k] = torch.tensor(x.ids)
-        att[r, :k] = 1
-        types[r, :k] = torch.tensor(x.types)
-        words[r, :k] = torch.tensor(x.words)
-    pairs = torch.tensor([x.pair_label for x in instances], dtype=torch.long)
-    return ids, att, types, words, pairs
+def pad(instances: list[Instance], tokenizer) -> tuple[torch.Tensor, ...]:
+    """Pad to the longest instance through the tokenizer (core.training.pad, on its padding side): ids, attention
+    mask, token types, word index (padding points to itself), pair labels."""
+    b = training.pad(tokenizer, [{"input_ids": x.ids, "token_type_ids": x.types, "words": x.words,
+                                  "pair_labels": x.pair_label} for x in instances], fill={"words": training.POSITION})
+    return b["input_ids"], b["attention_mask"], b["token_type_ids"], b["words"], b["pair_labels"]
 
 
 def special_mask(ids: torch.Tensor, attention: torch.Tensor, tokenizer) -> torch.Tensor:
@@ -160,7 +153,7 @@ def special_mask(ids: torch.Tensor, attention: torch.Tensor, tokenizer) -> torch
 def collate(instances: list[Instance], tokenizer, *, generator: torch.Generator | None, mlm_probability: float,
             whole_word: bool, vocab_size: int, masked: Masked | None = None) -> Batch:
     """Pad and mask a list of instances. ``masked`` reuses a fixed (static) mask; else a fresh one is drawn."""
-    ids, att, types, words, pairs = pad(instances, tokenizer.pad_token_id)
+    ids, att, types, words, pairs = pad(instances, tokenizer)
     if masked is None:
         if generator is None:
             raise ValueError("collate needs a generator for dynamic masking, or a precomputed mask.")

@@ -17,6 +17,7 @@ from core.models import FAMILIES, PAIR_HEADS, resolve_device, zoo_dir
 from core.pretrain.build import SIZES
 from core.pretrain.corpus import CORPUS_DIR, CorpusError, check_documents, decode_upload, parse_documents
 from core.pretrain.train import PretrainConfig, PretrainError, TrainReport, pretrain
+from core.registry.pretraining import recipe
 
 MAX_UPLOAD_MB = min(5.0, settings.current().max_upload_mb)
 
@@ -47,7 +48,7 @@ def switches(family: str) -> dict[str, Any]:
     f = FAMILIES[family]
     return {"pair": f.pair_head.upper() if f.pair_head else None,
             "pair_label": PAIR_HEADS.get(f.pair_head or "", ""), "pair_note": f.pair_head_note,
-            "distill": any("distillation" in o for o in f.objectives)}
+            "distill": recipe(family).distils}
 
 
 @dataclass(frozen=True)
@@ -81,13 +82,17 @@ def prepare(req: LabRequest, workdir: str | Path | None = None, lim: LabLimits |
     teacher = None
     if req.distill:
         if not sw["distill"]:
-            raise PretrainError(f"Distillation trains a DistilBERT student; {FAMILIES[req.family].label} has none.")
-        teacher = zoo_dir() / FAMILIES["bert"].bundled
+            students = ", ".join(r.label for r in FAMILIES.values() if recipe(r.key).distils)
+            raise PretrainError(f"Distillation trains a student of a distilled family ({students}); "
+                                f"{FAMILIES[req.family].label} is not one.")
+        teacher_family = FAMILIES[FAMILIES[req.family].distilled_from]
+        teacher = zoo_dir() / teacher_family.bundled
         if not (teacher / "model.safetensors").exists():
-            raise PretrainError("Distillation needs the bundled mini BERT as its teacher: run `make models`.")
+            raise PretrainError(f"Distillation needs the bundled mini {teacher_family.label} as its teacher: run "
+                                "`make models`.")
         if "mini" not in lim.sizes:
-            raise PretrainError(f"The distilled student has half the mini BERT's layers (size 'mini'), over this "
-                                f"server's size limit ({lim.max_size!r}).")
+            raise PretrainError(f"The distilled student has half the mini {teacher_family.label}'s layers (size "
+                                f"'mini'), over this server's size limit ({lim.max_size!r}).")
     return PretrainConfig(
         family=req.family, out=str(out / "model"), corpus=corpus, steps=req.steps, size=req.size,
         masking=req.masking, whole_word=req.whole_word, pair="auto" if (req.pair and sw["pair"]) else None,

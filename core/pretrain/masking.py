@@ -16,7 +16,16 @@ import torch
 
 IGNORE = -100
 WORD_MARKERS = {"wordpiece": "##", "bpe": "Ġ", "unigram": "▁"}
-FAMILY_PIECES = {"bert": "wordpiece", "distilbert": "wordpiece", "roberta": "bpe", "albert": "unigram"}
+
+
+def __getattr__(name: str):
+    """``FAMILY_PIECES`` (family -> piece kind), computed from the registry (``Family.piece_kind``) when asked for:
+    the old table's name, for code that has not moved to asking the registry."""
+    if name == "FAMILY_PIECES":
+        from core.registry import FAMILIES
+
+        return {f.key: f.piece_kind for f in FAMILIES.values()}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def word_starts(tokens: list[str], kind: str) -> list[bool]:

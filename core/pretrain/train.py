@@ -3,7 +3,9 @@
 ``pretrain(PretrainConfig(...))`` trains MLM (static or dynamic masking, optional whole-word), plus NSP (BERT),
 SOP (ALBERT) or distillation from a teacher (DistilBERT); checkpoints every N steps and resumes from the last
 one (model, optimizer, scheduler, RNG, step); writes a JSON log; is deterministic for a seed on one machine;
-uses bf16 autocast on CUDA. The result is a frozen ``TrainReport`` and a Hugging Face folder in ``out``.
+uses bf16 autocast on CUDA. The result is a frozen ``TrainReport`` and a Hugging Face folder in ``out``. What
+differs by family is asked of the registry (``core.registry.pretraining.recipe`` and the ``Family`` fields); the
+parameter groups, out-of-memory detection, padding and checkpoints are core.training's, shared with fine-tuning.
 
 Randomness: the data order and the masks use their own seeded generators; the model's initialisation and
 dropout draw the run's own stream (``core.rng.RunRNG``: CPU and CUDA states, saved in every checkpoint), so
@@ -25,14 +27,18 @@ from typing import Callable
 
 import torch
 
-from core.memory import drop_frames, free_cached_memory
+from core.fields import bounded, check_bounds
+from core import training
+from core.memory import drop_frames
 from core.models import BUILD_LOCK, FAMILIES, resolve_device
+from core.registry import families_with
 from core.pretrain import build
+from core.registry.pretraining import recipe
 from core.rng import RunRNG
 from core.pretrain.corpus import CORPUS_DIR, HELDOUT_FILE, CorpusError, check_documents, held_out, load_documents
 from core.pretrain.data import Instance, collate, make_instances, pad, special_mask, tokenize_documents
 from core.pretrain.evaluate import evaluate, unigram_top
-from core.pretrain.masking import Masked, mask_tokens
+from core.pretrain.masking import IGNORE, Masked, mask_tokens
 
 LOG_FILE = "pretrain_log.json"
 CKPT_DIR = "checkpoint"
@@ -50,37 +56,43 @@ class PretrainConfig:
     out: str
     corpus: str = str(CORPUS_DIR)
     heldout: str | None = None  # default: heldout.txt next to the corpus, else a hash split of its documents
-    steps: int = 300
-    batch_size: int = 32
-    max_len: int = 128
-    lr: float = 5e-4
-    head_lr: float | None = None  # learning rate of the fresh MLM/pair heads (default: lr)
+    # Numeric settings declare their range once (core.fields.bounded): __post_init__, the lab page's widgets, the
+    # URL fields and the command line read it from here. Steps also stay within max_steps (the caller's limit).
+    steps: int = bounded(300, 1, None, label="Steps")
+    batch_size: int = bounded(32, 1, None, label="Batch size")
+    max_len: int = bounded(128, 16, build.MAX_POSITIONS, label="Max length", hint="tokens")
+    lr: float = bounded(5e-4, 0.0, 1.0, open_lo=True, label="Learning rate")
+    # learning rate of the fresh MLM/pair heads (default: lr)
+    head_lr: float | None = bounded(None, 0.0, 1.0, open_lo=True, kind=float, label="Head learning rate")
     embed_lr: float | None = None  # learning rate of the input embeddings (ALBERT: and E -> H); default: lr
-    fit_steps: int = 0  # ALBERT from MiniLM: first fit the shared layer to MiniLM's hidden states (build.MiniLMFit)
+    # ALBERT from MiniLM: first fit the shared layer to MiniLM's hidden states (build.MiniLMFit); 0 = off
+    fit_steps: int = bounded(0, 0, None, label="fit_steps")
     fit_lr: float = 1e-3  # ... its learning rate for the shared layer
     fit_embed_lr: float = 3e-3  # ... and for the factorized embeddings
     prior_bias: bool = True  # start a fresh MLM head's output bias at log unigram frequencies
-    warmup: float = 0.06  # fraction of steps
-    weight_decay: float = 0.01
-    clip: float = 1.0
+    # fraction of steps; the same range as fine-tuning's warmup_ratio
+    warmup: float = bounded(0.06, 0.0, 0.5, label="Warmup", hint="a fraction of the steps")
+    weight_decay: float = bounded(0.01, 0.0, 0.3, label="Weight decay")
+    clip: float = bounded(1.0, 0.0, 10.0, label="Gradient clipping", hint="0 turns it off")
     size: str = "tiny"
     init: str = "scratch"  # "scratch", "minilm" (BERT: the offline MiniLM encoder), or a model folder to continue
-    mlm_probability: float = 0.15
+    mlm_probability: float = bounded(0.15, 0.0, 1.0, open_lo=True, open_hi=True, label="mlm_probability",
+                                     hint="BERT uses 0.15")
     masking: str = "dynamic"  # "static": one mask per instance for the whole run; "dynamic": fresh every visit
     whole_word: bool = False
     pair: str | None = "auto"  # "auto" = the family's own head (NSP for BERT, SOP for ALBERT), None = MLM only
     teacher: str | None = None  # DistilBERT: a BertForPreTraining folder to distil from
     student_layers: tuple[int, ...] | None = None  # default: every other teacher layer (0, 2, 4, ...)
-    temperature: float = 2.0
+    temperature: float = bounded(2.0, 0.0, None, open_lo=True, label="The distillation temperature")
     alpha_mlm: float = 2.0  # DistilBERT's weights: 5 * KL + 2 * MLM + 1 * cosine
     alpha_kl: float = 5.0
     alpha_cos: float = 1.0
     vocab_size: int | None = None  # BPE/Unigram vocabulary; default by size
-    seed: int = 0
-    log_every: int = 10
-    eval_every: int = 100
-    eval_instances: int = 256
-    checkpoint_every: int = 100
+    seed: int = bounded(0, 0, 2**31 - 1, label="Seed")
+    log_every: int = bounded(10, 1, None, label="log_every")
+    eval_every: int = bounded(100, 0, None, label="eval_every", hint="0 = only at the end")
+    eval_instances: int = bounded(256, 1, None, label="eval_instances")
+    checkpoint_every: int = bounded(100, 0, None, label="checkpoint_every", hint="0 = no checkpoints")
     resume: bool = True
     device: str = "auto"
     threads: int | None = None
@@ -97,34 +109,33 @@ class PretrainConfig:
         order = list(build.SIZES)
         if order.index(self.size) > order.index(self.max_size):
             raise PretrainError(f"Size {self.size!r} is over the limit here ({self.max_size!r}). Pick a smaller one.")
-        if not 1 <= self.steps <= self.max_steps:
+        check_bounds(self, PretrainError)  # every bounded field above, with its range
+        if self.steps > self.max_steps:
             raise PretrainError(f"Steps must be between 1 and {self.max_steps} here (got {self.steps}).")
-        if self.batch_size < 1 or not 16 <= self.max_len <= build.MAX_POSITIONS:
-            raise PretrainError(f"Batch size must be >= 1 and max length within 16..{build.MAX_POSITIONS}.")
         if self.masking not in ("static", "dynamic"):
             raise PretrainError("masking must be 'static' or 'dynamic'.")
-        if not 0.0 < self.mlm_probability < 1.0:
-            raise PretrainError("mlm_probability must be between 0 and 1 (BERT uses 0.15).")
         if self.init not in ("scratch", "minilm") and not (Path(self.init) / "config.json").exists():
             raise PretrainError("init must be 'scratch', 'minilm' or a model folder (with config.json) to continue.")
-        if self.init == "minilm" and self.family not in ("bert", "roberta", "albert"):
-            raise PretrainError("init='minilm' starts from the MiniLM encoder: use it with BERT, RoBERTa or ALBERT "
-                                "(DistilBERT starts from its teacher).")
+        rec = recipe(self.family)
+        if self.init == "minilm" and rec.from_minilm is None:
+            starts = ", ".join(f.label for k, f in FAMILIES.items() if recipe(k).from_minilm is not None)
+            raise PretrainError(f"init='minilm' starts from the MiniLM encoder: use it with {starts}"
+                                + (" (a distilled student starts from its teacher)." if rec.distils else "."))
         head = FAMILIES[self.family].pair_head
         if self.pair not in ("auto", None, "nsp", "sop"):
             raise PretrainError("pair must be 'auto', None, 'nsp' or 'sop'.")
         if self.pair in ("nsp", "sop") and self.pair != head:
             has = f"has a {head.upper()} head" if head else "has no sentence-pair head"
-            raise PretrainError(f"{FAMILIES[self.family].label} {has}: {self.pair.upper()} needs "
-                                f"{'BERT' if self.pair == 'nsp' else 'ALBERT'}. Switch {self.pair.upper()} off.")
-        if self.fit_steps and not (self.family == "albert" and self.init == "minilm"):
-            raise PretrainError("fit_steps fits ALBERT's shared layer to MiniLM: use family albert with init minilm.")
-        if self.fit_steps < 0:
-            raise PretrainError("fit_steps must be 0 (off) or more.")
-        if self.teacher and self.family != "distilbert":
-            raise PretrainError("Distillation trains a DistilBERT student: pick the DistilBERT family.")
-        if self.temperature <= 0:
-            raise PretrainError("The distillation temperature must be positive.")
+            owners = " or ".join(f.label for f in families_with(pair_head=self.pair)) or "another family"
+            raise PretrainError(f"{FAMILIES[self.family].label} {has}: {self.pair.upper()} needs {owners}. "
+                                f"Switch {self.pair.upper()} off.")
+        if self.fit_steps and not (rec.fits_to_minilm and self.init == "minilm"):
+            fits = ", ".join(f.label for k, f in FAMILIES.items() if recipe(k).fits_to_minilm) or "none"
+            raise PretrainError(f"fit_steps fits a shared layer to MiniLM: use init minilm with a family that "
+                                f"shares its layers ({fits}).")
+        if self.teacher and not rec.distils:
+            students = ", ".join(f.label for k, f in FAMILIES.items() if recipe(k).distils)
+            raise PretrainError(f"Distillation trains a student: pick a distilled family ({students}).")
 
     @property
     def pair_objective(self) -> str | None:
@@ -161,27 +172,20 @@ def _heldout_docs(cfg: PretrainConfig, docs: list[list[str]]) -> tuple[list[list
 
 
 def _param_groups(model, family: str, cfg: PretrainConfig):
-    """Six groups: (encoder | embeddings | heads) x (decay | no decay on biases and LayerNorm)."""
-    lrs = {"encoder": cfg.lr, "embed": cfg.embed_lr or cfg.lr, "head": cfg.head_lr or cfg.lr}
-    groups: dict[tuple[str, bool], list] = {(k, d): [] for k in lrs for d in (False, True)}
-    for name, p in model.named_parameters():
-        if p.requires_grad:
-            no_decay = p.ndim < 2 or "LayerNorm" in name or "layer_norm" in name
-            kind = "head" if build.is_head(family, name) else "embed" if build.is_embedding(family, name) else "encoder"
-            groups[(kind, not no_decay)].append(p)
-    return [{"params": ps, "weight_decay": cfg.weight_decay if decay else 0.0, "lr": lrs[kind]}
-            for (kind, decay), ps in groups.items() if ps]
+    """Six groups: (encoder | embeddings | heads) x (decay | no decay on biases and LayerNorm), core.training's."""
+    return training.param_groups(model, cfg.lr, cfg.weight_decay,
+                                 head_lr_mult=(cfg.head_lr or cfg.lr) / cfg.lr, head_prefixes=build.head_paths(model),
+                                 embed_lr_mult=(cfg.embed_lr or cfg.lr) / cfg.lr,
+                                 embed_prefixes=build.embedding_paths(model, family))
 
 
 def _build_model(cfg: PretrainConfig, tokenizer, teacher):
     """The model to train: the student cut from its teacher, the MiniLM start, a folder to continue, or fresh."""
     with BUILD_LOCK:  # a fresh model built while another thread loads would skip its weight init
         if teacher is not None:
-            return build.distil_student(teacher, cfg.student_layers)
+            return recipe(cfg.family).student(teacher, cfg.student_layers)
         if cfg.init == "minilm":
-            return {"bert": lambda: build.bert_from_minilm(),
-                    "roberta": lambda: build.roberta_from_minilm(tokenizer),
-                    "albert": lambda: build.albert_from_minilm(tokenizer)}[cfg.family]()
+            return build.from_minilm(cfg.family, tokenizer)
         if cfg.init != "scratch":
             return build.pretraining_class(cfg.family).from_pretrained(cfg.init, use_safetensors=True,
                                                                        dtype=torch.float32)
@@ -196,61 +200,25 @@ def _static_masks(instances: list[Instance], tokenizer, cfg: PretrainConfig) -> 
     out = []
     for b0 in range(0, len(instances), 512):
         block = instances[b0:b0 + 512]
-        ids, att, _, words, _ = pad(block, tokenizer.pad_token_id)
+        ids, att, _, words, _ = pad(block, tokenizer)
         m = mask_tokens(ids, special_mask(ids, att, tokenizer), mask_id=tokenizer.mask_token_id,
                         vocab_size=len(tokenizer), generator=gen, mlm_probability=cfg.mlm_probability,
                         word_ids=words if cfg.whole_word else None)
-        for r, x in enumerate(block):
-            k = len(x.ids)
-            out.append(Masked(m.input_ids[r:r + 1, :k].clone(), m.labels[r:r + 1, :k].clone()))
+        for r in range(len(block)):
+            real = att[r].bool()  # the instance's own tokens, whichever side the tokenizer pads
+            out.append(Masked(m.input_ids[r][real][None].clone(), m.labels[r][real][None].clone()))
     return out
 
 
-def _stack_static(masks: list[Masked], pad_id: int) -> Masked:
-    L = max(m.input_ids.shape[1] for m in masks)
-    ids = torch.full((len(masks), L), pad_id, dtype=torch.long)
-    labels = torch.full((len(masks), L), -100, dtype=torch.long)
-    for r, m in enumerate(masks):
-        ids[r, :m.input_ids.shape[1]] = m.input_ids[0]
-        labels[r, :m.labels.shape[1]] = m.labels[0]
-    return Masked(ids, labels)
+def _stack_static(masks: list[Masked], tokenizer) -> Masked:
+    """The batch's fixed masks padded like its instances (core.training.pad: the tokenizer's side; labels -100)."""
+    b = training.pad(tokenizer, [{"input_ids": m.input_ids[0].tolist(), "labels": m.labels[0].tolist()}
+                                 for m in masks], fill={"labels": IGNORE})
+    return Masked(b["input_ids"], b["labels"])
 
 
-def _save_checkpoint(folder: Path, model, optimizer, scheduler, step: int, history: list, evals: list,
-                     rng: RunRNG) -> None:
-    from safetensors.torch import save_model
-
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / "state.pt.tmp"
-    save_model(model, str(folder / "model.safetensors.tmp"))
-    r = rng.state_dict()  # the CPU and every CUDA generator (dropout on a GPU draws the CUDA one)
-    torch.save({"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "step": step,
-                "torch_rng": r["cpu"], "cuda_rng": r["cuda"],
-                "history": json.dumps(history), "evals": json.dumps(evals)}, tmp)
-    (folder / "model.safetensors.tmp").replace(folder / "model.safetensors")
-    tmp.replace(folder / "state.pt")
-
-
-def _load_checkpoint(folder: Path, model, optimizer, scheduler, rng: RunRNG) -> tuple[int, list, list]:
-    from safetensors.torch import load_model
-
-    load_model(model, str(folder / "model.safetensors"), strict=False)
-    state = torch.load(folder / "state.pt", weights_only=True)
-    optimizer.load_state_dict(state["optimizer"])
-    scheduler.load_state_dict(state["scheduler"])
-    restore_rng(rng, state)
-    return int(state["step"]), json.loads(state["history"]), json.loads(state["evals"])
-
-
-def restore_rng(rng: RunRNG, state: dict) -> None:
-    """Continue ``rng`` from a checkpoint's states (a checkpoint from before CUDA states were saved has none;
-    on a machine without CUDA the CUDA states are skipped)."""
-    rng.load_state_dict({"cpu": state["torch_rng"], "cuda": state.get("cuda_rng") or []})
-
-
-def _is_oom(e: BaseException) -> bool:
-    return isinstance(e, getattr(torch, "OutOfMemoryError", MemoryError)) or isinstance(e, MemoryError) or \
-        "out of memory" in str(e).lower()
+def _has_checkpoint(out: Path) -> bool:
+    return training.has_checkpoint(out / CKPT_DIR)
 
 
 # ---------------------------------------------------------------------------------------------- the loop
@@ -272,182 +240,201 @@ def pretrain(cfg: PretrainConfig, on_step: Callable[[dict], None] | None = None,
     out.mkdir(parents=True, exist_ok=True)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    device = resolve_device(cfg.device).torch_device
-    # 1. seeds: instances, data order and masks have their own seeded generators; init and dropout draw the
-    #    run's own stream (RunRNG), never the process-wide one that other sessions share
-    rng = RunRNG(cfg.seed, cuda=device == "cuda")
-    pair = cfg.pair_objective
+    fam, rec = FAMILIES[cfg.family], recipe(cfg.family)
+    if cfg.teacher and not rec.distils:
+        raise PretrainError(f"{fam.label} is not distilled from a teacher: pick a family that is.")
+    dev = resolve_device(cfg.device)
+    # 1. one Accelerator (device, bf16 autocast on a GPU that has it; checkpoints through its save_state); seeds:
+    #    instances, data order and masks have their own seeded generators; init and dropout draw the run's own
+    #    stream (RunRNG), never the process-wide one that other sessions share
+    mixed = "bf16" if dev.kind == "cuda" and training.bf16_ok() else "no"
+    with training.accelerator(dev.kind, mixed, PretrainError) as acc:
+        device = acc.device
+        rng = RunRNG(cfg.seed, cuda=dev.kind == "cuda")
+        pair = cfg.pair_objective
 
-    # 2. corpus -> train / held-out documents
-    docs = load_documents(cfg.corpus)[:cfg.max_documents]
-    check_documents(docs, need_pairs=pair is not None)
-    train_docs, heldout_docs = _heldout_docs(cfg, docs)
-    check_documents(train_docs, need_pairs=pair is not None)
+        # 2. corpus -> train / held-out documents
+        docs = load_documents(cfg.corpus)[:cfg.max_documents]
+        check_documents(docs, need_pairs=pair is not None)
+        train_docs, heldout_docs = _heldout_docs(cfg, docs)
+        check_documents(train_docs, need_pairs=pair is not None)
 
-    # 3. tokenizer: the family's own kind (reused on resume so ids stay the same)
-    resuming = cfg.resume and (out / CKPT_DIR / "state.pt").exists()
-    teacher = None
-    if cfg.teacher:
-        with BUILD_LOCK:  # see core.models.BUILD_LOCK: one model build at a time per process
-            teacher = build.pretraining_class("bert").from_pretrained(cfg.teacher, use_safetensors=True,
-                                                                      dtype=torch.float32).to(device).eval()
-        tokenizer = transformers.AutoTokenizer.from_pretrained(cfg.teacher)
-        tokenizer.model_input_names = ["input_ids", "attention_mask"]
-        tokenizer.save_pretrained(str(out))
-    elif cfg.init not in ("scratch", "minilm"):
-        tokenizer = transformers.AutoTokenizer.from_pretrained(cfg.init)
-        tokenizer.save_pretrained(str(out))
-    elif (out / "tokenizer.json").exists() and resuming:
-        tokenizer = transformers.AutoTokenizer.from_pretrained(str(out))
-    else:
-        vocab = cfg.vocab_size or build.SIZES[cfg.size]["vocab"]
-        tokenizer = build.build_tokenizer(cfg.family, [s for d in train_docs for s in d], vocab, out)
+        # 3. tokenizer: the family's own kind (reused on resume so ids stay the same); a student takes its teacher's
+        resuming = cfg.resume and _has_checkpoint(out)
+        teacher, teacher_family = None, fam.distilled_from
+        if cfg.teacher:
+            with BUILD_LOCK:  # see core.models.BUILD_LOCK: one model build at a time per process
+                teacher = build.pretraining_class(teacher_family).from_pretrained(
+                    cfg.teacher, use_safetensors=True, dtype=torch.float32).to(device).eval()
+            tokenizer = transformers.AutoTokenizer.from_pretrained(cfg.teacher)
+            if not fam.token_types:
+                tokenizer.model_input_names = ["input_ids", "attention_mask"]
+            tokenizer.save_pretrained(str(out))
+        elif cfg.init not in ("scratch", "minilm"):
+            tokenizer = transformers.AutoTokenizer.from_pretrained(cfg.init)
+            tokenizer.save_pretrained(str(out))
+        elif (out / "tokenizer.json").exists() and resuming:
+            tokenizer = transformers.AutoTokenizer.from_pretrained(str(out))
+        else:
+            vocab = cfg.vocab_size or build.SIZES[cfg.size]["vocab"]
+            tokenizer = build.build_tokenizer(cfg.family, [s for d in train_docs for s in d], vocab, out)
 
-    # 4. model: fresh config, the MiniLM start, or the student cut from its teacher
-    if cfg.fit_steps and not resuming:  # minutes of fitting (the zoo's command line): its dropout is seeded too,
-        with rng.active():  # so it holds the build lock throughout
-            model = build.albert_from_minilm(tokenizer, fit=build.MiniLMFit(
-                train_docs, steps=cfg.fit_steps, lr=cfg.fit_lr, embed_lr=cfg.fit_embed_lr, seed=cfg.seed,
-                on_step=on_fit))
-    else:
-        with rng.active():
-            model = _build_model(cfg, tokenizer, teacher)
-    model.to(device).train()
-    params = sum(p.numel() for p in model.parameters())
+        # 4. model: fresh config, the MiniLM start (first fitted to MiniLM, cfg.fit_steps), or the student cut from
+        #    its teacher
+        if cfg.fit_steps and not resuming:  # minutes of fitting (the zoo's command line): its dropout is seeded too,
+            with rng.active():  # so it holds the build lock throughout
+                model = build.from_minilm(cfg.family, tokenizer, fit=build.MiniLMFit(
+                    train_docs, steps=cfg.fit_steps, lr=cfg.fit_lr, embed_lr=cfg.fit_embed_lr, seed=cfg.seed,
+                    on_step=on_fit))
+        else:
+            with rng.active():
+                model = _build_model(cfg, tokenizer, teacher)
+        model.to(device).train()
+        params = sum(p.numel() for p in model.parameters())
 
-    # 5. instances (and static masks); held-out instances never trained on
-    use_types = cfg.family in ("bert", "albert")
-    train_inst = make_instances(tokenize_documents(train_docs, tokenizer, cfg.family), tokenizer, pair=pair,
-                                max_len=cfg.max_len, seed=cfg.seed, use_types=use_types)
-    eval_inst = make_instances(tokenize_documents(heldout_docs, tokenizer, cfg.family), tokenizer, pair=pair,
-                               max_len=cfg.max_len, seed=cfg.seed + 1, use_types=use_types)[:cfg.eval_instances]
-    if not train_inst or not eval_inst:
-        raise CorpusError("The corpus gives no training or held-out instances: add more documents.")
-    static = _static_masks(train_inst, tokenizer, cfg) if cfg.masking == "static" else None
-    unigram = unigram_top(train_inst, tokenizer)
-    if cfg.prior_bias and teacher is None and cfg.init in ("scratch", "minilm"):  # only a fresh head
-        special = set(tokenizer.all_special_ids)
-        build.init_bias_to_prior(model, cfg.family, Counter(i for x in train_inst for i in x.ids if i not in special))
+        # 5. instances (and static masks); held-out instances never trained on
+        use_types = fam.token_types
+        train_inst = make_instances(tokenize_documents(train_docs, tokenizer, cfg.family), tokenizer, pair=pair,
+                                    max_len=cfg.max_len, seed=cfg.seed, use_types=use_types)
+        eval_inst = make_instances(tokenize_documents(heldout_docs, tokenizer, cfg.family), tokenizer, pair=pair,
+                                   max_len=cfg.max_len, seed=cfg.seed + 1, use_types=use_types)[:cfg.eval_instances]
+        if not train_inst or not eval_inst:
+            raise CorpusError("The corpus gives no training or held-out instances: add more documents.")
+        static = _static_masks(train_inst, tokenizer, cfg) if cfg.masking == "static" else None
+        unigram = unigram_top(train_inst, tokenizer)
+        if cfg.prior_bias and teacher is None and cfg.init in ("scratch", "minilm"):  # only a fresh head
+            special = set(tokenizer.all_special_ids)
+            build.init_bias_to_prior(model, cfg.family, Counter(i for x in train_inst for i in x.ids if i not in special))
 
-    # 6. optimizer (no decay on biases/LayerNorm), linear warmup + decay
-    optimizer = torch.optim.AdamW(_param_groups(model, cfg.family, cfg), lr=cfg.lr, betas=(0.9, 0.98), eps=1e-6)
-    scheduler = transformers.get_linear_schedule_with_warmup(optimizer, math.ceil(cfg.warmup * cfg.steps), cfg.steps)
+        # 6. optimizer (no decay on biases/LayerNorm), linear warmup + decay; accelerate places them and saves
+        #    them in checkpoints (the scheduler as an object registered for checkpointing)
+        optimizer = torch.optim.AdamW(_param_groups(model, cfg.family, cfg), lr=cfg.lr, betas=(0.9, 0.98), eps=1e-6)
+        scheduler = transformers.get_linear_schedule_with_warmup(optimizer, math.ceil(cfg.warmup * cfg.steps),
+                                                                 cfg.steps)
+        model, optimizer = acc.prepare(model, optimizer)
+        acc.register_for_checkpointing(scheduler)
 
-    # 7. resume from the last checkpoint when there is one
-    step, history, evals = 0, [], []
-    ckpt = out / CKPT_DIR
-    if resuming:
-        step, history, evals = _load_checkpoint(ckpt, model, optimizer, scheduler, rng)
-    start_step = step
-    setup_s = round(time.time() - t0, 2)
-    autocast = (torch.autocast("cuda", dtype=torch.bfloat16) if device == "cuda"
-                else torch.autocast("cpu", enabled=False))
-    n = len(train_inst)
-    window: list[dict] = []
-    status = "done"
-    failure: BaseException | None = None
-    try:
-        while step < cfg.steps:
-            # 8a. the batch: a seeded permutation per epoch, so the order is a function of (seed, step)
-            first = step * cfg.batch_size
-            idx = []
-            for j in range(first, first + cfg.batch_size):
-                epoch, pos = divmod(j, n)
-                if not idx or epoch != cur_epoch:
-                    cur_epoch = epoch
-                    perm = torch.randperm(n, generator=torch.Generator().manual_seed(cfg.seed * 1000 + epoch))
-                idx.append(int(perm[pos]))
-            chunk = [train_inst[i] for i in idx]
-            if static is not None:
-                batch = collate(chunk, tokenizer, generator=None, mlm_probability=cfg.mlm_probability,
-                                whole_word=cfg.whole_word, vocab_size=len(tokenizer),
-                                masked=_stack_static([static[i] for i in idx], tokenizer.pad_token_id))
-            else:
-                gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + step)
-                batch = collate(chunk, tokenizer, generator=gen, mlm_probability=cfg.mlm_probability,
-                                whole_word=cfg.whole_word, vocab_size=len(tokenizer))
-            ids, att = batch.input_ids.to(device), batch.attention_mask.to(device)
-            types = batch.token_type_ids.to(device)
-            sel = (batch.labels != -100).to(device)
-            gold = batch.labels.to(device)[sel]
+        # 7. resume from the last checkpoint when there is one
+        step, history, evals = 0, [], []
+        ckpt = out / CKPT_DIR
+        if resuming:
+            state, _, _ = training.load_checkpoint(acc, ckpt, rng)
+            step, history, evals = int(state["step"]), state["history"], state["evals"]
+        start_step = step
+        setup_s = round(time.time() - t0, 2)
 
-            # 8b. forward: MLM on the selected positions only, then the pair head / distillation terms
-            with rng.active():  # dropout draws this run's stream, from the forward to the optimizer step
-                with autocast:
-                    seq, pooled = build.encode(model, cfg.family, ids, att, types)
-                    logits = build.mlm_logits(model, cfg.family, seq[sel]).float()  # (n_selected, vocab)
-                    mlm_loss = torch.nn.functional.cross_entropy(logits, gold) if gold.numel() else logits.sum() * 0
-                    loss = mlm_loss
-                    info = {"mlm_loss": mlm_loss.item(),
-                            "mlm_acc": (logits.argmax(-1) == gold).float().mean().item() if gold.numel() else 0.0}
-                    if pair is not None:
-                        pl = build.pair_logits(model, cfg.family, pooled).float()
-                        plabels = batch.pair_labels.to(device)
-                        pair_loss = torch.nn.functional.cross_entropy(pl, plabels)
-                        loss = loss + pair_loss
-                        info[f"{pair}_loss"] = pair_loss.item()
-                        info[f"{pair}_acc"] = (pl.argmax(-1) == plabels).float().mean().item()
-                    if teacher is not None:
-                        with torch.no_grad():
-                            t_seq, _ = build.encode(teacher, "bert", ids, att, torch.zeros_like(ids))
-                            t_logits = build.mlm_logits(teacher, "bert", t_seq[sel]).float()
-                        T = cfg.temperature
-                        kl = torch.nn.functional.kl_div(torch.log_softmax(logits / T, -1),
-                                                        torch.softmax(t_logits / T, -1), reduction="batchmean") * T * T
-                        keep = att.bool()
-                        cos = 1 - torch.nn.functional.cosine_similarity(seq[keep].float(), t_seq[keep].float(),
-                                                                        dim=-1).mean()
-                        loss = cfg.alpha_mlm * mlm_loss + cfg.alpha_kl * kl + cfg.alpha_cos * cos
-                        info.update(kl=kl.item(), cos=cos.item())
+        def save(at: int) -> None:
+            training.save_checkpoint(acc, ckpt, rng, {"step": at, "history": history, "evals": evals})
 
-                # 8c. backward, clip, step
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
-                optimizer.step()
-                scheduler.step()
-                optimizer.zero_grad(set_to_none=True)
-            step += 1
-            info.update(loss=loss.item(), lr=scheduler.get_last_lr()[0])
-            window.append(info)
+        n = len(train_inst)
+        window: list[dict] = []
+        status = "done"
+        failure: BaseException | None = None
+        try:
+            while step < cfg.steps:
+                # 8a. the batch: a seeded permutation per epoch, so the order is a function of (seed, step)
+                first = step * cfg.batch_size
+                idx = []
+                for j in range(first, first + cfg.batch_size):
+                    epoch, pos = divmod(j, n)
+                    if not idx or epoch != cur_epoch:
+                        cur_epoch = epoch
+                        perm = torch.randperm(n, generator=torch.Generator().manual_seed(cfg.seed * 1000 + epoch))
+                    idx.append(int(perm[pos]))
+                chunk = [train_inst[i] for i in idx]
+                if static is not None:
+                    batch = collate(chunk, tokenizer, generator=None, mlm_probability=cfg.mlm_probability,
+                                    whole_word=cfg.whole_word, vocab_size=len(tokenizer),
+                                    masked=_stack_static([static[i] for i in idx], tokenizer))
+                else:
+                    gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + step)
+                    batch = collate(chunk, tokenizer, generator=gen, mlm_probability=cfg.mlm_probability,
+                                    whole_word=cfg.whole_word, vocab_size=len(tokenizer))
+                ids, att = batch.input_ids.to(device), batch.attention_mask.to(device)
+                types = batch.token_type_ids.to(device)
+                sel = (batch.labels != -100).to(device)
+                gold = batch.labels.to(device)[sel]
 
-            # 8d. log (window means), evaluate, checkpoint, report
-            event = {"step": step, "fraction": step / cfg.steps, "elapsed": time.time() - t0, **info}
-            if step % cfg.log_every == 0 or step == cfg.steps:
-                mean = {k: sum(w[k] for w in window) / len(window) for k in window[0]}
-                history.append({"step": step, "elapsed": round(time.time() - t0, 2),
-                                **{k: round(v, 5) for k, v in mean.items()}})
-                window = []
-            if (cfg.eval_every and step % cfg.eval_every == 0) or step == cfg.steps:
-                ev = evaluate(model, cfg.family, tokenizer, eval_inst, unigram, device=device, samples=3)
-                ev = {"step": step, **ev}
-                evals.append(ev)
-                event["eval"] = ev
-            if cfg.checkpoint_every and step % cfg.checkpoint_every == 0 and step < cfg.steps:
-                _save_checkpoint(ckpt, model, optimizer, scheduler, step, history, evals, rng)
-            if on_step is not None:
-                on_step(event)
-            if should_stop is not None and step < cfg.steps and should_stop():
-                _save_checkpoint(ckpt, model, optimizer, scheduler, step, history, evals, rng)
-                status = "stopped"
-                break
-    except Exception as e:  # an error, out of memory, or a Cancel raised from on_step (core.jobs.JobCancelled)
-        failure = PretrainError(
-            f"Out of memory at step {step}: lower the batch size ({cfg.batch_size}), the max length ({cfg.max_len}) "
-            f"or the model size. The last checkpoint is kept in {ckpt} and the run resumes from it.") \
-            if _is_oom(e) else e
-    if failure is not None:
-        # Raised outside the except block, with the traceback's frames cleared and our references dropped: a
-        # traceback keeps every frame's locals (model, optimizer state, activations) alive, on the GPU too.
-        model = teacher = optimizer = scheduler = batch = ids = att = types = sel = gold = None
-        seq = pooled = logits = loss = mlm_loss = pl = pair_loss = kl = cos = t_seq = t_logits = None  # graphs
-        free_cached_memory()
-        drop_frames(failure)
-        raise failure
+                # 8b. forward: MLM on the selected positions only, then the pair head / distillation terms
+                with rng.active():  # dropout draws this run's stream, from the forward to the optimizer step
+                    with acc.autocast():
+                        seq, pooled = build.encode(model, cfg.family, ids, att, types)
+                        logits = build.mlm_logits(model, cfg.family, seq[sel]).float()  # (n_selected, vocab)
+                        mlm_loss = torch.nn.functional.cross_entropy(logits, gold) if gold.numel() else logits.sum() * 0
+                        loss = mlm_loss
+                        info = {"mlm_loss": mlm_loss.item(),
+                                "mlm_acc": (logits.argmax(-1) == gold).float().mean().item() if gold.numel() else 0.0}
+                        if pair is not None:
+                            pl = build.pair_logits(model, cfg.family, pooled).float()
+                            plabels = batch.pair_labels.to(device)
+                            pair_loss = torch.nn.functional.cross_entropy(pl, plabels)
+                            loss = loss + pair_loss
+                            info[f"{pair}_loss"] = pair_loss.item()
+                            info[f"{pair}_acc"] = (pl.argmax(-1) == plabels).float().mean().item()
+                        if teacher is not None:
+                            with torch.no_grad():
+                                t_seq, _ = build.encode(teacher, teacher_family, ids, att, torch.zeros_like(ids))
+                                t_logits = build.mlm_logits(teacher, teacher_family, t_seq[sel]).float()
+                            T = cfg.temperature
+                            kl = torch.nn.functional.kl_div(torch.log_softmax(logits / T, -1),
+                                                            torch.softmax(t_logits / T, -1),
+                                                            reduction="batchmean") * T * T
+                            keep = att.bool()
+                            cos = 1 - torch.nn.functional.cosine_similarity(seq[keep].float(), t_seq[keep].float(),
+                                                                            dim=-1).mean()
+                            loss = cfg.alpha_mlm * mlm_loss + cfg.alpha_kl * kl + cfg.alpha_cos * cos
+                            info.update(kl=kl.item(), cos=cos.item())
 
-    # 9. save the Hugging Face folder and the log
-    wall = time.time() - t0
-    final = evals[-1] if evals else {}
-    _save_folder(model, tokenizer, out, cfg.fp16_export)
+                    # 8c. backward, clip, step
+                    acc.backward(loss)
+                    acc.clip_grad_norm_(model.parameters(), cfg.clip)
+                    optimizer.step()
+                    scheduler.step()
+                    optimizer.zero_grad(set_to_none=True)
+                step += 1
+                info.update(loss=loss.item(), lr=scheduler.get_last_lr()[0])
+                window.append(info)
+
+                # 8d. log (window means), evaluate, checkpoint, report
+                event = {"step": step, "fraction": step / cfg.steps, "elapsed": time.time() - t0, **info}
+                if step % cfg.log_every == 0 or step == cfg.steps:
+                    mean = {k: sum(w[k] for w in window) / len(window) for k in window[0]}
+                    history.append({"step": step, "elapsed": round(time.time() - t0, 2),
+                                    **{k: round(v, 5) for k, v in mean.items()}})
+                    window = []
+                if (cfg.eval_every and step % cfg.eval_every == 0) or step == cfg.steps:
+                    ev = evaluate(model, cfg.family, tokenizer, eval_inst, unigram, device=device, samples=3)
+                    ev = {"step": step, **ev}
+                    evals.append(ev)
+                    event["eval"] = ev
+                if cfg.checkpoint_every and step % cfg.checkpoint_every == 0 and step < cfg.steps:
+                    save(step)
+                if on_step is not None:
+                    on_step(event)
+                if should_stop is not None and step < cfg.steps and should_stop():
+                    save(step)
+                    status = "stopped"
+                    break
+        except Exception as e:  # an error, out of memory, or a Cancel raised from on_step (core.jobs.JobCancelled)
+            failure = PretrainError(
+                f"Out of memory at step {step}: lower the batch size ({cfg.batch_size}), the max length "
+                f"({cfg.max_len}) or the model size. The last checkpoint is kept in {ckpt} and the run resumes "
+                "from it.") if training.is_oom(e) else e
+        if failure is not None:
+            # Raised outside the except block, with the traceback's frames cleared and our references dropped: a
+            # traceback keeps every frame's locals (model, optimizer state, activations) alive, on the GPU too.
+            training.release(acc, model, optimizer)
+            model = teacher = optimizer = scheduler = batch = ids = att = types = sel = gold = None
+            seq = pooled = logits = loss = mlm_loss = pl = pair_loss = kl = cos = t_seq = t_logits = None  # graphs
+            drop_frames(failure)
+            raise failure
+
+        # 9. save the Hugging Face folder and the log
+        wall = time.time() - t0
+        final = evals[-1] if evals else {}
+        _save_folder(acc.unwrap_model(model), tokenizer, out, cfg.fp16_export)
+        training.release(acc, model, optimizer)
+        model = optimizer = scheduler = teacher = None
     report = TrainReport(cfg.family, str(out), status, step, round(wall, 2), params, tuple(history), tuple(evals),
                          final, _config_dict(cfg))
     (out / LOG_FILE).write_text(json.dumps({**asdict(report), "resumed_from": start_step, "setup_s": setup_s,

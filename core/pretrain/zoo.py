@@ -19,7 +19,8 @@ from pathlib import Path
 
 import torch
 
-from core.models import FAMILIES, ModelSpec, load
+from core.models import FAMILIES, ModelSpec, bundled_id, load
+from core.registry.pretraining import zoo_recipes
 from core.pretrain.corpus import CORPUS_DIR, load_documents
 from core.pretrain.data import collate, make_instances, tokenize_documents
 from core.pretrain.evaluate import evaluate, unigram_top
@@ -27,40 +28,9 @@ from core.pretrain.train import LOG_FILE, PretrainConfig, pretrain
 
 CARD_JSON = "encoderlab_card.json"
 
-# Each family's own recipe, at a size a CPU can train in minutes. Same order as they must run.
-RECIPES: dict[str, dict] = {
-    "bert-mini": dict(family="bert", init="minilm", size="mini", steps=600, lr=5e-4, head_lr=2e-3,
-                      masking="static", pair="auto", eval_every=50,
-                      then=[dict(steps=1500, lr=2e-4, head_lr=1e-3, seed=1, eval_every=250),
-                            dict(steps=800, lr=1e-4, head_lr=5e-4, seed=2, eval_every=200)],
-                      note="MLM (static masking, 15% / 80-10-10) + NSP; starts from the offline "
-                           "MiniLM-L6-H384 encoder with fresh MLM (tied to the word embeddings) and NSP heads; the "
-                           "fresh heads learn at 4x the encoder's rate. Three stages of 600, 1500 and 800 steps at "
-                           "falling learning rates, each with a new seed and so new static masks (BERT duplicated "
-                           "its data with different masks)."),
-    "roberta-mini": dict(family="roberta", init="minilm", size="mini", steps=250, lr=5e-4, head_lr=2e-3,
-                         masking="dynamic", pair=None, vocab_size=8000, eval_every=50,
-                         note="MLM only with dynamic masking (a fresh mask on every visit), no NSP, no token types; "
-                              "byte-level BPE trained on the corpus. Starts from the offline MiniLM encoder (6 x 384) "
-                              "with the BPE embeddings transferred from its WordPiece ones (same piece, or the mean of "
-                              "the pieces that spell it) and a fresh MLM head."),
-    "albert-mini": dict(family="albert", init="minilm", size="mini", steps=600, lr=1e-4, embed_lr=3e-3,
-                        head_lr=3e-3, fit_steps=1000, fit_lr=1e-3, fit_embed_lr=3e-3,
-                        masking="dynamic", whole_word=False, pair="auto", vocab_size=8000, eval_every=100,
-                        note="MLM + SOP; factorized embeddings (E=128 < H=384) and one layer shared across all 6 "
-                             "layers of depth; Unigram tokenizer trained on the corpus. Starts from the offline "
-                             "MiniLM: first, on MiniLM's own WordPiece ids, the shared layer (from MiniLM's layer 2, "
-                             "its two residual branches halved) and the factorized embeddings are fitted for 1000 "
-                             "steps to reproduce MiniLM's last hidden states (cosine + MSE; one shared layer learns "
-                             "what six distinct ones do), then move to the Unigram vocabulary (each piece the mean of "
-                             "the WordPiece pieces that spell it). Then MLM + SOP with fresh heads: the shared "
-                             "layer's gradient sums over its 6 uses, so it learns at 1e-4, the factorized embeddings "
-                             "(which need a high rate to move, measured) and the heads at 3e-3. Without the fit, "
-                             "MLM stayed near the unigram guess (0.23 top-5 vs 0.21 after 600-1000 steps)."),
-    "distilbert-mini": dict(family="distilbert", teacher="bert-mini", steps=200, lr=2e-4, masking="dynamic",
-                            pair=None, note="Distilled from the mini BERT: 3 layers initialised from its layers "
-                                            "0, 2, 4; loss = 2 x MLM + 5 x KL(T=2) + 1 x hidden-state cosine."),
-}
+# Each family's own recipe, at a size a CPU can train in minutes (core.registry.pretraining: a recipe's ``zoo``),
+# by bundled name, teachers before their students (the order they must run in).
+RECIPES: dict[str, dict] = zoo_recipes()
 COMMON = dict(batch_size=16, max_len=64, eval_every=100, eval_instances=64, checkpoint_every=25, seed=0,
               fp16_export=True)
 
@@ -107,7 +77,7 @@ def _instances(cfg_d: dict, tokenizer, family: str):
     docs = load_documents(CORPUS_DIR)
     held = load_documents(CORPUS_DIR / "heldout.txt")
     pair = cfg_d.get("pair_objective")
-    use_types = family in ("bert", "albert")
+    use_types = FAMILIES[family].token_types
     kw = dict(pair=pair, max_len=cfg_d["max_len"], use_types=use_types)
     train = make_instances(tokenize_documents(docs, tokenizer, family), tokenizer, seed=cfg_d["seed"], **kw)
     heldout = make_instances(tokenize_documents(held, tokenizer, family), tokenizer, seed=cfg_d["seed"] + 1, **kw)
@@ -162,7 +132,7 @@ def _hardware() -> str:
     return f"{name}, {gpu}"
 
 
-def write_card(name: str, out_root: Path, bert_measure: dict | None = None, make_s: float | None = None) -> dict:
+def write_card(name: str, out_root: Path, teacher_measure: dict | None = None, make_s: float | None = None) -> dict:
     """Measure ``out_root/name`` and write its README.md and encoderlab_card.json; returns the card dict."""
     folder = out_root / name
     family = RECIPES[name]["family"]
@@ -175,9 +145,10 @@ def write_card(name: str, out_root: Path, bert_measure: dict | None = None, make
             "hidden": getattr(mc, "hidden_size", getattr(mc, "dim", None)),
             "heads": getattr(mc, "num_attention_heads", getattr(mc, "n_heads", None)),
             "vocab": mc.vocab_size}
-    if family == "albert":
+    fam = FAMILIES[family]
+    if fam.shared_layers:  # factorized embeddings and one shared layer group (ALBERT)
         arch.update(embedding=mc.embedding_size, shared_layer_groups=mc.num_hidden_groups)
-    if family == "roberta":
+    if not fam.token_types and hasattr(mc, "type_vocab_size"):  # segment embeddings kept, but only one type
         arch.update(type_vocab_size=mc.type_vocab_size)
     weights = folder / "model.safetensors"
     card = {
@@ -209,17 +180,18 @@ def write_card(name: str, out_root: Path, bert_measure: dict | None = None, make
              "seed": g["config"]["seed"], "wall_s": g["wall_s"]} for g in [*log["earlier"], log]]
     if make_s is not None:
         card["training"]["make_models_s"] = round(make_s, 1)
-    if family == "distilbert" and bert_measure is not None:
+    teacher = fam.distilled_from
+    if teacher and teacher_measure is not None:
         # the teacher measured on the student's own held-out instances and mask, so "kept" compares like with like
-        t_model, t_tok = bert_measure["model"], bert_measure["tokenizer"]
-        b = evaluate(t_model, "bert", t_tok, m["instances"], ev_unigram(m))
-        b["params"] = bert_measure["heldout"]["params"]
-        t_ms = _forward_ms(t_model, "bert", t_tok, m["instances"])
+        t_model, t_tok = teacher_measure["model"], teacher_measure["tokenizer"]
+        b = evaluate(t_model, teacher, t_tok, m["instances"], ev_unigram(m))
+        b["params"] = teacher_measure["heldout"]["params"]
+        t_ms = _forward_ms(t_model, teacher, t_tok, m["instances"])
         s_ms = _forward_ms(model, family, m["tokenizer"], m["instances"])
-        t_enc = _forward_ms(t_model, "bert", t_tok, m["instances"], head=False)
+        t_enc = _forward_ms(t_model, teacher, t_tok, m["instances"], head=False)
         s_enc = _forward_ms(model, family, m["tokenizer"], m["instances"], head=False)
         card["vs_teacher"] = {
-            "teacher": "encoderlab/bert-mini", "params_ratio": round(ev["params"] / b["params"], 3),
+            "teacher": bundled_id(teacher), "params_ratio": round(ev["params"] / b["params"], 3),
             "speedup": round(t_ms / s_ms, 2), "teacher_forward_ms_16x": round(t_ms, 1),
             "student_forward_ms_16x": round(s_ms, 1), "encoder_speedup": round(t_enc / s_enc, 2),
             "teacher_encoder_ms_16x": round(t_enc, 1), "student_encoder_ms_16x": round(s_enc, 1),
@@ -272,14 +244,14 @@ def _readme(c: dict, ev: dict) -> str:
         f"Top-5 is {h['top5_vs_unigram']}x the baseline.",
     ]
     if "pair_acc" in h:
-        head = "NSP" if c["family"] == "bert" else "SOP"
+        head = (FAMILIES[c["family"]].pair_head or "").upper()
         what = ("B is the true next segment or comes from another document" if head == "NSP"
                 else "A and B are in order or swapped")
         lines += ["", f"{head} accuracy on {h['pairs']} held-out pairs ({what}): **{_pct(h['pair_acc'])}**; always "
                       f"guessing the commoner label would score {_pct(h.get('pair_majority', 0.5))}."]
     if "vs_teacher" in c:
         v = c["vs_teacher"]
-        lines += ["", "## Compared with its teacher (encoderlab/bert-mini)", "",
+        lines += ["", f"## Compared with its teacher ({v['teacher']})", "",
                   f"- Parameters: {v['params_ratio']:.2f}x the teacher's.",
                   f"- Speed: the encoder alone runs {v['encoder_speedup']:.2f}x faster "
                   f"({v['student_encoder_ms_16x']} ms "
@@ -315,11 +287,10 @@ def main(argv: list[str] | None = None) -> int:
             report = train_recipe(name, out_root, a.threads)
             print(json.dumps({k: v for k, v in report.final.items() if k != "samples"}), flush=True)
     make_s = time.time() - t0 if not a.cards_only and a.only == list(RECIPES) else None
-    bert = None
     for name in a.only:
-        if name == "distilbert-mini":
-            bert = measure(out_root / "bert-mini", "bert")
-        card = write_card(name, out_root, bert, make_s)
+        teacher = FAMILIES[RECIPES[name]["family"]].distilled_from
+        measured_teacher = measure(out_root / FAMILIES[teacher].bundled, teacher) if teacher else None
+        card = write_card(name, out_root, measured_teacher, make_s)
         write_index(out_root)
         print(json.dumps({"name": card["name"], **{k: card["heldout"].get(k) for k in
                           ("mlm_top1", "mlm_top5", "unigram_top1", "unigram_top5", "top5_vs_unigram", "pair_acc")},

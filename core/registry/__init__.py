@@ -1,159 +1,63 @@
 """The family registry: everything that differs between encoder families, as data and small adapters.
 
-Pages and core modules ask this package about a family (its mask token, pair head, tokenizer kind, classes per
-task, official checkpoints and the figures the seed articles claim for them, where its heads and attention
-projections live) instead of naming one. core.models resolves and loads checkpoints with it.
+Pages and core modules ask this package about a family (its mask token, pair head, piece kind, special tokens,
+classes per task, official checkpoints and the figures the seed articles claim for them, where its heads and
+attention projections live, how the fast masked forward runs it, its tiny test model) instead of naming one.
+core.models resolves and loads checkpoints with it.
+
+One module per family (core/registry/bert.py, ...) holds its ``Family``; ``layers.py`` the adapters several share;
+``generic.py`` the family of any other masked-LM encoder, derived from the checkpoint. Adding a family: one module
+with its entry, collected below, its official configs in assets/configs, and its tiny config (``tiny_extra``,
+``size_keys``); the tests parametrize over FAMILIES by themselves.
 """
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from core.registry import albert, bert, distilbert, generic, modernbert, roberta, xlm_roberta
+from core.registry.types import (  # noqa: F401  (re-exported)
+    SIZE_KEYS, TINY, Checkpoint, Family, GlueClaim, ModelLoadError, SpeedClaim,
+)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
 ASSETS = REPO_ROOT / "assets"
 CONFIG_DIR = ASSETS / "configs"
 
-TASKS = ("base", "mlm", "pretraining", "seqcls", "tokcls")
+TASKS = ("base", "mlm", "pretraining", "seqcls", "tokcls", "rtd")  # rtd: a replaced-token detector (ELECTRA)
 
-
-class ModelLoadError(ValueError):
-    """A checkpoint could not be resolved or loaded. The message names the problem and the fix."""
-
-    def __str__(self) -> str:  # hosted mode: the message names no server path (core.hosted.scrub)
-        from core.hosted import scrub
-
-        return scrub(super().__str__())
-
-
-@dataclass(frozen=True)
-class Checkpoint:
-    id: str
-    family: str
-    claim_m: float | None = None  # parameters the seed articles claim, in millions
-    claim_note: str = ""
-    language: str = "en"
-    model_type: str | None = None  # architecture when it differs from the family's (hfl's RoBERTa is BERT code)
-    note: str = ""
-
-
-@dataclass(frozen=True)
-class Family:
-    key: str
-    label: str
-    model_type: str
-    mask_token: str
-    pair_head: str | None  # "nsp", "sop" or None
-    pair_head_note: str
-    tokenizer_kind: str
-    position_embeddings: str
-    objectives: tuple[str, ...]
-    classes: dict[str, str]
-    checkpoints: tuple[Checkpoint, ...]
-    bundled: str  # folder name under the zoo
-    base_checkpoint: str  # the base-size architecture used for the Speed page
-    summary: str = ""
-    head_output: str = ""  # the attention output projection, a dotted path inside one layer (core.ablation)
-    token_types: bool = False  # the model takes token_type_ids (segment A/B embeddings)
-    piece_kind: str = "wordpiece"  # "wordpiece" (## continues a word), "bpe" (Ġ starts one), "unigram" (▁ starts one)
-    specials: dict[str, str] = field(default_factory=dict)  # the tokenizer's special tokens, by transformers' names
-    shared_layers: bool = False  # one set of layer weights applied at every depth (ALBERT)
-    distilled_from: str | None = None  # the family key of the teacher this family's checkpoints were distilled from
-    dropout_keys: tuple[str, str] = ("hidden_dropout_prob", "classifier_dropout")  # config keys: hidden, classifier
-
-
-FAMILIES: dict[str, Family] = {
-    "bert": Family(
-        key="bert", label="BERT", model_type="bert", mask_token="[MASK]", pair_head="nsp",
-        pair_head_note="BERT was pretrained with Next Sentence Prediction: its NSP head says whether B follows A.",
-        tokenizer_kind="WordPiece", position_embeddings="learned absolute, 512",
-        objectives=("MLM", "NSP"),
-        classes={"base": "BertModel", "mlm": "BertForMaskedLM", "pretraining": "BertForPreTraining",
-                 "seqcls": "BertForSequenceClassification"},
-        checkpoints=(
-            Checkpoint("bert-base-uncased", "bert", 110, "110M (BERT-Base)"),
-            Checkpoint("bert-large-uncased", "bert", 340, "340M, also quoted as 334M (BERT-Large)"),
-            Checkpoint("bert-base-chinese", "bert", None, language="zh"),
-        ),
-        bundled="bert-mini", base_checkpoint="bert-base-uncased",
-        summary="Bidirectional Transformer encoder; MLM (15%, 80/10/10) + NSP; WordPiece 30K.",
-        head_output="attention.output.dense",
-        token_types=True, piece_kind="wordpiece", specials=dict(cls_token="[CLS]", sep_token="[SEP]", pad_token="[PAD]", unk_token="[UNK]", mask_token="[MASK]"),
-    ),
-    "roberta": Family(
-        key="roberta", label="RoBERTa", model_type="roberta", mask_token="<mask>", pair_head=None,
-        pair_head_note=("RoBERTa has no sentence-pair head: its authors dropped NSP after finding that MLM alone, "
-                        "on full-length contiguous text, did as well or better downstream."),
-        tokenizer_kind="Byte-level BPE", position_embeddings="learned absolute, 512 (+2 offset)",
-        objectives=("MLM (dynamic masking)",),
-        classes={"base": "RobertaModel", "mlm": "RobertaForMaskedLM", "pretraining": "RobertaForMaskedLM",
-                 "seqcls": "RobertaForSequenceClassification"},
-        checkpoints=(
-            Checkpoint("roberta-base", "roberta", 125, "125M (RoBERTa-base)"),
-            Checkpoint("roberta-large", "roberta", 355, "355M (not in the articles; paper figure)"),
-            Checkpoint("hfl/chinese-roberta-wwm-ext", "roberta", None, language="zh", model_type="bert",
-                       note="RoBERTa-style training (whole-word masking, no NSP) on BERT code and a WordPiece vocab"),
-        ),
-        bundled="roberta-mini", base_checkpoint="roberta-base",
-        summary="BERT retrained longer on 10x data; no NSP; dynamic masking; byte-level BPE 50K.",
-        head_output="attention.output.dense",
-        token_types=False, piece_kind="bpe",
-        specials=dict(bos_token="<s>", cls_token="<s>", eos_token="</s>", sep_token="</s>", pad_token="<pad>",
-                      unk_token="<unk>", mask_token="<mask>"),
-    ),
-    "albert": Family(
-        key="albert", label="ALBERT", model_type="albert", mask_token="[MASK]", pair_head="sop",
-        pair_head_note="ALBERT was pretrained with Sentence Order Prediction: its SOP head says whether A and B are in order.",
-        tokenizer_kind="SentencePiece Unigram", position_embeddings="learned absolute, 512",
-        objectives=("MLM (n-gram)", "SOP"),
-        classes={"base": "AlbertModel", "mlm": "AlbertForMaskedLM", "pretraining": "AlbertForPreTraining",
-                 "seqcls": "AlbertForSequenceClassification"},
-        checkpoints=(
-            Checkpoint("albert-base-v2", "albert", 12, "12M (ALBERT-base)"),
-            Checkpoint("albert-large-v2", "albert", 18, "18M (ALBERT-large)"),
-            Checkpoint("albert-xlarge-v2", "albert", 59, "59M (ALBERT-xlarge)"),
-        ),
-        bundled="albert-mini", base_checkpoint="albert-base-v2",
-        summary="Factorized embeddings (V×E + E×H) and one layer shared across depth; SOP instead of NSP.",
-        head_output="attention.dense",
-        token_types=True, piece_kind="unigram", shared_layers=True, dropout_keys=("hidden_dropout_prob", "classifier_dropout_prob"),
-        specials=dict(cls_token="[CLS]", sep_token="[SEP]", pad_token="<pad>", unk_token="<unk>", mask_token="[MASK]"),
-    ),
-    "distilbert": Family(
-        key="distilbert", label="DistilBERT", model_type="distilbert", mask_token="[MASK]", pair_head=None,
-        pair_head_note=("DistilBERT has no sentence-pair head: it was distilled from BERT with MLM, soft-logit KL "
-                        "and hidden-state cosine losses only, and it has no token-type embeddings."),
-        tokenizer_kind="WordPiece", position_embeddings="learned absolute, 512",
-        objectives=("MLM", "distillation (KL)", "hidden cosine"),
-        classes={"base": "DistilBertModel", "mlm": "DistilBertForMaskedLM", "pretraining": "DistilBertForMaskedLM",
-                 "seqcls": "DistilBertForSequenceClassification"},
-        checkpoints=(
-            Checkpoint("distilbert-base-uncased", "distilbert", 66, "66M, ~1.7x faster than BERT-base"),
-        ),
-        bundled="distilbert-mini", base_checkpoint="distilbert-base-uncased",
-        summary="6-layer student of BERT-base (every other layer), triple loss; ~40% smaller, ~1.7x faster.",
-        head_output="attention.out_lin",
-        token_types=False, piece_kind="wordpiece", distilled_from="bert", dropout_keys=("dropout", "seq_classif_dropout"),
-        specials=dict(cls_token="[CLS]", sep_token="[SEP]", pad_token="[PAD]", unk_token="[UNK]", mask_token="[MASK]"),
-    ),
-}
-
+FAMILIES: dict[str, Family] = {m.FAMILY.key: m.FAMILY for m in (bert, roberta, albert, distilbert, xlm_roberta,
+                                                                 modernbert)}
+GENERIC = generic.FAMILY  # not in FAMILIES: it has no checkpoints of its own; family(GENERIC.key) returns it
 
 PAIR_HEADS = {"nsp": "Next Sentence Prediction", "sop": "Sentence Order Prediction"}
+PAIR_PROB_LABELS = {"nsp": "P(IsNext)", "sop": "P(in order)"}  # what the pair head's positive class means
 
 
 def family(key: str) -> Family:
-    """Return the registry entry for a family key; raises ModelLoadError for an unknown one."""
+    """Return the registry entry for a family key (the generic family's too); ModelLoadError for an unknown one."""
+    if key == GENERIC.key:
+        return GENERIC
     try:
         return FAMILIES[key]
     except KeyError:
-        raise ModelLoadError(f"Unknown family {key!r}. Choose one of: {', '.join(FAMILIES)}.") from None
+        raise ModelLoadError(f"Unknown family {key!r}. Choose one of: {', '.join(picker_families())}.") from None
+
+
+def picker_families() -> list[str]:
+    """The family keys a user can pick: every registered family, then the generic one."""
+    return [*FAMILIES, GENERIC.key]
 
 
 def families_with(**fields: Any) -> list[Family]:
     """The families whose fields equal the given values, e.g. ``families_with(pair_head="sop")``."""
     return [f for f in FAMILIES.values() if all(getattr(f, k) == v for k, v in fields.items())]
+
+
+def bundled_families() -> list[Family]:
+    """The families EncoderLab ships a small pretrained model of (assets/models)."""
+    return [f for f in FAMILIES.values() if f.bundled]
 
 
 def official_checkpoints() -> list[Checkpoint]:
@@ -174,23 +78,78 @@ def family_of_model_type(model_type: str) -> str | None:
     return None
 
 
+def family_of_config(config) -> Family:
+    """The registered family of a transformers config by its model_type, else the generic family (not derived)."""
+    key = family_of_model_type(str(getattr(config, "model_type", "") or ""))
+    return FAMILIES[key] if key else GENERIC
+
+
+def _inner(model):
+    """The transformers model itself, also inside a wrapper (core.finetune's mean-pool classifier holds one)."""
+    return next((m for m in model.modules() if hasattr(m, "base_model") and hasattr(m, "config")), model)
+
+
+def family_of_model(model) -> Family:
+    """The family of a loaded model (a wrapper holding one, e.g. core.finetune's pooling classifier, too)."""
+    return family_of_config(_inner(model).config)
+
+
 def bundled_id(family_key: str) -> str:
-    return f"encoderlab/{family(family_key).bundled}"
+    """The id of the family's bundled model (encoderlab/NAME); ModelLoadError for a family that has none."""
+    f = family(family_key)
+    if not f.bundled:
+        raise ModelLoadError(f"EncoderLab ships no {f.label} model of its own: pick an official checkpoint "
+                             "(HF cache) or type a folder under Checkpoint → custom.")
+    return f"encoderlab/{f.bundled}"
+
+
+def piece_kind(tokenizer, family_key: str | None = None) -> str:
+    """How this tokenizer marks words: "wordpiece", "bpe" or "unigram", read from the tokenizer's own model, so a
+    checkpoint on another family's vocabulary (hfl's Chinese RoBERTa is WordPiece) is read right. The family's
+    ``piece_kind`` when the tokenizer does not say."""
+    try:
+        return generic.piece_kind(tokenizer)
+    except (AttributeError, ValueError, TypeError):
+        return family(family_key).piece_kind if family_key else "wordpiece"
+
+
+def position_offset(config) -> int:
+    """Positions the model's table holds before the first real one (RoBERTa-style: padding index + 1), else 0."""
+    if family_of_config(config).positions_after_pad:
+        return int(getattr(config, "pad_token_id", 0) or 0) + 1
+    return 0
 
 
 def mlm_head(model):
-    """The model's MLM head as a function of hidden states (n, H) -> logits (n, V); None when it has none."""
+    """The model's MLM head as a function of hidden states (n, H) -> logits (n, V); None when it has none.
+
+    The family's adapter when it has one; else the model's one head module beside its base model (BERT's ``cls``,
+    RoBERTa's ``lm_head``, ALBERT's ``predictions``, DeBERTa's ``cls``, MPNet's ``lm_head``...), which takes hidden
+    states as they come out of the encoder."""
     import torch
 
-    cls = getattr(model, "cls", None)
-    if cls is not None and hasattr(cls, "predictions"):  # BertForMaskedLM / BertForPreTraining
-        return cls.predictions
-    for name in ("lm_head", "predictions"):  # RoBERTa; ALBERT (MLM and pretraining)
-        if isinstance(getattr(model, name, None), torch.nn.Module):
-            return getattr(model, name)
-    if hasattr(model, "vocab_projector"):  # DistilBertForMaskedLM
-        return lambda h: model.vocab_projector(model.vocab_layer_norm(model.activation(model.vocab_transform(h))))
-    return None
+    fam = family_of_config(getattr(model, "config", None))
+    if fam.mlm_head is not None:
+        return fam.mlm_head(model)
+    base = getattr(model, "base_model", None)
+    if base is None or base is model or model.get_output_embeddings() is None:
+        return None  # a bare encoder or a task model: no vocabulary projection
+    out = model.get_output_embeddings()
+
+    def holding(parent) -> list:
+        return [m for _, m in parent.named_children() if m is not base and isinstance(m, torch.nn.Module)
+                and any(p is out.weight for p in m.parameters())]
+
+    heads = holding(model)
+    if len(heads) != 1:
+        return None
+    head = heads[0]
+    # BertForPreTraining's ``cls`` holds the MLM head beside the NSP head and also wants the pooled output: go down
+    # while one child holds the decoder and is not the decoder itself (cls -> cls.predictions)
+    while head is not out and len(inner := holding(head)) == 1 and inner[0] is not out \
+            and len(list(head.children())) > 1:
+        head = inner[0]
+    return head
 
 
 def pair_head_module(model):
@@ -201,19 +160,23 @@ def pair_head_module(model):
     return getattr(model, "sop_classifier", None)  # AlbertForPreTraining
 
 
+def qk_modules(model) -> tuple[str, str] | None:
+    """Last names of the query and key projections in this model's layers; None when the family fuses them."""
+    return family_of_model(model).qk_modules
+
+
 def attention_layers(model) -> list[tuple[int, Any]]:
     """(depth, attention output projection) for every depth of the encoder, from the family's ``head_output``.
     A layer shared across depth (ALBERT) appears once per depth, as the same module, by transformers' own
-    layer -> group rule. Raises ModelLoadError for a model of no known family."""
-    # a wrapper (core.finetune's mean-pool classifier) holds the transformers model as a submodule
-    inner = next((m for m in model.modules() if hasattr(m, "base_model") and hasattr(m, "config")), model)
-    base = inner.base_model
+    layer -> group rule. Raises ModelLoadError for a model whose heads cannot be located (the generic family)."""
+    base = _inner(model).base_model
     cfg = base.config
-    fam_key = family_of_model_type(getattr(cfg, "model_type", ""))
-    if fam_key is None or not FAMILIES[fam_key].head_output:
-        raise ModelLoadError(f"{type(model).__name__} is not a model of a known family: its attention heads "
-                             "cannot be located.")
-    suffix = "." + FAMILIES[fam_key].head_output
+    fam = family_of_config(cfg)
+    if not fam.head_output:
+        raise ModelLoadError(f"{type(model).__name__} is not a model of a family EncoderLab knows: where its "
+                             "attention heads' output projection lives is not known, so heads cannot be switched "
+                             "off or scored. Pick a model of a registered family.")
+    suffix = "." + fam.head_output
     mods = [m for name, m in base.named_modules() if ("." + name).endswith(suffix)]  # in layer order
     n = int(cfg.num_hidden_layers)
     if len(mods) == n:
@@ -226,14 +189,24 @@ def attention_layers(model) -> list[tuple[int, Any]]:
 
 
 def model_class(family_key: str, task: str, model_type: str):
+    """The transformers class for ``task``: the family of ``model_type`` when registered (hfl's RoBERTa is BERT
+    code), else ``family_key``'s; the generic family's Auto classes for any other architecture."""
     import transformers
 
     if task not in TASKS:
         raise ModelLoadError(f"Unknown task {task!r}: use one of {', '.join(TASKS)}.")
-    fam_key = family_of_model_type(model_type) or family_key
+    fam = FAMILIES.get(family_of_model_type(model_type) or "") or family(family_key)
     if task == "tokcls":  # every family has a *ForTokenClassification; the Auto class picks it from model_type
         return transformers.AutoModelForTokenClassification
-    return getattr(transformers, FAMILIES[fam_key].classes[task])
+    if task not in fam.classes:
+        raise ModelLoadError(f"The {fam.label} family has no model for the task {task!r}.")
+    return getattr(transformers, fam.classes[task])
+
+
+def build_model(family_key: str, task: str, config):
+    """A fresh model of ``task`` from a config (random weights; under ``torch.device("meta")`` no memory)."""
+    cls = model_class(family_key, task, str(getattr(config, "model_type", "")))
+    return cls.from_config(config) if cls.__name__.startswith("Auto") else cls(config)
 
 
 def official_config(checkpoint_id: str):
@@ -246,3 +219,7 @@ def official_config(checkpoint_id: str):
         raise ModelLoadError(f"No shipped config for {checkpoint_id!r} (looked for {path}).")
     d = json.loads(path.read_text())
     return transformers.AutoConfig.for_model(**d)
+
+
+from core.registry.electra import ELECTRA as _ELECTRA  # noqa: E402
+FAMILIES[_ELECTRA.key] = _ELECTRA

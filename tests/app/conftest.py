@@ -24,7 +24,15 @@ def open_page(name: str | None, params: dict[str, str] | None = None, state: dic
     """A fresh session opened from a link: its URL carries ``params`` (and ``state`` is set) before the first run,
     which is page ``name`` (None: the home page), as when a browser opens the link."""
     at = AppTest.from_file(MAIN, default_timeout=timeout)
-    for key, value in (params or {}).items():
+    params = dict(params or {})
+    if name is not None:
+        from app.nav import PAGE_PARAM, PAGES
+
+        url = next(p.url for p in PAGES if p.file == f"pages/{name}.py")
+        if url != name:  # AppTest finds a page before its first run by its file stem only (fill_mask is /fill-mask):
+            params.setdefault(PAGE_PARAM, url)  # open it the way a browser's link does (app.nav.follow_deep_link)
+            name = None
+    for key, value in params.items():
         at.query_params[key] = value
     for key, value in (state or {}).items():
         at.session_state[key] = value

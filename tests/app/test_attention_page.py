@@ -14,10 +14,17 @@ from tests.app.conftest import new_app, open_page, page_path, submit_attention
 UNSAFE = '</script><script>alert(1)</script> "quoted" back\\slash é 中文 ☃'
 
 
-def _open(family: str = "bert"):
-    at = new_app()
-    if family != "bert":
-        at.sidebar.selectbox(key="sidebar.family").set_value(family).run()
+def _open(family: str = "bert", tiny_models=None):
+    """The Attention page with the family's bundled model picked (the tiny zoo's), or for a family EncoderLab ships
+    no model of, its tiny folder typed under custom."""
+    from core.registry import family as entry
+
+    if not entry(family).bundled:
+        at = open_page(None, params={"family": family, "model": "custom", "custom": str(tiny_models[family])})
+    else:
+        at = new_app()
+        if family != "bert":
+            at.sidebar.selectbox(key="sidebar.family").set_value(family).run()
     at.switch_page(page_path("attention"))
     at.run()
     assert not at.exception, at.exception
@@ -38,8 +45,8 @@ def _titles(at) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------- page
-def test_page_renders_every_section(use_tiny_zoo, family):
-    at = _open(family)
+def test_page_renders_every_section(use_tiny_zoo, tiny_models, family):
+    at = _open(family, tiny_models)
     assert not at.error, [e.value for e in at.error]
     assert len(at.tabs) == 10
     captions = " ".join(c.value for c in at.caption)

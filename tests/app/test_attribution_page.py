@@ -7,6 +7,7 @@ from core.jobs import runner
 from tests.app.conftest import new_app, page_path
 
 P = "attribution"
+IG_LABEL = "Integrated Gradients (on the embeddings)"  # what the "lig" entry runs (it was "Layer Integrated Gradients")
 
 
 def _page(family: str = "bert", target: str | None = None):
@@ -153,7 +154,7 @@ def test_link_runs_the_attribution(use_tiny_zoo):
     res = runner().get(job_id).result
     assert [r["token"] for r in e.rows] == list(res.tokens) and e.rows[0]["token"] == "[CLS]"
     assert e.rows[1]["Occlusion"] == f"{res.method('occlusion').scores[1]:+.4f}"
-    assert set(e.rows[0]) == {"token", "Layer Integrated Gradients", "Occlusion"}
+    assert set(e.rows[0]) == {"token", IG_LABEL, "Occlusion"}
     assert len(e.figures) == 3  # bar chart, methods side by side, rank correlation
 
 
@@ -295,3 +296,61 @@ def test_token_target_explains_one_words_tag_of_a_session_token_model(use_tiny_z
     at.number_input(key=f"{P}.one.word_index").set_value(40)
     _click(at, "Explain")
     assert "word 40 does not exist" in _errors(at)
+
+
+# ---------------------------------------------------------------------------------------------- the method registry
+def _keys(at, kind: str) -> set[str]:
+    return {w.key for w in getattr(at, kind)}
+
+
+def test_the_method_registry_drives_the_picker_and_its_help(use_tiny_zoo):
+    """Every registered method is offered (DeepLift only where it applies), in registry order, under its name,
+    and the picker's help describes each offered one from the registry."""
+    from app.i18n import catalog
+    from core import attribution as A
+    from core.models import ModelSpec, bundled_id, load
+
+    at = _page()
+    picker = at.multiselect(key=f"{P}.one.methods")
+    model = load(ModelSpec("bert", bundled_id("bert"), "cpu"), task="mlm").model  # the page's (tiny) model
+    blocked = A.unavailable_methods(model)
+    offered = [k for k in A.METHODS if k not in blocked]
+    assert blocked and set(offered) | set(blocked) == set(A.METHODS)
+    names = catalog()
+    assert picker.options == [names.get(f"attribution.method.{k}", {}).get("en", A.METHODS[k].label)
+                              for k in offered]
+    for k in offered:
+        assert A.METHODS[k].description in picker.help
+
+
+def test_integrated_gradients_is_named_for_what_it_runs(use_tiny_zoo):
+    """It runs IG on the word embeddings (LayerIG of the embedding layer), not LayerIG on a layer one picks."""
+    at = _page()
+    options = at.multiselect(key=f"{P}.one.methods").options
+    assert IG_LABEL in options and not any("Layer Integrated" in o for o in options)
+    at = _link({"lang": "zh"})
+    assert not any("层积分梯度" in o for o in at.multiselect(key=f"{P}.one.methods").options)
+
+
+def test_settings_follow_the_picked_methods(use_tiny_zoo):
+    """A method that takes no baseline hides the baseline widget; steps and samples show only for the methods
+    that read them; a hidden setting keeps its value for when it comes back."""
+    at = _page()
+    pick = at.multiselect(key=f"{P}.one.methods")
+    pick.set_value(["lig"]).run()
+    assert {f"{P}.one.baseline"} <= _keys(at, "selectbox")
+    assert {f"{P}.one.n_steps", f"{P}.one.ibs"} <= _keys(at, "number_input")
+    assert f"{P}.one.samples" not in _keys(at, "number_input")
+    at.selectbox(key=f"{P}.one.baseline").set_value("zeros").run()
+    at.multiselect(key=f"{P}.one.methods").set_value(["saliency", "ixg"]).run()
+    assert not at.exception, at.exception
+    assert f"{P}.one.baseline" not in _keys(at, "selectbox")
+    assert not {f"{P}.one.n_steps", f"{P}.one.samples", f"{P}.one.ibs"} & _keys(at, "number_input")
+    _finish(_click(at, "Explain"))  # runs without the hidden settings
+    assert _shown(at)
+    at.multiselect(key=f"{P}.one.methods").set_value(["kernelshap"]).run()
+    assert at.selectbox(key=f"{P}.one.baseline").value == "zeros"  # kept while hidden
+    assert f"{P}.one.samples" in _keys(at, "number_input") and f"{P}.one.n_steps" not in _keys(at, "number_input")
+    at.multiselect(key=f"{P}.one.methods").set_value(["saliency"]).run()
+    at.checkbox(key=f"{P}.layers").check().run()  # the per-layer heatmap integrates from the baseline
+    assert f"{P}.one.baseline" in _keys(at, "selectbox") and f"{P}.layer_steps" in _keys(at, "number_input")

@@ -11,7 +11,9 @@ def test_home_lists_families_and_device(use_tiny_zoo):
     text = " ".join(m.value for m in at.markdown)
     assert "EncoderLab" in at.title[0].value
     df = at.table[0].value  # a table whose long texts wrap (a data grid cut them)
-    assert list(df["family"]) == ["BERT", "RoBERTa", "ALBERT", "DistilBERT"]
+    from core.models import FAMILIES
+
+    assert list(df["family"]) == [f.label for f in FAMILIES.values()]  # every registered family, in its order
     assert any("CPU" in i.value or "GPU" in i.value for i in list(at.info) + list(at.success))
     assert "BERT" in text
 
@@ -58,7 +60,12 @@ def test_models_page_breakdown_and_calculator(use_tiny_zoo):
     at.switch_page(page_path("models")).run()
     assert not at.exception
     claims = at.dataframe[0].value
-    assert len(claims) == 10
+    from core.models import official_checkpoints
+
+    assert len(claims) == len(official_checkpoints()) >= 14
+    mb = at.dataframe[1].value  # the architecture table shows what ModernBERT's config says
+    facts = mb[mb["checkpoint"] == "answerdotai/ModernBERT-base"].iloc[0]["from the config"]
+    assert "8192" in facts and "every n layers: 3" in facts and "(tokens): 128" in facts
     row = claims[claims["checkpoint"] == "bert-base-uncased"].iloc[0]
     assert row["backbone (M)"] == pytest.approx(109.48, abs=0.01) and row["articles' claim (M)"] == "110"
     assert row["difference (M)"] == "-0.52"
@@ -135,8 +142,8 @@ def test_home_in_chinese(use_tiny_zoo):
     assert at.title[0].value == "EncoderLab"
     assert [s.value for s in at.subheader][:2] == ["四个模型家族", "页面"]
     df = at.table[0].value
-    assert list(df["模型家族"]) == ["BERT", "RoBERTa", "ALBERT", "DistilBERT"]
-    assert df["句对头"].tolist() == ["下一句预测 (NSP)", "无", "句序预测 (SOP)", "无"]
+    assert list(df["模型家族"])[:4] == ["BERT", "RoBERTa", "ALBERT", "DistilBERT"]
+    assert df["句对头"].tolist()[:4] == ["下一句预测 (NSP)", "无", "句序预测 (SOP)", "无"]
     assert "双向 Transformer 编码器" in df["核心思想"][0]
     links = [p.proto.label for p in at.get("page_link")]
     assert any(link.startswith("**完形填空（Fill-mask）** —— 预测被遮盖的词") for link in links), links
@@ -158,7 +165,9 @@ def test_models_page_link_report_and_chinese(use_tiny_zoo):
     assert titles == ["Parameter breakdown of the official checkpoints", "ALBERT's factorized embeddings",
                       "GLUE: the article's figures (claims) and what this installation measured"]
     breakdown = _entries(at)[0]
-    assert len(breakdown.rows) == 10 and len(breakdown.figures) == 1
+    from core.models import official_checkpoints
+
+    assert len(breakdown.rows) == len(official_checkpoints()) and len(breakdown.figures) == 1
     assert _entries(at)[1].inputs == {"V (vocabulary)": "50000", "H (hidden size)": "768", "E (embedding size)": "256"}
     at.run()
     assert len(_entries(at)) == 3  # shown again, not recorded again
@@ -184,7 +193,9 @@ def test_speed_page_link_restores_without_measuring(use_tiny_zoo):
     notice = " ".join(w.value for w in bad.warning)
     assert "speed.seq" in notice and "speed.families" in notice
     assert bad.select_slider(key="speed.seq").value == 128
-    assert bad.multiselect(key="speed.families").value == ["bert", "roberta", "albert", "distilbert"]
+    from core.bench import SpeedConfig
+
+    assert bad.multiselect(key="speed.families").value == list(SpeedConfig.families)
 
 
 def test_foundation_pages_in_presenter_view(use_tiny_zoo):

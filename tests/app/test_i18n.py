@@ -18,7 +18,7 @@ import pytest
 from app.i18n import LANGS, catalog
 
 ROOT = Path(__file__).resolve().parents[2]
-CODE = sorted([*(ROOT / "app").glob("*.py"), *(ROOT / "pages").glob("*.py")])
+CODE = sorted([*(ROOT / "app").rglob("*.py"), *(ROOT / "pages").glob("*.py")])
 
 # streamlit calls whose first argument, or these keyword arguments, are shown to the user
 UI_CALLS = {"title", "header", "subheader", "markdown", "caption", "write", "text", "button", "form_submit_button",

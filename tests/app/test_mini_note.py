@@ -17,9 +17,9 @@ def carded_zoo(tiny_models, tmp_path, monkeypatch):
     """The tiny models under the bundled names, each with the real mini's card (assets/models/*/encoderlab_card.json):
     the page reads the card, the forward pass stays tiny."""
     zoo = tmp_path / "zoo"
-    for fam, folder in tiny_models.items():
-        dst = zoo / BUNDLED_NAMES[fam]
-        shutil.copytree(folder, dst)
+    for fam, name in BUNDLED_NAMES.items():
+        dst = zoo / name
+        shutil.copytree(tiny_models[fam], dst)
         shutil.copy(ASSETS / "models" / BUNDLED_NAMES[fam] / "encoderlab_card.json", dst)
     monkeypatch.setenv("ENCODERLAB_ZOO", str(zoo))
     return zoo

@@ -15,7 +15,7 @@ def _unscaled(text: str) -> list[str]:
 
 def test_every_plotly_chart_call_is_scaled_for_presenter_view():
     missing = []
-    for path in sorted([*ROOT.glob("app/*.py"), *ROOT.glob("pages/*.py")]):
+    for path in sorted([*ROOT.glob("app/**/*.py"), *ROOT.glob("pages/*.py")]):
         missing += [f"{path.relative_to(ROOT)}: {arg}" for arg in _unscaled(path.read_text(encoding="utf-8"))]
     assert not missing, "charts drawn without presenter.scale:\n" + "\n".join(missing)
 

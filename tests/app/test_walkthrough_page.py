@@ -248,3 +248,18 @@ def test_coming_back_from_another_page_keeps_the_step(at):
     at.switch_page(page_path("walkthrough")).run()
     _ok(at)
     assert at.radio(key="walkthrough.step").value == 3
+
+
+def test_step2_lists_every_registered_familys_pretraining_objectives(use_tiny_zoo):
+    """The objectives table is the registry's: a family registered later (ELECTRA's replaced-token detection)
+    appears with no walkthrough change."""
+    from core.registry import FAMILIES
+
+    at = new_app()
+    at.query_params["walkthrough.step"] = "2"
+    at.switch_page(page_path("walkthrough")).run()
+    _ok(at)
+    table = next(df.value for df in at.dataframe if "pretraining objectives" in df.value.columns)
+    assert list(table["family"]) == [f.label for f in FAMILIES.values()]
+    for f, objectives in zip(FAMILIES.values(), table["pretraining objectives"]):
+        assert all(o.split(" (")[0] in objectives for o in f.objectives), (f.key, objectives)

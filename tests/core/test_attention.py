@@ -7,10 +7,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.attention import (FLOW_MAP_MAX_TOKENS, KEY_MODULES, PATTERNS, QUERY_MODULES, AttentionConfig, AttentionUnavailable, adjacent_similarity,
-                            compute_attention, display_label, find_heads, flow, head_stats, is_punct,
+from core.attention import (FLOW_MAP_MAX_TOKENS, PATTERNS, AttentionConfig, AttentionUnavailable, adjacent_similarity,
+                            compare_attention, compute_attention, display_label, find_heads, flow, head_stats, is_punct,
                             layer_similarity, position_limit, qk_view, relevance, residual_attention, rollout, to_npz)
 from core.models import ModelSpec, load
+from core.registry import FAMILIES, family_of_model
 
 ROOT = Path(__file__).resolve().parents[2]
 TEXT = "The cat sat on the mat, and then it slept."
@@ -28,8 +29,8 @@ def _softmax(x):
 
 def _hooks(model) -> int:
     """Forward hooks on the query/key projections (where ours go; transformers adds its own elsewhere)."""
-    return sum(len(m._forward_hooks) for n, m in model.named_modules()
-               if n.rsplit(".", 1)[-1] in QUERY_MODULES + KEY_MODULES)
+    names = family_of_model(model).qk_modules or ()
+    return sum(len(m._forward_hooks) for n, m in model.named_modules() if n.rsplit(".", 1)[-1] in names)
 
 
 # ---------------------------------------------------------------------------------------------- config
@@ -75,6 +76,9 @@ def test_captured_q_and_k_reproduce_the_attention(loaded, family):
     layer: this holds for ALBERT's shared layer too (its projection fires once per layer)."""
     lm = loaded[family]
     r = compute_attention(lm, AttentionConfig(TEXT))
+    if FAMILIES[family].qk_modules is None:  # fused q/k (ModernBERT): no view, and the page is told why
+        assert r.queries is None and r.qk_note == FAMILIES[family].qk_note
+        return
     q, k = r.queries.astype(np.float64), r.keys.astype(np.float64)
     assert q.shape[:3] == r.attentions.shape[:3] and q.shape == k.shape
     rebuilt = _softmax(q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1]))
@@ -270,7 +274,7 @@ def test_hooks_ignore_other_threads(loaded):
 
     lm = loaded["bert"]
     enc = lm.tokenizer("a b c", return_tensors="pt")
-    handles, store = _capture_qk(lm.model)
+    handles, store = _capture_qk(lm.model, FAMILIES["bert"].qk_modules)
     try:
         t = threading.Thread(target=lambda: lm.model(**enc))
         with torch.inference_mode():
@@ -289,8 +293,19 @@ def test_hooks_ignore_other_threads(loaded):
 def test_unknown_projection_names_leave_only_the_qk_view_out(loaded, monkeypatch):
     import core.attention as A
 
-    monkeypatch.setattr(A, "QUERY_MODULES", ("q_proj",))
-    monkeypatch.setattr(A, "KEY_MODULES", ("k_proj",))
+    monkeypatch.setattr(A, "qk_modules", lambda model: ("q_proj", "k_proj"))
     r = compute_attention(loaded["bert"], AttentionConfig(TEXT))
     assert r.queries is None and r.keys is None and "no q/k view" in r.qk_note
     assert r.attentions.shape[0] == 2
+
+
+def test_two_models_compare_side_by_side(loaded):
+    """core computes both sides (the other model's attention, statistics, layer similarity); the page only draws."""
+    config = AttentionConfig(TEXT)
+    r = compute_attention(loaded["bert"], config)
+    stats = head_stats(r.attentions, r.cls_mask, r.sep_mask, r.punct_mask)
+    mine, other = compare_attention(r, stats, loaded["albert"], config)
+    assert mine.result is r and mine.stats is stats and other.result.family == "albert"
+    assert other.similarity.shape == (other.result.n_layers,) * 2
+    assert other.adjacent == adjacent_similarity(layer_similarity(other.result.attentions))
+    assert mine.label.startswith("BERT · ") and other.label.startswith("ALBERT · ")

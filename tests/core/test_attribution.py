@@ -43,11 +43,12 @@ def _mask_text(fam: str) -> str:
 def _plain_score(lm: LoadedModel, ids: torch.Tensor, prep) -> float:
     """The explained score from a plain forward on token ids (not the inputs_embeds path under test).
 
-    Positions are the input's own: RoBERTa would otherwise skip [PAD] ids when numbering positions, while the
-    baseline replaces word embeddings only (as LayerIG on the word-embedding layer does).
+    Positions are the input's own: RoBERTa-style embeddings (those with a ``padding_idx``, counting from it) would
+    otherwise skip [PAD] ids when numbering positions, while the baseline replaces word embeddings only (as
+    LayerIG on the word-embedding layer does).
     """
-    cfg = lm.model.config
-    offset = cfg.pad_token_id + 1 if cfg.model_type == "roberta" else 0
+    padding_idx = getattr(getattr(lm.model.base_model, "embeddings", None), "padding_idx", None)
+    offset = padding_idx + 1 if padding_idx is not None else 0
     pos = torch.arange(ids.shape[1])[None] + offset
     with torch.no_grad():
         return float(prep.score(lm.model(input_ids=ids, position_ids=pos, **prep.extra))[0])
@@ -195,10 +196,10 @@ def test_deeplift_explains_why_not_for_gelu(loaded, family):
 def test_per_layer_heatmap(loaded, family):
     lm = loaded(family)
     res = attribute(lm, AttributionConfig(target="mask", text=_mask_text(family), methods=("lig",), layer_steps=8))
-    if family == "albert":  # one shared layer run N times: LayerIG cannot separate the passes
+    if FAMILIES[family].shared_layers:  # one shared layer run N times: LayerIG cannot separate the passes
         assert res.layer_scores is None and res.skipped[0][0] == "layers" and "shared" in res.skipped[0][1]
     else:
-        n = lm.model.config.num_hidden_layers if family != "distilbert" else lm.model.config.n_layers
+        n = lm.model.config.num_hidden_layers  # config attribute_map gives every family this name
         assert res.layer_scores.shape == (n + 1, len(res.tokens))
         assert res.layer_names[0] == "embeddings" and np.isfinite(res.layer_scores).all()
 
@@ -408,3 +409,86 @@ def test_a_masked_text_gets_fill_masks_limits(text, msg):
     with pytest.raises(ValueError, match=msg):
         AttributionConfig(target="mask", text=text)
     AttributionConfig(target="mask", text="Paris " + "[MASK] " * 20 + "France.")  # the limit itself is allowed
+
+
+# ------------------------------------------------------------------------------------------------ the method registry
+def test_every_registered_method_is_complete():
+    """One entry per method: key, label, runner, cost, settings, description; nothing kept in a parallel table."""
+    from core.attribution_methods import Method
+
+    cfg = AttributionConfig(text="x", n_steps=20, n_samples=30)
+    for key, m in A.METHODS.items():
+        assert isinstance(m, Method) and m.key == key and m.label and len(m.description) > 40 and callable(m.run)
+        assert set(m.settings) <= {f.name for f in __import__("dataclasses").fields(AttributionConfig)}
+        c = m.cost(12, cfg, 5)
+        assert c.calls >= 1 and c.forwards >= c.calls and (c.backwards > 0) == m.gradients
+    assert "Layer" not in A.METHODS["lig"].label and "embeddings" in A.METHODS["lig"].label
+    assert {k for k, m in A.METHODS.items() if not m.takes_baseline} == {"saliency", "ixg"}
+
+
+def test_the_cost_model_counts_the_forward_calls_captum_makes(loaded):
+    """Each method's cost.calls is the number of forward batches it really runs (the page's progress ticks)."""
+    lm = loaded("bert", "seqcls")
+    for key in ("lig", "saliency", "ixg", "occlusion", "kernelshap", "lime"):
+        cfg = AttributionConfig(target="class", text="a b c d e f g .", methods=(key,), n_steps=7, n_samples=13,
+                                internal_batch_size=3)
+        ticks: list[str] = []
+        attribute(lm, cfg, lambda frac, msg: ticks.append(msg) if ": batch " in msg else None)
+        seq = len(lm.tokenizer(cfg.text)["input_ids"])
+        assert len(ticks) == A.METHODS[key].cost(seq, cfg, 3).calls, (key, ticks)
+
+
+def test_integrated_gradients_is_the_layer_ig_of_the_embedding_layer(loaded):
+    """The method labelled 'Integrated Gradients (on the embeddings)' equals captum's LayerIntegratedGradients on
+    the word-embedding layer, fed token ids: the name says what it computes."""
+    from captum.attr import LayerIntegratedGradients
+
+    lm = loaded("bert", "seqcls")
+    cfg = AttributionConfig(target="class", text="he went home early .", methods=("lig",), n_steps=32)
+    res = attribute(lm, cfg)
+    prep = A.prepare(lm, cfg)
+    base_ids = prep.ids.clone()
+    base_ids[0, torch.as_tensor(~prep.special)] = lm.tokenizer.pad_token_id
+
+    def f(ids):
+        return lm.model(input_ids=ids, **{k: v.expand(ids.shape[0], -1) for k, v in prep.extra.items()}).logits[:, 0]
+
+    lig = LayerIntegratedGradients(f, lm.model.get_input_embeddings())
+    ref = lig.attribute(prep.ids, baselines=base_ids, n_steps=32, internal_batch_size=50)
+    np.testing.assert_allclose(res.method("lig").scores, ref[0].sum(-1).detach().numpy(), atol=1e-4)
+
+
+def test_a_candidate_word_is_the_piece_the_tokenizer_gives_it_in_a_sentence(loaded, family):
+    """No per-tokenizer rule: a word after a space is asked of the tokenizer with its space (Ġ for byte BPE)."""
+    lm = loaded(family, "mlm")
+    tok = lm.tokenizer
+
+    def ids(text):
+        return tok(text, add_special_tokens=False)["input_ids"]
+    checked = 0
+    for word in ("the", "is", "a", "of", "and", "was", "in", "to"):
+        after_space = ids("big " + word)[len(ids("big")):]
+        at_start = ids(word + " big")[:-len(ids(" big")) or None] if len(ids(word + " big")) > 1 else []
+        if len(after_space) == 1:
+            assert A._word_id(lm, word, at_start=False) == after_space[0], word
+            checked += 1
+        if len(at_start) == 1:
+            assert A._word_id(lm, word, at_start=True) == at_start[0], word
+            checked += 1
+    assert checked >= 2, "no single-piece word in this tiny vocabulary: pick other words"
+
+
+def test_any_masked_lm_encoder_gets_attributions(tiny_models):
+    """The generic family (here a tiny DeBERTa-v2, no registry entry of its own): the masked-word target and the
+    per-layer heatmap need only the encoder and its MLM head."""
+    from core.registry import GENERIC
+
+    lm = load(ModelSpec(GENERIC.key, str(tiny_models[GENERIC.key]), "cpu"), task="mlm")
+    text = f"the capital of france is {lm.tokenizer.mask_token} and it is big ."
+    res = attribute(lm, AttributionConfig(target="mask", text=text, methods=("lig", "occlusion"), n_steps=32,
+                                          layer_steps=4))
+    ig = res.method("lig")
+    assert abs(ig.scores.sum() - (res.f_x - res.f_baseline)) <= abs(ig.delta) + 1e-5
+    assert res.layer_scores.shape == (lm.model.config.num_hidden_layers + 1, len(res.tokens))
+    with pytest.raises(NotApplicable, match="sentence-pair|pair head"):
+        attribute(lm, AttributionConfig(target="pair", text="a b .", text_b="c d ."))

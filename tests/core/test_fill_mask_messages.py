@@ -21,7 +21,7 @@ def test_fine_tuned_classifier_is_named_and_a_bundled_mini_suggested(tiny_models
     assert "fine-tuned classifier (BertForSequenceClassification)" in msg
     assert "sentence-embedding" not in msg
     assert "encoderlab/bert-mini" in msg
-    from core.models import availability
+    from core.models import resolve
 
-    if availability("bert-base-uncased").source == "unavailable":
+    if resolve("bert-base-uncased").source == "unavailable":
         assert "bert-base-uncased" not in msg  # only what can be had here is suggested

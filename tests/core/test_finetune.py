@@ -42,13 +42,13 @@ def toy(n_train: int = 160, n_test: int = 40, seed: int = 0) -> LabelledData:
 
 # ---------------------------------------------------------------------------------------------- learning
 def test_tiny_model_of_every_family_learns(family, tiny_models, tmp_path):
-    cfg = FinetuneConfig(family, str(tiny_models[family]), epochs=2, lr=3e-3, batch_size=16, max_length=16,
+    cfg = FinetuneConfig(family, str(tiny_models[family]), epochs=4, lr=3e-3, batch_size=16, max_length=16,
                          pooling="mean", patience=0, seed=0)
     r = train(cfg, toy(), tmp_path / "run")
     losses = [h["loss"] for h in r.history]
     assert np.mean(losses[-5:]) < np.mean(losses[:5]) - 0.1, losses
     assert r.accuracy >= 0.75 > r.majority_rate + 0.1, (r.accuracy, r.majority_rate)
-    assert len(r.evals) == 2 and r.stop_reason == "finished"
+    assert len(r.evals) == 4 and r.stop_reason == "finished"
     # The saved folder (encoder + mean-pooling head) predicts what the run measured.
     fm = load_finetuned(r.model_dir, device="cpu")
     probs = classify(fm, list(r.test_texts))

@@ -120,11 +120,11 @@ def test_pretrain_model_is_freed_after_the_run(outcome, tmp_path):
 
 def test_release_breaks_accelerates_mixed_precision_cycle():
     """With bf16, accelerate's prepare stores bound methods of the model on the model (model.forward,
-    model._original_forward): a cycle only a full collection frees. finetune._release removes it."""
+    model._original_forward): a cycle only a full collection frees. core.training.release removes it."""
     from accelerate import Accelerator
     from accelerate.state import AcceleratorState
 
-    from core.finetune import _release
+    from core.training import release as _release
 
     AcceleratorState._reset_state(reset_partial_state=True)
     try:
@@ -214,8 +214,9 @@ def test_run_rng_leaves_the_process_stream_where_it_was():
 # ---------------------------------------------------------------------------------------------- resume (item 6)
 def test_pretrain_checkpoint_carries_the_cuda_generators_and_resume_restores_them(tmp_path):
     from core.pretrain.corpus import CORPUS_DIR, parse_documents
-    from core.pretrain.train import PretrainConfig, pretrain, restore_rng
+    from core.pretrain.train import PretrainConfig, pretrain
     from core.rng import RunRNG
+    from core.training import RUN_RNG_FILE
 
     corpus = tmp_path / "corpus"
     corpus.mkdir()
@@ -227,20 +228,20 @@ def test_pretrain_checkpoint_carries_the_cuda_generators_and_resume_restores_the
                          threads=1, prior_bias=False)
     calls = []
     assert pretrain(cfg, should_stop=lambda: calls.append(1) or len(calls) >= 4).status == "stopped"
-    state = torch.load(tmp_path / "out" / "checkpoint" / "state.pt", weights_only=True)
-    assert "cuda_rng" in state and isinstance(state["cuda_rng"], list)
+    state = torch.load(tmp_path / "out" / "checkpoint" / RUN_RNG_FILE, weights_only=True)  # the run's own stream
+    assert "cuda" in state and isinstance(state["cuda"], list)
     if torch.cuda.is_available():
-        assert len(state["cuda_rng"]) == torch.cuda.device_count()
+        assert len(state["cuda"]) == torch.cuda.device_count()
     else:
-        assert state["cuda_rng"] == []
+        assert state["cuda"] == []
     # Restoring continues the saved streams: the CPU one exactly; CUDA ones where there is CUDA, skipped here.
     rng = RunRNG(999)
-    restore_rng(rng, state)
-    assert torch.equal(rng.cpu_state, state["torch_rng"])
-    foreign = {**state, "cuda_rng": [torch.zeros(16, dtype=torch.uint8)]}  # a GPU machine's checkpoint
+    rng.load_state_dict(state)
+    assert torch.equal(rng.cpu_state, state["cpu"])
+    foreign = {**state, "cuda": [torch.zeros(16, dtype=torch.uint8)]}  # a GPU machine's checkpoint
     rng2 = RunRNG(999)
-    restore_rng(rng2, foreign)
-    assert torch.equal(rng2.cpu_state, state["torch_rng"])
+    rng2.load_state_dict(foreign)
+    assert torch.equal(rng2.cpu_state, state["cpu"])
     assert rng2.cuda_states == ([] if not torch.cuda.is_available() else rng2.cuda_states)
     # ...and the resumed run ends where the straight run ends.
     straight = pretrain(PretrainConfig(**{**cfg.__dict__, "out": str(tmp_path / "straight")}))

@@ -11,7 +11,7 @@ import torch
 
 from core import lens as L
 from core.fill_mask import FillMaskConfig, FillMaskError, encode, fill_mask_batch
-from core.models import ModelSpec, bundled_id, load
+from core.models import ModelSpec, bundled_families, bundled_id, load
 
 TWO_MASKS = "The cat slept on the warm [MASK] all afternoon, and the [MASK] barked."
 
@@ -43,7 +43,7 @@ def _same_as_fill_mask(lm, text: str, k: int = 5) -> L.LensResult:
     return res
 
 
-@pytest.mark.parametrize("fam", ["bert", "roberta", "albert", "distilbert"])
+@pytest.mark.parametrize("fam", [f.key for f in bundled_families()])
 def test_last_row_is_fill_mask_on_bundled_minis(fam):
     lm = load(ModelSpec(fam, bundled_id(fam)), task="mlm")
     res = _same_as_fill_mask(lm, TWO_MASKS)

@@ -1,5 +1,6 @@
-"""The last-layer-at-the-masks-only forward equals the full encoder's output there, for all four families, with
-the default linears and with oneDNN-packed ones; packs follow weight changes."""
+"""The last-layer-at-the-masks-only forward equals the full encoder's output there, for every registered family
+(and the generic one), with the default linears and with oneDNN-packed ones; families the fast forward does not
+claim run the transformers forward; packs follow weight changes."""
 from __future__ import annotations
 
 import platform
@@ -8,8 +9,10 @@ import pytest
 import torch
 
 from core import packed_linear
-from core.masked_forward import masked_hidden, masked_logits
+from core.masked_forward import fast_path, masked_hidden, masked_logits
 from core.models import ModelSpec, load, mlm_head
+from core.registry import FAMILIES, GENERIC
+from tests.conftest import GENERIC_KEY
 
 PACKED = [False, pytest.param(True, marks=pytest.mark.skipif(not packed_linear.available(),
                                                              reason="this torch build cannot pack linears"))]
@@ -28,6 +31,7 @@ def _batch(tok, texts):
 
 @pytest.mark.parametrize("packed", PACKED)
 @pytest.mark.parametrize("padded", [False, True])
+@pytest.mark.parametrize("family", [*FAMILIES, GENERIC_KEY])
 def test_equals_the_full_forward(tiny_models, family, padded, packed):
     lm = load(ModelSpec(family, str(tiny_models[family]), "cpu"), task="mlm")
     texts = ["the cat sat on the mat .", "a much longer sentence about the weather and the sea today ."]
@@ -41,6 +45,35 @@ def test_equals_the_full_forward(tiny_models, family, padded, packed):
     assert part.shape == (len(rows), full.shape[-1])
     torch.testing.assert_close(part, full[rows, cols], atol=1e-5, rtol=1e-4)
     torch.testing.assert_close(logits, full_logits[rows, cols], atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("family", [*FAMILIES, GENERIC_KEY])
+def test_the_fast_path_is_taken_exactly_where_the_registry_claims_it(tiny_models, family):
+    """A family with a layer adapter runs the written-out layers (the transformers encoder is never called);
+    the others (ModernBERT's rotary pre-LayerNorm layers, the generic family) run the transformers forward."""
+    fam = FAMILIES.get(family, GENERIC)
+    lm = load(ModelSpec(family, str(tiny_models[family]), "cpu"), task="mlm")
+    calls = []
+    h = lm.model.base_model.register_forward_hook(lambda m, i, o: calls.append(1))
+    try:
+        ids, _ = _batch(lm.tokenizer, ["the cat sat on the mat ."])
+        with torch.inference_mode():
+            masked_hidden(lm.model, ids, None, [0], [2], packed=False)
+    finally:
+        h.remove()
+    assert fast_path(lm.model) == (fam.layer_parts is not None)
+    assert calls == ([] if fam.layer_parts is not None else [1])
+
+
+def test_an_option_the_adapter_does_not_reproduce_falls_back(tiny_models):
+    """BERT with relative positions: the adapter declines, the transformers forward runs, results still agree."""
+    lm = load(ModelSpec("bert", str(tiny_models["bert"]), "cpu"), task="mlm")
+    lm.model.config.position_embedding_type = "relative_key"
+    try:
+        assert not fast_path(lm.model)
+    finally:
+        lm.model.config.position_embedding_type = "absolute"
+    assert fast_path(lm.model)
 
 
 def test_it_really_skips_work(tiny_models):

@@ -157,7 +157,7 @@ def test_nsp_pairs_are_next_or_from_another_document():
 
 def test_special_positions_are_never_masked():
     inst = make_instances(_docs(), _Tok(), pair="nsp", max_len=8, seed=0)
-    ids, att, *_ = pad(inst, 0)
+    ids, att, *_ = pad(inst, bert_uncased_tokenizer())  # its [PAD] [CLS] [SEP] [MASK] are _Tok's 0, 101, 102, 103
     sp = special_mask(ids, att, _Tok())
     assert sp[ids == 101].all() and sp[ids == 102].all() and sp[att == 0].all()
 

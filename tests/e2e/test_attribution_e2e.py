@@ -15,7 +15,7 @@ def test_explain_a_masked_word_and_see_coloured_tokens(page):
     wait_idle(page)
     tokens = main.locator(".attr-tok")
     tokens.first.wait_for()
-    n_methods = 4  # the default methods: LayerIG, Saliency, Input x Gradient, Occlusion
+    n_methods = 4  # the default methods: Integrated Gradients, Saliency, Input x Gradient, Occlusion
     assert tokens.count() >= n_methods * 10
     texts = tokens.all_inner_texts()
     assert "[MASK]" in texts and "<" in texts  # the user's markup is shown as text, not rendered

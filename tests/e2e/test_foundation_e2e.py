@@ -9,7 +9,7 @@ from tests.e2e.browser import open_page, screenshot, wait_idle
 def test_home(page):
     open_page(page, "")
     body = page.locator('[data-testid="stMain"]')
-    body.get_by_text("The four families").wait_for()
+    body.get_by_text("The families", exact=True).wait_for()
     assert "BERT, RoBERTa, ALBERT, DistilBERT" in body.inner_text()
     table = page.locator('[data-testid="stTable"]')
     table.wait_for()

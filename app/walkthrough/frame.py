@@ -1,40 +1,26 @@
-"""The Walkthrough page's frame: step navigation and progress (kept per browser session and in the URL), the
-check question with its answer on reveal, links to the pages each step points to, and helpers the steps share.
-
-The step renderers themselves live in app/walkthrough_steps.py. Every text is in assets/i18n/walkthrough.toml.
-"""
+"""The Walkthrough page's frame: the step list, navigation and progress (kept per browser session and in the URL),
+the explanation, links to the pages a step points to, the check question with its answer on reveal, and what a
+link keeps. Each step is a module of this package exporting ``STEP`` (see common.Step)."""
 from __future__ import annotations
-
-import hashlib
-from typing import Any, Sequence
 
 import streamlit as st
 
-from app import nav, report, room_ui, state, urlstate
+from app import nav, room_ui, urlstate
 from app.i18n import t
+from app.walkthrough import (step_distil, step_finetune, step_inputs, step_inside, step_mlm, step_pair,
+                             step_sharing)
+from app.walkthrough.common import DONE, REVEAL, STEP, TEXT, TEXT_B, K, Step
 
-PAGE = "walkthrough"
-N_STEPS = 7
-STEPS = tuple(range(1, N_STEPS + 1))
-
-
-def K(name: str) -> str:
-    return state.key(PAGE, name)
-
-
-STEP, DONE, REVEAL = K("step"), K("done"), K("reveal")
-TEXT, TEXT_B = K("text"), K("text_b")
-# The right option (0-based) of each step's check question; the options themselves are in the toml.
-CORRECT = {1: 1, 2: 2, 3: 0, 4: 1, 5: 2, 6: 0, 7: 1}
+STEPS: tuple[Step, ...] = tuple(m.STEP for m in (step_inputs, step_mlm, step_pair, step_sharing, step_distil,
+                                                 step_finetune, step_inside))
+N_STEPS = len(STEPS)
+NUMBERS = tuple(range(1, N_STEPS + 1))
+if tuple(s.number for s in STEPS) != NUMBERS:  # the texts are keyed s1..sN: the list order is the numbering
+    raise RuntimeError(f"walkthrough steps are numbered {[s.number for s in STEPS]}, expected {list(NUMBERS)}")
+BY_NUMBER = {s.number: s for s in STEPS}
 N_OPTIONS = 3
-# Pages each step points to (their url in app/nav.py): the step calls the same core they do.
-LINKS = {1: ("models",), 2: ("fill-mask", "pretrain"), 3: ("sentence-pair",), 4: ("models",), 5: ("speed", "models"),
-         6: ("finetune",), 7: ("attention", "attribution", "lens", "corpus-search")}
 # Widget keys whose value must survive the steps where the widget is not drawn (Streamlit forgets those).
-KEEP = (TEXT, TEXT_B, K("s2.whole_word"), K("s2.word"), K("s3.a"), K("s3.b"), K("s4.v"), K("s4.h"), K("s4.e"),
-        K("s5.seq"), K("s5.batch"), K("s5.reps"), K("s5.sentences"), K("s6.model"), K("s6.lr"), K("s6.steps"),
-        K("s7.source"), K("s7.tuned"), K("s7.text"), K("s7.layer"), K("s7.head"), K("s7.class"), K("s7.n_steps"),
-        *(K(f"q{i}") for i in STEPS))
+KEEP = (TEXT, TEXT_B, *(k for s in STEPS for k in s.keep), *(K(f"q{i}") for i in NUMBERS))
 
 
 def init() -> None:
@@ -51,18 +37,15 @@ def keep_widget_state() -> None:
             st.session_state[k] = st.session_state[k]
 
 
-def text_default(key: str, entry: str) -> None:
-    """Fill a text box once with the example sentence ``walkthrough.<entry>``."""
-    st.session_state.setdefault(key, t(f"walkthrough.{entry}"))
+def fields() -> tuple[urlstate.Field, ...]:
+    """What a link keeps: the step, the sentences, and each step's inputs and options."""
+    return (urlstate.Field(STEP, "int", lo=1, hi=N_STEPS), urlstate.Field(TEXT, max_len=500),
+            urlstate.Field(TEXT_B, max_len=500), *(f for s in STEPS for f in s.fields))
 
 
 # ---------------------------------------------------------------------------------------------- navigation
 def _go(delta: int) -> None:
     st.session_state[STEP] = min(N_STEPS, max(1, int(st.session_state.get(STEP, 1)) + delta))
-
-
-def go_to(step: int) -> None:
-    st.session_state[STEP] = step
 
 
 def _toggle(key: str, item: int) -> None:
@@ -82,7 +65,7 @@ def navigation() -> int:
         text += " · " + t("walkthrough.done_list", steps=", ".join(str(i) for i in sorted(done)))
     st.progress(len(done) / N_STEPS, text=text)
     # persist_state: coming back from another page keeps the step (Streamlit drops an undrawn widget's value)
-    step = st.radio(t("walkthrough.step_label"), STEPS, key=STEP, horizontal=True, format_func=step_label,
+    step = st.radio(t("walkthrough.step_label"), NUMBERS, key=STEP, horizontal=True, format_func=step_label,
                     persist_state="session")
     c1, c2, _ = st.columns([1, 1, 5])
     c1.button(t("walkthrough.prev"), key=K("prev"), on_click=_go, args=(-1,), disabled=step == 1,
@@ -92,10 +75,18 @@ def navigation() -> int:
     return int(step)
 
 
+def header(step: int) -> None:
+    st.header(f"{step}. {t(f'walkthrough.s{step}.title')}" + (" ✓" if step in st.session_state[DONE] else ""))
+
+
+def explain(step: int) -> None:
+    st.markdown(t(f"walkthrough.s{step}.explain"))
+
+
 def links(step: int) -> None:
     """Links to the pages this step points to (those that exist in this install)."""
     targets = []
-    for url in LINKS.get(step, ()):
+    for url in BY_NUMBER[step].links:
         try:
             targets.append((url, nav.page_obj(url)))
         except KeyError:  # the page is not part of this install, or the navigation was not built (bare tests)
@@ -108,8 +99,8 @@ def links(step: int) -> None:
                       icon=":material/open_in_new:")
 
 
-def explain(step: int) -> None:
-    st.markdown(t(f"walkthrough.s{step}.explain"))
+def render(step: int) -> None:
+    BY_NUMBER[step].render()
 
 
 def try_this(step: int) -> None:
@@ -129,7 +120,7 @@ def question(step: int) -> None:
                   on_click=_toggle, args=(REVEAL, step), icon=":material/visibility:")
     if not revealed:
         return
-    right = CORRECT[step]
+    right = BY_NUMBER[step].correct
     if choice is None:
         st.info(t("walkthrough.no_choice", answer=t(f"walkthrough.s{step}.opt{right}")))
     elif choice == right:
@@ -144,33 +135,3 @@ def mark_done(step: int) -> None:
     st.button(t("walkthrough.unmark_done") if done else t("walkthrough.mark_done"), key=K("mark_done"),
               on_click=_toggle, args=(DONE, step), type="secondary" if done else "primary",
               icon=":material/undo:" if done else ":material/check_circle:")
-
-
-# ---------------------------------------------------------------------------------------------- shared helpers
-def record(step: int, inputs: dict[str, Any], *, rows: Sequence[dict] = (), text: str = "",
-           figures: Sequence = (), same: Sequence | None = None) -> None:
-    """Put a step's live result into the session report. A later result with the same ``same`` values (default:
-    the same inputs) replaces the earlier entry, so sliding through options does not flood the report."""
-    basis = same if same is not None else sorted((str(k), str(v)) for k, v in inputs.items())
-    digest = hashlib.sha1(repr(basis).encode()).hexdigest()[:10]
-    report.record(f"walkthrough:s{step}:{digest}", page=t("nav.walkthrough"),
-                  title=f"{step}. {t(f'walkthrough.s{step}.title')}", inputs=inputs, rows=rows, text=text,
-                  figures=figures)
-
-
-def fields() -> tuple[urlstate.Field, ...]:
-    """What a link keeps: the step, the sentences, and each step's inputs and options."""
-    from app.walkthrough_steps import LRS, S5_BATCHES, S5_SEQS, S5_SENTENCES, S7_SOURCES
-
-    return (
-        urlstate.Field(STEP, "int", lo=1, hi=N_STEPS), urlstate.Field(TEXT, max_len=500),
-        urlstate.Field(TEXT_B, max_len=500), urlstate.Field(K("s2.whole_word"), "bool"),
-        urlstate.Field(K("s3.a"), max_len=500), urlstate.Field(K("s3.b"), max_len=500),
-        urlstate.Field(K("s4.v"), "int", lo=1, hi=1_000_000), urlstate.Field(K("s4.h"), "int", lo=1, hi=65_536),
-        urlstate.Field(K("s4.e"), "int", lo=1, hi=65_536),
-        urlstate.Field(K("s5.seq"), "int", choices=S5_SEQS), urlstate.Field(K("s5.batch"), "int", choices=S5_BATCHES),
-        urlstate.Field(K("s5.reps"), "int", lo=1, hi=10),
-        urlstate.Field(K("s5.sentences"), "int", choices=S5_SENTENCES),
-        urlstate.Field(K("s6.lr"), "float", choices=LRS), urlstate.Field(K("s6.steps"), "int", lo=2, hi=200),
-        urlstate.Field(K("s7.source"), choices=S7_SOURCES), urlstate.Field(K("s7.text"), max_len=500),
-    )

@@ -1,0 +1,203 @@
+"""The pretraining recipe of each family, as data and small adapters: core.pretrain asks here and names no family.
+
+What a family's pretraining needs besides its ``Family`` fields (pair head: ``pair_head``; masking's word starts:
+``piece_kind``; segment embeddings: ``token_types``; its special tokens: ``specials``; the teacher it is distilled
+from: ``distilled_from``):
+
+- ``config``: a fresh config of the family's own class at a size (core.pretrain.build.SIZES) for a tokenizer;
+- ``vocabulary``: the real bert-base-uncased WordPiece vocabulary (shipped with the offline MiniLM) or a tokenizer
+  of the family's piece kind trained on the corpus;
+- ``from_minilm``: how the family starts from the offline MiniLM encoder (``init="minilm"``), if it can;
+- ``fits_to_minilm``: whether that start can first fit the model to MiniLM's hidden states (``fit_steps``);
+- ``embedding_parts``: the modules under the base model that learn at ``embed_lr`` (the input embeddings, and
+  ALBERT's E -> H mapping);
+- ``student``: how a student is cut from a teacher of family ``distilled_from`` (distillation);
+- ``zoo``: the bundled model's training settings (core.pretrain.zoo, ``make models``).
+
+The heads (which learn at ``head_lr``) need no entry: they are every top-level module besides the base model
+(``base_model_prefix``), and the MLM head's output bias is ``get_output_embeddings().bias``.
+
+A family without an entry in ``RECIPES`` gets ``recipe()``'s default: a scratch start from a config of its model
+type with the usual size fields, MLM only (and its own pair head when it has one), a trained tokenizer.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from core.registry import FAMILIES, family
+
+MAX_POSITIONS = 512
+BERT_UNCASED = "bert-base-uncased"  # a ``vocabulary``: the real WordPiece vocabulary of the offline MiniLM
+TRAINED = "trained"  # a ``vocabulary``: the family's piece kind, trained on the corpus
+
+
+@dataclass(frozen=True)
+class Recipe:
+    family: str
+    config: Callable[[dict, Any], Any]  # (size dims, tokenizer) -> a fresh config of the family's class
+    vocabulary: str = TRAINED
+    from_minilm: Callable[..., Any] | None = None  # (tokenizer, fit: build.MiniLMFit | None) -> model
+    fits_to_minilm: bool = False
+    embedding_parts: tuple[str, ...] = ("embeddings",)
+    student: Callable[..., Any] | None = None  # (teacher model, layers or None) -> student model
+    zoo: dict = field(default_factory=dict)
+
+    @property
+    def distils(self) -> bool:
+        """Its checkpoints are a student distilled from a teacher of family ``distilled_from``."""
+        return self.student is not None and family(self.family).distilled_from is not None
+
+
+# ---------------------------------------------------------------------------------------------- configs
+def _bert_config(s: dict, tokenizer):
+    import transformers
+
+    return transformers.BertConfig(hidden_size=s["hidden"], num_hidden_layers=s["layers"],
+                                   num_attention_heads=s["heads"], intermediate_size=s["ffn"],
+                                   max_position_embeddings=MAX_POSITIONS, vocab_size=len(tokenizer),
+                                   pad_token_id=tokenizer.pad_token_id)
+
+
+def _roberta_config(s: dict, tokenizer):
+    import transformers
+
+    # no token types; positions are offset by padding_idx + 1
+    return transformers.RobertaConfig(hidden_size=s["hidden"], num_hidden_layers=s["layers"],
+                                      num_attention_heads=s["heads"], intermediate_size=s["ffn"],
+                                      max_position_embeddings=MAX_POSITIONS + 2, type_vocab_size=1,
+                                      bos_token_id=tokenizer.cls_token_id, eos_token_id=tokenizer.sep_token_id,
+                                      vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id)
+
+
+def _albert_config(s: dict, tokenizer):
+    import transformers
+
+    # factorized embeddings V x E + E x H, one layer shared across depth
+    return transformers.AlbertConfig(embedding_size=s["embedding"], hidden_size=s["hidden"],
+                                     num_hidden_layers=s["layers"], num_hidden_groups=1, inner_group_num=1,
+                                     num_attention_heads=s["heads"], intermediate_size=s["ffn"],
+                                     hidden_act="gelu_new", max_position_embeddings=MAX_POSITIONS,
+                                     hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+                                     classifier_dropout_prob=0.1, vocab_size=len(tokenizer),
+                                     pad_token_id=tokenizer.pad_token_id)
+
+
+def _distilbert_config(s: dict, tokenizer):
+    import transformers
+
+    return transformers.DistilBertConfig(dim=s["hidden"], n_layers=s["layers"], n_heads=s["heads"],
+                                         hidden_dim=s["ffn"], max_position_embeddings=MAX_POSITIONS,
+                                         vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id)
+
+
+def _generic_config(model_type: str, token_types: bool):
+    """A config of ``model_type`` from the size fields most encoders share (hidden_size, num_hidden_layers, ...)."""
+    def make(s: dict, tokenizer):
+        import transformers
+
+        ids = {k: getattr(tokenizer, t) for k, t in (("bos_token_id", "cls_token_id"), ("eos_token_id", "sep_token_id"))
+               if getattr(tokenizer, t, None) is not None}
+        # two spare positions: RoBERTa-style position ids start after the padding index
+        return transformers.AutoConfig.for_model(
+            model_type, vocab_size=len(tokenizer), hidden_size=s["hidden"], num_hidden_layers=s["layers"],
+            num_attention_heads=s["heads"], intermediate_size=s["ffn"], max_position_embeddings=MAX_POSITIONS + 2,
+            type_vocab_size=2 if token_types else 1, pad_token_id=tokenizer.pad_token_id, **ids)
+    return make
+
+
+# ---------------------------------------------------------------------------------------------- starts
+# Adapters into core.pretrain.build, imported when called (build imports the registry through core.models).
+def _bert_from_minilm(tokenizer, fit=None):
+    from core.pretrain import build
+
+    return build.bert_from_minilm()
+
+
+def _roberta_from_minilm(tokenizer, fit=None):
+    from core.pretrain import build
+
+    return build.roberta_from_minilm(tokenizer)
+
+
+def _albert_from_minilm(tokenizer, fit=None):
+    from core.pretrain import build
+
+    return build.albert_from_minilm(tokenizer, fit=fit)
+
+
+def _distil_student(teacher, layers=None):
+    from core.pretrain import build
+
+    return build.distil_student(teacher, layers)
+
+
+# ---------------------------------------------------------------------------------------------- the recipes
+RECIPES: dict[str, Recipe] = {
+    "bert": Recipe(
+        "bert", _bert_config, vocabulary=BERT_UNCASED, from_minilm=_bert_from_minilm,
+        zoo=dict(init="minilm", size="mini", steps=600, lr=5e-4, head_lr=2e-3, masking="static", pair="auto",
+                 eval_every=50,
+                 then=[dict(steps=1500, lr=2e-4, head_lr=1e-3, seed=1, eval_every=250),
+                       dict(steps=800, lr=1e-4, head_lr=5e-4, seed=2, eval_every=200)],
+                 note="MLM (static masking, 15% / 80-10-10) + NSP; starts from the offline "
+                      "MiniLM-L6-H384 encoder with fresh MLM (tied to the word embeddings) and NSP heads; the "
+                      "fresh heads learn at 4x the encoder's rate. Three stages of 600, 1500 and 800 steps at "
+                      "falling learning rates, each with a new seed and so new static masks (BERT duplicated "
+                      "its data with different masks).")),
+    "roberta": Recipe(
+        "roberta", _roberta_config, from_minilm=_roberta_from_minilm,
+        zoo=dict(init="minilm", size="mini", steps=250, lr=5e-4, head_lr=2e-3, masking="dynamic", pair=None,
+                 vocab_size=8000, eval_every=50,
+                 note="MLM only with dynamic masking (a fresh mask on every visit), no NSP, no token types; "
+                      "byte-level BPE trained on the corpus. Starts from the offline MiniLM encoder (6 x 384) "
+                      "with the BPE embeddings transferred from its WordPiece ones (same piece, or the mean of "
+                      "the pieces that spell it) and a fresh MLM head.")),
+    "albert": Recipe(
+        "albert", _albert_config, from_minilm=_albert_from_minilm, fits_to_minilm=True,
+        embedding_parts=("embeddings", "encoder.embedding_hidden_mapping_in"),
+        zoo=dict(init="minilm", size="mini", steps=600, lr=1e-4, embed_lr=3e-3, head_lr=3e-3, fit_steps=1000,
+                 fit_lr=1e-3, fit_embed_lr=3e-3, masking="dynamic", whole_word=False, pair="auto", vocab_size=8000,
+                 eval_every=100,
+                 note="MLM + SOP; factorized embeddings (E=128 < H=384) and one layer shared across all 6 "
+                      "layers of depth; Unigram tokenizer trained on the corpus. Starts from the offline "
+                      "MiniLM: first, on MiniLM's own WordPiece ids, the shared layer (from MiniLM's layer 2, "
+                      "its two residual branches halved) and the factorized embeddings are fitted for 1000 "
+                      "steps to reproduce MiniLM's last hidden states (cosine + MSE; one shared layer learns "
+                      "what six distinct ones do), then move to the Unigram vocabulary (each piece the mean of "
+                      "the WordPiece pieces that spell it). Then MLM + SOP with fresh heads: the shared "
+                      "layer's gradient sums over its 6 uses, so it learns at 1e-4, the factorized embeddings "
+                      "(which need a high rate to move, measured) and the heads at 3e-3. Without the fit, "
+                      "MLM stayed near the unigram guess (0.23 top-5 vs 0.21 after 600-1000 steps).")),
+    "distilbert": Recipe(
+        "distilbert", _distilbert_config, vocabulary=BERT_UNCASED, student=_distil_student,
+        zoo=dict(steps=200, lr=2e-4, masking="dynamic", pair=None,
+                 note="Distilled from the mini BERT: 3 layers initialised from its layers "
+                      "0, 2, 4; loss = 2 x MLM + 5 x KL(T=2) + 1 x hidden-state cosine.")),
+}
+
+
+def recipe(key: str) -> Recipe:
+    """The family's recipe; a family without one in RECIPES gets the default (scratch, MLM, trained tokenizer).
+    Raises ModelLoadError for an unknown family."""
+    f = family(key)
+    return RECIPES.get(key) or Recipe(key, _generic_config(f.model_type, f.token_types))
+
+
+def zoo_recipes() -> dict[str, dict]:
+    """The bundled models' training settings by bundled name, teachers before their students; each with its
+    ``family`` and, for a student, its ``teacher`` (the teacher family's bundled name)."""
+    out: dict[str, dict] = {}
+    todo = [r for r in RECIPES.values() if r.zoo and FAMILIES[r.family].bundled]
+    while todo:
+        ready = [r for r in todo if not r.distils
+                 or FAMILIES[FAMILIES[r.family].distilled_from].bundled in out]
+        if not ready:
+            raise ValueError("A bundled student's teacher has no bundled recipe: "
+                             + ", ".join(r.family for r in todo))
+        for r in ready:
+            f = FAMILIES[r.family]
+            extra = {"teacher": FAMILIES[f.distilled_from].bundled} if r.distils else {}
+            out[f.bundled] = dict(family=r.family, **r.zoo, **extra)
+            todo.remove(r)
+    return out

@@ -1,0 +1,103 @@
+"""The registry's types: a family (``Family``), an official checkpoint (``Checkpoint``), the claims the seed articles
+make about them, and the error every loading problem raises. The families themselves live one per module beside
+this one (core/registry/<family>.py); core/registry/__init__.py collects them."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+
+class ModelLoadError(ValueError):
+    """A checkpoint could not be resolved or loaded. The message names the problem and the fix."""
+
+    def __str__(self) -> str:  # hosted mode: the message names no server path (core.hosted.scrub)
+        from core.hosted import scrub
+
+        return scrub(super().__str__())
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    id: str
+    family: str
+    claim_m: float | None = None  # parameters the seed articles claim, in millions
+    claim_note: str = ""
+    language: str = "en"
+    model_type: str | None = None  # architecture when it differs from the family's (hfl's RoBERTa is BERT code)
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class SpeedClaim:
+    """A claim the seed articles make about this family's inference speed against another family's."""
+
+    baseline: str  # family key of the model it is compared with
+    text: str
+    ratio: float  # claimed speedup (baseline latency / this family's latency)
+
+
+@dataclass(frozen=True)
+class GlueClaim:
+    """The third seed article's GLUE dev figures for this family's base model (core.glue_claims.GLUE_COLUMNS)."""
+
+    model: str  # the article's name for the model, as printed
+    figures: tuple[float, ...]
+
+
+# The sizes every tiny test model shares (transformers' BertModelTester habit), by EncoderLab's own names; each
+# family's ``size_keys`` says which config key takes each one.
+TINY = dict(hidden=32, layers=2, heads=4, ffn=64, max_pos=128)
+SIZE_KEYS = dict(hidden="hidden_size", layers="num_hidden_layers", heads="num_attention_heads",
+                 ffn="intermediate_size", max_pos="max_position_embeddings")
+
+# A family's fast-forward adapter: (base model, linear fn) -> (embed(ids) -> (B, T, H), one parts tuple per layer
+# application), or None where this model's options need the transformers forward. A parts tuple is
+# (q, k, v, heads, out, norm1, ffn_in, act, ffn_out, norm2) of one post-LayerNorm layer (core.masked_forward._layer).
+LayerParts = Callable[[Any, Callable], "tuple[Callable, list[tuple]] | None"]
+# A family's MLM head as parts: model -> (dense, activation, layer norm, decoder) or None when it has none.
+HeadParts = Callable[[Any], "tuple | None"]
+
+
+@dataclass(frozen=True)
+class Family:
+    key: str
+    label: str
+    model_type: str
+    mask_token: str
+    pair_head: str | None  # "nsp", "sop" or None
+    pair_head_note: str
+    tokenizer_kind: str  # display text only: behaviour follows piece_kind / specials
+    position_embeddings: str  # display text
+    objectives: tuple[str, ...]  # display text
+    classes: dict[str, str]  # task -> transformers class name
+    checkpoints: tuple[Checkpoint, ...]
+    bundled: str  # folder name under the zoo ("" when EncoderLab ships no model of this family)
+    base_checkpoint: str  # the base-size architecture used for the Speed page ("" when none)
+    summary: str = ""
+    head_output: str = ""  # the attention output projection, a dotted path inside one layer (core.ablation)
+    token_types: bool = False  # the model takes token_type_ids (segment A/B embeddings)
+    piece_kind: str = "wordpiece"  # "wordpiece" (## continues a word), "bpe" (Ġ starts one), "unigram" (▁ starts one)
+    specials: dict[str, str] = field(default_factory=dict)  # the tokenizer's special tokens, by transformers' names
+    shared_layers: bool = False  # one set of layer weights applied at every depth (ALBERT)
+    distilled_from: str | None = None  # the family key of the teacher this family's checkpoints were distilled from
+    dropout_keys: tuple[str, str] = ("hidden_dropout_prob", "classifier_dropout")  # config keys: hidden, classifier
+    # --- where things live, for the code that reaches inside a model
+    qk_modules: tuple[str, str] | None = ("query", "key")  # last names of the q and k projections; None: fused
+    qk_note: str = ""  # why there is no q/k view, when qk_modules is None
+    layer_parts: LayerParts | None = None  # fast masked forward (core.masked_forward); None: transformers forward
+    head_parts: HeadParts | None = None  # the MLM head written out for the fast forward; None: the head as is
+    mlm_head: Callable[[Any], Any] | None = None  # model -> head(hidden (n, H)) -> logits (n, V), when no single module
+    positions_after_pad: bool = False  # position ids start after the padding index (RoBERTa's offset of pad + 1)
+    pair_separators: int = 1  # separators between A and B: [SEP] (1) or </s></s> (2)
+    # --- what the seed articles claim about it (data the pages show beside what they measure)
+    speed_claims: tuple[SpeedClaim, ...] = ()
+    glue_claim: GlueClaim | None = None
+    # --- the tiny random test model (core.tiny): the config keys of the shared sizes and extra config values
+    size_keys: dict[str, str] = field(default_factory=lambda: dict(SIZE_KEYS))
+    tiny_extra: dict[str, Any] = field(default_factory=dict)
+    tiny_model_type: str = ""  # the tiny model's architecture when it is not model_type (the generic family's)
+    tiny_tokenizer: str = "train"  # "bert-uncased": the real bert-base-uncased vocab; "train": trained on examples
+    tiny_vocab: int = 200  # vocabulary size a trained tiny tokenizer gets
+    # --- the architecture as the Models page shows it, from a config: (label, config key) pairs present in it
+    config_facts: tuple[tuple[str, str], ...] = ()
+    generic: bool = False  # derived from a checkpoint's own config and tokenizer (core.registry.generic)
