@@ -27,8 +27,14 @@ chromium:
 run: install
 	$(PY) -m streamlit run app/serve.py --server.port $(PORT) --server.address $${ENCODERLAB_HOST:-localhost}
 
+# Every test: the non-browser ones on two workers (pytest-xdist), then the browser tests on their own (each starts
+# a real server and Chromium, and some compare timings, which a second worker beside them would skew).
+TEST_ENV := HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 test: install-test
-	HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false $(PY) -m pytest -q -p no:cacheprovider --durations=25 tests
+	@rc=0; \
+	$(TEST_ENV) $(PY) -m pytest -q -p no:cacheprovider --durations=15 -n 2 -m "not e2e" tests || rc=1; \
+	$(TEST_ENV) $(PY) -m pytest -q -p no:cacheprovider --durations=15 -m e2e tests || rc=1; \
+	exit $$rc
 
 bench: install
 	$(PY) bench/speed.py

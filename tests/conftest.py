@@ -80,5 +80,6 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "tests/e2e/" in item.nodeid.replace("\\", "/") or item.nodeid.startswith("e2e/"):
             item.add_marker(pytest.mark.slow)
+            item.add_marker(pytest.mark.e2e)
         if "gpu" in item.keywords and not torch.cuda.is_available():
             item.add_marker(no_cuda)

@@ -1,4 +1,5 @@
-"""core/token_data: label alignment on the four families' real tokenizers (the bundled minis), CoNLL/JSONL
+"""core/token_data: label alignment on every family's real tokenizer (the bundled minis; a tiny model's tokenizer for a
+family with no mini), CoNLL/JSONL
 parsing of good and bad files, the bundled sample, and seqeval metrics."""
 from __future__ import annotations
 
@@ -16,9 +17,16 @@ LABEL2ID = {t: i for i, t in enumerate(["O", "B-DATE", "B-LOC", "B-PER", "I-PER"
 
 
 @pytest.fixture(scope="module")
-def tokenizers():
-    return {f: AutoTokenizer.from_pretrained(ASSETS / "models" / f"{f}-mini") for f in
-            ("bert", "roberta", "albert", "distilbert")}
+def tokenizers(tiny_models):
+    from core.registry import FAMILIES
+
+    class ByFamily(dict):
+        def __missing__(self, fam):
+            folder = ASSETS / "models" / FAMILIES[fam].bundled if FAMILIES[fam].bundled else tiny_models[fam]
+            self[fam] = AutoTokenizer.from_pretrained(folder)
+            return self[fam]
+
+    return ByFamily()
 
 
 def test_first_piece_carries_the_tag_and_the_rest_are_ignored(family, tokenizers):

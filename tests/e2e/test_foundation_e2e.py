@@ -66,13 +66,13 @@ def test_bad_custom_checkpoint_message(page):
 
 def test_every_page_in_the_navigation_renders(page):
     """Each page listed in the sidebar opens at its own URL and shows its title, with no console error."""
-    from app.nav import available_pages
+    from app.nav import available_pages, title
 
     for p in available_pages():
         open_page(page, "" if p.url == "home" else p.url)
         main = page.locator('[data-testid="stMain"]')
         main.locator("h1").first.wait_for()
-        assert main.locator('[data-testid="stException"]').count() == 0, f"{p.title} shows an exception"
+        assert main.locator('[data-testid="stException"]').count() == 0, f"{title(p)} shows an exception"
         nav = page.locator('[data-testid="stSidebarNav"]')
-        assert nav.get_by_text(p.title, exact=True).count() == 1
+        assert nav.get_by_text(title(p), exact=True).count() == 1
         screenshot(page, f"page-{p.url}")
