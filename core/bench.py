@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from core.fields import add_argument, bounded, bounds, default_of
 from core.models import BUILD_LOCK, FAMILIES, official_config, resolve_device
 from core.registry import build_model, bundled_families
 
@@ -24,9 +25,10 @@ class SpeedConfig:
     # by default the families the articles' speed claims are about (those with a bundled mini); any family with a
     # base-size config can be picked
     families: tuple[str, ...] = tuple(f.key for f in bundled_families() if f.base_checkpoint)
-    seq_len: int = 128
-    batch: int = 8
-    repeats: int = 5
+    # the bounds every timed measurement shares (Speed, int8: core.quantize), read by the page's widgets and URL
+    seq_len: int = bounded(128, 8, 512, stops=(16, 32, 64, 128, 256, 512), label="Sequence length", hint="tokens")
+    batch: int = bounded(8, 1, 256, stops=(1, 2, 4, 8, 16, 32, 64), label="Batch")
+    repeats: int = bounded(5, 1, 100, label="Repeats")
     warmup: int = 1
     device: str = "auto"
     threads: int | None = None
@@ -43,13 +45,10 @@ class SpeedConfig:
 
 
 def check_timing_shape(seq_len: int, batch: int, repeats: int) -> None:
-    """The bounds every timed measurement shares (Speed, int8): ValueError with the range to use."""
-    if not 8 <= seq_len <= 512:
-        raise ValueError(f"Sequence length {seq_len} is out of range: use 8 to 512 tokens.")
-    if not 1 <= batch <= 256:
-        raise ValueError(f"Batch {batch} is out of range: use 1 to 256.")
-    if not 1 <= repeats <= 100:
-        raise ValueError(f"Repeats {repeats} is out of range: use 1 to 100.")
+    """The bounds every timed measurement shares (Speed, int8), as SpeedConfig declares them: ValueError with the
+    range to use."""
+    for name, value in (("seq_len", seq_len), ("batch", batch), ("repeats", repeats)):
+        bounds(SpeedConfig, name).check(value, ValueError)
 
 
 @dataclass(frozen=True)
@@ -196,11 +195,10 @@ def format_result(res: SpeedResult) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description="Time each family's base architecture (random weights).")
-    ap.add_argument("--seq-len", type=int, default=128)
-    ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--repeats", type=int, default=5)
+    for name in ("seq_len", "batch", "repeats"):  # default and range from SpeedConfig's fields
+        add_argument(ap, SpeedConfig, name)
     ap.add_argument("--device", default="auto")
-    ap.add_argument("--families", default=",".join(SpeedConfig.families))
+    ap.add_argument("--families", default=",".join(default_of(SpeedConfig, "families")))
     a = ap.parse_args(argv)
     cfg = SpeedConfig(families=tuple(a.families.split(",")), seq_len=a.seq_len, batch=a.batch, repeats=a.repeats,
                       device=a.device)

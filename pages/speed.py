@@ -12,17 +12,17 @@ from app.jobs_ui import job_panel, runner
 from app.render_practice import int8_section
 from app.render import forget_jobs, job_for, record_once, remember_job, speed_chart, stale_note, throughput_chart
 from core.bench import SEED_CLAIMS, SpeedConfig, measure_speed
-from core.fields import Bounds, default_of
+from core.fields import bounds, default_of
 from core.jobs import progress_job
 from core.models import FAMILIES
 
-SEQ_LENS = (16, 32, 64, 128, 256, 512)
-BATCHES = (1, 2, 4, 8, 16, 32, 64)
-# core.bench.check_timing_shape's range, once for the widget and the URL (SpeedConfig does not declare it yet)
-REPS = Bounds(default_of(SpeedConfig, "repeats"), 1, 100, int)
-TIMEABLE = default_of(SpeedConfig, "families")  # every family with a base-size architecture shipped
+# SpeedConfig declares the ranges (core.bench.check_timing_shape checks them): the widgets and the URL read them
+SEQ_LENS = bounds(SpeedConfig, "seq_len").stops
+BATCHES = bounds(SpeedConfig, "batch").stops
+REPS = bounds(SpeedConfig, "repeats")
+TIMEABLE = tuple(k for k, f in FAMILIES.items() if f.base_checkpoint)  # every family with a base-size config shipped
 DEFAULTS = {"speed.seq": default_of(SpeedConfig, "seq_len"), "speed.batch": default_of(SpeedConfig, "batch"),
-            "speed.reps": REPS.default, "speed.families": list(TIMEABLE)}
+            "speed.reps": REPS.default, "speed.families": list(default_of(SpeedConfig, "families"))}
 FIELDS = (urlstate.Field("speed.seq", "int", choices=SEQ_LENS), urlstate.Field("speed.batch", "int", choices=BATCHES),
           urlstate.Field.of("speed.reps", REPS), urlstate.Field("speed.families", "strs", choices=TIMEABLE))
 
