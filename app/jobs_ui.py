@@ -44,10 +44,14 @@ def runner() -> JobRunner:
 
 
 LIVE_POINTS = 400  # per-step metrics a live view draws at most while it polls
-# Every two seconds: the live view stays live, and redrawing it (in this process and in the browser) costs CPU the
-# job itself needs on a small machine: at once a second a watched bert-mini fine-tune ran at 0.76x its unwatched
+# Progress every two seconds: the panel stays live, and redrawing it (in this process and in the browser) costs CPU
+# the job itself needs on a small machine: at once a second a watched bert-mini fine-tune ran at 0.76x its unwatched
 # speed on 2 cores (tests/e2e/test_concurrency_e2e.py, target >= 0.8x).
 POLL_S = 2.0
+# The live curves on their own, slower clock: Chromium spends about 0.4 s of CPU redrawing a two-panel plotly
+# figure (measured on this 2-core machine: the watching browser used 0.34 CPU-s per second with the curves redrawn
+# every 2 s, 0.12 without them), and a CPU job runs at nice 19, so every redraw is taken from the run.
+LIVE_S = 6.0
 
 
 def _thinned(job: Job) -> Job:
@@ -89,8 +93,6 @@ def job_panel(job_id: int, on_done: Callable[[Job], None], on_running: Callable[
         if not j.done:
             st.progress(j.progress, text=t("common.progress", name=j.name, message=j.message, s=f"{j.elapsed:,.0f}")
                         + _fmt_eta(j))
-            if on_running is not None:
-                on_running(_thinned(j))
             if st.button(t("common.cancel"), key=f"{key}.cancel.{job_id}"):
                 r.cancel(job_id)
                 st.rerun()
@@ -107,10 +109,17 @@ def job_panel(job_id: int, on_done: Callable[[Job], None], on_running: Callable[
             if on_running is not None:
                 on_running(j)
 
+    def _curves() -> None:
+        j = r.get(job_id)
+        if j is not None and not j.done:
+            on_running(_thinned(j))
+
     if job.done:
         _panel()
     else:
         st.fragment(run_every=POLL_S)(_watch(job_id, _panel))()
+        if on_running is not None:
+            st.fragment(run_every=LIVE_S)(_curves)()
 
 
 def _watch(job_id: int, panel: Callable[[], None]) -> Callable[[], None]:
