@@ -14,6 +14,7 @@ from app.i18n import t, t_or
 from app.loaders import model_or_error
 from app.render import mini_note
 from core import attribution as A
+from core import attribution_methods as AM
 from core.models import LoadedModel, ModelLoadError, ModelSpec
 
 TARGETS = tuple(A.TARGETS)
@@ -184,3 +185,46 @@ def method_settings(prefix: str, lm: LoadedModel, per_layer_option: bool = False
             c2.number_input(t("attribution.layer_steps"), 2, 300, key=K("layer_steps"), persist_state="session")
         out["layer_steps"] = int(st.session_state[K("layer_steps")]) if per_layer else 0
     return out
+
+
+# ------------------------------------------------------------------------------------------------ before a run
+TIMINGS = K("estimate.timings")  # (spec, task, tokens, rows) -> ForwardTiming: measured once, kept for the session
+TIMINGS_KEEP = 16  # at most this many per session; the oldest goes first
+
+
+def _timing(lm: LoadedModel, cfg: A.AttributionConfig) -> AM.ForwardTiming:
+    """The timed plain forwards an estimate reads (core.attribution_methods.time_forward: one row and one batch of
+    the run's rows, at most TIMING_ROWS, after a warm-up), measured once per model, input length and batch and kept
+    in this session (TIMINGS_KEEP at most): the methods and their settings change the estimate, not the timing."""
+    seq, rows = AM.timing_rows(lm, cfg)
+    key = (lm.spec, lm.task, seq, rows)
+    cache = st.session_state.setdefault(TIMINGS, {})
+    if key not in cache:
+        cache[key] = AM.time_forward(lm, cfg, rows)
+        while len(cache) > TIMINGS_KEEP:
+            cache.pop(next(iter(cache)))
+    return cache[key]
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 0.1:
+        return t("attribution.estimate_under", s="0.1")
+    if seconds < 90:
+        return t("attribution.estimate_s", s=f"{seconds:.1f}" if seconds < 10 else f"{seconds:.0f}")
+    return t("attribution.estimate_min", m=f"{seconds / 60:.0f}")
+
+
+def show_estimate(where, lm: LoadedModel, cfg: A.AttributionConfig | None) -> None:
+    """Beside Explain: about how many forward passes the picked methods and settings make, and about how long that
+    takes on this model (core.attribution_methods.estimate). Nothing while the inputs are not valid yet (the
+    run's own check says why on Explain)."""
+    if cfg is None:
+        return
+    try:
+        est = AM.estimate(lm, cfg, _timing(lm, cfg))
+    except (ValueError, RuntimeError):  # an input the model refuses: Explain reports it with the fix
+        return
+    grad = t("attribution.estimate_grad", b=f"{est.backwards:,}") if est.backwards else ""
+    where.caption(t("attribution.estimate", n=f"{est.forwards:,}", grad=grad, time=_duration(est.seconds)),
+                  help=t("attribution.estimate_help", rows=min(est.batch, AM.TIMING_ROWS),
+                           factor=f"{AM.BACKWARD_FACTOR:g}"))

@@ -32,6 +32,14 @@ def k(name: str) -> str:
     return state.key(P, name)
 
 
+def page_model(kind: str | None):
+    """The page's masked LM, or None: for a discriminator (it has its own tab), or after model_or_error showed why
+    not (while the sidebar's custom box is still empty, a pointer to it)."""
+    if kind == "discriminator":
+        return None
+    return model_or_error("mlm")
+
+
 def example_list(spec) -> list[str]:
     """Example sentences in the checkpoint's language first (Chinese ones for a Chinese checkpoint)."""
     info = checkpoint_info(spec.checkpoint) if spec else None

@@ -28,7 +28,12 @@ def model_or_error(task: str = "base", attentions: bool = False, spec: ModelSpec
     """The sidebar's model for ``task``, with a source banner; or None after showing why it cannot load."""
     spec = spec or state.current_spec()
     if spec is None:
-        st.error(st.session_state.get(state.SPEC_ERROR) or t("common.pick_model"))
+        from app.sidebar import awaiting_checkpoint
+
+        if awaiting_checkpoint():  # the sidebar asks for a folder or Hub id under its box: point there, once
+            st.info(t("sidebar.custom_pointer"), icon=":material/arrow_back:")
+        else:
+            st.error(st.session_state.get(state.SPEC_ERROR) or t("common.pick_model"))
         return None
     try:
         if resolve(spec.checkpoint).source == "Hub download":

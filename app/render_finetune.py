@@ -12,8 +12,8 @@ from plotly.subplots import make_subplots
 from app import presenter, report, state
 from app.i18n import t, t_or
 from core import registry
-from core.datasets_local import (BUNDLED, GLUE_TASKS, MAX_UPLOAD_MB, DataError, LabelledData, from_table,
-                                 guess_columns, load_bundled, load_glue, read_table)
+from core.datasets_local import (BUNDLED, GLUE_TASKS, HELD_OUT_FRACTION, MAX_UPLOAD_MB, DataError, LabelledData,
+                                 from_table, guess_columns, load_bundled, load_glue, read_table)
 from app.render import as_text
 from core.fields import Bounds, bounded_fields, default_of
 from core.finetune import (POOLINGS, REMEDIES, FinetuneConfig, suggested_settings, FinetuneResult, classify, load_finetuned, remedies_for, tag,
@@ -122,9 +122,9 @@ CONFIG_KEYS = {"epochs": "epochs", "max_steps": "max_steps", "lr": "lr", "batch"
                "patience": "patience", "evals": "evals_per_epoch", "precision": "precision",
                "grad_ckpt": "gradient_checkpointing", "dropout": "dropout"}
 BOUNDS = bounded_fields(FinetuneConfig)
-# The page's own: rows of each split to use (0: all), and the held-out share of an upload (core.datasets_local's).
+# The page's own: rows of each split to use (0: all); the held-out share of an upload is core.datasets_local's.
 ROWS = Bounds(0, 0, 100_000, int)
-TEST_FRAC = Bounds(0.2, 0.05, 0.5, float, step=0.05)
+TEST_FRAC = HELD_OUT_FRACTION
 PAGE_BOUNDS = {"rows": ROWS, "test_rows": ROWS, "test_frac": TEST_FRAC, "tok_test_frac": TEST_FRAC}
 
 

@@ -134,12 +134,20 @@ def model_picker() -> ModelSpec | None:
     if choice == CUSTOM_OPTION:
         checkpoint = sb.text_input(t("sidebar.custom_input"), key=state.CUSTOM, disabled=locked,
                                    placeholder=t("sidebar.custom_placeholder")).strip()
+    # Nothing typed in the custom box yet (the generic family starts here): not an error, a step still to take. It
+    # is said once, under the box; the page's main area shows only a pointer here (AWAITING, awaiting_checkpoint).
+    awaiting = choice == CUSTOM_OPTION and not checkpoint
+    st.session_state[AWAITING] = awaiting
+    if awaiting:
+        sb.info(t("sidebar.custom_needed"), icon=":material/arrow_upward:")
     if not presenter.is_on():
         sb.radio(t("sidebar.device"), DEVICES, key=state.DEVICE, horizontal=True)
         sb.checkbox(t("sidebar.int8"), key=QUANT, help=t("sidebar.int8_help"))
         sidebar_gpu_line(sb)  # a GPU that torch cannot use: one line here, the fix on Home
     spec, error = None, None
     try:
+        if awaiting:  # what a page's model_or_error shows: the pointer, not the sidebar's sentence again
+            raise ModelLoadError(t("sidebar.custom_pointer"))
         dev = resolve_device(st.session_state[state.DEVICE])
         if choice == CUSTOM_OPTION:
             check_custom_checkpoint(checkpoint)  # hosted mode: Hub ids only, never a server path
@@ -151,7 +159,7 @@ def model_picker() -> ModelSpec | None:
         error = str(e)
     st.session_state[state.SPEC] = spec
     st.session_state[state.SPEC_ERROR] = error
-    if error:
+    if error and not awaiting:
         sb.error(error)
     elif spec is not None:
         _SLOT.source = sb.empty()  # a page whose load of this model fails replaces the source with the failure
@@ -171,6 +179,15 @@ def model_picker() -> ModelSpec | None:
         _offline_summary(sb)
     urlstate.publish()
     return spec
+
+
+AWAITING = "sidebar.awaiting_checkpoint"  # True while custom is picked and its box is still empty
+
+
+def awaiting_checkpoint() -> bool:
+    """Custom is picked and nothing is typed yet: the sidebar asks for a folder or Hub id under its box, so a page
+    shows a short pointer (``sidebar.custom_pointer``) rather than an error of its own."""
+    return bool(st.session_state.get(AWAITING))
 
 
 LOAD_FAILED = "sidebar.load_failed"  # ModelSpec -> why loading it failed (this session), shown instead of a source

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from core import settings
+from core.fields import Bounds
 from core.models import ASSETS, hub_reachable
 
 DATA_DIR = ASSETS / "data"
@@ -30,6 +31,18 @@ GLUE_TASKS = {"sst2": ("sentence", None), "mrpc": ("sentence1", "sentence2"), "r
 
 class DataError(ValueError):
     """The data cannot be used as given. The message says what is wrong and how to fix it."""
+
+
+# The held-out share of an uploaded data set, declared once: from_table and core.token_data check it here, and the
+# Fine-tune page's number boxes and URL fields (app/render_finetune.py) take their range, step and default from it.
+HELD_OUT_FRACTION = Bounds(0.2, 0.05, 0.5, float, step=0.05, label="Held-out fraction")
+
+
+def check_held_out(test_fraction: float) -> None:
+    """Raise DataError when ``test_fraction`` is outside HELD_OUT_FRACTION's range."""
+    b = HELD_OUT_FRACTION
+    if b.problem(test_fraction):
+        raise DataError(f"Held-out fraction {test_fraction} is out of range: use {b.low:g} to {b.high:g}.")
 
 
 @dataclass(frozen=True)
@@ -321,7 +334,8 @@ def guess_columns(df) -> ColumnGuess:
     return ColumnGuess(text, label, text_b, why)
 
 
-def from_table(df, text_col: str, label_col: str, text_col_b: str | None = None, test_fraction: float = 0.2,
+def from_table(df, text_col: str, label_col: str, text_col_b: str | None = None,
+               test_fraction: float = HELD_OUT_FRACTION.default,
                seed: int = 0, name: str = "upload", max_rows: int | None = None) -> LabelledData:
     """Turn a table into a stratified train/held-out split. Labels may be strings or integers.
 
@@ -338,8 +352,7 @@ def from_table(df, text_col: str, label_col: str, text_col_b: str | None = None,
             raise DataError(f"There is no column {c!r}; the columns are: {', '.join(map(str, df.columns))}.")
     if len(set(cols)) != len(cols):
         raise DataError("Pick different columns for the text, the second text and the label.")
-    if not 0.05 <= test_fraction <= 0.5:
-        raise DataError(f"Held-out fraction {test_fraction} is out of range: use 0.05 to 0.5.")
+    check_held_out(test_fraction)
     notes: list[str] = []
     sub = df[cols].copy()
     for c in cols:

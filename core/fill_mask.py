@@ -54,14 +54,9 @@ class FillMaskConfig:
             raise ValueError(f"top-k must be a whole number from 1 to {MAX_TOP_K} (got {self.top_k!r}).")
         if self.strategy not in STRATEGIES:
             raise ValueError(f"Unknown fill strategy {self.strategy!r}: use one of {', '.join(STRATEGIES)}.")
-        if not isinstance(self.text, str) or not self.text.strip():
-            raise ValueError("The text is empty. Type a sentence and write [MASK] where a word should be predicted.")
-        from core.settings import current
-
-        limit = min(MAX_CHARS, current().max_text_chars)  # the server's limit (lower on the hosted demo)
-        if len(self.text) > limit:
-            raise ValueError(f"The text has {len(self.text):,} characters; the limit is {limit:,}. "
-                             "Paste a shorter passage around the words you want to predict.")
+        text_rules.check_text(self.text, max_chars=MAX_CHARS,
+                              empty_hint="Type a sentence and write [MASK] where a word should be predicted.",
+                              long_hint="Paste a shorter passage around the words you want to predict.")
         n = count_masks(self.text)
         if self.word is not None:
             if n:

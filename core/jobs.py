@@ -141,8 +141,10 @@ def _call_with_progress(fn: Callable[..., Any], args: tuple, ctx) -> Any:
 
 def describe_error(e: BaseException, name: str) -> str:
     """The message a page shows for a failed job; out-of-memory says what to lower."""
+    from core.training import is_oom  # the one out-of-memory test, fine-tune's and pretraining's too
+
     text = f"{type(e).__name__}: {e}"
-    if isinstance(e, MemoryError) or type(e).__name__ == "OutOfMemoryError" or "out of memory" in str(e).lower():
+    if is_oom(e):
         return f"{name!r} ran out of memory ({text}). {OOM_ADVICE}"
     return text
 

@@ -43,14 +43,9 @@ class RtdConfig:
     seed: int = bounded(0, 0, MAX_SEED, step=1, label="Seed")
 
     def __post_init__(self) -> None:
-        if not isinstance(self.text, str) or not self.text.strip():
-            raise ValueError("The text is empty. Type a sentence to see which of its words look replaced.")
-        from core.settings import current
-
-        limit = min(MAX_CHARS, current().max_text_chars)  # the server's limit (lower on the hosted demo)
-        if len(self.text) > limit:
-            raise ValueError(f"The text has {len(self.text):,} characters; the limit is {limit:,}. "
-                             "Paste a sentence or two.")
+        text_rules.check_text(self.text, max_chars=MAX_CHARS,
+                              empty_hint="Type a sentence to see which of its words look replaced.",
+                              long_hint="Paste a sentence or two.")
         if MASK_PATTERN.search(self.text):
             raise ValueError("The text has a [MASK]: a discriminator reads real words only, never a mask. Write the "
                              "whole sentence, and let a generator replace some of its words if you want some "

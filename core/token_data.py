@@ -22,7 +22,7 @@ from typing import Any, Sequence
 
 from core import settings
 from core.uploads import upload_text
-from core.datasets_local import DATA_DIR, DataError
+from core.datasets_local import DATA_DIR, HELD_OUT_FRACTION, DataError, check_held_out
 
 IGNORE = -100  # the label the loss skips (torch's cross_entropy ignore_index default)
 CONLL_KINDS = ("conll", "iob", "bio", "txt", "tsv")
@@ -200,11 +200,11 @@ def parse_jsonl(data: bytes, filename: str = "upload.jsonl") -> tuple[list[tuple
     return sentences, []
 
 
-def from_sentences(sentences, name: str, source: str, licence: str, test_fraction: float = 0.2, seed: int = 0,
+def from_sentences(sentences, name: str, source: str, licence: str,
+                   test_fraction: float = HELD_OUT_FRACTION.default, seed: int = 0,
                    notes: Sequence[str] = (), test: Sequence | None = None) -> TokenData:
     """A TokenData from (words, tags) sentences: a seeded random held-out split unless ``test`` is given."""
-    if not 0.05 <= test_fraction <= 0.5:
-        raise DataError(f"Held-out fraction {test_fraction} is out of range: use 0.05 to 0.5.")
+    check_held_out(test_fraction)
     n_all = len(sentences) + (len(test) if test is not None else 0)
     if n_all > MAX_SENTENCES:
         raise DataError(f"{n_all:,} sentences is over the limit of {MAX_SENTENCES:,}. Upload a sample (the page is "
@@ -230,7 +230,8 @@ def from_sentences(sentences, name: str, source: str, licence: str, test_fractio
     return TokenData(name, split(sentences), split(test), labels, source, licence, tuple(notes))
 
 
-def read_tokens(data: bytes, filename: str, test_fraction: float = 0.2, seed: int = 0) -> TokenData:
+def read_tokens(data: bytes, filename: str, test_fraction: float = HELD_OUT_FRACTION.default,
+                seed: int = 0) -> TokenData:
     """An uploaded CoNLL/IOB (.conll .iob .bio .txt .tsv) or JSONL file as TokenData with a held-out split."""
     kind = Path(filename).suffix.lower().lstrip(".")
     if kind in CONLL_KINDS:

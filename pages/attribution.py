@@ -54,12 +54,14 @@ with tab_one:
         text_b = st.text_input(t("attribution.sentence_b"), key=K("text_b"), persist_state="session") \
             if target == "pair" else ""
         tw = ui.target_widgets("one", target, lm)
-        go = st.form_submit_button(t("attribution.go"), type="primary")
+        go_row = st.container(horizontal=True, vertical_alignment="center", gap="medium")  # the button's own width
+        go = go_row.form_submit_button(t("attribution.go"), type="primary")
     # What the page holds now; a result is shown only while it was computed from exactly this (and this model).
     try:
         cfg, cfg_error = A.AttributionConfig(target=target, text=text, text_b=text_b, **tw, **sw), None
     except ValueError as e:
         cfg, cfg_error = None, str(e)
+    ui.show_estimate(go_row, lm, cfg)  # beside Explain: the passes and time these settings will take
     if go or restored:  # a link runs what the button would have run with the same inputs (and only that)
         try:
             if cfg is None:

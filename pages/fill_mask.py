@@ -7,10 +7,10 @@ import streamlit as st
 from app import presenter, state, urlstate
 from app.fill_mask_ui import (CMP_FIELDS, DEFAULT_PLAIN, DEFAULT_TEXT, DEFAULT_TOP_K, RTD_FIELDS, TYPE_FIELDS,
                               WORD_FIELDS, compare_options, default_compare_models, discriminator_note, example_list,
-                              fmt_option, k, options_row, record_compare, record_typed, record_word, replaced_tab,
-                              show_compare, spec_of, tab_set, use_example)
+                              fmt_option, k, options_row, page_model, record_compare, record_typed, record_word,
+                              replaced_tab, show_compare, spec_of, tab_set, use_example)
 from app.i18n import t
-from app.loaders import get_model, model_or_error
+from app.loaders import get_model
 from app.render import as_text, current_result, mini_note, run_or_error
 from app.render_ablation import fill_mask_heads
 from app.render_predict import show_fill_result
@@ -27,7 +27,7 @@ from_link_word = bool(restored & {f.key for f in WORD_FIELDS})
 spec = state.current_spec()
 kind = role(spec)  # "discriminator" (no MLM head: its own tab instead), "generator", or None
 ex = example_list(spec)
-lm = None if kind == "discriminator" else model_or_error("mlm")
+lm = page_model(kind)
 if lm is not None:
     try:
         check_mlm(lm)

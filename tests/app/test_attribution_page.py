@@ -354,3 +354,35 @@ def test_settings_follow_the_picked_methods(use_tiny_zoo):
     at.multiselect(key=f"{P}.one.methods").set_value(["saliency"]).run()
     at.checkbox(key=f"{P}.layers").check().run()  # the per-layer heatmap integrates from the baseline
     assert f"{P}.one.baseline" in _keys(at, "selectbox") and f"{P}.layer_steps" in _keys(at, "number_input")
+
+
+def _estimate(at) -> tuple[int, str]:
+    """The forward-pass count and the whole line beside Explain (exactly one such line)."""
+    import re
+
+    lines = [c.value for c in at.caption if "forward passes" in c.value]
+    assert len(lines) == 1, [c.value for c in at.caption]
+    return int(re.search(r"About \*\*([\d,]+)\*\* forward passes", lines[0]).group(1).replace(",", "")), lines[0]
+
+
+def test_explain_shows_the_passes_and_time_these_settings_take(use_tiny_zoo):
+    from app.attribution_ui import TIMINGS
+
+    at = _page()
+    at.multiselect(key=f"{P}.one.methods").set_value(["lig"]).run()
+    at.number_input(key=f"{P}.one.n_steps").set_value(50).run()
+    n, line = _estimate(at)
+    assert n == 3 + 50  # the setup (check the input; f(x) and f(baseline)) and one forward per IG step
+    assert "50 of them with a backward pass" in line and " s on this model" in line
+    assert len(at.session_state[TIMINGS]) == 1  # one timing of this model and text, measured on the page
+    at.number_input(key=f"{P}.one.n_steps").set_value(120).run()
+    assert _estimate(at)[0] == 3 + 120  # follows the steps at once, without a new measurement
+    assert len(at.session_state[TIMINGS]) == 1
+    at.multiselect(key=f"{P}.one.methods").set_value(["saliency"]).run()
+    n, line = _estimate(at)
+    assert n == 3 + 1 and "1 of them with a backward pass" in line
+    at.multiselect(key=f"{P}.one.methods").set_value(["occlusion"]).run()
+    n, line = _estimate(at)
+    assert n > 4 and "backward" not in line  # one forward per token, no gradients
+    at.multiselect(key=f"{P}.one.methods").set_value([]).run()
+    assert not [c for c in at.caption if "forward passes" in c.value]  # nothing to run: nothing estimated

@@ -321,3 +321,17 @@ def test_a_worker_runs_at_a_lower_priority_than_the_serving_process(monkeypatch)
     job = r.wait(r.submit("nice", niceness_job), timeout=120)
     assert job.in_process and job.status == DONE, job.error
     assert job.result >= min(19, os.nice(0) + 19)
+
+
+def test_a_failed_jobs_message_names_out_of_memory_and_what_to_lower():
+    """describe_error uses training.is_oom: torch's OOM, MemoryError and the CPU allocator's message all get the
+    advice; another error keeps its own text only."""
+    import torch
+
+    from core.jobs import OOM_ADVICE, describe_error
+
+    for e in (torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"), MemoryError(),
+              RuntimeError("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate memory")):
+        msg = describe_error(e, "run1")
+        assert msg.startswith("'run1' ran out of memory") and OOM_ADVICE in msg, msg
+    assert describe_error(ValueError("bad column"), "run1") == "ValueError: bad column"
