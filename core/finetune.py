@@ -34,7 +34,7 @@ import numpy as np
 from core import registry
 from core.datasets_local import BUNDLED, DataError, LabelledData, Split, load_bundled
 from core.settings import current as current_settings
-from core.fields import add_argument, bounded, check_bounds
+from core.fields import add_argument, bounded, check_bounds, default_of
 from core.memory import drop_frames
 from core.models import BUILD_LOCK, FAMILIES, ModelLoadError, ModelSpec, load, resolve_device
 from core import training
@@ -51,6 +51,7 @@ PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 ARTICLE_LR = (2e-5, 5e-5)  # sequence classification (BERT's paper)
 ARTICLE_TOKEN_LR = (3e-5, 7e-5)  # sequence labelling (NER, POS)
 TOKEN_LR = 5e-5  # the default lr for task "token": the middle of the article's range
+SEQUENCE_LR = 3e-5  # the default lr for task "sequence": within ARTICLE_LR
 ARTICLE_MIN_LENGTH = 64  # "do not go below 64"
 ARTICLE_DROPOUT = (0.1, 0.3)
 ARTICLE_PATIENCE = (2, 3)
@@ -121,7 +122,7 @@ class FinetuneConfig:
             raise ValueError(f"Task must be 'sequence' (classify whole texts) or 'token' (label every word), "
                              f"got {self.task!r}.")
         if self.lr is None:
-            object.__setattr__(self, "lr", TOKEN_LR if self.task == "token" else ARTICLE_SETTINGS["lr"])
+            object.__setattr__(self, "lr", TOKEN_LR if self.task == "token" else SEQUENCE_LR)
         if self.family not in FAMILIES:
             raise ValueError(f"Unknown family {self.family!r}: choose one of {', '.join(FAMILIES)}.")
         if not str(self.checkpoint).strip():
@@ -173,8 +174,11 @@ def _device_kind(device: str) -> str:
 
 
 # The articles' settings (BERT's paper: lr 2e-5...5e-5, 2-4 epochs, batch 16/32; 10% warmup, weight decay 0.01).
-ARTICLE_SETTINGS = dict(epochs=3, max_steps=0, lr=3e-5, batch_size=16, max_length=128, warmup_ratio=0.1,
-                        weight_decay=0.01, grad_clip=1.0)
+# The articles' practice is FinetuneConfig's own defaults (read from its fields, so they are written once), with
+# their learning rate for a sequence task (the field's default is None: it depends on the task).
+ARTICLE_SETTINGS = dict({n: default_of(FinetuneConfig, n) for n in ("epochs", "max_steps", "batch_size", "max_length",
+                                                                    "warmup_ratio", "weight_decay", "grad_clip")},
+                        lr=SEQUENCE_LR)
 # A small model (the bundled minis: 6 layers x 384) with the articles' lr learns nothing in a short CPU run (40
 # steps on the drug reviews: every review "positive", +0.0 vs majority). Four times the lr, one epoch and 64
 # tokens give a clear result in about a minute: tests/core/test_finetune.py measures it on the page's defaults.
