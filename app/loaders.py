@@ -56,7 +56,10 @@ def model_or_error(task: str = "base", attentions: bool = False, spec: ModelSpec
 
 
 def source_banner(lm: LoadedModel) -> None:
-    st.caption(t("common.source_banner", id=lm.spec.checkpoint, family=lm.family.label, source=lm.source, device=lm.device))
+    from app.render import source_name
+
+    st.caption(t("common.source_banner", id=lm.spec.checkpoint, family=lm.family.label, source=source_name(lm.source),
+                 device=lm.device))
 
 
 def download_with_progress(checkpoint: str) -> None:

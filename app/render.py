@@ -5,7 +5,6 @@ Every label comes from assets/i18n/predict.toml (``predict.params.*``, ``predict
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from typing import Any, Callable
 
@@ -14,7 +13,7 @@ import streamlit as st
 
 from app import report
 from app.i18n import t, t_or
-from core.models import zoo_dir
+from core.models import bundled_card
 from core.params import PARTS, ParamBreakdown
 
 PART_COLORS = {"embeddings": "#4C78A8", "encoder": "#F58518", "pooler": "#54A24B", "heads": "#B279A2"}
@@ -141,14 +140,10 @@ def yes_no(value: bool) -> str:
     return t("predict.yes") if value else t("predict.no")
 
 
-def bundled_card(checkpoint: str) -> dict:
-    """The model card (encoderlab_card.json) of a bundled ``encoderlab/NAME`` checkpoint; {} for any other."""
-    if not checkpoint.startswith("encoderlab/"):
-        return {}
-    try:
-        return json.loads((zoo_dir() / checkpoint.split("/", 1)[1] / "encoderlab_card.json").read_text())
-    except (OSError, ValueError):
-        return {}
+def source_name(source: str) -> str:
+    """Where a model's weights come from (core.models.Resolution.source: "bundled", "HF cache", ...), in the
+    session's language (common.source.<source, lower case, "_" for spaces>); an unknown value as it is."""
+    return t_or(f"common.source.{source.lower().replace(' ', '_')}", source)
 
 
 MLM_BAR = 1.5  # the zoo's bar for a mini's MLM head: held-out top-5 at least 1.5x the unigram guess (README)
@@ -175,7 +170,7 @@ def minis_caption(checkpoints) -> None:
     corpus = card.get("corpus", {})
     sources = ", ".join(t_or(f"common.corpus.{src}", src) for src in corpus.get("sources", ()))
     st.caption(t("common.minis_compare", words=f"{corpus.get('train_words', 0) / 1e3:,.0f}k", sources=sources,
-                 hint=t("common.mini_get_full")))
+                 hint=_get_full()))
 
 
 def mini_short(checkpoint: str) -> None:
@@ -207,13 +202,18 @@ def mini_note(checkpoint: str, head: str | None = None) -> bool:
     else:
         score = ""
     full = _full_checkpoint(card.get("family", ""))
-    hint = t("common.mini_use_full", id=full) if full else t("common.mini_get_full")
+    hint = t("common.mini_use_full", id=full, checkpoint=t("sidebar.checkpoint")) if full else _get_full()
     if head_learned(checkpoint, head) is False:
         st.warning(t("common.mini_not_learned", id=checkpoint, head=(head or "").upper(), size=size, score=score,
                      hint=hint))
         return False
     st.caption(t("common.mini_line", id=checkpoint, size=size, score=score, hint=hint))
     return True
+
+
+def _get_full() -> str:
+    """How to get a full model, naming the sidebar's own labels (its Checkpoint box and custom option)."""
+    return t("common.mini_get_full", checkpoint=t("sidebar.checkpoint"), custom=t("sidebar.custom_short"))
 
 
 def _full_checkpoint(family: str) -> str | None:

@@ -49,7 +49,8 @@ def bar_chart(res: AttributionResult, method: str) -> go.Figure:
     fig = go.Figure(go.Bar(x=_labels(res.tokens), y=m.scores,
                            marker_color=["#1a9850" if v >= 0 else "#d73027" for v in m.scores],
                            hovertemplate="%{x}: %{y:+.4f}<extra></extra>"))
-    fig.update_layout(yaxis_title=t("attribution.fig.bar_y", method=method_label(m.method)), margin=dict(t=30, b=10),
+    fig.update_layout(xaxis_title=t("attribution.fig.bar_x"),
+                      yaxis_title=t("attribution.fig.bar_y", method=method_label(m.method)), margin=dict(t=30, b=10),
                       height=320)
     return fig
 
@@ -123,10 +124,10 @@ def show_result(res: AttributionResult, key: str) -> list[go.Figure]:
         figures.append(layer_heatmap(res))
         st.plotly_chart(presenter.scale(figures[-1]), key=f"{key}.layers")
     single = BatchResult((BatchRow(" ".join(res.tokens)),), (res,), (None,))
-    d1, d2 = st.columns(2)
-    d1.download_button(t("attribution.download_csv"), batch_to_csv(single), "attribution.csv", "text/csv",
+    row = st.container(horizontal=True)  # the buttons side by side at their own widths
+    row.download_button(t("attribution.download_csv"), batch_to_csv(single), "attribution.csv", "text/csv",
                        key=f"{key}.csv")
-    d2.download_button(t("attribution.download_html"), batch_to_html(single), "attribution.html", "text/html",
+    row.download_button(t("attribution.download_html"), batch_to_html(single), "attribution.html", "text/html",
                        key=f"{key}.html")
     return figures
 
@@ -137,10 +138,10 @@ def show_batch(batch: BatchResult, key: str) -> None:
     for i, (row, err) in enumerate(zip(batch.rows, batch.errors), start=1):
         if err:
             st.warning(t("attribution.batch_row_error", i=i, text=row.text[:60], error=err))
-    d1, d2 = st.columns(2)
-    d1.download_button(t("attribution.download_csv"), batch_to_csv(batch), "attributions.csv", "text/csv",
+    row = st.container(horizontal=True)  # the buttons side by side at their own widths
+    row.download_button(t("attribution.download_csv"), batch_to_csv(batch), "attributions.csv", "text/csv",
                        key=f"{key}.csv")
-    d2.download_button(t("attribution.download_standalone"), batch_to_html(batch), "attributions.html", "text/html",
+    row.download_button(t("attribution.download_standalone"), batch_to_html(batch), "attributions.html", "text/html",
                        key=f"{key}.html")
     for i, res in enumerate(batch.results[:20], start=1):
         if res is not None:

@@ -83,7 +83,9 @@ def selectivity_chart(r: ProbeResult) -> go.Figure | None:
 
 def table_rows(r: ProbeResult) -> list[dict]:
     """One row per task: what the corpus gave, the split, the majority baseline, the best depth, the accuracy at
-    every depth; a word task adds its control task's and its selectivity's rows. Every cell is text."""
+    every depth; a word task adds its control task's and its selectivity's rows. Every cell is text. Depth accuracies
+    are whole percents: with 40-1,000 held-out items one item is 0.1-2.5 points, so a decimal would claim more than
+    the probe measured, and the columns of a 6-layer model fit the page (the CSV keeps every digit)."""
     labels = depth_labels(r.num_depths)
     head = [t("probes.col.task"), t("probes.col.found"), t("probes.col.items"), t("probes.col.majority"),
             t("probes.col.best")]
@@ -91,14 +93,31 @@ def table_rows(r: ProbeResult) -> list[dict]:
     for s in r.scores:
         rows.append(dict(zip(head, (task_name(s.task), f"{s.found:,}", f"{s.n_train} / {s.n_heldout}",
                                     f"{s.majority:.1%}", labels[s.best_depth])))
-                    | {labels[d]: f"{a:.1%}" for d, a in enumerate(s.accuracy)})
+                    | {labels[d]: f"{a:.0%}" for d, a in enumerate(s.accuracy)})
         if s.control is not None:
             blank = dict.fromkeys(head[1:], "")
             rows.append({head[0]: t("probes.control_row", task=task_name(s.task)), **blank}
-                        | {labels[d]: f"{a:.1%}" for d, a in enumerate(s.control)})
+                        | {labels[d]: f"{a:.0%}" for d, a in enumerate(s.control)})
             rows.append({head[0]: t("probes.selectivity_row", task=task_name(s.task)), **blank}
-                        | {labels[d]: f"{a:+.1%}" for d, a in enumerate(s.selectivity)})
+                        | {labels[d]: f"{a:+.0%}" for d, a in enumerate(s.selectivity)})
     return rows
+
+
+TABLE_WIDTH = 920  # px the table may take on a 1400 px wide window with the sidebar open (st.dataframe scrolls past)
+META_WIDTHS = {"task": 190, "found": 70, "items": 110, "majority": 72, "best": 90}  # px, the columns before the depths
+
+
+def table_columns(r: ProbeResult) -> dict:
+    """Column widths that fit every depth of a 6-layer model beside the task's facts; the task column stays pinned
+    when a deeper model's table scrolls. The embeddings column's header is shortened (its full name in the tip)."""
+    labels = depth_labels(r.num_depths)
+    cols = {t(f"probes.col.{k}"): st.column_config.TextColumn(width=w, pinned=k == "task")
+            for k, w in META_WIDTHS.items()}
+    depth_w = max(52, min(80, (TABLE_WIDTH - sum(META_WIDTHS.values())) // r.num_depths))
+    for d, label in enumerate(labels):
+        cols[label] = st.column_config.TextColumn(t("probes.embeddings_short") if d == 0 else label, width=depth_w,
+                                                  help=label if d == 0 else None, alignment="right")
+    return cols
 
 
 def best_line(r: ProbeResult) -> str:
@@ -143,10 +162,10 @@ def show_result(r: ProbeResult) -> None:
     if sel is not None:
         st.plotly_chart(presenter.scale(sel), width="stretch", key=K("sel_chart"))
         st.caption(t("probes.sel_caption"))
-    st.dataframe(table_rows(r), hide_index=True, width="stretch", key=K("table"))
-    c1, c2 = st.columns(2)
-    c1.download_button(t("probes.download_csv"), r.to_csv(), "probes.csv", "text/csv", key=K("dl_csv"))
-    c2.download_button(t("probes.download_plot"), lambda: plots_html(r), "probes.html", "text/html", key=K("dl_plot"))
+    st.dataframe(table_rows(r), hide_index=True, width="stretch", key=K("table"), column_config=table_columns(r))
+    row = st.container(horizontal=True)  # the buttons side by side at their own widths
+    row.download_button(t("probes.download_csv"), r.to_csv(), "probes.csv", "text/csv", key=K("dl_csv"))
+    row.download_button(t("probes.download_plot"), lambda: plots_html(r), "probes.html", "text/html", key=K("dl_plot"))
     with st.expander(t("probes.examples")):
         for s in r.scores:
             _examples(s)

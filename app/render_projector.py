@@ -114,14 +114,18 @@ def map_figure(p: Projection, depth: int, color: str) -> go.Figure:
     title = (t("projector.title_word", word=html.escape(p.word), depth=depth_label(depth), method=p.method.upper())
              if p.what == "word" else t("projector.title_sample", n=f"{n:,}", depth=depth_label(depth),
                                         method=p.method.upper()))
-    axis = dict(range=[-lim, lim], zeroline=False, showticklabels=False, title=dict(text=""))
+    axis = dict(range=[-lim, lim], zeroline=False, showticklabels=False)  # the coordinates have no units to read
+    names = [t(f"projector.axis.{p.method}", n=i) for i in (1, 2, 3)]  # PC 1, UMAP 1, t-SNE 1, ...
     fig.update_layout(title=dict(text=title), height=HEIGHT, margin=dict(t=50, b=10, l=10, r=10),
                       legend=dict(title=dict(text=t(f"projector.color_opt.{color}")), itemsizing="constant"),
                       uirevision=f"{p.checkpoint}|{p.dims}")  # keep the user's zoom when the depth changes
     if p.dims == 3:
-        fig.update_layout(scene=dict(xaxis=axis, yaxis=axis, zaxis=axis, aspectmode="cube"))
+        fig.update_layout(scene=dict(xaxis=dict(axis, title=dict(text=names[0])),
+                                     yaxis=dict(axis, title=dict(text=names[1])),
+                                     zaxis=dict(axis, title=dict(text=names[2])), aspectmode="cube"))
     else:
-        fig.update_layout(xaxis=axis, yaxis=dict(axis, scaleanchor="x", scaleratio=1))
+        fig.update_layout(xaxis=dict(axis, title=dict(text=names[0])),
+                          yaxis=dict(axis, title=dict(text=names[1]), scaleanchor="x", scaleratio=1))
     return fig
 
 

@@ -10,7 +10,7 @@ import streamlit as st
 from app import presenter, report, room_ui, state, urlstate
 from app.gpu_notice import sidebar_gpu_line
 from app.i18n import LANG_KEY, LANGS, t, t_or
-from app.render import as_text
+from app.render import as_text, source_name
 from core.hosted import check_custom_checkpoint
 from core.models import FAMILIES, ModelLoadError, ModelSpec, bundled_id, family, picker_families, resolve, resolve_device
 
@@ -129,7 +129,8 @@ def model_picker() -> ModelSpec | None:
     opts = _checkpoint_options(fam)
     if st.session_state.get(state.CHECKPOINT) not in opts:
         st.session_state[state.CHECKPOINT] = opts[0]
-    choice = sb.selectbox(t("sidebar.checkpoint"), opts, key=state.CHECKPOINT, format_func=_label, disabled=locked)
+    choice = sb.selectbox(t("sidebar.checkpoint"), opts, key=state.CHECKPOINT, format_func=_label, disabled=locked,
+                          help=t("sidebar.checkpoint_help"))  # what "(bundled)" means: the label stays short
     checkpoint = choice
     if choice == CUSTOM_OPTION:
         checkpoint = sb.text_input(t("sidebar.custom_input"), key=state.CUSTOM, disabled=locked,
@@ -171,7 +172,7 @@ def model_picker() -> ModelSpec | None:
             _SLOT.source.warning(t("sidebar.unavailable", id=as_text(spec.checkpoint),
                                    tried=as_text("; ".join(res.tried))))
         else:
-            _SLOT.source.caption(t("sidebar.weights_from", source=res.source)
+            _SLOT.source.caption(t("sidebar.weights_from", source=source_name(res.source))
                                  + (f" — `{res.path}`" if res.path else ""))
     if st.session_state.get(LANG_KEY) == "zh":
         _chinese_suggestion(sb, fam)

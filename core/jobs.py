@@ -26,9 +26,12 @@ import itertools
 import os
 import pickle
 import shutil
+import sys
 import threading
+import types
 import time
 import traceback
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -200,6 +203,36 @@ class _WorkerContext:
         fraction, message = self._state or (0.0, "")
         self._conn.send(("progress", fraction, message, self._metrics))
         self._metrics, self._state, self._sent = [], None, time.monotonic()
+
+
+_START_LOCK = threading.Lock()  # one worker start at a time swaps ``__main__`` (below)
+
+
+@contextmanager
+def _main_not_rerun_in_worker():
+    """Start a worker without re-running a Streamlit page script in it.
+
+    Spawn prepares the child from the parent's ``sys.modules["__main__"]``: a main with a ``__file__`` and no
+    ``__spec__`` is run again there (multiprocessing.spawn.get_preparation_data -> _fixup_main_from_path). Under
+    ``streamlit run`` that main is the fake module Streamlit's ScriptRunner installs for each script run (no spec,
+    no loader, ``__file__`` = the page script), so every worker ran the whole app in bare mode: hundreds of "missing
+    ScriptRunContext" warnings per probes or corpus-index job, and seconds of imports before the job began. The
+    jobs themselves live in core/ and never need the script. While the process starts (milliseconds, under a lock)
+    ``__main__`` is a bare stand-in that multiprocessing leaves alone; a real ``python script.py`` main (it has a
+    loader) is kept, so a job defined in such a script still unpickles in its worker."""
+    main = sys.modules.get("__main__")
+    fake = (main is not None and getattr(main, "__spec__", None) is None
+            and getattr(main, "__loader__", None) is None and getattr(main, "__file__", None) is not None)
+    if not fake:
+        yield
+        return
+    with _START_LOCK:
+        stand_in = sys.modules["__main__"] = types.ModuleType("__main__")
+        try:
+            yield
+        finally:
+            if sys.modules.get("__main__") is stand_in:  # else a new script run installed its own meanwhile: keep it
+                sys.modules["__main__"] = main
 
 
 def _worker_main(payload: bytes, conn, cancel, threads: int, name: str) -> None:
@@ -427,7 +460,8 @@ class JobRunner:
                           args=(payload, child, job._cancel, _worker_threads(job.resource, self.limits), job.name))
         final = None
         try:
-            proc.start()
+            with _main_not_rerun_in_worker():
+                proc.start()
             child.close()
             cancelled_at = None
             while True:

@@ -29,6 +29,17 @@ def zoo_dir() -> Path:
     return Path(os.environ.get("ENCODERLAB_ZOO", ASSETS / "models"))
 
 
+def bundled_card(checkpoint: str) -> dict:
+    """The model card (encoderlab_card.json, written by core.pretrain.zoo) of a bundled ``encoderlab/NAME``
+    checkpoint; {} for any other checkpoint or a folder without a readable card."""
+    if not checkpoint.startswith("encoderlab/"):
+        return {}
+    try:
+        return json.loads((zoo_dir() / checkpoint.split("/", 1)[1] / "encoderlab_card.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
 def allow_download() -> bool:
     """Whether a checkpoint that is not cached is downloaded from the Hub here (core.downloads.policy says why not)."""
     from core.downloads import policy

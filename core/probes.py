@@ -680,3 +680,59 @@ def _run_probe_job(spec: ModelSpec, cfg: ProbeConfig, ctx) -> ProbeResult:
     result = run_probes(lm, cfg, on_progress=ctx.progress)
     save_result(lm, cfg, result)
     return result
+
+
+# ---------------------------------------------------------------------------------------------- estimate
+TIMING_SENTENCES = 16  # sentences of the bundled corpus in the timed forward (one batch; a run batches more: errs long)
+TIMING_FIT_ROWS = 300  # rows of the timed probe fit (the default per-task size)
+
+
+@dataclass(frozen=True)
+class ProbeTiming:
+    """What an estimate reads, measured on this model: seconds per sentence of one batched forward with every
+    depth's vectors (core.token_vectors, after a warm-up forward of the same batch), and seconds of one probe fit on TIMING_FIT_ROWS
+    rows of the model's width (random features and labels: lbfgs runs its full course, so this errs long)."""
+
+    per_sentence: float
+    per_fit: float
+    fit_rows: int = TIMING_FIT_ROWS
+
+
+@dataclass(frozen=True)
+class ProbeEstimate:
+    sentences: int  # forwards: at most per_task sentences per task (a corpus with fewer gives fewer)
+    fits: int  # probes: one per task and depth, twice for a word task (its control task)
+    seconds: float
+
+
+def time_probe_parts(lm: LoadedModel, rows: int = TIMING_SENTENCES) -> ProbeTiming:
+    """Time the two parts of a probe run on ``lm``: a batched forward of ``rows`` bundled-corpus sentences (after a
+    warm-up forward of the same batch) and one LogisticRegression fit as fit_probes makes it. A few seconds on a CPU; a caller
+    keeps one per model."""
+    from core.lens import corpus_sentences
+
+    pool = corpus_sentences("train")
+    sents = prepare_corpus(pool[::max(1, len(pool) // (rows * 4))])[:rows]  # spread over the corpus: its lengths
+    token_vectors(lm, sents, None, unit="piece")  # warm-up: the first forwards pay one-off costs (thread pools)
+    t0 = time.perf_counter()
+    tv = token_vectors(lm, sents, None, unit="piece")
+    per_sentence = (time.perf_counter() - t0) / len(sents)
+    rng = np.random.default_rng(0)
+    n = TIMING_FIT_ROWS
+    x = rng.standard_normal((1, n, tv.vectors.shape[-1])).astype(np.float32)
+    labels, held = rng.integers(0, 2, n), np.arange(n) % 5 == 0  # a fifth held out, as by default
+    fit_probes(x[:, :40], labels[:40], held[:40])  # warm-up: sklearn's import and first call
+    t0 = time.perf_counter()
+    fit_probes(x, labels, held)
+    return ProbeTiming(per_sentence, time.perf_counter() - t0)
+
+
+def estimate(cfg: ProbeConfig, depths: int, timing: ProbeTiming) -> ProbeEstimate:
+    """About how long ``cfg`` takes: sentences x the timed seconds per sentence, plus fits x the timed seconds per
+    fit scaled by the rows (lbfgs's cost grows with the rows). Loading the job's model copy and building the tasks
+    come on top (seconds)."""
+    sentences = cfg.per_task * len(cfg.tasks)
+    fits = depths * sum(2 if name in WORD_TASKS else 1 for name in cfg.tasks)
+    rows = cfg.per_task * (1 - cfg.heldout)
+    seconds = sentences * timing.per_sentence + fits * timing.per_fit * rows / (timing.fit_rows * 0.8)
+    return ProbeEstimate(sentences, fits, seconds)

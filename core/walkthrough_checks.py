@@ -75,6 +75,43 @@ def sop_family() -> Family | None:
     return next((f for f in FAMILIES.values() if f.pair_head == "sop"), None)
 
 
+PAIR_CHANCE_MARGIN = 0.02  # a pair head within 2 points of its majority guess (or of 50%) learned nothing
+
+
+@dataclass(frozen=True)
+class UnlearnedPairHead:
+    """A bundled mini whose model card says its NSP/SOP head scored no better than always guessing the majority
+    on its held-out pairs: its pair scores are noise, and the walkthrough says so next to them."""
+
+    checkpoint: str
+    head: str  # "nsp" or "sop"
+    acc: float  # held-out pair accuracy, from the card
+    majority: float  # always guessing the majority class, from the card
+    pairs: int | None  # how many held-out pairs the card measured
+    full: str | None  # the family's first official checkpoint, the one to pick instead
+    full_here: bool  # whether that checkpoint can be loaded here now (HF cache or a folder)
+
+
+def unlearned_pair_head(checkpoint: str, head: str,
+                        available: Callable[[str], bool] = _bundled_available) -> UnlearnedPairHead | None:
+    """The card's numbers when ``checkpoint`` is a bundled mini whose ``head`` pair head is not above its majority
+    baseline (by more than PAIR_CHANCE_MARGIN); None for a head that learned, or a checkpoint with no such card.
+    Read from the card every time, so a retrained mini whose card shows it learned loses the note by itself."""
+    from core.models import bundled_card
+
+    card = bundled_card(checkpoint)
+    held = card.get("heldout", {})
+    if head not in ("nsp", "sop") or "pair_acc" not in held:
+        return None
+    acc, majority = float(held["pair_acc"]), float(held.get("pair_majority", 0.5))
+    if acc > max(majority, 0.5) + PAIR_CHANCE_MARGIN:
+        return None
+    fam = FAMILIES.get(card.get("family", ""))
+    full = fam.checkpoints[0].id if fam is not None and fam.checkpoints else None
+    return UnlearnedPairHead(checkpoint, head, acc, majority, held.get("pairs"), full,
+                             full is not None and available(full))
+
+
 @dataclass(frozen=True)
 class SharingRow:
     checkpoint: str

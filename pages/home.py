@@ -5,13 +5,20 @@ import streamlit as st
 from app.i18n import has, t, t_or
 from app.gpu_notice import gpu_warning
 from app.nav import available_pages, page_obj, title
-from core.models import FAMILIES, PAIR_HEADS, resolve_device
+from core.models import FAMILIES, PAIR_HEADS, official_checkpoints, resolve_device
 
 
 def _help(url: str) -> str:
-    """What a page is for (home.help.<url> in assets/i18n/home.toml), or nothing for a page without a text."""
+    """What a page is for (home.help.<url> in assets/i18n/home.toml), or nothing for a page without a text.
+    ``{n}`` is the number of official checkpoints (what the Models page lists)."""
     key = f"home.help.{url.replace('-', '_')}"
-    return t(key) if has(key) else ""
+    return t(key, n=len(official_checkpoints())) if has(key) else ""
+
+
+def _link_label(p) -> str:
+    """The page's title and what it is for; the title alone (never a bare dash) for a page without a text."""
+    text = _help(p.url).strip()
+    return t("home.page_link", title=title(p), help=text) if text else t("home.page_link_bare", title=title(p))
 
 
 st.title(t("home.title"))
@@ -32,7 +39,7 @@ st.table(pd.DataFrame([{  # a table, not a data grid: the longer texts wrap inst
 st.subheader(t("home.pages"))
 for p in available_pages():
     if p.url != "home":
-        st.page_link(page_obj(p.url), label=t("home.page_link", title=title(p), help=_help(p.url)), icon=p.icon)
+        st.page_link(page_obj(p.url), label=_link_label(p), icon=p.icon)
 
 st.subheader(t("home.device"))
 dev = resolve_device("auto")

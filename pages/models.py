@@ -19,8 +19,21 @@ FIELDS = tuple(urlstate.Field(key, "int", lo=1, hi=SIZE_MAX) for key in DEFAULTS
 
 
 @st.cache_data(show_spinner=False)
+def _breakdown(checkpoint_id: str):
+    return breakdown(checkpoint_id)
+
+
 def _all_breakdowns():
-    return [breakdown(c.id) for c in official_checkpoints()]
+    """Every official checkpoint's breakdown, one cached count each, with a progress bar while they are counted
+    (the first visit builds each model on the meta device: half a minute in all on a small CPU)."""
+    ids = [c.id for c in official_checkpoints()]
+    bar = st.progress(0.0, text=t("models.counting", n=len(ids)))
+    rows = []
+    for i, cid in enumerate(ids):  # the one being counted now
+        bar.progress(i / len(ids), text=t("models.counting_one", n=len(ids), i=i + 1, id=cid))
+        rows.append(_breakdown(cid))
+    bar.empty()
+    return rows
 
 
 def _claims_table(rows) -> pd.DataFrame:
@@ -43,7 +56,10 @@ st.plotly_chart(presenter.scale(params_bar(rows)), width="stretch", key="models.
 
 st.subheader(t("models.against_seeds"))
 claims = _claims_table(rows)
-st.dataframe(claims, hide_index=True, width="stretch")
+st.dataframe(claims, hide_index=True, width="stretch", column_config={  # figures read as figures, the note in full
+    t("models.col.claim_m"): st.column_config.TextColumn(alignment="right"),  # text: "–" where there is no figure
+    t("models.col.diff"): st.column_config.TextColumn(alignment="right"),
+    t("models.col.claim"): st.column_config.TextColumn(width="large")})
 record_once("models.recorded", "models:breakdown", lambda: dict(
     page=t("nav.models"), title=t("models.report_breakdown"), inputs={t("models.in.source"): t("models.in.configs")},
     rows=claims.to_dict("records"), figures=[params_bar(rows)]))
@@ -60,7 +76,12 @@ st.dataframe(pd.DataFrame([{
     # what the family's registry entry asks the config for (ModernBERT's context and local/global attention, ...)
     t("models.col.facts"): "; ".join(f"{t_or(f'families.{r.family}.facts.{key}', label)}: {value}"
                                      for label, key, value in r.facts) or NO_FIGURE,
-} for r in rows]), hide_index=True, width="stretch")
+} for r in rows]), hide_index=True, width="stretch", column_config={  # the longer texts are not cut
+    t("models.col.shared"): st.column_config.TextColumn(width="medium"),
+    t("models.col.tokenizer"): st.column_config.TextColumn(width="medium"),
+    t("models.col.positions"): st.column_config.TextColumn(width="medium"),
+    t("models.col.pretraining"): st.column_config.TextColumn(width="medium"),
+    t("models.col.facts"): st.column_config.TextColumn(width="large")})
 
 st.subheader(t("models.factorization"))
 st.markdown(t("models.factorization_intro"))

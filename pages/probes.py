@@ -11,10 +11,34 @@ from app.jobs_ui import job_panel, runner
 from app.loaders import model_or_error
 from app.render import current_result, job_for, remember_job, stale_note
 from app.render_probes import K, show_result, task_name
-from core.probes import (DEFAULT_PER_TASK, MIN_PER_TASK, TASKS, ProbeConfig, build_tasks,
-                         corpus_from_text, corpus_from_upload, max_per_task, model_key, probe_job, saved_result)
+from core.probes import (DEFAULT_PER_TASK, MIN_PER_TASK, TASKS, TIMING_SENTENCES, ProbeConfig, ProbeError,
+                         build_tasks, corpus_from_text, corpus_from_upload, estimate, max_per_task, model_key,
+                         probe_job, saved_result, time_probe_parts)
+from core.token_vectors import num_depths
 
 SOURCES = ("bundled", "paste", "upload")
+TIMINGS = K("estimate.timings")  # model spec -> core.probes.ProbeTiming: timed once per model, kept for the session
+TIMINGS_KEEP = 8  # at most this many per session; the oldest goes first
+
+
+def show_estimate(where, lm, tasks, per_task) -> None:
+    """Under Run: about how many sentences and probe fits these settings make and how long that takes, from a
+    forward and a fit timed on this model (core.probes.time_probe_parts, once per model in this session)."""
+    try:
+        cfg = ProbeConfig(tasks=tuple(tasks), per_task=int(per_task))
+    except ProbeError:  # no task picked, say: Run reports it
+        return
+    cache = st.session_state.setdefault(TIMINGS, {})
+    if lm.spec not in cache:
+        cache[lm.spec] = time_probe_parts(lm)
+        while len(cache) > TIMINGS_KEEP:
+            cache.pop(next(iter(cache)))
+    est = estimate(cfg, num_depths(lm), cache[lm.spec])
+    secs = est.seconds
+    took = t("probes.estimate_s", s=f"{secs:.0f}") if secs < 90 else t("probes.estimate_min", m=f"{secs / 60:.0f}")
+    where.caption(t("probes.estimate", n=f"{est.sentences:,}", fits=f"{est.fits:,}", time=took),
+                  help=t("probes.estimate_help", rows=TIMING_SENTENCES))
+
 
 st.title(t("probes.title"))
 st.caption(t("probes.intro"))
@@ -22,7 +46,9 @@ lm = model_or_error(task="base")
 if lm is None:
     st.stop()
 
-with st.form(K("form")):
+# No form: the estimate under Run follows the tasks and sentences per task as they change (a form would send them
+# only on Run). Nothing heavy runs before Run: a change reruns the page, whose timing is kept per model.
+with st.container(border=True, key=K("form")):
     source = st.radio(t("probes.corpus"), SOURCES, key=K("source"), horizontal=True, help=t("probes.corpus_help"),
                       format_func=lambda s: t(f"probes.corpus_opt.{s}"))
     text = st.text_area(t("probes.paste"), key=K("text"), height=100)
@@ -30,8 +56,10 @@ with st.form(K("form")):
     tasks = st.multiselect(t("probes.tasks"), TASKS, default=list(TASKS), key=K("tasks"), format_func=task_name)
     per_task = st.number_input(t("probes.per_task"), MIN_PER_TASK, max_per_task(), DEFAULT_PER_TASK, step=100,
                                key=K("per_task"), help=t("probes.per_task_help"))
-    go = st.form_submit_button(t("probes.run"), type="primary")
+    go = st.button(t("probes.run"), type="primary", key=K("run"))
+    estimate_slot = st.empty()  # under the button: filled below, once the form is drawn
 
+show_estimate(estimate_slot, lm, tasks, per_task)
 raw = text.encode("utf-8") if source == "paste" else upload.getvalue() if source == "upload" and upload else b""
 want = (lm.spec, model_key(lm), source, hashlib.sha1(raw).hexdigest(), tuple(tasks), int(per_task))
 if go:

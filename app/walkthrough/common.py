@@ -12,11 +12,12 @@ import streamlit as st
 from app import report, state, urlstate
 from app.i18n import t
 from app.loaders import get_model
+from app.render import pair_card_caption
 from core import attention as A
 from core.models import ModelLoadError, ModelSpec
 from core.params import breakdown
 from core.registry import Family
-from core.walkthrough_checks import pick_spec
+from core.walkthrough_checks import UnlearnedPairHead, pick_spec, unlearned_pair_head
 
 PAGE = "walkthrough"
 
@@ -40,6 +41,7 @@ class Step:
     links: tuple[str, ...] = ()  # urls (app/nav.py) of the pages this step calls the same core as
     fields: tuple[urlstate.Field, ...] = ()  # what a link keeps of this step's inputs
     keep: tuple[str, ...] = ()  # widget keys whose value must outlive the steps where the widget is not drawn
+    hint: Callable[[], str] | None = None  # the "try this" text when it depends on the models (default: s<n>.try)
 
 
 def text_default(key: str, entry: str) -> None:
@@ -92,11 +94,17 @@ def load(spec: ModelSpec, task: str, attentions: bool = False):
         return None
 
 
+def family_spec(family: Family) -> ModelSpec:
+    """The spec load_family loads (ModelLoadError when the family ships no bundled model and the sidebar holds
+    none of it): a step's hint can ask which checkpoint the step shows without loading it."""
+    return pick_spec(family.key, state.current_spec(), [m.path for m in state.session_models()], device())
+
+
 def load_family(family: Family, task: str):
     """``family``'s model for a step that explains its head: the sidebar's when it is an official or bundled
     checkpoint of that family, else its bundled one; None after a warning when there is neither."""
     try:
-        spec = pick_spec(family.key, state.current_spec(), [m.path for m in state.session_models()], device())
+        spec = family_spec(family)
     except ModelLoadError as e:  # the family ships no bundled model and the sidebar holds none of it
         st.warning(t("walkthrough.missing_model", id=family.label, error=str(e)))
         return None
@@ -107,3 +115,27 @@ def load_family(family: Family, task: str):
 def breakdowns(ids: tuple[str, ...]) -> list:
     """core.params.breakdown of official checkpoints, from their shipped configs (steps 4 and 5)."""
     return [breakdown(c) for c in ids]
+
+
+def noise_hint(note: UnlearnedPairHead) -> str:
+    """What to do about a pair head that did not learn: pick the family's full checkpoint (once it can be had)."""
+    if note.full is None:
+        return t("common.mini_get_full")
+    return t("walkthrough.noise_full_here" if note.full_here else "walkthrough.noise_full_get", id=note.full)
+
+
+def noise_numbers(note: UnlearnedPairHead) -> dict[str, str]:
+    return dict(id=note.checkpoint, head=note.head.upper(), acc=f"{note.acc:.1%}", majority=f"{note.majority:.1%}",
+                pairs=f"{note.pairs:,}" if note.pairs else "?")
+
+
+def pair_head_note(checkpoint: str, head: str) -> UnlearnedPairHead | None:
+    """Next to a pair head's scores: when it is a bundled mini's head that did not learn (its card's accuracy is not
+    above its majority guess), a warning with the card's numbers and what to do, returning that note; else the
+    card's caption (if any) and None."""
+    note = unlearned_pair_head(checkpoint, head)
+    if note is None:
+        pair_card_caption(checkpoint, head)
+        return None
+    st.warning(t("walkthrough.pair_noise", **noise_numbers(note), hint=noise_hint(note)), icon=":material/warning:")
+    return note

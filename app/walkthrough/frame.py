@@ -93,10 +93,11 @@ def links(step: int) -> None:
             continue
     if not targets:
         return
-    cols = st.columns(len(targets) + 1)
-    for col, (url, page) in zip(cols, targets):
-        col.page_link(page, label=t("walkthrough.open_page", page=t(f"nav.{url.replace('-', '_')}")),
-                      icon=":material/open_in_new:")
+    # One row that wraps: each link as wide as its label (equal columns cut long labels off on narrow windows)
+    row = st.container(horizontal=True, wrap=True, gap="medium")
+    for url, page in targets:
+        row.page_link(page, label=t("walkthrough.open_page", page=t(f"nav.{url.replace('-', '_')}")),
+                      icon=":material/open_in_new:", width="content")
 
 
 def render(step: int) -> None:
@@ -104,7 +105,8 @@ def render(step: int) -> None:
 
 
 def try_this(step: int) -> None:
-    st.info(t(f"walkthrough.s{step}.try"), icon=":material/lightbulb:")
+    hint = BY_NUMBER[step].hint
+    st.info(hint() if hint is not None else t(f"walkthrough.s{step}.try"), icon=":material/lightbulb:")
 
 
 def question(step: int) -> None:

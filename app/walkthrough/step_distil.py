@@ -13,15 +13,16 @@ from plotly.subplots import make_subplots
 from app import presenter, urlstate
 from app.i18n import t
 from app.loaders import get_model
-from app.render import bundled_card
 from app.walkthrough.common import K, Step, breakdowns, device, record
-from core.models import ModelLoadError
+from core.models import ModelLoadError, bundled_card
 from core.registry import FAMILIES, family
 from core.walkthrough_checks import distillation_pair, measure_distillation
 
 N = 5
 SEQS, BATCHES, SENTENCES = (8, 16, 32, 64, 128), (1, 2, 4, 8), (4, 8, 16, 32, 64)
 REPS = (1, 10)
+# The articles' figure sits in a metric's delta slot as a reference, not a change: grey, with no up/down arrow
+CLAIM = dict(delta_color="off", delta_arrow="off")
 DEFAULTS = {"s5.seq": 32, "s5.batch": 4, "s5.reps": 3, "s5.sentences": 32}
 
 
@@ -38,11 +39,11 @@ def _params() -> None:
         return
     c = st.columns(3)
     c[0].metric(t("walkthrough.s5.bert_params"), f"{bb.backbone / 1e6:,.1f}M",
-                t("walkthrough.s5.claim", m=f"{bb.claim_m:g}") if bb.claim_m else None, delta_color="off")
+                t("walkthrough.s5.claim", m=f"{bb.claim_m:g}") if bb.claim_m else None, **CLAIM)
     c[1].metric(t("walkthrough.s5.distil_params"), f"{db.backbone / 1e6:,.1f}M",
-                t("walkthrough.s5.claim", m=f"{db.claim_m:g}") if db.claim_m else None, delta_color="off")
+                t("walkthrough.s5.claim", m=f"{db.claim_m:g}") if db.claim_m else None, **CLAIM)
     c[2].metric(t("walkthrough.s5.smaller"), f"{1 - db.backbone / bb.backbone:.0%}", t("walkthrough.s5.claim_pct"),
-                delta_color="off")
+                **CLAIM)
 
 
 def render() -> None:

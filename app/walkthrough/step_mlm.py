@@ -21,6 +21,8 @@ ACTION_COLORS = {"": "#4C78A8", "mask": "#F58518", "random": "#E45756", "keep": 
 SPECIAL_COLOR = "#9E9E9E"
 HISTORY = 6  # masks kept in the "same sentence, new mask" table
 SHARE_DRAWS = 2000
+TOP_K = 5  # bars per masked piece in the fill-mask chart
+GREEN = "#54A24B"  # the fill-mask chart's bar of the original piece
 
 
 def _remask() -> None:
@@ -45,16 +47,14 @@ def render() -> None:
     except ValueError as e:
         st.error(str(e))
         return
-    selected = set(v.selected)
-    orig_colors = [ACTION_COLORS["mask"] if i in selected else (SPECIAL_COLOR if s else ACTION_COLORS[""])
-                   for i, s in enumerate(v.special)]
-    new_colors = [ACTION_COLORS[a] if a else (SPECIAL_COLOR if s else ACTION_COLORS[""])
-                  for a, s in zip(v.actions, v.special)]
+    # Both rows in the legend's colours: a selected token has the colour of what is done to it, in either row
+    colors = [ACTION_COLORS[a] if a else (SPECIAL_COLOR if s else ACTION_COLORS[""])
+              for a, s in zip(v.actions, v.special)]
     titles = [t(f"walkthrough.s2.action.{a or 'none'}") for a in v.actions]
     st.markdown(t("walkthrough.s2.original", seed=seed))
-    st.markdown(chips(v.tokens, orig_colors, titles), unsafe_allow_html=True)
+    st.markdown(chips(v.tokens, colors, titles), unsafe_allow_html=True)
     st.markdown(t("walkthrough.s2.model_reads"))
-    st.markdown(chips(v.corrupted, new_colors, titles), unsafe_allow_html=True)
+    st.markdown(chips(v.corrupted, colors, titles), unsafe_allow_html=True)
     st.caption(t("walkthrough.s2.legend"))
     n_sel = len(v.selected)
     st.markdown(t("walkthrough.s2.counts", n=n_sel, cand=v.candidates, mask=v.count("mask"),
@@ -67,7 +67,7 @@ def render() -> None:
         hist.append(row)
         del hist[:-HISTORY]
     st.markdown("**" + t("walkthrough.s2.history") + "**")
-    st.dataframe(pd.DataFrame([{t("walkthrough.s2.col.pass"): s, t("walkthrough.s2.col.whole"): "✓" if w else "",
+    st.dataframe(pd.DataFrame([{t("walkthrough.s2.col.pass"): s, t("walkthrough.s2.col.whole"): t("walkthrough.s2.whole_on" if w else "walkthrough.s2.whole_off"),
                                 t("walkthrough.s2.col.reads"): r} for s, w, r in reversed(hist)]),
                  hide_index=True, width="stretch")
     m = st.columns(4)
@@ -87,22 +87,40 @@ def render() -> None:
         idx = st.selectbox(t("walkthrough.s2.pick_word"), list(range(len(ws))), key=K("s2.word"),
                            format_func=lambda i: ws[i].text)
         try:
-            res = fill_mask(lm, FillMaskConfig(text, top_k=5, word=int(idx)))
+            res = fill_mask(lm, FillMaskConfig(text, top_k=TOP_K, word=int(idx)))
         except ValueError as e:
             st.error(str(e))
             res = None
         if res is not None:
             fig = _fill_figure(res)
             st.plotly_chart(presenter.scale(fig), key=K("s2.fill"), width="stretch")
-            ranks = [m.original_rank for m in res.masks if m.original_rank is not None]
-            st.caption(t("walkthrough.s2.fill_caption", word=res.masked_word, n=len(res.masks),
-                         ranks=", ".join(str(r + 1) for r in ranks)))
+            st.caption(fill_caption(res))
     _objectives()
     record(N, {t("walkthrough.in.model"): lm.spec.checkpoint, t("walkthrough.your_sentence"): text,
                t("walkthrough.s2.col.pass"): seed, t("walkthrough.s2.whole_word"): whole},
            text=t("walkthrough.s2.report", reads=" ".join(v.corrupted), sel=f"{shares.selected:.1%}",
                   mask=f"{shares.mask:.1%}", random=f"{shares.random:.1%}", keep=f"{shares.keep:.1%}"),
            figures=[fig] if fig is not None else [], same=(lm.spec.checkpoint, text))
+
+
+def _is_original(m, candidate) -> bool:
+    return m.original is not None and candidate.token_id == m.original.token_id
+
+
+def fill_caption(res) -> str:
+    """Under the fill-mask chart: the pieces, each original's rank ("?" when unknown), and what the green bar is,
+    or why no bar is green (the original is not among the bars shown)."""
+    ranks = ", ".join(str(m.original_rank + 1) if m.original_rank is not None else "?" for m in res.masks)
+    text = t("walkthrough.s2.fill_caption", word=res.masked_word, n=len(res.masks), ranks=ranks)
+    k = max((len(m.candidates) for m in res.masks), default=TOP_K)
+    missing = [i for i, m in enumerate(res.masks) if not any(_is_original(m, c) for c in m.candidates)]
+    if not missing:
+        return text + " " + t("walkthrough.s2.fill_green")
+    if len(missing) == len(res.masks) == 1:  # its rank (when known) is in the sentence before
+        return text + " " + t("walkthrough.s2.fill_not_shown", k=k)
+    pieces = ", ".join(str(i + 1) for i in missing)
+    key = "walkthrough.s2.fill_some_not_shown" if len(missing) < len(res.masks) else "walkthrough.s2.fill_none_shown"
+    return text + " " + t(key, k=k, pieces=pieces)
 
 
 def _fill_figure(res) -> go.Figure:
@@ -112,7 +130,7 @@ def _fill_figure(res) -> go.Figure:
         t("walkthrough.s2.piece", i=i + 1, piece=m.original.piece if m.original else "?")
         for i, m in enumerate(res.masks)])
     for c, m in enumerate(res.masks, start=1):
-        colors = ["#54A24B" if m.original and x.token_id == m.original.token_id else "#4C78A8" for x in m.candidates]
+        colors = [GREEN if _is_original(m, x) else "#4C78A8" for x in m.candidates]
         fig.add_trace(go.Bar(x=[x.prob for x in m.candidates], y=[x.piece for x in m.candidates], orientation="h",
                              marker_color=colors, showlegend=False,
                              hovertemplate="%{y}: %{x:.3f}<extra></extra>"), row=1, col=c)

@@ -10,10 +10,11 @@ import streamlit as st
 
 from app import presenter, urlstate
 from app.i18n import t
-from app.render import pair_card_caption
-from app.walkthrough.common import K, Step, load_family, record, text_default
+from app.walkthrough.common import (K, Step, family_spec, load_family, noise_hint, noise_numbers, pair_head_note,
+                                    record, text_default)
+from core.models import ModelLoadError
 from core.sentence_pair import PairConfig, predict_pair
-from core.walkthrough_checks import no_pair_head_families, pair_head_families
+from core.walkthrough_checks import no_pair_head_families, pair_head_families, unlearned_pair_head
 
 N = 3
 COLORS = ("#4C78A8", "#F58518", "#54A24B", "#B279A2", "#72B7B2")
@@ -47,6 +48,8 @@ def render() -> None:
     fig = go.Figure()
     for i, r in enumerate(results):
         name = t(f"walkthrough.s3.head.{r.head}", id=r.checkpoint)
+        if unlearned_pair_head(r.checkpoint, r.head) is not None:
+            name += t("walkthrough.s3.head_noise")
         fig.add_bar(x=pair_names[:len(r.scores)], y=[s.prob for s in r.scores], name=name,
                     marker_color=COLORS[i % len(COLORS)], text=[f"{s.prob:.0%}" for s in r.scores],
                     textposition="outside",
@@ -56,7 +59,7 @@ def render() -> None:
                       margin=dict(t=30, b=10), legend=dict(orientation="h", y=-0.2))
     st.plotly_chart(presenter.scale(fig), key=K("s3.fig"), width="stretch")
     for r in results:
-        pair_card_caption(r.checkpoint, r.head)
+        pair_head_note(r.checkpoint, r.head)
     other = results[0].scores[2].second if len(results[0].scores) > 2 else ""
     if other:
         st.caption(t("walkthrough.s3.other", sentence=other))
@@ -66,6 +69,26 @@ def render() -> None:
     record(N, {t("walkthrough.sentence_a"): a, t("walkthrough.sentence_b"): b}, rows=rows, figures=[fig])
 
 
-STEP = Step(N, render, correct=0, links=("sentence-pair",),
+def hint() -> str:
+    """The "try this" text: it compares the two heads' (B, A) bars, unless a head in use did not learn (a bundled
+    mini's, by its card): then it says that head's bars are noise and what to read instead."""
+    notes, learned = [], 0
+    for fam in pair_head_families():
+        try:
+            note = unlearned_pair_head(family_spec(fam).checkpoint, fam.pair_head)
+        except ModelLoadError:
+            continue
+        if note is None:
+            learned += 1
+        else:
+            notes.append(note)
+    if not notes:
+        return t("walkthrough.s3.try")
+    which = t("walkthrough.list_sep").join(t("walkthrough.s3.noise_one", **noise_numbers(n)) for n in notes)
+    return t("walkthrough.s3.try_noise" if learned else "walkthrough.s3.try_all_noise", notes=which,
+             hint=" ".join(dict.fromkeys(noise_hint(n) for n in notes)))
+
+
+STEP = Step(N, render, correct=0, hint=hint, links=("sentence-pair",),
             fields=(urlstate.Field(K("s3.a"), max_len=500), urlstate.Field(K("s3.b"), max_len=500)),
             keep=(K("s3.a"), K("s3.b")))

@@ -11,8 +11,7 @@ import streamlit as st
 
 from app import presenter, urlstate
 from app.i18n import t
-from app.render import pair_card_caption
-from app.walkthrough.common import K, Step, breakdowns, load_family, record
+from app.walkthrough.common import K, Step, breakdowns, load_family, pair_head_note, record
 from core.models import ModelLoadError
 from core.params import albert_factorization
 from core.sentence_pair import PairConfig, predict_pair
@@ -102,7 +101,7 @@ def _sop() -> list[dict]:
     m[0].metric(t("walkthrough.s4.sop_ab", a=sa, b=sb), f"{r.scores[0].prob:.1%}")
     m[1].metric(t("walkthrough.s4.sop_ba", a=sb, b=sa), f"{r.scores[1].prob:.1%}")
     st.caption(t("walkthrough.s4.sop_caption", id=r.checkpoint))
-    pair_card_caption(r.checkpoint, r.head)
+    pair_head_note(r.checkpoint, r.head)  # a mini's SOP head that did not learn: these two numbers are noise
     return [{t("walkthrough.s3.col.pair"): f"{s.first} ‖ {s.second}", t("walkthrough.s3.y"): round(s.prob, 3)}
             for s in r.scores]
 

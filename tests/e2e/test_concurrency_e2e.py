@@ -2,6 +2,7 @@
 fine-tune (its page open, polling its live curves) does not slow it against the same run left alone."""
 from __future__ import annotations
 
+import os
 import re
 import time
 from urllib.parse import quote, urlparse
@@ -9,7 +10,7 @@ from urllib.parse import quote, urlparse
 import pytest
 
 from tests.e2e.browser import screenshot, set_number, wait_idle
-from tests.e2e.conftest import LOCAL_HOSTS
+from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, LOCAL_HOSTS
 
 pytestmark = pytest.mark.timeout(1800)  # a shared 2-core machine can take minutes per page
 
@@ -111,12 +112,46 @@ def _samples_per_s(page, run: str) -> float:
     return float(metric.locator('[data-testid="stMetricValue"]').inner_text().replace(",", ""))
 
 
-def test_watching_a_finetune_does_not_slow_it(browser, server):
+def _chromium_pids() -> set[int]:
+    """Every running Chromium process (browser, renderers, utility processes)."""
+    pids = set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if b"chrom" in f.read().split(b"\0")[0]:
+                    pids.add(int(pid))
+        except OSError:
+            pass
+    return pids
+
+
+@pytest.fixture
+def far_browser(browser):
+    """A browser of its own at the lowest CPU priority, as if it ran on the user's machine rather than the server's.
+
+    On a 2-core test machine the browser shares the cores with the server and with the CPU job it watches, and jobs
+    run at nice 19 (core/jobs.py), so a browser at the default priority takes what it spends redrawing the page
+    from the job: measured here, Chromium used 0.2-0.5 CPU-s per second watching a run, the Streamlit server 0.03.
+    That is a cost of where the test runs the browser, not of watching; what watching costs the server (polling,
+    building the live view) still falls on the job. Child processes inherit the priority, so the browser's later
+    renderers get it too."""
+    before = _chromium_pids()
+    b = browser.browser_type.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+    for pid in _chromium_pids() - before:
+        try:
+            os.setpriority(os.PRIO_PROCESS, pid, 19)
+        except OSError:  # gone already (a short-lived helper process)
+            pass
+    yield b
+    b.close()
+
+
+def test_watching_a_finetune_does_not_slow_it(far_browser, server):
     """Runs watched (the page open, polling the progress and the live curves to the end) and left alone (the user
     on another page, nothing polling, until the run is surely done), alternated twice: the fastest watched run
     >= 0.8x the fastest one left alone. One pair is not enough on a shared 2-core machine: the same run left alone
     gave 888 and 691 samples/s in two back-to-back tries here, more than watching ever cost."""
-    s = Session(browser, server)
+    s = Session(far_browser, server)
     try:
         page = s.page
         main = page.locator('[data-testid="stMain"]')

@@ -1,0 +1,140 @@
+"""A new user's tour: Home describes every page and counts the checkpoints the Models page lists; the Models page
+says what it counts while it counts, its figures read as figures; the Chinese UI names the weights' source and the
+sidebar's Checkpoint box in Chinese; the checkpoint labels are short enough for the sidebar."""
+from __future__ import annotations
+
+import ast
+import json
+import re
+
+import pytest
+
+from app.i18n import catalog
+from core.models import REPO_ROOT, official_checkpoints
+from tests.app.conftest import open_page, page_for
+
+
+def _links(at) -> list[str]:
+    return [p.proto.label for p in at.get("page_link")]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_home_describes_every_page(use_tiny_zoo, lang):
+    from app.nav import available_pages
+
+    at = open_page(None, state={"ui.lang": lang})
+    links = _links(at)
+    pages = [p for p in available_pages() if p.url != "home"]
+    assert len(links) == len(pages)
+    for p, label in zip(pages, links):
+        assert catalog().get(f"home.help.{p.url.replace('-', '_')}", {}).get(lang), p.url  # a text of its own
+        assert not re.search(r"—\s*$", label), label  # never "**Layer lens** —" with nothing after the dash
+        head, _, text = label.partition("—")
+        assert text.strip("— ").strip(), label
+
+
+def test_home_counts_the_checkpoints_the_models_page_lists(use_tiny_zoo):
+    at = open_page(None)
+    (models,) = [label for label in _links(at) if label.startswith("**Models**")]
+    shown = int(re.search(r"the (\d+) official checkpoints", models).group(1))
+    page = open_page("models")
+    assert len(page.dataframe[0].value) == shown == len(official_checkpoints())
+    zh = open_page(None, state={"ui.lang": "zh"})
+    assert any(f"计算 {shown} 个官方检查点" in label for label in _links(zh))
+
+
+def _column_config(df) -> dict:
+    return json.loads(df.proto.columns) if df.proto.columns else {}
+
+
+def test_models_page_counts_with_a_progress_bar_and_aligns_its_figures(use_tiny_zoo, monkeypatch):
+    import streamlit as st
+
+    texts: list[str] = []
+    real = st.progress
+
+    def progress(value, text=None):  # what the page says while it counts (the bar is gone once it is done)
+        texts.append(text or "")
+        return real(value, text=text)
+
+    monkeypatch.setattr(st, "progress", progress)
+    at = open_page("models")
+    assert texts and texts[0] == f"Counting the parameters of {len(official_checkpoints())} checkpoints from their " \
+                                 "configs…"
+    assert not at.get("progress")  # cleared once the tables are drawn
+    claims = _column_config(at.dataframe[0])
+    assert claims["articles' claim (M)"]["alignment"] == "right" and claims["difference (M)"]["alignment"] == "right"
+    assert claims["claim"]["width"] == "large"
+    arch = _column_config(at.dataframe[1])
+    assert arch["layers shared"]["width"] in ("medium", "large")  # "yes (one layer, reused)" is not cut
+    assert arch["from the config"]["width"] == "large"
+
+
+def _resolve_sources() -> set[str]:
+    """Every ``source`` core.models.resolve can return: the Resolution(...) literals and what a name there holds."""
+    tree = ast.parse((REPO_ROOT / "core" / "models.py").read_text())
+    fn = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "resolve")
+    names = {t.id: n.value for n in ast.walk(fn) if isinstance(n, ast.Assign) for t in n.targets
+             if isinstance(t, ast.Name)}
+    out: set[str] = set()
+    for call in ast.walk(fn):
+        if isinstance(call, ast.Call) and getattr(call.func, "id", None) == "Resolution":
+            arg = call.args[1]
+            arg = names.get(arg.id, arg) if isinstance(arg, ast.Name) else arg
+            out |= {c.value for c in ast.walk(arg) if isinstance(c, ast.Constant) and isinstance(c.value, str)}
+    return out
+
+
+def test_every_weights_source_has_a_name_in_both_languages():
+    sources = _resolve_sources()
+    assert {"bundled", "local folder", "HF cache", "Hub download", "unavailable"} <= sources
+    for source in sources:
+        entry = catalog().get(f"common.source.{source.lower().replace(' ', '_')}")
+        assert entry and entry["en"] == source and entry["zh"], source  # English keeps today's words
+
+
+def test_chinese_sidebar_names_the_source_in_chinese(use_tiny_zoo):
+    at = open_page(None, state={"ui.lang": "zh"})
+    captions = " ".join(c.value for c in at.sidebar.caption)
+    assert "权重来源：**内置**" in captions and "bundled" not in captions
+    en = open_page(None)
+    assert any("Weights from: **bundled**" in c.value for c in en.sidebar.caption)
+
+
+def test_chinese_model_line_names_the_source_in_chinese(use_tiny_zoo):
+    at = page_for("fill_mask")
+    at.session_state["ui.lang"] = "zh"
+    at.run()
+    (line,) = [c.value for c in at.caption if "权重来自" in c.value]
+    assert "权重来自 **内置**" in line
+
+
+def test_chinese_mini_note_names_the_sidebar_box_as_the_sidebar_does(monkeypatch):
+    import app.i18n
+    import app.render as render
+
+    shown: list[str] = []
+    monkeypatch.setattr(render.st, "caption", lambda text, *a, **k: shown.append(text))
+    monkeypatch.setattr(render, "bundled_card", lambda c: {"params": 1e6, "family": "bert", "heldout": {}})
+    for lang, box, custom in (("zh", "检查点", "自定义"), ("en", "Checkpoint", "custom")):
+        monkeypatch.setattr(app.i18n, "lang", lambda lang=lang: lang)
+        assert catalog()["sidebar.checkpoint"][lang] == box
+        for full in ("bert-base-uncased", None):  # one can be had here / none can
+            monkeypatch.setattr(render, "_full_checkpoint", lambda family, full=full: full)
+            shown.clear()
+            render.mini_note("encoderlab/bert-mini")
+            (line,) = shown
+            assert f"*{box}*" in line, line
+            if lang == "zh":
+                assert "Checkpoint" not in line and "custom" not in line
+            if full is None:
+                assert f"*{custom}*" in line
+
+
+@pytest.mark.parametrize("lang, label", [("en", "encoderlab/bert-mini (bundled)"),
+                                         ("zh", "encoderlab/bert-mini（内置）")])
+def test_checkpoint_labels_fit_the_sidebar(use_tiny_zoo, lang, label):
+    at = open_page(None, state={"ui.lang": lang})
+    box = at.sidebar.selectbox(key="sidebar.checkpoint")
+    assert box.options[0] == label  # the name and "bundled", nothing the box would cut
+    assert box.proto.help  # what "bundled" means, one hover away
