@@ -1,5 +1,6 @@
 # EncoderLab for a hosted GPU demo. Build:  docker build -t encoderlab .   (add --build-arg FETCH_WEIGHTS=0 to skip
 # downloading the official checkpoints). Run:  docker run --gpus all -p 8501:8501 encoderlab
+# The same image runs every node of the Ray deployment (docker-compose.yml, the README's "Deployment on Ray").
 #
 # CUDA 13.0 because torch 2.13's PyPI wheel for Linux x86-64 is the CUDA 13.0 build (it depends on cuda-toolkit
 # 13.0.x and nvidia-cudnn-cu13): the image runs the same torch build as `make run` on a GPU host. Its floor is an
@@ -28,15 +29,20 @@ RUN apt-get update && apt-get install -y --no-install-recommends python3 python3
 
 # Ubuntu 24.04 images already have user `ubuntu` with UID 1000: remove it so `app` can take that UID (the usual
 # owner of bind-mounted host folders).
+# /srv/encoderlab-runs: where docker-compose.yml mounts the run folders' shared volume (ENCODERLAB_RUNS); made here
+# and owned by `app`, so a new named volume starts writable by it (Docker copies the folder's owner into it).
 RUN (userdel --remove ubuntu 2>/dev/null || true) \
-    && useradd --create-home --uid 1000 app && mkdir -p /opt/hf /app && chown -R app:app /opt/hf /app
+    && useradd --create-home --uid 1000 app && mkdir -p /opt/hf /app /srv/encoderlab-runs \
+    && chown -R app:app /opt/hf /app /srv/encoderlab-runs
 WORKDIR /app
 
-# The CUDA build of the same torch version as requirements.txt, then the pinned rest.
-COPY --chown=app:app requirements.txt .
+# The CUDA build of the same torch version as requirements.txt, then the pinned rest. requirements-ray.txt is
+# requirements.txt plus the pinned ray[serve]: every container of a Ray deployment (head, workers, front-ends) runs
+# this image, so all have the same Ray and Python, which Ray requires of a cluster's nodes and drivers.
+COPY --chown=app:app requirements.txt requirements-ray.txt ./
 RUN python3 -m venv /opt/venv && /opt/venv/bin/pip install --no-cache-dir --upgrade pip \
     && /opt/venv/bin/pip install --no-cache-dir torch==2.13.0 --index-url https://download.pytorch.org/whl/${TORCH_CUDA} \
-    && /opt/venv/bin/pip install --no-cache-dir -r requirements.txt
+    && /opt/venv/bin/pip install --no-cache-dir -r requirements-ray.txt
 ENV PATH=/opt/venv/bin:$PATH
 # A headless Chrome for kaleido (session-report PNGs), fetched at build time like the weights below.
 RUN kaleido_get_chrome

@@ -13,7 +13,7 @@ $(VENV)/.installed: requirements.txt
 	$(PIP) install -q -r requirements.txt
 	touch $@
 
-$(VENV)/.test-installed: requirements-test.txt $(VENV)/.installed
+$(VENV)/.test-installed: requirements-test.txt requirements-ray.txt $(VENV)/.installed
 	$(PIP) install -q -r requirements-test.txt
 	touch $@
 
@@ -32,7 +32,7 @@ run: install
 TEST_ENV := HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 test: install-test
 	@rc=0; \
-	$(TEST_ENV) $(PY) -m pytest -q -p no:cacheprovider --durations=15 -n 2 -m "not e2e" tests || rc=1; \
+	$(TEST_ENV) $(PY) -m pytest -q -p no:cacheprovider --durations=15 -n 2 --dist loadgroup -m "not e2e" tests || rc=1; \
 	$(TEST_ENV) $(PY) -m pytest -q -p no:cacheprovider --durations=15 -m e2e tests || rc=1; \
 	exit $$rc
 

@@ -58,8 +58,10 @@ def model_or_error(task: str = "base", attentions: bool = False, spec: ModelSpec
 def source_banner(lm: LoadedModel) -> None:
     from app.render import source_name
 
+    from core.models import runs_on
+
     st.caption(t("common.source_banner", id=lm.spec.checkpoint, family=lm.family.label, source=source_name(lm.source),
-                 device=lm.device))
+                 device=runs_on(lm)))
 
 
 def download_with_progress(checkpoint: str) -> None:

@@ -28,6 +28,7 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
+from core.backend import model_op
 from core.models import LoadedModel, ModelLoadError, attention_layers, max_tokens
 
 MODES = ("zero", "mean")  # zero the head's output, or replace it with its mean over the corpus
@@ -375,6 +376,7 @@ def _check_heads(lm, ab: AblationConfig) -> None:
     ab.check(lay.n_layers, lay.n_heads)
 
 
+@model_op
 def ablate_fill_mask(lm: LoadedModel, cfg, ab: AblationConfig, means: np.ndarray | None = None) -> AblatedPrediction:
     """Fill-mask (``cfg`` a core.fill_mask.FillMaskConfig) before and after switching ``ab.heads`` off. labels are
     the normal run's top-k at the first mask; ``after`` their probabilities in the ablated run's distribution there
@@ -479,6 +481,7 @@ def _pair_now(lm, cfg):
 PAIR_LABELS = {"nsp": ("IsNext", "NotNext"), "sop": ("in order", "swapped")}
 
 
+@model_op
 def ablate_pair(lm: LoadedModel, cfg, ab: AblationConfig, means: np.ndarray | None = None) -> AblatedPrediction:
     """The NSP/SOP head on (A, B) (``cfg`` a core.sentence_pair.PairConfig) before and after; labels are the
     head's two classes ("IsNext"/"NotNext", "in order"/"swapped"). before_result/after_result are PairResults of
@@ -499,6 +502,7 @@ def ablate_pair(lm: LoadedModel, cfg, ab: AblationConfig, means: np.ndarray | No
                              before_result=before, after_result=after)
 
 
+@model_op
 def ablate_classify(fm, text: str, text_b: str | None, ab: AblationConfig,
                     means: np.ndarray | None = None) -> AblatedPrediction:
     """A fine-tuned classifier's (core.finetune.FinetunedModel) class probabilities for ``text`` (and ``text_b``

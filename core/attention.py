@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from core.backend import model_op
 from core.models import max_tokens as model_max_tokens
 from core.registry import qk_modules
 from core.text import removed_note, strip_typed_specials
@@ -146,6 +147,7 @@ def _split_heads(x, n_heads: int) -> np.ndarray:
     return x[0].reshape(seq, n_heads, hidden // n_heads).permute(1, 0, 2).numpy()
 
 
+@model_op
 def compute_attention(lm, config: AttentionConfig) -> AttentionResult:
     """Run ``lm`` (a core.models.LoadedModel) once on the config's text and return its attention.
 

@@ -28,6 +28,7 @@ import numpy as np
 
 from core.attribution_methods import METHODS, Inputs, NotApplicable, per_token
 from core.attribution_methods import unavailable_methods  # noqa: F401 (re-exported: pages and tests ask here)
+from core.backend import model_op
 from core.models import LoadedModel, mlm_head
 
 TARGETS = {"mask": "a masked word", "pair": "the NSP/SOP decision", "class": "a classifier's class",
@@ -516,6 +517,7 @@ def spearman(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.corrcoef(ra, rb)[0, 1])
 
 
+@model_op
 def attribute(lm: LoadedModel, cfg: AttributionConfig, progress: Progress | None = None) -> AttributionResult:
     """Run every method in ``cfg`` on ``lm`` and return an AttributionResult.
 
@@ -625,6 +627,7 @@ def read_batch_csv(data: str | bytes) -> tuple[BatchRow, ...]:
     return tuple(rows)
 
 
+@model_op
 def attribute_batch(lm: LoadedModel, rows: tuple[BatchRow, ...], settings: dict[str, Any],
                     progress: Progress | None = None) -> BatchResult:
     """Attribute each row: ``settings`` are AttributionConfig fields (target, methods, baseline, ...) without the

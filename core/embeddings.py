@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from core.backend import model_op
 from core.models import LoadedModel
 
 MAX_TEXT_TOKENS = 128  # the walkthrough shows one sentence (or a pair): longer inputs are cut, and the result says so
@@ -61,6 +62,7 @@ def _base(model):
     return getattr(model, "base_model", model)
 
 
+@model_op
 def embedding_parts(lm: LoadedModel, text: str, text_b: str | None = None) -> EmbeddingParts:
     """Split the model's input vectors into their token, segment and position parts for ``text`` (and ``text_b``).
 

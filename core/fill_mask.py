@@ -18,6 +18,7 @@ from typing import Callable, Sequence
 from core import models
 from core import text as text_rules
 from core.masked_forward import masked_logits
+from core.backend import model_op
 from core.models import ASSETS, LoadedModel
 
 USER_MASK = "[MASK]"
@@ -401,6 +402,7 @@ def _fill_step(model, head, tok, pad_id, device, chunk, step, encs, configs, row
         open_masks[b] = [m for m in opened if m not in chosen[b]]
 
 
+@model_op
 def fill_mask_batch(lm: LoadedModel, configs: Sequence[FillMaskConfig]) -> tuple[FillMaskResult, ...]:
     """Fill the masks of several texts with one model, batched: per fill step, one forward per chunk of
     BATCH_CHUNK texts of similar length.
@@ -475,15 +477,15 @@ def configs_from_lines(text: str, top_k: int = 5, strategy: str = "independent",
 def fill_mask(lm: LoadedModel, cfg: FillMaskConfig) -> FillMaskResult:
     """Fill the masks of one text. Raises FillMaskError (a ValueError) with a message for the user.
 
-    Concurrent calls on the same model (one per Streamlit session thread) run as one batch (core.serving); the
-    result is this text's alone, with its own wall time as the latency.
+    Concurrent calls on the same model (one per Streamlit session thread) run as one batch (core.backend: here
+    core.serving, on Ray the model's Serve deployment); the result is this text's alone, with its own wall time as the latency.
     """
     from dataclasses import replace
 
-    from core.serving import coalesce
+    from core.backend import batched
 
     t0 = time.perf_counter()
-    res = coalesce(lm, "fill_mask", cfg, lambda cfgs: fill_mask_batch(lm, cfgs))
+    res = batched(lm, "fill_mask", fill_mask_batch, cfg)
     return replace(res, latency_ms=(time.perf_counter() - t0) * 1000, batch_size=1)
 
 

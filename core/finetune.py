@@ -27,7 +27,7 @@ import zipfile
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -1022,6 +1022,7 @@ class FinetunedModel:
     device: str
     task: str = "sequence"
     word_tokenizer: Any = None  # task "token": the tokenizer for pre-split words (core.token_data.words_tokenizer)
+    recipe: tuple | None = field(default=None, repr=False, compare=False)  # how another process loads it (core.backend)
 
 
 def load_finetuned(model_dir: str | Path, device: str = "auto") -> FinetunedModel:
@@ -1057,7 +1058,7 @@ def load_finetuned(model_dir: str | Path, device: str = "auto") -> FinetunedMode
 
         word_tok = words_tokenizer(lm.tokenizer)
     return FinetunedModel(model, lm.tokenizer, tuple(meta["label_names"]), c["pooling"], c["max_length"], lm.device,
-                          task, word_tok)
+                          task, word_tok, recipe=("core.finetune:load_finetuned", (str(model_dir),), {"device": device}))
 
 
 def split_words(text: str) -> list[str]:
@@ -1104,21 +1105,23 @@ def classify(fm: FinetunedModel, texts: list[str], texts_b: list[str] | None = N
 
     Concurrent calls on the same model (one per session thread) run as one batch (core.serving); single texts
     and pairs batch separately (the tokenizer takes one kind per call)."""
-    from core.serving import coalesce
-
-    def run(items):
-        probs = _classify_now(fm, [x for a, _ in items for x in a],
-                              None if items[0][1] is None else [x for _, b in items for x in b])
-        out, i = [], 0
-        for a, _ in items:
-            out.append(probs[i:i + len(a)])
-            i += len(a)
-        return out
+    from core.backend import batched
 
     if not texts:
         return _classify_now(fm, texts, texts_b)
     op = "classify" if texts_b is None else "classify_pairs"
-    return coalesce(fm, op, (list(texts), None if texts_b is None else list(texts_b)), run)
+    return batched(fm, op, _classify_batch, (list(texts), None if texts_b is None else list(texts_b)))
+
+
+def _classify_batch(fm: FinetunedModel, items: Sequence[tuple[list[str], list[str] | None]]) -> list[np.ndarray]:
+    """Several callers' texts (all single, or all pairs) as one forward, split back per caller."""
+    probs = _classify_now(fm, [x for a, _ in items for x in a],
+                          None if items[0][1] is None else [x for _, b in items for x in b])
+    out, i = [], 0
+    for a, _ in items:
+        out.append(probs[i:i + len(a)])
+        i += len(a)
+    return out
 
 
 def _classify_now(fm: FinetunedModel, texts: list[str], texts_b: list[str] | None = None) -> np.ndarray:

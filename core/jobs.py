@@ -71,6 +71,7 @@ class Job:
     started: float | None = None
     finished: float | None = None
     in_process: bool = False  # True when it runs (or will run) in a worker process
+    placement: dict | None = None  # where its worker ran, on Ray: {"node", "ip", "pid"} (core.backend.ray_jobs)
     _cancel: Any = field(default_factory=threading.Event, repr=False)  # a threading or multiprocessing Event
 
     @property
@@ -650,14 +651,9 @@ class SessionSweeper:
                 traceback.print_exc()
 
 
-_RUNNER: JobRunner | None = None
-_RUNNER_LOCK = threading.Lock()
-
-
 def runner() -> JobRunner:
-    """The process-wide runner (every Streamlit session shares it)."""
-    global _RUNNER
-    with _RUNNER_LOCK:
-        if _RUNNER is None:
-            _RUNNER = JobRunner()
-        return _RUNNER
+    """The process-wide runner (every Streamlit session shares it): the backend's (core.backend), whose worker
+    processes are this machine's or, on Ray, actors placed where the resource a job asks for is free."""
+    from core.backend import current
+
+    return current().job_runner()

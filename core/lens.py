@@ -37,6 +37,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from core.backend import model_op
 from core.fill_mask import Candidate, FillMaskConfig, FillMaskError, check_mlm, count_masks, encode, mlm_head
 from core.models import LoadedModel, ModelSpec
 
@@ -224,6 +225,7 @@ def _lone_ids(tok) -> list[int]:
     return _lone_marker_ids(tok)
 
 
+@model_op
 def lens(lm: LoadedModel, cfg: LensConfig, tuned: "TunedLens | None" = None) -> LensResult:
     """The lens on ``cfg.text``: per mask, the top-k at every depth and the last layer's answer across depth.
 
@@ -489,7 +491,7 @@ def lens_dir(lm: LoadedModel) -> Path:
     return lens_root() / f"{lm.spec.family}-{model_key(lm)}"
 
 
-_CACHE: "OrderedDict[tuple[str, str], tuple[Any, TuneReport]]" = OrderedDict()
+_CACHE: "OrderedDict[tuple[str, str], tuple[Any, TuneReport, int]]" = OrderedDict()  # (lens, report, file version)
 _CACHE_LOCK = threading.Lock()
 
 
@@ -514,14 +516,19 @@ def save_tuned(lm: LoadedModel, tuned, report: TuneReport) -> None:
 def load_tuned(lm: LoadedModel):
     """(TunedLens, TuneReport) saved for this model, or None when there is none (or it is unreadable)."""
     key = model_key(lm)
-    with _CACHE_LOCK:
-        hit = _CACHE.get((key, lm.device))
-        if hit is not None:
-            _CACHE.move_to_end((key, lm.device))
-            return hit
     folder = lens_dir(lm)
     wf, rf = folder / WEIGHTS_FILE, folder / REPORT_FILE
-    if not (wf.is_file() and rf.is_file()):
+    try:
+        # another process (a job, a Ray replica) may have saved a newer lens since: the cache holds one per version
+        version = rf.stat().st_mtime_ns
+    except OSError:
+        return None
+    with _CACHE_LOCK:
+        hit = _CACHE.get((key, lm.device))
+        if hit is not None and hit[2] == version:
+            _CACHE.move_to_end((key, lm.device))
+            return hit[0], hit[1]
+    if not wf.is_file():
         return None
     from safetensors.torch import load_file
 
@@ -538,7 +545,7 @@ def load_tuned(lm: LoadedModel):
     except OSError:
         pass
     with _CACHE_LOCK:
-        _CACHE[(key, lm.device)] = (tuned, report)
+        _CACHE[(key, lm.device)] = (tuned, report, version)
         while len(_CACHE) > LENS_CACHE:
             _CACHE.popitem(last=False)
     return tuned, report

@@ -200,6 +200,9 @@ class LoadedModel:
     device: str
     missing_keys: tuple[str, ...] = ()
     _derived: Family | None = field(default=None, repr=False, compare=False)
+    # how another process loads the same model: (loader "module:function", args, kwargs); core.backend sends it to
+    # a model replica (Ray). None when loaded with a dtype or extra model arguments: it then always runs here.
+    recipe: tuple | None = field(default=None, repr=False, compare=False)
 
     @property
     def family(self) -> Family:
@@ -225,6 +228,13 @@ class LoadedModel:
         # (BERT's cls., RoBERTa's lm_head, ModernBERT's head. and decoder., any family's classifier)
         prefix = str(getattr(self.model, "base_model_prefix", "") or "") + "."
         return any(not k.startswith(prefix) for k in self.missing_keys) if prefix != "." else bool(self.missing_keys)
+
+
+def runs_on(lm) -> str:
+    """Where ``lm``'s predictions run: its device in this process, or the model tier that serves it (core.backend)."""
+    from core.backend import current
+
+    return current().runs_on(lm)
 
 
 def max_tokens(model, tokenizer) -> int:
@@ -346,6 +356,8 @@ def load(spec: ModelSpec, task: str = "base", attentions: bool = False, dtype: s
             raise ModelLoadError(str(e)) from None
     return LoadedModel(model=model, tokenizer=tokenizer, spec=spec, task=task, source=res.source,
                        path=str(target), device=dev.torch_device,
-                       missing_keys=tuple(info.get("missing_keys", ())))
+                       missing_keys=tuple(info.get("missing_keys", ())),
+                       recipe=None if dtype or model_kwargs else
+                       ("core.models:load", (spec,), {"task": task, "attentions": attentions}))
 
 

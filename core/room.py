@@ -537,21 +537,9 @@ def follow_step(rooms: RoomStore, code: str, member: str, seen: tuple[int, int],
 
 
 # ---------------------------------------------------------------------------------------------- the process's store
-# In-process by default: every Streamlit session of this server process shares it, which is all one server needs.
-# A deployment with several server processes (behind a load balancer) or machines must share rooms between them,
-# and this store is the only thing it swaps: the plan of the scale-out issue (#20, docs/architecture.md) is a Ray
-# named actor (ray.remote(InProcessStore).options(name="encoderlab-rooms", lifetime="detached", get_if_exists=True))
-# behind a thin RoomStore whose methods are ``ray.get(actor.<method>.remote(...))``: the arguments and results are
-# the plain frozen values above, so they travel as they are, and the actor's single thread replaces the lock.
-# At the default poll interval that is one actor call per follower per second.
-_STORE: RoomStore | None = None
-_STORE_LOCK = threading.Lock()
-
-
 def store() -> RoomStore:
-    """This process's room store (created on first use with the limits the environment gives)."""
-    global _STORE
-    with _STORE_LOCK:
-        if _STORE is None:
-            _STORE = InProcessStore()
-        return _STORE
+    """This deployment's room store: the backend's (core.backend). In-process, every Streamlit session of this server
+    process shares one InProcessStore; on Ray it is a named actor holding one, so rooms span every front-end."""
+    from core.backend import current
+
+    return current().room_store()

@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
+from core.backend import model_op
 from core.models import ASSETS, FAMILIES, PAIR_HEADS, LoadedModel, pair_head_module
 from core.registry import PAIR_PROB_LABELS as PROB_LABELS  # noqa: F401  (re-exported)
 from core.registry import family
@@ -144,18 +145,27 @@ def score_pairs(lm: LoadedModel, pairs: Sequence[tuple[str, str]], progress: Pro
     (core.serving). Raises PairError when the model has no usable pair head.
     """
     if progress is not None or not pairs:
-        return _score_pairs_now(lm, pairs, progress)
-    from core.serving import coalesce
+        return _score_pairs_progress(lm, list(pairs), progress)
+    from core.backend import batched
 
-    def run(groups):
-        probs, tokens, cut = _score_pairs_now(lm, [p for g in groups for p in g])
-        out, i = [], 0
-        for g in groups:
-            out.append((probs[i:i + len(g)], tokens[i:i + len(g)], cut[i:i + len(g)]))
-            i += len(g)
-        return out
+    return batched(lm, "score_pairs", _score_pairs_batch, list(pairs))
 
-    return coalesce(lm, "score_pairs", list(pairs), run)
+
+def _score_pairs_batch(lm: LoadedModel, groups: Sequence[Sequence[tuple[str, str]]]) -> list:
+    """Several callers' pair lists as one scoring pass, split back into one (probs, tokens, cut) per caller."""
+    probs, tokens, cut = _score_pairs_now(lm, [p for g in groups for p in g])
+    out, i = [], 0
+    for g in groups:
+        out.append((probs[i:i + len(g)], tokens[i:i + len(g)], cut[i:i + len(g)]))
+        i += len(g)
+    return out
+
+
+@model_op
+def _score_pairs_progress(lm: LoadedModel, pairs: list[tuple[str, str]], progress: Progress | None = None,
+                          ) -> tuple[list[float], list[tuple[str, ...]], list[bool]]:
+    """A long pair batch (a job with progress and Cancel), where the backend keeps the model."""
+    return _score_pairs_now(lm, pairs, progress)
 
 
 def _score_pairs_now(lm: LoadedModel, pairs: Sequence[tuple[str, str]], progress: Progress | None = None,

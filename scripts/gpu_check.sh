@@ -8,9 +8,10 @@
 # Steps: the environment (nvidia-smi, torch's CUDA build), the tests marked gpu (memory back at its baseline after
 # a finished / cancelled / failed fine-tune, out of memory, a bf16 fine-tune, two seeded fine-tunes interleaved,
 # the CUDA generator in checkpoints, one model for "auto" and "cuda"), the fill-mask, attribution and fine-tune
-# benchmarks on CUDA (each side at the same precision), and two users at once on one GPU (a fine-tune and
-# fill-mask on the shared model). Logs: runs/gpu-check/<step>.log. Exit status: 0 when every step passed,
-# 1 when one failed, 2 when there is no usable CUDA device.
+# benchmarks on CUDA (each side at the same precision), two users at once on one GPU (a fine-tune and
+# fill-mask on the shared model), many sessions on one GPU, and scale-out on Ray (1 against 2 model replicas
+# sharing the GPU, and the Ray path's cost for one call). Logs: runs/gpu-check/<step>.log. Exit status: 0 when
+# every step passed, 1 when one failed, 2 when there is no usable CUDA device.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -87,6 +88,7 @@ STEPS=(
   "bench fine-tune on CUDA: bench/finetune.py (ours vs Trainer at fp32, then at bf16; bert-base bf16 vs fp32)"
   "two users on one GPU: a fine-tune and fill-mask on the shared model at once, each equal to its solo run"
   "many sessions on one GPU: bench/concurrency.py --device cuda --n 1,8,50 --base-size (target: p95 at N=50 <= 2x a lone caller)"
+  "scale-out on Ray, one GPU: bench/scaleout.py --device cuda (2 replicas at replica_gpus=0.5 vs 1 at 1: target >= 1.6x throughput; one call: ray <= 1.5x in-process + 5 ms)"
 )
 
 if [ "$DRY_RUN" = 1 ]; then
@@ -247,6 +249,11 @@ record "two users on one GPU" "$(status_of $STEP_RC)" "$(grab two_users 'user B:
 run_step concurrency 240 "$PY" bench/concurrency.py --device cuda --n 1,8,50 --rounds 10 --base-size
 record "50 sessions on one GPU (bert-base size)" "$(status_of $STEP_RC)" \
   "$(grab concurrency '^\| 50, batching on' | cut -d'|' -f2-5)" "$STEP_S"
+
+# ---------------------------------------------------------------------------------------------- 8. scale-out on Ray
+run_step scaleout 300 "$PY" bench/scaleout.py --device cuda --json "$LOGS/scaleout.json"
+record "scale-out on Ray, one GPU (bert-mini)" "$(status_of $STEP_RC)" \
+  "$(grab scaleout '^ *1 replica [0-9.]+ requests/s, 2 replicas'); $(grab scaleout '^ *scale-out:'); $(grab scaleout '^ *overhead:')" "$STEP_S"
 
 summary
 if grep -qP '\t(FAIL|TIMEOUT)\t' "$RESULTS"; then exit 1; fi

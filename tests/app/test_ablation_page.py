@@ -61,7 +61,9 @@ def test_attention_tabs_and_switching_one_head_off(attention_at):
 
 
 def test_bad_spec_says_what_is_valid_and_keeps_the_grid(attention_at):
-    at = _apply(attention_at, "attention", "L7H1")
+    at = _apply(attention_at, "attention", "l0h0")  # a good choice first (the fixture may be fresh on this worker)
+    assert at.session_state["attention.ab.L0"] == [0]
+    at = _apply(at, "attention", "L7H1")
     assert any("there is no layer 7" in e and "2 layers of 4 heads" in e for e in _errors(at)), _errors(at)
     _apply(at, "attention", "head one")
     assert any("'head' is not a head" in e for e in _errors(at)), _errors(at)

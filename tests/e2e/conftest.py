@@ -30,41 +30,49 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
-def server(tiny_zoo, tmp_path_factory):
-    """Start `streamlit run app/serve.py` (app/main.py behind its deep-link redirect, as `make run` does) on a free
-    port with the tiny zoo as the bundled models."""
+def start_streamlit(env: dict[str, str], log: Path) -> tuple[str, subprocess.Popen]:
+    """`streamlit run app/serve.py` (app/main.py behind its deep-link redirect, as `make run` does) on a free port
+    with ``env``; returns its URL once healthy, and the process (stop it with ``stop_streamlit``)."""
     if not Path(CHROMIUM).exists():
         pytest.fail(f"{CHROMIUM} is missing: `make test` installs Debian's chromium (apt-get install chromium).")
     port = _free_port()
-    log = tmp_path_factory.mktemp("server") / "streamlit.log"
-    env = {**os.environ, "ENCODERLAB_ZOO": str(tiny_zoo), "HF_HUB_OFFLINE": "1",
-           "ENCODERLAB_RUNS": str(tmp_path_factory.mktemp("runs")), "PYTHONUNBUFFERED": "1"}
     cmd = [sys.executable, "-m", "streamlit", "run", "app/serve.py", "--server.port", str(port),
            "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false",
            "--server.fileWatcherType", "none"]
     fh = open(log, "w")
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT)
+    proc.log_file = fh
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 90
     while time.time() < deadline:
         try:
             if urllib.request.urlopen(url + "/_stcore/health", timeout=2).read().strip() == b"ok":
-                break
+                return url, proc
         except OSError:
             time.sleep(0.3)
         if proc.poll() is not None:
             pytest.fail("streamlit exited early:\n" + log.read_text())
-    else:
-        proc.kill()
-        pytest.fail("streamlit did not become healthy in 90s:\n" + log.read_text())
-    yield url
+    proc.kill()
+    pytest.fail("streamlit did not become healthy in 90s:\n" + log.read_text())
+
+
+def stop_streamlit(proc: subprocess.Popen) -> None:
     proc.terminate()
     try:
         proc.wait(10)
     except subprocess.TimeoutExpired:
         proc.kill()
-    fh.close()
+    proc.log_file.close()
+
+
+@pytest.fixture(scope="session")
+def server(tiny_zoo, tmp_path_factory):
+    """A real server on a free port with the tiny zoo as the bundled models."""
+    env = {**os.environ, "ENCODERLAB_ZOO": str(tiny_zoo), "HF_HUB_OFFLINE": "1",
+           "ENCODERLAB_RUNS": str(tmp_path_factory.mktemp("runs")), "PYTHONUNBUFFERED": "1"}
+    url, proc = start_streamlit(env, tmp_path_factory.mktemp("server") / "streamlit.log")
+    yield url
+    stop_streamlit(proc)
 
 
 @pytest.fixture(scope="session")
