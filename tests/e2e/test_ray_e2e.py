@@ -54,14 +54,22 @@ def ray_head(tiny_zoo, tmp_path, auth):
     while subprocess.run([RAY, "health-check", f"--address={address}"], env=env,
                          capture_output=True).returncode != 0:
         if time.time() > end or head.poll() is not None:
+            _stop(head, log)
             pytest.fail("the Ray head did not start:\n" + (tmp_path / "ray-head.log").read_text()[-3000:])
         time.sleep(1)
     yield address
-    os.killpg(head.pid, signal.SIGTERM)  # --block: the head takes its raylet, workers and GCS down with it
+    _stop(head, log)
+
+
+def _stop(head: subprocess.Popen, log) -> None:
+    """--block: the head takes its raylet, workers and GCS down with it; its process group goes in any case."""
     try:
+        os.killpg(head.pid, signal.SIGTERM)
         head.wait(30)
     except subprocess.TimeoutExpired:
         os.killpg(head.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
     log.close()
 
 
