@@ -7,14 +7,16 @@ import streamlit as st
 
 from app import state
 from app.i18n import t
-from core.models import LoadedModel, ModelLoadError, ModelSpec, load, resolve, resolve_device
+from core.models import LoadedModel, ModelLoadError, ModelSpec, load, prepare_serving, resolve, resolve_device
 
 POLL_S = 0.25  # how often the download's progress bar is redrawn
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)
 def _cached(family: str, checkpoint: str, device: str, task: str, attentions: bool, quant: str = "") -> LoadedModel:
-    return load(ModelSpec(family, checkpoint, device, quant), task=task, attentions=attentions)
+    lm = load(ModelSpec(family, checkpoint, device, quant), task=task, attentions=attentions)
+    prepare_serving(lm)  # where predictions run elsewhere (Ray), that tier starts getting ready now
+    return lm
 
 
 def get_model(spec: ModelSpec, task: str = "base", attentions: bool = False) -> LoadedModel:

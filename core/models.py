@@ -230,6 +230,13 @@ class LoadedModel:
         return any(not k.startswith(prefix) for k in self.missing_keys) if prefix != "." else bool(self.missing_keys)
 
 
+def prepare_serving(lm) -> None:
+    """Tell the backend a model was just loaded for the pages: on Ray its deployment starts now (core.backend)."""
+    from core.backend import current
+
+    current().prepare(lm)
+
+
 def runs_on(lm) -> str:
     """Where ``lm``'s predictions run: its device in this process, or the model tier that serves it (core.backend)."""
     from core.backend import current

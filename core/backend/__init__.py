@@ -46,6 +46,9 @@ class Backend(ABC):
              progress: Callable[..., Any] | None = None) -> Any:
         """``fn(obj, *args, **kwargs)``; ``progress`` (when given) receives the function's progress calls."""
 
+    def prepare(self, obj: Any) -> None:
+        """Get ready to serve ``obj`` (a model just loaded): nothing to do in this process."""
+
     def runs_on(self, obj: Any) -> str:
         """Where ``obj``'s predictions run, for the page's source line: its device here."""
         return str(getattr(obj, "device", "?"))

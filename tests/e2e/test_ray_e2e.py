@@ -65,7 +65,7 @@ def _stop(head: subprocess.Popen, log) -> None:
     """--block: the head takes its raylet, workers and GCS down with it; its process group goes in any case."""
     try:
         os.killpg(head.pid, signal.SIGTERM)
-        head.wait(30)
+        head.wait(10)
     except subprocess.TimeoutExpired:
         os.killpg(head.pid, signal.SIGKILL)
     except ProcessLookupError:
