@@ -199,6 +199,8 @@ def mini_note(checkpoint: str, head: str | None = None) -> bool:
                   majority=f"{held.get('pair_majority', 0.5):.1%}")
     elif "mlm_top5" in held:
         score = t("common.mini_mlm_score", top5=f"{held['mlm_top5']:.1%}", unigram=f"{held.get('unigram_top5', 0):.1%}")
+        if "top5" in card.get("probe", {}):
+            score += "; " + t("common.mini_probe_score", probe=f"{card['probe']['top5']:.0%}")
     else:
         score = ""
     full = _full_checkpoint(card.get("family", ""))

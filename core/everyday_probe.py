@@ -8,6 +8,7 @@ tokenizer apply) and counts a hit when a top-k candidate, as plain lowercase tex
 """
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +50,24 @@ def load_probe(path: str | Path = PROBE_PATH) -> tuple[ProbeItem, ...]:
     return tuple(items)
 
 
+def normalize(text: str) -> str:
+    """Lowercase letters and spaces only: how the corpus and the probe are compared for overlap."""
+    return re.sub(r"[^a-z ]", "", text.lower()).strip()
+
+
+def filled_sentences(items: tuple[ProbeItem, ...] | None = None, min_chars: int = 15) -> set[str]:
+    """Every probe sentence with each acceptable answer filled in, normalized (longer than ``min_chars``: a
+    shorter one would match inside ordinary text by chance)."""
+    out = set()
+    for it in load_probe() if items is None else items:
+        left, right = (normalize(x) for x in it.sentence.split("[MASK]"))
+        for answer in it.answers:
+            filled = " ".join(x for x in (left, answer, right) if x)
+            if len(filled) > min_chars:
+                out.add(filled)
+    return out
+
+
 def _plain(text: str) -> str:
     return text.strip().lower()
 
@@ -75,10 +94,32 @@ def score(lm: LoadedModel, items: tuple[ProbeItem, ...] | None = None, k: int = 
     return ProbeScore(lm.spec.checkpoint, len(items), sum(top1) / n, sum(topk) / n, k, per_topic, tuple(preds))
 
 
-def main() -> int:  # python -m core.everyday_probe: the four bundled minis' scores
-    from core.models import FAMILIES, ModelSpec, bundled_id, load
+def during_training(family: str, items: tuple[ProbeItem, ...] | None = None):
+    """An ``on_eval`` hook for core.pretrain.train.pretrain: the probe's top-1/top-5 of the model being trained
+    (its own tokenizer and mask token, the Fill-mask code path), so a run logs the probe beside held-out MLM."""
+    from core.models import ModelSpec
 
-    for fam in FAMILIES:
+    items = load_probe() if items is None else items
+
+    def on_eval(model, tokenizer) -> dict:
+        from core import packed_linear
+
+        lm = LoadedModel(model, tokenizer, ModelSpec(family, "(training)", "cpu"), "mlm", "training", "",
+                         str(next(model.parameters()).device))
+        # no packed weights: a fused optimizer updates them in place without bumping their version, so a pack made
+        # at the first evaluation would be served at every later one (packed_linear's staleness check)
+        with packed_linear.off():
+            s = score(lm, items)
+        return {"probe_top1": round(s.top1, 4), "probe_top5": round(s.topk, 4)}
+
+    return on_eval
+
+
+def main() -> int:  # python -m core.everyday_probe: the four bundled minis' scores
+    from core.models import ModelSpec, bundled_id, load
+    from core.registry import bundled_families
+
+    for fam in (f.key for f in bundled_families()):
         lm = load(ModelSpec(fam, bundled_id(fam), "cpu"), "mlm")
         s = score(lm)
         print(f"{bundled_id(fam):28s} top-1 {s.top1:6.1%}  top-5 {s.topk:6.1%}  ({s.items} sentences)")

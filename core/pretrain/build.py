@@ -48,22 +48,28 @@ def pretraining_class(family: str):
     return getattr(transformers, FAMILIES[family].classes["pretraining"])
 
 
-def from_minilm(family: str, tokenizer, fit: "MiniLMFit | None" = None):
-    """The family's start from the offline MiniLM encoder (its recipe's ``from_minilm``). Raises ValueError for a
-    family that has none."""
+def from_minilm(family: str, tokenizer, fit: "MiniLMFit | None" = None, source: str | Path | None = None):
+    """The family's start from a BERT-architecture encoder (its recipe's ``from_minilm``): the offline MiniLM, or
+    ``source``, a folder of a BERT model with the bert-base-uncased vocabulary (the zoo's RoBERTa and ALBERT start
+    from the bundled bert-mini, whose encoder has learned MLM). Raises ValueError for a family that has none."""
     start = recipe(family).from_minilm
     if start is None:
         raise ValueError(f"{FAMILIES[family].label} has no start from MiniLM: use init 'scratch'.")
-    return start(tokenizer, fit)
+    return start(tokenizer, fit, source)
 
 
-def bert_from_minilm():
-    """BertForPreTraining with the MiniLM encoder; MLM transform + NSP head fresh, decoder tied to embeddings."""
+def _source(source: str | Path | None) -> str:
+    return str(source) if source is not None else str(minilm_folder())
+
+
+def bert_from_minilm(source: str | Path | None = None):
+    """BertForPreTraining with the MiniLM encoder (or ``source``'s); MLM transform + NSP head fresh unless the
+    source has them, decoder tied to embeddings."""
     import transformers
 
     transformers.logging.set_verbosity_error()
     with BUILD_LOCK:
-        model = transformers.BertForPreTraining.from_pretrained(str(minilm_folder()), use_safetensors=True,
+        model = transformers.BertForPreTraining.from_pretrained(_source(source), use_safetensors=True,
                                                             dtype=torch.float32)
     model.config.architectures = [type(model).__name__]
     model.tie_weights()
@@ -185,22 +191,39 @@ def _bert_piece_ids(token: str, kind: str, bert_tok, vocab: dict[str, int] | Non
     return [i for i in ids if i != bert_tok.unk_token_id]
 
 
-def _minilm_encoder():
-    """The offline MiniLM encoder (BertModel, float32), whose weights the RoBERTa and ALBERT starts take."""
+def _minilm_encoder(source: str | Path | None = None):
+    """The offline MiniLM encoder (BertModel, float32), or ``source``'s, whose weights the RoBERTa and ALBERT
+    starts take."""
     import transformers
 
+    transformers.logging.set_verbosity_error()
     with BUILD_LOCK:
-        return transformers.BertModel.from_pretrained(str(minilm_folder()), use_safetensors=True, dtype=torch.float32)
+        return transformers.BertModel.from_pretrained(_source(source), use_safetensors=True, dtype=torch.float32)
 
 
-def roberta_from_minilm(tokenizer):
-    """A RoBERTa (6 x 384, type_vocab_size 1) whose encoder is the offline MiniLM's and whose byte-level BPE
-    embeddings are transferred from MiniLM's WordPiece ones: a BPE token takes the embedding of the same
+def _mlm_transform(source: str | Path | None) -> dict[str, torch.Tensor] | None:
+    """The source's MLM head transform (dense H -> H, then LayerNorm) when its folder has one (a BERT trained
+    with MLM, like the bundled bert-mini); None for the MiniLM, which has no MLM head."""
+    from safetensors.torch import load_file
+
+    path = Path(_source(source)) / "model.safetensors"
+    if not path.exists():
+        return None
+    state = load_file(str(path))
+    pre = "cls.predictions.transform."
+    keys = {k[len(pre):]: v.float() for k, v in state.items() if k.startswith(pre)}
+    return keys if {"dense.weight", "dense.bias", "LayerNorm.weight", "LayerNorm.bias"} <= set(keys) else None
+
+
+def roberta_from_minilm(tokenizer, source: str | Path | None = None):
+    """A RoBERTa (6 x 384, type_vocab_size 1) whose encoder is the offline MiniLM's (or ``source``'s) and whose
+    byte-level BPE embeddings are transferred from its WordPiece ones: a BPE token takes the embedding of the same
     (lower-cased) word piece, or the mean of the pieces that spell it. Positions are shifted by RoBERTa's
-    padding offset, with token-type 0 folded in. The MLM head is fresh."""
+    padding offset, with token-type 0 folded in. The MLM head is fresh, except its transform when the source
+    was trained with MLM (then the transferred embeddings are already what it maps to)."""
     import transformers
 
-    minilm = _minilm_encoder()
+    minilm = _minilm_encoder(source)
     bert_tok = bert_uncased_tokenizer()
     mc = minilm.config
     cfg = transformers.RobertaConfig(
@@ -217,6 +240,12 @@ def roberta_from_minilm(tokenizer):
         re_.position_embeddings.weight[:2] = pos[0]
         re_.LayerNorm.load_state_dict(me.LayerNorm.state_dict())
         model.roberta.encoder.load_state_dict(minilm.encoder.state_dict())
+        transform = _mlm_transform(source)
+        if transform is not None:
+            model.lm_head.dense.weight.copy_(transform["dense.weight"])
+            model.lm_head.dense.bias.copy_(transform["dense.bias"])
+            model.lm_head.layer_norm.weight.copy_(transform["LayerNorm.weight"])
+            model.lm_head.layer_norm.bias.copy_(transform["LayerNorm.bias"])
     model.tie_weights()
     model.config.architectures = ["RobertaForMaskedLM"]
     return model
@@ -260,6 +289,8 @@ class MiniLMFit:
     batch_size: int = 16
     max_len: int = 64
     on_step: Callable[[int, int, float], None] | None = None
+    bf16: bool = False  # bf16 autocast for the forward passes (the pretraining run's own precision)
+    device: str = "cpu"  # where the fit runs (the pretraining run's device); the fitted model comes back on the CPU
 
 
 def _albert_like_minilm(minilm, tokenizer, words: torch.Tensor, embedding_size: int, layers: int, shared_from: int,
@@ -313,9 +344,13 @@ def _albert_like_minilm(minilm, tokenizer, words: torch.Tensor, embedding_size: 
     return model
 
 
-def fit_to_minilm(albert, minilm, bert_tok, fit: MiniLMFit) -> float:
+def fit_to_minilm(albert, minilm, bert_tok, fit: MiniLMFit, head=None, teacher_head=None) -> float:
     """Train ``albert`` (an AlbertModel on the WordPiece vocabulary) so its last hidden states match MiniLM's;
-    returns the final mean cosine. Deterministic for a given seed (windows and masks are seeded)."""
+    returns the final mean cosine. Deterministic for a given seed (windows and masks are seeded).
+
+    With ``head`` (the ALBERT's MLM head on the WordPiece vocabulary) and ``teacher_head`` (the source's own MLM
+    head, when the source learned MLM), the head also learns the teacher's predictions at the corrupted positions
+    (KL at temperature 2, as DistilBERT's soft targets), so the ALBERT starts able to fill a blank."""
     import random
 
     import torch.nn.functional as F
@@ -333,7 +368,16 @@ def fit_to_minilm(albert, minilm, bert_tok, fit: MiniLMFit) -> float:
     named = [(training._under(n, parts), p) for n, p in albert.named_parameters()]
     groups = [{"params": [p for e, p in named if e], "lr": fit.embed_lr},
               {"params": [p for e, p in named if not e], "lr": fit.lr}]
-    opt = torch.optim.AdamW(groups, weight_decay=0.01)
+    distil = head is not None and teacher_head is not None
+    if distil:  # the head's own parameters (its decoder is the tied word embeddings, already above)
+        mine = {id(p) for _, p in named}
+        groups.append({"params": [p for p in head.parameters() if id(p) not in mine], "lr": fit.embed_lr})
+        head.to(fit.device)
+        teacher_head.to(fit.device).eval()
+    device = fit.device
+    albert.to(device)
+    minilm.to(device)
+    opt = torch.optim.AdamW(groups, weight_decay=0.01, fused=True)
     warm = max(1, round(0.06 * fit.steps))
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warm) * max(0.0, 1 - s / fit.steps))
     rng = random.Random(fit.seed)
@@ -345,29 +389,39 @@ def fit_to_minilm(albert, minilm, bert_tok, fit: MiniLMFit) -> float:
         starts = [rng.randrange(0, len(ids) - span) for _ in range(fit.batch_size)]
         x = torch.tensor([[bert_tok.cls_token_id] + ids[a:a + span] + [bert_tok.sep_token_id] for a in starts])
         special = (x == bert_tok.cls_token_id) | (x == bert_tok.sep_token_id)
-        x = mask_tokens(x, special, mask_id=bert_tok.mask_token_id, vocab_size=len(bert_tok),
-                        generator=torch.Generator().manual_seed(fit.seed * 100_003 + step)).input_ids
-        # 2. MiniLM's last hidden states are the target; cosine + MSE
-        with torch.no_grad():
-            target = minilm(input_ids=x).last_hidden_state  # (B, T, H)
-        h = albert(input_ids=x).last_hidden_state
+        masked = mask_tokens(x, special, mask_id=bert_tok.mask_token_id, vocab_size=len(bert_tok),
+                             generator=torch.Generator().manual_seed(fit.seed * 100_003 + step))
+        x, sel = masked.input_ids.to(device), (masked.labels != -100).to(device)
+        # 2. MiniLM's last hidden states are the target; cosine + MSE (+ the teacher's predictions at the masks)
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=fit.bf16):
+            with torch.no_grad():
+                target = minilm(input_ids=x).last_hidden_state.float()  # (B, T, H)
+                soft = torch.softmax(teacher_head(target[sel]).float() / 2.0, -1) if distil else None
+            h = albert(input_ids=x).last_hidden_state.float()
+            logits = head(h[sel]).float() if distil else None
         c = F.cosine_similarity(h, target, dim=-1).mean()
         loss = (1 - c) + F.mse_loss(h, target)
+        if distil:
+            loss = loss + F.kl_div(torch.log_softmax(logits / 2.0, -1), soft, reduction="batchmean") * 4.0
         # 3. step, clipped
         opt.zero_grad()
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(albert.parameters(), 1.0)
+        torch.nn.utils.clip_grad_norm_([p for g in groups for p in g["params"]], 1.0)
         opt.step()
         sched.step()
         cos = float(c.detach())
         if fit.on_step is not None:
             fit.on_step(step + 1, fit.steps, cos)
-    albert.eval()
+    albert.eval().cpu()
+    minilm.cpu()
+    if distil:
+        head.eval().cpu()
+        teacher_head.cpu()
     return cos
 
 
 def albert_from_minilm(tokenizer, embedding_size: int = 128, layers: int = 6, shared_from: int = 2,
-                       residual_scale: float = 0.5, fit: MiniLMFit | None = None):
+                       residual_scale: float = 0.5, fit: MiniLMFit | None = None, source: str | Path | None = None):
     """An ALBERT (E=128 < H=384, one layer shared across ``layers`` of depth) started from MiniLM: Unigram
     embeddings transferred from its WordPiece ones and factorized by PCA (V x E, then E x H), and the shared
     layer initialised from MiniLM layer ``shared_from``. MLM and SOP heads are fresh.
@@ -375,16 +429,32 @@ def albert_from_minilm(tokenizer, embedding_size: int = 128, layers: int = 6, sh
     With ``fit``, the same start is first built on MiniLM's own WordPiece vocabulary and fitted to reproduce
     MiniLM's last hidden states (``fit_to_minilm``): one shared layer learns to do what MiniLM's six distinct
     layers do. The fitted layer, positions and E-space embeddings then move to ``tokenizer``'s vocabulary (each
-    piece the mean of the WordPiece pieces that spell it)."""
-    minilm = _minilm_encoder()
+    piece the mean of the WordPiece pieces that spell it). With ``source`` (a BERT folder with the bert-base-uncased
+    vocabulary, e.g. the bundled bert-mini), that model's encoder takes MiniLM's place throughout: the fit then
+    reproduces the states an MLM-trained encoder has at masked positions too."""
+    teacher_head = None
+    if _mlm_transform(source) is not None:  # a source that learned MLM: its head teaches the ALBERT's in the fit
+        import transformers
+
+        with BUILD_LOCK:
+            teacher = transformers.BertForMaskedLM.from_pretrained(_source(source), use_safetensors=True,
+                                                                   dtype=torch.float32)
+        minilm, teacher_head = teacher.bert, teacher.cls
+    else:
+        minilm = _minilm_encoder(source)
     bert_tok = bert_uncased_tokenizer()
     words = _transferred_embeddings(tokenizer, "unigram", minilm, bert_tok)  # (V, H)
     arch = dict(embedding_size=embedding_size, layers=layers, shared_from=shared_from, residual_scale=residual_scale)
     if fit is None or fit.steps == 0:
         return _albert_like_minilm(minilm, tokenizer, words, **arch)
     wp = _albert_like_minilm(minilm, bert_tok, minilm.embeddings.word_embeddings.weight.detach(), **arch)
-    fit_to_minilm(wp.albert, minilm, bert_tok, fit)
+    fit_to_minilm(wp.albert, minilm, bert_tok, fit, head=wp.predictions if teacher_head is not None else None,
+                  teacher_head=teacher_head)
     model = _albert_like_minilm(minilm, tokenizer, words, **arch)  # its heads and config; the rest from ``wp``
+    if teacher_head is not None:  # the fitted head's transform (H -> E, LayerNorm) works on any E-space vocabulary
+        with torch.no_grad():
+            model.predictions.dense.load_state_dict(wp.predictions.dense.state_dict())
+            model.predictions.LayerNorm.load_state_dict(wp.predictions.LayerNorm.state_dict())
     a, w = model.albert, wp.albert
     with torch.no_grad():
         a.encoder.load_state_dict(w.encoder.state_dict())

@@ -114,9 +114,11 @@ def split_sentences(paragraph: str) -> list[str]:
     return [s.strip() for s in SENT_SPLIT.split(paragraph) if len(s.strip()) > 1]
 
 
-def wordnet_documents(root: str = "/usr/share/wordnet", synsets_per_doc: int = 6) -> list[tuple[str, list[str]]]:
+def wordnet_documents(root: str = "/usr/share/wordnet", synsets_per_doc: int = 6, examples_only: bool = True,
+                      id_prefix: str = "wordnet") -> list[tuple[str, list[str]]]:
     """WordNet glosses + examples. A synset becomes "lemma, lemma: definition." then its examples; consecutive
-    synsets of one lexicographer file (neighbours in the file, often related) are grouped into a document."""
+    synsets of one lexicographer file (neighbours in the file, often related) are grouped into a document.
+    ``examples_only`` keeps only the synsets that have example sentences (the first three sources' choice)."""
     out: list[tuple[str, list[str]]] = []
     for pos in ("noun", "verb", "adj", "adv"):
         path = Path(root) / f"data.{pos}"
@@ -135,7 +137,7 @@ def wordnet_documents(root: str = "/usr/share/wordnet", synsets_per_doc: int = 6
             parts = [p.strip() for p in gloss.strip().split(";")]
             definition = [p for p in parts if p and not p.startswith('"')]
             examples = [p.strip('" ') for p in parts if p.startswith('"')]
-            if not examples:  # keep synsets with example sentences: real usage, not only dictionary prose
+            if examples_only and not examples:  # synsets with example sentences: real usage, not only glosses
                 continue
             sents = []
             if definition:
@@ -144,7 +146,7 @@ def wordnet_documents(root: str = "/usr/share/wordnet", synsets_per_doc: int = 6
             if lex != group_lex or len(group) >= synsets_per_doc * 3:
                 if len(group) >= 2:
                     out.append((group_id, group))
-                group, group_lex, group_id = [], lex, f"wordnet:{pos}:{offset}"
+                group, group_lex, group_id = [], lex, f"{id_prefix}:{pos}:{offset}"
             group.extend(sents)
         if len(group) >= 2:
             out.append((group_id, group))
@@ -278,10 +280,43 @@ def _write(path: Path, docs: list[list[str]]) -> None:
     path.write_text("\n\n".join("\n".join(d) for d in docs) + "\n", encoding="utf-8")
 
 
-def build_corpus(out_dir: str | Path = CORPUS_DIR, wordnet_chars: int = 1_300_000, python_chars: int = 1_300_000,
-                 kjv_every: int = 3) -> dict:
-    """Regenerate the corpus from the Debian packages; writes train.txt, heldout.txt, manifest.json.
+EVERYDAY_TRAIN_FILE = "train_everyday.txt"  # the training documents of the everyday sources
+EVERYDAY_HELDOUT_FILE = "heldout_everyday.txt"  # the held-out documents of the everyday sources
 
+
+def everyday_sources() -> dict[str, list[tuple[str, list[str]]]]:
+    """The sources added for everyday English (core.pretrain.everyday), by name, in a fixed order."""
+    from core.pretrain import everyday
+
+    return {
+        "wordnet-gloss": everyday.wordnet_gloss_documents(),
+        "austen": everyday.austen_documents(),
+        "novels": everyday.tidytext_novel_documents() + everyday.moby_dick_documents(),
+        "fortunes": everyday.fortune_documents(),
+        "harvard": everyday.harvard_documents(),
+    }
+
+
+def _probe_hits(docs: list[list[str]]) -> set[str]:
+    """The sentences that contain a sentence of the everyday probe with an acceptable answer filled in (the probe
+    is never trained on; tests/core/test_everyday_probe.py checks the same way)."""
+    from core.everyday_probe import filled_sentences, normalize
+
+    lines = [s for d in docs for s in d]
+    text = "\n".join(normalize(s) for s in lines)
+    found = [f for f in filled_sentences() if f in text]
+    return {s for s in lines if any(f in normalize(s) for f in found)}
+
+
+def build_corpus(out_dir: str | Path = CORPUS_DIR, wordnet_chars: int = 1_300_000, python_chars: int = 1_300_000,
+                 kjv_every: int = 3, everyday: bool = True) -> dict:
+    """Regenerate the corpus from the Debian packages; writes train.txt and heldout.txt (the first three sources),
+    train_everyday.txt and heldout_everyday.txt (the everyday sources), and manifest.json.
+
+    The first three sources (WordNet examples, Python documentation, the KJV) are built exactly as before the
+    everyday sources were added, so train.txt and heldout.txt, the files every earlier model was trained and scored
+    on, are unchanged. A sentence of the everyday sources (``everyday_sources``) that the first three already have
+    (WordNet's glosses repeat their synsets) or that holds a probe sentence is dropped.
     Deterministic: sources are read in a fixed order and documents are split by a hash of their id.
     Returns the manifest. Raises CorpusError naming the missing Debian package.
     """
@@ -297,28 +332,56 @@ def build_corpus(out_dir: str | Path = CORPUS_DIR, wordnet_chars: int = 1_300_00
     size = sum(len(s) + 1 for _, d in wn for s in d)
     step = max(1, round(size / wordnet_chars))
     sources["wordnet"] = wn[::step]
-    train, heldout, per_source = [], [], {}
+    splits: dict[str, list[list[str]]] = {TRAIN_FILE: [], HELDOUT_FILE: []}
+    per_source = {}
     for name, docs in sources.items():
         tr = [d for i, d in docs if not held_out(i)]
         ho = [d for i, d in docs if held_out(i)]
-        train += tr
-        heldout += ho
-        per_source[name] = {"train": _stats(tr).__dict__, "heldout": _stats(ho).__dict__}
-    # Interleave sources deterministically so a prefix of the file is a mix of all three.
-    train = _interleave(train)
-    heldout = _interleave(heldout)
-    _write(out / TRAIN_FILE, train)
-    _write(out / HELDOUT_FILE, heldout)
+        splits[TRAIN_FILE] += tr
+        splits[HELDOUT_FILE] += ho
+        per_source[name] = {"file": TRAIN_FILE, "train": _stats(tr).__dict__, "heldout": _stats(ho).__dict__}
+    if everyday:
+        seen = {s for d in splits[TRAIN_FILE] + splits[HELDOUT_FILE] for s in d}
+        extra = everyday_sources()
+        drop = seen | _probe_hits([d for docs in extra.values() for _, d in docs])
+        kept = {name: [(i, k) for i, k in ((i, [s for s in d if s not in drop]) for i, d in docs) if k]
+                for name, docs in extra.items()}
+        # a held-out sentence is never trained on, also where another document repeats it (a quotation that two
+        # fortunes share, a line two novels both quote)
+        held = {s for docs in kept.values() for i, d in docs if held_out(i) for s in d}
+        splits[EVERYDAY_TRAIN_FILE], splits[EVERYDAY_HELDOUT_FILE] = [], []
+        for name, docs in kept.items():
+            tr = [k for k in ([s for s in d if s not in held] for i, d in docs if not held_out(i)) if k]
+            ho = [d for i, d in docs if held_out(i)]
+            splits[EVERYDAY_TRAIN_FILE] += tr
+            splits[EVERYDAY_HELDOUT_FILE] += ho
+            per_source[name] = {"file": EVERYDAY_TRAIN_FILE, "train": _stats(tr).__dict__,
+                                "heldout": _stats(ho).__dict__}
+    # Interleave sources deterministically so a prefix of a file is a mix of its sources.
+    files = {name: _interleave(docs) for name, docs in splits.items()}
+    for name, docs in files.items():
+        _write(out / name, docs)
     manifest = {
         "format": "one sentence per line, blank line between documents",
         "heldout_rule": f"sha1(document id) % 100 < {HELDOUT_PERCENT}",
         "sources": per_source,
-        "train": _stats(train).__dict__,
-        "heldout": _stats(heldout).__dict__,
-        "sha256": {f: hashlib.sha256((out / f).read_bytes()).hexdigest() for f in (TRAIN_FILE, HELDOUT_FILE)},
+        "files": {name: _stats(docs).__dict__ for name, docs in files.items()},
+        "train": _stats(files[TRAIN_FILE]).__dict__,
+        "heldout": _stats(files[HELDOUT_FILE]).__dict__,
+        "sha256": {f: hashlib.sha256((out / f).read_bytes()).hexdigest() for f in files},
     }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     return manifest
+
+
+def load_training_documents(corpus: str | Path, files: tuple[str, ...] = (TRAIN_FILE,)) -> list[list[str]]:
+    """The training documents of a corpus folder's ``files`` (interleaved by the same hash as the builder, so two
+    files read together give the order one file of both would have), or of a corpus file."""
+    p = Path(corpus)
+    if not p.is_dir():
+        return load_documents(p)
+    docs = [d for f in files for d in load_documents(p / f)]
+    return _interleave(docs) if len(files) > 1 else docs
 
 
 def _interleave(docs: list[list[str]]) -> list[list[str]]:

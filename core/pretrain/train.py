@@ -35,7 +35,8 @@ from core.registry import families_with
 from core.pretrain import build
 from core.registry.pretraining import recipe
 from core.rng import RunRNG
-from core.pretrain.corpus import CORPUS_DIR, HELDOUT_FILE, CorpusError, check_documents, held_out, load_documents
+from core.pretrain.corpus import (CORPUS_DIR, HELDOUT_FILE, TRAIN_FILE, CorpusError, check_documents, held_out,
+                                  load_documents, load_training_documents)
 from core.pretrain.data import Instance, collate, make_instances, pad, special_mask, tokenize_documents
 from core.pretrain.evaluate import evaluate, unigram_top
 from core.pretrain.masking import IGNORE, Masked, mask_tokens
@@ -56,6 +57,8 @@ class PretrainConfig:
     out: str
     corpus: str = str(CORPUS_DIR)
     heldout: str | None = None  # default: heldout.txt next to the corpus, else a hash split of its documents
+    # the training files of a corpus folder (its train.txt; the bundled corpus adds train_everyday.txt)
+    train_files: tuple[str, ...] = (TRAIN_FILE,)
     # Numeric settings declare their range once (core.fields.bounded): __post_init__, the lab page's widgets, the
     # URL fields and the command line read it from here. Steps also stay within max_steps (the caller's limit).
     steps: int = bounded(300, 1, None, label="Steps")
@@ -70,12 +73,17 @@ class PretrainConfig:
     fit_lr: float = 1e-3  # ... its learning rate for the shared layer
     fit_embed_lr: float = 3e-3  # ... and for the factorized embeddings
     prior_bias: bool = True  # start a fresh MLM head's output bias at log unigram frequencies
+    # keep the word embeddings (and so the tied MLM decoder) as the start has them: words the corpus rarely shows
+    # keep the start's place in embedding space instead of being pushed away as negatives; the output bias learns
+    freeze_word_embeddings: bool = False
     # fraction of steps; the same range as fine-tuning's warmup_ratio
     warmup: float = bounded(0.06, 0.0, 0.5, label="Warmup", hint="a fraction of the steps")
     weight_decay: float = bounded(0.01, 0.0, 0.3, label="Weight decay")
     clip: float = bounded(1.0, 0.0, 10.0, label="Gradient clipping", hint="0 turns it off")
     size: str = "tiny"
     init: str = "scratch"  # "scratch", "minilm" (BERT: the offline MiniLM encoder), or a model folder to continue
+    # with init "minilm": a BERT folder (bert-base-uncased vocabulary) whose encoder takes the MiniLM's place
+    encoder_from: str | None = None
     mlm_probability: float = bounded(0.15, 0.0, 1.0, open_lo=True, open_hi=True, label="mlm_probability",
                                      hint="BERT uses 0.15")
     masking: str = "dynamic"  # "static": one mask per instance for the whole run; "dynamic": fresh every visit
@@ -95,6 +103,9 @@ class PretrainConfig:
     checkpoint_every: int = bounded(100, 0, None, label="checkpoint_every", hint="0 = no checkpoints")
     resume: bool = True
     device: str = "auto"
+    # "auto": bf16 autocast on a GPU that has it, fp32 elsewhere; "bf16": bf16 autocast on the CPU too (fast where
+    # the CPU has bf16 instructions: avx512_bf16 / AMX); "fp32": never autocast
+    precision: str = "auto"
     threads: int | None = None
     fp16_export: bool = False
     max_documents: int | None = None  # use only the first N training documents (quick runs)
@@ -112,11 +123,16 @@ class PretrainConfig:
         check_bounds(self, PretrainError)  # every bounded field above, with its range
         if self.steps > self.max_steps:
             raise PretrainError(f"Steps must be between 1 and {self.max_steps} here (got {self.steps}).")
+        if self.precision not in ("auto", "bf16", "fp32"):
+            raise PretrainError("precision must be 'auto', 'bf16' or 'fp32'.")
         if self.masking not in ("static", "dynamic"):
             raise PretrainError("masking must be 'static' or 'dynamic'.")
         if self.init not in ("scratch", "minilm") and not (Path(self.init) / "config.json").exists():
             raise PretrainError("init must be 'scratch', 'minilm' or a model folder (with config.json) to continue.")
         rec = recipe(self.family)
+        if self.encoder_from is not None and (self.init != "minilm"
+                                              or not (Path(self.encoder_from) / "config.json").exists()):
+            raise PretrainError("encoder_from takes the encoder of a BERT folder (with config.json) for init 'minilm'.")
         if self.init == "minilm" and rec.from_minilm is None:
             starts = ", ".join(f.label for k, f in FAMILIES.items() if recipe(k).from_minilm is not None)
             raise PretrainError(f"init='minilm' starts from the MiniLM encoder: use it with {starts}"
@@ -185,7 +201,7 @@ def _build_model(cfg: PretrainConfig, tokenizer, teacher):
         if teacher is not None:
             return recipe(cfg.family).student(teacher, cfg.student_layers)
         if cfg.init == "minilm":
-            return build.from_minilm(cfg.family, tokenizer)
+            return build.from_minilm(cfg.family, tokenizer, source=cfg.encoder_from)
         if cfg.init != "scratch":
             return build.pretraining_class(cfg.family).from_pretrained(cfg.init, use_safetensors=True,
                                                                        dtype=torch.float32)
@@ -224,12 +240,15 @@ def _has_checkpoint(out: Path) -> bool:
 # ---------------------------------------------------------------------------------------------- the loop
 def pretrain(cfg: PretrainConfig, on_step: Callable[[dict], None] | None = None,
              should_stop: Callable[[], bool] | None = None,
-             on_fit: Callable[[int, int, float], None] | None = None) -> TrainReport:
+             on_fit: Callable[[int, int, float], None] | None = None,
+             on_eval: Callable[[object, object], dict] | None = None) -> TrainReport:
     """Train, checkpoint, evaluate and save a model folder in ``cfg.out``; returns the TrainReport.
 
     ``on_step(info)`` is called after every step with step, fraction, losses and accuracies (and ``eval`` when
     one ran); ``should_stop()`` ends the run early after a checkpoint (status "stopped"); ``on_fit(step, steps,
-    cosine)`` follows the ALBERT fit to MiniLM (cfg.fit_steps) that comes before the first step.
+    cosine)`` follows the ALBERT fit to MiniLM (cfg.fit_steps) that comes before the first step; ``on_eval(model,
+    tokenizer)`` adds its dict to every held-out evaluation (the zoo scores the everyday-English probe there), with
+    the model in eval mode and no gradients.
     Raises PretrainError (bad corpus, out of memory: checkpoints are kept) or CorpusError.
     """
     import transformers
@@ -247,14 +266,15 @@ def pretrain(cfg: PretrainConfig, on_step: Callable[[dict], None] | None = None,
     # 1. one Accelerator (device, bf16 autocast on a GPU that has it; checkpoints through its save_state); seeds:
     #    instances, data order and masks have their own seeded generators; init and dropout draw the run's own
     #    stream (RunRNG), never the process-wide one that other sessions share
-    mixed = "bf16" if dev.kind == "cuda" and training.bf16_ok() else "no"
+    mixed = ("bf16" if cfg.precision == "bf16" or (cfg.precision == "auto" and dev.kind == "cuda" and training.bf16_ok())
+             else "no")
     with training.accelerator(dev.kind, mixed, PretrainError) as acc:
         device = acc.device
         rng = RunRNG(cfg.seed, cuda=dev.kind == "cuda")
         pair = cfg.pair_objective
 
         # 2. corpus -> train / held-out documents
-        docs = load_documents(cfg.corpus)[:cfg.max_documents]
+        docs = load_training_documents(cfg.corpus, tuple(cfg.train_files))[:cfg.max_documents]
         check_documents(docs, need_pairs=pair is not None)
         train_docs, heldout_docs = _heldout_docs(cfg, docs)
         check_documents(train_docs, need_pairs=pair is not None)
@@ -283,12 +303,18 @@ def pretrain(cfg: PretrainConfig, on_step: Callable[[dict], None] | None = None,
         #    its teacher
         if cfg.fit_steps and not resuming:  # minutes of fitting (the zoo's command line): its dropout is seeded too,
             with rng.active():  # so it holds the build lock throughout
-                model = build.from_minilm(cfg.family, tokenizer, fit=build.MiniLMFit(
+                model = build.from_minilm(cfg.family, tokenizer, source=cfg.encoder_from, fit=build.MiniLMFit(
                     train_docs, steps=cfg.fit_steps, lr=cfg.fit_lr, embed_lr=cfg.fit_embed_lr, seed=cfg.seed,
-                    on_step=on_fit))
+                    on_step=on_fit, bf16=mixed == "bf16", device=str(device)))
         else:
             with rng.active():
                 model = _build_model(cfg, tokenizer, teacher)
+        if mixed == "bf16" and dev.kind == "cpu" and getattr(model, "_can_set_attn_implementation", lambda: False)():
+            # measured on a 2-core EPYC (bert-mini, 16 x 64): torch's bf16 flash-attention backward on the CPU took
+            # a quarter of the step; the eager (matmul) attention makes the step 1.3x faster
+            model.set_attn_implementation("eager")
+        if cfg.freeze_word_embeddings:
+            model.get_input_embeddings().weight.requires_grad_(False)
         model.to(device).train()
         params = sum(p.numel() for p in model.parameters())
 
@@ -308,7 +334,10 @@ def pretrain(cfg: PretrainConfig, on_step: Callable[[dict], None] | None = None,
 
         # 6. optimizer (no decay on biases/LayerNorm), linear warmup + decay; accelerate places them and saves
         #    them in checkpoints (the scheduler as an object registered for checkpointing)
-        optimizer = torch.optim.AdamW(_param_groups(model, cfg.family, cfg), lr=cfg.lr, betas=(0.9, 0.98), eps=1e-6)
+        # fused=True: one kernel per step for all parameters (the per-parameter loop took a fifth of a bert-mini
+        # step on a 2-core CPU, measured), as core.finetune
+        optimizer = torch.optim.AdamW(_param_groups(model, cfg.family, cfg), lr=cfg.lr, betas=(0.9, 0.98), eps=1e-6,
+                                      fused=True)
         scheduler = transformers.get_linear_schedule_with_warmup(optimizer, math.ceil(cfg.warmup * cfg.steps),
                                                                  cfg.steps)
         model, optimizer = acc.prepare(model, optimizer)
@@ -405,6 +434,13 @@ def pretrain(cfg: PretrainConfig, on_step: Callable[[dict], None] | None = None,
                 if (cfg.eval_every and step % cfg.eval_every == 0) or step == cfg.steps:
                     ev = evaluate(model, cfg.family, tokenizer, eval_inst, unigram, device=device, samples=3)
                     ev = {"step": step, **ev}
+                    if on_eval is not None:
+                        model.eval()
+                        with torch.no_grad():
+                            # without accelerate's autocast wrapper on forward (training calls the base model and
+                            # heads directly, so it never used it): the probe reads fp32 logits, as a loaded model
+                            ev.update(on_eval(acc.unwrap_model(model, keep_fp32_wrapper=False), tokenizer))
+                        model.train()
                     evals.append(ev)
                     event["eval"] = ev
                 if cfg.checkpoint_every and step % cfg.checkpoint_every == 0 and step < cfg.steps:

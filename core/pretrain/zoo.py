@@ -3,6 +3,7 @@ held-out split. ``python -m core.pretrain zoo`` (what `make models` runs) trains
 DistilBERT student needs the mini BERT as its teacher), then evaluates and writes the cards.
 
     python -m core.pretrain zoo [--out assets/models] [--only bert-mini ...] [--cards-only] [--threads 2]
+                                [--scale 4 --batch-size 64]
 
 --cards-only re-measures and rewrites the cards of folders that are already trained (it never trains).
 """
@@ -21,12 +22,17 @@ import torch
 
 from core.models import FAMILIES, ModelSpec, bundled_id, load
 from core.registry.pretraining import zoo_recipes
-from core.pretrain.corpus import CORPUS_DIR, load_documents
+from core.pretrain.corpus import (CORPUS_DIR, EVERYDAY_HELDOUT_FILE, HELDOUT_FILE, TRAIN_FILE, load_documents,
+                                  load_training_documents)
 from core.pretrain.data import collate, make_instances, tokenize_documents
 from core.pretrain.evaluate import evaluate, unigram_top
 from core.pretrain.train import LOG_FILE, PretrainConfig, pretrain
 
 CARD_JSON = "encoderlab_card.json"
+SOURCE_NAMES = {"wordnet": "WordNet examples", "python-doc": "Python documentation prose", "kjv": "King James Bible",
+                "wordnet-gloss": "every WordNet gloss", "austen": "Jane Austen's novels",
+                "novels": "four more public-domain novels", "fortunes": "fortune cookies",
+                "harvard": "the Harvard sentences"}
 
 # Each family's own recipe, at a size a CPU can train in minutes (core.registry.pretraining: a recipe's ``zoo``),
 # by bundled name, teachers before their students (the order they must run in).
@@ -43,20 +49,34 @@ def _stages(name: str) -> list[dict]:
     return [then] if isinstance(then, dict) else list(then)
 
 
-def train_recipe(name: str, out_root: Path, threads: int | None = None):
+def train_recipe(name: str, out_root: Path, threads: int | None = None, scale: float = 1.0,
+                 batch_size: int | None = None):
     """Train one bundled model; a recipe with ``then`` (one dict of overrides, or a list of them) continues from
     the previous stage with each in turn (a fresh schedule and seed: new static masks, like BERT's duplicated
-    data with different masks)."""
+    data with different masks). Every held-out evaluation also scores the everyday-English probe.
+
+    ``scale`` multiplies every stage's steps (and the ALBERT fit's), ``batch_size`` replaces the recipe's: a
+    longer schedule for a GPU (scripts/gpu_check.sh --zoo)."""
     from dataclasses import replace
 
-    cfg = recipe_config(name, out_root, threads)
+    from core.everyday_probe import during_training
+
+    def sized(c: PretrainConfig) -> PretrainConfig:
+        return replace(c, steps=max(1, round(c.steps * scale)), fit_steps=round(c.fit_steps * scale),
+                       eval_every=round(c.eval_every * scale), batch_size=batch_size or c.batch_size)
+
+    cfg = recipe_config(name, out_root, threads)  # the recipe's own numbers; ``sized`` scales each stage's
+    probe = during_training(cfg.family)
     earlier: list = []
     for i, overrides in enumerate(_stages(name), start=1):
-        stage = replace(cfg, out=str(out_root / f"_{name}-stage{i}"))
-        pretrain(stage, on_step=_printer(f"{name} (stage {i})", stage.steps), on_fit=_fit_printer(name))
+        stage = replace(sized(cfg), out=str(out_root / f"_{name}-stage{i}"))
+        pretrain(stage, on_step=_printer(f"{name} (stage {i})", stage.steps), on_fit=_fit_printer(name),
+                 on_eval=probe)
         earlier.append(stage)
-        cfg = replace(cfg, init=stage.out, fit_steps=0, **overrides)  # later stages continue: nothing to fit
-    report = pretrain(cfg, on_step=_printer(name, cfg.steps), on_fit=_fit_printer(name))
+        # later stages continue from the stage before: nothing to fit, no encoder to take, the tokenizer kept
+        cfg = replace(cfg, init=stage.out, fit_steps=0, encoder_from=None, **overrides)
+    cfg = sized(cfg)
+    report = pretrain(cfg, on_step=_printer(name, cfg.steps), on_fit=_fit_printer(name), on_eval=probe)
     shutil.rmtree(Path(cfg.out) / "checkpoint", ignore_errors=True)
     for i, stage in enumerate(earlier, start=1):
         shutil.copy(Path(stage.out) / LOG_FILE, Path(cfg.out) / STAGE_LOG.format(i))
@@ -65,22 +85,41 @@ def train_recipe(name: str, out_root: Path, threads: int | None = None):
 
 
 def recipe_config(name: str, out_root: Path, threads: int | None = None) -> PretrainConfig:
-    r = {k: v for k, v in RECIPES[name].items() if k not in ("note", "then")}
-    if "teacher" in r:
-        r["teacher"] = str(out_root / r["teacher"])
-    return PretrainConfig(out=str(out_root / name), corpus=str(CORPUS_DIR), threads=threads, **{**COMMON, **r})
+    r = {k: v for k, v in RECIPES[name].items() if k not in ("note", "then", "bars")}
+    for key in ("teacher", "encoder_from"):  # bundled names of models trained before this one
+        if key in r:
+            r[key] = str(out_root / r[key])
+    return PretrainConfig(out=str(out_root / name), corpus=str(CORPUS_DIR), threads=threads,
+                          precision=zoo_precision(), **{**COMMON, **r})
+
+
+def zoo_precision() -> str:
+    """bf16 autocast on a GPU that has it and on a CPU with bf16 instructions (2.1x the fp32 step of bert-mini on
+    a 2-core EPYC, measured), fp32 elsewhere."""
+    from core import training
+    from core.models import resolve_device
+
+    dev = resolve_device("auto")
+    if dev.kind == "cuda":
+        return "bf16" if training.bf16_ok() else "fp32"
+    return "bf16" if training.cpu_bf16_native() else "fp32"
 
 
 # ---------------------------------------------------------------------------------------------- measuring
-def _instances(cfg_d: dict, tokenizer, family: str):
-    """Train instances (for the unigram baseline) and all held-out instances, exactly as the run built them."""
-    docs = load_documents(CORPUS_DIR)
-    held = load_documents(CORPUS_DIR / "heldout.txt")
+HELDOUT_SEED = 1  # the held-out instances of every card, whatever the seeds of the stages that trained the model
+
+
+def _instances(cfg_d: dict, tokenizer, family: str, held_file: str = HELDOUT_FILE):
+    """Train instances (for the unigram baseline) and all held-out instances of ``held_file``, built as the run
+    builds them (pair objective, length, token types) with one fixed seed, so every card and every stage of a
+    recipe is scored on the same instances."""
+    docs = load_training_documents(CORPUS_DIR, tuple(cfg_d.get("train_files") or (TRAIN_FILE,)))
+    held = load_documents(CORPUS_DIR / held_file)
     pair = cfg_d.get("pair_objective")
     use_types = FAMILIES[family].token_types
     kw = dict(pair=pair, max_len=cfg_d["max_len"], use_types=use_types)
-    train = make_instances(tokenize_documents(docs, tokenizer, family), tokenizer, seed=cfg_d["seed"], **kw)
-    heldout = make_instances(tokenize_documents(held, tokenizer, family), tokenizer, seed=cfg_d["seed"] + 1, **kw)
+    train = make_instances(tokenize_documents(docs, tokenizer, family), tokenizer, seed=HELDOUT_SEED - 1, **kw)
+    heldout = make_instances(tokenize_documents(held, tokenizer, family), tokenizer, seed=HELDOUT_SEED, **kw)
     return train, heldout
 
 
@@ -106,17 +145,27 @@ def ev_unigram(m: dict) -> list[int]:
 
 
 def measure(folder: Path, family: str) -> dict:
-    """Load the folder through the registry and measure it on the whole held-out split."""
+    """Load the folder through the registry and measure it on the whole held-out split (heldout.txt), on the
+    everyday sources' held-out split (heldout_everyday.txt, when the corpus has one) and on the everyday-English
+    probe."""
+    from core.everyday_probe import score
+
     loaded = load(ModelSpec(family, str(folder), device="cpu"), task="pretraining")
     log = json.loads((folder / LOG_FILE).read_text())
     log["earlier"] = [json.loads((folder / STAGE_LOG.format(i)).read_text())
                       for i in range(1, 100) if (folder / STAGE_LOG.format(i)).exists()]
     train, heldout = _instances(log["config"], loaded.tokenizer, family)
-    ev = evaluate(loaded.model, family, loaded.tokenizer, heldout, unigram_top(train, loaded.tokenizer))
+    unigram = unigram_top(train, loaded.tokenizer)
+    ev = evaluate(loaded.model, family, loaded.tokenizer, heldout, unigram)
     ev["forward_ms_16x"] = round(_forward_ms(loaded.model, family, loaded.tokenizer, heldout), 1)
     ev["params"] = sum(p.numel() for p in loaded.model.parameters())
-    return {"heldout": ev, "unigram": unigram_top(train, loaded.tokenizer), "log": log, "model": loaded.model,
-            "tokenizer": loaded.tokenizer, "instances": heldout}
+    every = None
+    if (CORPUS_DIR / EVERYDAY_HELDOUT_FILE).exists():
+        _, held_e = _instances(log["config"], loaded.tokenizer, family, EVERYDAY_HELDOUT_FILE)
+        every = evaluate(loaded.model, family, loaded.tokenizer, held_e, unigram)
+    probe = score(loaded)
+    return {"heldout": ev, "heldout_everyday": every, "probe": probe, "unigram": unigram, "log": log,
+            "model": loaded.model, "tokenizer": loaded.tokenizer, "instances": heldout}
 
 
 def _hardware() -> str:
@@ -161,7 +210,9 @@ def write_card(name: str, out_root: Path, teacher_measure: dict | None = None, m
         "arch": arch, "params": ev["params"], "weights_mb": round(weights.stat().st_size / 2**20, 1),
         "weights_dtype": "float16 on disk, loaded as float32",
         "corpus": {"path": "assets/corpus", "train_words": manifest["train"]["words"],
-                   "heldout_words": manifest["heldout"]["words"], "sources": list(manifest["sources"])},
+                   "heldout_words": manifest["heldout"]["words"],
+                   "heldout_everyday_words": manifest.get("heldout_everyday", {}).get("words"),
+                   "sources": list(manifest["sources"])},
         "training": {"steps": log["steps"] + sum(e["steps"] for e in log["earlier"]), "batch_size": cfg["batch_size"],
                      "max_len": cfg["max_len"], "lr": cfg["lr"], "head_lr": cfg.get("head_lr"),
                      "embed_lr": cfg.get("embed_lr"), "fit_steps": cfg.get("fit_steps", 0),
@@ -174,6 +225,15 @@ def write_card(name: str, out_root: Path, teacher_measure: dict | None = None, m
         "heldout": {k: (round(v, 4) if isinstance(v, float) else v) for k, v in ev.items()},
     }
     card["heldout"]["top5_vs_unigram"] = round(ev["mlm_top5"] / max(ev["unigram_top5"], 1e-9), 2)
+    if m["heldout_everyday"] is not None:
+        e = m["heldout_everyday"]
+        card["heldout_everyday"] = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in e.items()}
+        card["heldout_everyday"]["top5_vs_unigram"] = round(e["mlm_top5"] / max(e["unigram_top5"], 1e-9), 2)
+    p = m["probe"]
+    card["probe"] = {"items": p.items, "top1": round(p.top1, 4), "top5": round(p.topk, 4),
+                     "per_topic": {t: [n, round(a, 4), round(b, 4)] for t, (n, a, b) in p.per_topic.items()},
+                     "path": "tests/data/everyday_probe.tsv"}
+    card["bars"] = RECIPES[name].get("bars", {})
     if log["earlier"]:
         card["training"]["stages"] = [
             {"steps": g["steps"], "lr": g["config"]["lr"], "head_lr": g["config"].get("head_lr"),
@@ -219,9 +279,9 @@ def _readme(c: dict, ev: dict) -> str:
         f"| Tokenizer | {c['tokenizer']['kind']}, {c['tokenizer']['vocab_size']} tokens |",
         f"| Architecture | {', '.join(f'{k} {v}' for k, v in c['arch'].items())} |",
         f"| Parameters | {c['params'] / 1e6:.2f} M ({c['weights_mb']} MB, {c['weights_dtype']}) |",
-        f"| Corpus | assets/corpus: WordNet glosses and examples, Python documentation prose, King James Bible "
-        f"({c['corpus']['train_words']:,} training words; {c['corpus']['heldout_words']:,} held-out words, "
-        "never trained on) |",
+        f"| Corpus | assets/corpus: {', '.join(SOURCE_NAMES.get(x, x) for x in c['corpus']['sources'])} "
+        f"({c['corpus']['train_words']:,} training words; {c['corpus']['heldout_words']:,} + "
+        f"{c['corpus'].get('heldout_everyday_words') or 0:,} held-out words, never trained on) |",
         f"| Steps | {t['steps']} x batch {t['batch_size']} x up to {t['max_len']} tokens, lr {t['lr']}"
         + (f" ({', '.join(f'{k} {t[v]}' for k, v in (('heads', 'head_lr'), ('embeddings', 'embed_lr')) if t.get(v))})"
            if t.get("head_lr") or t.get("embed_lr") else "") + f", seed {t['seed']} |",
@@ -243,12 +303,32 @@ def _readme(c: dict, ev: dict) -> str:
         f"| unigram baseline | {_pct(h['unigram_top1'])} | {_pct(h['unigram_top5'])} |", "",
         f"Top-5 is {h['top5_vs_unigram']}x the baseline.",
     ]
+    if "heldout_everyday" in c:
+        e = c["heldout_everyday"]
+        lines += ["", f"On the everyday sources' held-out split (heldout_everyday.txt: {e['instances']} instances, "
+                      f"{e['masked_tokens']} masked tokens), the same way: top-1 {_pct(e['mlm_top1'])}, top-5 "
+                      f"{_pct(e['mlm_top5'])} against the unigram baseline's {_pct(e['unigram_top5'])} "
+                      f"({e['top5_vs_unigram']}x)."]
+    if "probe" in c:
+        p, bar = c["probe"], c.get("bars", {}).get("probe_top5")
+        lines += ["", "## Everyday-English probe", "",
+                  f"{p['items']} everyday sentences with one blank each ({p['path']}, never trained on), scored "
+                  f"through Fill-mask: **top-1 {_pct(p['top1'])}, top-5 {_pct(p['top5'])}**"
+                  + (f" (bar: top-5 at least {_pct(bar)}: {'met' if p['top5'] >= bar else 'missed'})." if bar else "."),
+                  "", "| topic | sentences | top-1 | top-5 |", "|---|---|---|---|",
+                  *[f"| {t} | {n} | {_pct(a)} | {_pct(b)} |" for t, (n, a, b) in p["per_topic"].items()]]
     if "pair_acc" in h:
         head = (FAMILIES[c["family"]].pair_head or "").upper()
         what = ("B is the true next segment or comes from another document" if head == "NSP"
                 else "A and B are in order or swapped")
+        bar = c.get("bars", {}).get("pair_acc")
         lines += ["", f"{head} accuracy on {h['pairs']} held-out pairs ({what}): **{_pct(h['pair_acc'])}**; always "
-                      f"guessing the commoner label would score {_pct(h.get('pair_majority', 0.5))}."]
+                      f"guessing the commoner label would score {_pct(h.get('pair_majority', 0.5))}"
+                      + (f" (bar: at least {_pct(bar)}: {'met' if h['pair_acc'] >= bar else 'missed'})." if bar else ".")]
+        if "pair_acc" in c.get("heldout_everyday", {}):
+            e = c["heldout_everyday"]
+            lines += ["", f"On the everyday held-out split: {_pct(e['pair_acc'])} of {e['pairs']} pairs (commoner "
+                          f"label {_pct(e['pair_majority'])})."]
     if "vs_teacher" in c:
         v = c["vs_teacher"]
         lines += ["", f"## Compared with its teacher ({v['teacher']})", "",
@@ -277,51 +357,93 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", nargs="*", default=list(RECIPES), choices=list(RECIPES))
     ap.add_argument("--cards-only", action="store_true")
     ap.add_argument("--threads", type=int, default=1, help="1 is fastest on a shared CPU (no spin-waiting threads)")
+    ap.add_argument("--scale", type=float, default=1.0,
+                    help="multiply every stage's steps (a longer schedule where there is a GPU)")
+    ap.add_argument("--batch-size", type=int, default=None, help="replace the recipes' batch size (16)")
     a = ap.parse_args(argv)
     out_root = Path(a.out)
     torch.set_num_threads(a.threads)
     t0 = time.time()
-    if not a.cards_only:
-        for name in a.only:
+    reference = probe_reference()
+    print(json.dumps({"probe_reference": reference}), flush=True)
+    for name in a.only:  # each model's card as soon as it is trained (a run cut short keeps the finished ones)
+        if not a.cards_only:
             print(f"== {name}", flush=True)
-            report = train_recipe(name, out_root, a.threads)
+            report = train_recipe(name, out_root, a.threads, a.scale, a.batch_size)
             print(json.dumps({k: v for k, v in report.final.items() if k != "samples"}), flush=True)
-    make_s = time.time() - t0 if not a.cards_only and a.only == list(RECIPES) else None
-    for name in a.only:
         teacher = FAMILIES[RECIPES[name]["family"]].distilled_from
         measured_teacher = measure(out_root / FAMILIES[teacher].bundled, teacher) if teacher else None
-        card = write_card(name, out_root, measured_teacher, make_s)
-        write_index(out_root)
-        print(json.dumps({"name": card["name"], **{k: card["heldout"].get(k) for k in
-                          ("mlm_top1", "mlm_top5", "unigram_top1", "unigram_top5", "top5_vs_unigram", "pair_acc")},
+        last = name == a.only[-1] and not a.cards_only and a.only == list(RECIPES)
+        card = write_card(name, out_root, measured_teacher, time.time() - t0 if last else None)
+        write_index(out_root, reference)
+        print(json.dumps({"name": card["name"], "probe_top5": card["probe"]["top5"],
+                          **{k: card["heldout"].get(k) for k in
+                             ("mlm_top1", "mlm_top5", "unigram_top1", "unigram_top5", "top5_vs_unigram", "pair_acc")},
                           **({"vs_teacher": card["vs_teacher"]} if "vs_teacher" in card else {})}), flush=True)
     return 0
 
 
-def write_index(out_root: Path) -> None:
-    """assets/models/README.md: one row per bundled model, read from the cards."""
+def write_index(out_root: Path, reference: dict | None = None) -> None:
+    """assets/models/README.md: one row per bundled model, read from the cards; ``reference`` (probe_reference)
+    adds the offline MiniLM with a fresh MLM head as the probe's reference row."""
     rows = []
     for name in RECIPES:
         p = out_root / name / CARD_JSON
         if not p.exists():
             continue
         c = json.loads(p.read_text())
-        h = c["heldout"]
-        pair = f"{c['objectives'][1]} {_pct(h['pair_acc'])}" if "pair_acc" in h else "–"
+        h, e, pr = c["heldout"], c.get("heldout_everyday"), c.get("probe")
+        bars = c.get("bars", {})
+        pair = (f"{c['objectives'][1]} {_pct(h['pair_acc'])} (majority {_pct(h['pair_majority'])})"
+                if "pair_acc" in h else "–")
+        probe = (f"{_pct(pr['top1'])} / **{_pct(pr['top5'])}**" + (f" (bar {_pct(bars['probe_top5'])})"
+                                                                    if bars.get("probe_top5") else "")) if pr else "–"
         rows.append(f"| [{name}]({name}/README.md) | {c['architecture']} | {c['params'] / 1e6:.1f} M | "
-                    f"{c['weights_mb']} MB | {_pct(h['mlm_top1'])} / {_pct(h['mlm_top5'])} | "
-                    f"{_pct(h['unigram_top5'])} ({h['top5_vs_unigram']}x) | {pair} | "
-                    f"{c['training']['wall_s'] / 60:.1f} min |")
+                    f"{c['weights_mb']} MB | {probe} | {_pct(h['mlm_top1'])} / {_pct(h['mlm_top5'])} "
+                    f"({h['top5_vs_unigram']}x unigram) | "
+                    + (f"{_pct(e['mlm_top1'])} / {_pct(e['mlm_top5'])} | " if e else "– | ")
+                    + f"{pair}" + (f" (bar {_pct(bars['pair_acc'])})" if bars.get("pair_acc") else "")
+                    + f" | {c['training']['wall_s'] / 60:.1f} min |")
+    ref = []
+    if reference:
+        ref = ["", f"Reference on the probe: {reference['label']} scores top-1 {_pct(reference['top1'])}, top-5 "
+                   f"{_pct(reference['top5'])}: the encoder every mini starts from knows English, but without a "
+                   "trained MLM head it cannot fill a blank."]
     (out_root / "README.md").write_text("\n".join([
         "# The bundled zoo", "",
         "Four small models EncoderLab pretrained itself, offline, each with its family's recipe "
         "(code: core/pretrain; corpus and licences: assets/corpus). Load them as `encoderlab/<name>` through "
         "core.models.load. Rebuild all four with `make models`; each folder's README.md is its model card and "
         "encoderlab_card.json holds the same numbers for the app.", "",
-        "Held-out masked-token accuracy (15% of tokens masked, fixed seed) next to the unigram-frequency baseline "
-        "measured on the same positions; each model is measured on its own tokenization of the held-out split.", "",
-        "| model | class | parameters | fp16 weights | top-1 / top-5 | unigram top-5 | pair head | training time |",
-        "|---|---|---|---|---|---|---|---|", *rows, ""]))
+        "- **Probe:** the everyday-English probe (tests/data/everyday_probe.tsv: everyday sentences with one blank, "
+        "never trained on), top-1 / top-5 through Fill-mask.",
+        "- **Held-out:** masked-token top-1 / top-5 (15% of tokens masked, fixed seed) on heldout.txt (the split of "
+        "the first three sources, the one every earlier card used), with top-5 as a multiple of the unigram "
+        "baseline on the same positions; and on heldout_everyday.txt (the everyday sources' split). Each model "
+        "is measured on its own tokenization.",
+        "- **Pair head:** NSP / SOP accuracy on held-out pairs of heldout.txt, beside always guessing the commoner "
+        "label.", "",
+        "| model | class | parameters | fp16 weights | probe top-1 / top-5 | held-out top-1 / top-5 | everyday "
+        "held-out | pair head | training time |",
+        "|---|---|---|---|---|---|---|---|---|", *rows, *ref, ""]))
+
+
+def probe_reference() -> dict:
+    """The offline MiniLM with a fresh (seeded) MLM head on the probe: what the minis start from."""
+    import transformers
+
+    from core.everyday_probe import score
+    from core.models import LoadedModel, family_of_model_type
+    from core.tokenizer_build import minilm_folder
+
+    torch.manual_seed(0)
+    model = transformers.BertForMaskedLM.from_pretrained(str(minilm_folder()), use_safetensors=True,
+                                                         dtype=torch.float32).eval()
+    tok = transformers.AutoTokenizer.from_pretrained(str(minilm_folder()))
+    lm = LoadedModel(model, tok, ModelSpec(family_of_model_type(model.config.model_type), str(minilm_folder()), "cpu"),
+                     "mlm", "offline MiniLM", str(minilm_folder()), "cpu")
+    s = score(lm)
+    return {"label": "the offline MiniLM (all-MiniLM-L6-v2) with a fresh MLM head", "top1": s.top1, "top5": s.topk}
 
 
 def _fit_printer(name: str):

@@ -7,7 +7,9 @@ from: ``distilled_from``):
 - ``config``: a fresh config of the family's own class at a size (core.pretrain.build.SIZES) for a tokenizer;
 - ``vocabulary``: the real bert-base-uncased WordPiece vocabulary (shipped with the offline MiniLM) or a tokenizer
   of the family's piece kind trained on the corpus;
-- ``from_minilm``: how the family starts from the offline MiniLM encoder (``init="minilm"``), if it can;
+- ``from_minilm``: how the family starts from the offline MiniLM encoder (``init="minilm"``), if it can, or from
+  another BERT encoder with the same vocabulary (``encoder_from``: the zoo's RoBERTa and ALBERT start from the
+  bundled bert-mini);
 - ``fits_to_minilm``: whether that start can first fit the model to MiniLM's hidden states (``fit_steps``);
 - ``embedding_parts``: the modules under the base model that learn at ``embed_lr`` (the input embeddings, and
   ALBERT's E -> H mapping);
@@ -28,6 +30,7 @@ from typing import Any, Callable
 from core.registry import FAMILIES, family
 
 MAX_POSITIONS = 512
+EVERYDAY = ("train.txt", "train_everyday.txt")  # a stage's ``train_files``: the first three sources and the everyday ones
 BERT_UNCASED = "bert-base-uncased"  # a ``vocabulary``: the real WordPiece vocabulary of the offline MiniLM
 TRAINED = "trained"  # a ``vocabulary``: the family's piece kind, trained on the corpus
 
@@ -37,7 +40,8 @@ class Recipe:
     family: str
     config: Callable[[dict, Any], Any]  # (size dims, tokenizer) -> a fresh config of the family's class
     vocabulary: str = TRAINED
-    from_minilm: Callable[..., Any] | None = None  # (tokenizer, fit: build.MiniLMFit | None) -> model
+    # (tokenizer, fit: build.MiniLMFit | None, source: a BERT folder or None for the MiniLM) -> model
+    from_minilm: Callable[..., Any] | None = None
     fits_to_minilm: bool = False
     embedding_parts: tuple[str, ...] = ("embeddings",)
     student: Callable[..., Any] | None = None  # (teacher model, layers or None) -> student model
@@ -108,22 +112,22 @@ def _generic_config(model_type: str, token_types: bool):
 
 # ---------------------------------------------------------------------------------------------- starts
 # Adapters into core.pretrain.build, imported when called (build imports the registry through core.models).
-def _bert_from_minilm(tokenizer, fit=None):
+def _bert_from_minilm(tokenizer, fit=None, source=None):
     from core.pretrain import build
 
-    return build.bert_from_minilm()
+    return build.bert_from_minilm(source)
 
 
-def _roberta_from_minilm(tokenizer, fit=None):
+def _roberta_from_minilm(tokenizer, fit=None, source=None):
     from core.pretrain import build
 
-    return build.roberta_from_minilm(tokenizer)
+    return build.roberta_from_minilm(tokenizer, source)
 
 
-def _albert_from_minilm(tokenizer, fit=None):
+def _albert_from_minilm(tokenizer, fit=None, source=None):
     from core.pretrain import build
 
-    return build.albert_from_minilm(tokenizer, fit=fit)
+    return build.albert_from_minilm(tokenizer, fit=fit, source=source)
 
 
 def _distil_student(teacher, layers=None):
@@ -139,41 +143,50 @@ RECIPES: dict[str, Recipe] = {
         zoo=dict(init="minilm", size="mini", steps=600, lr=5e-4, head_lr=2e-3, masking="static", pair="auto",
                  eval_every=50,
                  then=[dict(steps=1500, lr=2e-4, head_lr=1e-3, seed=1, eval_every=250),
-                       dict(steps=800, lr=1e-4, head_lr=5e-4, seed=2, eval_every=200)],
+                       dict(steps=800, lr=1e-4, head_lr=5e-4, seed=2, eval_every=200),
+                       dict(steps=7000, lr=1e-4, head_lr=5e-4, seed=3, eval_every=1000, train_files=EVERYDAY)],
+                 bars=dict(probe_top5=0.60, pair_acc=0.90),
                  note="MLM (static masking, 15% / 80-10-10) + NSP; starts from the offline "
                       "MiniLM-L6-H384 encoder with fresh MLM (tied to the word embeddings) and NSP heads; the "
-                      "fresh heads learn at 4x the encoder's rate. Three stages of 600, 1500 and 800 steps at "
-                      "falling learning rates, each with a new seed and so new static masks (BERT duplicated "
-                      "its data with different masks).")),
+                      "fresh heads learn at 4-5x the encoder's rate. Four stages, each with a new seed and so new "
+                      "static masks (BERT duplicated its data with different masks): 600, 1500 and 800 steps at "
+                      "falling learning rates on the first three sources (train.txt), then 7000 steps on all of "
+                      "them (train.txt + train_everyday.txt).")),
     "roberta": Recipe(
         "roberta", _roberta_config, from_minilm=_roberta_from_minilm,
-        zoo=dict(init="minilm", size="mini", steps=250, lr=5e-4, head_lr=2e-3, masking="dynamic", pair=None,
-                 vocab_size=8000, eval_every=50,
+        zoo=dict(init="minilm", encoder_from="bert", size="mini", steps=3000, lr=1e-4, head_lr=5e-4, embed_lr=5e-4,
+                 masking="dynamic", pair=None, vocab_size=15000, eval_every=500, train_files=EVERYDAY,
+                 bars=dict(probe_top5=0.40),
                  note="MLM only with dynamic masking (a fresh mask on every visit), no NSP, no token types; "
-                      "byte-level BPE trained on the corpus. Starts from the offline MiniLM encoder (6 x 384) "
-                      "with the BPE embeddings transferred from its WordPiece ones (same piece, or the mean of "
-                      "the pieces that spell it) and a fresh MLM head.")),
+                      "byte-level BPE (15,000 tokens) trained on the corpus. Starts from the bundled bert-mini's "
+                      "encoder (MiniLM's, after bert-mini's MLM training) and its MLM head's transform, with the "
+                      "BPE embeddings transferred from its WordPiece ones (same piece, or the mean of the pieces "
+                      "that spell it); 3000 steps on all the sources.")),
     "albert": Recipe(
         "albert", _albert_config, from_minilm=_albert_from_minilm, fits_to_minilm=True,
         embedding_parts=("embeddings", "encoder.embedding_hidden_mapping_in"),
-        zoo=dict(init="minilm", size="mini", steps=600, lr=1e-4, embed_lr=3e-3, head_lr=3e-3, fit_steps=1000,
-                 fit_lr=1e-3, fit_embed_lr=3e-3, masking="dynamic", whole_word=False, pair="auto", vocab_size=8000,
-                 eval_every=100,
-                 note="MLM + SOP; factorized embeddings (E=128 < H=384) and one layer shared across all 6 "
-                      "layers of depth; Unigram tokenizer trained on the corpus. Starts from the offline "
-                      "MiniLM: first, on MiniLM's own WordPiece ids, the shared layer (from MiniLM's layer 2, "
-                      "its two residual branches halved) and the factorized embeddings are fitted for 1000 "
-                      "steps to reproduce MiniLM's last hidden states (cosine + MSE; one shared layer learns "
-                      "what six distinct ones do), then move to the Unigram vocabulary (each piece the mean of "
-                      "the WordPiece pieces that spell it). Then MLM + SOP with fresh heads: the shared "
-                      "layer's gradient sums over its 6 uses, so it learns at 1e-4, the factorized embeddings "
-                      "(which need a high rate to move, measured) and the heads at 3e-3. Without the fit, "
-                      "MLM stayed near the unigram guess (0.23 top-5 vs 0.21 after 600-1000 steps).")),
+        zoo=dict(init="minilm", encoder_from="bert", size="mini", steps=3000, lr=1e-4, embed_lr=3e-3, head_lr=3e-3,
+                 fit_steps=1200, fit_lr=1e-3, fit_embed_lr=3e-3, masking="dynamic", whole_word=False, pair="auto",
+                 vocab_size=16000, eval_every=500, train_files=EVERYDAY,
+                 bars=dict(probe_top5=0.40, pair_acc=0.70),
+                 note="MLM + SOP; factorized embeddings (E=128 < H=384: a 16,000-piece vocabulary costs 2.0 M "
+                      "parameters instead of 6.1 M) and one layer shared across all 6 layers of depth; Unigram "
+                      "tokenizer trained on the corpus. Starts from the bundled bert-mini: first, on its WordPiece "
+                      "ids with 15% of them corrupted, the shared layer (from its layer 2, the two residual "
+                      "branches halved), the factorized embeddings and an MLM head are fitted for 1200 steps to "
+                      "reproduce bert-mini's last hidden states (cosine + MSE) and its predictions at the "
+                      "corrupted positions (KL at temperature 2): one shared layer learns what six distinct ones "
+                      "do. They then move to the Unigram vocabulary (each piece the mean of the WordPiece pieces "
+                      "that spell it). Then 3000 steps of MLM + SOP on all the sources: the shared layer's "
+                      "gradient sums over its 6 uses, so it learns at 1e-4, the factorized embeddings and the "
+                      "heads at 3e-3.")),
     "distilbert": Recipe(
         "distilbert", _distilbert_config, vocabulary=BERT_UNCASED, student=_distil_student,
-        zoo=dict(steps=200, lr=2e-4, masking="dynamic", pair=None,
+        zoo=dict(steps=4000, lr=2e-4, masking="dynamic", pair=None, eval_every=500, train_files=EVERYDAY,
+                 bars=dict(probe_top5=0.40),
                  note="Distilled from the mini BERT: 3 layers initialised from its layers "
-                      "0, 2, 4; loss = 2 x MLM + 5 x KL(T=2) + 1 x hidden-state cosine.")),
+                      "0, 2, 4; loss = 2 x MLM + 5 x KL(T=2) + 1 x hidden-state cosine; 4000 steps on all the "
+                      "sources.")),
 }
 
 
@@ -185,19 +198,28 @@ def recipe(key: str) -> Recipe:
 
 
 def zoo_recipes() -> dict[str, dict]:
-    """The bundled models' training settings by bundled name, teachers before their students; each with its
-    ``family`` and, for a student, its ``teacher`` (the teacher family's bundled name)."""
+    """The bundled models' training settings by bundled name, in an order where every model comes after the ones it
+    starts from; each with its ``family`` and, for a student, its ``teacher`` (the teacher family's bundled name),
+    and for a start from another family's bundled encoder (zoo key ``encoder_from``: a family), that model's
+    bundled name."""
     out: dict[str, dict] = {}
     todo = [r for r in RECIPES.values() if r.zoo and FAMILIES[r.family].bundled]
+
+    def needs(r: Recipe) -> list[str]:
+        fams = ([FAMILIES[r.family].distilled_from] if r.distils else []) + (
+            [r.zoo["encoder_from"]] if r.zoo.get("encoder_from") else [])
+        return [FAMILIES[f].bundled for f in fams]
+
     while todo:
-        ready = [r for r in todo if not r.distils
-                 or FAMILIES[FAMILIES[r.family].distilled_from].bundled in out]
+        ready = [r for r in todo if all(n in out for n in needs(r))]
         if not ready:
-            raise ValueError("A bundled student's teacher has no bundled recipe: "
+            raise ValueError("A bundled model starts from a model with no bundled recipe: "
                              + ", ".join(r.family for r in todo))
         for r in ready:
             f = FAMILIES[r.family]
             extra = {"teacher": FAMILIES[f.distilled_from].bundled} if r.distils else {}
-            out[f.bundled] = dict(family=r.family, **r.zoo, **extra)
+            if r.zoo.get("encoder_from"):
+                extra["encoder_from"] = FAMILIES[r.zoo["encoder_from"]].bundled
+            out[f.bundled] = dict(family=r.family, **{**r.zoo, **extra})
             todo.remove(r)
     return out

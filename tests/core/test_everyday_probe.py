@@ -1,38 +1,29 @@
 """The everyday-English probe: well formed, never in the training corpus, scored as Fill-mask scores."""
 from __future__ import annotations
 
-import re
-
 import pytest
 
-from core.everyday_probe import load_probe, score
+from core.everyday_probe import filled_sentences, load_probe, normalize, score
 from core.fill_mask import FillMaskConfig, fill_mask
 from core.models import ASSETS, ModelSpec, bundled_id, load
 
 
-def _norm(s: str) -> str:
-    return re.sub(r"[^a-z ]", "", s.lower()).strip()
-
-
-def test_the_probe_has_150_sentences_with_one_mask_and_answers():
-    items = load_probe()
-    assert len(items) >= 150
-    assert all(it.sentence.count("[MASK]") == 1 and it.answers for it in items)
-    assert len({it.sentence for it in items}) == len(items)  # no duplicates
-    assert len({it.topic for it in items}) >= 8
-
-
 def test_the_corpus_does_not_contain_the_probe():
-    corpus = "\n".join(_norm(line) for name in ("train.txt", "heldout.txt")
-                       for line in (ASSETS / "corpus" / name).read_text(encoding="utf-8").splitlines())
-    hits = []
-    for it in load_probe():
-        left, right = (_norm(x) for x in it.sentence.split("[MASK]"))
-        for answer in it.answers:  # the sentence with any acceptable answer filled in
-            filled = " ".join(x for x in (left, answer, right) if x)
-            if len(filled) > 15 and filled in corpus:
-                hits.append(filled)
+    """No sentence of the probe, with any acceptable answer filled in, is anywhere in the corpus (train or either
+    held-out file): the builder drops such sentences (corpus._probe_hits), this checks the committed files."""
+    files = sorted((ASSETS / "corpus").glob("*.txt"))
+    assert {f.name for f in files} >= {"train.txt", "heldout.txt", "train_everyday.txt", "heldout_everyday.txt"}
+    corpus = "\n".join(normalize(line) for f in files for line in f.read_text(encoding="utf-8").splitlines())
+    hits = [f for f in filled_sentences() if f in corpus]
     assert not hits, hits[:5]
+
+
+def test_the_overlap_check_can_fail():
+    items = load_probe()[:3]
+    filled = filled_sentences(items)
+    assert "the capital of france is paris" in filled
+    text = normalize("They say: The capital of France is Paris!")
+    assert any(f in text for f in filled)
 
 
 def test_bad_rows_name_their_line(tmp_path):
@@ -52,3 +43,31 @@ def test_score_counts_what_fill_mask_predicts():
     assert s.top1 == sum(p[0] in it.answers for it, p in zip(items, own)) / len(items)
     assert s.topk == sum(any(x in it.answers for x in p) for it, p in zip(items, own)) / len(items)
     assert 0 <= s.top1 <= s.topk <= 1 and sum(n for n, _, _ in s.per_topic.values()) == len(items)
+
+
+def test_the_probe_during_training_reads_the_weights_of_the_moment():
+    """A fused optimizer updates the weights in place without bumping their version counter (packed_linear's
+    staleness check): the probe hook must not serve the packs made at its first call."""
+    import copy
+
+    import torch
+
+    from core.everyday_probe import during_training
+
+    lm = load(ModelSpec("bert", bundled_id("bert"), "cpu"), "mlm")
+    model = copy.deepcopy(lm.model).eval()
+    items = load_probe()[:20]
+    hook = during_training("bert", items)
+    first = hook(model, lm.tokenizer)
+    opt = torch.optim.AdamW(model.parameters(), lr=5e-2, fused=True)
+    version = model.bert.encoder.layer[0].attention.self.query.weight._version
+    model.train()
+    ids = lm.tokenizer(["the cat sat on the mat"] * 2, return_tensors="pt")
+    model(**ids, labels=ids["input_ids"]).loss.backward()
+    opt.step()
+    model.eval()
+    assert model.bert.encoder.layer[0].attention.self.query.weight._version == version  # why off() is needed
+    after = hook(model, lm.tokenizer)
+    fresh = score(type(lm)(model, lm.tokenizer, lm.spec, "mlm", "test", "", "cpu"), items)
+    assert after == {"probe_top1": round(fresh.top1, 4), "probe_top5": round(fresh.topk, 4)}
+    assert after != first  # a step at this rate changes the guesses

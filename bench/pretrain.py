@@ -1,0 +1,64 @@
+"""Pretraining step time: bf16 autocast on the CPU against fp32, through the real loop (core.pretrain.train).
+
+    .venv/bin/python bench/pretrain.py [--steps 40] [--rounds 2] [--threads 2] [--family bert]
+
+Baseline: the same run at fp32. Each run continues the bundled mini of ``--family`` on the first 300 documents of
+the corpus (batch 16 x 64 tokens, its recipe's pair head, static masking off), with no evaluation or checkpoint
+in the timed steps; the median of the step times after the first 10 (warm-up) is the run's number. The precisions
+alternate round by round, so load on a shared machine falls on both. bf16 only pays where the CPU has bf16
+instructions (AVX512-BF16 or AMX: core.training.cpu_bf16_native, printed); `make models` uses it exactly there.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def one_run(family: str, precision: str, steps: int, threads: int) -> float:
+    from core.models import ASSETS, FAMILIES
+    from core.pretrain.train import PretrainConfig, pretrain
+
+    folder = ASSETS / "models" / FAMILIES[family].bundled
+    stamps: list[float] = []
+    with tempfile.TemporaryDirectory() as out:
+        cfg = PretrainConfig(family=family, out=out, init=str(folder), size="mini", steps=steps, batch_size=16,
+                             max_len=64, lr=1e-4, masking="dynamic", eval_every=0, checkpoint_every=0,
+                             threads=threads, precision=precision, max_documents=300, resume=False)
+        pretrain(cfg, on_step=lambda e: stamps.append(time.perf_counter()))
+    gaps = [b - a for a, b in zip(stamps, stamps[1:])][9:]
+    return statistics.median(gaps)
+
+
+def main() -> int:
+    from core.training import cpu_bf16_native
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--family", default="bert")
+    a = ap.parse_args()
+    print(f"CPU bf16 instructions: {cpu_bf16_native()}; {a.family} mini, batch 16 x 64, {a.threads} thread(s), "
+          f"{a.steps} steps per run, {a.rounds} round(s)")
+    times: dict[str, list[float]] = {"fp32": [], "bf16": []}
+    for r in range(a.rounds):
+        for p in (("fp32", "bf16") if r % 2 == 0 else ("bf16", "fp32")):
+            times[p].append(one_run(a.family, p, a.steps, a.threads))
+            print(f"  round {r + 1} {p}: {times[p][-1] * 1000:.0f} ms/step", flush=True)
+    fp32, bf16 = min(times["fp32"]), min(times["bf16"])
+    print(f"step time, fastest round: fp32 {fp32 * 1000:.0f} ms, bf16 {bf16 * 1000:.0f} ms; "
+          f"bf16 is {fp32 / bf16:.2f}x faster (baseline: fp32)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
