@@ -181,6 +181,13 @@ def _hardware() -> str:
     return f"{name}, {gpu}"
 
 
+def _train_words(manifest: dict, cfg: dict) -> int:
+    """Words in the files the (last stage of) training read: train.txt alone, or train.txt + the everyday file."""
+    files = manifest.get("files", {})
+    return sum(files.get(f, {}).get("words", 0) for f in (cfg.get("train_files") or [TRAIN_FILE])) \
+        or manifest["train"]["words"]
+
+
 def write_card(name: str, out_root: Path, teacher_measure: dict | None = None, make_s: float | None = None) -> dict:
     """Measure ``out_root/name`` and write its README.md and encoderlab_card.json; returns the card dict."""
     folder = out_root / name
@@ -209,9 +216,10 @@ def write_card(name: str, out_root: Path, teacher_measure: dict | None = None, m
         "tokenizer": {"kind": FAMILIES[family].tokenizer_kind, "vocab_size": len(m["tokenizer"])},
         "arch": arch, "params": ev["params"], "weights_mb": round(weights.stat().st_size / 2**20, 1),
         "weights_dtype": "float16 on disk, loaded as float32",
-        "corpus": {"path": "assets/corpus", "train_words": manifest["train"]["words"],
+        "corpus": {"path": "assets/corpus", "train_words": _train_words(manifest, cfg),
+                   "train_files": list(cfg.get("train_files") or [TRAIN_FILE]),
                    "heldout_words": manifest["heldout"]["words"],
-                   "heldout_everyday_words": manifest.get("heldout_everyday", {}).get("words"),
+                   "heldout_everyday_words": manifest.get("files", {}).get(EVERYDAY_HELDOUT_FILE, {}).get("words"),
                    "sources": list(manifest["sources"])},
         "training": {"steps": log["steps"] + sum(e["steps"] for e in log["earlier"]), "batch_size": cfg["batch_size"],
                      "max_len": cfg["max_len"], "lr": cfg["lr"], "head_lr": cfg.get("head_lr"),
@@ -237,7 +245,9 @@ def write_card(name: str, out_root: Path, teacher_measure: dict | None = None, m
     if log["earlier"]:
         card["training"]["stages"] = [
             {"steps": g["steps"], "lr": g["config"]["lr"], "head_lr": g["config"].get("head_lr"),
-             "seed": g["config"]["seed"], "wall_s": g["wall_s"]} for g in [*log["earlier"], log]]
+             "seed": g["config"]["seed"], "wall_s": g["wall_s"], "threads": g["config"].get("threads"),
+             "precision": g["config"].get("precision") or "fp32",
+             "train_files": list(g["config"].get("train_files") or [TRAIN_FILE])} for g in [*log["earlier"], log]]
     if make_s is not None:
         card["training"]["make_models_s"] = round(make_s, 1)
     teacher = fam.distilled_from
@@ -289,9 +299,13 @@ def _readme(c: dict, ev: dict) -> str:
            f"{t['fit_lr']} (embeddings {t['fit_embed_lr']}); counted in the setup time below |"]
           if t.get("fit_steps") else []),
         f"| Wall time | {t['wall_s'] / 60:.1f} min (of which {t['setup_s'] or 0:.0f} s setup) on {t['hardware']}, "
-        f"{t['threads']} CPU thread(s), on a machine shared with other jobs |",
-        *(["| Stages | " + "; then ".join(f"{g['steps']} steps at lr {g['lr']} (heads {g['head_lr']}), "
-                                          f"seed {g['seed']}, {g['wall_s'] / 60:.1f} min" for g in t["stages"]) + " |"]
+        f"{t['threads']} CPU thread(s), on a machine shared with other jobs"
+        + (f"; the run was cut off and resumed from its step-{t['resumed_from_step']} checkpoint, and this time "
+           f"counts the resumed part only" if t.get("resumed_from_step") else "") + " |",
+        *(["| Stages | " + "; then ".join(f"{g['steps']} steps on {' + '.join(g.get('train_files') or [TRAIN_FILE])} "
+                                          f"at lr {g['lr']} (heads {g['head_lr']}), seed {g['seed']}, "
+                                          f"{g['wall_s'] / 60:.1f} min ({g.get('threads')} thread(s), "
+                                          f"{g.get('precision') or 'fp32'})" for g in t["stages"]) + " |"]
           if t.get("stages") else []),
         f"| Rebuild | `{t['command']}` |", "",
         "## Held-out metrics", "",
@@ -325,6 +339,9 @@ def _readme(c: dict, ev: dict) -> str:
         lines += ["", f"{head} accuracy on {h['pairs']} held-out pairs ({what}): **{_pct(h['pair_acc'])}**; always "
                       f"guessing the commoner label would score {_pct(h.get('pair_majority', 0.5))}"
                       + (f" (bar: at least {_pct(bar)}: {'met' if h['pair_acc'] >= bar else 'missed'})." if bar else ".")]
+        if h["pair_acc"] <= h.get("pair_majority", 0.5) + 0.02:
+            lines += ["", f"The {head} head did not learn: it does no better than always guessing the commoner "
+                          f"label, so the app shows a warning in place of its verdicts."]
         if "pair_acc" in c.get("heldout_everyday", {}):
             e = c["heldout_everyday"]
             lines += ["", f"On the everyday held-out split: {_pct(e['pair_acc'])} of {e['pairs']} pairs (commoner "
@@ -436,6 +453,7 @@ def probe_reference() -> dict:
     from core.models import LoadedModel, family_of_model_type
     from core.tokenizer_build import minilm_folder
 
+    transformers.logging.set_verbosity_error()  # its MLM head is missing from the checkpoint: that is the point
     torch.manual_seed(0)
     model = transformers.BertForMaskedLM.from_pretrained(str(minilm_folder()), use_safetensors=True,
                                                          dtype=torch.float32).eval()
