@@ -270,29 +270,33 @@ def test_bundled_model_loads_and_has_a_card(fam, monkeypatch):
 
 
 def test_albert_from_minilm_keeps_tokens_apart():
-    """One MiniLM layer used 6 times at full strength pulls the positions together (with the 8000-piece bundled
-    tokenizer their mean cosine reaches 0.98 and MLM stays at the unigram guess); halving its residual branches
-    keeps them further apart. On the bundled albert-mini's own tokenizer, with the random parts (the rows no
-    WordPiece spells, the E -> H projection) seeded alike for both: on a 200-piece tokenizer the effect drowned in
-    that randomness, and the unseeded test passed or failed by chance."""
+    """One MiniLM layer used 6 times at full strength pulls the positions together (with the first zoo's
+    8000-piece tokenizer their mean cosine reached 0.98 and MLM stayed at the unigram guess); halving its residual
+    branches keeps them further apart. On MiniLM's own WordPiece vocabulary, so every piece is its own MiniLM row
+    and only the E -> H projection is random (seeded alike for both): with a trained Unigram tokenizer the rows
+    no WordPiece spells add randomness that depends on the tokenizer (on the retrained 16,000-piece one the first
+    sentence gave 0.43 against 0.41), and on a 200-piece one the effect drowned in it."""
     from transformers import AutoTokenizer
 
-    from core.models import ASSETS
     from core.pretrain.build import albert_from_minilm
+    from core.tokenizer_build import minilm_folder
 
-    tok = AutoTokenizer.from_pretrained(str(ASSETS / "models" / "albert-mini"))
-    enc = tok(["the lord is my shepherd and the cat sat on the mat"], return_tensors="pt")
+    tok = AutoTokenizer.from_pretrained(str(minilm_folder()))
+    enc = tok(["the lord is my shepherd and the cat sat on the mat",
+               "She poured a cup of hot tea and sat by the window to drink it."], padding=True, return_tensors="pt")
 
-    def mean_cosine(scale: float) -> float:
+    def mean_cosine(scale: float, row: int) -> float:
         torch.manual_seed(0)
         model = albert_from_minilm(tok, residual_scale=scale).eval()
         with torch.no_grad():
-            h = model.albert(**enc).last_hidden_state[0, 1:-1]
-        h = torch.nn.functional.normalize(h, dim=-1)
+            h = model.albert(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"]).last_hidden_state
+        n = int(enc["attention_mask"][row].sum())
+        h = torch.nn.functional.normalize(h[row, 1:n - 1], dim=-1)
         return (h @ h.T).mean().item()
 
-    full, halved = mean_cosine(1.0), mean_cosine(0.5)
-    assert full > 0.9 and halved < full - 0.2, (full, halved)
+    for row in (0, 1):
+        full, halved = mean_cosine(1.0, row), mean_cosine(0.5, row)
+        assert full > 0.9 and halved < full - 0.2, (row, full, halved)
 
 
 def test_albert_fit_to_minilm_moves_toward_minilm_and_lands_on_the_unigram_vocab(tokenizers, tiny_corpus):

@@ -63,9 +63,10 @@ def _without_floats(r):
 
 def assert_same_fill(a, b) -> None:
     """Identical predictions; the probabilities equal up to float rounding (a padded batch sums in another order:
-    BERT comes out bit-identical, the others ~1e-7 apart)."""
+    BERT comes out bit-identical, the others ~1e-7 apart; relative too, since an entropy near 10 nats has been seen
+    1.9e-6 apart)."""
     assert _without_floats(b) == _without_floats(a)
-    np.testing.assert_allclose(_floats(b), _floats(a), rtol=0, atol=1e-6)
+    np.testing.assert_allclose(_floats(b), _floats(a), rtol=1e-6, atol=1e-6)
 
 
 def test_fill_mask_concurrent_equals_one_at_a_time(tiny_models, family, wide_window):
