@@ -13,7 +13,7 @@ import streamlit as st
 
 from app import report
 from app.i18n import t, t_or
-from core.models import bundled_card
+from core.models import bundled_card, pair_head_learned
 from core.params import PARTS, ParamBreakdown
 
 PART_COLORS = {"embeddings": "#4C78A8", "encoder": "#F58518", "pooler": "#54A24B", "heads": "#B279A2"}
@@ -147,7 +147,6 @@ def source_name(source: str) -> str:
 
 
 MLM_BAR = 1.5  # the zoo's bar for a mini's MLM head: held-out top-5 at least 1.5x the unigram guess (README)
-CHANCE_MARGIN = 0.02  # a pair head within 2 points of always guessing the majority (or of 50%) learned nothing
 
 
 def head_learned(checkpoint: str, head: str | None) -> bool | None:
@@ -157,7 +156,7 @@ def head_learned(checkpoint: str, head: str | None) -> bool | None:
     if head == "mlm" and "top5_vs_unigram" in held:
         return held["top5_vs_unigram"] >= MLM_BAR
     if head in ("nsp", "sop") and "pair_acc" in held:
-        return held["pair_acc"] > max(held.get("pair_majority", 0.5), 0.5) + CHANCE_MARGIN
+        return pair_head_learned(held)
     return None
 
 

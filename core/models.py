@@ -40,6 +40,16 @@ def bundled_card(checkpoint: str) -> dict:
         return {}
 
 
+PAIR_CHANCE_MARGIN = 0.02  # a pair head within 2 points of its majority guess (or of 50%) learned nothing
+
+
+def pair_head_learned(held: dict) -> bool:
+    """Whether a card's held-out NSP/SOP accuracy (``held``: its "heldout" part, with "pair_acc") is above always
+    guessing the commoner label (or 50%) by more than PAIR_CHANCE_MARGIN: the one rule the app's notes, the
+    walkthrough and the cards themselves apply."""
+    return held["pair_acc"] > max(held.get("pair_majority", 0.5), 0.5) + PAIR_CHANCE_MARGIN
+
+
 def allow_download() -> bool:
     """Whether a checkpoint that is not cached is downloaded from the Hub here (core.downloads.policy says why not)."""
     from core.downloads import policy

@@ -75,9 +75,6 @@ def sop_family() -> Family | None:
     return next((f for f in FAMILIES.values() if f.pair_head == "sop"), None)
 
 
-PAIR_CHANCE_MARGIN = 0.02  # a pair head within 2 points of its majority guess (or of 50%) learned nothing
-
-
 @dataclass(frozen=True)
 class UnlearnedPairHead:
     """A bundled mini whose model card says its NSP/SOP head scored no better than always guessing the majority
@@ -95,17 +92,17 @@ class UnlearnedPairHead:
 def unlearned_pair_head(checkpoint: str, head: str,
                         available: Callable[[str], bool] = _bundled_available) -> UnlearnedPairHead | None:
     """The card's numbers when ``checkpoint`` is a bundled mini whose ``head`` pair head is not above its majority
-    baseline (by more than PAIR_CHANCE_MARGIN); None for a head that learned, or a checkpoint with no such card.
+    baseline (core.models.pair_head_learned); None for a head that learned, or a checkpoint with no such card.
     Read from the card every time, so a retrained mini whose card shows it learned loses the note by itself."""
-    from core.models import bundled_card
+    from core.models import bundled_card, pair_head_learned
 
     card = bundled_card(checkpoint)
     held = card.get("heldout", {})
     if head not in ("nsp", "sop") or "pair_acc" not in held:
         return None
-    acc, majority = float(held["pair_acc"]), float(held.get("pair_majority", 0.5))
-    if acc > max(majority, 0.5) + PAIR_CHANCE_MARGIN:
+    if pair_head_learned(held):
         return None
+    acc, majority = float(held["pair_acc"]), float(held.get("pair_majority", 0.5))
     fam = FAMILIES.get(card.get("family", ""))
     full = fam.checkpoints[0].id if fam is not None and fam.checkpoints else None
     return UnlearnedPairHead(checkpoint, head, acc, majority, held.get("pairs"), full,

@@ -61,12 +61,10 @@ def _need(path: Path, package: str) -> Path:
 
 def _rdata():
     try:
-        import rdata  # noqa: F401
+        import rdata
     except ImportError as e:
         raise CorpusError("Reading R's data files needs the rdata package: pip install -r requirements-corpus.txt"
                           ) from e
-    import rdata
-
     return rdata
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from core.models import FAMILIES, ModelSpec, bundled_id, load
+from core.models import FAMILIES, ModelSpec, bundled_id, load, pair_head_learned
 from core.registry.pretraining import zoo_recipes
 from core.pretrain.corpus import (CORPUS_DIR, EVERYDAY_HELDOUT_FILE, HELDOUT_FILE, TRAIN_FILE, load_documents,
                                   load_training_documents)
@@ -113,7 +113,7 @@ def _instances(cfg_d: dict, tokenizer, family: str, held_file: str = HELDOUT_FIL
     """Train instances (for the unigram baseline) and all held-out instances of ``held_file``, built as the run
     builds them (pair objective, length, token types) with one fixed seed, so every card and every stage of a
     recipe is scored on the same instances."""
-    docs = load_training_documents(CORPUS_DIR, tuple(cfg_d.get("train_files") or (TRAIN_FILE,)))
+    docs = load_training_documents(CORPUS_DIR, tuple(_train_files(cfg_d)))
     held = load_documents(CORPUS_DIR / held_file)
     pair = cfg_d.get("pair_objective")
     use_types = FAMILIES[family].token_types
@@ -181,11 +181,22 @@ def _hardware() -> str:
     return f"{name}, {gpu}"
 
 
+def _train_files(cfg_d: dict) -> list[str]:
+    """The corpus files a run's logged config read (logs from before train_files existed read train.txt)."""
+    return list(cfg_d.get("train_files") or [TRAIN_FILE])
+
+
 def _train_words(manifest: dict, cfg: dict) -> int:
     """Words in the files the (last stage of) training read: train.txt alone, or train.txt + the everyday file."""
     files = manifest.get("files", {})
-    return sum(files.get(f, {}).get("words", 0) for f in (cfg.get("train_files") or [TRAIN_FILE])) \
-        or manifest["train"]["words"]
+    return sum(files.get(f, {}).get("words", 0) for f in _train_files(cfg)) or manifest["train"]["words"]
+
+
+def _rounded(ev: dict) -> dict:
+    """An evaluation as a card keeps it: floats to 4 places, and top-5 as a multiple of the unigram guess."""
+    out = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in ev.items()}
+    out["top5_vs_unigram"] = round(ev["mlm_top5"] / max(ev["unigram_top5"], 1e-9), 2)
+    return out
 
 
 def write_card(name: str, out_root: Path, teacher_measure: dict | None = None, make_s: float | None = None) -> dict:
@@ -217,7 +228,7 @@ def write_card(name: str, out_root: Path, teacher_measure: dict | None = None, m
         "arch": arch, "params": ev["params"], "weights_mb": round(weights.stat().st_size / 2**20, 1),
         "weights_dtype": "float16 on disk, loaded as float32",
         "corpus": {"path": "assets/corpus", "train_words": _train_words(manifest, cfg),
-                   "train_files": list(cfg.get("train_files") or [TRAIN_FILE]),
+                   "train_files": _train_files(cfg),
                    "heldout_words": manifest["heldout"]["words"],
                    "heldout_everyday_words": manifest.get("files", {}).get(EVERYDAY_HELDOUT_FILE, {}).get("words"),
                    "sources": list(manifest["sources"])},
@@ -230,13 +241,10 @@ def write_card(name: str, out_root: Path, teacher_measure: dict | None = None, m
                      "resumed_from_step": log.get("resumed_from", 0), "hardware": _hardware(),
                      "threads": cfg.get("threads"), "torch": torch.__version__,
                      "command": f"python -m core.pretrain zoo --only {name}  (all four: make models)"},
-        "heldout": {k: (round(v, 4) if isinstance(v, float) else v) for k, v in ev.items()},
+        "heldout": _rounded(ev),
     }
-    card["heldout"]["top5_vs_unigram"] = round(ev["mlm_top5"] / max(ev["unigram_top5"], 1e-9), 2)
     if m["heldout_everyday"] is not None:
-        e = m["heldout_everyday"]
-        card["heldout_everyday"] = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in e.items()}
-        card["heldout_everyday"]["top5_vs_unigram"] = round(e["mlm_top5"] / max(e["unigram_top5"], 1e-9), 2)
+        card["heldout_everyday"] = _rounded(m["heldout_everyday"])
     p = m["probe"]
     card["probe"] = {"items": p.items, "top1": round(p.top1, 4), "top5": round(p.topk, 4),
                      "per_topic": {t: [n, round(a, 4), round(b, 4)] for t, (n, a, b) in p.per_topic.items()},
@@ -247,7 +255,7 @@ def write_card(name: str, out_root: Path, teacher_measure: dict | None = None, m
             {"steps": g["steps"], "lr": g["config"]["lr"], "head_lr": g["config"].get("head_lr"),
              "seed": g["config"]["seed"], "wall_s": g["wall_s"], "threads": g["config"].get("threads"),
              "precision": g["config"].get("precision") or "fp32",
-             "train_files": list(g["config"].get("train_files") or [TRAIN_FILE])} for g in [*log["earlier"], log]]
+             "train_files": _train_files(g["config"])} for g in [*log["earlier"], log]]
     if make_s is not None:
         card["training"]["make_models_s"] = round(make_s, 1)
     teacher = fam.distilled_from
@@ -302,10 +310,10 @@ def _readme(c: dict, ev: dict) -> str:
         f"{t['threads']} CPU thread(s), on a machine shared with other jobs"
         + (f"; the run was cut off and resumed from its step-{t['resumed_from_step']} checkpoint, and this time "
            f"counts the resumed part only" if t.get("resumed_from_step") else "") + " |",
-        *(["| Stages | " + "; then ".join(f"{g['steps']} steps on {' + '.join(g.get('train_files') or [TRAIN_FILE])} "
+        *(["| Stages | " + "; then ".join(f"{g['steps']} steps on {' + '.join(g['train_files'])} "
                                           f"at lr {g['lr']} (heads {g['head_lr']}), seed {g['seed']}, "
                                           f"{g['wall_s'] / 60:.1f} min ({g.get('threads')} thread(s), "
-                                          f"{g.get('precision') or 'fp32'})" for g in t["stages"]) + " |"]
+                                          f"{g['precision']})" for g in t["stages"]) + " |"]
           if t.get("stages") else []),
         f"| Rebuild | `{t['command']}` |", "",
         "## Held-out metrics", "",
@@ -339,7 +347,7 @@ def _readme(c: dict, ev: dict) -> str:
         lines += ["", f"{head} accuracy on {h['pairs']} held-out pairs ({what}): **{_pct(h['pair_acc'])}**; always "
                       f"guessing the commoner label would score {_pct(h.get('pair_majority', 0.5))}"
                       + (f" (bar: at least {_pct(bar)}: {'met' if h['pair_acc'] >= bar else 'missed'})." if bar else ".")]
-        if h["pair_acc"] <= h.get("pair_majority", 0.5) + 0.02:
+        if not pair_head_learned(h):
             lines += ["", f"The {head} head did not learn: it does no better than always guessing the commoner "
                           f"label, so the app shows a warning in place of its verdicts."]
         if "pair_acc" in c.get("heldout_everyday", {}):
