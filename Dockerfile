@@ -52,9 +52,9 @@ COPY --chown=app:app . .
 USER app
 
 # Official checkpoints' weights into the image's HF cache (safetensors only), so the demo never waits on the Hub.
-RUN if [ "$FETCH_WEIGHTS" = "1" ]; then python -m core.fetch_weights; fi
+RUN if [ "$FETCH_WEIGHTS" = "1" ]; then python -m core.models.fetch_weights; fi
 
-# The hosted demo: Hub ids only in the custom box, no server paths in messages, lower limits (core/settings.py).
+# The hosted demo: Hub ids only in the custom box, no server paths in messages, lower limits (core/base/settings.py).
 ENV ENCODERLAB_HOSTED=1
 EXPOSE 8501
 HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \

@@ -47,7 +47,7 @@ gpu-check:
 # Retrain the four bundled models (assets/models) from the committed corpus (assets/corpus) and rewrite their
 # model cards; CPU is enough (the cards record the time). Regenerate the corpus itself: scripts/build_corpus.py.
 models: install
-	HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false OMP_WAIT_POLICY=PASSIVE $(PY) -m core.pretrain zoo --out assets/models
+	HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false OMP_WAIT_POLICY=PASSIVE $(PY) -m core.train.pretrain zoo --out assets/models
 
 clean:
 	rm -rf $(VENV) tests/e2e/screenshots

@@ -10,7 +10,9 @@ if str(ROOT) not in sys.path:
 
 import streamlit as st  # noqa: E402
 
-from app import presenter, room_ui, state  # noqa: E402
+from app.kit import presenter, state  # noqa: E402
+
+from app.room import ui as room_ui
 from app.nav import build_navigation, follow_deep_link  # noqa: E402
 from app.sidebar import model_picker, report_panel  # noqa: E402
 
@@ -24,7 +26,7 @@ state.init_language()
 def _transformers_imported() -> bool:
     """transformers' lazy imports, done once by one thread: two sessions' first model loads resolving them at the
     same time could meet a half-imported module ("module 'transformers' has no attribute 'AutoTokenizer'")."""
-    from core.models import BUILD_LOCK
+    from core.models.loading import BUILD_LOCK
 
     with BUILD_LOCK:
         import transformers

@@ -42,7 +42,7 @@ def build_navigation():
     """st.Page objects for the pages that exist, grouped by section; also kept for st.page_link."""
     import streamlit as st
 
-    from app.i18n import t
+    from app.kit.i18n import t
 
     sections: dict[str, list] = {}
     for p in available_pages():
@@ -54,7 +54,7 @@ def build_navigation():
 
 def title(p: PageDef) -> str:
     """The page's title in the session's language (nav.<url> in assets/i18n/nav.toml)."""
-    from app.i18n import t
+    from app.kit.i18n import t
 
     return t(f"nav.{p.url.replace('-', '_')}")
 

@@ -1,22 +1,26 @@
 """The sidebar every page shares: the model picker (family, checkpoint: bundled, official, this session's,
 custom; device) and the workshop controls (language, presenter view, pinned model, session report).
-All of it is kept in the URL (app/urlstate.py), so a link reproduces the choice."""
+All of it is kept in the URL (app/kit/urlstate.py), so a link reproduces the choice."""
 from __future__ import annotations
 
 import threading
 
 import streamlit as st
 
-from app import presenter, report, room_ui, state, urlstate
-from app.gpu_notice import sidebar_gpu_line
-from app.i18n import LANG_KEY, LANGS, t, t_or
-from app.render import as_text, source_name
-from core.hosted import check_custom_checkpoint
-from core.models import FAMILIES, ModelLoadError, ModelSpec, bundled_id, family, picker_families, resolve, resolve_device
+from app.kit import presenter, report, state, urlstate
+
+from app.room import ui as room_ui
+from app.kit.gpu_notice import sidebar_gpu_line
+from app.kit.i18n import LANG_KEY, LANGS, t, t_or
+from app.kit.render import as_text, source_name
+from core.models.hosted import check_custom_checkpoint
+from core.models.loading import ModelSpec, resolve
+from core.registry import FAMILIES, ModelLoadError, bundled_id, family, picker_families
+from core.models.devices import resolve_device
 
 CUSTOM_OPTION = "custom"
 DEVICES = ("auto", "cpu", "cuda")
-QUANT = "sidebar.quant"  # True: the model's linears run int8 (core.quantize; CPU inference only)
+QUANT = "sidebar.quant"  # True: the model's linears run int8 (core.compare.int8; CPU inference only)
 
 
 def known_checkpoints(fam: str) -> list[str]:

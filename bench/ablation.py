@@ -1,9 +1,9 @@
 """Head ablation and head importance, timed (ratios from one run, against named baselines on the same inputs).
 
-(a) One ablated fill-mask recompute (core.ablation: the hooks on, some heads zeroed, the decoder tapped) against
-    one normal fill-mask (core.fill_mask.fill_mask_batch, so the batcher is not timed), bert-base-size random
+(a) One ablated fill-mask recompute (core.inspect.ablation: the hooks on, some heads zeroed, the decoder tapped) against
+    one normal fill-mask (core.predict.fill_mask.fill_mask_batch, so the batcher is not timed), bert-base-size random
     weights, a 32-token text. Target: <= 1.2x. Interleaved round by round, median kept.
-(b) Gradient importance (one backward per batch, core.head_importance) over 64 held-out sentences against
+(b) Gradient importance (one backward per batch, core.inspect.head_importance) over 64 held-out sentences against
     exhaustive single-head ablation over the same 64 (one masked-LM evaluation per head, plus the baseline).
     Exhaustive ablation of bert-base's 144 heads takes long on 2 cores, so it is timed on a fixed subset of heads
     (BENCH_SUBSET, default 8) and extrapolated to every head: the output says so. Also the bundled minis.
@@ -26,12 +26,13 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import torch  # noqa: E402
 import transformers  # noqa: E402
 
-from core.bench import timed as bench_timed  # noqa: E402
-from core import ablation as ab  # noqa: E402
-from core import head_importance as hi  # noqa: E402
-from core.fill_mask import FillMaskConfig, fill_mask_batch  # noqa: E402
-from core.models import LoadedModel, ModelSpec, load, official_config  # noqa: E402
-from core.tokenizer_build import bert_uncased_tokenizer  # noqa: E402
+from core.compare.speed import timed as bench_timed  # noqa: E402
+from core.inspect import ablation as ab  # noqa: E402
+from core.inspect import head_importance as hi  # noqa: E402
+from core.predict.fill_mask import FillMaskConfig, fill_mask_batch  # noqa: E402
+from core.models.loading import LoadedModel, ModelSpec, load  # noqa: E402
+from core.registry import official_config
+from core.models.tokenizer_build import bert_uncased_tokenizer  # noqa: E402
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "7"))
 DEVICE = os.environ.get("BENCH_DEVICE", "cpu")
@@ -120,7 +121,7 @@ def main() -> None:
     base = build_base()
     recompute(base)
     importance(base, "bert-base-size, random weights")
-    from core.models import FAMILIES, bundled_id
+    from core.registry import FAMILIES, bundled_id
 
     for fam in FAMILIES:
         importance(load(ModelSpec(fam, bundled_id(fam), DEVICE), "mlm"), bundled_id(fam))

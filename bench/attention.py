@@ -3,7 +3,7 @@
 Model: random weights of the official bert-base-uncased config (12 layers x 12 heads, eager attention) with the
 real bert-base-uncased tokenizer, on a text of exactly 128 and 512 tokens. Baseline: plain bertviz 1.4.1
 (``head_view`` / ``model_view`` with ``html_action="return"``, float32 attention as a model returns it), on the
-same attention and the same layers. Ours: app.bertviz_embed.build_view, which ships the layers that fit its
+same attention and the same layers. Ours: app.views.inspect.bertviz_embed.build_view, which ships the layers that fit its
 payload budget (all 12 at 128 tokens, 1 at 512), inlines ~0.4 MB of vendored JS and rounds weights to 3 decimals.
 Plain bertviz with all 12 layers at 512 tokens is not run: it would be ~12x its 1-layer size below (it writes the
 weights twice, once in a comment), and a try on this 2-core machine passed 4 GB of RAM before it was stopped.
@@ -26,10 +26,11 @@ import torch  # noqa: E402
 import transformers  # noqa: E402
 from bertviz import head_view, model_view  # noqa: E402
 
-from app.bertviz_embed import build_view, fit_payload  # noqa: E402
-from core.attention import AttentionConfig, compute_attention  # noqa: E402
-from core.models import LoadedModel, ModelSpec, official_config  # noqa: E402
-from core.tokenizer_build import bert_uncased_tokenizer  # noqa: E402
+from app.views.inspect.bertviz_embed import build_view, fit_payload  # noqa: E402
+from core.inspect.attention import AttentionConfig, compute_attention  # noqa: E402
+from core.models.loading import LoadedModel, ModelSpec  # noqa: E402
+from core.registry import official_config
+from core.models.tokenizer_build import bert_uncased_tokenizer  # noqa: E402
 
 WORDS = "the cat sat on the mat and then it slept for a long time in the warm sun".split()  # one WordPiece each
 
@@ -38,7 +39,7 @@ def build() -> LoadedModel:
     transformers.logging.set_verbosity_error()
     torch.manual_seed(0)
     cfg = official_config("bert-base-uncased")
-    cfg._attn_implementation = "eager"  # as core.models.load(..., attentions=True) does
+    cfg._attn_implementation = "eager"  # as core.models.loading.load(..., attentions=True) does
     model = transformers.BertModel(cfg, add_pooling_layer=False).eval()
     tok = bert_uncased_tokenizer()
     return LoadedModel(model=model, tokenizer=tok, spec=ModelSpec("bert", "bert-base-uncased (random weights)", "cpu"),
@@ -87,8 +88,8 @@ def main() -> None:
     print(f"worst size ratio on the same layers: ours/bertviz = {worst:.3f}x (target <= 0.333x)")
     # Random weights spread attention evenly (every weight ~1/n). Trained heads are peaked, and weights that
     # round to 0 cost 2 bytes: the offline real MiniLM (6 x 12, pretrained) on the same 128 tokens.
-    from core.models import load
-    from core.tokenizer_build import minilm_folder
+    from core.models.loading import load
+    from core.models.tokenizer_build import minilm_folder
 
     mini = load(ModelSpec("bert", str(minilm_folder()), "cpu"), task="base", attentions=True)
     r = compute_attention(mini, AttentionConfig(text_of(128)))

@@ -3,7 +3,7 @@
 Model: random weights of the official bert-base-uncased config (BertForSequenceClassification, 2 labels) with the
 real bert-base-uncased tokenizer; the explained score is the logit of class 1. n_steps = 50.
 - floor:  ONE batched forward+backward over the 50 interpolated word-embedding inputs (what IG cannot do without);
-- ours:   core.attribution.attribute(..., methods=("lig",), n_steps=50, internal_batch_size=50): everything the page
+- ours:   core.inspect.attribution.attribute(..., methods=("lig",), n_steps=50, internal_batch_size=50): everything the page
           runs (tokenize, the f(x)/f(baseline) forwards, the 50-step integral and the convergence delta);
 - captum: captum's LayerIntegratedGradients on the word-embedding layer with internal_batch_size=1 (50 separate
           forward+backward passes), on the same input and [PAD] baseline.
@@ -29,9 +29,10 @@ import torch  # noqa: E402
 import transformers  # noqa: E402
 from captum.attr import LayerIntegratedGradients  # noqa: E402
 
-from core.attribution import AttributionConfig, attribute, prepare  # noqa: E402
-from core.models import LoadedModel, ModelSpec, official_config  # noqa: E402
-from core.tokenizer_build import bert_uncased_tokenizer  # noqa: E402
+from core.inspect.attribution import AttributionConfig, attribute, prepare  # noqa: E402
+from core.models.loading import LoadedModel, ModelSpec  # noqa: E402
+from core.registry import official_config
+from core.models.tokenizer_build import bert_uncased_tokenizer  # noqa: E402
 
 N_STEPS = 50
 WORDS = "the cat sat on the mat and then it slept for a long time in the warm sun".split()  # one WordPiece each

@@ -3,12 +3,12 @@
     .venv/bin/python bench/concurrency.py [--n 1,8,32] [--rounds 12] [--device auto|cpu|cuda] [--base-size]
                                           [--no-finetune] [--soak] [--watch]
 
-Each simulated session is a thread calling what the Fill-mask page calls (core.fill_mask.fill_mask), as Streamlit
+Each simulated session is a thread calling what the Fill-mask page calls (core.predict.fill_mask.fill_mask), as Streamlit
 runs each session's script in a thread of one process. All N are released at once, each makes ``--rounds`` calls
 on the example sentences; per call the latency is kept and the result compared with the same text run alone
 (a mismatch: other tokens, candidates or fills, or a probability more than 1e-5 away).
 
-Baseline, from this run: a lone caller with batching off (the code before core.serving). Printed per N: p50 and
+Baseline, from this run: a lone caller with batching off (the code before core.runtime.serving). Printed per N: p50 and
 p95 latency against the lone caller, throughput against the lone caller, mismatches; first with batching off
 (calls served one after another), then on. Then N = 8 while a fine-tune of the same model family trains, once in
 a worker process (the default) and once on a thread of this process (as before). ``--soak``: 300 predictions, 20
@@ -37,9 +37,10 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import numpy as np  # noqa: E402
 
-from core.fill_mask import FillMaskConfig, examples, fill_mask  # noqa: E402
-from core.models import LoadedModel, ModelSpec, load, official_config  # noqa: E402
-from core.serving import stats  # noqa: E402
+from core.predict.fill_mask import FillMaskConfig, examples, fill_mask  # noqa: E402
+from core.models.loading import LoadedModel, ModelSpec, load  # noqa: E402
+from core.registry import official_config
+from core.runtime.serving import stats  # noqa: E402
 
 TOL = 1e-5
 
@@ -124,9 +125,9 @@ def row(label: str, m: dict, lone: dict) -> str:
 
 def start_finetune(device: str, workers: bool, out: Path):
     """A fine-tune of bert-mini on the bundled drug reviews, long enough to outlast the measurement."""
-    from core.datasets_local import load_bundled
-    from core.finetune import FinetuneConfig, job_fn
-    from core.jobs import JobRunner
+    from core.data.datasets_local import load_bundled
+    from core.train.finetune import FinetuneConfig, job_fn
+    from core.runtime.jobs import JobRunner
 
     r = JobRunner({"cpu": 2, "gpu": 1}, workers=workers)
     cfg = FinetuneConfig("bert", "encoderlab/bert-mini", epochs=1, max_steps=2000, batch_size=8, max_length=64,
@@ -153,9 +154,9 @@ def rss_mb() -> float:
 
 def soak(lm: LoadedModel, cfgs: list[FillMaskConfig], device: str) -> None:
     """300 predictions, 20 training jobs and 50 sessions opened and closed; process memory before and after."""
-    from core.datasets_local import load_bundled
-    from core.finetune import FinetuneConfig, job_fn, runs_root
-    from core.jobs import JobRunner, SessionSweeper
+    from core.data.datasets_local import load_bundled
+    from core.train.finetune import FinetuneConfig, job_fn, runs_root
+    from core.runtime.jobs import JobRunner, SessionSweeper
 
     runs = Path(tempfile.mkdtemp(prefix="encoderlab-bench-runs-"))
     os.environ["ENCODERLAB_RUNS"] = str(runs)
@@ -209,7 +210,7 @@ def soak(lm: LoadedModel, cfgs: list[FillMaskConfig], device: str) -> None:
     gate.set()
     time.sleep(6)
     r.evict()
-    from core.jobs import evict_run_folders
+    from core.runtime.jobs import evict_run_folders
 
     evict_run_folders(runs)
     end = rss_mb()

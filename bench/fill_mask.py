@@ -2,8 +2,8 @@
 
 Baselines, from one run on the same inputs: transformers' pipeline("fill-mask") (which projects every token onto
 the vocabulary), and a bare encoder forward on pre-tokenized input (a full forward, without tokenizing or any
-head). Ours comes in under that: its last layer runs only at the masks (core/masked_forward.py), the vocabulary
-projection only there too, and on CPU its linears use oneDNN-packed weights (core/packed_linear.py). A fourth line,
+head). Ours comes in under that: its last layer runs only at the masks (core/models/masked_forward.py), the vocabulary
+projection only there too, and on CPU its linears use oneDNN-packed weights (core/models/packed_linear.py). A fourth line,
 ours with the default linears, shows how much of the gain is the kernels and how much the skipped work.
 Methods are interleaved round by round and the median per sentence is kept, so background load hits every method
 alike.
@@ -27,11 +27,12 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import torch  # noqa: E402
 import transformers  # noqa: E402
 
-from core.bench import timed as bench_timed  # noqa: E402
-from core import packed_linear  # noqa: E402
-from core.fill_mask import FillMaskConfig, examples, fill_mask, fill_mask_batch  # noqa: E402
-from core.models import LoadedModel, ModelSpec, official_config  # noqa: E402
-from core.tokenizer_build import bert_uncased_tokenizer  # noqa: E402
+from core.compare.speed import timed as bench_timed  # noqa: E402
+from core.models import packed_linear  # noqa: E402
+from core.predict.fill_mask import FillMaskConfig, examples, fill_mask, fill_mask_batch  # noqa: E402
+from core.models.loading import LoadedModel, ModelSpec  # noqa: E402
+from core.registry import official_config
+from core.models.tokenizer_build import bert_uncased_tokenizer  # noqa: E402
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "5"))
 DEVICE = os.environ.get("BENCH_DEVICE", "cpu")

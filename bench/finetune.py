@@ -1,4 +1,4 @@
-"""Fine-tuning throughput: core.finetune.train against transformers' Trainer, same model, data and settings.
+"""Fine-tuning throughput: core.train.finetune.train against transformers' Trainer, same model, data and settings.
 
     .venv/bin/python bench/finetune.py [--rows 320] [--rounds 3] [--steps 12] [--max-length 128] [--hidden 128] [--layers 4]
 
@@ -14,9 +14,9 @@ bert-base-size model (samples/s, peak memory).
 Two more parts (``--parts seq,token,ckpt``, all by default):
 - token: a token-classification fine-tune (task "token", the bundled tagged sample) against transformers' Trainer
   with ``DataCollatorForTokenClassification``, the same model, data, labels aligned the same way (first piece of
-  each word labelled, the rest -100: core.token_data.align_batch), batch, schedule, clipping and precision.
+  each word labelled, the rest -100: core.data.token_data.align_batch), batch, schedule, clipping and precision.
   Target: ours/Trainer >= 1.0x.
-- ckpt: gradient checkpointing on against off, each run in a fresh process (core.remedies): peak memory (the
+- ckpt: gradient checkpointing on against off, each run in a fresh process (core.train.remedies): peak memory (the
   process's peak RSS on a CPU, minus what it held before training; max_memory_allocated on a GPU) and steps/s,
   printed as ratios to the run without it. A BERT 4x256 at max length 256 on the drug reviews, so that activations
   (what checkpointing saves) are a real share of the memory.
@@ -87,7 +87,7 @@ def trainer_token_samples_per_s(folder: Path, data, cfg, group_by_length: bool, 
     import transformers
     from torch.utils.data import Dataset
 
-    from core.token_data import align_batch, words_tokenizer
+    from core.data.token_data import align_batch, words_tokenizer
 
     tok = words_tokenizer(transformers.AutoTokenizer.from_pretrained(str(folder)))
     model = transformers.BertForTokenClassification.from_pretrained(
@@ -116,8 +116,8 @@ def trainer_token_samples_per_s(folder: Path, data, cfg, group_by_length: bool, 
 
 
 def token_part(folder: Path, device: str, rounds: int, steps: int, tmp: Path) -> None:
-    from core.finetune import FinetuneConfig
-    from core.token_data import load_bundled_tokens
+    from core.train.finetune import FinetuneConfig
+    from core.data.token_data import load_bundled_tokens
 
     data = load_bundled_tokens()
     cfg = FinetuneConfig("bert", str(folder), task="token", epochs=1, lr=5e-5, batch_size=16, max_length=128,
@@ -139,17 +139,17 @@ def token_part(folder: Path, device: str, rounds: int, steps: int, tmp: Path) ->
           f"{best['trainer']:6.1f}")
     print(f"  Trainer + DataCollatorForTokenClassification, group_by_length {fmt(got['trainer_grouped'])}   best "
           f"{best['trainer_grouped']:6.1f}")
-    print(f"  core.finetune task 'token' (dynamic padding, grouped)          {fmt(got['ours'])}   best "
+    print(f"  core.train.finetune task 'token' (dynamic padding, grouped)          {fmt(got['ours'])}   best "
           f"{best['ours']:6.1f}")
     print(f"[token] ours/Trainer = {best['ours'] / best['trainer']:.2f}x (best rounds; target >= 1.0x)   "
           f"ours/Trainer(group_by_length) = {best['ours'] / best['trainer_grouped']:.2f}x")
 
 
 def checkpointing_part(device: str, tmp: Path, steps: int = 6) -> None:
-    from core.datasets_local import load_bundled
-    from core.finetune import FinetuneConfig
-    from core.remedies import measure_remedies
-    from core.tiny import make_tiny
+    from core.data.datasets_local import load_bundled
+    from core.train.finetune import FinetuneConfig
+    from core.train.remedies import measure_remedies
+    from core.models.tiny import make_tiny
 
     folder = make_tiny("bert", tmp / "ckpt-model", task="base", hidden=256, layers=4, heads=4, ffn=1024, max_pos=512)
     cfg = FinetuneConfig("bert", str(folder), epochs=1, lr=5e-5, batch_size=16, max_length=256, patience=0,
@@ -169,7 +169,7 @@ def checkpointing_part(device: str, tmp: Path, steps: int = 6) -> None:
 
 
 def ours_samples_per_s(cfg, data, out: Path) -> tuple[float, str]:
-    from core.finetune import train
+    from core.train.finetune import train
 
     r = train(cfg, data, out)
     return r.samples_per_s, r.precision
@@ -199,9 +199,9 @@ def main() -> None:
     import torch
     import transformers
 
-    from core.datasets_local import load_bundled
-    from core.finetune import FinetuneConfig, LengthGroupedBatches, padding_saved
-    from core.tiny import make_tiny
+    from core.data.datasets_local import load_bundled
+    from core.train.finetune import FinetuneConfig, LengthGroupedBatches, padding_saved
+    from core.models.tiny import make_tiny
 
     transformers.logging.set_verbosity_error()
     tmp = Path(tempfile.mkdtemp(prefix="bench-finetune-"))
@@ -248,7 +248,7 @@ def main() -> None:
               f"best {best['trainer']:6.1f}")
         print(f"  {tag} Trainer (dynamic padding, group_by_length) {fmt(rounds['trainer_grouped'])}   "
               f"best {best['trainer_grouped']:6.1f}")
-        print(f"  {tag} core.finetune (dynamic padding, grouped)   {fmt(rounds['ours'])}   "
+        print(f"  {tag} core.train.finetune (dynamic padding, grouped)   {fmt(rounds['ours'])}   "
               f"best {best['ours']:6.1f}")
         print(f"{tag} ours/Trainer = {best['ours'] / best['trainer']:.2f}x (best rounds; median per-round ratio "
               f"{med:.2f}x)   ours/Trainer(group_by_length) = {best['ours'] / best['trainer_grouped']:.2f}x   "
@@ -276,7 +276,7 @@ def main() -> None:
     rows = load_bundled("drugreview")
     texts = (rows.train.texts + rows.test.texts) * 3
     labels = (rows.train.labels + rows.test.labels) * 3
-    from core.datasets_local import LabelledData, Split
+    from core.data.datasets_local import LabelledData, Split
 
     d2 = LabelledData("drugreview x3", Split(texts[:2000], labels[:2000]), rows.test, rows.label_names, rows.source,
                       rows.licence)
@@ -285,7 +285,7 @@ def main() -> None:
         c = FinetuneConfig("bert", str(big), epochs=1, batch_size=32, max_length=256, precision=prec, device="cuda",
                            patience=0)
         sps, used = measured(ours_samples_per_s, c, d2, tmp / f"gpu-{prec}")
-        print(f"[cuda {used}] core.finetune bert-base size: {sps:8.1f} samples/s · peak memory "
+        print(f"[cuda {used}] core.train.finetune bert-base size: {sps:8.1f} samples/s · peak memory "
               f"{torch.cuda.max_memory_allocated() / 2**30:.2f} GiB")
 
 

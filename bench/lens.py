@@ -1,7 +1,7 @@
 """Layer lens cost: the lens at every depth against one fill-mask, and the tuned lens's KL table.
 
-1. bert-base size (random weights of the official config), one text of 32 tokens with one [MASK]: core.lens.lens
-   (all 13 depths, top-5 each) against core.fill_mask.fill_mask_batch (called directly, so the batcher's window is
+1. bert-base size (random weights of the official config), one text of 32 tokens with one [MASK]: core.inspect.lens.lens
+   (all 13 depths, top-5 each) against core.predict.fill_mask.fill_mask_batch (called directly, so the batcher's window is
    not in the timing), interleaved round by round, medians. Target: lens / fill-mask <= 1.3x. A third line, the
    plain way (transformers' forward with output_hidden_states=True, then the MLM head once per depth), shows what
    the single batched head call and the shared kernels save.
@@ -27,11 +27,12 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import torch  # noqa: E402
 import transformers  # noqa: E402
 
-from core.bench import timed as bench_timed  # noqa: E402
-from core.fill_mask import FillMaskConfig, examples, fill_mask_batch, mlm_head  # noqa: E402
-from core.lens import LensConfig, TuneConfig, lens, tune  # noqa: E402
-from core.models import FAMILIES, LoadedModel, ModelSpec, bundled_id, load, official_config  # noqa: E402
-from core.tokenizer_build import bert_uncased_tokenizer  # noqa: E402
+from core.compare.speed import timed as bench_timed  # noqa: E402
+from core.predict.fill_mask import FillMaskConfig, examples, fill_mask_batch, mlm_head  # noqa: E402
+from core.inspect.lens import LensConfig, TuneConfig, lens, tune  # noqa: E402
+from core.models.loading import LoadedModel, ModelSpec, load  # noqa: E402
+from core.registry import FAMILIES, bundled_id, official_config
+from core.models.tokenizer_build import bert_uncased_tokenizer  # noqa: E402
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "15"))
 DEVICE = os.environ.get("BENCH_DEVICE", "cpu")

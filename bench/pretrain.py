@@ -1,4 +1,4 @@
-"""Pretraining step time: bf16 autocast on the CPU against fp32, through the real loop (core.pretrain.train).
+"""Pretraining step time: bf16 autocast on the CPU against fp32, through the real loop (core.train.pretrain.train).
 
     .venv/bin/python bench/pretrain.py [--steps 40] [--rounds 2] [--threads 2] [--family bert]
 
@@ -6,7 +6,7 @@ Baseline: the same run at fp32. Each run continues the bundled mini of ``--famil
 the corpus (batch 16 x 64 tokens, its recipe's pair head, static masking off), with no evaluation or checkpoint
 in the timed steps; the median of the step times after the first 10 (warm-up) is the run's number. The precisions
 alternate round by round, so load on a shared machine falls on both. bf16 only pays where the CPU has bf16
-instructions (AVX512-BF16 or AMX: core.training.cpu_bf16_native, printed); `make models` uses it exactly there.
+instructions (AVX512-BF16 or AMX: core.train.common.cpu_bf16_native, printed); `make models` uses it exactly there.
 """
 from __future__ import annotations
 
@@ -24,8 +24,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
 def one_run(family: str, precision: str, steps: int, threads: int) -> float:
-    from core.models import ASSETS, FAMILIES
-    from core.pretrain.train import PretrainConfig, pretrain
+    from core.registry import FAMILIES
+    from core.base.paths import ASSETS
+    from core.train.pretrain.train import PretrainConfig, pretrain
 
     folder = ASSETS / "models" / FAMILIES[family].bundled
     stamps: list[float] = []
@@ -39,7 +40,7 @@ def one_run(family: str, precision: str, steps: int, threads: int) -> float:
 
 
 def main() -> int:
-    from core.training import cpu_bf16_native
+    from core.train.common import cpu_bf16_native
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=40)

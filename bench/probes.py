@@ -1,7 +1,7 @@
-"""Layer probes (core/probes.py): what training a probe at every depth costs, on bert-mini with 2,000 sentences.
+"""Layer probes (core/represent/probes.py): what training a probe at every depth costs, on bert-mini with 2,000 sentences.
 
 For each probe task, on the bundled corpus's train split with BENCH_PER_TASK items (default 2,000): the time to
-read every depth's vectors (core.token_vectors, the forward the probes need) and the time to fit the linear probes
+read every depth's vectors (core.represent.token_vectors, the forward the probes need) and the time to fit the linear probes
 (one standardised L2 logistic regression per depth, 7 depths on bert-mini; the word task fits a second set for its
 control task). The named baseline from the same run is a bare encoder forward over the same sentences in the same
 length-sorted batches with no hidden states kept: the ratio says how much the probes cost beyond reading the text
@@ -26,8 +26,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from core import probes as P  # noqa: E402
-from core.models import ModelSpec, load, zoo_dir  # noqa: E402
+from core.represent import probes as P  # noqa: E402
+from core.models.loading import ModelSpec, load  # noqa: E402
+from core.base.paths import zoo_dir
 
 PER_TASK = int(os.environ.get("BENCH_PER_TASK", "2000"))
 TASKS = tuple(t for t in os.environ.get("BENCH_TASKS", ",".join(P.TASKS)).split(",") if t)
@@ -37,7 +38,7 @@ DEVICE = os.environ.get("BENCH_DEVICE", "cpu")
 
 def bare_forward(lm, sentences, max_length: int, batch_tokens: int = 8192) -> float:
     """Seconds for the encoder's forward over ``sentences`` (tokenized once, length-sorted, batches of about
-    ``batch_tokens`` padded tokens, as core.token_vectors batches them), keeping no hidden states."""
+    ``batch_tokens`` padded tokens, as core.represent.token_vectors batches them), keeping no hidden states."""
     enc = lm.tokenizer(list(sentences), truncation=True, max_length=max_length)
     order = sorted(range(len(sentences)), key=lambda i: len(enc["input_ids"][i]))
     t0 = time.perf_counter()

@@ -3,7 +3,7 @@
 What is measured, exactly:
 1. Two real projections of the bundled corpus with the bundled bert-mini (sample mode: every word of a random
    sample of sentences, PCA, 2-D): BENCH_POINTS (default 50,000) points and the baseline, BENCH_BASE (5,000).
-2. The figure the page draws for each (app/render_projector.map_figure, colour by next word, the last depth) and
+2. The figure the page draws for each (app/views/represent/projector.map_figure, colour by next word, the last depth) and
    its payload: ``plotly.io.to_json(fig, validate=False)``, which is exactly the spec st.plotly_chart sends. Also
    the same 50k figure with every trace as SVG ``go.Scatter`` instead of ``go.Scattergl`` (the second baseline).
 3. Each figure in a static HTML page (the plotly.js bundled with the plotly package, the figure's JSON inline; not
@@ -36,8 +36,8 @@ import plotly.io as pio  # noqa: E402
 from plotly.io.json import to_json_plotly  # noqa: E402
 from plotly.offline import get_plotlyjs  # noqa: E402
 
-from core.models import ModelSpec, load  # noqa: E402
-from core.projector import ProjectorConfig, project  # noqa: E402
+from core.models.loading import ModelSpec, load  # noqa: E402
+from core.represent.projector import ProjectorConfig, project  # noqa: E402
 
 POINTS = int(os.environ.get("BENCH_POINTS", "50000"))
 BASE = int(os.environ.get("BENCH_BASE", "5000"))
@@ -62,10 +62,10 @@ RELAYOUT = """async (zoom) => { const t0 = performance.now();
 
 def figure(n: int, lm) -> go.Figure:
     """The page's figure (render_projector.map_figure) of a real n-point projection, outside Streamlit."""
-    from app import i18n
+    from app.kit import i18n
 
     i18n._last["lang"] = "en"  # t() outside a script run reads the last run's language
-    from app.render_projector import map_figure
+    from app.views.represent.projector import map_figure
 
     t0 = time.perf_counter()
     p = project(lm, ProjectorConfig(what="sample", max_points=n, color="next_word"))

@@ -4,10 +4,10 @@
 
 Part 1, timing and size: each family's base-size architecture (the official configs in assets/configs, random
 weights: latency and size do not depend on the values), with its MLM head, fp32 against a dynamically quantized
-int8 copy (core.quantize.quantize_int8), on the CPU with 1 thread and with 2. The encoder forward at batch x length
+int8 copy (core.compare.int8.quantize_int8), on the CPU with 1 thread and with 2. The encoder forward at batch x length
 (the Speed page's defaults), fp32 and int8 interleaved round by round, median per model. Baseline: the same
 model in fp32 (the int8/fp32 ratios), and BERT-base fp32 for the cross-family lines.
-Part 2, accuracy: the bundled minis (real weights), core.quantize.compare_models: top-1 fill-mask agreement with
+Part 2, accuracy: the bundled minis (real weights), core.compare.int8.compare_models: top-1 fill-mask agreement with
 fp32 on the probe (the bundled fill-mask examples + 64 held-out corpus sentences with one word masked each) and
 both models' held-out top-1/top-5.
 """
@@ -30,7 +30,7 @@ def build_base(family: str):
     import torch
     import transformers
 
-    from core.models import FAMILIES as REG, official_config
+    from core.registry import FAMILIES as REG, official_config
 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
@@ -51,8 +51,10 @@ def main() -> None:
     import torch
     import transformers
 
-    from core.models import FAMILIES as REG, ModelSpec, bundled_id, load
-    from core.quantize import QuantConfig, compare_models, disk_bytes, memory_bytes, quantize_int8, time_encoder
+    from core.models.loading import ModelSpec, load
+    from core.registry import FAMILIES as REG, bundled_id
+    from core.compare.int8 import QuantConfig, compare_models, time_encoder
+    from core.models.int8 import disk_bytes, memory_bytes, quantize_int8
 
     transformers.logging.set_verbosity_error()
     fams = [f for f in args.families.split(",") if f]

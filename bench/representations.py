@@ -1,4 +1,4 @@
-"""Corpus search (core/corpus_index.py): what indexing costs beyond a forward, and how fast a query is at 20k sentences.
+"""Corpus search (core/represent/corpus_index.py): what indexing costs beyond a forward, and how fast a query is at 20k sentences.
 
 (a) Indexing throughput (tokens/s) on bert-mini over the bundled corpus, against a named baseline from the same run:
     a bare forward over the same text in the same batches (tokenize, length-sorted batches of at most 8192 padded
@@ -8,7 +8,7 @@
     kept. Target >= 0.8x.
 (b) Query latency at 20k sentences of the bundled corpus (real bert-mini vectors at the middle depth, ~23 tokens a
     sentence: ~450k rows of 384 floats). Exact search (IndexFlatIP) against IVF (IndexIVFFlat, nlist = sqrt(rows),
-    nprobe = core.corpus_index.NPROBE), one query at a time (a click on the page is one query), the queries being
+    nprobe = core.represent.corpus_index.NPROBE), one query at a time (a click on the page is one query), the queries being
     rows of the corpus itself: median and p95 per query. Target <= 100 ms on CPU. Plus IVF's recall@10 against exact
     for a few nprobe values, and the end-to-end ``search`` (the query sentence's forward + faiss) median.
     The vectors of (b) are computed once and kept in BENCH_CACHE (default /tmp/encoderlab-bench), so a second run
@@ -37,11 +37,12 @@ import faiss  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from core import corpus_index as cx  # noqa: E402
-from core.bench import timed as bench_timed  # noqa: E402
-from core.lens import model_key  # noqa: E402
-from core.models import ModelSpec, load, zoo_dir  # noqa: E402
-from core.token_vectors import token_vectors  # noqa: E402
+from core.represent import corpus_index as cx  # noqa: E402
+from core.compare.speed import timed as bench_timed  # noqa: E402
+from core.inspect.lens import model_key  # noqa: E402
+from core.models.loading import ModelSpec, load  # noqa: E402
+from core.base.paths import zoo_dir
+from core.represent.token_vectors import token_vectors  # noqa: E402
 
 SENTENCES = int(os.environ.get("BENCH_SENTENCES", "20000"))
 A_SENTENCES = int(os.environ.get("BENCH_A_SENTENCES", "1000"))
@@ -50,7 +51,7 @@ QUERIES = int(os.environ.get("BENCH_QUERIES", "200"))
 THREADS = int(os.environ.get("BENCH_THREADS", "1"))
 DEVICE = os.environ.get("BENCH_DEVICE", "cpu")
 CACHE = Path(os.environ.get("BENCH_CACHE", "/tmp/encoderlab-bench"))
-BATCH_TOKENS = 8192  # core.token_vectors' default
+BATCH_TOKENS = 8192  # core.represent.token_vectors' default
 
 
 def timed(fn) -> float:
@@ -58,7 +59,7 @@ def timed(fn) -> float:
 
 
 def bare_forward(lm, sentences, max_length: int = 128) -> int:
-    """The baseline: tokenize, the same length-sorted batches as core.token_vectors, a forward that keeps nothing.
+    """The baseline: tokenize, the same length-sorted batches as core.represent.token_vectors, a forward that keeps nothing.
     Returns the tokens read (specials included)."""
     tok, model = lm.tokenizer, lm.model.base_model
     ids_all = tok(list(sentences), truncation=True, max_length=max_length)["input_ids"]

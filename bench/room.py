@@ -1,9 +1,9 @@
 """The room: how long a follower takes to see a presenter's change, and what each follower costs, at N = 10 and 50.
 
-One presenter thread publishes a new state (page + query parameters, as app/room_ui.end does) every 1.5-2.5 s;
-N follower threads each run the follower's poll at the default poll interval (core.room.limits().poll_s, what
-st.fragment(run_every=...) uses): core.room.follow_step against the same store, and on APPLY what the page does
-after switching (PresenterState.of + diverged, app/room_ui.end). Followers start at random phases, as browsers
+One presenter thread publishes a new state (page + query parameters, as app/room/ui.end does) every 1.5-2.5 s;
+N follower threads each run the follower's poll at the default poll interval (core.runtime.room.limits().poll_s, what
+st.fragment(run_every=...) uses): core.runtime.room.follow_step against the same store, and on APPLY what the page does
+after switching (PresenterState.of + diverged, app/room/ui.end). Followers start at random phases, as browsers
 joining at different moments do. The delay of a change is the time from its publish to a follower seeing it.
 
 Baseline, from the same run: an ideal poller with the same interval and no work (its delay is uniform on
@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from core import room as R  # noqa: E402
+from core.runtime import room as R  # noqa: E402
 
 CHANGES = int(os.environ.get("BENCH_CHANGES", "12"))
 NS = tuple(int(n) for n in os.environ.get("BENCH_N", "10,50").split(","))
@@ -64,7 +64,7 @@ def run(n: int, poll_s: float, changes: int, seed: int = 0) -> dict:
                 seen = (step.view.state_version, step.view.shared_version)
                 seen_at[(member, seen[0])] = now
                 params = {**step.view.state.as_dict(), R.ROOM_PARAM: made.code, "lang": "en"}
-                landed = R.PresenterState.of(step.view.state.page, params)  # app/room_ui.end after the switch
+                landed = R.PresenterState.of(step.view.state.page, params)  # app/room/ui.end after the switch
                 R.diverged(landed, step.view.state.page, params)
             elif step.action == R.REFRESH:
                 seen = (seen[0], step.view.shared_version)

@@ -1,14 +1,14 @@
 """Last layer against a learned mix of all layers: the articles' "the last layer's hidden states are not necessarily
 the best; try a weighted average of the middle layers", measured.
 
-On the bundled tasks (core.datasets_local: the WordNet gloss topics, 6 classes, and the drug reviews, 3 classes) a
+On the bundled tasks (core.data.datasets_local: the WordNet gloss topics, 6 classes, and the drug reviews, 3 classes) a
 bundled mini (encoderlab/bert-mini by default) is fine-tuned with pooling "cls" (the family's own head on the last
 layer's [CLS]), "mean" (mean of the last layer's tokens + a linear head) and "scalar_mix" (ELMo's softmax-weighted
 sum of every depth, embeddings included, times gamma, then the mean + a linear head), for the same seeds and the same
 steps. It prints held-out accuracy mean ± std (sample std over the seeds) per pooling, the majority baseline, and
 the scalar mix's learned layer weights (mean over seeds).
 
-Every run stops inside its first epoch (STEPS < train rows / batch), so core.finetune evaluates on the held-out
+Every run stops inside its first epoch (STEPS < train rows / batch), so core.train.finetune evaluates on the held-out
 split exactly once, at the end: no run is picked by its held-out score.
 
 Run: .venv/bin/python bench/scalar_mix.py  [BENCH_STEPS=30] [BENCH_SEEDS=3] [BENCH_LEN=64] [BENCH_BATCH=16]
@@ -31,8 +31,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch  # noqa: E402
 
-from core.datasets_local import load_bundled  # noqa: E402
-from core.finetune import FinetuneConfig, train  # noqa: E402
+from core.data.datasets_local import load_bundled  # noqa: E402
+from core.train.finetune import FinetuneConfig, train  # noqa: E402
 
 STEPS = int(os.environ.get("BENCH_STEPS", "30"))
 SEEDS = int(os.environ.get("BENCH_SEEDS", "3"))

@@ -4,8 +4,8 @@
                                        [--device cpu|cuda] [--json PATH]
 
 The model is the bundled bert-mini (task "mlm", as the Fill-mask page loads it), called as the pages call it,
-``core.fill_mask.fill_mask(lm, FillMaskConfig(text))``, on the example sentences; the backend decides where it runs
-(``core.backend.use``).
+``core.predict.fill_mask.fill_mask(lm, FillMaskConfig(text))``, on the example sentences; the backend decides where it runs
+(``core.runtime.backend.use``).
 
 1. Throughput. ``--callers`` threads (16) call fill-mask in a loop on a RayBackend whose deployment has 1 replica,
    then 2 (CPU: ``replica_cpus=1, replica_threads=1`` each on a local Ray of 2 CPUs; ``--device cuda``: 1 replica
@@ -43,9 +43,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import numpy as np  # noqa: E402
 
-import core.backend as backend  # noqa: E402
-from core.fill_mask import FillMaskConfig, examples, fill_mask  # noqa: E402
-from core.models import LoadedModel, ModelSpec, load  # noqa: E402
+import core.runtime.backend as backend  # noqa: E402
+from core.predict.fill_mask import FillMaskConfig, examples, fill_mask  # noqa: E402
+from core.models.loading import LoadedModel, ModelSpec, load  # noqa: E402
 
 TOL = 1e-5
 TARGET_SCALE = 1.6
@@ -95,7 +95,7 @@ class Counting(backend.Backend):
 
 
 def settings_for(device: str, replicas: int):
-    from core.backend.ray_backend import RaySettings
+    from core.runtime.backend.ray_settings import RaySettings
 
     if device == "cuda":  # two replicas share the one GPU; one replica has it all
         return RaySettings(cpus=2, replicas=replicas, replica_cpus=1, replica_threads=1,
@@ -117,7 +117,7 @@ class Deployments:
     def with_replicas(self, n: int):
         from ray import serve
 
-        from core.backend.ray_backend import RayBackend, app_name
+        from core.runtime.backend.ray_backend import RayBackend, app_name
 
         if n == self.replicas:
             return self.backend
@@ -237,7 +237,7 @@ def main() -> None:
     import ray
     import ray.serve  # noqa: F401 - importing it sets its logger to INFO: quieten it after
 
-    from core.backend.ray_backend import connect
+    from core.runtime.backend.ray_backend import connect
 
     logging.getLogger("ray.serve").setLevel(logging.WARNING)  # Serve's "application is ready" lines, in this process
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from core.bench import main  # noqa: E402
+from core.compare.speed import main  # noqa: E402
 
 if __name__ == "__main__":
     main()

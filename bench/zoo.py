@@ -5,7 +5,7 @@ held-out metrics, measured the same way on both.
 
 Baseline: the bundled models at git revision REV (default: the last commit before the newest one that changed a
 bundled model's weights), taken out with `git archive` into a temporary folder. Both versions go through
-core.pretrain.zoo.measure: each model on its own tokenization, its held-out instances built with its own run's
+core.train.pretrain.zoo.measure: each model on its own tokenization, its held-out instances built with its own run's
 settings and one fixed seed, the probe through Fill-mask. Prints each number for both and the ratio new / old;
 the held-out split heldout.txt is the same file for both (the first three sources'), so "held-out must not fall"
 reads off the ratio directly. The probe's reference (the offline MiniLM with a fresh MLM head) is printed too.
@@ -48,7 +48,7 @@ def extract(rev: str, dest: Path) -> Path:
 def main() -> int:
     import torch
 
-    from core.pretrain.zoo import RECIPES, measure, probe_reference
+    from core.train.pretrain.zoo import RECIPES, measure, probe_reference
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--baseline", default=None, help="git revision of the baseline models")

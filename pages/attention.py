@@ -1,13 +1,14 @@
 """Attention: bertviz views (offline), heatmaps, a query/key view, head statistics, rollout/flow, comparison."""
 import streamlit as st
 
-from app import render_ablation, render_attention as ra
-from app import urlstate
-from app.i18n import t
-from app.loaders import get_model, model_or_error
-from app.render import mini_note
-from core.attention import AttentionConfig, compare_attention, compute_attention, head_stats
-from core.models import ModelLoadError, ModelSpec
+from app.views.inspect import ablation as render_ablation, attention as ra
+from app.kit import urlstate
+from app.kit.i18n import t
+from app.kit.loaders import get_model, model_or_error
+from app.kit.render import mini_note
+from core.inspect.attention import AttentionConfig, compare_attention, compute_attention, head_stats
+from core.models.loading import ModelSpec
+from core.registry import ModelLoadError
 
 K = ra.K
 DEFAULT_TEXT = "The cat sat on the mat because it was warm, and then it fell asleep."

@@ -1,14 +1,14 @@
 """Attributions: which input tokens drive a masked word, the NSP/SOP decision, a classifier's class or one word's tag
-(captum). Widgets: app/attribution_ui.py (the methods from core.attribution_methods); drawing:
-app/render_attribution.py."""
+(captum). Widgets: app/views/inspect/attribution_widgets.py (the methods from core.inspect.attribution_methods); drawing:
+app/views/inspect/attribution.py."""
 import streamlit as st
 
-from app import attribution_ui as ui
-from app import presenter, state, urlstate
-from app import render_attribution as ra
-from app.i18n import t
-from app.jobs_ui import job_panel, runner
-from core import attribution as A
+from app.views.inspect import attribution_widgets as ui
+from app.kit import presenter, state, urlstate
+from app.views.inspect import attribution as ra
+from app.kit.i18n import t
+from app.kit.jobs_panel import job_panel, runner
+from core.inspect import attribution as A
 
 K = ui.K
 restored = urlstate.bind(ui.TOP_FIELDS + ui.ONE_FIELDS)

@@ -1,22 +1,22 @@
 """Corpus search: index a corpus at one layer (a background job; the index is saved), click a word of a sentence,
-see its nearest contexts in the corpus and which words they are. Logic in core/corpus_index.py, drawing in
-app/render_corpus_search.py."""
+see its nearest contexts in the corpus and which words they are. Logic in core/represent/corpus_index.py, drawing in
+app/views/represent/corpus_search.py."""
 import hashlib
 
 import streamlit as st
 
-from app import presenter, state
-from app.i18n import t
-from app.jobs_ui import job_panel, runner
-from app.loaders import model_or_error
-from app.render import as_text, current_result, job_for, remember_job, run_or_error, shorten
-from app.render_corpus_search import PAGE, K, depth_label, show_index, show_result
-from core.corpus_index import (DEFAULT_SAMPLE, IndexConfig, bundled_size, default_depth, index_job, index_key,
+from app.kit import presenter, state
+from app.kit.i18n import t
+from app.kit.jobs_panel import job_panel, runner
+from app.kit.loaders import model_or_error
+from app.kit.render import as_text, current_result, job_for, remember_job, run_or_error, shorten
+from app.views.represent.corpus_search import PAGE, K, depth_label, show_index, show_result
+from core.represent.corpus_index import (DEFAULT_SAMPLE, IndexConfig, bundled_size, default_depth, index_job, index_key,
                                load_key, max_sentences_allowed, query_words, search, sentences_from_text,
                                sentences_from_upload)
-from core.jobs import DONE, ERROR, CANCELLED
-from core.settings import current as server_settings
-from core.token_vectors import num_depths
+from core.runtime.jobs import DONE, ERROR, CANCELLED
+from core.base.settings import current as server_settings
+from core.represent.token_vectors import num_depths
 
 SOURCES = ("bundled", "paste", "upload")
 MAX_NEIGHBOURS = 50

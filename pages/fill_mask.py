@@ -4,20 +4,20 @@ for a family with a discriminator (ELECTRA), which words look replaced (replaced
 Text and options live in the URL; a link with a text (or a sentence and word) shows its predictions at once."""
 import streamlit as st
 
-from app import presenter, state, urlstate
-from app.fill_mask_ui import (CMP_FIELDS, DEFAULT_PLAIN, DEFAULT_TEXT, DEFAULT_TOP_K, RTD_FIELDS, TYPE_FIELDS,
+from app.kit import presenter, state, urlstate
+from app.views.predict.fill_mask_widgets import (CMP_FIELDS, DEFAULT_PLAIN, DEFAULT_TEXT, DEFAULT_TOP_K, RTD_FIELDS, TYPE_FIELDS,
                               WORD_FIELDS, compare_options, default_compare_models, discriminator_note, example_list,
                               fmt_option, k, options_row, page_model, record_compare, record_typed, record_word,
                               replaced_tab, show_compare, spec_of, tab_set, use_example)
-from app.i18n import t
-from app.loaders import get_model
-from app.render import as_text, current_result, mini_note, run_or_error
-from app.render_ablation import fill_mask_heads
-from app.render_predict import show_fill_result
-from app.room_ui import sentences_panel
-from core.fill_mask import (MAX_TOP_K, FillMaskConfig, FillMaskError, check_mlm, compare, configs_from_lines,
+from app.kit.i18n import t
+from app.kit.loaders import get_model
+from app.kit.render import as_text, current_result, mini_note, run_or_error
+from app.views.inspect.ablation import fill_mask_heads
+from app.views.predict.results import show_fill_result
+from app.room.ui import sentences_panel
+from core.predict.fill_mask import (MAX_TOP_K, FillMaskConfig, FillMaskError, check_mlm, compare, configs_from_lines,
                             fill_mask, fill_mask_batch, words)
-from core.replaced_tokens import role
+from core.predict.replaced_tokens import role
 
 st.title(t("fill_mask.title"))
 st.caption(t("fill_mask.intro"))

@@ -11,16 +11,16 @@ from pathlib import Path
 
 import streamlit as st
 
-from app import presenter, state, urlstate
-from app import render_finetune as view
-from app.i18n import t
-from app.jobs_ui import job_panel, runner
+from app.kit import presenter, state, urlstate
+from app.views.train import finetune as view
+from app.kit.i18n import t
+from app.kit.jobs_panel import job_panel, runner
 from core import registry
-from core.datasets_local import GLUE_TASKS
-from core.fields import default_of
-from core.finetune import (DEFAULT_DATA, POOLINGS, PRECISIONS, TASKS, FinetuneConfig, hidden_size_of, job_fn,
+from core.data.datasets_local import GLUE_TASKS
+from core.base.fields import default_of
+from core.train.finetune import (DEFAULT_DATA, POOLINGS, PRECISIONS, TASKS, FinetuneConfig, hidden_size_of, job_fn,
                            job_resource, runs_root)
-from core.models import FAMILIES
+from core.registry import FAMILIES
 
 K, KEEP, number = view.K, view.KEEP, view.number
 # the sliders' stops, declared on FinetuneConfig's fields with their ranges
@@ -136,7 +136,7 @@ def submit(cfg, run_data) -> None:
 
 
 def restart_with(run: dict, remedy: str) -> None:
-    from core.finetune import apply_remedy
+    from core.train.finetune import apply_remedy
 
     submit(apply_remedy(run["cfg"], remedy), run["data"])
 

@@ -2,10 +2,11 @@
 import pandas as pd
 import streamlit as st
 
-from app.i18n import has, t, t_or
-from app.gpu_notice import gpu_warning
+from app.kit.i18n import has, t, t_or
+from app.kit.gpu_notice import gpu_warning
 from app.nav import available_pages, page_obj, title
-from core.models import FAMILIES, PAIR_HEADS, official_checkpoints, resolve_device
+from core.registry import FAMILIES, PAIR_HEADS, official_checkpoints
+from core.models.devices import resolve_device
 
 
 def _help(url: str) -> str:

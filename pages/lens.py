@@ -1,20 +1,20 @@
 """Layer lens: the MLM head's top-k at the mask after every layer (raw or tuned lens), the last layer's answer
 across depth, and a tuned lens trained in a background job with its held-out KL per depth.
-Logic in core/lens.py, drawing in app/render_lens.py."""
+Logic in core/inspect/lens.py, drawing in app/views/inspect/lens.py."""
 import streamlit as st
 
-from app import presenter, state
-from app.fill_mask_ui import DEFAULT_TEXT, example_list, use_example
-from app.i18n import t
-from app.jobs_ui import job_panel, runner
-from app.loaders import model_or_error
-from app.render import current_result, job_for, mini_note, remember_job, run_or_error, stale_note
-from app.render_lens import K, show_kl, show_result
-from core.fill_mask import FillMaskError, check_mlm
-from core.jobs import CANCELLED, ERROR
-from core.lens import (HOSTED_MAX_TUNE_STEPS, MAX_TUNE_STEPS, MODES, LensConfig, TuneConfig, lens, model_key,
+from app.kit import presenter, state
+from app.views.predict.fill_mask_widgets import DEFAULT_TEXT, example_list, use_example
+from app.kit.i18n import t
+from app.kit.jobs_panel import job_panel, runner
+from app.kit.loaders import model_or_error
+from app.kit.render import current_result, job_for, mini_note, remember_job, run_or_error, stale_note
+from app.views.inspect.lens import K, show_kl, show_result
+from core.predict.fill_mask import FillMaskError, check_mlm
+from core.runtime.jobs import CANCELLED, ERROR
+from core.inspect.lens import (HOSTED_MAX_TUNE_STEPS, MAX_TUNE_STEPS, MODES, LensConfig, TuneConfig, lens, model_key,
                        tune_job, tuned_report)
-from core.settings import current as server_settings
+from core.base.settings import current as server_settings
 
 MAX_K = 20  # candidates per depth the table shows at most
 

@@ -4,12 +4,12 @@ The calculator's V, H and E live in the URL; the breakdown and each computed fac
 import pandas as pd
 import streamlit as st
 
-from app import presenter, report, urlstate
-from app.i18n import t, t_or
-from app.render import entry_id, params_bar, record_once
-from app.render_practice import glue_section
-from core.models import family, official_checkpoints
-from core.params import albert_factorization, breakdown
+from app.kit import presenter, report, urlstate
+from app.kit.i18n import t, t_or
+from app.kit.render import entry_id, params_bar, record_once
+from app.views.compare.practice import glue_section
+from core.registry import family, official_checkpoints
+from core.models.params import albert_factorization, breakdown
 
 P = "models"
 NO_FIGURE = "–"  # i18n: ok (a dash, the same in every language)

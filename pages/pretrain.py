@@ -8,23 +8,23 @@ from dataclasses import replace
 
 import streamlit as st
 
-from app import presenter, state, urlstate
-from app.i18n import t, t_or
-from app.jobs_ui import job_panel, runner
-from app.render import record_once
-from app.render_pretrain import K, MASKINGS, PAGE, curves, done, live, report_entry
-from core.finetune import runs_root
-from core.jobs import DONE
-from core.models import FAMILIES
-from core.pretrain.corpus import CorpusError
-from core.fields import bounds, default_of
-from core.pretrain.lab import LabRequest, job, limits, prepare, switches
-from core.pretrain.train import PretrainConfig
+from app.kit import presenter, state, urlstate
+from app.kit.i18n import t, t_or
+from app.kit.jobs_panel import job_panel, runner
+from app.kit.render import record_once
+from app.views.train.pretrain import K, MASKINGS, PAGE, curves, done, live, report_entry
+from core.train.finetune import runs_root
+from core.runtime.jobs import DONE
+from core.registry import FAMILIES
+from core.data.corpus import CorpusError
+from core.base.fields import bounds, default_of
+from core.train.pretrain.lab import LabRequest, job, limits, prepare, switches
+from core.train.pretrain.train import PretrainConfig
 
 CORPORA = ("bundled", "upload")
 
 lim = limits()
-# Steps and seed: PretrainConfig's ranges (core.fields), steps capped by this server's limit as prepare() caps them.
+# Steps and seed: PretrainConfig's ranges (core.base.fields), steps capped by this server's limit as prepare() caps them.
 STEPS = replace(bounds(PretrainConfig, "steps"), hi=lim.max_steps)
 SEED = bounds(PretrainConfig, "seed")
 # The family first: which objectives can be switched (and so which keys the next fields bind) depends on it.
@@ -92,7 +92,7 @@ if go_btn:
                          pair=pair, distill=distill, upload=upload.getvalue() if upload else None,
                          upload_name=upload.name if upload else "upload.txt", seed=int(seed))
         n = len(state.job_ids(PAGE)) + 1
-        # under the session's runs folder, so its size and age bounds (core.jobs.evict_run_folders) apply
+        # under the session's runs folder, so its size and age bounds (core.runtime.jobs.evict_run_folders) apply
         cfg = prepare(req, workdir=runs_root(state.session_id()) / f"pretrain{n}-{fam}-{time.strftime('%H%M%S')}")
         name = t("pretrain.job_name", n=n, family=FAMILIES[fam].label, size=size, steps=steps)
         # the resource follows the device the run really uses ("auto" is CUDA on a GPU server)

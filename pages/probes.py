@@ -1,29 +1,29 @@
 """Layer probes: a linear probe per task and depth, trained in a background job, plotted against depth with the
-majority baselines and the word task's selectivity. Logic in core/probes.py, drawing in app/render_probes.py."""
+majority baselines and the word task's selectivity. Logic in core/represent/probes.py, drawing in app/views/represent/probes.py."""
 import hashlib
 import time
 
 import streamlit as st
 
-from app import state
-from app.i18n import t
-from app.jobs_ui import job_panel, runner
-from app.loaders import model_or_error
-from app.render import current_result, job_for, remember_job, stale_note
-from app.render_probes import K, show_result, task_name
-from core.probes import (DEFAULT_PER_TASK, MIN_PER_TASK, TASKS, TIMING_SENTENCES, ProbeConfig, ProbeError,
+from app.kit import state
+from app.kit.i18n import t
+from app.kit.jobs_panel import job_panel, runner
+from app.kit.loaders import model_or_error
+from app.kit.render import current_result, job_for, remember_job, stale_note
+from app.views.represent.probes import K, show_result, task_name
+from core.represent.probes import (DEFAULT_PER_TASK, MIN_PER_TASK, TASKS, TIMING_SENTENCES, ProbeConfig, ProbeError,
                          build_tasks, corpus_from_text, corpus_from_upload, estimate, max_per_task, model_key,
                          probe_job, saved_result, time_probe_parts)
-from core.token_vectors import num_depths
+from core.represent.token_vectors import num_depths
 
 SOURCES = ("bundled", "paste", "upload")
-TIMINGS = K("estimate.timings")  # model spec -> core.probes.ProbeTiming: timed once per model, kept for the session
+TIMINGS = K("estimate.timings")  # model spec -> core.represent.probes.ProbeTiming: timed once per model, kept for the session
 TIMINGS_KEEP = 8  # at most this many per session; the oldest goes first
 
 
 def show_estimate(where, lm, tasks, per_task) -> None:
     """Under Run: about how many sentences and probe fits these settings make and how long that takes, from a
-    forward and a fit timed on this model (core.probes.time_probe_parts, once per model in this session)."""
+    forward and a fit timed on this model (core.represent.probes.time_probe_parts, once per model in this session)."""
     try:
         cfg = ProbeConfig(tasks=tuple(tasks), per_task=int(per_task))
     except ProbeError:  # no task picked, say: Run reports it

@@ -1,16 +1,16 @@
 """Embedding projector: a word's contextual vectors across a corpus (or every word of a sample), in 2-D or 3-D at
 every depth; a depth slider switches depth without recomputing. PCA runs here; UMAP and t-SNE run as jobs.
-Logic in core/projector.py, drawing in app/render_projector.py."""
+Logic in core/represent/projector.py, drawing in app/views/represent/projector.py."""
 import streamlit as st
 
-from app import presenter, state
-from app.i18n import t
-from app.jobs_ui import job_panel, runner
-from app.loaders import model_or_error
-from app.render import current_result, job_for, remember_job, stale_note
-from app.render_projector import K, show_projection
-from core.jobs import CANCELLED, ERROR
-from core.projector import (CORPORA, DEFAULT_POINTS, MAX_POINTS, METHODS, WHATS, ProjectorConfig, runs_as_job,
+from app.kit import presenter, state
+from app.kit.i18n import t
+from app.kit.jobs_panel import job_panel, runner
+from app.kit.loaders import model_or_error
+from app.kit.render import current_result, job_for, remember_job, stale_note
+from app.views.represent.projector import K, show_projection
+from core.runtime.jobs import CANCELLED, ERROR
+from core.represent.projector import (CORPORA, DEFAULT_POINTS, MAX_POINTS, METHODS, WHATS, ProjectorConfig, runs_as_job,
                             corpus_of, pick_sentences, project, project_job)
 
 st.title(t("projector.title"))
@@ -38,7 +38,7 @@ with st.form(K("form")):
 
 text_in, upload_error = text, None
 if corpus == "text" and upload is not None:  # an upload wins over the box
-    from core.uploads import upload_text
+    from core.base.uploads import upload_text
 
     try:
         text_in = upload_text(upload.getvalue(), upload.name, expect=t("projector.upload_expect"))

@@ -3,17 +3,18 @@
 The pair and the options live in the URL; a link with sentences A and B shows their scores at once."""
 import streamlit as st
 
-from app import presenter, state, urlstate
-from app.i18n import t, t_or
-from app.jobs_ui import job_panel, runner
-from app.loaders import model_or_error
-from app.render_ablation import pair_heads
-from app.render import (as_text, current_result, entry_id, forget_jobs, job_for, mini_note, record_once,
+from app.kit import presenter, state, urlstate
+from app.kit.i18n import t, t_or
+from app.kit.jobs_panel import job_panel, runner
+from app.kit.loaders import model_or_error
+from app.views.inspect.ablation import pair_heads
+from app.kit.render import (as_text, current_result, entry_id, forget_jobs, job_for, mini_note, record_once,
                         remember_job, run_or_error, stale_note, yes_no)
-from app.render_predict import (batch_report, batch_table, confusion_fig, pair_bars, pair_label, prob_label,
+from app.views.predict.results import (batch_report, batch_table, confusion_fig, pair_bars, pair_label, prob_label,
                                 record_pair, token_strip)
-from core.models import ASSETS, FAMILIES
-from core.sentence_pair import (MAX_CHARS, MAX_ROWS, PairConfig, PairError, check_pair, pair_head, parse_pairs_csv,
+from core.registry import FAMILIES
+from core.base.paths import ASSETS
+from core.predict.sentence_pair import (MAX_CHARS, MAX_ROWS, PairConfig, PairError, check_pair, pair_head, parse_pairs_csv,
                                 predict_pair, score_batch)
 
 P = "sentence_pair"

@@ -1,22 +1,22 @@
 """Speed: latency and throughput of each family's base architecture, measured in a background job; then the
-sidebar's model in fp32 against int8 (core.quantize), the third article's ALBERT + quantization advice beside it.
+sidebar's model in fp32 against int8 (core.compare.int8), the third article's ALBERT + quantization advice beside it.
 
 The shape and families live in the URL (a link restores them; it never starts a measurement by itself);
 each finished measurement goes to the session report."""
 import pandas as pd
 import streamlit as st
 
-from app import presenter, state, urlstate
-from app.i18n import t, t_or
-from app.jobs_ui import job_panel, runner
-from app.render_practice import int8_section
-from app.render import forget_jobs, job_for, record_once, remember_job, speed_chart, stale_note, throughput_chart
-from core.bench import SEED_CLAIMS, SpeedConfig, measure_speed
-from core.fields import bounds, default_of
-from core.jobs import progress_job
-from core.models import FAMILIES
+from app.kit import presenter, state, urlstate
+from app.kit.i18n import t, t_or
+from app.kit.jobs_panel import job_panel, runner
+from app.views.compare.practice import int8_section
+from app.kit.render import forget_jobs, job_for, record_once, remember_job, speed_chart, stale_note, throughput_chart
+from core.compare.speed import SEED_CLAIMS, SpeedConfig, measure_speed
+from core.base.fields import bounds, default_of
+from core.runtime.jobs import progress_job
+from core.registry import FAMILIES
 
-# SpeedConfig declares the ranges (core.bench.check_timing_shape checks them): the widgets and the URL read them
+# SpeedConfig declares the ranges (core.compare.speed.check_timing_shape checks them): the widgets and the URL read them
 SEQ_LENS = bounds(SpeedConfig, "seq_len").stops
 BATCHES = bounds(SpeedConfig, "batch").stops
 REPS = bounds(SpeedConfig, "repeats")

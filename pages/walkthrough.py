@@ -1,11 +1,11 @@
 """Walkthrough: the arc of the seed articles in seven steps, each with an explanation, a live widget on the same core
 as the page it points to, a "try this" prompt and a check question. Progress is kept per browser session; the
-step and each step's inputs are in the URL. The steps are app/walkthrough/step_*.py."""
+step and each step's inputs are in the URL. The steps are app/views/start/walkthrough/step_*.py."""
 import streamlit as st
 
-from app import urlstate
-from app.i18n import t
-from app.walkthrough import frame as wt
+from app.kit import urlstate
+from app.kit.i18n import t
+from app.views.start.walkthrough import frame as wt
 
 wt.init()
 # Steps compute from their inputs on every run, so a link shows the same view; measurements and training wait

@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from core.pretrain.corpus import CORPUS_DIR, build_corpus  # noqa: E402
+from core.data.corpus import CORPUS_DIR, build_corpus  # noqa: E402
 
 
 def main() -> None:

@@ -105,7 +105,7 @@ if [ "$DRY_RUN" = 1 ]; then
   if [ -x "$PY" ]; then
     PY_FOR_TABLE="$PY"
     "$PY" -c "import torch; print(f'torch {torch.__version__}, CUDA build {torch.version.cuda}, cuda available: {torch.cuda.is_available()}')"
-    "$PY" -m core.devices
+    "$PY" -m core.models.devices
     n=$("$PY" -m pytest -q -m gpu --collect-only -p no:cacheprovider tests 2>/dev/null | grep -c '::' || true)
     record "gpu tests (collected)" "DRY" "$n tests marked gpu collected" 0
   else
@@ -136,7 +136,7 @@ print(f"torch {torch.__version__} (CUDA build {torch.version.cuda}); cuda availa
 PY
 )
 if ! "$PY" -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 3)"; then
-  diag=$("$PY" -m core.devices 2>&1 | tail -n 1)
+  diag=$("$PY" -m core.models.devices 2>&1 | tail -n 1)
   echo "no CUDA: torch cannot use a GPU here. $env_line. nvidia-smi: ${smi:-not found}. $diag" >&2
   record "environment" "FAIL" "no CUDA: $env_line; nvidia-smi: ${smi:-not found}; $diag" $(( $(date +%s) - t ))
   summary
@@ -148,7 +148,7 @@ record "environment" "PASS" "nvidia-smi: $smi; $env_line" $(( $(date +%s) - t ))
 if [ "$ZOO" = 1 ]; then
   ZOO_OUT="$LOGS/zoo"
   rm -rf "$ZOO_OUT" && mkdir -p "$ZOO_OUT"
-  run_step zoo "${ZOO_LIMIT:-560}" "$PY" -m core.pretrain zoo --out "$ZOO_OUT" --scale "${ZOO_SCALE:-2}" \
+  run_step zoo "${ZOO_LIMIT:-560}" "$PY" -m core.train.pretrain zoo --out "$ZOO_OUT" --scale "${ZOO_SCALE:-2}" \
     --batch-size "${ZOO_BATCH:-64}" --threads 4
   "$PY" - "$ZOO_OUT" "$RESULTS" "$STEP_S" "$(status_of $STEP_RC)" <<'PY'
 """One row per retrained mini: its card's numbers beside the committed card's (assets/models)."""
@@ -236,10 +236,10 @@ import numpy as np
 import torch
 
 sys.path.insert(0, ".")
-from core.datasets_local import load_bundled
-from core.fill_mask import FillMaskConfig, examples, fill_mask
-from core.finetune import FinetuneConfig, train
-from core.models import ModelSpec, bundled_id, load
+from core.data.datasets_local import load_bundled
+from core.predict.fill_mask import FillMaskConfig, examples, fill_mask
+from core.train.finetune import FinetuneConfig, train
+from core.models.loading import ModelSpec, bundled_id, load
 
 lm = load(ModelSpec("bert", bundled_id("bert"), "cuda"), "mlm")  # the app's shared model
 texts = [s for s in examples("en") if "[MASK]" in s][:6]

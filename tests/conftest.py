@@ -31,7 +31,7 @@ class TinyModels(Mapping):
 
     def __getitem__(self, fam: str) -> Path:
         if fam not in self.built:
-            from core.tiny import make_tiny
+            from core.models.tiny import make_tiny
 
             if fam not in FAMILIES and fam != GENERIC_KEY:
                 raise KeyError(fam)

@@ -122,7 +122,7 @@ def test_dockerignore_keeps_history_environments_and_run_folders_out():
     for out in (".git/HEAD", ".venv/bin/python", "runs/x/model.safetensors", "core/__pycache__/models.cpython-312.pyc",
                 "tests/e2e/screenshots/home.png", ".pytest_cache/v"):
         assert _ignored(out, patterns), out
-    for keep in ("app/main.py", "core/models.py", "requirements.txt", "requirements-ray.txt",
+    for keep in ("app/main.py", "core/models/loading.py", "requirements.txt", "requirements-ray.txt",
                  "assets/models/bert-mini/config.json", ".streamlit/config.toml", "assets/i18n/home.toml"):
         assert not _ignored(keep, patterns), keep
 

@@ -3,7 +3,7 @@
 Pages and core modules ask this package about a family (its mask token, pair head, piece kind, special tokens,
 classes per task, official checkpoints and the figures the seed articles claim for them, where its heads and
 attention projections live, how the fast masked forward runs it, its tiny test model) instead of naming one.
-core.models resolves and loads checkpoints with it.
+core.models.loading resolves and loads checkpoints with it.
 
 One module per family (core/registry/bert.py, ...) holds its ``Family``; ``layers.py`` the adapters several share;
 ``generic.py`` the family of any other masked-LM encoder, derived from the checkpoint. Adding a family: one module
@@ -85,12 +85,12 @@ def family_of_config(config) -> Family:
 
 
 def _inner(model):
-    """The transformers model itself, also inside a wrapper (core.finetune's mean-pool classifier holds one)."""
+    """The transformers model itself, also inside a wrapper (core.train.finetune's mean-pool classifier holds one)."""
     return next((m for m in model.modules() if hasattr(m, "base_model") and hasattr(m, "config")), model)
 
 
 def family_of_model(model) -> Family:
-    """The family of a loaded model (a wrapper holding one, e.g. core.finetune's pooling classifier, too)."""
+    """The family of a loaded model (a wrapper holding one, e.g. core.train.finetune's pooling classifier, too)."""
     return family_of_config(_inner(model).config)
 
 

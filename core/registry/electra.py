@@ -2,7 +2,7 @@
 
 One registry entry and the few adapters the family needs. The generator checkpoints are ``ElectraForMaskedLM``
 (``classes["mlm"]``: they fill masks like any MLM family); the discriminator checkpoints are
-``ElectraForPreTraining`` (``classes["rtd"]``: one logit per token, "was this token replaced?", core.replaced_tokens).
+``ElectraForPreTraining`` (``classes["rtd"]``: one logit per token, "was this token replaced?", core.predict.replaced_tokens).
 ``classes["pretraining"]`` is the generator's MLM, as for the other MLM-only families, so a pretraining run or a
 tiny test model of this family fills masks; the discriminator is asked for by its own task, "rtd".
 

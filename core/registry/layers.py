@@ -1,6 +1,6 @@
 """Small adapters: where a family's layer parts and MLM head live inside a transformers model.
 
-``*_layers(base, lin)`` give the fast masked forward (core.masked_forward) and the layer lens (core.lens) what they
+``*_layers(base, lin)`` give the fast masked forward (core.models.masked_forward) and the layer lens (core.inspect.lens) what they
 write out: the embedding step and one parts tuple per layer application (``types.LayerParts``); they return None
 for options that forward does not reproduce (relative positions, ALBERT inner groups), which then run the
 transformers forward. ``*_head`` give the MLM head as (dense, activation, layer norm, decoder).

@@ -1,10 +1,10 @@
-"""The pretraining recipe of each family, as data and small adapters: core.pretrain asks here and names no family.
+"""The pretraining recipe of each family, as data and small adapters: core.train.pretrain asks here and names no family.
 
 What a family's pretraining needs besides its ``Family`` fields (pair head: ``pair_head``; masking's word starts:
 ``piece_kind``; segment embeddings: ``token_types``; its special tokens: ``specials``; the teacher it is distilled
 from: ``distilled_from``):
 
-- ``config``: a fresh config of the family's own class at a size (core.pretrain.build.SIZES) for a tokenizer;
+- ``config``: a fresh config of the family's own class at a size (core.train.pretrain.build.SIZES) for a tokenizer;
 - ``vocabulary``: the real bert-base-uncased WordPiece vocabulary (shipped with the offline MiniLM) or a tokenizer
   of the family's piece kind trained on the corpus;
 - ``from_minilm``: how the family starts from the offline MiniLM encoder (``init="minilm"``), if it can, or from
@@ -14,7 +14,7 @@ from: ``distilled_from``):
 - ``embedding_parts``: the modules under the base model that learn at ``embed_lr`` (the input embeddings, and
   ALBERT's E -> H mapping);
 - ``student``: how a student is cut from a teacher of family ``distilled_from`` (distillation);
-- ``zoo``: the bundled model's training settings (core.pretrain.zoo, ``make models``).
+- ``zoo``: the bundled model's training settings (core.train.pretrain.zoo, ``make models``).
 
 The heads (which learn at ``head_lr``) need no entry: they are every top-level module besides the base model
 (``base_model_prefix``), and the MLM head's output bias is ``get_output_embeddings().bias``.
@@ -111,27 +111,27 @@ def _generic_config(model_type: str, token_types: bool):
 
 
 # ---------------------------------------------------------------------------------------------- starts
-# Adapters into core.pretrain.build, imported when called (build imports the registry through core.models).
+# Adapters into core.train.pretrain.build, imported when called (build imports the registry through core.models.loading).
 def _bert_from_minilm(tokenizer, fit=None, source=None):
-    from core.pretrain import build
+    from core.train.pretrain import build
 
     return build.bert_from_minilm(source)
 
 
 def _roberta_from_minilm(tokenizer, fit=None, source=None):
-    from core.pretrain import build
+    from core.train.pretrain import build
 
     return build.roberta_from_minilm(tokenizer, source)
 
 
 def _albert_from_minilm(tokenizer, fit=None, source=None):
-    from core.pretrain import build
+    from core.train.pretrain import build
 
     return build.albert_from_minilm(tokenizer, fit=fit, source=source)
 
 
 def _distil_student(teacher, layers=None):
-    from core.pretrain import build
+    from core.train.pretrain import build
 
     return build.distil_student(teacher, layers)
 

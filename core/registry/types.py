@@ -6,13 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from core.base.paths import scrub
+
 
 class ModelLoadError(ValueError):
     """A checkpoint could not be resolved or loaded. The message names the problem and the fix."""
 
-    def __str__(self) -> str:  # hosted mode: the message names no server path (core.hosted.scrub)
-        from core.hosted import scrub
-
+    def __str__(self) -> str:  # hosted mode: the message names no server path (core.base.paths.scrub)
         return scrub(super().__str__())
 
 
@@ -38,7 +38,7 @@ class SpeedClaim:
 
 @dataclass(frozen=True)
 class GlueClaim:
-    """The third seed article's GLUE dev figures for this family's base model (core.glue_claims.GLUE_COLUMNS)."""
+    """The third seed article's GLUE dev figures for this family's base model (core.compare.glue_claims.GLUE_COLUMNS)."""
 
     model: str  # the article's name for the model, as printed
     figures: tuple[float, ...]
@@ -52,7 +52,7 @@ SIZE_KEYS = dict(hidden="hidden_size", layers="num_hidden_layers", heads="num_at
 
 # A family's fast-forward adapter: (base model, linear fn) -> (embed(ids) -> (B, T, H), one parts tuple per layer
 # application), or None where this model's options need the transformers forward. A parts tuple is
-# (q, k, v, heads, out, norm1, ffn_in, act, ffn_out, norm2) of one post-LayerNorm layer (core.masked_forward._layer).
+# (q, k, v, heads, out, norm1, ffn_in, act, ffn_out, norm2) of one post-LayerNorm layer (core.models.masked_forward._layer).
 LayerParts = Callable[[Any, Callable], "tuple[Callable, list[tuple]] | None"]
 # A family's MLM head as parts: model -> (dense, activation, layer norm, decoder) or None when it has none.
 HeadParts = Callable[[Any], "tuple | None"]
@@ -74,7 +74,7 @@ class Family:
     bundled: str  # folder name under the zoo ("" when EncoderLab ships no model of this family)
     base_checkpoint: str  # the base-size architecture used for the Speed page ("" when none)
     summary: str = ""
-    head_output: str = ""  # the attention output projection, a dotted path inside one layer (core.ablation)
+    head_output: str = ""  # the attention output projection, a dotted path inside one layer (core.inspect.ablation)
     token_types: bool = False  # the model takes token_type_ids (segment A/B embeddings)
     piece_kind: str = "wordpiece"  # "wordpiece" (## continues a word), "bpe" (Ġ starts one), "unigram" (▁ starts one)
     specials: dict[str, str] = field(default_factory=dict)  # the tokenizer's special tokens, by transformers' names
@@ -84,7 +84,7 @@ class Family:
     # --- where things live, for the code that reaches inside a model
     qk_modules: tuple[str, str] | None = ("query", "key")  # last names of the q and k projections; None: fused
     qk_note: str = ""  # why there is no q/k view, when qk_modules is None
-    layer_parts: LayerParts | None = None  # fast masked forward (core.masked_forward); None: transformers forward
+    layer_parts: LayerParts | None = None  # fast masked forward (core.models.masked_forward); None: transformers forward
     head_parts: HeadParts | None = None  # the MLM head written out for the fast forward; None: the head as is
     mlm_head: Callable[[Any], Any] | None = None  # model -> head(hidden (n, H)) -> logits (n, V), when no single module
     positions_after_pad: bool = False  # position ids start after the padding index (RoBERTa's offset of pad + 1)
@@ -92,7 +92,7 @@ class Family:
     # --- what the seed articles claim about it (data the pages show beside what they measure)
     speed_claims: tuple[SpeedClaim, ...] = ()
     glue_claim: GlueClaim | None = None
-    # --- the tiny random test model (core.tiny): the config keys of the shared sizes and extra config values
+    # --- the tiny random test model (core.models.tiny): the config keys of the shared sizes and extra config values
     size_keys: dict[str, str] = field(default_factory=lambda: dict(SIZE_KEYS))
     tiny_extra: dict[str, Any] = field(default_factory=dict)
     tiny_model_type: str = ""  # the tiny model's architecture when it is not model_type (the generic family's)

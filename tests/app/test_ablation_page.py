@@ -137,7 +137,8 @@ def test_sentence_pair_expander_recomputes_the_pair_probability(use_tiny_zoo):
 
 
 def test_head_importance_job_draws_both_maps_and_the_pruning_curve(attention_at):
-    from core.jobs import DONE, runner
+    from core.runtime.jobs import DONE
+    from core.runtime.backend import runner
 
     at = submit_attention(attention_at, "The cat sat on the [MASK] today.")
     at.selectbox(key="attention.imp.n_texts").set_value(16).run()

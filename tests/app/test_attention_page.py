@@ -1,4 +1,4 @@
-"""The Attention page (AppTest) and the offline bertviz embed (app/bertviz_embed.py)."""
+"""The Attention page (AppTest) and the offline bertviz embed (app/views/inspect/bertviz_embed.py)."""
 from __future__ import annotations
 
 import hashlib
@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pytest
 
-from app.bertviz_embed import VENDOR, VENDOR_SHA256, build_view, encode_weights, fit_payload, vendor_js
+from app.views.inspect.bertviz_embed import VENDOR, VENDOR_SHA256, build_view, encode_weights, fit_payload, vendor_js
 from tests.app.conftest import new_app, open_page, page_path, submit_attention
 
 UNSAFE = '</script><script>alert(1)</script> "quoted" back\\slash é 中文 ☃'
@@ -84,8 +84,8 @@ def test_model_without_attention_is_explained(use_tiny_zoo, monkeypatch):
     """A model loaded with the sdpa kernel (as every other page loads it) returns no weights: the page says so."""
     import streamlit as st
 
-    import app.loaders as loaders
-    from core.models import load
+    import app.kit.loaders as loaders
+    from core.models.loading import load
 
     monkeypatch.setattr(loaders, "load", lambda spec, task, attentions: load(spec, task, attentions=False))
     st.cache_resource.clear()
@@ -273,10 +273,10 @@ def test_encoding_and_budget():
 
 def test_512_tokens_on_a_pretrained_model_stay_bounded():
     """The real MiniLM at its full 512 tokens: the view ships what fits the budget, and says which layers."""
-    from app.bertviz_embed import PAYLOAD_BUDGET
-    from core.attention import AttentionConfig, compute_attention
-    from core.models import ModelSpec, load
-    from core.tokenizer_build import minilm_folder
+    from app.views.inspect.bertviz_embed import PAYLOAD_BUDGET
+    from core.inspect.attention import AttentionConfig, compute_attention
+    from core.models.loading import ModelSpec, load
+    from core.models.tokenizer_build import minilm_folder
 
     lm = load(ModelSpec("bert", str(minilm_folder()), "cpu"), task="base", attentions=True)
     r = compute_attention(lm, AttentionConfig(" ".join(["word"] * 510)))

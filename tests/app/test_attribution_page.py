@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.jobs import runner
+from core.runtime.backend import runner
 from tests.app.conftest import new_app, page_path
 
 P = "attribution"
@@ -72,13 +72,13 @@ def test_pair_target_and_family_without_pair_head(use_tiny_zoo):
 
 
 def test_class_target_offers_session_fine_tuned_models(use_tiny_zoo, tiny_models, tmp_path):
-    from core.tiny import make_tiny
+    from core.models.tiny import make_tiny
 
     folder = make_tiny("distilbert", tmp_path / "clf", task="seqcls")
     at = _page(target="class")
     at.session_state["session.models"] = {}
     at.run()
-    from app.state import SessionModel
+    from app.kit.state import SessionModel
 
     at.session_state["session.models"] = {"my-clf": SessionModel("my-clf", "distilbert", str(folder), "fine-tuned")}
     at.run()
@@ -270,8 +270,8 @@ def test_deeplift_is_not_offered_where_it_cannot_apply(use_tiny_zoo, fam):
 
 def test_token_target_explains_one_words_tag_of_a_session_token_model(use_tiny_zoo, tmp_path):
     """Issue 21: attributions explain one token's label, for a token classifier fine-tuned in this session."""
-    from app.state import SessionModel
-    from core.tiny import make_tiny
+    from app.kit.state import SessionModel
+    from core.models.tiny import make_tiny
 
     import transformers
 
@@ -306,9 +306,10 @@ def _keys(at, kind: str) -> set[str]:
 def test_the_method_registry_drives_the_picker_and_its_help(use_tiny_zoo):
     """Every registered method is offered (DeepLift only where it applies), in registry order, under its name,
     and the picker's help describes each offered one from the registry."""
-    from app.i18n import catalog
-    from core import attribution as A
-    from core.models import ModelSpec, bundled_id, load
+    from app.kit.i18n import catalog
+    from core.inspect import attribution as A
+    from core.models.loading import ModelSpec, load
+    from core.registry import bundled_id
 
     at = _page()
     picker = at.multiselect(key=f"{P}.one.methods")
@@ -366,7 +367,7 @@ def _estimate(at) -> tuple[int, str]:
 
 
 def test_explain_shows_the_passes_and_time_these_settings_take(use_tiny_zoo):
-    from app.attribution_ui import TIMINGS
+    from app.views.inspect.attribution_widgets import TIMINGS
 
     at = _page()
     at.multiselect(key=f"{P}.one.methods").set_value(["lig"]).run()

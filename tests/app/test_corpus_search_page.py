@@ -17,9 +17,9 @@ BUILD = "FormSubmitter:corpus_search.form-Build index"
 def cs_env(use_tiny_zoo, tmp_path, monkeypatch):
     from collections import OrderedDict
 
-    from app import jobs_ui
-    from core import corpus_index
-    from core.jobs import JobRunner
+    from app.kit import jobs_panel as jobs_ui
+    from core.represent import corpus_index
+    from core.runtime.jobs import JobRunner
 
     monkeypatch.setenv("ENCODERLAB_CORPUS_INDEX_DIR", str(tmp_path / "index"))
     monkeypatch.setenv("ENCODERLAB_RUNS", str(tmp_path / "runs"))

@@ -10,8 +10,8 @@ import shutil
 import pytest
 
 from app.nav import PAGE_PARAM
-from core.replaced_tokens import RTD_TASK
-from core.tiny import make_tiny
+from core.predict.replaced_tokens import RTD_TASK
+from core.models.tiny import make_tiny
 from tests.app.conftest import click, new_app, open_page, page_path
 
 FAM = "electra"

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from core.jobs import runner
+from core.runtime.backend import runner
 from tests.app.conftest import new_app, open_page, page_path
 
 pytestmark = pytest.mark.timeout(600)
@@ -15,8 +15,8 @@ pytestmark = pytest.mark.timeout(600)
 @pytest.fixture()
 def at(use_tiny_zoo, tmp_path, monkeypatch):
     monkeypatch.setenv("ENCODERLAB_RUNS", str(tmp_path / "runs"))
-    monkeypatch.setattr("core.datasets_local.hub_reachable", lambda *a, **k: False)
-    monkeypatch.setattr("app.render_finetune.hub_reachable", lambda *a, **k: False)
+    monkeypatch.setattr("core.data.datasets_local.hub_reachable", lambda *a, **k: False)
+    monkeypatch.setattr("app.views.train.finetune.hub_reachable", lambda *a, **k: False)
     app = new_app()
     app.switch_page(page_path("finetune")).run()
     assert not app.exception, app.exception
@@ -136,12 +136,12 @@ def _param(at, name: str):
 @pytest.fixture()
 def env(use_tiny_zoo, tmp_path, monkeypatch):
     monkeypatch.setenv("ENCODERLAB_RUNS", str(tmp_path / "runs"))
-    monkeypatch.setattr("core.datasets_local.hub_reachable", lambda *a, **k: False)
-    monkeypatch.setattr("app.render_finetune.hub_reachable", lambda *a, **k: False)
+    monkeypatch.setattr("core.data.datasets_local.hub_reachable", lambda *a, **k: False)
+    monkeypatch.setattr("app.views.train.finetune.hub_reachable", lambda *a, **k: False)
 
 
 def test_the_page_in_chinese(env):
-    from app.i18n import catalog
+    from app.kit.i18n import catalog
 
     at = _open({"lang": "zh"})
     zh = catalog()
@@ -196,7 +196,7 @@ def test_a_bad_link_value_falls_back_with_a_notice(env):
 
 
 def test_presenter_view_folds_the_advanced_hyperparameters(env):
-    from app.i18n import catalog
+    from app.kit.i18n import catalog
 
     at = _open({"present": "1"})
     settings = [e for e in at.expander if e.label == catalog()["presenter.settings"]["en"]]

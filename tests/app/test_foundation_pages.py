@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import pytest
-from core.jobs import runner
+from core.runtime.backend import runner
 from tests.app.conftest import new_app as _app, page_path
 
 
@@ -11,7 +11,7 @@ def test_home_lists_families_and_device(use_tiny_zoo):
     text = " ".join(m.value for m in at.markdown)
     assert "EncoderLab" in at.title[0].value
     df = at.table[0].value  # a table whose long texts wrap (a data grid cut them)
-    from core.models import FAMILIES
+    from core.registry import FAMILIES
 
     assert list(df["family"]) == [f.label for f in FAMILIES.values()]  # every registered family, in its order
     assert any("CPU" in i.value or "GPU" in i.value for i in list(at.info) + list(at.success))
@@ -60,7 +60,7 @@ def test_models_page_breakdown_and_calculator(use_tiny_zoo):
     at.switch_page(page_path("models")).run()
     assert not at.exception
     claims = at.dataframe[0].value
-    from core.models import official_checkpoints
+    from core.registry import official_checkpoints
 
     assert len(claims) == len(official_checkpoints()) >= 14
     mb = at.dataframe[1].value  # the architecture table shows what ModernBERT's config says
@@ -121,9 +121,9 @@ def _entries(at) -> list:
 
 
 def test_family_texts_in_english_are_the_registry_texts():
-    """families.toml's English must not drift from core/models.py (pages fall back to the registry)."""
-    from app.i18n import catalog
-    from core.models import FAMILIES, PAIR_HEADS
+    """families.toml's English must not drift from core/models/loading.py (pages fall back to the registry)."""
+    from app.kit.i18n import catalog
+    from core.registry import FAMILIES, PAIR_HEADS
 
     cat = catalog()
     for key, f in FAMILIES.items():
@@ -153,7 +153,7 @@ def test_home_in_chinese(use_tiny_zoo):
 def test_home_page_links_have_their_help(use_tiny_zoo):
     at = _app()
     links = [p.proto.label for p in at.get("page_link")]
-    from core.models import official_checkpoints
+    from core.registry import official_checkpoints
 
     n = len(official_checkpoints())
     assert f"**Models** — Parameter anatomy of the {n} official checkpoints, computed from their configs; " \
@@ -168,7 +168,7 @@ def test_models_page_link_report_and_chinese(use_tiny_zoo):
     assert titles == ["Parameter breakdown of the official checkpoints", "ALBERT's factorized embeddings",
                       "GLUE: the article's figures (claims) and what this installation measured"]
     breakdown = _entries(at)[0]
-    from core.models import official_checkpoints
+    from core.registry import official_checkpoints
 
     assert len(breakdown.rows) == len(official_checkpoints()) and len(breakdown.figures) == 1
     assert _entries(at)[1].inputs == {"V (vocabulary)": "50000", "H (hidden size)": "768", "E (embedding size)": "256"}
@@ -196,7 +196,7 @@ def test_speed_page_link_restores_without_measuring(use_tiny_zoo):
     notice = " ".join(w.value for w in bad.warning)
     assert "speed.seq" in notice and "speed.families" in notice
     assert bad.select_slider(key="speed.seq").value == 128
-    from core.bench import SpeedConfig
+    from core.compare.speed import SpeedConfig
 
     assert bad.multiselect(key="speed.families").value == list(SpeedConfig.families)
 

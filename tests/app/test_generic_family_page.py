@@ -3,7 +3,7 @@ said once, under the sidebar's custom box, and the main area only points there (
 "No checkpoint given" sentence in both places)."""
 from __future__ import annotations
 
-from app.i18n import t
+from app.kit.i18n import t
 from tests.app.conftest import page_for
 from tests.conftest import GENERIC_KEY
 
@@ -35,7 +35,7 @@ def test_generic_family_without_a_folder_says_what_to_type_once(tiny_models):
 
 
 def test_every_model_page_points_to_the_sidebar_without_an_error(tiny_models):
-    """The same on the pages that load their model through app.loaders.model_or_error: a pointer, no error."""
+    """The same on the pages that load their model through app.kit.loaders.model_or_error: a pointer, no error."""
     for page in ("attention", "attribution", "lens"):
         at = page_for(page, GENERIC_KEY)
         shown = _all_messages(at)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from app.i18n import LANGS, catalog
+from app.kit.i18n import LANGS, catalog
 
 ROOT = Path(__file__).resolve().parents[2]
 CODE = sorted([*(ROOT / "app").rglob("*.py"), *(ROOT / "pages").glob("*.py")])

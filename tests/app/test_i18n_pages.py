@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.i18n import LANGS
+from app.kit.i18n import LANGS
 from app.nav import available_pages
 from tests.app.conftest import ROOT, new_app
 

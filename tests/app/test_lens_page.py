@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from core.fill_mask import examples
+from core.predict.fill_mask import examples
 
 from tests.app.conftest import click, page_for
 
@@ -75,8 +75,8 @@ def test_result_never_outlives_its_text_or_model(lens_env):
 
 
 def test_train_tuned_lens_then_switch(lens_env, monkeypatch):
-    from app import jobs_ui
-    from core.jobs import JobRunner
+    from app.kit import jobs_panel as jobs_ui
+    from core.runtime.jobs import JobRunner
 
     threads = JobRunner(workers=False)  # the job on a thread here: a worker process costs seconds to start
     monkeypatch.setattr(jobs_ui, "runner", lambda: threads)

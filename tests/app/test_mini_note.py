@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from core.models import ASSETS
+from core.base.paths import ASSETS
 from tests.app.conftest import click, page_for
 from tests.conftest import BUNDLED_NAMES
 
@@ -48,7 +48,7 @@ def _notes(at) -> list[str]:
 
 
 def test_card_numbers_and_heads(unlearned_sop):
-    from app.render import head_learned
+    from app.kit.render import head_learned
 
     assert head_learned("encoderlab/bert-mini", "nsp") is True
     assert head_learned("encoderlab/albert-mini", "sop") is False  # 46.6% against a 53.4% majority
@@ -59,8 +59,8 @@ def test_card_numbers_and_heads(unlearned_sop):
 def test_the_committed_cards_heads():
     """The committed minis' own cards: MLM above its bar for all four, NSP above chance; the SOP head as its card
     measured it (tests/core/test_zoo_bars.py holds the numbers to their bars)."""
-    from app.render import head_learned
-    from core.models import bundled_card
+    from app.kit.render import head_learned
+    from core.models.cards import bundled_card
 
     for fam, name in BUNDLED_NAMES.items():
         assert head_learned(f"encoderlab/{name}", "mlm") is True, name

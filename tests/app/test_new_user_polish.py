@@ -9,8 +9,9 @@ import re
 
 import pytest
 
-from app.i18n import catalog
-from core.models import REPO_ROOT, official_checkpoints
+from app.kit.i18n import catalog
+from core.registry import official_checkpoints
+from core.base.paths import REPO_ROOT
 from tests.app.conftest import open_page, page_for
 
 
@@ -71,7 +72,7 @@ def test_models_page_counts_with_a_progress_bar_and_aligns_its_figures(use_tiny_
 
 
 def _resolve_sources() -> set[str]:
-    """Every ``source`` core.models.resolve can return: the Resolution(...) literals and what a name there holds."""
+    """Every ``source`` core.models.loading.resolve can return: the Resolution(...) literals and what a name there holds."""
     tree = ast.parse((REPO_ROOT / "core" / "models.py").read_text())
     fn = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "resolve")
     names = {t.id: n.value for n in ast.walk(fn) if isinstance(n, ast.Assign) for t in n.targets
@@ -110,14 +111,14 @@ def test_chinese_model_line_names_the_source_in_chinese(use_tiny_zoo):
 
 
 def test_chinese_mini_note_names_the_sidebar_box_as_the_sidebar_does(monkeypatch):
-    import app.i18n
-    import app.render as render
+    import app.kit.i18n
+    import app.kit.render as render
 
     shown: list[str] = []
     monkeypatch.setattr(render.st, "caption", lambda text, *a, **k: shown.append(text))
     monkeypatch.setattr(render, "bundled_card", lambda c: {"params": 1e6, "family": "bert", "heldout": {}})
     for lang, box, custom in (("zh", "检查点", "自定义"), ("en", "Checkpoint", "custom")):
-        monkeypatch.setattr(app.i18n, "lang", lambda lang=lang: lang)
+        monkeypatch.setattr(app.kit.i18n, "lang", lambda lang=lang: lang)
         assert catalog()["sidebar.checkpoint"][lang] == box
         for full in ("bert-base-uncased", None):  # one can be had here / none can
             monkeypatch.setattr(render, "_full_checkpoint", lambda family, full=full: full)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from core.jobs import runner
+from core.runtime.backend import runner
 from tests.app.conftest import open_page, page_for
 
 pytestmark = pytest.mark.timeout(600)
@@ -77,7 +77,7 @@ def test_models_glue_table_without_runs(tmp_path, monkeypatch):
 
 def test_finetune_oom_panel_starts_a_measurement(use_tiny_zoo, tmp_path, monkeypatch):
     monkeypatch.setenv("ENCODERLAB_RUNS", str(tmp_path / "runs"))
-    monkeypatch.setattr("core.datasets_local.hub_reachable", lambda *a, **k: False)
+    monkeypatch.setattr("core.data.datasets_local.hub_reachable", lambda *a, **k: False)
     at = open_page("finetune")
     text = _texts(at)
     assert "梯度检查点" in text and "not below 64" in text  # the article's advice, quoted

@@ -104,7 +104,7 @@ def test_fill_mask_compare_models_side_by_side(use_tiny_zoo):
 
 
 def test_fill_mask_checkpoint_without_mlm_head(use_tiny_zoo):
-    from core.tokenizer_build import minilm_folder
+    from core.models.tokenizer_build import minilm_folder
 
     at = new_app()
     at.sidebar.selectbox(key="sidebar.checkpoint").set_value("custom (Hub id or local folder)…").run()
@@ -137,7 +137,7 @@ def test_sentence_pair_explains_missing_head(use_tiny_zoo, family, why):
 
 
 def test_sentence_pair_batch_csv_runs_as_a_job(use_tiny_zoo):
-    from core.jobs import runner
+    from core.runtime.backend import runner
 
     at = _page("sentence_pair")
     at.selectbox(key="sentence_pair.example_csv").set_value("NSP: next vs random sentence").run()
@@ -189,7 +189,7 @@ def _entries(at) -> list:
 def _chinese(monkeypatch):
     """A session in 中文. AppTest formats widget options (format_func) outside the script run, where the
     session's language cannot be read, so the test pins the language for those calls too."""
-    monkeypatch.setattr("app.i18n.lang", lambda: "zh")
+    monkeypatch.setattr("app.kit.i18n.lang", lambda: "zh")
     at = new_app()
     at.session_state["ui.lang"] = "zh"
     return at
@@ -315,7 +315,7 @@ def test_sentence_pair_link_scores_at_once(use_tiny_zoo):
 
 
 def test_sentence_pair_in_chinese_and_batch_report(use_tiny_zoo, monkeypatch):
-    from core.jobs import runner
+    from core.runtime.backend import runner
 
     at = _chinese(monkeypatch)
     at.switch_page(page_path("sentence_pair")).run()
@@ -345,7 +345,7 @@ def test_sentence_pair_shows_the_bundled_models_card(monkeypatch):
     read for what it is."""
     import json
 
-    from core.models import zoo_dir
+    from core.base.paths import zoo_dir
 
     monkeypatch.delenv("ENCODERLAB_ZOO", raising=False)
     card = zoo_dir() / "albert-mini" / "encoderlab_card.json"

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from app import state
-from core.jobs import runner
-from core.pretrain.corpus import CorpusError
-from core.pretrain.lab import LabLimits, LabRequest, prepare
-from core.pretrain.train import PretrainError
+from app.kit import state
+from core.runtime.backend import runner
+from core.data.corpus import CorpusError
+from core.train.pretrain.lab import LabLimits, LabRequest, prepare
+from core.train.pretrain.train import PretrainError
 from tests.app.conftest import new_app, open_page, page_path
 
 
@@ -78,7 +78,7 @@ def test_bad_requests_give_messages(tmp_path):
 def test_cancel_stops_after_a_checkpoint(lab_env, tmp_path):
     import time
 
-    from core.pretrain.lab import job, limits
+    from core.train.pretrain.lab import job, limits
 
     cfg = prepare(LabRequest(family="roberta", steps=50), tmp_path, limits())
     j = runner().submit("cancel-me", job(cfg), owner="test")
@@ -88,7 +88,7 @@ def test_cancel_stops_after_a_checkpoint(lab_env, tmp_path):
     j.cancel()
     runner().wait(j, timeout=120)
     assert j.status == "cancelled", j.error
-    from core.training import has_checkpoint
+    from core.train.common import has_checkpoint
 
     assert has_checkpoint(tmp_path / "model" / "checkpoint")
     assert j.metrics and j.metrics[-1]["step"] < 50
@@ -100,7 +100,7 @@ def _open(params: dict[str, str]):
 
 
 def test_the_page_in_chinese(lab_env):
-    from app.i18n import catalog
+    from app.kit.i18n import catalog
 
     at = _open({"lang": "zh", "pretrain.family": "albert"})
     zh = catalog()
@@ -140,7 +140,7 @@ def test_a_bad_link_value_falls_back_with_a_notice(lab_env):
 
 
 def test_presenter_view_folds_size_steps_and_seed(lab_env):
-    from app.i18n import catalog
+    from app.kit.i18n import catalog
 
     at = _open({"present": "1"})
     settings = [e for e in at.expander if e.label == catalog()["presenter.settings"]["en"]]

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from core.lens import corpus_sentences
+from core.inspect.lens import corpus_sentences
 
 from tests.app.conftest import click, page_for
 
@@ -15,8 +15,8 @@ RUN = "Run the probes"
 
 @pytest.fixture()
 def probes_env(use_tiny_zoo, tmp_path, monkeypatch):
-    from app import jobs_ui
-    from core.jobs import JobRunner
+    from app.kit import jobs_panel as jobs_ui
+    from core.runtime.jobs import JobRunner
 
     monkeypatch.setenv("ENCODERLAB_PROBES_DIR", str(tmp_path / "probes"))
     monkeypatch.setenv("ENCODERLAB_RUNS", str(tmp_path / "runs"))

@@ -8,7 +8,7 @@ import types
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core.probes import ProbeConfig, ProbeResult, ProbeTiming, TaskScore, estimate
+from core.represent.probes import ProbeConfig, ProbeResult, ProbeTiming, TaskScore, estimate
 
 from tests.app.conftest import click, page_for
 
@@ -46,7 +46,7 @@ def _result(depths: int = 7) -> ProbeResult:
 
 
 def test_depth_columns_fit_beside_the_task_columns():
-    from app import render_probes as rp
+    from app.views.represent import probes as rp
 
     r = _result(7)
     cols = rp.table_columns(r)
@@ -58,7 +58,7 @@ def test_depth_columns_fit_beside_the_task_columns():
 
 def _show_probes():
     from tests.app.test_probes_polish import _result
-    from app.render_probes import show_result
+    from app.views.represent.probes import show_result
 
     show_result(_result(3))
 
@@ -66,8 +66,8 @@ def _show_probes():
 def _show_attribution_downloads():
     import streamlit as st
 
-    from app import render_attribution as ra
-    from core.attribution import BatchResult, BatchRow
+    from app.views.inspect import attribution as ra
+    from core.inspect.attribution import BatchResult, BatchRow
 
     ra.show_batch(BatchResult((BatchRow("a b"),), (None,), ("bad",)), "t")
     st.write("end")
@@ -97,7 +97,7 @@ def test_download_buttons_sit_side_by_side_in_one_horizontal_row(script):
 
 
 def test_attribution_bar_chart_names_both_axes():
-    from app import render_attribution as ra
+    from app.views.inspect import attribution as ra
 
     m = types.SimpleNamespace(method="ig", scores=[0.5, -0.2])
     res = types.SimpleNamespace(tokens=["[CLS]", "the"], method=lambda _name: m)

@@ -85,8 +85,8 @@ def test_bad_input_message(env):
 
 def test_more_points_than_the_page_waits_for_run_as_a_job(env):
     """PCA over more than INLINE_POINTS points reads that many contexts (minutes at 50k): a job with progress."""
-    from core.jobs import runner
-    from core.projector import INLINE_POINTS
+    from core.runtime.backend import runner
+    from core.represent.projector import INLINE_POINTS
 
     at = page_for("projector")
     at.number_input(key="projector.max_points").set_value(INLINE_POINTS + 1000)

@@ -8,9 +8,10 @@ import json
 
 import pytest
 
-from app import room_ui
-from app.render import as_text
-from core import room as R
+from app.room import ui as room_ui
+from app.kit.render import as_text
+from core.runtime import room as R
+from core.runtime.backend import store as room_store
 from tests.app.conftest import click, open_page, page_path
 
 
@@ -86,7 +87,7 @@ def test_a_room_follows_the_presenter_through_the_walkthrough_and_answers_its_po
     assert _run(a).radio(key="walkthrough.step").value == 5
     assert _run(b).radio(key="walkthrough.step").value == 4
     _run(pres)
-    assert R.store().view(code).following == 1
+    assert room_store().view(code).following == 1
     click(b, "Catch up")
     assert _run(b).radio(key="walkthrough.step").value == 5 and "Following the presenter" in _texts(b)
 
@@ -118,7 +119,7 @@ def test_wrong_code_and_a_followers_try_at_the_presenters_controls(use_tiny_zoo)
     assert sneaky.session_state[room_ui.ROLE] == room_ui.FOLLOWER and "key" not in sneaky.query_params
     assert not [b for b in sneaky.button if b.label in ("Close the room", "Reveal the answer to everyone")]
     with pytest.raises(R.NotPresenterError):
-        R.store().reveal(code, key[:-2] + "xx", 1)
+        room_store().reveal(code, key[:-2] + "xx", 1)
     # the presenter's own link (reloaded: a fresh session) gets the controls back
     again = open_page(None, params={"room": code, "key": key, "present": "1"})
     assert again.session_state[room_ui.ROLE] == room_ui.PRESENTER
@@ -151,7 +152,7 @@ def test_the_rooms_sentences_on_fill_mask(use_tiny_zoo, monkeypatch):
     shown = [m for m in pres.markdown if m.value == as_text(html.strip())]
     assert shown and not any(m.proto.allow_html for m in shown)  # as text: escaped, never HTML
     assert "Model: " in _texts(pres)  # each sentence with the model's top prediction
-    subs = R.store().submissions(code, key)
+    subs = room_store().submissions(code, key)
     assert len(subs) == 3
     paris = next(s for s in subs if s.text.startswith("Paris"))
     pres.button(key=f"room.pick.{paris.id}").click().run()

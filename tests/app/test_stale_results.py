@@ -68,7 +68,7 @@ def test_sentence_pair_result_follows_model_and_error(use_tiny_zoo):
 
 
 def test_sentence_pair_batch_follows_rows(use_tiny_zoo):
-    from core.jobs import runner
+    from core.runtime.backend import runner
 
     at = _page("sentence_pair")
     at.text_area(key="sentence_pair.csv").set_value("a,b,label\nShe sat down.,Then she slept.,1\nx y,z w,0\n")
@@ -85,7 +85,7 @@ def test_sentence_pair_batch_follows_rows(use_tiny_zoo):
 
 
 def test_speed_result_is_cleared_by_an_error(use_tiny_zoo):
-    from core.jobs import runner
+    from core.runtime.backend import runner
 
     at = _page("speed")
     at.select_slider(key="speed.seq").set_value(16)
@@ -108,11 +108,11 @@ def test_attention_comparison_is_cleared_by_an_error(use_tiny_zoo, monkeypatch):
     at = _page("attention")
     at.button(key="attention.cmp.run").click().run()
     assert not at.exception and any("next-layer" in m.label for m in at.metric), [m.label for m in at.metric]
-    import core.attention
+    import core.inspect.attention
 
     def broken(*_a, **_k):
         raise ValueError("broken on purpose")
-    monkeypatch.setattr(core.attention, "compute_attention", broken)
+    monkeypatch.setattr(core.inspect.attention, "compute_attention", broken)
     at.button(key="attention.cmp.run").click().run()
     assert any("broken on purpose" in e.value for e in at.error)
     monkeypatch.undo()

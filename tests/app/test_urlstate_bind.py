@@ -1,5 +1,5 @@
 """What Streamlit's own query-parameter binding (``bind="query-params"``, Streamlit 1.67) does with a shared link,
-pinned: app/urlstate.py keeps its own restore, notice and publish because of each of these (its docstring says
+pinned: app/kit/urlstate.py keeps its own restore, notice and publish because of each of these (its docstring says
 why). If a Streamlit upgrade changes one, this test fails and the choice should be looked at again."""
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ st.selectbox("c", ["a", "b", "c"], key="c", bind="query-params")
 st.text_input("t", max_chars=10, key="t", bind="query-params")
 st.multiselect("m", ["x", "y"], key="m", bind="query-params")
 st.text(repr(st.query_params.to_dict()))
-if st.button("follow"):  # what app/room_ui.py does to follow a presenter
+if st.button("follow"):  # what app/room/ui.py does to follow a presenter
     st.switch_page("{name}", query_params={{"w": "0.45"}})
 if st.button("publish"):  # what urlstate.publish does
     st.query_params.from_dict({{"other": "1"}})
@@ -77,9 +77,9 @@ def test_bound_params_cannot_be_written_through_query_params(tmp_path):
 
 @pytest.mark.parametrize("raw", ["0.6", "nan", "-0.01", "x"])
 def test_urlstate_refuses_what_the_config_refuses(raw):
-    from app.urlstate import Field
-    from core.fields import bounds
-    from core.finetune import FinetuneConfig
+    from app.kit.urlstate import Field
+    from core.base.fields import bounds
+    from core.train.finetune import FinetuneConfig
 
     f = Field.of("finetune.warmup", bounds(FinetuneConfig, "warmup_ratio"))
     assert f.parse("0.5") == 0.5 and f.parse("0") == 0.0

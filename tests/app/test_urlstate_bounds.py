@@ -1,17 +1,17 @@
 """Each bounded setting of the Fine-tune and Pretraining pages has one range, declared on its config field
-(core/fields.py). The widget's min and max, the URL field (a link at the edge is taken, one step past it falls
+(core/base/fields.py). The widget's min and max, the URL field (a link at the edge is taken, one step past it falls
 back with a notice naming it), the command line and the config's own check must all agree: one test per
 setting, which fails if any of the four drifted."""
 from __future__ import annotations
 
 import pytest
 
-from core.fields import Bounds, bounds
-from core.finetune import FinetuneConfig
-from core.finetune import _parser as finetune_parser
-from core.pretrain.__main__ import _parser as pretrain_parser
-from core.pretrain.lab import LabRequest, limits, prepare
-from core.pretrain.train import PretrainConfig
+from core.base.fields import Bounds, bounds
+from core.train.finetune import FinetuneConfig
+from core.train.finetune import _parser as finetune_parser
+from core.train.pretrain.__main__ import _parser as pretrain_parser
+from core.train.pretrain.lab import LabRequest, limits, prepare
+from core.train.pretrain.train import PretrainConfig
 from tests.app.conftest import open_page
 
 pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]  # eight page sessions opened from links: ~25 s
@@ -121,7 +121,7 @@ def test_slider_stops_are_the_fields_and_inside_its_range(sessions, key, field):
 
 
 def test_rows_widget_and_url_agree(sessions):
-    from app.render_finetune import ROWS
+    from app.views.train.finetune import ROWS
 
     for key in ("finetune.rows", "finetune.test_rows"):
         w = sessions["finetune", "hi"].number_input(key=key)

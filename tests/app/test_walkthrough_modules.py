@@ -1,6 +1,6 @@
 """The walkthrough package's shape: one module per step, imports that run one way (common <- step_* <- frame), each
 step module importable on its own in a fresh interpreter, no family name written in it, and the checks that
-tests/app/test_i18n.py and test_presenter_charts.py make on app/*.py applied to app/walkthrough/*.py too."""
+tests/app/test_i18n.py and test_presenter_charts.py make on app/*.py applied to app/views/start/walkthrough/*.py too."""
 from __future__ import annotations
 
 import ast
@@ -23,22 +23,22 @@ FAMILY_NAMES = {"bert", "roberta", "albert", "distilbert", "xlm-roberta", "xlm_r
 
 
 def _package_imports(path: Path) -> set[str]:
-    """Modules of app.walkthrough that ``path`` imports (by name, without the package prefix)."""
+    """Modules of app.views.start.walkthrough that ``path`` imports (by name, without the package prefix)."""
     out = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom) and node.module:
-            if node.module == "app.walkthrough":
+            if node.module == "app.views.start.walkthrough":
                 out |= {a.name for a in node.names}
-            elif node.module.startswith("app.walkthrough."):
+            elif node.module.startswith("app.views.start.walkthrough."):
                 out.add(node.module.split(".")[2])
         elif isinstance(node, ast.Import):
-            out |= {a.name.split(".")[2] for a in node.names if a.name.startswith("app.walkthrough.")}
+            out |= {a.name.split(".")[2] for a in node.names if a.name.startswith("app.views.start.walkthrough.")}
     return out
 
 
 def test_old_modules_are_gone_and_every_step_has_its_module():
     assert not (ROOT / "app" / "walkthrough.py").exists() and not (ROOT / "app" / "walkthrough_steps.py").exists()
-    from app.walkthrough import frame
+    from app.views.start.walkthrough import frame
 
     assert [s.number for s in frame.STEPS] == list(range(1, len(STEP_MODULES) + 1))
     assert len(frame.STEPS) == len(STEP_MODULES) == 7
@@ -69,7 +69,7 @@ def test_imports_run_one_way_with_no_cycle():
 
 def test_the_cycle_check_sees_a_cycle(tmp_path):
     a = tmp_path / "a.py"
-    a.write_text("from app.walkthrough.frame import STEPS\nfrom app.walkthrough import common, step_mlm\n")
+    a.write_text("from app.views.start.walkthrough.frame import STEPS\nfrom app.views.start.walkthrough import common, step_mlm\n")
     assert _package_imports(a) == {"frame", "common", "step_mlm"}
 
 
@@ -79,7 +79,7 @@ def test_each_step_module_imports_on_its_own_in_a_fresh_interpreter():
             "m = importlib.import_module(sys.argv[1])\n"
             "assert m.STEP.number >= 1 and callable(m.STEP.render)\n")
     for m in STEP_MODULES:
-        r = subprocess.run([sys.executable, "-c", code, f"app.walkthrough.{m}"], cwd=ROOT, capture_output=True,
+        r = subprocess.run([sys.executable, "-c", code, f"app.views.start.walkthrough.{m}"], cwd=ROOT, capture_output=True,
                            text=True, timeout=120)
         assert r.returncode == 0, f"{m}: {r.stderr[-2000:]}"
 
@@ -127,7 +127,7 @@ def test_no_ui_string_is_written_in_the_package_and_every_chart_is_scaled():
 
 
 def test_every_key_the_package_asks_for_exists():
-    from app.i18n import catalog
+    from app.kit.i18n import catalog
 
     cat = catalog()
     missing = []
@@ -141,7 +141,7 @@ def test_every_key_the_package_asks_for_exists():
                         and not any(k.startswith(a.values[0].value) for k in cat):
                     missing.append(a.values[0].value + "…")
     assert not missing, missing
-    from app.walkthrough import frame
+    from app.views.start.walkthrough import frame
 
     for s in frame.STEPS:  # every step's texts, and its check question with the answer among the options
         for part in ("short", "title", "explain", "try", "q", "answer", *(f"opt{j}" for j in range(frame.N_OPTIONS))):
@@ -151,7 +151,7 @@ def test_every_key_the_package_asks_for_exists():
 
 def test_step_links_name_pages_of_the_navigation_and_fields_are_unique():
     from app import nav
-    from app.walkthrough import frame
+    from app.views.start.walkthrough import frame
 
     urls = {p.url for p in nav.PAGES}
     for s in frame.STEPS:

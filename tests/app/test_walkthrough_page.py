@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from core.jobs import runner
+from core.runtime.backend import runner
 from tests.app.conftest import new_app, page_path
 
 pytestmark = pytest.mark.timeout(300)
@@ -108,7 +108,7 @@ def test_every_step_in_english_then_in_chinese(at, monkeypatch):
     at.run()
     _ok(at)
     from transformers import PreTrainedModel
-    assert PreTrainedModel.tie_weights.__name__ == "tie_weights"  # the two loads did not overlap (core.models.BUILD_LOCK)
+    assert PreTrainedModel.tie_weights.__name__ == "tie_weights"  # the two loads did not overlap (core.models.loading.BUILD_LOCK)
     runs = at.session_state["walkthrough.s6.runs"]
     assert runs["good"]["result"] is not None and runs["high"]["lr"] == pytest.approx(10 * runs["good"]["lr"])
     made = at.session_state["session.models"]  # selectable in the sidebar under its family, on every page
@@ -133,7 +133,7 @@ def test_every_step_in_english_then_in_chinese(at, monkeypatch):
         at.session_state["walkthrough.step"] = step
         at.run()
         _ok(at)
-        monkeypatch.setattr("app.i18n.lang", lambda: "zh")
+        monkeypatch.setattr("app.kit.i18n.lang", lambda: "zh")
         text = _texts(at)
         assert "导览" in at.title[0].value and "检验一下" in text, step
     assert "积分梯度" in _texts(at)
@@ -214,8 +214,8 @@ def test_inputs_survive_moving_between_steps_and_the_url_follows(at):
 
 def test_step7_uses_a_model_fine_tuned_on_the_finetune_page(at, tiny_models, tmp_path):
     """Issue 14: step 7 said nothing was fine-tuned although the Fine-tune page had made a model."""
-    from app.state import SessionModel
-    from core.finetune import FinetuneConfig, train
+    from app.kit.state import SessionModel
+    from core.train.finetune import FinetuneConfig, train
     from tests.core.test_finetune import toy
 
     r = train(FinetuneConfig("bert", str(tiny_models["bert"]), max_steps=2, batch_size=8, max_length=16),

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from core.models import ASSETS
+from core.base.paths import ASSETS
 from tests.app.conftest import new_app, page_path
 from tests.conftest import BUNDLED_NAMES
 
@@ -71,7 +71,7 @@ def _blocks_with_links(node, out):
 
 def test_every_steps_links_sit_in_one_wrapping_row(use_tiny_zoo, tmp_path, monkeypatch):
     monkeypatch.setenv("ENCODERLAB_RUNS", str(tmp_path / "runs"))
-    from app.walkthrough.frame import BY_NUMBER, N_STEPS
+    from app.views.start.walkthrough.frame import BY_NUMBER, N_STEPS
 
     at = _walk(1)
     for step in range(1, N_STEPS + 1):
@@ -118,7 +118,7 @@ def test_step1_axes_fit_the_tallest_bar_with_nice_ticks(use_tiny_zoo, tmp_path, 
 
 
 def test_aligned_axes_numbers():
-    from app.walkthrough.step_inputs import aligned_axes
+    from app.views.start.walkthrough.step_inputs import aligned_axes
 
     left, right = aligned_axes(2.372, [6.8, 7.1, 11.4, 10.9])  # the tour's chart
     assert left["range"] == [0, 3.0] and left["dtick"] == 0.5
@@ -160,8 +160,8 @@ def _fake_result(ranks: list[int | None], k: int = 5):
 
 
 def test_fill_caption_green_only_when_the_original_is_shown(monkeypatch):
-    from app import i18n
-    from app.walkthrough.step_mlm import fill_caption
+    from app.kit import i18n
+    from app.views.start.walkthrough.step_mlm import fill_caption
 
     monkeypatch.setitem(i18n._last, "lang", "en")
     assert "Green bar: the original." in fill_caption(_fake_result([2]))
@@ -176,7 +176,7 @@ def test_fill_caption_green_only_when_the_original_is_shown(monkeypatch):
 
 # ---------------------------------------------------------------------------------------------- defect 7
 def test_unlearned_pair_head_reads_the_card(carded_zoo):
-    from core.walkthrough_checks import unlearned_pair_head
+    from core.walkthrough.checks import unlearned_pair_head
 
     note = unlearned_pair_head("encoderlab/albert-mini", "sop")
     card, path = _albert_card(carded_zoo)

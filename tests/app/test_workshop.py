@@ -4,8 +4,8 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from streamlit.testing.v1 import AppTest
 
-from app import report
-from app.i18n import catalog
+from app.kit import report
+from app.kit.i18n import catalog
 from tests.app.conftest import ROOT, new_app, open_page
 
 
@@ -111,7 +111,7 @@ def test_report_download_counts_this_runs_results(use_tiny_zoo):
 def test_url_field_parsing():
     import pytest
 
-    from app.urlstate import Field
+    from app.kit.urlstate import Field
 
     assert Field("k", "int", lo=1, hi=50).parse("12") == 12
     assert Field("k", "float", lo=0.0, hi=1.0).parse("0.25") == 0.25
@@ -135,7 +135,11 @@ def _report_figures() -> dict[str, tuple[go.Figure, list[str]]]:
 
     import numpy as np
 
-    from app import render_attention, render_attribution, render_finetune, render_predict
+    from app.views.inspect import attention as render_attention, attribution as render_attribution
+
+    from app.views.train import finetune as render_finetune
+
+    from app.views.predict import results as render_predict
 
     words = ["paris", "lyon", "marseille", "toulouse", "bordeaux"]
     mask = NS(candidates=[NS(piece=w, prob=p, token_id=i) for i, (w, p) in
@@ -216,11 +220,11 @@ def test_a_report_figure_that_cannot_be_drawn_is_logged_and_said(monkeypatch):
     fig = go.Figure(go.Bar(x=["a", "b"], y=[1, 3], name="a figure never drawn before"))
     entry = report.Entry("e1", "Fill-mask", "t", {}, (), "", (fig.to_json(),), "now")
     keep = Keep(logging.WARNING)
-    logging.getLogger("app.report").addHandler(keep)
+    logging.getLogger("app.kit.report").addHandler(keep)
     try:
         html = report.build_html([entry])
     finally:
-        logging.getLogger("app.report").removeHandler(keep)
+        logging.getLogger("app.kit.report").removeHandler(keep)
     assert "no browser found" in html and "could not be drawn as PNG" in html
     assert any("no browser found" in r.getMessage() for r in keep.records)
 

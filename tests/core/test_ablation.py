@@ -1,4 +1,4 @@
-"""core/ablation: head switches through our own hooks (transformers 5 has no head_mask), for all four families on
+"""core/inspect/ablation: head switches through our own hooks (transformers 5 has no head_mask), for all four families on
 tiny random models: exactness with no head off, depth-local effects (ALBERT's shared layer too), zero vs mean,
 the packed fill-mask path, thread isolation, the text format, and the three recomputed predictions."""
 from __future__ import annotations
@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-from core import ablation as ab
-from core.ablation import AblationConfig, AblationError, ablate_classify, ablate_fill_mask, ablate_pair, ablated
-from core.fill_mask import FillMaskConfig
-from core.models import ModelSpec, load
-from core.sentence_pair import PairConfig, PairError
+from core.inspect import ablation as ab
+from core.inspect.ablation import AblationConfig, AblationError, ablate_classify, ablate_fill_mask, ablate_pair, ablated
+from core.predict.fill_mask import FillMaskConfig
+from core.models.loading import ModelSpec, load
+from core.predict.sentence_pair import PairConfig, PairError
 
 _LOADED: dict = {}
 TEXT = "the cat sat on the mat and looked at the dog"
@@ -214,10 +214,10 @@ def test_ablate_pair_without_a_pair_head_says_why(fam, tiny_models):
 
 @pytest.fixture(scope="module")
 def tiny_classifiers(tiny_models, tmp_path_factory):
-    """A tiny fine-tuned classifier with mean pooling (core.finetune's wrapper around the encoder; the family's
+    """A tiny fine-tuned classifier with mean pooling (core.train.finetune's wrapper around the encoder; the family's
     own *ForSequenceClassification is covered in test_head_importance)."""
-    from core.datasets_local import LabelledData, Split
-    from core.finetune import FinetuneConfig, load_finetuned, train
+    from core.data.datasets_local import LabelledData, Split
+    from core.train.finetune import FinetuneConfig, load_finetuned, train
 
     texts = tuple(f"it was {w}" for w in ("good", "bad", "great", "awful") * 4)
     data = LabelledData("toy", Split(texts, (1, 0, 1, 0) * 4), Split(texts[:8], (1, 0, 1, 0) * 2), ("neg", "pos"),

@@ -1,4 +1,4 @@
-"""core.attention: the forward pass on tiny models of every family, and the pure functions on hand-made matrices."""
+"""core.inspect.attention: the forward pass on tiny models of every family, and the pure functions on hand-made matrices."""
 from __future__ import annotations
 
 import io
@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.attention import (FLOW_MAP_MAX_TOKENS, PATTERNS, AttentionConfig, AttentionUnavailable, adjacent_similarity,
+from core.inspect.attention import (FLOW_MAP_MAX_TOKENS, PATTERNS, AttentionConfig, AttentionUnavailable, adjacent_similarity,
                             compare_attention, compute_attention, display_label, find_heads, flow, head_stats, is_punct,
                             layer_similarity, position_limit, qk_view, relevance, residual_attention, rollout, to_npz)
-from core.models import ModelSpec, load
+from core.models.loading import ModelSpec, load
 from core.registry import FAMILIES, family_of_model
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -246,7 +246,7 @@ def test_qk_view_on_known_vectors():
 def test_pretrained_model_has_a_known_head_pattern(which):
     """Real pretrained weights (the offline MiniLM, and the bundled bert-mini when present): Clark et al. found
     heads that attend mostly to the previous token or to [SEP]. At least one head here does."""
-    from core.tokenizer_build import minilm_folder
+    from core.models.tokenizer_build import minilm_folder
 
     folder = minilm_folder() if which == "minilm" else ROOT / "assets" / "models" / "bert-mini"
     if not (Path(folder) / "config.json").exists():
@@ -270,7 +270,7 @@ def test_hooks_ignore_other_threads(loaded):
 
     import torch
 
-    from core.attention import _capture_qk
+    from core.inspect.attention import _capture_qk
 
     lm = loaded["bert"]
     enc = lm.tokenizer("a b c", return_tensors="pt")
@@ -291,7 +291,7 @@ def test_hooks_ignore_other_threads(loaded):
 
 
 def test_unknown_projection_names_leave_only_the_qk_view_out(loaded, monkeypatch):
-    import core.attention as A
+    import core.inspect.attention as A
 
     monkeypatch.setattr(A, "qk_modules", lambda model: ("q_proj", "k_proj"))
     r = compute_attention(loaded["bert"], AttentionConfig(TEXT))

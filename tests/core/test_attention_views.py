@@ -1,13 +1,13 @@
-"""core.attention_views: selections and the word-level view, on tiny models of every family (real tokenizers)."""
+"""core.inspect.attention_views: selections and the word-level view, on tiny models of every family (real tokenizers)."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from core.attention import AttentionConfig, compute_attention
-from core.attention_views import (SelectionConfig, WordGroups, group_words, is_cjk, selection_attention,
+from core.inspect.attention import AttentionConfig, compute_attention
+from core.inspect.attention_views import (SelectionConfig, WordGroups, group_words, is_cjk, selection_attention,
                                   word_attention, word_groups, word_view)
-from core.models import ModelSpec, load
+from core.models.loading import ModelSpec, load
 
 TEXT = "The unbelievably sleepy cat sat on the mat."
 

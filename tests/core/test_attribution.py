@@ -1,4 +1,4 @@
-"""core.attribution on tiny random models of every family, plus a classifier trained here to depend on one token."""
+"""core.inspect.attribution on tiny random models of every family, plus a classifier trained here to depend on one token."""
 from __future__ import annotations
 
 import subprocess
@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from core import attribution as A
-from core.attribution import AttributionConfig, NotApplicable, attribute
-from core.models import FAMILIES, LoadedModel, ModelSpec, load
+from core.inspect import attribution as A
+from core.inspect.attribution import AttributionConfig, NotApplicable, attribute
+from core.models.loading import LoadedModel, ModelSpec, load
+from core.registry import FAMILIES
 
 ALL = tuple(A.METHODS)
 
@@ -115,8 +116,8 @@ def _planted_model():
     """A tiny ReLU BERT classifier trained here so that class 1 means 'the sentence contains PLANT'."""
     import transformers
 
-    from core.tiny import tiny_config
-    from core.tokenizer_build import bert_uncased_tokenizer
+    from core.models.tiny import tiny_config
+    from core.models.tokenizer_build import bert_uncased_tokenizer
 
     tok = bert_uncased_tokenizer()
     cfg = tiny_config("bert", len(tok), tok)
@@ -364,7 +365,7 @@ def test_batch_csv_errors(data, msg):
 
 
 def test_core_does_not_import_streamlit():
-    code = "import sys; import core.attribution; assert 'streamlit' not in sys.modules"
+    code = "import sys; import core.inspect.attribution; assert 'streamlit' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=str(A.__file__).rsplit("/core/", 1)[0])
 
 
@@ -372,7 +373,7 @@ def test_cancel_through_the_job_runner(loaded):
     """The page runs attribute() as a job; Cancel stops it between forward batches."""
     import threading
 
-    from core.jobs import CANCELLED, JobRunner
+    from core.runtime.jobs import CANCELLED, JobRunner
 
     lm = loaded("bert", "seqcls")
     started = threading.Event()
@@ -414,7 +415,7 @@ def test_a_masked_text_gets_fill_masks_limits(text, msg):
 # ------------------------------------------------------------------------------------------------ the method registry
 def test_every_registered_method_is_complete():
     """One entry per method: key, label, runner, cost, settings, description; nothing kept in a parallel table."""
-    from core.attribution_methods import Method
+    from core.inspect.attribution_methods import Method
 
     cfg = AttributionConfig(text="x", n_steps=20, n_samples=30)
     for key, m in A.METHODS.items():

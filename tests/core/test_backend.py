@@ -1,4 +1,4 @@
-"""core.backend without Ray: the choice, its errors, the seams in this process, and that no page or app module asks
+"""core.runtime.backend without Ray: the choice, its errors, the seams in this process, and that no page or app module asks
 which backend is in use."""
 from __future__ import annotations
 
@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
-import core.backend as backend
-from core.backend import BackendError, InProcessBackend, model_op, op_name, resolve_op
+import core.runtime.backend as backend
+from core.runtime.backend import BackendError, model_op
+from core.runtime.backend.inprocess import InProcessBackend
+from core.runtime.backend.base import op_name, resolve_op
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,7 +29,7 @@ def test_the_environment_chooses_once_and_bad_values_are_named(monkeypatch):
 def test_ray_missing_says_what_to_install(monkeypatch):
     monkeypatch.setenv("ENCODERLAB_BACKEND", "ray")
     monkeypatch.setitem(sys.modules, "ray", None)  # as if Ray were not installed
-    monkeypatch.delitem(sys.modules, "core.backend.ray_backend", raising=False)
+    monkeypatch.delitem(sys.modules, "core.runtime.backend.ray_backend", raising=False)
     old = backend.use(None)
     try:
         with pytest.raises(BackendError, match=r"pip install -r requirements-ray.txt"):
@@ -37,10 +39,10 @@ def test_ray_missing_says_what_to_install(monkeypatch):
 
 
 def test_model_op_keeps_progress_live_and_resolves_to_its_body():
-    from core.attribution import attribute
+    from core.inspect.attribution import attribute
 
-    assert op_name(attribute) == "core.attribution:attribute"
-    body = resolve_op("core.attribution:attribute")
+    assert op_name(attribute) == "core.inspect.attribution:attribute"
+    body = resolve_op("core.inspect.attribution:attribute")
     assert body is attribute.__wrapped__  # a replica runs the body, never the wrapper again
     seen = []
 
@@ -57,12 +59,12 @@ def test_model_op_keeps_progress_live_and_resolves_to_its_body():
 
 
 def test_in_process_batched_coalesces_under_its_op(tiny_models):
-    from core.fill_mask import FillMaskConfig, fill_mask, fill_mask_batch
-    from core.models import ModelSpec, load
-    from core.serving import stats
+    from core.predict.fill_mask import FillMaskConfig, fill_mask, fill_mask_batch
+    from core.models.loading import ModelSpec, load
+    from core.runtime.serving import stats
 
     lm = load(ModelSpec("bert", str(tiny_models["bert"]), "cpu"), task="pretraining")
-    assert lm.recipe == ("core.models:load", (lm.spec,), {"task": "pretraining", "attentions": False})
+    assert lm.recipe == ("core.models.loading:load", (lm.spec,), {"task": "pretraining", "attentions": False})
     old = backend.use(InProcessBackend())
     try:
         before = stats(lm, "fill_mask").calls

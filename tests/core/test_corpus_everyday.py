@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from core.pretrain.corpus import (CORPUS_DIR, EVERYDAY_HELDOUT_FILE, EVERYDAY_TRAIN_FILE, HELDOUT_FILE, TRAIN_FILE,
+from core.data.corpus import (CORPUS_DIR, EVERYDAY_HELDOUT_FILE, EVERYDAY_TRAIN_FILE, HELDOUT_FILE, TRAIN_FILE,
                                   CorpusError, _interleave, held_out, load_documents, load_training_documents)
-from core.pretrain.everyday import SENTENCES_PER_DOC, fortune_documents, novel_documents, sentences
+from core.data.everyday import SENTENCES_PER_DOC, fortune_documents, novel_documents, sentences
 
 # The SHA-256 of train.txt and heldout.txt before the everyday sources were added (commit 32b5d74's manifest):
 # the earlier models were trained and scored on exactly these files, so "held-out must not fall" compares like

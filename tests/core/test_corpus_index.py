@@ -1,4 +1,4 @@
-"""core/corpus_index: a corpus token's nearest neighbour is itself, IVF above the threshold agrees with exact
+"""core/represent/corpus_index: a corpus token's nearest neighbour is itself, IVF above the threshold agrees with exact
 search, indexes survive a save/load round trip, and bad input says what to do."""
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from collections import OrderedDict
 import numpy as np
 import pytest
 
-from core import corpus_index as cx
-from core.corpus_index import (CorpusIndexError, IndexConfig, build_index, load_index, save_index, search,
+from core.represent import corpus_index as cx
+from core.represent.corpus_index import (CorpusIndexError, IndexConfig, build_index, load_index, save_index, search,
                                sentences_from_text, sentences_from_upload)
-from core.models import ModelSpec, load
-from core.token_vectors import MAX_SENTENCES
+from core.models.loading import ModelSpec, load
+from core.represent.token_vectors import MAX_SENTENCES
 
 SENTENCES = ("The bank of the river was muddy.", "I put money in the bank, unbelievably!",
              "A cat sat on the mat near the river.", "Dogs bark at night.", "她在银行工作。")
@@ -119,7 +119,7 @@ def test_bad_input_says_what_to_do(models, monkeypatch):
 
 
 def test_the_job_saves_once_and_a_cancel_saves_nothing(tiny_models):
-    from core.jobs import JobCancelled
+    from core.runtime.jobs import JobCancelled
 
     class Ctx:
         def __init__(self, stop_at=None):

@@ -1,4 +1,4 @@
-"""core/datasets_local: the column guess for uploads (names first, then contents) and the order and wording of
+"""core/data/datasets_local: the column guess for uploads (names first, then contents) and the order and wording of
 the upload checks (binary file, separator, size limit)."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import pandas as pd
 import pytest
 
-from core.datasets_local import DataError, from_table, guess_columns, read_table
+from core.data.datasets_local import DataError, from_table, guess_columns, read_table
 
 
 def _csv(rows: list[str]) -> bytes:
@@ -69,6 +69,6 @@ def test_a_binary_file_is_not_a_text_file():
 
 
 def test_the_size_limit_names_the_app_limit_and_what_to_do(monkeypatch):
-    monkeypatch.setattr("core.datasets_local.MAX_UPLOAD_MB", 0.0001)
+    monkeypatch.setattr("core.data.datasets_local.MAX_UPLOAD_MB", 0.0001)
     with pytest.raises(DataError, match=r"up to 0 MB.*head -n 5000.*server\.maxUploadSize"):
         read_table(_csv(["text,label"] + [f"row number {i},1" for i in range(50)]), "x.csv")

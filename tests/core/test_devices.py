@@ -1,10 +1,10 @@
-"""core.devices: nvidia-smi's real table formats, and the diagnosis of a GPU that torch cannot use, for each
+"""core.models.devices: nvidia-smi's real table formats, and the diagnosis of a GPU that torch cannot use, for each
 state torch can be in (passed as arguments, so every case runs on a machine without a GPU)."""
 from __future__ import annotations
 
 import pytest
 
-from core.devices import diagnose, parse_nvidia_smi
+from core.models.devices import diagnose, parse_nvidia_smi
 
 # nvidia-smi's default table as drivers 525, 535 and 580 print it (the column layout changed in 535).
 SMI_525 = """\

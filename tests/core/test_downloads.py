@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from core import downloads
-from core.downloads import DownloadError
+from core.models import downloads
+from core.models.downloads import DownloadError
 from tests.hub_server import HubServer, go_online
 
 REPO = "bert-base-uncased"  # an official BERT id: the tiny model is served under it
@@ -67,7 +67,7 @@ def test_download_reports_progress_and_fills_the_cache(hub, online, tiny_models)
 
 
 def test_a_second_load_reads_the_cache_and_asks_the_hub_nothing(hub, online):
-    from core.models import ModelSpec, load, resolve
+    from core.models.loading import ModelSpec, load, resolve
 
     assert resolve(REPO).source == "Hub download"
     lm = load(ModelSpec("bert", REPO), "mlm")  # downloads, then loads the cached folder
@@ -80,7 +80,8 @@ def test_a_second_load_reads_the_cache_and_asks_the_hub_nothing(hub, online):
 
 
 def test_a_cut_download_leaves_no_usable_half_and_resumes_later(hub, online):
-    from core.models import ModelLoadError, ModelSpec, load, resolve
+    from core.models.loading import ModelSpec, load, resolve
+    from core.registry import ModelLoadError
 
     hub.cut_after, hub.cuts = 1_000_000, 1_000  # the network drops mid-weights on every try
     with pytest.raises(DownloadError, match=r"download of 'bert-base-uncased' stopped.*pick the model again"):

@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import pytest
 
-from core.everyday_probe import filled_sentences, load_probe, normalize, score
-from core.fill_mask import FillMaskConfig, fill_mask
-from core.models import ASSETS, ModelSpec, bundled_id, load
+from core.predict.everyday_probe import filled_sentences, load_probe, normalize, score
+from core.predict.fill_mask import FillMaskConfig, fill_mask
+from core.models.loading import ModelSpec, load
+from core.registry import bundled_id
+from core.base.paths import ASSETS
 
 
 def test_the_corpus_does_not_contain_the_probe():
@@ -52,7 +54,7 @@ def test_the_probe_during_training_reads_the_weights_of_the_moment():
 
     import torch
 
-    from core.everyday_probe import during_training
+    from core.predict.everyday_probe import during_training
 
     lm = load(ModelSpec("bert", bundled_id("bert"), "cpu"), "mlm")
     model = copy.deepcopy(lm.model).eval()

@@ -1,4 +1,4 @@
-"""core.fields: a config field declares its default and range once; the check, the widget arguments and the
+"""core.base.fields: a config field declares its default and range once; the check, the widget arguments and the
 command line read them from there."""
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from dataclasses import dataclass
 
 import pytest
 
-from core.fields import Bounds, add_argument, bounded, bounded_fields, bounds, check_bounds, default_of
-from core.finetune import FinetuneConfig
-from core.finetune import _parser as finetune_parser
-from core.pretrain.__main__ import _parser as pretrain_parser
-from core.pretrain.train import PretrainConfig, PretrainError
+from core.base.fields import Bounds, add_argument, bounded, bounded_fields, bounds, check_bounds, default_of
+from core.train.finetune import FinetuneConfig
+from core.train.finetune import _parser as finetune_parser
+from core.train.pretrain.__main__ import _parser as pretrain_parser
+from core.train.pretrain.train import PretrainConfig, PretrainError
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,14 @@
-"""core.fill_mask on tiny random models of every family (shapes and bookkeeping), plus one meaning test."""
+"""core.predict.fill_mask on tiny random models of every family (shapes and bookkeeping), plus one meaning test."""
 from __future__ import annotations
 
 import pytest
 import torch
 
-from core import packed_linear
-from core.fill_mask import (FillMaskConfig, FillMaskError, check_mlm, compare, configs_from_lines, fill_mask,
+from core.models import packed_linear
+from core.predict.fill_mask import (FillMaskConfig, FillMaskError, check_mlm, compare, configs_from_lines, fill_mask,
                             fill_mask_batch, words)
-from core.models import ModelSpec, load, zoo_dir
+from core.models.loading import ModelSpec, load
+from core.base.paths import zoo_dir
 
 from tests.conftest import FAMILIES as FAMS  # every registered family
 
@@ -70,7 +71,7 @@ def test_projection_only_at_masked_positions_and_matches_full_forward(mlm, famil
         full = lm.model(input_ids=ids).logits[0].float().softmax(-1)  # (T, V)
     lone = [i for i in lm.tokenizer.convert_tokens_to_ids(["Ġ", "▁"]) if i is not None and i != lm.tokenizer.unk_token_id]
     full = full.clone()
-    full[:, lone] = 0.0  # a lone word-start marker is never offered at a typed mask (core.fill_mask._fill_step)
+    full[:, lone] = 0.0  # a lone word-start marker is never offered at a typed mask (core.predict.fill_mask._fill_step)
     for m in r.masks:
         p, i = full[m.position].topk(5)
         assert [c.token_id for c in m.candidates] == i.tolist()
@@ -202,7 +203,7 @@ def test_long_text_keeps_masks_inside_the_window(mlm, family):
 
 
 def test_checkpoint_without_mlm_head_is_refused():
-    from core.tokenizer_build import minilm_folder
+    from core.models.tokenizer_build import minilm_folder
 
     lm = load(ModelSpec("bert", str(minilm_folder()), "cpu"), "mlm")
     assert lm.head_missing

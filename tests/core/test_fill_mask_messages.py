@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from core.fill_mask import FillMaskError, check_mlm
-from core.models import ModelSpec, load
+from core.predict.fill_mask import FillMaskError, check_mlm
+from core.models.loading import ModelSpec, load
 
 
 def test_fine_tuned_classifier_is_named_and_a_bundled_mini_suggested(tiny_models, tmp_path):
@@ -21,7 +21,7 @@ def test_fine_tuned_classifier_is_named_and_a_bundled_mini_suggested(tiny_models
     assert "fine-tuned classifier (BertForSequenceClassification)" in msg
     assert "sentence-embedding" not in msg
     assert "encoderlab/bert-mini" in msg
-    from core.models import resolve
+    from core.models.loading import resolve
 
     if resolve("bert-base-uncased").source == "unavailable":
         assert "bert-base-uncased" not in msg  # only what can be had here is suggested

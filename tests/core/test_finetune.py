@@ -1,4 +1,4 @@
-"""core/finetune + core/datasets_local: learning on a small task for every family, the offline MiniLM on the
+"""core/train/finetune + core/data/datasets_local: learning on a small task for every family, the offline MiniLM on the
 bundled drug reviews, cancel + resume, two processes under `accelerate launch`, and every kind of bad input."""
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 import torch
 
-from core import finetune as ft
-from core.datasets_local import (DataError, LabelledData, Split, from_table, load_bundled, load_glue, read_table)
-from core.finetune import FinetuneConfig, FinetuneError, classify, load_finetuned, train
-from core.jobs import JobCancelled, JobRunner
-from core.models import ModelSpec, load
+from core.train import finetune as ft
+from core.data.datasets_local import (DataError, LabelledData, Split, from_table, load_bundled, load_glue, read_table)
+from core.train.finetune import FinetuneConfig, FinetuneError, classify, load_finetuned, train
+from core.runtime.jobs import JobCancelled, JobRunner
+from core.models.loading import ModelSpec, load
 
 ROOT = Path(__file__).resolve().parents[2]
 POS = ["good", "great", "wonderful", "excellent", "happy", "love", "fine", "nice"]
@@ -70,7 +70,7 @@ def test_cls_head_is_a_standard_folder_every_page_can_load(family, tiny_models, 
 
 def test_minilm_on_bundled_wordnet_glosses_beats_majority(tmp_path):
     """Real pretrained weights on real text: held-out accuracy must clearly beat the majority class (1/6)."""
-    from core.tokenizer_build import minilm_folder
+    from core.models.tokenizer_build import minilm_folder
 
     data = load_bundled("wordnet").subset(256, 100)
     cfg = FinetuneConfig("bert", str(minilm_folder()), epochs=1, max_steps=16, lr=1e-4, batch_size=16, max_length=32,
@@ -147,7 +147,7 @@ def test_two_processes_under_accelerate_launch(pooling, tiny_models, tmp_path):
     # --multi_gpu selects accelerate's torchrun launcher; with --device cpu each process joins a gloo CPU group.
     cmd = [str(Path(sys.executable).with_name("accelerate")), "launch", "--multi_gpu", "--num_processes", "2",
            "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", "0",
-           "-m", "core.finetune", "--family", "bert", "--checkpoint", str(tiny_models["bert"]), "--data", str(csv),
+           "-m", "core.train.finetune", "--family", "bert", "--checkpoint", str(tiny_models["bert"]), "--data", str(csv),
            "--max-steps", "4", "--batch-size", "8", "--max-length", "16", "--device", "cpu", "--pooling", pooling,
            "--out", str(tmp_path / "o")]
     try:
@@ -169,7 +169,7 @@ def nan_checkpoint(folder: Path) -> Path:
     """Finite weights that give a real NaN loss (zero embeddings and LayerNorm eps 0: 0/0)."""
     import transformers
 
-    from core.tiny import make_tiny
+    from core.models.tiny import make_tiny
 
     make_tiny("bert", folder)
     config = transformers.AutoConfig.from_pretrained(str(folder))
@@ -270,7 +270,7 @@ def test_length_grouping_saves_padding():
 
 
 def test_core_finetune_does_not_import_streamlit():
-    code = "import sys, core.finetune, core.datasets_local; print('streamlit' in sys.modules)"
+    code = "import sys, core.train.finetune, core.data.datasets_local; print('streamlit' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "False", out.stderr
 
@@ -328,7 +328,7 @@ def test_bad_tables_get_clear_messages(rows, name, msg):
 def test_non_utf8_upload_and_size_and_row_limits(monkeypatch):
     with pytest.raises(DataError, match="not UTF-8.*iconv"):
         read_table("text,label\ncaf\xe9,1\nth\xe9,0\n".encode("latin-1"), "x.csv")
-    monkeypatch.setattr("core.datasets_local.MAX_UPLOAD_MB", 0.0001)
+    monkeypatch.setattr("core.data.datasets_local.MAX_UPLOAD_MB", 0.0001)
     with pytest.raises(DataError, match="uploads up to"):
         read_table(_csv(["text,label"] + [f"row number {i},1" for i in range(50)]), "x.csv")
     monkeypatch.undo()
@@ -340,7 +340,7 @@ def test_non_utf8_upload_and_size_and_row_limits(monkeypatch):
 
 
 def test_glue_offline_says_so(monkeypatch):
-    monkeypatch.setattr("core.datasets_local.hub_reachable", lambda *a, **k: False)
+    monkeypatch.setattr("core.data.datasets_local.hub_reachable", lambda *a, **k: False)
     with pytest.raises(DataError, match="offline"):
         load_glue("sst2")
 
@@ -350,7 +350,7 @@ def test_the_pages_default_run_on_the_default_model_and_data_beats_majority_by_t
     """Issue 14: the default fine-tune on the default model ended at +0.0 vs majority. The page's defaults (chosen
     by model size) on its default data, on the bundled bert-mini, in a short CPU run: at least 10 points over
     always answering the most common class."""
-    from core.finetune import ARTICLE_SETTINGS, DEFAULT_DATA, hidden_size_of, suggested_settings
+    from core.train.finetune import ARTICLE_SETTINGS, DEFAULT_DATA, hidden_size_of, suggested_settings
 
     checkpoint = "encoderlab/bert-mini"
     settings = suggested_settings(hidden_size_of(checkpoint))
@@ -384,7 +384,7 @@ def test_the_job_status_line_carries_no_eta_of_its_own(tiny_models, tmp_path):
 def test_token_finetune_on_the_bundled_sample_beats_the_majority_tag(tmp_path):
     """A bundled mini (real weights) on the bundled sample: entity F1 and token accuracy clearly above always
     answering "O"; the saved folder tags the held-out sentences as the run measured."""
-    from core.token_data import load_bundled_tokens
+    from core.data.token_data import load_bundled_tokens
 
     data = load_bundled_tokens()
     cfg = FinetuneConfig("distilbert", str(ROOT / "assets/models/distilbert-mini"), task="token", epochs=3,
@@ -404,8 +404,8 @@ def test_token_finetune_on_the_bundled_sample_beats_the_majority_tag(tmp_path):
     tagged = ft.tag(fm, [list(w) for w in tm.words])
     assert [tuple(g for _, g, _ in s) for s in tagged] == list(tm.pred)
     assert ft.tag(fm, ["Priya Patel flew to Lisbon."])[0][-1][0] == "."  # typed text is split into words
-    # Attributions explain one word's label: the logit of its predicted tag (core.attribution target "token").
-    from core import attribution as A
+    # Attributions explain one word's label: the logit of its predicted tag (core.inspect.attribution target "token").
+    from core.inspect import attribution as A
 
     lm = load(ModelSpec("distilbert", r.model_dir, "cpu"), "tokcls")
     res = A.attribute(lm, A.AttributionConfig(target="token", text="Priya Patel flew to Lisbon .", word_index=4,
@@ -418,7 +418,7 @@ def test_token_finetune_on_the_bundled_sample_beats_the_majority_tag(tmp_path):
 
 
 def test_scalar_mix_learns_layer_weights_that_sum_to_one(tiny_models, tmp_path):
-    from core.token_data import from_sentences
+    from core.data.token_data import from_sentences
 
     cfg = FinetuneConfig("bert", str(tiny_models["bert"]), max_steps=6, lr=3e-3, batch_size=16, max_length=16,
                          pooling="scalar_mix", patience=0, seed=0)

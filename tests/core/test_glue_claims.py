@@ -1,4 +1,4 @@
-"""The article's GLUE table (core/glue_claims.py) and the reader of this installation's finished fine-tunes."""
+"""The article's GLUE table (core/compare/glue_claims.py) and the reader of this installation's finished fine-tunes."""
 from __future__ import annotations
 
 import json
@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from core.datasets_local import load_bundled
-from core.finetune import META_FILE, FinetuneConfig, train
-from core.glue_claims import (GLUE_CLAIMS, GLUE_COLUMNS, TRAIN_EXAMPLES, claims_in_text, claims_rows, find_runs,
+from core.data.datasets_local import load_bundled
+from core.train.finetune import META_FILE, FinetuneConfig, train
+from core.compare.glue_claims import (GLUE_CLAIMS, GLUE_COLUMNS, TRAIN_EXAMPLES, claims_in_text, claims_rows, find_runs,
                               full_run, read_run, share_of_full)
-from core.glue_claims import META_FILE as READ_META
+from core.compare.glue_claims import META_FILE as READ_META
 
 SEEDS = Path(__file__).resolve().parents[3] / "shared" / "seeds"
 ISSUE_TABLE = {"BERT-base": (84.6, 89.2, 90.5, 93.5, 52.1), "RoBERTa-base": (87.6, 91.9, 92.8, 94.8, 63.6),
@@ -45,7 +45,7 @@ def test_what_a_full_run_takes():
 
 
 def test_a_finished_fine_tune_is_found_with_its_model_steps_and_seed(tiny_models, tmp_path):
-    assert READ_META == META_FILE  # the reader looks for the file core.finetune writes
+    assert READ_META == META_FILE  # the reader looks for the file core.train.finetune writes
     data = load_bundled("wordnet").subset(16, 8)
     cfg = FinetuneConfig("bert", str(tiny_models["bert"]), max_steps=2, batch_size=8, max_length=16, seed=7,
                          device="cpu")

@@ -6,7 +6,7 @@ without CUDA; scripts/gpu_check.sh runs them on a lent GPU).
 - seeding: two seeded runs interleaved in threads give what each gives alone (fine-tune, KernelSHAP, LIME);
 - pretraining checkpoints carry the CUDA generator states, and resume restores them;
 - a checkpoint saved in bf16/fp16 loads as fp32;
-- the nvidia-smi / torch diagnosis for a GPU that torch cannot use (core.devices).
+- the nvidia-smi / torch diagnosis for a GPU that torch cannot use (core.models.devices).
 """
 from __future__ import annotations
 
@@ -20,9 +20,9 @@ import numpy as np
 import pytest
 import torch
 
-from core.finetune import FinetuneConfig, FinetuneError, train
-from core.jobs import JobCancelled
-from core.models import ModelSpec, load
+from core.train.finetune import FinetuneConfig, FinetuneError, train
+from core.runtime.jobs import JobCancelled
+from core.models.loading import ModelSpec, load
 from tests.core.test_finetune import nan_checkpoint, toy
 
 gpu = pytest.mark.gpu
@@ -66,7 +66,7 @@ def test_finetune_model_is_freed_after_the_run(outcome, pooling, tiny_models, tm
 
     def cancel_at_2(info):
         if info.kind == "train" and info.step == 2:
-            raise JobCancelled()  # what core.jobs' ctx.progress raises after Cancel
+            raise JobCancelled()  # what core.runtime.jobs' ctx.progress raises after Cancel
 
     with watch_modules() as (seen, params):
         if outcome == "finished":
@@ -83,13 +83,13 @@ def test_finetune_model_is_freed_after_the_run(outcome, pooling, tiny_models, tm
     if outcome != "finished":
         import traceback
 
-        assert "core/finetune.py" in "".join(traceback.format_exception(err.value))  # the text is kept
+        assert "core/train/finetune.py" in "".join(traceback.format_exception(err.value))  # the text is kept
 
 
 @pytest.mark.parametrize("outcome", ["finished", "cancelled", "failed"])
 def test_pretrain_model_is_freed_after_the_run(outcome, tmp_path):
-    from core.pretrain.corpus import CORPUS_DIR, parse_documents
-    from core.pretrain.train import PretrainConfig, pretrain
+    from core.data.corpus import CORPUS_DIR, parse_documents
+    from core.train.pretrain.train import PretrainConfig, pretrain
 
     corpus = tmp_path / "corpus"
     corpus.mkdir()
@@ -120,11 +120,11 @@ def test_pretrain_model_is_freed_after_the_run(outcome, tmp_path):
 
 def test_release_breaks_accelerates_mixed_precision_cycle():
     """With bf16, accelerate's prepare stores bound methods of the model on the model (model.forward,
-    model._original_forward): a cycle only a full collection frees. core.training.release removes it."""
+    model._original_forward): a cycle only a full collection frees. core.train.common.release removes it."""
     from accelerate import Accelerator
     from accelerate.state import AcceleratorState
 
-    from core.training import release as _release
+    from core.train.common import release as _release
 
     AcceleratorState._reset_state(reset_partial_state=True)
     try:
@@ -183,7 +183,7 @@ def test_two_seeded_finetunes_interleaved_in_threads_match_each_alone(tiny_model
 
 @pytest.mark.parametrize("method", ["kernelshap", "lime"])
 def test_two_seeded_attributions_interleaved_in_threads_match_each_alone(method, tiny_models):
-    from core.attribution import AttributionConfig, attribute
+    from core.inspect.attribution import AttributionConfig, attribute
 
     lm = load(ModelSpec("bert", str(tiny_models["bert"]), "cpu"), task="pretraining")
     cfgs = [AttributionConfig(target="mask", text="the capital of france is [MASK] and it is big .", methods=(method,),
@@ -196,7 +196,7 @@ def test_two_seeded_attributions_interleaved_in_threads_match_each_alone(method,
 
 
 def test_run_rng_leaves_the_process_stream_where_it_was():
-    from core.rng import RunRNG
+    from core.train.rng import RunRNG
 
     torch.manual_seed(123)
     expected = torch.rand(3)
@@ -213,10 +213,10 @@ def test_run_rng_leaves_the_process_stream_where_it_was():
 
 # ---------------------------------------------------------------------------------------------- resume (item 6)
 def test_pretrain_checkpoint_carries_the_cuda_generators_and_resume_restores_them(tmp_path):
-    from core.pretrain.corpus import CORPUS_DIR, parse_documents
-    from core.pretrain.train import PretrainConfig, pretrain
-    from core.rng import RunRNG
-    from core.training import RUN_RNG_FILE
+    from core.data.corpus import CORPUS_DIR, parse_documents
+    from core.train.pretrain.train import PretrainConfig, pretrain
+    from core.train.rng import RunRNG
+    from core.train.common import RUN_RNG_FILE
 
     corpus = tmp_path / "corpus"
     corpus.mkdir()
@@ -257,7 +257,7 @@ def test_half_precision_checkpoint_loads_as_fp32(half, tmp_path):
 
     import transformers
 
-    from core.tiny import make_tiny
+    from core.models.tiny import make_tiny
 
     folder = make_tiny("bert", tmp_path / "m")
     m = transformers.BertForPreTraining.from_pretrained(str(folder), dtype=torch.float32)
@@ -273,7 +273,7 @@ def test_half_precision_checkpoint_loads_as_fp32(half, tmp_path):
 def test_finetune_of_a_bf16_checkpoint_trains_fp32_weights(tmp_path):
     import transformers
 
-    from core.tiny import make_tiny
+    from core.models.tiny import make_tiny
 
     folder = make_tiny("bert", tmp_path / "m")
     transformers.BertForPreTraining.from_pretrained(str(folder)).to(torch.bfloat16).save_pretrained(str(folder))
@@ -324,8 +324,8 @@ def test_gpu_memory_is_back_at_its_baseline_after_a_finetune(outcome, tiny_model
 def test_gpu_out_of_memory_gives_the_memory_back_and_says_what_to_do(tiny_models, tmp_path):
     """A real out-of-memory: the process may use 2% of the GPU (torch's per-process limit), and a batch of 256
     rows of 512 tokens through a 1024-wide model needs more."""
-    from core.datasets_local import LabelledData, Split
-    from core.tiny import make_tiny
+    from core.data.datasets_local import LabelledData, Split
+    from core.models.tiny import make_tiny
 
     big = make_tiny("bert", tmp_path / "big", task="base", hidden=1024, layers=4, heads=16, ffn=4096, max_pos=512)
     long = LabelledData("long", Split(tuple(f"row {i} " + "very " * 600 for i in range(264)),
@@ -376,7 +376,7 @@ def test_two_seeded_gpu_finetunes_interleaved_in_threads_match_each_alone(tiny_m
 
 @gpu
 def test_gpu_pretrain_checkpoint_restores_the_cuda_stream(tmp_path):
-    from core.rng import RunRNG
+    from core.train.rng import RunRNG
 
     rng = RunRNG(5, cuda=True)
     with rng.active():
@@ -392,7 +392,7 @@ def test_gpu_pretrain_checkpoint_restores_the_cuda_stream(tmp_path):
 
 @gpu
 def test_auto_and_cuda_load_one_model_on_the_gpu(tiny_models):
-    from core.models import resolve_device
+    from core.models.devices import resolve_device
 
     assert resolve_device("auto").torch_device == resolve_device("cuda").torch_device == "cuda"
     lm = load(ModelSpec("bert", str(tiny_models["bert"]), "cuda"), "mlm")
@@ -401,7 +401,7 @@ def test_auto_and_cuda_load_one_model_on_the_gpu(tiny_models):
 
 
 def test_speed_benchmark_builds_leave_the_process_stream_alone():
-    from core.bench import _build
+    from core.compare.speed import _build
 
     torch.manual_seed(5)
     expected = torch.rand(3)

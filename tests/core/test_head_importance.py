@@ -1,4 +1,4 @@
-"""core/head_importance: gradient importance (Michel et al. 2019) for all four families on tiny random models and a
+"""core/inspect/head_importance: gradient importance (Michel et al. 2019) for all four families on tiny random models and a
 tiny fine-tuned classifier, its check against single-head ablation, and, on the bundled bert-mini (real weights),
 that pruning heads in importance order hurts the MLM loss less than pruning them in random order."""
 from __future__ import annotations
@@ -8,9 +8,9 @@ import pickle
 import numpy as np
 import pytest
 
-from core.ablation import default_texts
-from core.head_importance import ImportanceError, head_importance, importance_job
-from core.models import ModelSpec, load
+from core.inspect.ablation import default_texts
+from core.inspect.head_importance import ImportanceError, head_importance, importance_job
+from core.models.loading import ModelSpec, load
 
 TEXTS = ["the cat sat on the mat and looked at the dog", "a dog ran in the park today with a ball",
          "it was a good day for a long walk", "the river runs past the old mill to the sea"] * 2
@@ -38,8 +38,8 @@ def test_gradient_scores_are_reproducible_and_leave_the_model_untouched(tiny_mod
 
 
 def test_classifier_importance_and_the_job(tiny_models, tmp_path):
-    from core.datasets_local import LabelledData, Split
-    from core.finetune import FinetuneConfig, load_finetuned, train
+    from core.data.datasets_local import LabelledData, Split
+    from core.train.finetune import FinetuneConfig, load_finetuned, train
 
     texts = tuple(f"it was {w}" for w in ("good", "bad", "great", "awful") * 4)
     labels = (1, 0, 1, 0) * 4
@@ -59,7 +59,7 @@ def test_classifier_importance_and_the_job(tiny_models, tmp_path):
                         finetuned_dir=run.model_dir, batch=batch)
     fn = pickle.loads(pickle.dumps(fn))
 
-    class Ctx:  # what core.jobs hands a job: progress(fraction, message)
+    class Ctx:  # what core.runtime.jobs hands a job: progress(fraction, message)
         seen: list = []
 
         def progress(self, fraction, message="", **metrics):

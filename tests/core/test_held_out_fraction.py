@@ -1,12 +1,12 @@
-"""The held-out fraction of an upload has one range (core.datasets_local.HELD_OUT_FRACTION): both loaders check
-it there, and the Fine-tune page's boxes and URL fields read it (app/render_finetune.py)."""
+"""The held-out fraction of an upload has one range (core.data.datasets_local.HELD_OUT_FRACTION): both loaders check
+it there, and the Fine-tune page's boxes and URL fields read it (app/views/train/finetune.py)."""
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
-from core.datasets_local import HELD_OUT_FRACTION, DataError, from_table
-from core.token_data import from_sentences
+from core.data.datasets_local import HELD_OUT_FRACTION, DataError, from_table
+from core.data.token_data import from_sentences
 
 B = HELD_OUT_FRACTION
 TABLE = pd.DataFrame({"text": [f"row {i}" for i in range(40)], "label": [i % 2 for i in range(40)]})
@@ -25,8 +25,8 @@ def test_both_loaders_take_the_edges_and_refuse_one_step_past(which):
 
 
 def test_the_loaders_and_the_page_share_the_declaration(monkeypatch):
-    import core.datasets_local as dl
-    from app import render_finetune as view
+    import core.data.datasets_local as dl
+    from app.views.train import finetune as view
 
     assert view.bounds_of("test_frac") is B and view.bounds_of("tok_test_frac") is B
     monkeypatch.setattr(dl, "HELD_OUT_FRACTION", dl.Bounds(0.2, 0.1, 0.3, float, step=0.05))

@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import pytest
 
-from core import settings
-from core.hosted import HostedRefusal, check_custom_checkpoint, scrub
-from core.models import ModelLoadError, ModelSpec, load
+from core.base import settings
+from core.models.hosted import HostedRefusal, check_custom_checkpoint
+from core.base.paths import scrub
+from core.models.loading import ModelSpec, load
+from core.registry import ModelLoadError
 
 
 @pytest.fixture()
@@ -89,10 +91,10 @@ def test_limits_are_settings_with_safe_hosted_defaults(monkeypatch):
 
 
 def test_hosted_limits_reach_the_configs_with_clear_messages(hosted, monkeypatch):
-    from core.attribution import AttributionConfig
-    from core.fill_mask import FillMaskConfig, configs_from_lines
-    from core.finetune import FinetuneConfig
-    from core.sentence_pair import PairConfig, parse_pairs_csv
+    from core.inspect.attribution import AttributionConfig
+    from core.predict.fill_mask import FillMaskConfig, configs_from_lines
+    from core.train.finetune import FinetuneConfig
+    from core.predict.sentence_pair import PairConfig, parse_pairs_csv
 
     monkeypatch.setenv("ENCODERLAB_MAX_BATCH_ROWS", "10")  # below every page's own cap, so the setting decides
     s = settings.current()

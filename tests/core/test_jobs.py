@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from core.jobs import CANCELLED, DONE, ERROR, JobRunner
+from core.runtime.jobs import CANCELLED, DONE, ERROR, JobRunner
 
 
 def test_progress_and_result():
@@ -164,7 +164,7 @@ def test_memory_error_on_a_thread_job_says_what_to_lower():
 
 # ---------------------------------------------------------------------------------------------- bounds
 def test_session_quota_gives_a_message_that_says_what_to_do(monkeypatch):
-    from core.jobs import QuotaError
+    from core.runtime.jobs import QuotaError
 
     monkeypatch.setenv("ENCODERLAB_SESSION_RUNNING", "1")
     monkeypatch.setenv("ENCODERLAB_SESSION_QUEUED", "1")
@@ -229,7 +229,7 @@ def test_finished_jobs_are_evicted_by_age(monkeypatch):
 def test_run_folders_are_evicted_by_size_and_age(tmp_path):
     import os
 
-    from core.jobs import evict_run_folders
+    from core.runtime.jobs import evict_run_folders
 
     def run(session, name, mb, age_s):
         d = tmp_path / session / name
@@ -252,8 +252,8 @@ def test_run_folders_are_evicted_by_size_and_age(tmp_path):
 def test_resource_follows_the_device_really_used():
     import torch
 
-    from core.jobs import resource_for
-    from core.models import ModelLoadError
+    from core.runtime.jobs import resource_for
+    from core.registry import ModelLoadError
 
     assert resource_for("cpu") == "cpu"
     assert resource_for("auto") == ("gpu" if torch.cuda.is_available() else "cpu")
@@ -293,7 +293,7 @@ def test_gpu_memory_is_given_back_when_a_job_ends():
 
 
 def test_a_closed_tab_cancels_its_sessions_queued_jobs_after_two_sweeps():
-    from core.jobs import SessionSweeper
+    from core.runtime.jobs import SessionSweeper
 
     r = JobRunner({"cpu": 1}, workers=False)
     gate = threading.Event()
@@ -328,7 +328,7 @@ def test_a_failed_jobs_message_names_out_of_memory_and_what_to_lower():
     advice; another error keeps its own text only."""
     import torch
 
-    from core.jobs import OOM_ADVICE, describe_error
+    from core.runtime.jobs import OOM_ADVICE, describe_error
 
     for e in (torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"), MemoryError(),
               RuntimeError("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate memory")):

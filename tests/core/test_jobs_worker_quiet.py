@@ -7,7 +7,7 @@ import sys
 import types
 from pathlib import Path
 
-from core.jobs import DONE, JobRunner
+from core.runtime.jobs import DONE, JobRunner
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -26,7 +26,7 @@ def test_a_job_started_from_a_streamlit_script_thread_imports_no_streamlit_and_l
     fake_main.__dict__["__file__"] = str(ROOT / "app" / "main.py")
     monkeypatch.setitem(sys.modules, "__main__", fake_main)
     r = JobRunner({"cpu": 1}, workers=True)
-    job = r.wait(r.submit("probes", functools.partial(imports_then_reports, ("core.probes", "core.corpus_index"))),
+    job = r.wait(r.submit("probes", functools.partial(imports_then_reports, ("core.represent.probes", "core.represent.corpus_index"))),
                  timeout=300)
     assert sys.modules["__main__"] is fake_main  # the script's module is back in place after the start
     assert job.in_process and job.status == DONE, job.error

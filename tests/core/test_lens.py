@@ -1,4 +1,4 @@
-"""core.lens: the raw lens (last row == Fill-mask, every family, depth counts), the tuned lens (lower held-out KL
+"""core.inspect.lens: the raw lens (last row == Fill-mask, every family, depth counts), the tuned lens (lower held-out KL
 than the raw one, saved and reloaded, trained in a job), and bad input."""
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ import time
 import pytest
 import torch
 
-from core import lens as L
-from core.fill_mask import FillMaskConfig, FillMaskError, encode, fill_mask_batch
-from core.models import ModelSpec, bundled_families, bundled_id, load
+from core.inspect import lens as L
+from core.predict.fill_mask import FillMaskConfig, FillMaskError, encode, fill_mask_batch
+from core.models.loading import ModelSpec, load
+from core.registry import bundled_families, bundled_id
 
 TWO_MASKS = "The cat slept on the warm [MASK] all afternoon, and the [MASK] barked."
 
@@ -70,7 +71,7 @@ def test_layer_states_equal_transformers_hidden_states(tiny_models, family):
 
 
 def test_albert_shared_layer_once_per_depth(tmp_path):
-    from core.tiny import make_tiny
+    from core.models.tiny import make_tiny
 
     lm = load(ModelSpec("albert", str(make_tiny("albert", tmp_path / "a", layers=5))), task="mlm")
     assert len(lm.model.albert.encoder.albert_layer_groups) == 1  # one layer, shared
@@ -81,7 +82,7 @@ def test_albert_shared_layer_once_per_depth(tmp_path):
 
 
 def test_distilbert_six_layers(tmp_path):
-    from core.tiny import make_tiny
+    from core.models.tiny import make_tiny
 
     lm = load(ModelSpec("distilbert", str(make_tiny("distilbert", tmp_path / "d", layers=6))), task="mlm")
     assert _same_as_fill_mask(lm, "A [MASK] of bread.").depths == 7
@@ -129,7 +130,7 @@ def test_identity_translators_are_the_raw_lens(tiny_models):
 
 
 def test_tune_job_runs_saves_and_cancels(tiny_models, tmp_path, monkeypatch):
-    from core.jobs import CANCELLED, DONE, JobRunner
+    from core.runtime.jobs import CANCELLED, DONE, JobRunner
 
     monkeypatch.setenv("ENCODERLAB_LENS_DIR", str(tmp_path / "lens"))
     spec = ModelSpec("distilbert", str(tiny_models["distilbert"]))

@@ -8,9 +8,10 @@ import platform
 import pytest
 import torch
 
-from core import packed_linear
-from core.masked_forward import fast_path, masked_hidden, masked_logits
-from core.models import ModelSpec, load, mlm_head
+from core.models import packed_linear
+from core.models.masked_forward import fast_path, masked_hidden, masked_logits
+from core.models.loading import ModelSpec, load
+from core.registry import mlm_head
 from core.registry import FAMILIES, GENERIC
 from tests.conftest import GENERIC_KEY
 

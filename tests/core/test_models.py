@@ -8,7 +8,9 @@ import sys
 import pytest
 import torch
 
-from core.models import (FAMILIES, ModelLoadError, ModelSpec, bundled_id, load, resolve, resolve_device)
+from core.models.loading import ModelSpec, load, resolve
+from core.registry import FAMILIES, ModelLoadError, bundled_id
+from core.models.devices import resolve_device
 
 
 def test_registry_has_the_families_with_their_differences():
@@ -121,7 +123,7 @@ def test_spec_checks_itself():
 
 
 def test_real_minilm_loads_and_reports_missing_mlm_head():
-    from core.tokenizer_build import minilm_folder
+    from core.models.tokenizer_build import minilm_folder
 
     lm = load(ModelSpec("bert", str(minilm_folder()), "cpu"), task="mlm")
     assert lm.head_missing  # the MiniLM package ships the encoder only
@@ -146,7 +148,7 @@ def test_random_classifier_head_is_flagged(tiny_models, family):
 
 
 def test_parallel_loads_leave_transformers_working(tiny_models):
-    """Loads from several threads at once (sessions, jobs) must not break later loads: core.models.BUILD_LOCK."""
+    """Loads from several threads at once (sessions, jobs) must not break later loads: core.models.loading.BUILD_LOCK."""
     import threading
 
     import transformers

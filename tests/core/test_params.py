@@ -1,7 +1,7 @@
 """Parameter breakdowns, checked exactly against published counts for the official configs."""
 import pytest
 
-from core.params import albert_factorization, breakdown
+from core.models.params import albert_factorization, breakdown
 
 # transformers' AutoModel (backbone with pooler) parameter counts for the official configs.
 EXACT_BACKBONE = {

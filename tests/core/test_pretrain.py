@@ -1,4 +1,4 @@
-"""core/pretrain: the masking function (proportions, loss positions, whole words for three tokenizer kinds),
+"""core/train/pretrain: the masking function (proportions, loss positions, whole words for three tokenizer kinds),
 pair instances (NSP/SOP), bad input, resume + determinism, a few steps of each family, and the bundled zoo."""
 from __future__ import annotations
 
@@ -8,12 +8,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from core.models import ModelSpec, load, zoo_dir
-from core.pretrain.corpus import CORPUS_DIR, CorpusError, check_documents, decode_upload, parse_documents
-from core.pretrain.data import Sentence, make_instances, pad, special_mask
-from core.pretrain.masking import IGNORE, mask_tokens, word_index, word_starts
-from core.pretrain.train import PretrainConfig, PretrainError, pretrain
-from core.tokenizer_build import bert_uncased_tokenizer, save_tokenizer, train_tokenizer
+from core.models.loading import ModelSpec, load
+from core.base.paths import zoo_dir
+from core.data.corpus import CORPUS_DIR, CorpusError, check_documents, decode_upload, parse_documents
+from core.train.pretrain.data import Sentence, make_instances, pad, special_mask
+from core.data.masking import IGNORE, mask_tokens, word_index, word_starts
+from core.train.pretrain.train import PretrainConfig, PretrainError, pretrain
+from core.models.tokenizer_build import bert_uncased_tokenizer, save_tokenizer, train_tokenizer
 
 WORDY = ("Antidisestablishmentarianism notwithstanding, photosynthesising chloroplasts outmanoeuvred "
          "the unbelievably overcomplicated bureaucracies of Constantinople.")
@@ -278,8 +279,8 @@ def test_albert_from_minilm_keeps_tokens_apart():
     sentence gave 0.43 against 0.41), and on a 200-piece one the effect drowned in it."""
     from transformers import AutoTokenizer
 
-    from core.pretrain.build import albert_from_minilm
-    from core.tokenizer_build import minilm_folder
+    from core.train.pretrain.build import albert_from_minilm
+    from core.models.tokenizer_build import minilm_folder
 
     tok = AutoTokenizer.from_pretrained(str(minilm_folder()))
     enc = tok(["the lord is my shepherd and the cat sat on the mat",
@@ -302,8 +303,8 @@ def test_albert_from_minilm_keeps_tokens_apart():
 def test_albert_fit_to_minilm_moves_toward_minilm_and_lands_on_the_unigram_vocab(tokenizers, tiny_corpus):
     """The fit (build.MiniLMFit) raises the shared ALBERT's cosine to MiniLM's hidden states, is deterministic for
     a seed, and the result is an ALBERT on the Unigram vocabulary, still factorized and shared."""
-    from core.pretrain.build import MiniLMFit, albert_from_minilm
-    from core.pretrain.corpus import load_documents
+    from core.train.pretrain.build import MiniLMFit, albert_from_minilm
+    from core.data.corpus import load_documents
 
     tok = tokenizers["unigram"]
     docs = load_documents(tiny_corpus)

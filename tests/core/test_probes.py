@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from core import probes as P
-from core.lens import corpus_sentences
+from core.represent import probes as P
+from core.inspect.lens import corpus_sentences
 
 COORD = ["The sun rose over the quiet hills, and the birds began to sing.",
          "My brother bought a new red car, and he drove it home.",
@@ -161,7 +161,7 @@ def test_config_and_corpus_messages():
 
 
 def test_run_probes_on_tiny_models(tiny_models, family, pool, tmp_path, monkeypatch):
-    from core.models import ModelSpec, load
+    from core.models.loading import ModelSpec, load
 
     lm = load(ModelSpec(family, str(tiny_models[family])), task="base")
     cfg = P.ProbeConfig(tasks=("length", "bigram_shift", "suffix"), per_task=40, corpus=pool[:600], max_length=64)

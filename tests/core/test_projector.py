@@ -1,4 +1,4 @@
-"""core/projector: one point per occurrence, a map per depth, colour groups, the separation numbers, jobs."""
+"""core/represent/projector: one point per occurrence, a map per depth, colour groups, the separation numbers, jobs."""
 from __future__ import annotations
 
 import re
@@ -6,11 +6,11 @@ import re
 import numpy as np
 import pytest
 
-from core.jobs import JobCancelled, JobRunner
-from core.models import ModelSpec, load
-from core.projector import (MAX_POINTS, ProjectorConfig, color_groups, next_word_agreement, project, project_job,
+from core.runtime.jobs import JobCancelled, JobRunner
+from core.models.loading import ModelSpec, load
+from core.represent.projector import (MAX_POINTS, ProjectorConfig, color_groups, next_word_agreement, project, project_job,
                             split_text)
-from core.token_vectors import WORD_RE
+from core.represent.token_vectors import WORD_RE
 
 TEXT = "\n".join([
     "The bank of the river was muddy after the rain.",

@@ -1,16 +1,17 @@
-"""int8 dynamic quantization (core/quantize.py): smaller, agrees with fp32 on most of the probe, works on Fill-mask,
+"""int8 dynamic quantization (core/compare/int8.py): smaller, agrees with fp32 on most of the probe, works on Fill-mask,
 refused on CUDA and for training."""
 from __future__ import annotations
 
 import pytest
 import torch
 
-from core.fill_mask import FillMaskConfig, fill_mask_batch
-from core.masked_forward import masked_logits
-from core.models import ModelLoadError, ModelSpec, bundled_id, load, mlm_head
-from core.packed_linear import packed_modules
-from core.quantize import (QuantConfig, QuantizeError, check_mode, disk_bytes, is_quantized, measure_quantization,
-                           memory_bytes, quantize_int8, quantized_linears)
+from core.predict.fill_mask import FillMaskConfig, fill_mask_batch
+from core.models.masked_forward import masked_logits
+from core.models.loading import ModelSpec, load
+from core.registry import ModelLoadError, bundled_id, mlm_head
+from core.models.packed_linear import packed_modules
+from core.compare.int8 import QuantConfig, measure_quantization
+from core.models.int8 import QuantizeError, check_mode, disk_bytes, is_quantized, memory_bytes, quantize_int8, quantized_linears
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +83,7 @@ def test_quant_config_checks_itself():
 
 
 def test_gradient_attributions_are_not_offered_for_an_int8_model(tiny_models):
-    from core.attribution import unavailable_methods
+    from core.inspect.attribution import unavailable_methods
 
     lm = load(ModelSpec("bert", str(tiny_models["bert"]), "cpu", quant="int8"), "mlm")
     blocked = unavailable_methods(lm.model)

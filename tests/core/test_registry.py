@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from core import registry
-from core.models import ModelLoadError, ModelSpec, load
+from core.models.loading import ModelSpec, load
+from core.registry import ModelLoadError
 from core.registry import FAMILIES, GENERIC, family, official_config, piece_kind
 from tests.conftest import GENERIC_KEY
 
@@ -69,14 +70,14 @@ def test_every_official_checkpoint_ships_a_config_that_builds(cid):
 
 @pytest.mark.parametrize("cid", [c.id for c in registry.official_checkpoints() if c.claim_m])
 def test_parameters_from_the_shipped_config_match_the_published_size(cid):
-    from core.params import breakdown
+    from core.models.params import breakdown
 
     b = breakdown(cid)
     assert abs(b.backbone / 1e6 - b.claim_m) / b.claim_m < 0.05, (cid, b.backbone / 1e6, b.claim_m)
 
 
 def test_the_new_families_show_what_their_configs_say():
-    from core.params import breakdown
+    from core.models.params import breakdown
 
     mb = {key: value for _, key, value in breakdown("answerdotai/ModernBERT-base").facts}
     assert mb == {"max_position_embeddings": 8192, "global_attn_every_n_layers": 3, "local_attention": 128}
@@ -96,8 +97,8 @@ def test_every_family_has_the_entries_the_code_asks_for():
 
 
 def test_speed_and_glue_claims_name_registered_families():
-    from core.bench import SEED_CLAIMS
-    from core.glue_claims import GLUE_CLAIMS
+    from core.compare.speed import SEED_CLAIMS
+    from core.compare.glue_claims import GLUE_CLAIMS
 
     assert SEED_CLAIMS and all(a in FAMILIES and b in FAMILIES for a, b in SEED_CLAIMS)
     assert set(GLUE_CLAIMS) <= set(FAMILIES) and len(GLUE_CLAIMS) == 4

@@ -1,11 +1,11 @@
-"""The out-of-memory remedies, measured (core/remedies.py): each run in its own process, a row per remedy."""
+"""The out-of-memory remedies, measured (core/train/remedies.py): each run in its own process, a row per remedy."""
 from __future__ import annotations
 
 import pytest
 
-from core.datasets_local import load_bundled
-from core.finetune import REMEDIES, FinetuneConfig
-from core.remedies import BASELINE, measure_remedies, plan
+from core.data.datasets_local import load_bundled
+from core.train.finetune import REMEDIES, FinetuneConfig
+from core.train.remedies import BASELINE, measure_remedies, plan
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""Replaced token detection (core.replaced_tokens) on tiny ELECTRA discriminators and generators saved to folders
+"""Replaced token detection (core.predict.replaced_tokens) on tiny ELECTRA discriminators and generators saved to folders
 with the real bert-base-uncased WordPiece tokenizer: probabilities, word alignment, corruption, bad input, and a
 discriminator trained here on the RTD task that flags the words a generator replaced."""
 from __future__ import annotations
@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from core.models import ModelSpec, load
-from core.replaced_tokens import (RTD_TASK, ReplacedTokensError, RtdConfig, check_discriminator, load_discriminator,
+from core.models.loading import ModelSpec, load
+from core.predict.replaced_tokens import (RTD_TASK, ReplacedTokensError, RtdConfig, check_discriminator, load_discriminator,
                                   role, score)
-from core.tiny import example_texts, make_tiny
+from core.models.tiny import example_texts, make_tiny
 
 FAM = "electra"
 
@@ -114,8 +114,8 @@ def test_bad_models_and_requests_say_why(disc, gen, folders, tmp_path):
 
 def test_a_generator_on_another_vocabulary_is_refused(disc, tmp_path):
     from core.registry import build_model
-    from core.tiny import tiny_config
-    from core.tokenizer_build import save_tokenizer, train_tokenizer
+    from core.models.tiny import tiny_config
+    from core.models.tokenizer_build import save_tokenizer, train_tokenizer
 
     tok = save_tokenizer("bert", train_tokenizer("bert", example_texts(), vocab_size=150), tmp_path)
     build_model(FAM, "mlm", tiny_config(FAM, len(tok), tok)).save_pretrained(str(tmp_path))

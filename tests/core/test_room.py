@@ -1,11 +1,11 @@
-"""core/room.py: the room store (codes, keys, presenter state, polls, sentences, limits, closing) and follow_step."""
+"""core/runtime/room.py: the room store (codes, keys, presenter state, polls, sentences, limits, closing) and follow_step."""
 from __future__ import annotations
 
 import threading
 
 import pytest
 
-from core import room as R
+from core.runtime import room as R
 
 
 class Clock:

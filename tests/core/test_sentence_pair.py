@@ -1,11 +1,13 @@
-"""core.sentence_pair on tiny random models: NSP (BERT), SOP (ALBERT), and the reasons the others have none."""
+"""core.predict.sentence_pair on tiny random models: NSP (BERT), SOP (ALBERT), and the reasons the others have none."""
 from __future__ import annotations
 
 import pytest
 import torch
 
-from core.models import ASSETS, FAMILIES, ModelSpec, load
-from core.sentence_pair import (MAX_ROWS, PairConfig, PairError, PairRow, _content_words, other_topic, pair_head,
+from core.models.loading import ModelSpec, load
+from core.registry import FAMILIES
+from core.base.paths import ASSETS
+from core.predict.sentence_pair import (MAX_ROWS, PairConfig, PairError, PairRow, _content_words, other_topic, pair_head,
                                 parse_pairs_csv, predict_pair, score_batch)
 
 A = "She poured a cup of hot tea."
@@ -50,7 +52,7 @@ def test_families_without_a_pair_head_explain_why(pre, fam, why):
 
 
 def test_pair_head_missing_from_checkpoint_is_refused():
-    from core.tokenizer_build import minilm_folder
+    from core.models.tokenizer_build import minilm_folder
 
     lm = load(ModelSpec("bert", str(minilm_folder()), "cpu"), "pretraining")
     with pytest.raises(PairError, match="without its Next Sentence Prediction head"):

@@ -8,11 +8,11 @@ import time
 import numpy as np
 import pytest
 
-from core.fill_mask import FillMaskConfig, FillMaskError, fill_mask
-from core.finetune import FinetunedModel, classify
-from core.models import ModelSpec, load
-from core.sentence_pair import PairError, score_pairs
-from core.serving import Batcher, stats
+from core.predict.fill_mask import FillMaskConfig, FillMaskError, fill_mask
+from core.train.finetune import FinetunedModel, classify
+from core.models.loading import ModelSpec, load
+from core.predict.sentence_pair import PairError, score_pairs
+from core.runtime.serving import Batcher, stats
 
 TEXTS = ["The capital of France is [MASK].", "She [MASK] to the store.", "[MASK] is a big city.",
          "He played the [MASK] at the concert last night with his friends.", "A [MASK] of tea, please.",
@@ -180,8 +180,8 @@ def test_a_leader_stops_waiting_once_every_recent_caller_is_in(monkeypatch):
     instead of waiting out a long window (a room pressing Predict again together is not held for the window)."""
     import importlib
 
-    # (core.serving.batcher the attribute is the batcher() function; the module is imported by name)
-    monkeypatch.setattr(importlib.import_module("core.serving.batcher"), "RECENT_S", 30.0)  # every thread's first call stays "recent" on a busy machine
+    # (core.runtime.serving.batcher the attribute is the batcher() function; the module is imported by name)
+    monkeypatch.setattr(importlib.import_module("core.runtime.serving.batcher"), "RECENT_S", 30.0)  # every thread's first call stays "recent" on a busy machine
     b = Batcher()
     key = object.__new__(type("Key", (), {}))
     seen: list[int] = []

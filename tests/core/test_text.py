@@ -1,11 +1,11 @@
-"""core/text.py: the one empty-text and length-limit check the configs share, and that both configs use it."""
+"""core/base/text.py: the one empty-text and length-limit check the configs share, and that both configs use it."""
 from __future__ import annotations
 
 import pytest
 
-from core import text as text_rules
-from core.fill_mask import FillMaskConfig
-from core.replaced_tokens import RtdConfig
+from core.base import text as text_rules
+from core.predict.fill_mask import FillMaskConfig
+from core.predict.replaced_tokens import RtdConfig
 
 HINTS = dict(empty_hint="Type something.", long_hint="Shorten it.")
 

@@ -1,4 +1,4 @@
-"""core/token_data: label alignment on every family's real tokenizer (the bundled minis; a tiny model's tokenizer for a
+"""core/data/token_data: label alignment on every family's real tokenizer (the bundled minis; a tiny model's tokenizer for a
 family with no mini), CoNLL/JSONL
 parsing of good and bad files, the bundled sample, and seqeval metrics."""
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from transformers import AutoTokenizer
 
-from core.datasets_local import DataError
-from core.models import ASSETS
-from core.token_data import (IGNORE, align_batch, align_labels, load_bundled_tokens, parse_conll, piece_table,
+from core.data.datasets_local import DataError
+from core.base.paths import ASSETS
+from core.data.token_data import (IGNORE, align_batch, align_labels, load_bundled_tokens, parse_conll, piece_table,
                              read_tokens, token_metrics, words_tokenizer)
 
 WORDS = ["Anneliese", "Kowalczyk", "visited", "Reykjavik", "yesterday", "."]

@@ -1,12 +1,12 @@
-"""core/token_vectors: batched hidden states equal one sentence's own forward, rows line up with words."""
+"""core/represent/token_vectors: batched hidden states equal one sentence's own forward, rows line up with words."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
 
-from core.models import ModelSpec, load
-from core.token_vectors import MAX_SENTENCES, WORD_RE, token_vectors
+from core.models.loading import ModelSpec, load
+from core.represent.token_vectors import MAX_SENTENCES, WORD_RE, token_vectors
 
 SENTENCES = ["The bank of the river was muddy.", "I put money in the bank, unbelievably!", "Hi",
              "A much longer sentence about banks, rivers and money, so that the batch needs padding."]

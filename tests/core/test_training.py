@@ -1,4 +1,4 @@
-"""core/training.py, the pieces fine-tuning and pretraining share: padding through the tokenizer (both sides, every
+"""core/train/common.py, the pieces fine-tuning and pretraining share: padding through the tokenizer (both sides, every
 family's tokenizer), parameter groups, out-of-memory detection, the one-setting-per-process Accelerator, and a
 checkpoint that resumes a run to the very same losses."""
 from __future__ import annotations
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from core import training
-from core.rng import RunRNG
+from core.train import common as training
+from core.train.rng import RunRNG
 
 TEXTS = ["The cat sat on the mat.", "A much longer sentence, with commas, than the first one is.", "Short."]
 

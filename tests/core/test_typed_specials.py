@@ -1,13 +1,13 @@
 """Typed special tokens ([CLS] [SEP] [PAD], <s> </s>) are taken out with a note on every page's core call, so they
-never become real control tokens (issue 14): core/text.py, used by fill-mask, sentence pair and attention."""
+never become real control tokens (issue 14): core/base/text.py, used by fill-mask, sentence pair and attention."""
 from __future__ import annotations
 
 import pytest
 
-from core.attention import AttentionConfig, compute_attention
-from core.models import ModelSpec, load
-from core.sentence_pair import PairConfig, PairError, PairRow, predict_pair, score_batch
-from core.text import strip_typed_specials
+from core.inspect.attention import AttentionConfig, compute_attention
+from core.models.loading import ModelSpec, load
+from core.predict.sentence_pair import PairConfig, PairError, PairRow, predict_pair, score_batch
+from core.base.text import strip_typed_specials
 
 
 def test_strip_typed_specials_any_case_and_spacing():
@@ -49,7 +49,7 @@ def test_sentence_pair_reads_typed_specials_as_removed(tiny_models):
 
 def test_typed_mask_never_offers_a_bare_word_start_marker(tiny_models):
     """ALBERT's tokenizer makes a typed [MASK] one whole-word piece: a lone "▁" there is no answer (issue 14)."""
-    from core.fill_mask import FillMaskConfig, fill_mask_batch
+    from core.predict.fill_mask import FillMaskConfig, fill_mask_batch
 
     lm = load(ModelSpec("albert", str(tiny_models["albert"]), "cpu"), "mlm")
     lone = lm.tokenizer.convert_tokens_to_ids("▁")

@@ -1,4 +1,4 @@
-"""core.walkthrough_checks: what the Walkthrough's steps compute, on tiny random models in real folders, and which
+"""core.walkthrough.checks: what the Walkthrough's steps compute, on tiny random models in real folders, and which
 models they pick, asked of the family registry (so a newly registered family is covered without a test change)."""
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from core import walkthrough_checks as W
-from core.finetune import META_FILE, FinetuneConfig, train
-from core.models import ModelSpec, load
+from core.walkthrough import checks as W
+from core.train.finetune import META_FILE, FinetuneConfig, train
+from core.models.loading import ModelSpec, load
 from core.registry import FAMILIES, bundled_id
 
 
@@ -61,7 +61,7 @@ def test_finetune_choices_put_the_distilled_family_first_and_skip_what_is_missin
 
 
 def test_pick_spec_keeps_an_official_checkpoint_of_the_family_and_refuses_a_fine_tune(tmp_path):
-    from core.models import ModelLoadError
+    from core.registry import ModelLoadError
 
     fam = next(f for f in FAMILIES.values() if f.bundled and f.checkpoints)
     official = ModelSpec(fam.key, fam.checkpoints[0].id)
@@ -80,7 +80,7 @@ def test_pick_spec_keeps_an_official_checkpoint_of_the_family_and_refuses_a_fine
 
 
 def test_sharing_counts_a_shared_layer_once_stored_and_once_per_depth_applied():
-    from core.params import breakdown
+    from core.models.params import breakdown
 
     plan = W.sharing_plan()
     assert plan.shared.shared_layers and not plan.reference.shared_layers and len(plan.checkpoints) == 4

@@ -13,12 +13,14 @@ import json
 import pytest
 import torch
 
-from core.everyday_probe import score
-from core.models import ASSETS, ModelSpec, bundled_id, load
-from core.pretrain.corpus import CORPUS_DIR, HELDOUT_FILE, load_documents
-from core.pretrain.data import make_instances, tokenize_documents
-from core.pretrain.evaluate import evaluate
-from core.pretrain.zoo import HELDOUT_SEED, RECIPES
+from core.predict.everyday_probe import score
+from core.models.loading import ModelSpec, load
+from core.registry import bundled_id
+from core.base.paths import ASSETS
+from core.data.corpus import CORPUS_DIR, HELDOUT_FILE, load_documents
+from core.train.pretrain.data import make_instances, tokenize_documents
+from core.train.pretrain.evaluate import evaluate
+from core.train.pretrain.zoo import HELDOUT_SEED, RECIPES
 from core.registry import bundled_families
 
 pytestmark = pytest.mark.slow

@@ -64,8 +64,8 @@ def _start_finetune(page, epochs: str, rows: str, source: str = "Bundled: WordNe
 
 
 def _expected_fills(tiny_zoo) -> dict[str, str]:
-    from core.fill_mask import FillMaskConfig, fill_mask
-    from core.models import ModelSpec, load
+    from core.predict.fill_mask import FillMaskConfig, fill_mask
+    from core.models.loading import ModelSpec, load
 
     lm = load(ModelSpec("bert", str(tiny_zoo / "bert-mini")), "mlm")
     return {t: fill_mask(lm, FillMaskConfig(t)).filled_text for t in TEXTS}
@@ -130,7 +130,7 @@ def far_browser(browser):
     """A browser of its own at the lowest CPU priority, as if it ran on the user's machine rather than the server's.
 
     On a 2-core test machine the browser shares the cores with the server and with the CPU job it watches, and jobs
-    run at nice 19 (core/jobs.py), so a browser at the default priority takes what it spends redrawing the page
+    run at nice 19 (core/runtime/jobs.py), so a browser at the default priority takes what it spends redrawing the page
     from the job: measured here, Chromium used 0.2-0.5 CPU-s per second watching a run, the Streamlit server 0.03.
     That is a cost of where the test runs the browser, not of watching; what watching costs the server (polling,
     building the live view) still falls on the job. Child processes inherit the priority, so the browser's later

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 
-from app.i18n import catalog
+from app.kit.i18n import catalog
 from tests.e2e.browser import screenshot, wait_idle
 
 # From a presenter's change to a follower's screen showing it: the poll interval (1 s) plus the follower's rerun

@@ -1,7 +1,7 @@
 """Workshop mode in the real browser: a shared link reproduces the prediction in a fresh session; 中文; presenter."""
 from __future__ import annotations
 
-from app.i18n import catalog
+from app.kit.i18n import catalog
 from tests.e2e.browser import open_page, screenshot, wait_idle
 
 

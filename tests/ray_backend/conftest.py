@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("ray", reason="the Ray backend's tests need requirements-ray.txt (make test installs it)")
 
-import core.backend as backend  # noqa: E402
+import core.runtime.backend as backend  # noqa: E402
 
 # each module here: pytestmark = RAY_TESTS
 RAY_TESTS = [pytest.mark.ray, pytest.mark.slow, pytest.mark.xdist_group("ray")]
@@ -23,7 +23,8 @@ class _Local:
     def get(self):
         import ray
 
-        from core.backend.ray_backend import RayBackend, RaySettings
+        from core.runtime.backend.ray_backend import RayBackend
+        from core.runtime.backend.ray_settings import RaySettings
 
         if self.rb is None or not ray.is_initialized():
             # one thread per replica, as the scale-out benchmark (the parity tests compare with 1 thread here); four

@@ -13,9 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core import finetune as ft
-from core.finetune import FinetuneConfig, FinetuneResult, classify, load_finetuned
-from core.jobs import CANCELLED, DONE, QuotaError, runner
+from core.train import finetune as ft
+from core.train.finetune import FinetuneConfig, FinetuneResult, classify, load_finetuned
+from core.runtime.jobs import CANCELLED, DONE, QuotaError
+from core.runtime.backend import runner
 from tests.core.test_finetune import toy
 from tests.ray_backend import jobs_fixture
 from tests.ray_backend.conftest import RAY_TESTS
@@ -24,7 +25,7 @@ pytestmark = RAY_TESTS
 ROOT = Path(__file__).resolve().parents[2]
 FOLLOWER = """
 import json, sys
-from core.finetune import classify, load_finetuned
+from core.train.finetune import classify, load_finetuned
 fm = load_finetuned(sys.argv[1], device="cpu")
 print(json.dumps({"probs": classify(fm, sys.argv[2:]).tolist()}))
 """
@@ -41,7 +42,7 @@ def wait_for(cond, timeout: float, what: str) -> None:
 @pytest.mark.timeout(600)
 def test_finetune_runs_as_a_ray_job_and_another_front_end_loads_it(tiny_models, ray_backend, tmp_path):
     r = runner()
-    assert r is ray_backend.job_runner()  # what the pages call (core.jobs.runner) is the backend's
+    assert r is ray_backend.job_runner()  # what the pages call (core.runtime.jobs.runner) is the backend's
     cfg = FinetuneConfig("bert", str(tiny_models["bert"]), epochs=4, lr=1e-3, batch_size=8, max_length=16,
                          patience=0, device="cpu")
     job = r.submit("finetune", ft.job_fn(cfg, toy(64, 16), tmp_path / "run"), device="cpu", owner="s1")

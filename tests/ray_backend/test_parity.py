@@ -10,15 +10,15 @@ import numpy as np
 import pytest
 import torch
 
-import core.backend as backend
-from core.ablation import AblationConfig, ablate_fill_mask
-from core.attention import AttentionConfig, compute_attention
-from core.attribution import AttributionConfig, attribute
-from core.embeddings import embedding_parts
-from core.fill_mask import FillMaskConfig, FillMaskError, fill_mask
-from core.lens import LensConfig, lens
-from core.models import ModelSpec, load
-from core.sentence_pair import PairError, score_pairs
+import core.runtime.backend as backend
+from core.inspect.ablation import AblationConfig, ablate_fill_mask
+from core.inspect.attention import AttentionConfig, compute_attention
+from core.inspect.attribution import AttributionConfig, attribute
+from core.walkthrough.embeddings import embedding_parts
+from core.predict.fill_mask import FillMaskConfig, FillMaskError, fill_mask
+from core.inspect.lens import LensConfig, lens
+from core.models.loading import ModelSpec, load
+from core.predict.sentence_pair import PairError, score_pairs
 from tests.conftest import BUNDLED_NAMES
 from tests.ray_backend.conftest import RAY_TESTS
 

@@ -11,17 +11,18 @@ from pathlib import Path
 
 import pytest
 
-from core import room as R
-from core.room import PresenterState, RoomClosedError, RoomError
+from core.runtime import room as R
+from core.runtime.backend import store as room_store
+from core.runtime.room import PresenterState, RoomClosedError, RoomError
 from tests.ray_backend.conftest import RAY_TESTS
 
 pytestmark = RAY_TESTS
 ROOT = Path(__file__).resolve().parents[2]
 FOLLOWER = """
 import json, sys, time
-from core import room as R
+from core.runtime import room as R
 code = sys.argv[1]
-rooms = R.store()
+rooms = room_store()
 print(type(rooms).__name__, flush=True)
 view = rooms.join(code, "follower-1")
 seen = view.state_version
@@ -41,8 +42,8 @@ except R.RoomError as e:
 
 @pytest.mark.timeout(300)
 def test_presenter_and_follower_on_two_processes(ray_backend):
-    rooms = R.store()
-    assert type(rooms).__name__ == "RayRoomStore"  # what app/room_ui calls (core.room.store) is the backend's
+    rooms = room_store()
+    assert type(rooms).__name__ == "RayRoomStore"  # what app/room/ui calls (core.runtime.room.store) is the backend's
     made = rooms.create()
     rooms.publish(made.code, made.key, PresenterState.of("fill_mask", {"text": "first"}))
     env = {**os.environ, "ENCODERLAB_BACKEND": "ray", "PYTHONPATH": str(ROOT),

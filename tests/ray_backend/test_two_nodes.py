@@ -8,10 +8,10 @@ import time
 
 import pytest
 
-import core.backend as backend
-from core.fill_mask import FillMaskConfig, fill_mask
-from core.jobs import DONE, ERROR
-from core.models import ModelSpec, load
+import core.runtime.backend as backend
+from core.predict.fill_mask import FillMaskConfig, fill_mask
+from core.runtime.jobs import DONE, ERROR
+from core.models.loading import ModelSpec, load
 from tests.ray_backend import jobs_fixture
 from tests.ray_backend.conftest import RAY_TESTS
 
@@ -24,7 +24,8 @@ def two_nodes(no_local_ray):
     from ray import serve
     from ray.cluster_utils import Cluster
 
-    from core.backend.ray_backend import RayBackend, RaySettings
+    from core.runtime.backend.ray_backend import RayBackend
+    from core.runtime.backend.ray_settings import RaySettings
 
     # the head: two CPUs (a replica's quarter and a CPU job's one), no GPU; the worker: one CPU and one (declared)
     # GPU, which is what Ray schedules by

@@ -1,0 +1,102 @@
+"""Cached model loading: one copy per process, shared by every session (never mutated in place)."""
+from __future__ import annotations
+
+import threading
+
+import streamlit as st
+
+from app.kit import state
+from app.kit.i18n import t
+from core.models.loading import LoadedModel, ModelSpec, load, resolve
+from core.registry import ModelLoadError
+from core.models.devices import resolve_device
+from core.runtime.backend import prepare_serving
+
+POLL_S = 0.25  # how often the download's progress bar is redrawn
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def _cached(family: str, checkpoint: str, device: str, task: str, attentions: bool, quant: str = "") -> LoadedModel:
+    lm = load(ModelSpec(family, checkpoint, device, quant), task=task, attentions=attentions)
+    prepare_serving(lm)  # where predictions run elsewhere (Ray), that tier starts getting ready now
+    return lm
+
+
+def get_model(spec: ModelSpec, task: str = "base", attentions: bool = False) -> LoadedModel:
+    """Load through the process-wide cache. Raises ModelLoadError with a message for the page."""
+    # Keyed on the device it resolves to: "auto" and "cuda" on a GPU host are one model, not two copies on the GPU.
+    return _cached(spec.family, spec.checkpoint, resolve_device(spec.device).torch_device, task, attentions,
+                   spec.quant)  # an int8 copy is its own entry, beside the fp32 one
+
+
+def model_or_error(task: str = "base", attentions: bool = False, spec: ModelSpec | None = None) -> LoadedModel | None:
+    """The sidebar's model for ``task``, with a source banner; or None after showing why it cannot load."""
+    spec = spec or state.current_spec()
+    if spec is None:
+        from app.sidebar import awaiting_checkpoint
+
+        if awaiting_checkpoint():  # the sidebar asks for a folder or Hub id under its box: point there, once
+            st.info(t("sidebar.custom_pointer"), icon=":material/arrow_back:")
+        else:
+            st.error(st.session_state.get(state.SPEC_ERROR) or t("common.pick_model"))
+        return None
+    try:
+        if resolve(spec.checkpoint).source == "Hub download":
+            download_with_progress(spec.checkpoint)
+        with st.spinner(t("common.loading", id=spec.checkpoint)):
+            lm = get_model(spec, task, attentions)
+    except ModelLoadError as e:
+        if spec == state.current_spec():
+            from app.sidebar import note_load
+
+            note_load(spec, str(e))  # the sidebar shows the failure, not a weights source
+        st.error(str(e))
+        return None
+    if spec == state.current_spec() and st.session_state.get("sidebar.load_failed"):
+        from app.sidebar import note_load
+
+        note_load(spec, None)
+    source_banner(lm)
+    return lm
+
+
+def source_banner(lm: LoadedModel) -> None:
+    from app.kit.render import source_name
+
+    from core.runtime.backend import runs_on
+
+    st.caption(t("common.source_banner", id=lm.spec.checkpoint, family=lm.family.label, source=source_name(lm.source),
+                 device=runs_on(lm)))
+
+
+def download_with_progress(checkpoint: str) -> None:
+    """Download an official checkpoint into the HF cache, drawing a progress bar (size, speed, time left).
+
+    The download runs on its own thread (huggingface_hub reports progress from its download threads, which
+    cannot draw in this session); this script run redraws the bar from what it reported. If the user leaves
+    the page, the download goes on and the next visit finds the files (or resumes them). Raises ModelLoadError
+    with core.models.downloads' message when it cannot finish.
+    """
+    from core.models.downloads import DownloadError, download
+
+    box: dict = {"progress": None, "error": None, "folder": None}
+
+    def work() -> None:
+        try:
+            box["folder"] = download(checkpoint, progress=lambda p: box.__setitem__("progress", p))
+        except DownloadError as e:
+            box["error"] = str(e)
+
+    th = threading.Thread(target=work, daemon=True, name=f"download {checkpoint}")
+    th.start()
+    bar = st.progress(0.0, text=t("downloads.start", id=checkpoint))
+    while th.is_alive():
+        th.join(POLL_S)
+        p = box["progress"]
+        if p is not None and p.total_bytes:
+            bar.progress(p.fraction, text=t("downloads.progress", id=checkpoint, detail=p.describe()))
+    if box["error"]:
+        bar.empty()
+        raise ModelLoadError(box["error"])
+    p = box["progress"]
+    bar.progress(1.0, text=t("downloads.done", id=checkpoint, mb=f"{(p.total_bytes if p else 0) / 1e6:,.1f}"))

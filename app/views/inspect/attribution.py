@@ -1,0 +1,180 @@
+"""Renderers for the Attributions page: coloured tokens, bar chart, methods side by side, rank correlations,
+the token x layer heatmap, and the batch export. Figures are plain functions of core results (testable).
+Labels come from assets/i18n/attribution.toml; core's own texts (target label, notes, errors) stay as core wrote
+them."""
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+import streamlit as st
+
+from app.kit import presenter
+from app.kit.i18n import t, t_or
+from app.views.inspect.attention import option_labels
+from core.inspect.attribution import (BASELINES, METHODS, AttributionConfig, AttributionResult, BatchResult, BatchRow,
+                              batch_to_csv, batch_to_html, tokens_html)
+
+DIVERGING = [[0.0, "#d73027"], [0.5, "#ffffff"], [1.0, "#1a9850"]]
+
+
+def method_label(key: str) -> str:
+    """A method's name in the session's language (the registry's name when the files lack it)."""
+    return t_or(f"attribution.method.{key}", METHODS[key].label if key in METHODS else key)
+
+
+def methods_help(keys) -> str:
+    """The method picker's help: the page's note, then what each offered method computes and costs (the
+    registry's descriptions, as core writes them)."""
+    about = "\n".join(f"- **{method_label(k)}**: {METHODS[k].description}" for k in keys)
+    return t("attribution.methods_help") + "\n\n" + about
+
+
+def baseline_label(key: str) -> str:
+    return t_or(f"attribution.baseline.{key}", BASELINES.get(key, key))
+
+
+def _labels(tokens: tuple[str, ...]) -> list[str]:
+    """Unique axis labels (plotly merges equal categories): '3·the'."""
+    return [f"{i}·{tok}" for i, tok in enumerate(tokens)]
+
+
+def _normalised(scores: np.ndarray) -> np.ndarray:
+    m = float(np.max(np.abs(scores))) if len(scores) else 0.0
+    return scores / m if m > 0 else scores
+
+
+def bar_chart(res: AttributionResult, method: str) -> go.Figure:
+    """One method's attribution per token, green up / red down."""
+    m = res.method(method)
+    fig = go.Figure(go.Bar(x=_labels(res.tokens), y=m.scores,
+                           marker_color=["#1a9850" if v >= 0 else "#d73027" for v in m.scores],
+                           hovertemplate="%{x}: %{y:+.4f}<extra></extra>"))
+    fig.update_layout(xaxis_title=t("attribution.fig.bar_x"),
+                      yaxis_title=t("attribution.fig.bar_y", method=method_label(m.method)), margin=dict(t=30, b=10),
+                      height=320)
+    return fig
+
+
+def methods_heatmap(res: AttributionResult) -> go.Figure:
+    """Every method for the same input, each scaled to its own max |value| so they can be compared."""
+    z = np.stack([_normalised(m.scores) for m in res.methods])
+    fig = go.Figure(go.Heatmap(z=z, x=_labels(res.tokens), y=[method_label(m.method) for m in res.methods], zmin=-1,
+                               zmax=1,
+                               colorscale=DIVERGING, hovertemplate="%{y}<br>%{x}: %{z:+.2f}<extra></extra>"))
+    fig.update_layout(margin=dict(t=30, b=10), height=120 + 40 * len(res.methods))
+    return fig
+
+
+def correlation_heatmap(res: AttributionResult) -> go.Figure:
+    names = [method_label(m.method) for m in res.methods]
+    fig = go.Figure(go.Heatmap(z=res.rank_corr, x=names, y=names, zmin=-1, zmax=1, colorscale=DIVERGING,
+                               text=np.round(res.rank_corr, 2), texttemplate="%{text}",
+                               hovertemplate=t("attribution.fig.hover_corr")))
+    fig.update_layout(margin=dict(t=30, b=10), height=140 + 45 * len(names))
+    return fig
+
+
+def layer_heatmap(res: AttributionResult) -> go.Figure:
+    """LayerIG at each encoder layer: tokens across, layers down (row-normalised)."""
+    z = np.stack([_normalised(r) for r in res.layer_scores])
+    fig = go.Figure(go.Heatmap(z=z, x=_labels(res.tokens), y=list(res.layer_names), zmin=-1, zmax=1,
+                               colorscale=DIVERGING, customdata=res.layer_scores,
+                               hovertemplate="%{y}<br>%{x}: %{customdata:+.4f}<extra></extra>"))
+    fig.update_layout(yaxis_autorange="reversed", margin=dict(t=30, b=10), height=140 + 30 * len(res.layer_names))
+    return fig
+
+
+def show_result(res: AttributionResult, key: str) -> list[go.Figure]:
+    """The whole result: target, warnings, coloured tokens per method, charts, layers, downloads.
+    Returns the figures it drew (for the session report)."""
+    st.markdown(t("attribution.explaining", target=res.target_label))
+    c1, c2, c3 = st.columns(3)
+    c1.metric("f(x)", f"{res.f_x:+.4f}")  # i18n: ok (a formula)
+    c2.metric(t("attribution.f_baseline", baseline=baseline_label(res.baseline)), f"{res.f_baseline:+.4f}")
+    c3.metric(t("attribution.f_diff"), f"{res.f_x - res.f_baseline:+.4f}")
+    if res.candidates:
+        st.caption(t("attribution.candidates", words=" · ".join(f"`{w}` {p:.1%}" for w, p in res.candidates)))
+    for note in res.notes:
+        st.warning(note)
+    if res.delta_warning:
+        st.warning(res.delta_warning)
+    for key_, why in res.skipped:
+        name = method_label(key_) if key_ in METHODS else t("attribution.per_layer_method")
+        st.info(t("attribution.skipped", method=name, why=why))
+    st.caption(t("attribution.colours"))
+    for m in res.methods:
+        extra = "" if m.delta is None else t("attribution.delta", delta=f"{m.delta:+.2e}")
+        st.markdown(f"**{method_label(m.method)}** <small>({m.note}; {m.seconds:.2f}s{extra})</small>",
+                    unsafe_allow_html=True)
+        st.html(tokens_html(res.tokens, m.scores, res.special))
+    shown = [m.method for m in res.methods]
+    pick = st.selectbox(t("attribution.bar_of"), shown, format_func=option_labels(shown, method_label),
+                        key=f"{key}.bar")
+    figures = [bar_chart(res, pick)]
+    st.plotly_chart(presenter.scale(figures[0]), key=f"{key}.barfig")
+    if len(res.methods) > 1:
+        st.subheader(t("attribution.side_by_side"))
+        figures.append(methods_heatmap(res))
+        st.plotly_chart(presenter.scale(figures[-1]), key=f"{key}.methods")
+        st.caption(t("attribution.corr_caption"))
+        figures.append(correlation_heatmap(res))
+        st.plotly_chart(presenter.scale(figures[-1]), key=f"{key}.corr")
+    if res.layer_scores is not None:
+        st.subheader(t("attribution.per_layer"))
+        figures.append(layer_heatmap(res))
+        st.plotly_chart(presenter.scale(figures[-1]), key=f"{key}.layers")
+    single = BatchResult((BatchRow(" ".join(res.tokens)),), (res,), (None,))
+    row = st.container(horizontal=True)  # the buttons side by side at their own widths
+    row.download_button(t("attribution.download_csv"), batch_to_csv(single), "attribution.csv", "text/csv",
+                       key=f"{key}.csv")
+    row.download_button(t("attribution.download_html"), batch_to_html(single), "attribution.html", "text/html",
+                       key=f"{key}.html")
+    return figures
+
+
+def show_batch(batch: BatchResult, key: str) -> None:
+    ok = sum(r is not None for r in batch.results)
+    st.success(t("attribution.batch_done", ok=ok, n=len(batch.rows)))
+    for i, (row, err) in enumerate(zip(batch.rows, batch.errors), start=1):
+        if err:
+            st.warning(t("attribution.batch_row_error", i=i, text=row.text[:60], error=err))
+    row = st.container(horizontal=True)  # the buttons side by side at their own widths
+    row.download_button(t("attribution.download_csv"), batch_to_csv(batch), "attributions.csv", "text/csv",
+                       key=f"{key}.csv")
+    row.download_button(t("attribution.download_standalone"), batch_to_html(batch), "attributions.html", "text/html",
+                       key=f"{key}.html")
+    for i, res in enumerate(batch.results[:20], start=1):
+        if res is not None:
+            st.markdown(f"**{i}.** {res.target_label}")
+            st.html(tokens_html(res.tokens, res.methods[0].scores, res.special))
+
+
+# ---------------------------------------------------------------------------------------------- the report
+def report_inputs(checkpoint: str, cfg: AttributionConfig, class_label) -> dict[str, str]:
+    """What the participant asked for, labelled in the session's language (kept when the job starts)."""
+    inputs = {t("attribution.report.model"): checkpoint,
+              t("attribution.report.target"): t(f"attribution.target.{cfg.target}"),
+              t("attribution.report.text"): cfg.text}
+    if cfg.target == "pair":
+        inputs[t("attribution.report.text_b")] = cfg.text_b
+    if cfg.target == "mask":
+        if cfg.word:
+            inputs[t("attribution.report.word")] = cfg.word
+        if cfg.contrast_word:
+            inputs[t("attribution.report.contrast")] = cfg.contrast_word
+    else:
+        inputs[t("attribution.report.class")] = class_label(cfg.class_index)
+    inputs[t("attribution.report.methods")] = ", ".join(method_label(m) for m in cfg.methods)
+    inputs[t("attribution.report.baseline")] = baseline_label(cfg.baseline)
+    return inputs
+
+
+def record(res: AttributionResult, inputs: dict[str, str], figures: list[go.Figure], entry_id: str) -> None:
+    """One attribution in the session report: a row per token with each method's score, and the figures."""
+    from app.kit import report
+
+    token_col = t("attribution.report.token")
+    rows = [{token_col: tok, **{method_label(m.method): f"{m.scores[i]:+.4f}" for m in res.methods}}
+            for i, tok in enumerate(res.tokens)]
+    report.record(entry_id, page=t("nav.attribution"), title=t("attribution.report.title", target=res.target_label),
+                  inputs=inputs, rows=rows, figures=figures)

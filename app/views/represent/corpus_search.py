@@ -1,0 +1,104 @@
+"""Renderers for the Corpus search page: the index line, the neighbours with the matched word highlighted, and the
+histogram of which words the neighbours are.
+
+Labels come from assets/i18n/corpus_search.toml. Sentences are user (or corpus) text: every piece of it is
+html-escaped before it goes into the HTML list or a plotly label, so it shows as typed. Charts go through
+presenter.scale."""
+from __future__ import annotations
+
+import html
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from app.kit import presenter, state
+from app.kit.i18n import t
+from app.kit.render import as_text
+from core.represent.corpus_index import CorpusIndex, SearchResult
+
+PAGE = "corpus_search"
+CONTEXT = 90  # characters of a long sentence kept on each side of the match (the rest is "…")
+HIT = "#F58518"  # the matched word
+SELF = "#9E9E9E"
+
+_CSS = f"""<style>
+.cs-list {{ font-size: 0.95rem; line-height: 1.5; }}
+.cs-row {{ display: flex; gap: 0.75rem; align-items: baseline; padding: 3px 0; border-bottom: 1px solid #eee; }}
+.cs-rank {{ flex: 0 0 2rem; color: #888; text-align: right; font-variant-numeric: tabular-nums; }}
+.cs-sim {{ flex: 0 0 4.6rem; font-family: monospace; font-variant-numeric: tabular-nums; }}
+.cs-sent {{ flex: 1; overflow-wrap: anywhere; }}
+.cs-sent mark {{ background: {HIT}33; color: inherit; border-bottom: 2px solid {HIT}; padding: 0 2px; }}
+.cs-piece {{ font-family: monospace; color: #666; white-space: pre; font-size: 0.85rem; }}
+.cs-head {{ color: #888; font-size: 0.8rem; border-bottom: 1px solid #ccc; }}
+.cs-head .cs-sim, .cs-head .cs-piece {{ font-family: inherit; font-size: 0.8rem; }}
+.cs-self {{ color: {SELF}; font-size: 0.8rem; white-space: nowrap; }}
+</style>"""
+
+
+def K(name: str) -> str:
+    return state.key(PAGE, name)
+
+
+def depth_label(d: int) -> str:
+    return t("corpus_search.embeddings") if d == 0 else t("corpus_search.layer", n=d)
+
+
+def kind_label(ci: CorpusIndex) -> str:
+    return t(f"corpus_search.kind.{ci.kind}", nlist=ci.nlist, nprobe=ci.nprobe)
+
+
+def show_index(ci: CorpusIndex) -> None:
+    """One line: what the index holds and how it searches."""
+    st.success(t("corpus_search.ready", n=f"{len(ci.sentences):,}", rows=f"{len(ci):,}", depth=depth_label(ci.depth),
+                 kind=kind_label(ci), s=f"{ci.seconds:,.1f}"), icon=":material/database:")
+    if ci.truncated:
+        st.caption(t("corpus_search.truncated", n=ci.truncated, max=ci.max_length))
+
+
+def _snippet(sentence: str, a: int, b: int) -> str:
+    """The sentence as escaped HTML with [a, b) marked; a long one cut to CONTEXT characters around the match."""
+    left, mid, right = sentence[:a], sentence[a:b], sentence[b:]
+    if len(left) > CONTEXT:
+        left = "…" + left[-CONTEXT:]
+    if len(right) > CONTEXT:
+        right = right[:CONTEXT] + "…"
+    esc = lambda s: html.escape(s, quote=False)  # noqa: E731
+    return f"{esc(left)}<mark>{esc(mid)}</mark>{esc(right)}"
+
+
+def neighbours_html(r: SearchResult) -> str:
+    """The neighbours as rows: rank, similarity, the sentence with the matched word marked, the matched piece."""
+    rows = []
+    for n in r.neighbours:
+        tag = f'<span class="cs-self">{html.escape(t("corpus_search.self"))}</span>' if n.is_query else ""
+        rows.append(f'<div class="cs-row" data-testid="cs-neighbour"><span class="cs-rank">{n.rank}</span>'
+                    f'<span class="cs-sim" title="{html.escape(t("corpus_search.similarity"))}">{n.similarity:.3f}'
+                    f'</span><span class="cs-sent">{_snippet(n.sentence, n.start, n.end)}</span>'
+                    f'<span class="cs-piece" title="{html.escape(t("corpus_search.piece"))}">'
+                    f'{html.escape(n.piece, quote=False)}</span>{tag}</div>')
+    head = (f'<div class="cs-row cs-head"><span class="cs-rank">#</span><span class="cs-sim">'
+            f'{html.escape(t("corpus_search.similarity"))}</span><span class="cs-sent">'
+            f'{html.escape(t("corpus_search.col_sentence"))}</span><span class="cs-piece">'
+            f'{html.escape(t("corpus_search.piece"))}</span></div>')
+    return _CSS + '<div class="cs-list">' + head + "".join(rows) + "</div>"
+
+
+def histogram(r: SearchResult) -> go.Figure:
+    """Bars: how many of the neighbours are each word (lower-cased), most frequent first."""
+    words = [html.escape(w, quote=False) for w, _ in r.histogram]  # plotly reads <b>, <br> in labels: escape
+    counts = [c for _, c in r.histogram]
+    fig = go.Figure(go.Bar(x=words, y=counts, marker_color=HIT, hovertemplate=t("corpus_search.hist_hover")
+                           + "<extra></extra>"))
+    fig.update_layout(title=t("corpus_search.hist_title", k=len(r.neighbours), depth=depth_label(r.depth)),
+                      height=340, margin=dict(t=50, b=10), xaxis=dict(title=t("corpus_search.hist_x"), type="category"),
+                      yaxis=dict(title=t("corpus_search.hist_y"), rangemode="tozero",
+                                 dtick=1 if max(counts or [1]) <= 10 else None))
+    return fig
+
+
+def show_result(r: SearchResult) -> None:
+    st.caption(t("corpus_search.summary", k=len(r.neighbours), word=as_text(r.word), piece=as_text(r.piece),
+                 depth=depth_label(r.depth), rows=f"{r.corpus_rows:,}", n=f"{r.corpus_sentences:,}",
+                 kind=t(f"corpus_search.kind_short.{r.kind}"), ms=f"{r.latency_ms:,.0f}"))
+    st.html(neighbours_html(r))
+    st.plotly_chart(presenter.scale(histogram(r)), width="stretch", key=K("hist"))

@@ -1,0 +1,142 @@
+"""What every walkthrough step shares: the Step record a step module exports, session keys, and small drawing and
+loading helpers. Imports nothing else from the package, so each step module imports only this one."""
+from __future__ import annotations
+
+import hashlib
+import html
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import streamlit as st
+
+from app.kit import report, state, urlstate
+from app.kit.i18n import t
+from app.kit.loaders import get_model
+from app.kit.render import pair_card_caption
+from core.inspect import attention as A
+from core.models.loading import ModelSpec
+from core.registry import ModelLoadError
+from core.models.params import breakdown
+from core.registry import Family
+from core.walkthrough.checks import UnlearnedPairHead, pick_spec, unlearned_pair_head
+
+PAGE = "walkthrough"
+
+
+def K(name: str) -> str:
+    return state.key(PAGE, name)
+
+
+STEP, DONE, REVEAL = K("step"), K("done"), K("reveal")
+TEXT, TEXT_B = K("text"), K("text_b")  # the sentences steps 1 and 2 share
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of the walkthrough. Its texts are ``walkthrough.s<number>.*`` in assets/i18n/walkthrough.toml
+    (short, title, explain, try, and the check question: q, opt0..opt2, answer)."""
+
+    number: int
+    render: Callable[[], None]  # the live widget, drawn between the explanation and "try this"
+    correct: int  # the right option (0-based) of the check question
+    links: tuple[str, ...] = ()  # urls (app/nav.py) of the pages this step calls the same core as
+    fields: tuple[urlstate.Field, ...] = ()  # what a link keeps of this step's inputs
+    keep: tuple[str, ...] = ()  # widget keys whose value must outlive the steps where the widget is not drawn
+    hint: Callable[[], str] | None = None  # the "try this" text when it depends on the models (default: s<n>.try)
+
+
+def text_default(key: str, entry: str) -> None:
+    """Fill a text box once with the example sentence ``walkthrough.<entry>``."""
+    st.session_state.setdefault(key, t(f"walkthrough.{entry}"))
+
+
+def go_to(step: int) -> None:
+    st.session_state[STEP] = step
+
+
+def device() -> str:
+    return st.session_state.get(state.DEVICE, "auto")
+
+
+def record(step: int, inputs: dict[str, Any], *, rows: Sequence[dict] = (), text: str = "",
+           figures: Sequence = (), same: Sequence | None = None) -> None:
+    """Put a step's live result into the session report. A later result with the same ``same`` values (default:
+    the same inputs) replaces the earlier entry, so sliding through options does not flood the report."""
+    basis = same if same is not None else sorted((str(k), str(v)) for k, v in inputs.items())
+    digest = hashlib.sha1(repr(basis).encode()).hexdigest()[:10]
+    report.record(f"walkthrough:s{step}:{digest}", page=t("nav.walkthrough"),
+                  title=f"{step}. {t(f'walkthrough.s{step}.title')}", inputs=inputs, rows=rows, text=text,
+                  figures=figures)
+
+
+def chips(tokens, colors, titles=None) -> str:
+    """Token chips (the pieces as the tokenizer writes them), one colour each."""
+    out = []
+    for i, (tok, color) in enumerate(zip(tokens, colors)):
+        title = html.escape(titles[i] if titles else f"{i}")
+        out.append(f'<span title="{title}" style="display:inline-block;margin:2px;padding:1px 6px;border-radius:6px;'
+                   f'border:1px solid {color};color:{color};font-family:monospace;white-space:pre">'
+                   f"{html.escape(tok)}</span>")
+    return '<div class="encoderlab-tokens">' + "".join(out) + "</div>"
+
+
+def axis_labels(tokens) -> list[str]:
+    """Unique axis labels: position and piece."""
+    return [f"{i}·{A.display_label(tok)}" for i, tok in enumerate(tokens)]
+
+
+def load(spec: ModelSpec, task: str, attentions: bool = False):
+    """A cached model, or None after a warning that says what is missing and how to get it."""
+    try:
+        with st.spinner(t("common.loading", id=spec.checkpoint)):
+            return get_model(spec, task, attentions)
+    except ModelLoadError as e:
+        st.warning(t("walkthrough.missing_model", id=spec.checkpoint, error=str(e)))
+        return None
+
+
+def family_spec(family: Family) -> ModelSpec:
+    """The spec load_family loads (ModelLoadError when the family ships no bundled model and the sidebar holds
+    none of it): a step's hint can ask which checkpoint the step shows without loading it."""
+    return pick_spec(family.key, state.current_spec(), [m.path for m in state.session_models()], device())
+
+
+def load_family(family: Family, task: str):
+    """``family``'s model for a step that explains its head: the sidebar's when it is an official or bundled
+    checkpoint of that family, else its bundled one; None after a warning when there is neither."""
+    try:
+        spec = family_spec(family)
+    except ModelLoadError as e:  # the family ships no bundled model and the sidebar holds none of it
+        st.warning(t("walkthrough.missing_model", id=family.label, error=str(e)))
+        return None
+    return load(spec, task)
+
+
+@st.cache_data(show_spinner=False)
+def breakdowns(ids: tuple[str, ...]) -> list:
+    """core.models.params.breakdown of official checkpoints, from their shipped configs (steps 4 and 5)."""
+    return [breakdown(c) for c in ids]
+
+
+def noise_hint(note: UnlearnedPairHead) -> str:
+    """What to do about a pair head that did not learn: pick the family's full checkpoint (once it can be had)."""
+    if note.full is None:
+        return t("common.mini_get_full")
+    return t("walkthrough.noise_full_here" if note.full_here else "walkthrough.noise_full_get", id=note.full)
+
+
+def noise_numbers(note: UnlearnedPairHead) -> dict[str, str]:
+    return dict(id=note.checkpoint, head=note.head.upper(), acc=f"{note.acc:.1%}", majority=f"{note.majority:.1%}",
+                pairs=f"{note.pairs:,}" if note.pairs else "?")
+
+
+def pair_head_note(checkpoint: str, head: str) -> UnlearnedPairHead | None:
+    """Next to a pair head's scores: when it is a bundled mini's head that did not learn (its card's accuracy is not
+    above its majority guess), a warning with the card's numbers and what to do, returning that note; else the
+    card's caption (if any) and None."""
+    note = unlearned_pair_head(checkpoint, head)
+    if note is None:
+        pair_card_caption(checkpoint, head)
+        return None
+    st.warning(t("walkthrough.pair_noise", **noise_numbers(note), hint=noise_hint(note)), icon=":material/warning:")
+    return note

@@ -1,0 +1,94 @@
+"""Step 3: Next Sentence Prediction, and why RoBERTa dropped it. Every family with a sentence-pair head (NSP or
+SOP, asked of the registry) scores (A, B), (B, A) and (A, a sentence on another topic) (core.predict.sentence_pair)."""
+from __future__ import annotations
+
+import html
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from app.kit import presenter, urlstate
+from app.kit.i18n import t
+from app.views.start.walkthrough.common import (K, Step, family_spec, load_family, noise_hint, noise_numbers, pair_head_note,
+                                    record, text_default)
+from core.registry import ModelLoadError
+from core.predict.sentence_pair import PairConfig, predict_pair
+from core.walkthrough.checks import no_pair_head_families, pair_head_families, unlearned_pair_head
+
+N = 3
+COLORS = ("#4C78A8", "#F58518", "#54A24B", "#B279A2", "#72B7B2")
+
+
+def render() -> None:
+    text_default(K("s3.a"), "example.pair_a")
+    text_default(K("s3.b"), "example.pair_b")
+    c1, c2 = st.columns(2)
+    a = c1.text_input(t("walkthrough.sentence_a"), key=K("s3.a"))
+    b = c2.text_input(t("walkthrough.sentence_b"), key=K("s3.b"))
+    try:
+        cfg = PairConfig(a, b)
+    except ValueError as e:
+        st.error(str(e))
+        return
+    results = []
+    for fam in pair_head_families():
+        lm = load_family(fam, "pretraining")
+        if lm is None:
+            continue
+        try:
+            results.append(predict_pair(lm, cfg, probe=True))
+        except ValueError as e:
+            st.error(str(e))
+    st.caption(t("walkthrough.s3.no_head", families=t("walkthrough.list_sep").join(
+        f.label for f in no_pair_head_families())))
+    if not results:
+        return
+    pair_names = [t("walkthrough.s3.pair_ab"), t("walkthrough.s3.pair_ba"), t("walkthrough.s3.pair_other")]
+    fig = go.Figure()
+    for i, r in enumerate(results):
+        name = t(f"walkthrough.s3.head.{r.head}", id=r.checkpoint)
+        if unlearned_pair_head(r.checkpoint, r.head) is not None:
+            name += t("walkthrough.s3.head_noise")
+        fig.add_bar(x=pair_names[:len(r.scores)], y=[s.prob for s in r.scores], name=name,
+                    marker_color=COLORS[i % len(COLORS)], text=[f"{s.prob:.0%}" for s in r.scores],
+                    textposition="outside",
+                    hovertemplate="%{x}: %{y:.3f}<extra>" + html.escape(name) + "</extra>")
+    fig.add_hline(y=0.5, line_dash="dot", line_color="grey")
+    fig.update_layout(barmode="group", height=360, yaxis=dict(range=[0, 1.1], title=t("walkthrough.s3.y")),
+                      margin=dict(t=30, b=10), legend=dict(orientation="h", y=-0.2))
+    st.plotly_chart(presenter.scale(fig), key=K("s3.fig"), width="stretch")
+    for r in results:
+        pair_head_note(r.checkpoint, r.head)
+    other = results[0].scores[2].second if len(results[0].scores) > 2 else ""
+    if other:
+        st.caption(t("walkthrough.s3.other", sentence=other))
+    rows = [{t("walkthrough.in.model"): r.checkpoint, t("walkthrough.s3.col.head"): r.head.upper(),
+             **{n: round(s.prob, 3) for n, s in zip(pair_names, r.scores)}} for r in results]
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    record(N, {t("walkthrough.sentence_a"): a, t("walkthrough.sentence_b"): b}, rows=rows, figures=[fig])
+
+
+def hint() -> str:
+    """The "try this" text: it compares the two heads' (B, A) bars, unless a head in use did not learn (a bundled
+    mini's, by its card): then it says that head's bars are noise and what to read instead."""
+    notes, learned = [], 0
+    for fam in pair_head_families():
+        try:
+            note = unlearned_pair_head(family_spec(fam).checkpoint, fam.pair_head)
+        except ModelLoadError:
+            continue
+        if note is None:
+            learned += 1
+        else:
+            notes.append(note)
+    if not notes:
+        return t("walkthrough.s3.try")
+    which = t("walkthrough.list_sep").join(t("walkthrough.s3.noise_one", **noise_numbers(n)) for n in notes)
+    return t("walkthrough.s3.try_noise" if learned else "walkthrough.s3.try_all_noise", notes=which,
+             hint=" ".join(dict.fromkeys(noise_hint(n) for n in notes)))
+
+
+STEP = Step(N, render, correct=0, hint=hint, links=("sentence-pair",),
+            fields=(urlstate.Field(K("s3.a"), max_len=500), urlstate.Field(K("s3.b"), max_len=500)),
+            keep=(K("s3.a"), K("s3.b")))

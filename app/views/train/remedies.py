@@ -1,0 +1,100 @@
+"""The Fine-tune page's "Out of memory?" panel: one click measures the same short run with each remedy of
+core.train.finetune.REMEDIES (core.train.remedies, in a background job), shown next to the third article's advice."""
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from app.kit import state
+from app.kit.i18n import lang, t
+from app.kit.jobs_panel import job_panel, runner
+from app.kit.render import forget_jobs, job_for, record_once, remember_job, stale_note
+
+JOBS = "remedies.made_from"
+STEPS = "remedies.steps"
+DEFAULT_STEPS = 6
+NO_VALUE = "–"  # i18n: ok (a dash: not measured)
+
+
+def advice() -> None:
+    """The article's two troubleshooting items, in its own words (and translated)."""
+    from core.train.remedies import ARTICLE_OOM, ARTICLE_OSCILLATION
+
+    for zh, en in (ARTICLE_OSCILLATION, ARTICLE_OOM):
+        st.markdown(f"> {zh}" + ("" if lang() == "zh" else f"\n>\n> *{en}*"))
+    st.caption(t("remedies.advice_source"))
+
+
+def _x(v: float | None) -> str:
+    return NO_VALUE if v is None else f"{v:.2f}×"
+
+
+def _num(v: float | None, fmt: str) -> str:
+    return NO_VALUE if v is None else format(v, fmt)
+
+
+def remedies_table(res) -> pd.DataFrame:
+    """One row per run: remedy, settings, peak memory, its ratio to the baseline, steps/s, its ratio, a note."""
+    cpu = res.device == "cpu"
+    rows = []
+    for r in res.rows:
+        note = t("remedies.note.unchanged") if not r.changed else (r.error or "")
+        row = {t("remedies.col.remedy"): t("remedies.baseline") if r.name == "baseline" else
+               t(f"remedies.name.{r.name}"),
+               t("remedies.col.settings"): r.settings,
+               t("remedies.col.peak"): _num(r.peak_mb, ",.0f")}
+        if cpu:
+            row[t("remedies.col.train_mb")] = _num(r.train_mb, ",.0f")
+        row.update({t("remedies.col.memory_ratio"): _x(r.memory_ratio),
+                    t("remedies.col.steps"): _num(r.steps_per_s, ",.2f"),
+                    t("remedies.col.speed_ratio"): _x(r.speed_ratio),
+                    t("remedies.col.note"): note})
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    if not any(df[t("remedies.col.note")]):  # every run ran: no column of blanks
+        df = df.drop(columns=[t("remedies.col.note")])
+    return df
+
+
+def _show(job) -> None:
+    res = job.result
+    st.success(t("remedies.measured", n=len([r for r in res.rows if r.changed]), steps=res.steps,
+                 rows=res.train_rows, device=res.device, threads=res.threads, s=f"{job.elapsed:,.0f}"))
+    table = remedies_table(res)
+    st.dataframe(table, hide_index=True, width="stretch")
+    st.caption(t("remedies.how_cpu") if res.device == "cpu" else t("remedies.how_gpu"))
+    record_once("remedies.recorded", f"remedies:{job.id}", lambda: dict(
+        page=t("nav.finetune"), title=t("remedies.report_title"),
+        inputs={t("remedies.col.settings"): res.rows[0].settings, t("remedies.steps"): res.steps},
+        rows=table.to_dict("records")))
+
+
+def oom_panel(cfg, data) -> None:
+    """Measure the remedies for ``cfg`` (a core.train.finetune.FinetuneConfig) on ``data`` (LabelledData or TokenData;
+    None when no data is loaded yet), beside the article's advice."""
+    from core.train.remedies import MAX_STEPS, job
+
+    advice()
+    st.markdown(t("remedies.intro"))
+    if cfg is None or data is None:
+        st.info(t("remedies.need_settings"))
+        return
+    st.session_state.setdefault(STEPS, DEFAULT_STEPS)
+    c1, c2 = st.columns([1, 2])
+    steps = c1.number_input(t("remedies.steps"), 2, MAX_STEPS, key=STEPS)
+    asked = (cfg, data.fingerprint(), int(steps))
+    c2.caption(t("remedies.steps_help", rows=int(steps) * cfg.batch_size))
+    if st.button(t("remedies.measure"), key="remedies.go", icon=":material/memory:"):
+        try:
+            j = runner().submit(t("remedies.job_name"), job(cfg, data, int(steps)), device=cfg.device,
+                                owner=state.session_id())
+            state.job_ids("finetune").append(j.id)
+            remember_job(JOBS, j.id, asked)
+        except ValueError as e:
+            forget_jobs(JOBS)
+            st.error(str(e))
+    shown = job_for(JOBS, asked)
+    if shown is not None:
+        job_panel(shown, _show, key="remedies")
+    elif st.session_state.get(JOBS):
+        stale_note(JOBS)

@@ -1,0 +1,388 @@
+"""The pretraining corpus: documents of consecutive sentences, built reproducibly from offline Debian text.
+
+File format (the one BERT's ``create_pretraining_data.py`` reads): one sentence per line, a blank line between
+documents. NSP and SOP need the document boundaries; MLM only needs the text.
+
+``build_corpus`` regenerates ``assets/corpus/`` from three Debian packages (it needs them installed):
+
+- ``wordnet-base``  /usr/share/wordnet/data.*            glosses and example sentences, WordNet 3.0 licence;
+- ``python3.11-doc`` /usr/share/doc/python3*/html/_sources  prose of the Python documentation, PSF licence;
+- ``bible-kjv`` + ``bible-kjv-text``  (the ``bible`` reader)  King James Version text, public domain.
+
+``load_documents`` reads any file in the format above and ``check_documents`` turns bad input (empty, binary,
+too small, no document boundaries) into a ``CorpusError`` whose message says what to do.
+"""
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.base.paths import ASSETS
+
+CORPUS_DIR = ASSETS / "corpus"
+TRAIN_FILE = "train.txt"
+HELDOUT_FILE = "heldout.txt"
+HELDOUT_PERCENT = 5  # documents whose id hashes below this go to the held-out split, never trained on
+
+
+class CorpusError(ValueError):
+    """The corpus cannot be used; the message says why and how to fix it."""
+
+
+# ---------------------------------------------------------------------------------------------- reading
+def _looks_binary(raw: bytes) -> bool:
+    if b"\x00" in raw[:65536]:
+        return True
+    try:
+        raw[:65536].decode("utf-8")
+    except UnicodeDecodeError as e:
+        # a multi-byte character cut at the sample's end is fine
+        return e.start < len(raw[:65536]) - 4
+    return False
+
+
+def parse_documents(text: str) -> list[list[str]]:
+    """Split text into documents (blank-line separated) of sentences (one per line)."""
+    docs: list[list[str]] = []
+    cur: list[str] = []
+    for line in text.splitlines():
+        s = line.strip()
+        if s:
+            cur.append(s)
+        elif cur:
+            docs.append(cur)
+            cur = []
+    if cur:
+        docs.append(cur)
+    return docs
+
+
+def decode_upload(raw: bytes, name: str = "upload") -> str:
+    """Bytes of an uploaded corpus as text; raises CorpusError for a binary file."""
+    if _looks_binary(raw):
+        raise CorpusError(f"{name} looks like a binary file, not text. Upload a UTF-8 .txt file: one sentence "
+                          "per line, a blank line between documents.")
+    return raw.decode("utf-8", errors="replace")
+
+
+def load_documents(path: str | Path) -> list[list[str]]:
+    """Read a corpus file (or a folder holding train.txt) into documents; raises CorpusError."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / TRAIN_FILE
+    if not p.exists():
+        raise CorpusError(f"Corpus file {p} does not exist. Build the bundled one with "
+                          "`python scripts/build_corpus.py` or point --corpus at a text file.")
+    return parse_documents(decode_upload(p.read_bytes(), str(p)))
+
+
+def check_documents(docs: list[list[str]], need_pairs: bool, min_words: int = 200) -> None:
+    """Raise CorpusError when the documents cannot train a model (or a pair objective)."""
+    n_words = sum(len(s.split()) for d in docs for s in d)
+    if n_words == 0:
+        raise CorpusError("The corpus is empty. Give it text: one sentence per line, a blank line between documents.")
+    if n_words < min_words:
+        raise CorpusError(f"The corpus is too small ({n_words} words; at least {min_words} are needed). "
+                          "Add more text.")
+    if need_pairs:
+        multi = [d for d in docs if len(d) >= 2]
+        if len(docs) < 2 or not multi:
+            raise CorpusError(
+                "NSP and SOP need document boundaries: several documents (separated by a blank line) of at least "
+                "two sentences each (one per line). This corpus has "
+                f"{len(docs)} document(s) and {len(multi)} with two or more sentences. Add blank lines between "
+                "documents and put one sentence per line, or switch NSP/SOP off.")
+
+
+def held_out(doc_id: str) -> bool:
+    """Stable split: a document is held out when the hash of its id falls in the first HELDOUT_PERCENT."""
+    return int(hashlib.sha1(doc_id.encode()).hexdigest()[:8], 16) % 100 < HELDOUT_PERCENT
+
+
+# ---------------------------------------------------------------------------------------------- sources
+SENT_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(])")
+
+
+def split_sentences(paragraph: str) -> list[str]:
+    return [s.strip() for s in SENT_SPLIT.split(paragraph) if len(s.strip()) > 1]
+
+
+def wordnet_documents(root: str = "/usr/share/wordnet", synsets_per_doc: int = 6, examples_only: bool = True,
+                      id_prefix: str = "wordnet") -> list[tuple[str, list[str]]]:
+    """WordNet glosses + examples. A synset becomes "lemma, lemma: definition." then its examples; consecutive
+    synsets of one lexicographer file (neighbours in the file, often related) are grouped into a document.
+    ``examples_only`` keeps only the synsets that have example sentences (the first three sources' choice)."""
+    out: list[tuple[str, list[str]]] = []
+    for pos in ("noun", "verb", "adj", "adv"):
+        path = Path(root) / f"data.{pos}"
+        if not path.exists():
+            raise CorpusError(f"{path} is missing: install Debian's wordnet-base (apt-get install wordnet-base).")
+        group: list[str] = []
+        group_lex, group_id = None, ""
+        for line in path.read_text(encoding="latin-1").splitlines():
+            if line.startswith("  ") or " | " not in line:
+                continue
+            head, gloss = line.split(" | ", 1)
+            f = head.split()
+            offset, lex, n = f[0], f[1], int(f[3], 16)
+            lemmas = [f[4 + 2 * i].replace("_", " ") for i in range(n)]
+            lemmas = [re.sub(r"\(.*?\)$", "", w) for w in lemmas][:3]
+            parts = [p.strip() for p in gloss.strip().split(";")]
+            definition = [p for p in parts if p and not p.startswith('"')]
+            examples = [p.strip('" ') for p in parts if p.startswith('"')]
+            if examples_only and not examples:  # synsets with example sentences: real usage, not only glosses
+                continue
+            sents = []
+            if definition:
+                sents.append(f"{', '.join(lemmas)}: {'; '.join(definition)}.")
+            sents += [e if e[-1:] in ".!?" else e + "." for e in examples if len(e.split()) >= 3]
+            if lex != group_lex or len(group) >= synsets_per_doc * 3:
+                if len(group) >= 2:
+                    out.append((group_id, group))
+                group, group_lex, group_id = [], lex, f"{id_prefix}:{pos}:{offset}"
+            group.extend(sents)
+        if len(group) >= 2:
+            out.append((group_id, group))
+    return out
+
+
+_ROLE = re.compile(r":[\w:+-]+:`(?:[^`<]*<)?~?!?([^`>]*)>?`")
+_LITERAL = re.compile(r"``([^`]*)``")
+_EMPH = re.compile(r"\*\*?([^*]+)\*\*?")
+_LINK = re.compile(r"`([^`<]*?)\s*(?:<[^`]*>)?`_+")
+_HEADING = re.compile(r"^([=\-~^*#\"'+`.:_])\1{3,}\s*$")
+
+
+def _rst_prose(text: str) -> list[list[str]]:
+    """Paragraphs of plain prose from an .rst source: no directives, code, tables or headings.
+    Each section (text between headings) becomes one list of sentences."""
+    sections: list[list[str]] = [[]]
+    lines = text.splitlines()
+    i, para, skip_indent = 0, [], None
+
+    def flush():
+        if para:
+            p = " ".join(para)
+            p = _ROLE.sub(r"\1", p)
+            p = _LITERAL.sub(r"\1", p)
+            p = _LINK.sub(r"\1", p)
+            p = _EMPH.sub(r"\1", p)
+            p = re.sub(r"\s+", " ", p).strip()
+            if len(p.split()) >= 6 and p[-1:] in ".!?:" and not re.search(r"[|\\{}]|\+--|==", p):
+                sections[-1].extend(s for s in split_sentences(p) if len(s.split()) >= 4)
+            para.clear()
+
+    while i < len(lines):
+        line = lines[i]
+        indent = len(line) - len(line.lstrip())
+        if skip_indent is not None:
+            if line.strip() and indent <= skip_indent:
+                skip_indent = None
+            else:
+                i += 1
+                continue
+        if not line.strip():
+            flush()
+        elif i + 1 < len(lines) and _HEADING.match(lines[i + 1]) and line.strip():
+            flush()
+            sections.append([])
+            i += 2
+            continue
+        elif _HEADING.match(line):
+            flush()
+        elif line.lstrip().startswith(("..", "|", "+-", "=", ">>>", "* ", "- ", "#")) or indent > 0:
+            flush()
+            if line.lstrip().startswith(".."):
+                skip_indent = indent
+        else:
+            para.append(line.strip())
+            if line.rstrip().endswith("::"):
+                para[-1] = para[-1][:-3].rstrip() if para[-1].endswith(" ::") else para[-1][:-1]
+                flush()
+                skip_indent = indent
+        i += 1
+    flush()
+    return [s for s in sections if s]
+
+
+def python_doc_documents(max_chars: int) -> list[tuple[str, list[str]]]:
+    """Sections of the Python documentation's prose, in a fixed file order, up to ``max_chars``."""
+    roots = sorted({os.path.realpath(p) for p in glob.glob("/usr/share/doc/python3*/html/_sources")})
+    if not roots:
+        raise CorpusError("No Python documentation sources found: install Debian's python3-doc "
+                          "(apt-get install python3-doc).")
+    root = roots[-1]
+    out, total = [], 0
+    for sub in ("tutorial", "howto", "faq", "reference", "glossary", "library"):
+        files = (sorted(glob.glob(f"{root}/{sub}/**/*.rst.txt", recursive=True))
+                 or sorted(glob.glob(f"{root}/{sub}.rst.txt")))
+        for f in files:
+            rel = os.path.relpath(f, root)
+            for k, sec in enumerate(_rst_prose(Path(f).read_text(encoding="utf-8", errors="replace"))):
+                if len(sec) < 2:
+                    continue
+                out.append((f"python-doc:{rel}#{k}", sec))
+                total += sum(len(s) + 1 for s in sec)
+                if total >= max_chars:
+                    return out
+    return out
+
+
+def kjv_documents(every: int = 3) -> list[tuple[str, list[str]]]:
+    """Chapters of the King James Version (every ``every``-th one), one verse per sentence line."""
+    exe = shutil.which("bible")
+    if exe is None:
+        raise CorpusError("The `bible` reader is missing: install Debian's bible-kjv and bible-kjv-text.")
+    text = subprocess.run([exe, "Ge1:1-Re22:21"], capture_output=True, text=True, check=True,
+                          env={**os.environ, "COLUMNS": "1000"}).stdout
+    chapters: list[tuple[str, list[str]]] = []
+    verse: list[str] = []
+    for line in text.splitlines():
+        m = re.match(r"^\s+(\d+) (.*)$", line)
+        if re.match(r"^[1-3A-Z][A-Za-z0-9 ]* \d+$", line.strip()) and not line.startswith(" "):
+            if verse:
+                chapters[-1][1].append(" ".join(verse))
+                verse = []
+            chapters.append((f"kjv:{line.strip()}", []))
+        elif m and chapters:
+            if verse:
+                chapters[-1][1].append(" ".join(verse))
+            verse = [m.group(2).strip()]
+        elif line.strip() and verse:
+            verse.append(line.strip())
+    if verse:
+        chapters[-1][1].append(" ".join(verse))
+    return [c for i, c in enumerate(chapters) if i % every == 0 and len(c[1]) >= 2]
+
+
+# ---------------------------------------------------------------------------------------------- building
+@dataclass(frozen=True)
+class CorpusStats:
+    documents: int
+    sentences: int
+    words: int
+    bytes: int
+
+
+def _stats(docs: list[list[str]]) -> CorpusStats:
+    return CorpusStats(len(docs), sum(len(d) for d in docs), sum(len(s.split()) for d in docs for s in d),
+                       sum(len(s.encode()) + 1 for d in docs for s in d) + len(docs))
+
+
+def _write(path: Path, docs: list[list[str]]) -> None:
+    path.write_text("\n\n".join("\n".join(d) for d in docs) + "\n", encoding="utf-8")
+
+
+EVERYDAY_TRAIN_FILE = "train_everyday.txt"  # the training documents of the everyday sources
+EVERYDAY_HELDOUT_FILE = "heldout_everyday.txt"  # the held-out documents of the everyday sources
+
+
+def everyday_sources() -> dict[str, list[tuple[str, list[str]]]]:
+    """The sources added for everyday English (core.data.everyday), by name, in a fixed order."""
+    from core.data import everyday
+
+    return {
+        "wordnet-gloss": everyday.wordnet_gloss_documents(),
+        "austen": everyday.austen_documents(),
+        "novels": everyday.tidytext_novel_documents() + everyday.moby_dick_documents(),
+        "fortunes": everyday.fortune_documents(),
+        "harvard": everyday.harvard_documents(),
+    }
+
+
+def _probe_hits(docs: list[list[str]]) -> set[str]:
+    """The sentences that contain a sentence of the everyday probe with an acceptable answer filled in (the probe
+    is never trained on; tests/core/test_everyday_probe.py checks the same way)."""
+    from core.predict.everyday_probe import filled_sentences, normalize
+
+    lines = [s for d in docs for s in d]
+    text = "\n".join(normalize(s) for s in lines)
+    found = [f for f in filled_sentences() if f in text]
+    return {s for s in lines if any(f in normalize(s) for f in found)}
+
+
+def build_corpus(out_dir: str | Path = CORPUS_DIR, wordnet_chars: int = 1_300_000, python_chars: int = 1_300_000,
+                 kjv_every: int = 3, everyday: bool = True) -> dict:
+    """Regenerate the corpus from the Debian packages; writes train.txt and heldout.txt (the first three sources),
+    train_everyday.txt and heldout_everyday.txt (the everyday sources), and manifest.json.
+
+    The first three sources (WordNet examples, Python documentation, the KJV) are built exactly as before the
+    everyday sources were added, so train.txt and heldout.txt, the files every earlier model was trained and scored
+    on, are unchanged. A sentence of the everyday sources (``everyday_sources``) that the first three already have
+    (WordNet's glosses repeat their synsets) or that holds a probe sentence is dropped.
+    Deterministic: sources are read in a fixed order and documents are split by a hash of their id.
+    Returns the manifest. Raises CorpusError naming the missing Debian package.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    sources = {
+        "wordnet": wordnet_documents(),
+        "python-doc": python_doc_documents(python_chars),
+        "kjv": kjv_documents(kjv_every),
+    }
+    # WordNet has far more synsets than we keep: take every k-th document so all lexicographer files appear.
+    wn = sources["wordnet"]
+    size = sum(len(s) + 1 for _, d in wn for s in d)
+    step = max(1, round(size / wordnet_chars))
+    sources["wordnet"] = wn[::step]
+    splits: dict[str, list[list[str]]] = {TRAIN_FILE: [], HELDOUT_FILE: []}
+    per_source = {}
+    for name, docs in sources.items():
+        tr = [d for i, d in docs if not held_out(i)]
+        ho = [d for i, d in docs if held_out(i)]
+        splits[TRAIN_FILE] += tr
+        splits[HELDOUT_FILE] += ho
+        per_source[name] = {"file": TRAIN_FILE, "train": _stats(tr).__dict__, "heldout": _stats(ho).__dict__}
+    if everyday:
+        seen = {s for d in splits[TRAIN_FILE] + splits[HELDOUT_FILE] for s in d}
+        extra = everyday_sources()
+        drop = seen | _probe_hits([d for docs in extra.values() for _, d in docs])
+        kept = {name: [(i, k) for i, k in ((i, [s for s in d if s not in drop]) for i, d in docs) if k]
+                for name, docs in extra.items()}
+        # a held-out sentence is never trained on, also where another document repeats it (a quotation that two
+        # fortunes share, a line two novels both quote)
+        held = {s for docs in kept.values() for i, d in docs if held_out(i) for s in d}
+        splits[EVERYDAY_TRAIN_FILE], splits[EVERYDAY_HELDOUT_FILE] = [], []
+        for name, docs in kept.items():
+            tr = [k for k in ([s for s in d if s not in held] for i, d in docs if not held_out(i)) if k]
+            ho = [d for i, d in docs if held_out(i)]
+            splits[EVERYDAY_TRAIN_FILE] += tr
+            splits[EVERYDAY_HELDOUT_FILE] += ho
+            per_source[name] = {"file": EVERYDAY_TRAIN_FILE, "train": _stats(tr).__dict__,
+                                "heldout": _stats(ho).__dict__}
+    # Interleave sources deterministically so a prefix of a file is a mix of its sources.
+    files = {name: _interleave(docs) for name, docs in splits.items()}
+    for name, docs in files.items():
+        _write(out / name, docs)
+    manifest = {
+        "format": "one sentence per line, blank line between documents",
+        "heldout_rule": f"sha1(document id) % 100 < {HELDOUT_PERCENT}",
+        "sources": per_source,
+        "files": {name: _stats(docs).__dict__ for name, docs in files.items()},
+        "train": _stats(files[TRAIN_FILE]).__dict__,
+        "heldout": _stats(files[HELDOUT_FILE]).__dict__,
+        "sha256": {f: hashlib.sha256((out / f).read_bytes()).hexdigest() for f in files},
+    }
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    return manifest
+
+
+def load_training_documents(corpus: str | Path, files: tuple[str, ...] = (TRAIN_FILE,)) -> list[list[str]]:
+    """The training documents of a corpus folder's ``files`` (interleaved by the same hash as the builder, so two
+    files read together give the order one file of both would have), or of a corpus file."""
+    p = Path(corpus)
+    if not p.is_dir():
+        return load_documents(p)
+    docs = [d for f in files for d in load_documents(p / f)]
+    return _interleave(docs) if len(files) > 1 else docs
+
+
+def _interleave(docs: list[list[str]]) -> list[list[str]]:
+    return sorted(docs, key=lambda d: hashlib.sha1("\n".join(d).encode()).hexdigest())

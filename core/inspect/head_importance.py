@@ -1,0 +1,318 @@
+"""Head importance (Michel et al., 2019, "Are Sixteen Heads Really Better than One?"): a gate of ones on each head's
+output, the loss's gradient with respect to the gates, |d loss / d gate| summed over the batch, in one backward
+pass per batch. Checked against exhaustive single-head ablation (Spearman rank correlation) and a pruning curve
+(heads removed least-important first, against random order).
+
+Loss: MLM cross-entropy on the bundled held-out text with a fixed-seed 15% masking (core.data.masking), or a
+fine-tuned classifier's cross-entropy on its eval set. The gates use core.inspect.ablation's hooks, so the same thread
+safety holds: a job computing importance never changes another session's forwards.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+from core.models.loading import LoadedModel
+
+Progress = Callable[..., None]  # progress(fraction, message); a job's ctx.progress also raises on Cancel
+PRUNING_FRACTIONS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+RANDOM_SEEDS = (0, 1, 2)
+
+
+class ImportanceError(ValueError):
+    """Importance cannot be computed for this model or data; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class ImportanceResult:
+    checkpoint: str
+    task: str  # "mlm" or "classify"
+    scores: np.ndarray  # (layers, heads) gradient importance, |dL/dgate| summed over the texts
+    exhaustive: np.ndarray | None  # (layers, heads) loss increase when that one head is zeroed
+    spearman: float | None  # rank correlation of scores and exhaustive
+    pruning_fraction: tuple[float, ...]  # share of heads removed, 0 .. 1
+    pruning_importance: tuple[float, ...]  # metric removing least-important first
+    pruning_random: tuple[float, ...]  # same, random order (mean over RANDOM_SEEDS)
+    metric: str  # "MLM loss" | "accuracy"
+    n_texts: int
+    seconds_gradient: float
+    seconds_exhaustive: float | None
+
+
+MLM_TEXTS = 64  # held-out sentences by default
+MAX_TEXTS = 512
+CHUNK = 32  # texts per forward
+MAX_LEN = 64  # tokens per text
+MASK_SEED = 0
+
+
+@dataclass
+class _Chunk:
+    enc: dict  # input_ids, attention_mask (+ token_type_ids for pairs), on the model's device
+    rows: object = None  # MLM: masked positions (rows, cols) and their original ids
+    cols: object = None
+    labels: object = None  # MLM: (M,) original ids; classify: (B,) class ids
+
+
+def _is_classifier(lm) -> bool:
+    return hasattr(lm, "label_names") and not hasattr(lm, "spec")
+
+
+def _mlm_chunks(lm, texts: Sequence[str]) -> list[_Chunk]:
+    """Tokenize, mask 15% (80/10/10) with a fixed seed (core.data.masking), CHUNK texts per chunk."""
+    import torch
+
+    from core.data.masking import mask_tokens
+
+    tok, model = lm.tokenizer, lm.model
+    if tok.mask_token_id is None:
+        raise ImportanceError(f"The tokenizer of {lm.spec.checkpoint} has no mask token: MLM importance needs a "
+                              "model trained with masked language modelling.")
+    dev = next(model.parameters()).device
+    gen = torch.Generator().manual_seed(MASK_SEED)
+    out = []
+    for i in range(0, len(texts), CHUNK):
+        enc = tok(list(texts[i:i + CHUNK]), truncation=True, max_length=MAX_LEN, padding=True, return_tensors="pt",
+                  return_special_tokens_mask=True)
+        special = enc["special_tokens_mask"].bool() | (enc["attention_mask"] == 0)
+        m = mask_tokens(enc["input_ids"], special, mask_id=tok.mask_token_id, vocab_size=int(model.config.vocab_size),
+                        generator=gen)
+        rows, cols = (m.labels != -100).nonzero(as_tuple=True)
+        out.append(_Chunk({"input_ids": m.input_ids.to(dev), "attention_mask": enc["attention_mask"].to(dev)},
+                          rows.to(dev), cols.to(dev), m.labels[rows, cols].to(dev)))
+    if sum(len(c.labels) for c in out) == 0:
+        raise ImportanceError("No token was masked: give more or longer texts.")
+    return out
+
+
+def _cls_chunks(fm, texts, texts_b, labels) -> list[_Chunk]:
+    import torch
+
+    dev = next(fm.model.parameters()).device
+    out = []
+    for i in range(0, len(texts), CHUNK):
+        tb = None if texts_b is None else list(texts_b[i:i + CHUNK])
+        enc = fm.tokenizer(list(texts[i:i + CHUNK]), tb, truncation=True, max_length=fm.max_length, padding=True,
+                           return_tensors="pt")
+        enc = {k: v.to(dev) for k, v in enc.items() if k in fm.tokenizer.model_input_names}
+        out.append(_Chunk(enc, labels=torch.as_tensor(list(labels[i:i + CHUNK]), dtype=torch.long, device=dev)))
+    return out
+
+
+def _mlm_eval(lm, chunks) -> float:
+    """Mean MLM cross-entropy over every masked token (no gradient; the fill-mask fast path, hooks included)."""
+    import torch
+    import torch.nn.functional as F
+
+    from core.models.masked_forward import masked_logits
+    from core.registry import mlm_head
+
+    head = mlm_head(lm.model)
+    total, n = 0.0, 0
+    with torch.inference_mode():
+        for c in chunks:
+            if not len(c.labels):
+                continue
+            logits = masked_logits(lm.model, head, c.enc["input_ids"], c.enc["attention_mask"], c.rows, c.cols)
+            total += float(F.cross_entropy(logits.float(), c.labels, reduction="sum"))
+            n += len(c.labels)
+    return total / n
+
+
+def _cls_eval(fm, chunks) -> tuple[float, float]:
+    """(mean cross-entropy, accuracy) of the classifier on the chunks."""
+    import torch
+    import torch.nn.functional as F
+
+    total, right, n = 0.0, 0, 0
+    with torch.inference_mode():
+        for c in chunks:
+            logits = fm.model(**c.enc).logits.float()
+            total += float(F.cross_entropy(logits, c.labels, reduction="sum"))
+            right += int((logits.argmax(-1) == c.labels).sum())
+            n += len(c.labels)
+    return total / n, right / n
+
+
+def _gradient(lm, chunks, classifier: bool, lay, progress) -> np.ndarray:
+    """sum over texts of |d loss(text) / d gate| per head: one gate per text and head, one backward per chunk
+    (torch.autograd.grad w.r.t. the gates only, so the shared model's parameters get no .grad)."""
+    import torch
+    import torch.nn.functional as F
+
+    from core.inspect.ablation import _base, gated
+    from core.registry import mlm_head
+
+    model = lm.model
+    dtype = next(model.parameters()).dtype
+    dev = next(model.parameters()).device
+    scores = torch.zeros(lay.n_layers, lay.n_heads, dtype=torch.float64)
+    head = None if classifier else mlm_head(model)
+    for i, c in enumerate(chunks):
+        b = c.enc["input_ids"].shape[0]
+        gate = torch.ones(b, lay.n_layers, lay.n_heads, dtype=dtype, device=dev, requires_grad=True)
+        with torch.enable_grad(), gated(model, gate):
+            if classifier:
+                per_text = F.cross_entropy(model(**c.enc).logits.float(), c.labels, reduction="none")  # (b,)
+            else:
+                if not len(c.labels):
+                    continue
+                h = _base(model)(**c.enc).last_hidden_state  # (b, t, H)
+                tok_loss = F.cross_entropy(head(h[c.rows, c.cols]).float(), c.labels, reduction="none")  # (M,)
+                counts = torch.zeros(b, device=dev).index_add_(0, c.rows, torch.ones_like(tok_loss))
+                per_text = torch.zeros(b, device=dev).index_add_(0, c.rows, tok_loss) / counts.clamp(min=1)
+            (g,) = torch.autograd.grad(per_text.sum(), gate)
+        scores += g.detach().abs().sum(0).double().cpu()
+        if progress is not None:
+            progress((i + 1) / len(chunks), f"gradient importance: {i + 1}/{len(chunks)} batches")
+    return scores.numpy()
+
+
+def head_importance(lm, texts: Sequence[str] | None = None, batch=None, exhaustive: bool = True,
+                    pruning: bool = True, progress: Progress | None = None, *,
+                    fractions: Sequence[float] = PRUNING_FRACTIONS,
+                    seeds: Sequence[int] = RANDOM_SEEDS) -> ImportanceResult:
+    """Gradient importance of every head of ``lm``.
+
+    ``lm`` a LoadedModel with an MLM head: MLM loss on ``texts`` (default: MLM_TEXTS bundled held-out sentences)
+    masked 15% with a fixed seed. ``lm`` a core.train.finetune.FinetunedModel: cross-entropy on ``batch`` = (texts,
+    texts_b or None, labels), e.g. a FinetuneResult's test_texts / test_labels. ``exhaustive`` adds single-head
+    zero-ablation (loss increase) and its Spearman correlation with the gradient scores; ``pruning`` the metric
+    (MLM loss, or accuracy) with heads removed least-important first and in random order (mean over ``seeds``) at
+    ``fractions`` of all heads. ``progress(fraction, message)`` is called along the way (a job's ctx.progress).
+    Raises ImportanceError (a ValueError) for a model or data it cannot use.
+    """
+    import time
+
+    from core.inspect.ablation import AblationConfig, ablated, layout
+
+    classifier = _is_classifier(lm)
+    if classifier:
+        if batch is None:
+            raise ImportanceError("A classifier's importance needs its eval set: pass batch=(texts, texts_b or "
+                                  "None, labels), e.g. the fine-tuning result's test_texts and test_labels.")
+        b_texts, b_texts_b, b_labels = batch
+        if not len(b_texts) or len(b_texts) != len(b_labels):
+            raise ImportanceError(f"The eval set has {len(b_texts)} texts and {len(b_labels)} labels: give one "
+                                  "label per text, at least one text.")
+        if b_texts_b is not None and len(b_texts_b) != len(b_texts):
+            raise ImportanceError("The eval set's second texts must match its first texts one for one.")
+        if not all(0 <= int(y) < len(lm.label_names) for y in b_labels):
+            raise ImportanceError(f"Labels must be class numbers 0..{len(lm.label_names) - 1}.")
+        n = len(b_texts)
+        chunks = _cls_chunks(lm, b_texts[:MAX_TEXTS], None if b_texts_b is None else b_texts_b[:MAX_TEXTS],
+                             b_labels[:MAX_TEXTS])
+        n = min(n, MAX_TEXTS)
+        checkpoint = str(getattr(lm.model, "name_or_path", "") or
+                         getattr(getattr(lm.model, "config", None), "_name_or_path", "") or "fine-tuned classifier")
+    else:
+        from core.predict.fill_mask import check_mlm
+
+        try:
+            check_mlm(lm)
+        except ValueError as e:
+            raise ImportanceError(str(e)) from None
+        if texts is None:
+            from core.inspect.ablation import default_texts
+
+            texts = default_texts(MLM_TEXTS)
+        texts = [t for t in texts if isinstance(t, str) and t.strip()]
+        if not texts:
+            raise ImportanceError("No text to measure the MLM loss on: give at least one sentence.")
+        if len(texts) > MAX_TEXTS:
+            raise ImportanceError(f"{len(texts)} texts; at most {MAX_TEXTS} are used for head importance.")
+        n = len(texts)
+        chunks = _mlm_chunks(lm, texts)
+        checkpoint = lm.spec.checkpoint
+    lay = layout(lm.model)
+    n_heads = lay.n_layers * lay.n_heads
+    steps = 1 + (n_heads if exhaustive else 0) + ((len(fractions) * (1 + len(seeds))) if pruning else 0)
+    done = [0]
+
+    def report(message: str, units: float = 1.0) -> None:
+        done[0] += units
+        if progress is not None:
+            progress(min(1.0, done[0] / steps), message)
+
+    def loss_and_metric(heads) -> tuple[float, float]:
+        with ablated(lm, AblationConfig(tuple(heads))):
+            if classifier:
+                return _cls_eval(lm, chunks)
+            loss = _mlm_eval(lm, chunks)
+            return loss, loss
+
+    t0 = time.perf_counter()
+    scores = _gradient(lm, chunks, classifier, lay,
+                       None if progress is None else (lambda f, m: progress(f / steps, m)))
+    seconds_gradient = time.perf_counter() - t0
+    report("gradient importance done")
+    flat_heads = [(la, h) for la in range(lay.n_layers) for h in range(lay.n_heads)]
+    ex, rho, seconds_ex = None, None, None
+    base_loss, base_metric = None, None
+    if exhaustive:
+        from scipy.stats import spearmanr
+
+        t1 = time.perf_counter()
+        base_loss, base_metric = loss_and_metric(())
+        ex = np.zeros((lay.n_layers, lay.n_heads))
+        for i, (la, h) in enumerate(flat_heads):
+            ex[la, h] = loss_and_metric([(la, h)])[0] - base_loss
+            report(f"single-head ablation: {i + 1}/{n_heads} heads")
+        seconds_ex = time.perf_counter() - t1
+        rho = float(spearmanr(scores.ravel(), ex.ravel()).statistic)
+        if not np.isfinite(rho):  # constant scores or losses (e.g. a model that ignores its heads)
+            rho = None
+    fr, p_imp, p_rand = (), (), ()
+    if pruning:
+        order = [flat_heads[i] for i in np.argsort(scores.ravel(), kind="stable")]  # least important first
+        fr = tuple(float(f) for f in fractions)
+        ks = [int(round(f * n_heads)) for f in fr]
+        metric_at = {}
+
+        def metric(heads) -> float:
+            key = tuple(sorted(heads))
+            if key not in metric_at:
+                metric_at[key] = loss_and_metric(key)[1] if key or base_metric is None else base_metric
+            return metric_at[key]
+
+        p_imp = tuple(metric(order[:k]) for k in ks)
+        report("pruning in importance order", len(fr))
+        rand = []
+        for sd in seeds:
+            perm = [flat_heads[i] for i in np.random.default_rng(sd).permutation(n_heads)]
+            rand.append([metric(perm[:k]) for k in ks])
+            report(f"pruning in random order (seed {sd})", len(fr))
+        p_rand = tuple(float(x) for x in np.mean(rand, axis=0))
+    scores.setflags(write=False)
+    return ImportanceResult(checkpoint=checkpoint, task="classify" if classifier else "mlm", scores=scores,
+                            exhaustive=ex, spearman=rho, pruning_fraction=fr, pruning_importance=p_imp,
+                            pruning_random=p_rand, metric="accuracy" if classifier else "MLM loss", n_texts=n,
+                            seconds_gradient=seconds_gradient, seconds_exhaustive=seconds_ex)
+
+
+def importance_job(family: str, checkpoint: str, device: str = "auto", texts: Sequence[str] | None = None,
+                   exhaustive: bool = True, pruning: bool = True, finetuned_dir: str | None = None, batch=None):
+    """A picklable core.runtime.jobs function fn(ctx): loads the model itself (the MLM model of (family, checkpoint), or the
+    fine-tuned classifier in ``finetuned_dir`` with its eval ``batch`` = (texts, texts_b or None, labels)), reports
+    ctx.progress (which also raises on Cancel) and returns an ImportanceResult."""
+    import functools
+
+    if batch is not None:
+        batch = (tuple(batch[0]), None if batch[1] is None else tuple(batch[1]), tuple(int(y) for y in batch[2]))
+    return functools.partial(_run_job, family, checkpoint, device, None if texts is None else tuple(texts),
+                             exhaustive, pruning, finetuned_dir, batch)
+
+
+def _run_job(family, checkpoint, device, texts, exhaustive, pruning, finetuned_dir, batch, ctx) -> ImportanceResult:
+    from core.models.loading import ModelSpec, load
+
+    ctx.progress(0.0, "loading the model")
+    if finetuned_dir:
+        from core.train.finetune import load_finetuned
+
+        lm = load_finetuned(finetuned_dir, device)
+    else:
+        lm = load(ModelSpec(family, checkpoint, device), "mlm")
+    return head_importance(lm, texts, batch, exhaustive, pruning, progress=ctx.progress)

@@ -1,0 +1,217 @@
+"""Downloading an official checkpoint from the Hub: when it is allowed, and the download itself with progress.
+
+Policy (``policy()``): on by default, as transformers itself would do; off when ``HF_HUB_OFFLINE`` is set, when
+``ENCODERLAB_ALLOW_DOWNLOAD=0``, or on the hosted server unless its operator sets ``ENCODERLAB_ALLOW_DOWNLOAD=1``.
+
+``download`` is huggingface_hub's own ``snapshot_download`` (the Hub's cache layout, file locks, resumable
+``.incomplete`` blobs, the ``HF_ENDPOINT`` setting), restricted to the files EncoderLab loads (config, safetensors
+weights, tokenizer files: never pickled ``.bin`` weights). Its byte progress arrives through a tqdm class; we
+turn it into ``DownloadProgress`` (size, speed, ETA) for a progress bar. A cut connection raises DownloadError
+with what was fetched; the Hub cache keeps only complete files under the snapshot (a partial one stays an
+``.incomplete`` blob that the next try resumes), so a later load never meets a half-written model.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+from urllib.parse import urlparse
+
+TRUE = ("1", "true", "yes", "on")
+FALSE = ("0", "false", "no", "off")
+# what a model folder needs, by the names transformers looks for; weights as safetensors only
+ALLOW_PATTERNS = ("config.json", "*.safetensors", "*.safetensors.index.json", "tokenizer.json",
+                  "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json", "vocab.txt",
+                  "vocab.json", "merges.txt", "spiece.model", "sentencepiece.bpe.model", "*.spm")
+REACH_TIMEOUT_S = 2.0  # a machine with no network is told so within this
+
+
+class DownloadError(RuntimeError):
+    """A download could not start or did not finish. The message says what happened and what to do."""
+
+
+@dataclass(frozen=True)
+class Policy:
+    allowed: bool
+    reason: str  # why not, or where from
+
+
+@dataclass(frozen=True)
+class DownloadProgress:
+    done_bytes: int
+    total_bytes: int  # 0 while the file list is being read
+    rate_bps: float  # bytes per second so far
+    elapsed_s: float
+
+    @property
+    def fraction(self) -> float:
+        return min(self.done_bytes / self.total_bytes, 1.0) if self.total_bytes else 0.0
+
+    @property
+    def eta_s(self) -> float | None:
+        if not self.total_bytes or self.rate_bps <= 0:
+            return None
+        return max(self.total_bytes - self.done_bytes, 0) / self.rate_bps
+
+    def describe(self) -> str:
+        """'12.3 of 45.6 MB · 3.2 MB/s · about 10 s left', for the progress bar's text."""
+        if not self.total_bytes:
+            return "reading the file list…"
+        eta = self.eta_s
+        left = "" if eta is None else f" · about {eta:,.0f} s left"
+        return f"{self.done_bytes / 1e6:,.1f} of {self.total_bytes / 1e6:,.1f} MB · {self.rate_bps / 1e6:,.1f} MB/s{left}"
+
+
+def endpoint() -> str:
+    return os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
+
+
+def policy() -> Policy:
+    """Whether picking an official checkpoint that is not cached downloads it here, and why not."""
+    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in TRUE:
+        return Policy(False, "HF_HUB_OFFLINE=1 is set")
+    allow = os.environ.get("ENCODERLAB_ALLOW_DOWNLOAD", "").strip().lower()
+    if allow in FALSE:
+        return Policy(False, "ENCODERLAB_ALLOW_DOWNLOAD=0 is set")
+    from core.base.settings import hosted
+
+    if hosted() and allow not in TRUE:
+        return Policy(False, "this is the hosted server, and its operator has not allowed downloads "
+                             "(ENCODERLAB_ALLOW_DOWNLOAD=1)")
+    return Policy(True, f"from {endpoint()}")
+
+
+def reachable(timeout: float = REACH_TIMEOUT_S) -> bool:
+    """One TCP connect to the Hub endpoint; False on any failure (no DNS, refused, timeout) within ``timeout``."""
+    url = urlparse(endpoint())
+    port = url.port or (443 if url.scheme == "https" else 80)
+    deadline = time.monotonic() + timeout
+    try:
+        # name resolution has no timeout of its own: run it on a thread and give up at the deadline
+        found: list = []
+        t = threading.Thread(target=lambda: found.append(socket.getaddrinfo(url.hostname or "", port,
+                                                                              type=socket.SOCK_STREAM)),
+                             daemon=True)
+        t.start()
+        t.join(timeout)
+        if not found:
+            return False
+        family, kind, proto, _, addr = found[0][0]
+        with socket.socket(family, kind, proto) as s:
+            s.settimeout(max(deadline - time.monotonic(), 0.05))
+            s.connect(addr)
+        return True
+    except OSError:
+        return False
+
+
+class _Meter:
+    """Bytes done and total over every file of one download (huggingface_hub reports per-file chunks)."""
+
+    def __init__(self, report: Callable[[DownloadProgress], None] | None):
+        self.report = report
+        self.total = 0
+        self.done = 0
+        self.t0 = time.monotonic()
+        self._lock = threading.Lock()
+
+    def progress(self) -> DownloadProgress:
+        el = time.monotonic() - self.t0
+        return DownloadProgress(self.done, self.total, self.done / el if el > 0 else 0.0, el)
+
+    def add(self, total: int = 0, done: int = 0) -> None:
+        with self._lock:
+            self.total += total
+            self.done += done
+            p = self.progress()
+        if self.report is not None:
+            self.report(p)
+
+
+def _tqdm_class(meter: _Meter):
+    """A tqdm class for snapshot_download that feeds ``meter`` from its byte bars and draws nothing.
+
+    snapshot_download makes two byte bars (network transfer, and bytes written, described "Reconstructing"); with
+    plain HTTP both move together, so only the bytes written to the cache are counted. A class that is not
+    huggingface_hub's own tqdm gets no ``name``, so the bar is told by its unit and description.
+    """
+    from tqdm.auto import tqdm
+
+    class Reporting(tqdm):
+        def __init__(self, *args, **kwargs):
+            self._bytes = kwargs.get("unit") == "B" and str(kwargs.get("desc", "")).startswith("Reconstructing")
+            kwargs["disable"] = True
+            kwargs.pop("name", None)
+            super().__init__(*args, **kwargs)
+            self._seen_total = 0
+
+        def refresh(self, *a, **k):  # the parent's total grows as each file starts
+            if self._bytes and (self.total or 0) > self._seen_total:
+                meter.add(total=int(self.total) - self._seen_total)
+                self._seen_total = int(self.total)
+
+        def update(self, n=1):
+            if self._bytes:
+                self.refresh()
+                meter.add(done=int(n or 0))
+            return super().update(n)
+
+    return Reporting
+
+
+def download(repo_id: str, progress: Callable[[DownloadProgress], None] | None = None,
+             cache_dir: str | Path | None = None) -> Path:
+    """Download ``repo_id``'s loadable files into the Hugging Face cache; return the snapshot folder.
+
+    ``progress`` is called from download threads with the running totals. Raises DownloadError when downloads
+    are off, the Hub cannot be reached, the repo does not exist, or the connection breaks.
+    """
+    pol = policy()
+    if not pol.allowed:
+        raise DownloadError(f"Downloads are off here: {pol.reason}. Use a bundled model or a local folder.")
+    if not reachable():
+        raise DownloadError(f"No network: the Hub at {endpoint()} cannot be reached within {REACH_TIMEOUT_S:.0f} s, "
+                            f"and {repo_id!r} is not cached. Use a bundled model or a local folder.")
+    import httpx2  # huggingface_hub's own HTTP client: its errors are what a cut connection raises
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import (EntryNotFoundError, GatedRepoError, HfHubHTTPError, LocalEntryNotFoundError,
+                                        RepositoryNotFoundError)
+
+    meter = _Meter(progress)
+    try:
+        path = snapshot_download(repo_id, allow_patterns=list(ALLOW_PATTERNS), cache_dir=cache_dir,
+                                 endpoint=endpoint(), tqdm_class=_tqdm_class(meter), max_workers=4)
+    except GatedRepoError:
+        raise DownloadError(f"{repo_id!r} is gated on the Hub: accept its terms there and log in "
+                            "(`hf auth login`), then pick it again.") from None
+    except RepositoryNotFoundError:
+        raise DownloadError(f"{repo_id!r} is not a model on the Hub (or it is private).") from None
+    except (httpx2.HTTPError, LocalEntryNotFoundError, EntryNotFoundError, HfHubHTTPError, OSError) as e:
+        got = meter.progress()
+        of = f" of {got.total_bytes / 1e6:,.1f} MB" if got.total_bytes else ""
+        raise DownloadError(
+            f"The download of {repo_id!r} stopped after {got.done_bytes / 1e6:,.1f} MB{of} "
+            f"({type(e).__name__}: {e}). Nothing half-written is used: pick the model again to resume.") from None
+    folder = Path(path)
+    if not (folder / "config.json").exists() or not any(folder.glob("*.safetensors")):
+        raise DownloadError(f"{repo_id!r} on the Hub has no config.json with safetensors weights, which "
+                            "EncoderLab needs (it never loads pickled .bin weights).")
+    return folder
+
+
+def allow_download() -> bool:
+    """Whether a checkpoint that is not cached is downloaded from the Hub here (``policy()`` says why not)."""
+    return policy().allowed
+
+
+def hub_endpoint() -> str:
+    return endpoint()
+
+
+def hub_reachable(timeout: float = 2.0) -> bool:
+    """One TCP connect to the Hub endpoint within ``timeout``; False on any failure (no DNS, refused, timeout)."""
+    return reachable(timeout)

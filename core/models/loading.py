@@ -1,0 +1,276 @@
+"""The one loader every page uses.
+
+The family registry (core.registry) says how families differ; this module resolves a checkpoint in a fixed
+order (local folder, bundled zoo, Hugging Face cache, Hub when allowed) and loads safetensors only. The registry's
+names are re-exported here for the modules that import them from core.models.loading.
+"""
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+from core.base.paths import zoo_dir
+from core.models.devices import resolve_device
+from core.models.downloads import DownloadError, allow_download, download, policy
+from core.models.hosted import HostedRefusal, check_folder
+from core.models.int8 import QuantizeError, check_mode, quantize_int8
+from core.registry.generic import derive
+from core.registry import (
+    FAMILIES, Family, ModelLoadError, checkpoint_info, family, family_of_model_type, model_class,
+    position_offset,
+)
+
+
+# ---------------------------------------------------------------------------------------------- devices
+
+
+# ---------------------------------------------------------------------------------------------- resolution
+@dataclass(frozen=True)
+class ModelSpec:
+    """What the user picked: a family, a checkpoint (Hub id, bundled id or folder) and a device choice."""
+
+    family: str
+    checkpoint: str
+    device: str = "auto"
+    quant: str = ""  # "int8": dynamic int8 linears after loading (core.compare.int8; CPU inference only)
+
+    def __post_init__(self) -> None:
+        family(self.family)
+        if not self.checkpoint or not self.checkpoint.strip():
+            raise ModelLoadError("No checkpoint given: pick one from the list or type a Hugging Face id or a folder.")
+        if self.device not in ("auto", "cpu", "cuda"):
+            raise ModelLoadError(f"Unknown device {self.device!r}: use auto, cpu or cuda.")
+        if self.quant not in ("", "int8"):
+            raise ModelLoadError(f"Unknown quantization {self.quant!r}: use '' (fp32) or 'int8'.")
+        if self.quant and self.device == "cuda":
+            raise ModelLoadError("int8 dynamic quantization runs on the CPU only: set the device to cpu, or turn "
+                                 "int8 off.")
+
+
+@dataclass(frozen=True)
+class Resolution:
+    path: str | None  # a local folder, or None when the Hub would be needed
+    source: str  # "bundled", "local folder", "HF cache", "Hub download" or "unavailable"
+    tried: tuple[str, ...] = ()
+
+
+def _has_weights(folder: Path) -> bool:
+    return any(folder.glob("*.safetensors"))
+
+
+def _cached_snapshot(repo_id: str) -> Path | None:
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:  # pragma: no cover
+        return None
+    try:
+        hit = try_to_load_from_cache(repo_id, "config.json")
+    except ValueError:  # HFValidationError: not a valid repo id
+        return None
+    if isinstance(hit, str) and _has_weights(Path(hit).parent):  # a cut download leaves a snapshot without them
+        return Path(hit).parent
+    return None
+
+
+def resolve(checkpoint: str) -> Resolution:
+    """Find where a checkpoint's files are, without loading them.
+
+    Order: an existing local folder; a bundled id (encoderlab/NAME) in the zoo; the HF cache; the Hub when
+    downloads are allowed. Returns source "unavailable" with the list of places tried otherwise.
+    """
+    tried: list[str] = []
+    p = Path(checkpoint).expanduser()
+    if p.is_dir():
+        try:
+            check_folder(p)  # hosted mode: only the server's own folders (zoo, runs, HF cache)
+        except HostedRefusal as e:
+            return Resolution(None, "unavailable", (str(e),))
+        zoo = zoo_dir().resolve()
+        src = "bundled" if zoo in p.resolve().parents else "local folder"
+        return Resolution(str(p), src, (f"local folder {p}",))
+    tried.append(f"local folder {p} (not found)")
+    if checkpoint.startswith(("/", ".", "~")) or checkpoint.count("/") > 1 or "\\" in checkpoint:
+        tried.append("it looks like a path, so the Hub was not asked: check the folder exists on the server")
+        return Resolution(None, "unavailable", tuple(tried))
+    if checkpoint.startswith("encoderlab/"):
+        z = zoo_dir() / checkpoint.split("/", 1)[1]
+        if (z / "config.json").exists():
+            return Resolution(str(z), "bundled", tuple(tried))
+        tried.append(f"bundled zoo {z} (missing: run `make models`)")
+        return Resolution(None, "unavailable", tuple(tried))
+    snap = _cached_snapshot(checkpoint)
+    if snap is not None:
+        return Resolution(str(snap), "HF cache", tuple(tried))
+    tried.append("Hugging Face cache (not cached)")
+    if allow_download():
+        return Resolution(None, "Hub download", tuple(tried))
+    tried.append(f"Hub (downloads are off: {policy().reason})")
+    return Resolution(None, "unavailable", tuple(tried))
+
+
+# ---------------------------------------------------------------------------------------------- loading
+@dataclass
+class LoadedModel:
+    """A model and its tokenizer, ready for inference. Never mutate a shared one: copy it first."""
+
+    model: Any
+    tokenizer: Any
+    spec: ModelSpec
+    task: str
+    source: str
+    path: str
+    device: str
+    missing_keys: tuple[str, ...] = ()
+    _derived: Family | None = field(default=None, repr=False, compare=False)
+    # how another process loads the same model: (loader "module:function", args, kwargs); core.runtime.backend sends it to
+    # a model replica (Ray). None when loaded with a dtype or extra model arguments: it then always runs here.
+    recipe: tuple | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def family(self) -> Family:
+        """The spec's family; for the generic family, derived from this checkpoint's config and tokenizer."""
+        fam = family(self.spec.family)
+        if not fam.generic:
+            return fam
+        if self._derived is None:
+            self._derived = derive(self.model.config, self.tokenizer)
+        return self._derived
+
+    @property
+    def max_tokens(self) -> int:
+        """How many tokens (special ones included) this model reads at most."""
+        return max_tokens(self.model, self.tokenizer)
+
+    @property
+    def head_missing(self) -> bool:
+        """True when the task's head weights were not in the checkpoint (they would be random)."""
+        # transformers' own split: weights under base_model_prefix are the encoder's, everything else a task head
+        # (BERT's cls., RoBERTa's lm_head, ModernBERT's head. and decoder., any family's classifier)
+        prefix = str(getattr(self.model, "base_model_prefix", "") or "") + "."
+        return any(not k.startswith(prefix) for k in self.missing_keys) if prefix != "." else bool(self.missing_keys)
+
+
+def max_tokens(model, tokenizer) -> int:
+    """How many tokens (special ones included) the model reads at most: its position table (less the offset of
+    families whose positions start after the padding index) and the tokenizer's own limit."""
+    cfg = model.config
+    n = int(getattr(cfg, "max_position_embeddings", 512) or 512) - position_offset(cfg)
+    tm = getattr(tokenizer, "model_max_length", n) or n
+    return int(min(n, tm if tm < 10**6 else n))
+
+
+def read_config(folder: str | Path) -> dict:
+    cfg = Path(folder) / "config.json"
+    if not cfg.exists():
+        raise ModelLoadError(f"{folder} has no config.json: it is not a Hugging Face model folder.")
+    try:
+        return json.loads(cfg.read_text())
+    except json.JSONDecodeError as e:
+        raise ModelLoadError(f"{cfg} is not valid JSON ({e}).") from None
+
+
+def _check_folder(folder: Path, spec: ModelSpec) -> dict:
+    cfg = read_config(folder)
+    if not _has_weights(folder):
+        bins = [p.name for p in folder.glob("*.bin")] + [p.name for p in folder.glob("*.pt")]
+        if bins:
+            raise ModelLoadError(
+                f"{folder} holds only {', '.join(bins)}. EncoderLab loads safetensors only, because a pickled .bin "
+                "file can run arbitrary code when loaded. Convert it once where you trust it: "
+                "`AutoModel.from_pretrained(path).save_pretrained(path, safe_serialization=True)`.")
+        raise ModelLoadError(f"{folder} has a config.json but no *.safetensors weights. Copy the weights in, "
+                             "or pick another checkpoint.")
+    _check_family(cfg, spec)
+    return cfg
+
+
+def _check_family(cfg: dict, spec: ModelSpec) -> None:
+    mt = cfg.get("model_type", "?")
+    fam = family(spec.family)
+    if fam.generic:  # any architecture no family claims; a registered one belongs to its own family
+        owner = family_of_model_type(mt)
+        if owner:
+            raise ModelLoadError(f"This checkpoint is a {FAMILIES[owner].label} model ({mt!r}): pick the "
+                                 f"{FAMILIES[owner].label} family for it, which knows its heads and layers.")
+        return
+    info = checkpoint_info(spec.checkpoint)
+    allowed = {fam.model_type} | ({info.model_type} if info and info.model_type else set())
+    if mt not in allowed:
+        owner = family_of_model_type(mt)
+        hint = f" Pick the {FAMILIES[owner].label} family for it." if owner else ""
+        raise ModelLoadError(f"This checkpoint is a {mt!r} model, not {fam.label}.{hint}")
+
+
+# transformers' from_pretrained swaps process-wide functions while it builds a model (its init contexts patch
+# e.g. PreTrainedModel.tie_weights and torch's init functions). Two loads at the same moment in one process (two
+# sessions, or a training job and a page) can leave them swapped for good, and every later load then fails with
+# "Cannot copy out of meta tensor". Every from_pretrained in EncoderLab holds this lock.
+BUILD_LOCK = threading.RLock()
+
+
+def load(spec: ModelSpec, task: str = "base", attentions: bool = False, dtype: str | None = None,
+         model_kwargs: dict | None = None) -> LoadedModel:
+    """Load model and tokenizer for ``task`` on the spec's device.
+
+    Safetensors only, never trust_remote_code. Eager attention when ``attentions`` (sdpa returns none). Weights
+    are float32 whatever dtype the folder was saved in, unless ``dtype`` ("bfloat16", "float16") says otherwise.
+    Raises ModelLoadError with what was tried and how to fix it.
+    """
+    import torch
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    dev = resolve_device(spec.device)
+    res = resolve(spec.checkpoint)
+    if res.source == "unavailable":
+        raise ModelLoadError(f"Cannot get {spec.checkpoint!r} here. Tried: " + "; ".join(res.tried) +
+                             ". Use a bundled model, a local folder, or a machine with network.")
+    kwargs: dict[str, Any] = {"use_safetensors": True, "trust_remote_code": False}
+    if attentions:
+        kwargs["attn_implementation"] = "eager"
+    # transformers 5 loads with dtype="auto" (the checkpoint's own): an fp16/bf16 folder would train and run
+    # integrated gradients in half precision. fp32 unless the caller asks for a half dtype.
+    kwargs["dtype"] = getattr(torch, dtype) if dtype else torch.float32
+    if model_kwargs:  # e.g. num_labels/id2label for a fresh classification head (core.train.finetune)
+        kwargs.update(model_kwargs)
+    if res.source == "Hub download":  # the page shows a progress bar first (app.kit.loaders); this is the rest
+        try:
+            target = str(download(spec.checkpoint))
+        except DownloadError as e:
+            raise ModelLoadError(str(e)) from None
+    else:
+        assert res.path is not None
+        target = res.path
+    cfg = _check_folder(Path(target), spec)
+    try:
+        with BUILD_LOCK:
+            # transformers resolves its classes by lazy imports, which are not safe to run from two threads at once
+            # (two sessions' first loads: "module 'transformers' has no attribute 'AutoTokenizer'"); under the lock.
+            cls = model_class(spec.family, task, cfg.get("model_type", ""))
+            model, info = cls.from_pretrained(target, output_loading_info=True, **kwargs)
+            tokenizer = transformers.AutoTokenizer.from_pretrained(target, trust_remote_code=False)
+    except (OSError, ValueError, RuntimeError) as e:
+        if family(spec.family).generic and isinstance(e, ValueError) and "Unrecognized configuration" in str(e):
+            raise ModelLoadError(f"{spec.checkpoint!r} is a {cfg.get('model_type', '?')!r} model, for which "
+                                 f"transformers has no {task!r} class: the generic family serves encoders that "
+                                 "transformers loads with a masked-LM head (AutoModelForMaskedLM).") from None
+        raise ModelLoadError(f"Loading {spec.checkpoint!r} failed: {e}") from None
+    model.eval().to(dev.torch_device)
+    if spec.quant:  # after from_pretrained, on this fresh copy (core.compare.int8 says why CPU only)
+        try:
+            check_mode(spec.quant, dev.kind)
+            model = quantize_int8(model, inplace=True)
+        except QuantizeError as e:
+            raise ModelLoadError(str(e)) from None
+    return LoadedModel(model=model, tokenizer=tokenizer, spec=spec, task=task, source=res.source,
+                       path=str(target), device=dev.torch_device,
+                       missing_keys=tuple(info.get("missing_keys", ())),
+                       recipe=None if dtype or model_kwargs else
+                       ("core.models.loading:load", (spec,), {"task": task, "attentions": attentions}))
+
+

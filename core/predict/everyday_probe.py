@@ -1,0 +1,131 @@
+"""The everyday-English probe: does a model know daily life, geography, food, work, family and weather?
+
+``tests/data/everyday_probe.tsv`` holds sentences written for this project (CC0, see tests/data/README.md), each
+with one ``[MASK]`` and the answers a person would accept. It was written before any change to the bundled models'
+training and is never trained on (tests/core/test_everyday_probe.py checks the corpus does not contain it).
+``score(lm)`` runs them through Fill-mask (the same code path as the page, so each family's mask token and
+tokenizer apply) and counts a hit when a top-k candidate, as plain lowercase text, is one of the answers.
+"""
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.models.loading import LoadedModel
+
+PROBE_PATH = Path(__file__).resolve().parent.parent / "tests" / "data" / "everyday_probe.tsv"
+
+
+@dataclass(frozen=True)
+class ProbeItem:
+    sentence: str  # with one [MASK]
+    answers: frozenset[str]  # lowercase
+    topic: str
+
+
+@dataclass(frozen=True)
+class ProbeScore:
+    checkpoint: str
+    items: int
+    top1: float  # share of items whose first candidate is an answer
+    topk: float  # share with an answer among the first k
+    k: int
+    per_topic: dict[str, tuple[int, float, float]]  # topic -> (items, top1, topk)
+    predictions: tuple[tuple[str, ...], ...]  # per item, the top-k candidates as plain text
+
+
+def load_probe(path: str | Path = PROBE_PATH) -> tuple[ProbeItem, ...]:
+    """The probe's items. Raises ValueError naming the line of a malformed row."""
+    items = []
+    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        parts = line.split("\t")
+        if len(parts) != 3 or parts[0].count("[MASK]") != 1 or not parts[1].strip():
+            raise ValueError(f"{path}, line {n}: want 'sentence with one [MASK] <tab> answers|... <tab> topic'.")
+        items.append(ProbeItem(parts[0].strip(), frozenset(a.strip().lower() for a in parts[1].split("|")),
+                               parts[2].strip()))
+    return tuple(items)
+
+
+def normalize(text: str) -> str:
+    """Lowercase letters and spaces only: how the corpus and the probe are compared for overlap."""
+    return re.sub(r"[^a-z ]", "", text.lower()).strip()
+
+
+def filled_sentences(items: tuple[ProbeItem, ...] | None = None, min_chars: int = 15) -> set[str]:
+    """Every probe sentence with each acceptable answer filled in, normalized (longer than ``min_chars``: a
+    shorter one would match inside ordinary text by chance)."""
+    out = set()
+    for it in load_probe() if items is None else items:
+        left, right = (normalize(x) for x in it.sentence.split("[MASK]"))
+        for answer in it.answers:
+            filled = " ".join(x for x in (left, answer, right) if x)
+            if len(filled) > min_chars:
+                out.add(filled)
+    return out
+
+
+def _plain(text: str) -> str:
+    return text.strip().lower()
+
+
+def score(lm: LoadedModel, items: tuple[ProbeItem, ...] | None = None, k: int = 5, batch: int = 32) -> ProbeScore:
+    """Top-1 and top-k of ``lm`` on the probe (default: every item). Raises what Fill-mask raises for a model
+    without an MLM head."""
+    from core.predict.fill_mask import FillMaskConfig, fill_mask_batch
+
+    items = load_probe() if items is None else items
+    preds: list[tuple[str, ...]] = []
+    for i in range(0, len(items), batch):
+        chunk = items[i:i + batch]
+        results = fill_mask_batch(lm, [FillMaskConfig(it.sentence, top_k=k) for it in chunk])
+        preds.extend(tuple(_plain(c.text) for c in r.masks[0].candidates) for r in results)
+    top1 = [p[0] in it.answers if p else False for it, p in zip(items, preds)]
+    topk = [any(x in it.answers for x in p) for it, p in zip(items, preds)]
+    by: dict[str, list[int]] = defaultdict(list)
+    for j, it in enumerate(items):
+        by[it.topic].append(j)
+    per_topic = {t: (len(js), sum(top1[j] for j in js) / len(js), sum(topk[j] for j in js) / len(js))
+                 for t, js in sorted(by.items())}
+    n = max(1, len(items))
+    return ProbeScore(lm.spec.checkpoint, len(items), sum(top1) / n, sum(topk) / n, k, per_topic, tuple(preds))
+
+
+def during_training(family: str, items: tuple[ProbeItem, ...] | None = None):
+    """An ``on_eval`` hook for core.train.pretrain.train.pretrain: the probe's top-1/top-5 of the model being trained
+    (its own tokenizer and mask token, the Fill-mask code path), so a run logs the probe beside held-out MLM."""
+    from core.models.loading import ModelSpec
+
+    items = load_probe() if items is None else items
+
+    def on_eval(model, tokenizer) -> dict:
+        from core.models import packed_linear
+
+        lm = LoadedModel(model, tokenizer, ModelSpec(family, "(training)", "cpu"), "mlm", "training", "",
+                         str(next(model.parameters()).device))
+        # no packed weights: a fused optimizer updates them in place without bumping their version, so a pack made
+        # at the first evaluation would be served at every later one (packed_linear's staleness check)
+        with packed_linear.off():
+            s = score(lm, items)
+        return {"probe_top1": round(s.top1, 4), "probe_top5": round(s.topk, 4)}
+
+    return on_eval
+
+
+def main() -> int:  # python -m core.predict.everyday_probe: the four bundled minis' scores
+    from core.models.loading import ModelSpec, load
+    from core.registry import bundled_id
+    from core.registry import bundled_families
+
+    for fam in (f.key for f in bundled_families()):
+        lm = load(ModelSpec(fam, bundled_id(fam), "cpu"), "mlm")
+        s = score(lm)
+        print(f"{bundled_id(fam):28s} top-1 {s.top1:6.1%}  top-5 {s.topk:6.1%}  ({s.items} sentences)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

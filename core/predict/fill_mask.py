@@ -1,0 +1,509 @@
+"""Fill-mask: predict the words behind [MASK] with any family's MLM head.
+
+The user always writes ``[MASK]`` (``<mask>`` works too); it is mapped to the model's own mask token. The
+encoder runs once over each batch (texts sorted by length, in chunks, so padding stays small); its last layer
+and the MLM head run at the masked positions only (core/models/masked_forward.py), so the vocabulary projection
+(hidden x vocab, the most expensive matmul of the head) is never computed for the other tokens. On CPU the
+linears use oneDNN-packed weights (core/models/packed_linear.py). Several masks are filled independently (one pass) or
+one at a time, most confident first (one pass per mask).
+"""
+from __future__ import annotations
+
+import re
+import time
+import unicodedata
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from core import registry
+from core.models import loading as models
+from core.base import text as text_rules
+from core.models.masked_forward import masked_logits
+from core.runtime.backend import model_op
+from core.models.loading import LoadedModel
+from core.base.paths import ASSETS
+
+USER_MASK = "[MASK]"
+MASK_PATTERN = re.compile(r"\[mask\]|<mask>", re.IGNORECASE)
+STRATEGIES = ("independent", "iterative")
+MAX_TOP_K = 50
+MAX_MASKS = 20
+MAX_CHARS = 20_000
+MAX_LINES = 64  # texts per batch from the page's "one text per line" mode
+BATCH_CHUNK = 16  # texts per forward pass in a batch (sorted by length, so chunks carry little padding)
+MASK_SHARE_WARN = 0.15  # BERT masked 15% of tokens in pretraining; more masks leave less context
+TYPED_SPECIALS = text_rules.TYPED_SPECIALS  # typed ones are removed (the tokenizer adds the model's own)
+WORD_START_PIECES = ("▁", "Ġ")  # SentencePiece / byte-level BPE word-start markers standing alone
+_WORD = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]|[^\W_]+(?:['’][^\W_]+)*")
+
+
+class FillMaskError(ValueError):
+    """The input or the checkpoint cannot be used for fill-mask; the message names the problem and the fix."""
+
+
+# ---------------------------------------------------------------------------------------------- config
+@dataclass(frozen=True)
+class FillMaskConfig:
+    """What to predict. ``word`` (an index into ``words(text)``) masks that whole word instead of [MASK]s."""
+
+    text: str
+    top_k: int = 5
+    strategy: str = "independent"
+    word: int | None = None
+    max_masks: int = MAX_MASKS
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.top_k, int) or not 1 <= self.top_k <= MAX_TOP_K:
+            raise ValueError(f"top-k must be a whole number from 1 to {MAX_TOP_K} (got {self.top_k!r}).")
+        if self.strategy not in STRATEGIES:
+            raise ValueError(f"Unknown fill strategy {self.strategy!r}: use one of {', '.join(STRATEGIES)}.")
+        text_rules.check_text(self.text, max_chars=MAX_CHARS,
+                              empty_hint="Type a sentence and write [MASK] where a word should be predicted.",
+                              long_hint="Paste a shorter passage around the words you want to predict.")
+        n = count_masks(self.text)
+        if self.word is not None:
+            if n:
+                raise ValueError("Mask-a-word works on a plain sentence: remove the [MASK]s from the text, "
+                                 "or switch back to typing [MASK].")
+            ws = words(self.text)
+            if not ws:
+                raise ValueError("The text has no words to mask (only spaces, punctuation or symbols).")
+            if not 0 <= self.word < len(ws):
+                raise ValueError(f"Word number {self.word} does not exist: the text has {len(ws)} words.")
+            return
+        if n == 0:
+            raise ValueError("The text has no [MASK]. Write [MASK] where a word should be predicted "
+                             "(e.g. 'The capital of France is [MASK].'), or use 'Mask a word'.")
+        if n > self.max_masks:
+            raise ValueError(f"The text has {n} masks; at most {self.max_masks} are allowed. With that many the "
+                             "model has almost no context left: keep the masks you care about and write the rest.")
+        if not any(ch.isalnum() for ch in MASK_PATTERN.sub(" ", self.text)):
+            raise ValueError("The text is only masks: there is no context to predict from. "
+                             "Add words around the [MASK]s.")
+
+
+# ---------------------------------------------------------------------------------------------- results
+@dataclass(frozen=True)
+class Candidate:
+    token_id: int
+    piece: str  # the tokenizer's own piece: '##ing', 'Ġthe', '▁the'
+    text: str  # the piece decoded to plain text
+    prob: float
+
+
+@dataclass(frozen=True)
+class MaskPrediction:
+    position: int  # index into FillMaskResult.tokens
+    candidates: tuple[Candidate, ...]  # top-k of this mask's own distribution (first pass, all masks open)
+    entropy: float  # nats
+    original: Candidate | None = None  # whole-word mode: the piece that was masked, with its probability
+    original_rank: int | None = None  # 0 = the model's first choice
+
+
+@dataclass(frozen=True)
+class FillMaskResult:
+    """One text through one model: tokenization, each mask's top-k, and the joint fill."""
+
+    checkpoint: str
+    family: str
+    text: str  # as the user wrote it
+    model_text: str  # with the model's mask token, typed special tokens removed
+    tokens: tuple[str, ...]  # pieces the model read, special tokens included
+    mask_positions: tuple[int, ...]
+    masks: tuple[MaskPrediction, ...]
+    strategy: str
+    fill_order: tuple[int, ...]  # indices into masks, in the order they were filled
+    fill_pieces: tuple[str, ...]  # chosen piece per mask (same order as masks)
+    fill_probs: tuple[float, ...]  # probability of the chosen piece when it was chosen (same order as masks)
+    filled_text: str
+    joint_log_prob: float
+    latency_ms: float
+    notes: tuple[str, ...] = ()
+    truncation: str | None = None
+    masked_word: str | None = None
+    batch_size: int = 1  # texts run together; latency_ms is then this text's share of the batch's time
+
+    @property
+    def joint_prob(self) -> float:
+        import math
+
+        return math.exp(self.joint_log_prob)
+
+
+@dataclass(frozen=True)
+class CompareResult:
+    results: tuple[FillMaskResult, ...]
+
+
+@dataclass(frozen=True)
+class Word:
+    text: str
+    start: int
+    end: int
+
+
+# ---------------------------------------------------------------------------------------------- text helpers
+def examples(lang: str = "en") -> list[str]:
+    """Example sentences with [MASK] shipped in assets/examples/fill_mask_<lang>.txt (empty list if none)."""
+    path = ASSETS / "examples" / f"fill_mask_{lang}.txt"
+    if not path.exists():
+        return []
+    return [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
+
+
+def count_masks(text: str) -> int:
+    """How many [MASK] / <mask> markers the user wrote (any case)."""
+    return len(MASK_PATTERN.findall(text))
+
+
+def words(text: str) -> tuple[Word, ...]:
+    """The words a user can pick for whole-word masking (letters/digits; each CJK character is a word)."""
+    return tuple(Word(m.group(), m.start(), m.end()) for m in _WORD.finditer(text))
+
+
+def to_model_text(text: str, mask_token: str) -> tuple[str, tuple[str, ...]]:
+    """Map [MASK]/<mask> to ``mask_token`` and drop typed special tokens; returns (text, notes)."""
+    notes: list[str] = []
+    text, found = text_rules.strip_typed_specials(text)
+    if found:
+        notes.append(text_rules.removed_note(found) + " Write [MASK] for the words to predict and nothing else.")
+    return MASK_PATTERN.sub(lambda _: mask_token, text), tuple(notes)
+
+
+def _script_notes(text: str, pieces: Sequence[str], offsets: Sequence[tuple[int, int]], tok) -> list[str]:
+    """Say what the tokenizer did with emoji, CJK, right-to-left and combining characters."""
+    notes: list[str] = []
+    unk = tok.unk_token
+    lost = sorted({text[s:e] for p, (s, e) in zip(pieces, offsets) if p == unk and e > s})
+    if lost:
+        notes.append(f"{len(lost)} piece(s) are unknown to this tokenizer and reach the model as {unk}: "
+                     + " ".join(repr(x) for x in lost[:10]) + ". The model cannot use them; rephrase if they matter.")
+    emoji = [c for c in text if unicodedata.category(c) == "So"]
+    if emoji and not lost:
+        n = sum(1 for p, (s, e) in zip(pieces, offsets) if any(unicodedata.category(c) == "So" for c in text[s:e]))
+        notes.append(f"Symbols/emoji ({''.join(dict.fromkeys(emoji))}) are split into {n} byte-level piece(s).")
+    if any(unicodedata.east_asian_width(c) == "W" and c.isalpha() for c in text):
+        notes.append("CJK text: WordPiece and byte-level BPE split it into single characters (or bytes); "
+                     "a model trained on English has seen little of it. Pick a Chinese checkpoint for Chinese.")
+    if any(unicodedata.bidirectional(c) in ("R", "AL") for c in text):
+        notes.append("Right-to-left text: it is tokenized in reading (logical) order; the pieces below are shown "
+                     "left to right.")
+    if any(unicodedata.combining(c) for c in text):
+        nfc = unicodedata.normalize("NFC", text)
+        norm = getattr(getattr(tok, "backend_tokenizer", None), "normalizer", None)
+        seen = norm.normalize_str(text) if norm is not None else text
+        stripped = not any(unicodedata.combining(c) for c in unicodedata.normalize("NFD", seen))
+        notes.append("Combining characters (accents written as separate code points): "
+                     + ("this tokenizer's normalizer strips accents, so 'é' is read as 'e'." if stripped else
+                        "they are kept as written" + (" (NFC would compose them)." if nfc != text else ".")))
+    return notes
+
+
+# ---------------------------------------------------------------------------------------------- model helpers
+def mlm_head(model) -> Callable:
+    """The MLM head as a function hidden (M, H) -> logits (M, V); raises FillMaskError when there is none."""
+    head = registry.mlm_head(model)
+    if head is not None:
+        return head
+    raise FillMaskError(f"{type(model).__name__} has no masked-language-model head. Load the model for the "
+                        "'mlm' task.")
+
+
+def check_mlm(lm: LoadedModel) -> None:
+    """Raise FillMaskError when the checkpoint cannot fill masks (no MLM head, or its weights are missing)."""
+    mlm_head(lm.model)
+    if lm.tokenizer.mask_token is None or lm.tokenizer.mask_token_id is None:
+        raise FillMaskError(f"The tokenizer of {lm.spec.checkpoint} has no mask token, so nothing can be masked. "
+                            "Pick a checkpoint trained with masked language modelling.")
+    if lm.head_missing:
+        missing = ", ".join(k for k in lm.missing_keys[:4])
+        raise FillMaskError(
+            f"{lm.spec.checkpoint} has no trained MLM head (missing weights: {missing}…): {_saved_as(lm)}, so "
+            f"predictions would be random. Pick a checkpoint pretrained with MLM: {_mlm_suggestion(lm.spec.family)}.")
+
+
+def _saved_as(lm: LoadedModel) -> str:
+    """What a checkpoint without an MLM head is, from the architecture its config.json names."""
+    arch = next(iter(getattr(lm.model.config, "architectures", None) or ()), "")
+    for suffix, what in (("ForSequenceClassification", "a fine-tuned classifier"),
+                         ("ForTokenClassification", "a fine-tuned token classifier"),
+                         ("ForQuestionAnswering", "a fine-tuned question-answering model"),
+                         ("ForMultipleChoice", "a fine-tuned multiple-choice model")):
+        if arch.endswith(suffix):
+            return f"it is {what} ({arch}), saved with its task head instead of the masked-language-model head"
+    if arch:
+        return f"it was saved as {arch}, without its masked-language-model head (e.g. a sentence-embedding model)"
+    return "it was saved without its masked-language-model head (e.g. a sentence-embedding model)"
+
+
+def _mlm_suggestion(family: str) -> str:
+    """Checkpoints with an MLM head that can be had here: the family's bundled mini, and official ones present."""
+    fam = registry.family(family)
+    present = [c.id for c in fam.checkpoints if models.resolve(c.id).source != "unavailable"]
+    ids = ([registry.bundled_id(family)] if fam.bundled else []) + present[:1]
+    if not ids:
+        return "a checkpoint saved with its MLM head (its *ForMaskedLM or *ForPreTraining model), typed under custom"
+    return " or ".join(ids) + " (in the sidebar's Checkpoint list)"
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """One text ready for the model: ids with special tokens, where the masks are, and what was changed."""
+
+    ids: tuple[int, ...]  # with special tokens
+    mask_positions: tuple[int, ...]
+    model_text: str
+    notes: tuple[str, ...]
+    truncation: str | None
+    originals: tuple[int, ...] | None  # whole-word mode: the ids that were masked
+    masked_word: str | None
+
+
+def _window(n: int, cap: int, lo: int, hi: int) -> int:
+    """Start of a ``cap``-token window over ``n`` tokens holding positions lo..hi, centred on them."""
+    start = (lo + hi) // 2 - cap // 2
+    return max(max(0, hi - cap + 1), min(start, lo, n - cap))
+
+
+def encode(lm: LoadedModel, cfg: FillMaskConfig) -> Encoded:
+    """Tokenize, map the masks, fit the model's window. Raises FillMaskError for input it cannot use."""
+    tok = lm.tokenizer
+    mask_id = tok.mask_token_id
+    if cfg.word is None:
+        model_text, notes = to_model_text(cfg.text, tok.mask_token)
+        if not any(ch.isalnum() for ch in MASK_PATTERN.sub(" ", model_text.replace(tok.mask_token, " "))):
+            raise FillMaskError("Without the special tokens the text is only masks: there is no context to "
+                                "predict from. Add words around the [MASK]s.")
+    else:
+        model_text, notes = to_model_text(cfg.text, tok.mask_token)
+        if notes:
+            raise FillMaskError("Mask-a-word needs a plain sentence: remove the special tokens "
+                                "([CLS], [SEP], <s>…) from it.")
+    enc = tok(model_text, add_special_tokens=False, return_offsets_mapping=True)
+    ids, offsets = list(enc["input_ids"]), [tuple(o) for o in enc["offset_mapping"]]
+    pieces = tok.convert_ids_to_tokens(ids)
+    notes = list(notes) + _script_notes(model_text, pieces, offsets, tok)
+    originals, masked_word = None, None
+    if cfg.word is not None:
+        w = words(model_text)[cfg.word]
+        pos = [i for i, (s, e) in enumerate(offsets) if s < w.end and e > w.start]
+        if not pos:
+            raise FillMaskError(f"The word {w.text!r} produced no tokens with this tokenizer; pick another word.")
+        if pos[0] > 0 and pieces[pos[0] - 1] in WORD_START_PIECES:  # a lone ▁/Ġ opens this word: it is part of it
+            pos.insert(0, pos[0] - 1)
+        if len(pos) > cfg.max_masks:
+            raise FillMaskError(f"{w.text!r} is {len(pos)} tokens long for this tokenizer; at most {cfg.max_masks} "
+                                "masks are allowed. Pick a shorter word.")
+        originals = tuple(ids[i] for i in pos)
+        for i in pos:
+            ids[i] = mask_id
+        masked_word = w.text
+    positions = [i for i, t in enumerate(ids) if t == mask_id]
+    if not positions:
+        raise FillMaskError("No mask survived tokenization; write [MASK] separated from other characters.")
+    if cfg.word is None and len(positions) > cfg.max_masks:
+        raise FillMaskError(f"The text has {len(positions)} masks; at most {cfg.max_masks} are allowed.")
+    if len(positions) >= 3 and len(positions) / len(ids) > MASK_SHARE_WARN:
+        notes.append(f"{len(positions)} of {len(ids)} tokens are masks ({len(positions) / len(ids):.0%}). "
+                     "BERT-style models were trained with 15% masked: with more, predictions get vaguer.")
+    cap = lm.max_tokens - 2
+    truncation = None
+    if len(ids) > cap:
+        lo, hi = positions[0], positions[-1]
+        if hi - lo + 1 > cap:
+            raise FillMaskError(f"The masks span {hi - lo + 1} tokens, but {lm.spec.checkpoint} reads at most "
+                                f"{cap + 2} tokens at once. Move the masks closer together or split the text.")
+        start = _window(len(ids), cap, lo, hi)
+        cut_end = len(ids) - (start + cap)
+        truncation = (f"The text is {len(ids)} tokens; {lm.spec.checkpoint} reads at most {cap + 2} (with its 2 "
+                      f"special tokens). Kept tokens {start + 1}–{start + cap}, a window around the masks: cut {start} at "
+                      f"the start and {cut_end} at the end.")
+        ids = ids[start:start + cap]
+        positions = [p - start for p in positions]
+    ids = [tok.cls_token_id] + ids + [tok.sep_token_id]
+    return Encoded(tuple(ids), tuple(p + 1 for p in positions), model_text, tuple(notes), truncation,
+                    originals, masked_word)
+
+
+# ---------------------------------------------------------------------------------------------- prediction
+def _pad(rows: list[list[int]], pad_id: int, device: str):
+    import torch
+
+    t = max(len(r) for r in rows)
+    ids = torch.full((len(rows), t), pad_id, dtype=torch.long)
+    attn = torch.zeros((len(rows), t), dtype=torch.long)
+    for i, r in enumerate(rows):
+        ids[i, :len(r)] = torch.tensor(r)
+        attn[i, :len(r)] = 1
+    if len({len(r) for r in rows}) == 1:
+        return ids.to(device), None  # nothing padded: the encoder can skip the attention mask
+    return ids.to(device), attn.to(device)
+
+
+def _lone_marker_ids(tok) -> list[int]:
+    """Ids of the word-start markers standing alone ("▁", "Ġ") in this vocabulary."""
+    ids = tok.convert_tokens_to_ids(list(WORD_START_PIECES))
+    return sorted({i for i in ids if i is not None and i != tok.unk_token_id})
+
+
+def _candidates(tok, probs_row, k: int) -> tuple[Candidate, ...]:
+    import torch
+
+    p, i = torch.topk(probs_row, k)
+    ids = i.tolist()
+    pieces = tok.convert_ids_to_tokens(ids)
+    return tuple(Candidate(t, pc, tok.decode([t]).strip(), float(pv)) for t, pc, pv in zip(ids, pieces, p.tolist()))
+
+
+def _fill_step(model, head, tok, pad_id, device, chunk, step, encs, configs, rows, open_masks, first, chosen,
+               order) -> None:
+    """One forward over the texts in ``chunk``: record first-pass distributions, fill the chosen masks."""
+    import torch
+
+    ids, attn = _pad([rows[b] for b in chunk], pad_id, device)
+    r_idx = [i for i, b in enumerate(chunk) for _ in open_masks[b]]
+    c_idx = [encs[b].mask_positions[m] for b in chunk for m in open_masks[b]]
+    # the encoder over the batch (its last layer at the masks only), then the MLM head there only: (M, V)
+    logits = masked_logits(model, head, ids, attn, torch.tensor(r_idx, device=device),
+                           torch.tensor(c_idx, device=device))
+    probs = logits.float().softmax(-1)  # (M, V)
+    lone = _lone_marker_ids(tok)
+    text_of_row = [b for b in chunk for _ in open_masks[b]]
+    typed = [i for i, b in enumerate(text_of_row) if encs[b].originals is None]
+    if lone and typed:
+        # A typed [MASK] stands for a whole word (ALBERT's tokenizer makes it one piece): a bare "▁"/"Ġ" there is
+        # a word start with no word, never an answer, so it is neither offered nor filled in. The other pieces keep
+        # the model's own probabilities (not renormalised). Whole-word masks keep it: there a lone marker is one
+        # of the word's own pieces.
+        rows_t = torch.tensor(typed, device=probs.device)
+        probs[rows_t[:, None], torch.tensor(lone, device=probs.device)[None, :]] = 0.0
+    top_p, top_i = probs.max(-1)
+    if step == 0:  # each mask's own distribution, all masks open
+        ent = -(probs * probs.clamp_min(1e-12).log()).sum(-1)
+    r = 0
+    for b in chunk:
+        e, c, opened = encs[b], configs[b], open_masks[b]
+        if step == 0:
+            for j, m in enumerate(opened):
+                orig, rank = None, None
+                if e.originals is not None:
+                    oid, po = e.originals[m], probs[r + j, e.originals[m]]
+                    rank = int((probs[r + j] > po).sum())
+                    orig = Candidate(oid, tok.convert_ids_to_tokens(oid), tok.decode([oid]).strip(), float(po))
+                first[b].append(MaskPrediction(e.mask_positions[m], _candidates(tok, probs[r + j], c.top_k),
+                                               float(ent[r + j]), orig, rank))
+        # independent: take every mask's first choice; iterative: only the most confident open mask
+        picks = range(len(opened)) if c.strategy == "independent" else \
+            [max(range(len(opened)), key=lambda j: float(top_p[r + j]))]
+        for j in picks:
+            m = opened[j]
+            chosen[b][m] = (int(top_i[r + j]), float(top_p[r + j]))
+            order[b].append(m)
+            rows[b][e.mask_positions[m]] = chosen[b][m][0]
+        r += len(opened)
+        open_masks[b] = [m for m in opened if m not in chosen[b]]
+
+
+@model_op
+def fill_mask_batch(lm: LoadedModel, configs: Sequence[FillMaskConfig]) -> tuple[FillMaskResult, ...]:
+    """Fill the masks of several texts with one model, batched: per fill step, one forward per chunk of
+    BATCH_CHUNK texts of similar length.
+
+    Returns one FillMaskResult per config. Raises FillMaskError for a checkpoint without an MLM head or for
+    input the model cannot read (the message says why and what to do).
+    """
+    import math
+
+    import torch
+
+    if not configs:
+        return ()
+    check_mlm(lm)
+    t0 = time.perf_counter()
+    tok, model = lm.tokenizer, lm.model
+    head = mlm_head(model)
+    pad_id = tok.pad_token_id if tok.pad_token_id is not None else 0
+    encs = [encode(lm, c) for c in configs]
+    rows = [list(e.ids) for e in encs]
+    open_masks = [list(range(len(e.mask_positions))) for e in encs]  # per text: mask indices not yet filled
+    first: list[list[MaskPrediction]] = [[] for _ in encs]
+    chosen: list[dict[int, tuple[int, float]]] = [{} for _ in encs]  # mask index -> (token id, prob)
+    order: list[list[int]] = [[] for _ in encs]
+    active = list(range(len(encs)))
+    step = 0
+    with torch.inference_mode():
+        while active:
+            # similar lengths together, so little compute goes to padding
+            by_len = sorted(active, key=lambda b: len(rows[b]))
+            for chunk in (by_len[i:i + BATCH_CHUNK] for i in range(0, len(by_len), BATCH_CHUNK)):
+                _fill_step(model, head, tok, pad_id, lm.device, chunk, step, encs, configs, rows, open_masks,
+                           first, chosen, order)
+            active = [b for b in active if open_masks[b]]
+            step += 1
+    elapsed = (time.perf_counter() - t0) * 1000 / len(encs)
+    out = []
+    for b, (e, c) in enumerate(zip(encs, configs)):
+        fill_ids = [chosen[b][m][0] for m in range(len(e.mask_positions))]
+        fill_p = tuple(chosen[b][m][1] for m in range(len(e.mask_positions)))
+        out.append(FillMaskResult(
+            checkpoint=lm.spec.checkpoint, family=lm.spec.family, text=c.text, model_text=e.model_text,
+            tokens=tuple(tok.convert_ids_to_tokens(list(e.ids))), mask_positions=e.mask_positions,
+            masks=tuple(first[b]), strategy=c.strategy, fill_order=tuple(order[b]),
+            fill_pieces=tuple(tok.convert_ids_to_tokens(fill_ids)), fill_probs=fill_p,
+            filled_text=tok.decode(rows[b][1:-1], skip_special_tokens=False).strip(),
+            joint_log_prob=float(sum(math.log(max(p, 1e-300)) for p in fill_p)), latency_ms=elapsed,
+            notes=e.notes, truncation=e.truncation, masked_word=e.masked_word, batch_size=len(encs)))
+    return tuple(out)
+
+
+def configs_from_lines(text: str, top_k: int = 5, strategy: str = "independent",
+                       max_lines: int = MAX_LINES) -> list[FillMaskConfig]:
+    """One FillMaskConfig per non-empty line (to be run as one batch); ValueError names the line at fault."""
+    lines = [(i, ln) for i, ln in enumerate((text or "").splitlines(), start=1) if ln.strip()]
+    if not lines:
+        raise ValueError("The text is empty. Write one sentence with [MASK] per line.")
+    from core.base.settings import current
+
+    max_lines = min(max_lines, current().max_batch_rows)  # the server's limit (lower on the hosted demo)
+    if len(lines) > max_lines:
+        raise ValueError(f"{len(lines)} lines; at most {max_lines} are run as one batch. Split them up.")
+    out = []
+    for i, ln in lines:
+        try:
+            out.append(FillMaskConfig(ln, top_k=top_k, strategy=strategy))
+        except ValueError as e:
+            raise ValueError(f"Line {i}: {e}") from None
+    return out
+
+
+def fill_mask(lm: LoadedModel, cfg: FillMaskConfig) -> FillMaskResult:
+    """Fill the masks of one text. Raises FillMaskError (a ValueError) with a message for the user.
+
+    Concurrent calls on the same model (one per Streamlit session thread) run as one batch (core.runtime.backend: here
+    core.runtime.serving, on Ray the model's Serve deployment); the result is this text's alone, with its own wall time as the latency.
+    """
+    from dataclasses import replace
+
+    from core.runtime.backend import batched
+
+    t0 = time.perf_counter()
+    res = batched(lm, "fill_mask", fill_mask_batch, cfg)
+    return replace(res, latency_ms=(time.perf_counter() - t0) * 1000, batch_size=1)
+
+
+def compare(models: Sequence[LoadedModel], cfg: FillMaskConfig, warmup: bool = True) -> CompareResult:
+    """The same text through 2-4 models, one result each with its own latency.
+
+    With ``warmup`` each model runs the text once untimed first, so no column pays for a cold start.
+    Raises FillMaskError naming the model that cannot fill masks.
+    """
+    if not 2 <= len(models) <= 4:
+        raise FillMaskError(f"Compare needs 2 to 4 models (got {len(models)}): pick between two and four.")
+    for m in models:
+        check_mlm(m)
+    out = []
+    for m in models:
+        if warmup:
+            fill_mask(m, cfg)
+        out.append(fill_mask(m, cfg))
+    return CompareResult(tuple(out))

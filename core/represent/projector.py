@@ -1,0 +1,549 @@
+"""The embedding projector: a word's contextual vectors across a corpus (or every word of a sample of sentences),
+projected to 2-D or 3-D at every asked depth in one go, so a layer slider moves between depths without recomputing.
+
+``project(lm, cfg, on_progress)`` -> ``Projection``. The vectors come from core.represent.token_vectors (``unit="word"``: a
+word's vector is the mean of its pieces, so "bank" is one point per occurrence in every family). Every vector is
+L2-normalised before anything else (cosine geometry): hidden states of BERT-style models carry a few huge outlier
+dimensions that would otherwise be all that PCA sees.
+
+Per depth (each fitted on its own):
+- coordinates by PCA (scikit-learn's ``PCA``: it picks a full or randomized SVD by size, fixes the signs of the
+  components (``svd_flip``) so a rerun gives the same picture, and gives the explained variance the page shows;
+  a torch SVD would be no faster at these sizes, 50k x 384 takes well under a second), t-SNE (scikit-learn) or
+  UMAP (umap-learn). Each depth's map is rotated/reflected onto the previous depth's (orthogonal Procrustes,
+  scipy) and scaled to unit RMS, so moving the slider shows the points move rather than the axes flip.
+- k-means clusters (scikit-learn ``KMeans``). k is chosen once: the k in 2..6 with the best silhouette at the last
+  depth (on at most SILHOUETTE_SAMPLE points), then the same k at every depth, so the numbers compare across depth.
+  Cluster ids are matched between neighbouring depths (Hungarian matching, scipy) so colours stay put.
+- "senses separate with depth" as numbers: the silhouette of those clusters, and the next-word agreement: how
+  often a point's nearest neighbour (cosine, among at most AGREEMENT_SAMPLE points) has the same next word,
+  against the chance that two random points do (the sum of the squared label shares).
+
+"Colour by layer" needs every depth in one map: the method is also fitted once on all depths' vectors stacked
+(``joint``), always for PCA (cheap), for t-SNE/UMAP only when the config asks for that colouring.
+
+UMAP and t-SNE take seconds to minutes: pages run them as background jobs (``project_job``); progress is reported
+between depths (a single fit cannot be interrupted), so Cancel takes effect at the next depth.
+"""
+from __future__ import annotations
+
+import difflib
+import functools
+import os
+import random
+import re
+import time
+import warnings
+from collections import Counter
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+from core.models.loading import LoadedModel, ModelSpec
+from core.represent.token_vectors import MAX_SENTENCES, WORD_RE, num_depths, token_vectors
+
+WHATS = ("word", "sample")
+CORPORA = ("bundled", "text")
+METHODS = ("pca", "umap", "tsne")
+JOB_METHODS = ("umap", "tsne")  # run as background jobs
+INLINE_POINTS = 5_000  # PCA above this many points also runs as a job: reading 50k words' contexts takes minutes
+
+
+def runs_as_job(method: str, max_points: int) -> bool:
+    """Whether a projection runs as a background job (with progress and Cancel) rather than while the page waits."""
+    return method in JOB_METHODS or int(max_points) > INLINE_POINTS
+COLORS = ("next_word", "cluster", "layer")
+MAX_POINTS = 50_000  # the most points a map may hold (PCA)
+JOB_MAX_POINTS = 10_000  # t-SNE / UMAP: above this they take many minutes on a CPU
+DEFAULT_POINTS = 5_000
+MIN_POINTS = 4  # fewer cannot make a 3-D PCA, a t-SNE perplexity or a UMAP neighbourhood
+K_RANGE = (2, 6)  # k-means: the k with the best silhouette at the last depth, in this range
+REDUCED = 50  # PCA components everything but the PCA map itself is computed on
+SILHOUETTE_SAMPLE = 2_000
+AGREEMENT_SAMPLE = 5_000
+NEXT_WORD_COLORS = 10  # colour by next word: the most frequent next words get a colour each, the rest "other"
+SNIPPET_WORDS = 6  # words of context each side in the hover (up to 10k points; half that above)
+SNIPPET_WORDS_MANY = 3
+MANY_POINTS = 10_000
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？；])")
+
+
+@dataclass(frozen=True)
+class ProjectorConfig:
+    """What to project and how. Raises ValueError with a fix for bad values."""
+
+    what: str = "word"  # "word": one word's occurrences; "sample": every word of a sample of sentences
+    word: str = "bank"
+    corpus: str = "bundled"  # "bundled" (assets/corpus train split) or "text" (pasted / uploaded: ``text``)
+    text: str = ""
+    depths: tuple[int, ...] | None = None  # None: every depth (0 = embeddings)
+    method: str = "pca"
+    dims: int = 2
+    color: str = "next_word"
+    max_points: int = DEFAULT_POINTS
+    seed: int = 0
+    max_length: int = 128  # tokens per sentence
+
+    def __post_init__(self) -> None:
+        if self.what not in WHATS:
+            raise ValueError(f"Project {self.what!r}? Use 'word' (one word's occurrences) or 'sample' (every word "
+                             "of a sample of sentences).")
+        if self.corpus not in CORPORA:
+            raise ValueError(f"Unknown corpus {self.corpus!r}: use 'bundled' or 'text' (your own text).")
+        if self.method not in METHODS:
+            raise ValueError(f"Unknown method {self.method!r}: use 'pca' (fast), 'umap' or 'tsne'.")
+        if self.dims not in (2, 3):
+            raise ValueError(f"A map has 2 or 3 dimensions, not {self.dims!r}.")
+        if self.color not in COLORS:
+            raise ValueError(f"Colour by {self.color!r}? Use 'next_word', 'cluster' or 'layer'.")
+        cap = JOB_MAX_POINTS if self.method in JOB_METHODS else MAX_POINTS
+        if not isinstance(self.max_points, int) or not MIN_POINTS <= self.max_points <= cap:
+            extra = " (use PCA for more)" if self.method in JOB_METHODS else ""
+            raise ValueError(f"Max points must be a whole number from {MIN_POINTS} to {cap:,} for "
+                             f"{self.method.upper()}{extra}; got {self.max_points!r}.")
+        if self.depths is not None:
+            object.__setattr__(self, "depths", tuple(sorted({int(d) for d in self.depths})))
+            if not self.depths or min(self.depths) < 0:
+                raise ValueError("Depths must be 0 (embeddings) or more, and at least one.")
+        if self.what == "word":
+            w = self.word.strip() if isinstance(self.word, str) else ""
+            if not w:
+                raise ValueError("Type the word to look at (for example bank, bat or play; one Chinese character "
+                                 "with a Chinese model).")
+            parts = WORD_RE.findall(w)
+            if len(parts) != 1 or parts[0] != w:
+                raise ValueError(f"“{w}” is not one word: give a single word (letters or digits, no spaces), or a "
+                                 "single Chinese character (each one is its own word to these models).")
+            object.__setattr__(self, "word", w)
+        if self.corpus == "text" and not (isinstance(self.text, str) and self.text.strip()):
+            raise ValueError("The text is empty: paste or upload some text (one sentence per line is best), or "
+                             "use the bundled corpus.")
+
+    @property
+    def needs_joint(self) -> bool:
+        """Whether the method is also fitted on all depths together (colour by layer)."""
+        return self.method == "pca" or self.color == "layer"
+
+
+@dataclass(frozen=True, eq=False)
+class Projection:
+    """Points (occurrences of the word, or every word of the sample) mapped at each depth in ``depths``.
+
+    Per point i: ``words[i]`` as written, ``left[i]`` / ``right[i]`` its context (the hover snippet),
+    ``next_words[i]`` (lower-case; "" at a sentence's end), ``sentence_ids[i]``. Per depth d (index into
+    ``depths``): ``coords[d]`` (N, dims), ``clusters[d]`` (N,), ``silhouette[d]``, ``agreement[d]``.
+    ``joint``: (len(depths) * N, dims), depth-major (rows d*N .. d*N+N-1 are depth ``depths[d]``), or None."""
+
+    checkpoint: str
+    family: str
+    what: str
+    word: str
+    corpus: str
+    method: str
+    dims: int
+    depths: tuple[int, ...]
+    num_depths: int  # depths the model has (L + 1)
+    coords: np.ndarray  # (D, N, dims) float32
+    joint: np.ndarray | None  # (D * N, dims) float32
+    words: tuple[str, ...]
+    left: tuple[str, ...]
+    right: tuple[str, ...]
+    next_words: tuple[str, ...]
+    sentence_ids: np.ndarray  # (N,) int32, into the sentences used
+    clusters: np.ndarray  # (D, N) int16
+    k: int
+    silhouette: tuple[float, ...]  # per depth
+    agreement: tuple[float, ...]  # per depth: nearest neighbour has the same next word
+    agreement_chance: float
+    explained: tuple[float, ...] | None  # PCA: variance share of the shown components per depth
+    sentences_read: int
+    occurrences: int  # points found before the max-points cap
+    truncated: int  # sentences cut at max_length
+    seconds: float
+    notes: tuple[str, ...] = ()
+
+    def __len__(self) -> int:
+        return int(self.coords.shape[1])
+
+    @property
+    def joint_depths(self) -> np.ndarray:
+        """(D * N,) the depth of each row of ``joint``."""
+        return np.repeat(np.asarray(self.depths, dtype=np.int32), len(self))
+
+    def at(self, depth: int) -> np.ndarray:
+        """(N, dims) coordinates at ``depth``."""
+        if depth not in self.depths:
+            raise ValueError(f"Depth {depth} was not projected: this map has depths {list(self.depths)}.")
+        return self.coords[self.depths.index(depth)]
+
+
+# ---------------------------------------------------------------------------------------------- colour groups
+@dataclass(frozen=True)
+class ColorGroup:
+    """One legend entry: ``kind`` "word" (value: the next word), "end" (sentence end), "other" (the rarer next
+    words), "cluster" (value: its id) or "layer" (value: the depth); ``index``: its points (into the joint rows
+    for "layer", else into the points)."""
+
+    kind: str
+    value: str | int | None
+    index: np.ndarray
+
+
+def color_groups(p: Projection, color: str, depth: int, top: int = NEXT_WORD_COLORS) -> list[ColorGroup]:
+    """The points of ``depth`` split into legend groups for ``color`` (every point in exactly one group)."""
+    if color == "next_word":
+        counts = Counter(p.next_words)
+        keep = [w for w, _ in counts.most_common(top)]
+        groups = []
+        arr = np.asarray(p.next_words, dtype=object)
+        for w in keep:
+            groups.append(ColorGroup("end" if w == "" else "word", w or None, np.flatnonzero(arr == w)))
+        rest = np.flatnonzero(~np.isin(arr, np.asarray(keep, dtype=object)))
+        if len(rest):
+            groups.append(ColorGroup("other", len(counts) - len(keep), rest))
+        return groups
+    if color == "cluster":
+        c = p.clusters[p.depths.index(depth)]
+        return [ColorGroup("cluster", int(k), np.flatnonzero(c == k)) for k in range(p.k) if (c == k).any()]
+    if color == "layer":
+        if p.joint is None:
+            raise ValueError("This map was made without all depths together: project again with colour by layer.")
+        n = len(p)
+        return [ColorGroup("layer", int(d), np.arange(i * n, (i + 1) * n)) for i, d in enumerate(p.depths)]
+    raise ValueError(f"Colour by {color!r}? Use one of {', '.join(COLORS)}.")
+
+
+# ---------------------------------------------------------------------------------------------- text
+@functools.lru_cache(maxsize=1)  # one corpus, ~48k lines: read once per process
+def _bundled() -> tuple[str, ...]:
+    from core.inspect.lens import corpus_sentences
+
+    return tuple(corpus_sentences("train"))
+
+
+def split_text(text: str) -> list[str]:
+    """Pasted or uploaded text as sentences: each non-empty line, cut after . ! ? (and 。！？；)."""
+    out = []
+    for line in text.splitlines():
+        out += [s.strip() for s in _SENTENCE_END.split(line) if s.strip()]
+    return out
+
+
+def corpus_of(cfg: ProjectorConfig) -> list[str]:
+    """The sentences the config reads. Raises ValueError for no text or too many sentences."""
+    if cfg.corpus == "bundled":
+        return list(_bundled())
+    sents = split_text(cfg.text)
+    if not sents:
+        raise ValueError("The text is empty: paste or upload some text (one sentence per line is best).")
+    if len(sents) > MAX_SENTENCES:
+        raise ValueError(f"The text has {len(sents):,} sentences; at most {MAX_SENTENCES:,} are read. Use a part "
+                         "of it.")
+    return sents
+
+
+def _count(sentence: str, w: str) -> int:
+    low = sentence.lower()
+    if w not in low:
+        return 0
+    return sum(1 for m in WORD_RE.finditer(low) if m.group() == w)
+
+
+def absent_message(word: str, sentences: Sequence[str], corpus: str) -> str:
+    """What to say when ``word`` is not in the sentences: near spellings that are (difflib), and how to add text."""
+    vocab = {m.group().lower() for s in sentences for m in WORD_RE.finditer(s)}
+    near = difflib.get_close_matches(word.lower(), sorted(vocab), n=5, cutoff=0.75)
+    where = "the bundled corpus" if corpus == "bundled" else "your text"
+    msg = f"“{word}” does not occur in {where}."
+    if near:
+        msg += " Near spellings that do: " + ", ".join(near) + "."
+    return msg + " Pick another word, or choose “your text” as the corpus and paste sentences that use it."
+
+
+def pick_sentences(cfg: ProjectorConfig, sentences: Sequence[str]) -> tuple[list[str], int]:
+    """(sentences to read, points they hold): for a word, the sentences holding it (a seeded sample of them when
+    its occurrences exceed max_points); for a sample, a seeded sample of sentences with about max_points words.
+    Raises ValueError when the word is absent or too rare."""
+    rng = random.Random(cfg.seed)
+    if cfg.what == "word":
+        w = cfg.word.lower()
+        found = [(s, c) for s in sentences if (c := _count(s, w))]
+        total = sum(c for _, c in found)
+        if not found:
+            raise ValueError(absent_message(cfg.word, sentences, cfg.corpus))
+        if total < MIN_POINTS:
+            raise ValueError(f"“{cfg.word}” occurs only {total} time(s); a map needs at least {MIN_POINTS}. Add "
+                             "sentences that use it (your text), or pick a more common word.")
+        if total > cfg.max_points or len(found) > MAX_SENTENCES:
+            rng.shuffle(found)
+        keep, n = [], 0
+        for s, c in found:
+            if n >= cfg.max_points or len(keep) >= MAX_SENTENCES:
+                break
+            keep.append(s)
+            n += c
+        return keep, total
+    order = list(range(len(sentences)))
+    rng.shuffle(order)
+    keep, n = [], 0
+    for i in order:
+        if n >= cfg.max_points or len(keep) >= MAX_SENTENCES:
+            break
+        c = len(WORD_RE.findall(sentences[i]))
+        if c:
+            keep.append(sentences[i])
+            n += c
+    if n < MIN_POINTS:
+        raise ValueError(f"The text has only {n} word(s); a map needs at least {MIN_POINTS}. Add more text.")
+    return keep, n
+
+
+def _context(sentence: str, wi: int, spans: list[tuple[int, int]], width: int) -> tuple[str, str, str]:
+    """(left context, right context, next word) of word ``wi``."""
+    a, b = spans[wi]
+    lo = max(0, wi - width)
+    hi = min(len(spans) - 1, wi + width)
+    left = ("..." if lo > 0 else "") + sentence[spans[lo][0]:a]  # not "…": plotly's JSON writes it as 6 bytes
+    right = sentence[b:spans[hi][1]] + ("..." if hi < len(spans) - 1 else "")
+    nxt = sentence[spans[wi + 1][0]:spans[wi + 1][1]].lower() if wi + 1 < len(spans) else ""
+    return left, right, nxt
+
+
+# ---------------------------------------------------------------------------------------------- maths
+def _normalise(x: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length, in place (``x`` is a fresh float32 copy: 50k points x 7 depths x 384 is 0.5 GB)."""
+    x /= np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
+    return x
+
+
+def _reduce(x: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(N, <= REDUCED) PCA scores of ``x`` and each component's variance share. What k-means, the silhouette, the
+    nearest neighbours, t-SNE and UMAP read (the usual step before t-SNE; it makes k-means ~8x faster on 384
+    dimensions); its first components are the PCA map itself."""
+    from sklearn.decomposition import PCA
+
+    pca = PCA(n_components=min(REDUCED, len(x), x.shape[1]), random_state=seed)
+    return pca.fit_transform(x).astype(np.float32), pca.explained_variance_ratio_
+
+
+def _fit(method: str, x: np.ndarray, dims: int, seed: int, ratios: np.ndarray | None = None
+         ) -> tuple[np.ndarray, float | None]:
+    """(N, dims) map of the reduced ``x`` (``_reduce``) and, for PCA, the variance share of its components."""
+    n = len(x)
+    if method == "pca":
+        y = x[:, :dims]
+        if y.shape[1] < dims:
+            y = np.pad(y, ((0, 0), (0, dims - y.shape[1])))
+        return y, float(ratios[:dims].sum()) if ratios is not None else None
+    if method == "tsne":
+        from sklearn.manifold import TSNE
+
+        perplexity = float(min(30.0, max(1.0, (n - 1) / 3)))
+        return TSNE(n_components=dims, perplexity=perplexity, init="pca", random_state=seed,
+                    max_iter=500 if n > 2000 else 1000).fit_transform(x), None
+    with warnings.catch_warnings():  # "n_jobs overridden by setting random_state": we want the seed
+        warnings.simplefilter("ignore")
+        import umap
+
+        return umap.UMAP(n_components=dims, n_neighbors=int(min(15, n - 1)), random_state=seed, init="pca",
+                         min_dist=0.1).fit_transform(x), None
+
+
+def _align(y: np.ndarray, ref: np.ndarray | None) -> np.ndarray:
+    """``y`` centred, rotated/reflected onto ``ref`` (orthogonal Procrustes), scaled to unit RMS radius."""
+    from scipy.linalg import orthogonal_procrustes
+
+    y = y - y.mean(axis=0)
+    if ref is not None:
+        r, _ = orthogonal_procrustes(y, ref)
+        y = y @ r
+    rms = float(np.sqrt((y ** 2).sum(axis=1).mean()))
+    return (y / rms if rms > 0 else y).astype(np.float32)
+
+
+def _kmeans(x: np.ndarray, k: int, seed: int) -> np.ndarray:
+    from sklearn.cluster import KMeans
+
+    return KMeans(n_clusters=k, n_init=2 if len(x) > 10_000 else 4, random_state=seed).fit_predict(x)
+
+
+def _choose_k(x: np.ndarray, seed: int) -> int:
+    from sklearn.metrics import silhouette_score
+
+    rng = np.random.default_rng(seed)
+    xs = x[rng.choice(len(x), SILHOUETTE_SAMPLE, replace=False)] if len(x) > SILHOUETTE_SAMPLE else x
+    best, best_s = K_RANGE[0], -2.0
+    for k in range(K_RANGE[0], min(K_RANGE[1], len(xs) - 1) + 1):
+        labels = _kmeans(xs, k, seed)
+        if len(set(labels)) < 2:
+            continue
+        s = silhouette_score(xs, labels)
+        if s > best_s + 1e-9:
+            best, best_s = k, s
+    return best
+
+
+def _match(prev: np.ndarray, cur: np.ndarray, k: int) -> np.ndarray:
+    """``cur``'s cluster ids renamed to agree most with ``prev`` (Hungarian matching on the contingency table)."""
+    from scipy.optimize import linear_sum_assignment
+
+    table = np.zeros((k, k), dtype=np.int64)
+    np.add.at(table, (cur, prev), 1)
+    rows, cols = linear_sum_assignment(-table)
+    rename = np.arange(k)
+    rename[rows] = cols
+    return rename[cur]
+
+
+def _silhouette(x: np.ndarray, labels: np.ndarray, seed: int) -> float:
+    from sklearn.metrics import silhouette_score
+
+    if len(set(labels.tolist())) < 2:
+        return 0.0
+    size = SILHOUETTE_SAMPLE if len(x) > SILHOUETTE_SAMPLE else None
+    return float(silhouette_score(x, labels, sample_size=size, random_state=seed))
+
+
+def next_word_agreement(x: np.ndarray, labels: Sequence[str], seed: int = 0) -> tuple[float, float]:
+    """(share of points whose nearest other point has the same label, the share two random points would have),
+    on at most AGREEMENT_SAMPLE points."""
+    from sklearn.neighbors import NearestNeighbors
+
+    lab = np.asarray(labels, dtype=object)
+    idx = np.arange(len(x))
+    if len(x) > AGREEMENT_SAMPLE:
+        idx = np.sort(np.random.default_rng(seed).choice(len(x), AGREEMENT_SAMPLE, replace=False))
+    xs, ls = x[idx], lab[idx]
+    nn = NearestNeighbors(n_neighbors=2).fit(xs)
+    _, nb = nn.kneighbors(xs)
+    other = np.where(nb[:, 0] == np.arange(len(xs)), nb[:, 1], nb[:, 0])  # a duplicate may come first
+    agree = float(np.mean(ls == ls[other]))
+    shares = np.asarray(list(Counter(ls.tolist()).values()), dtype=np.float64) / len(ls)
+    return agree, float((shares ** 2).sum())
+
+
+def map_threads() -> int:
+    """BLAS/OpenMP threads for the maps, k-means and neighbours: $ENCODERLAB_PROJECTOR_THREADS, default 1. On a
+    shared 2-core machine (load ~7) 2 threads spin-waited: a 2,000-point sample took 54 s, with 1 thread 9.7 s."""
+    raw = os.environ.get("ENCODERLAB_PROJECTOR_THREADS", "").strip()
+    return max(1, int(raw)) if raw.isdigit() else 1
+
+
+def _maps(cfg: ProjectorConfig, x: np.ndarray, depths: tuple[int, ...], nexts: list[str],
+          report: Callable[[float, str], None]) -> dict:
+    """Per depth: the map, clusters and the two separation numbers; the joint map when asked."""
+    n = x.shape[1]
+    D = len(depths)
+    steps = D + (1 if cfg.needs_joint else 0) + 1
+    coords = np.zeros((D, n, cfg.dims), dtype=np.float32)
+    explained: list[float] = []
+    prev = None
+    reduced = []
+    for i, d in enumerate(depths):
+        report(0.5 + 0.45 * i / steps, f"{cfg.method.upper()} at depth {d} ({n:,} points)")
+        xr, ratios = _reduce(x[i], cfg.seed)
+        reduced.append(xr)
+        y, ev = _fit(cfg.method, xr, cfg.dims, cfg.seed, ratios)
+        coords[i] = prev = _align(y, prev)
+        if ev is not None:
+            explained.append(ev)
+    joint = None
+    if cfg.needs_joint:
+        report(0.5 + 0.45 * D / steps, f"{cfg.method.upper()} of all depths together ({n * D:,} points)")
+        xr, ratios = _reduce(x.reshape(D * n, -1), cfg.seed)
+        joint, _ = _fit(cfg.method, xr, cfg.dims, cfg.seed, ratios)
+        joint = _align(joint, None)
+    del x
+    x = reduced
+    report(0.5 + 0.45 * (steps - 1) / steps, "clusters and separation per depth")
+    k = _choose_k(x[-1], cfg.seed)
+    clusters = np.zeros((D, n), dtype=np.int16)
+    sil, agree = [], []
+    chance = 0.0
+    for i in range(D):
+        c = _kmeans(x[i], k, cfg.seed)
+        clusters[i] = c if i == 0 else _match(clusters[i - 1], c, k)
+        sil.append(_silhouette(x[i], clusters[i], cfg.seed))
+        a, chance = next_word_agreement(x[i], nexts, cfg.seed)
+        agree.append(a)
+    return dict(coords=coords, joint=joint, explained=tuple(explained) if explained else None, k=k,
+                clusters=clusters, silhouette=tuple(sil), agreement=tuple(agree), agreement_chance=chance)
+
+
+# ---------------------------------------------------------------------------------------------- project
+def project(lm: LoadedModel, cfg: ProjectorConfig,
+            on_progress: Callable[[float, str], None] | None = None) -> Projection:
+    """Map ``cfg``'s points at every asked depth. ``on_progress(fraction, message)`` between steps (a job's
+    ctx.progress raises JobCancelled there). Raises ValueError: absent or rare word, empty text, bad depths."""
+    t0 = time.perf_counter()
+    report = on_progress or (lambda f, m: None)
+    depths_all = num_depths(lm)
+    depths = cfg.depths if cfg.depths is not None else tuple(range(depths_all))
+    if max(depths) >= depths_all:
+        raise ValueError(f"Depths go from 0 (embeddings) to {depths_all - 1} for this model, got {list(depths)}.")
+    sentences = corpus_of(cfg)
+    report(0.0, f"finding the points in {len(sentences):,} sentences")
+    chosen, found = pick_sentences(cfg, sentences)
+
+    def forward_progress(f: float, msg: str) -> None:
+        report(0.05 + 0.45 * f, "reading: " + msg)
+
+    tv = token_vectors(lm, chosen, depths, unit="word", max_length=cfg.max_length, on_progress=forward_progress)
+    if cfg.what == "word":
+        rows = tv.rows_of(cfg.word)
+    else:
+        rows = np.arange(len(tv))
+    if len(rows) > cfg.max_points:
+        rows = np.sort(np.random.default_rng(cfg.seed).choice(rows, cfg.max_points, replace=False))
+    if len(rows) < MIN_POINTS:
+        raise ValueError(f"Only {len(rows)} point(s) are left after reading (sentences cut at {cfg.max_length} "
+                         f"tokens lose their tail); a map needs at least {MIN_POINTS}. Use shorter sentences.")
+    n = len(rows)
+    width = SNIPPET_WORDS if n <= MANY_POINTS else SNIPPET_WORDS_MANY
+    spans_of: dict[int, list[tuple[int, int]]] = {}
+    left, right, nexts, words = [], [], [], []
+    for r in rows:
+        s = int(tv.sentence_ids[r])
+        if s not in spans_of:
+            spans_of[s] = [m.span() for m in WORD_RE.finditer(tv.sentences[s])]
+        lft, rgt, nxt = _context(tv.sentences[s], int(tv.word_index[r]), spans_of[s], width)
+        left.append(lft)
+        right.append(rgt)
+        nexts.append(nxt)
+        words.append(tv.sentences[s][tv.starts[r]:tv.ends[r]])
+
+    x = _normalise(tv.vectors[:, rows].astype(np.float32, copy=False))  # (D, N, H), a copy (fancy index)
+    truncated, sentence_ids = int(tv.truncated), tv.sentence_ids[rows].astype(np.int32)
+    del tv  # the whole sample's vectors: no longer needed
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=map_threads()):
+        m = _maps(cfg, x, depths, nexts, report)
+    notes = []
+    if truncated:
+        notes.append(f"{truncated} sentence(s) were cut at {cfg.max_length} tokens; words after the cut are "
+                     "not in the map.")
+    if cfg.what == "word" and found > n:
+        notes.append(f"{found:,} occurrences were found; a random {n:,} of them are shown (raise max points for more).")
+    report(1.0, "done")
+    return Projection(checkpoint=lm.spec.checkpoint, family=lm.spec.family, what=cfg.what,
+                      word=cfg.word if cfg.what == "word" else "", corpus=cfg.corpus, method=cfg.method,
+                      dims=cfg.dims, depths=tuple(depths), num_depths=depths_all, words=tuple(words),
+                      left=tuple(left), right=tuple(right), next_words=tuple(nexts), sentence_ids=sentence_ids,
+                      sentences_read=len(chosen),
+                      occurrences=int(found), truncated=truncated, seconds=time.perf_counter() - t0,
+                      notes=tuple(notes), **m)
+
+
+def project_job(spec: ModelSpec, cfg: ProjectorConfig):
+    """A core.runtime.jobs function projecting ``cfg`` with a fresh copy of the model loaded in the job (a partial of a
+    module-level function over plain data, so it runs in a worker process)."""
+    return functools.partial(_run_project_job, spec, cfg)
+
+
+def _run_project_job(spec: ModelSpec, cfg: ProjectorConfig, ctx) -> Projection:
+    from core.models.loading import load
+
+    ctx.progress(0.0, "loading a fresh copy of the model")
+    return project(load(spec, task="base"), cfg, on_progress=ctx.progress)

@@ -1,0 +1,25 @@
+"""Serving many sessions from one process: concurrent predictions on one model coalesce into batched forwards.
+
+``coalesce(obj, op, item, run_batch)`` is what core's prediction functions call; callers and pages do not change.
+The window and the largest batch are settings (``ENCODERLAB_BATCH_WINDOW_MS``, ``ENCODERLAB_MAX_BATCH``; a
+largest batch of 1 turns batching off). See core/runtime/serving/batcher.py for the scheme.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from core.base import settings
+from core.runtime.serving.batcher import BatchStats, Batcher, RunBatch, batcher
+
+__all__ = ["BatchStats", "Batcher", "batcher", "coalesce", "stats"]
+
+
+def coalesce(obj: Any, op: str, item: Any, run_batch: RunBatch) -> Any:
+    """``run_batch([item])[0]``, batched with concurrent calls on the same ``obj`` (a loaded model) and ``op``."""
+    s = settings.current()
+    return batcher().call(obj, op, item, run_batch, s.batch_window_ms / 1000.0, s.max_batch)
+
+
+def stats(obj: Any, op: str) -> BatchStats:
+    """Calls, batches and the largest batch seen so far for ``obj`` and ``op`` (tests and the benchmark)."""
+    return batcher().stats(obj, op)
