@@ -12,9 +12,10 @@ import streamlit as st  # noqa: E402
 
 from app.kit import presenter, state  # noqa: E402
 
-from app.room import ui as room_ui
+from app.room import lifecycle as room  # noqa: E402
 from app.nav import build_navigation, follow_deep_link  # noqa: E402
 from app.sidebar import model_picker, report_panel  # noqa: E402
+from core.models.loading import BUILD_LOCK  # noqa: E402
 
 # A local favicon: a :material/...: icon here would be fetched from a font CDN, which a workshop room lacks.
 st.set_page_config(page_title="EncoderLab", page_icon=str(ROOT / "assets" / "icon.png"), layout="wide")  # i18n: ok (the name)
@@ -26,10 +27,8 @@ state.init_language()
 def _transformers_imported() -> bool:
     """transformers' lazy imports, done once by one thread: two sessions' first model loads resolving them at the
     same time could meet a half-imported module ("module 'transformers' has no attribute 'AutoTokenizer'")."""
-    from core.models.loading import BUILD_LOCK
-
     with BUILD_LOCK:
-        import transformers
+        import transformers  # lazy: under BUILD_LOCK, so one thread resolves its lazy imports
 
         for name in ("AutoConfig", "AutoTokenizer", "AutoModel", "AutoModelForMaskedLM",
                      "AutoModelForSequenceClassification", "AutoModelForTokenClassification"):
@@ -41,11 +40,11 @@ _transformers_imported()
 
 page = st.navigation(build_navigation(), expanded=True)  # all pages listed: collapsed, the last sections hid behind "View N more"
 follow_deep_link()  # a link to /<page> that app/serve.py sent to the root first: open that page, with its query
-room_ui.begin(page)  # ?room=CODE: join, and the room's banner (a follower's poll follows the presenter)
+room.begin(page)  # ?room=CODE: join, and the room's banner (a follower's poll follows the presenter)
 model_picker()
 presenter.apply_style()
 try:
     page.run()
 finally:  # also when the page stopped early (st.stop): the sidebar keeps its report download
     report_panel()
-    room_ui.end(page)  # the presenter publishes its page and inputs; a follower who changed something breaks away
+    room.end(page)  # the presenter publishes its page and inputs; a follower who changed something breaks away

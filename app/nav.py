@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from app.kit.i18n import t
+
 ROOT = Path(__file__).resolve().parent.parent
 PAGE_PARAM = "page"  # app/serve.py sends /<page>?q to /?page=<page>&q; app/main.py then opens that page
 
@@ -42,8 +44,6 @@ def build_navigation():
     """st.Page objects for the pages that exist, grouped by section; also kept for st.page_link."""
     import streamlit as st
 
-    from app.kit.i18n import t
-
     sections: dict[str, list] = {}
     for p in available_pages():
         page = st.Page(str(ROOT / p.file), title=title(p), icon=p.icon, url_path=p.url, default=p.url == "home")
@@ -54,8 +54,6 @@ def build_navigation():
 
 def title(p: PageDef) -> str:
     """The page's title in the session's language (nav.<url> in assets/i18n/nav.toml)."""
-    from app.kit.i18n import t
-
     return t(f"nav.{p.url.replace('-', '_')}")
 
 

@@ -9,26 +9,21 @@ import streamlit as st
 
 from app.kit import presenter, report, state, urlstate
 
-from app.room import ui as room_ui
+from app.room.joining import sidebar_controls as room_controls
 from app.kit.gpu_notice import sidebar_gpu_line
 from app.kit.i18n import LANG_KEY, LANGS, t, t_or
+from app.kit.model_choice import (AWAITING, CUSTOM_OPTION, LOAD_FAILED, known_checkpoints, pick,
+                                  source_slot)
 from app.kit.render import as_text, source_name
 from core.models.hosted import check_custom_checkpoint
 from core.models.loading import ModelSpec, resolve
-from core.registry import FAMILIES, ModelLoadError, bundled_id, family, picker_families
+from core.registry import FAMILIES, ModelLoadError, family, picker_families
 from core.models.devices import resolve_device
 
-CUSTOM_OPTION = "custom"
 DEVICES = ("auto", "cpu", "cuda")
 QUANT = "sidebar.quant"  # True: the model's linears run int8 (core.compare.int8; CPU inference only)
 
 
-def known_checkpoints(fam: str) -> list[str]:
-    """The family's bundled model, this session's models and the official ids (what the picker lists); the generic
-    family has none of its own: a folder or Hub id typed under custom."""
-    f = family(fam)
-    return [*([bundled_id(fam)] if f.bundled else []), *(m.path for m in state.session_models(fam)),
-            *(c.id for c in f.checkpoints)]
 
 
 def _checkpoint_options(fam: str) -> list[str]:
@@ -70,7 +65,7 @@ def workshop_controls() -> None:
     sb.toggle(t("sidebar.presenter"), key=presenter.PRESENT, help=t("sidebar.presenter_help"))
     if presenter.is_on():
         sb.toggle(t("sidebar.pin"), key=presenter.PIN, help=t("sidebar.pin_help"))
-    room_ui.sidebar_controls(sb)  # Start a room (presenter view) / Join with a code
+    room_controls(sb)  # Start a room (presenter view) / Join with a code
     _SLOT.report = sb.container()  # filled after the page ran (report_panel), so its count is current
 
 
@@ -167,16 +162,16 @@ def model_picker() -> ModelSpec | None:
     if error and not awaiting:
         sb.error(error)
     elif spec is not None:
-        _SLOT.source = sb.empty()  # a page whose load of this model fails replaces the source with the failure
+        source = source_slot(sb.empty())  # a page whose load of this model fails replaces the source with the failure
         failed = st.session_state.get(LOAD_FAILED, {}).get(spec)
         res = resolve(spec.checkpoint)
         if failed:
-            _SLOT.source.error(t("sidebar.load_failed", id=as_text(spec.checkpoint), error=failed))
+            source.error(t("sidebar.load_failed", id=as_text(spec.checkpoint), error=failed))
         elif res.source == "unavailable":
-            _SLOT.source.warning(t("sidebar.unavailable", id=as_text(spec.checkpoint),
+            source.warning(t("sidebar.unavailable", id=as_text(spec.checkpoint),
                                    tried=as_text("; ".join(res.tried))))
         else:
-            _SLOT.source.caption(t("sidebar.weights_from", source=source_name(res.source))
+            source.caption(t("sidebar.weights_from", source=source_name(res.source))
                                  + (f" — `{res.path}`" if res.path else ""))
     if st.session_state.get(LANG_KEY) == "zh":
         _chinese_suggestion(sb, fam)
@@ -186,39 +181,10 @@ def model_picker() -> ModelSpec | None:
     return spec
 
 
-AWAITING = "sidebar.awaiting_checkpoint"  # True while custom is picked and its box is still empty
 
 
-def awaiting_checkpoint() -> bool:
-    """Custom is picked and nothing is typed yet: the sidebar asks for a folder or Hub id under its box, so a page
-    shows a short pointer (``sidebar.custom_pointer``) rather than an error of its own."""
-    return bool(st.session_state.get(AWAITING))
 
 
-LOAD_FAILED = "sidebar.load_failed"  # ModelSpec -> why loading it failed (this session), shown instead of a source
-
-
-def note_load(spec: ModelSpec, error: str | None) -> None:
-    """A page loaded the sidebar's model (``error`` None) or failed to: the sidebar then shows the failure where it
-    showed the source, in this run and in later ones (also on pages that do not load a model)."""
-    failed = st.session_state.setdefault(LOAD_FAILED, {})
-    if error is None:
-        failed.pop(spec, None)
-        return
-    failed[spec] = error
-    slot = getattr(_SLOT, "source", None)
-    if slot is not None:
-        slot.error(t("sidebar.load_failed", id=as_text(spec.checkpoint), error=error))
-
-
-def pick(fam: str, checkpoint: str) -> None:
-    """Select ``checkpoint`` in the picker (a widget callback): one it lists, or else through the custom box."""
-    st.session_state[state.FAMILY] = fam
-    if checkpoint in known_checkpoints(fam):
-        st.session_state[state.CHECKPOINT] = checkpoint
-    else:  # a folder or Hub id typed in earlier
-        st.session_state[state.CHECKPOINT] = CUSTOM_OPTION
-        st.session_state[state.CUSTOM] = checkpoint
 
 
 def _chinese_suggestion(sb, current_family: str) -> None:

@@ -9,6 +9,8 @@ from app.views.inspect import attribution as ra
 from app.kit.i18n import t
 from app.kit.jobs_panel import job_panel, runner
 from core.inspect import attribution as A
+from core.runtime.jobs import resource_for
+from core.inspect import attribution_inputs as AI
 
 K = ui.K
 restored = urlstate.bind(ui.TOP_FIELDS + ui.ONE_FIELDS)
@@ -27,7 +29,7 @@ ui.defaults("batch", target, lm)
 
 
 def start(name: str, fn) -> None:
-    job = runner().submit(t(f"attribution.job.{name}"), fn, resource="gpu" if lm.device.startswith("cuda") else "cpu",
+    job = runner().submit(t(f"attribution.job.{name}"), fn, resource=resource_for(lm.spec.device),
                           owner=state.session_id())
     st.session_state[K(f"{name}.job")] = job.id
 
@@ -58,7 +60,7 @@ with tab_one:
         go = go_row.form_submit_button(t("attribution.go"), type="primary")
     # What the page holds now; a result is shown only while it was computed from exactly this (and this model).
     try:
-        cfg, cfg_error = A.AttributionConfig(target=target, text=text, text_b=text_b, **tw, **sw), None
+        cfg, cfg_error = AI.AttributionConfig(target=target, text=text, text_b=text_b, **tw, **sw), None
     except ValueError as e:
         cfg, cfg_error = None, str(e)
     ui.show_estimate(go_row, lm, cfg)  # beside Explain: the passes and time these settings will take
@@ -66,7 +68,7 @@ with tab_one:
         try:
             if cfg is None:
                 raise ValueError(cfg_error)
-            A.prepare(lm, cfg)  # bad input (no mask, unknown word, too long) is reported here, not in the job
+            AI.prepare(lm, cfg)  # bad input (no mask, unknown word, too long) is reported here, not in the job
         except ValueError as e:
             st.error(str(e))
             forget("attribution")

@@ -5,11 +5,11 @@ import hashlib
 
 import streamlit as st
 
-from app.kit import presenter, state
+from app.kit import presenter
 from app.kit.i18n import t
-from app.kit.jobs_panel import job_panel, runner
+from app.kit.jobs_panel import job_panel, runner, submit_job
 from app.kit.loaders import model_or_error
-from app.kit.render import as_text, current_result, job_for, remember_job, run_or_error, shorten
+from app.kit.render import as_text, current_result, job_for, run_or_error, shorten
 from app.views.represent.corpus_search import PAGE, K, depth_label, show_index, show_result
 from core.represent.corpus_index import (DEFAULT_SAMPLE, IndexConfig, bundled_size, default_depth, index_job, index_key,
                                load_key, max_sentences_allowed, query_words, search, sentences_from_text,
@@ -95,11 +95,9 @@ if ci is None:  # not built for this model, corpus and depth: a background job b
             again = st.button(t("corpus_search.build_depth", depth=depth_label(depth)), key=K("build_depth"))
     if idle and (again or build):
         try:
-            jid = runner().submit(t("corpus_search.job_name", id=lm.spec.checkpoint, depth=depth_label(depth),
-                                    n=f"{len(cfg.corpus()):,}"), index_job(lm.spec, cfg), device=lm.spec.device,
-                                  owner=state.session_id()).id
-            state.job_ids(PAGE).append(jid)
-            remember_job(K("jobs"), jid, (lm.spec, key))
+            jid = submit_job(PAGE, t("corpus_search.job_name", id=lm.spec.checkpoint, depth=depth_label(depth),
+                                     n=f"{len(cfg.corpus()):,}"), index_job(lm.spec, cfg), device=lm.spec.device,
+                             jobs_key=K("jobs"), asked=(lm.spec, key)).id
             slot.empty()
         except ValueError as e:  # QuotaError: too many jobs for this session
             st.error(str(e))

@@ -14,7 +14,7 @@ from app.kit.loaders import get_model
 from app.kit.render import as_text, current_result, mini_note, run_or_error
 from app.views.inspect.ablation import fill_mask_heads
 from app.views.predict.results import show_fill_result
-from app.room.ui import sentences_panel
+from app.room.sentences import sentences_panel
 from core.predict.fill_mask import (MAX_TOP_K, FillMaskConfig, FillMaskError, check_mlm, compare, configs_from_lines,
                             fill_mask, fill_mask_batch, words)
 from core.predict.replaced_tokens import role

@@ -13,14 +13,18 @@ import streamlit as st
 
 from app.kit import presenter, state, urlstate
 from app.views.train import finetune as view
+from app.views.train import finetune_charts as charts
+from app.views.train import finetune_data as data_view
+from app.views.train import finetune_report as run_report
+from app.views.train import finetune_results as results
 from app.kit.i18n import t
 from app.kit.jobs_panel import job_panel, runner
 from core import registry
 from core.data.datasets_local import GLUE_TASKS
 from core.base.fields import default_of
-from core.train.finetune import (DEFAULT_DATA, POOLINGS, PRECISIONS, TASKS, FinetuneConfig, hidden_size_of, job_fn,
-                           job_resource, runs_root)
-from core.registry import FAMILIES
+from core.train.finetune import job_fn, job_resource, runs_root
+from core.train.finetune_config import (DEFAULT_DATA, POOLINGS, PRECISIONS, TASKS, FinetuneConfig, apply_remedy,
+                                        hidden_size_of)
 
 K, KEEP, number = view.K, view.KEEP, view.number
 # the sliders' stops, declared on FinetuneConfig's fields with their ranges
@@ -41,8 +45,8 @@ OPTIONS = {n: (DEFAULT[n], urlstate.Field.of(K(n), view.bounds_of(n)))
                      "test_rows", "test_frac")}
 OPTIONS.update({
     "task": ("sequence", urlstate.Field(K("task"), choices=TASKS)),
-    "source": (DEFAULT_DATA, urlstate.Field(K("source"), choices=view.SOURCES)),
-    "tok_source": ("sample", urlstate.Field(K("tok_source"), choices=view.TOKEN_SOURCES)),
+    "source": (DEFAULT_DATA, urlstate.Field(K("source"), choices=data_view.SOURCES)),
+    "tok_source": ("sample", urlstate.Field(K("tok_source"), choices=data_view.TOKEN_SOURCES)),
     "glue_task": (None, urlstate.Field(K("glue_task"), choices=tuple(GLUE_TASKS))),
     "lr": (DEFAULT["lr"], urlstate.Field(K("lr"), "float", choices=LRS)),
     "batch": (DEFAULT["batch"], urlstate.Field(K("batch"), "int", choices=BATCHES)),
@@ -70,11 +74,11 @@ st.subheader(t("finetune.h_data"))
 task = st.radio(t("finetune.task"), TASKS, key=K("task"), persist_state=KEEP, horizontal=True,
                 format_func=lambda v: t(f"finetune.task_opt.{v}"), on_change=view.task_changed, args=(HIDDEN,))
 if task == "token":
-    data = view.token_data_picker()
+    data = data_view.token_data_picker()
     with st.expander(t("finetune.tok.split_expander"), expanded=True):
-        view.split_table(spec, data)
+        data_view.split_table(spec, data)
 else:
-    data = view.data_picker()
+    data = data_view.data_picker()
 
 st.subheader(t("finetune.h_settings"))
 if spec is None:
@@ -136,8 +140,6 @@ def submit(cfg, run_data) -> None:
 
 
 def restart_with(run: dict, remedy: str) -> None:
-    from core.train.finetune import apply_remedy
-
     submit(apply_remedy(run["cfg"], remedy), run["data"])
 
 
@@ -160,11 +162,11 @@ for run in reversed(runs):
         state.register_session_model(f"{run['name']} ({run['data'].name})", run["cfg"].family,
                                      job.result.model_dir,
                                      kind="fine-tuned-token" if run["cfg"].task == "token" else "fine-tuned")
-        view.record_run(job.id, run["name"], job.result, len(run["data"].train))  # once, when it finishes
+        run_report.record_run(job.id, run["name"], job.result, len(run["data"].train))  # once, when it finishes
         st.rerun()  # once, so the sidebar picker (drawn before this page) lists the new model
     with st.expander(f"{run['name']} · {run['cfg'].checkpoint} · {run['data'].name}", expanded=run is runs[-1]):
         if run["result"] is not None:
-            view.result_view(run["name"], run["result"])
+            results.result_view(run["name"], run["result"])
             continue
 
         def resume(r=run) -> None:
@@ -176,7 +178,7 @@ for run in reversed(runs):
         def finished(j, r=run) -> None:
             st.rerun()  # the result is picked up above and kept in the session
 
-        job_panel(run["job_id"], on_done=finished, on_running=view.live, key=K(f"job.{run['name']}"))
+        job_panel(run["job_id"], on_done=finished, on_running=charts.live, key=K(f"job.{run['name']}"))
         if job is not None and job.status == "error" and view.is_oom_error(job.error):
             view.oom_offer(run, restart_with)
         if job is not None and job.status == "cancelled" and (Path(run["out"]) / "checkpoint").exists():
@@ -185,5 +187,5 @@ for run in reversed(runs):
 done = [(r["name"], r["result"]) for r in runs if r["result"] is not None]
 if done:
     st.subheader(t("finetune.h_compare"))
-    view.compare(done)
+    results.compare(done)
 urlstate.publish()  # the defaults set above, on the first visit, too

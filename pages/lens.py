@@ -6,14 +6,14 @@ import streamlit as st
 from app.kit import presenter, state
 from app.views.predict.fill_mask_widgets import DEFAULT_TEXT, example_list, use_example
 from app.kit.i18n import t
-from app.kit.jobs_panel import job_panel, runner
+from app.kit.jobs_panel import job_panel, runner, submit_job
 from app.kit.loaders import model_or_error
-from app.kit.render import current_result, job_for, mini_note, remember_job, run_or_error, stale_note
+from app.kit.render import current_result, job_for, mini_note, run_or_error, stale_note
 from app.views.inspect.lens import K, show_kl, show_result
 from core.predict.fill_mask import FillMaskError, check_mlm
 from core.runtime.jobs import CANCELLED, ERROR
-from core.inspect.lens import (HOSTED_MAX_TUNE_STEPS, MAX_TUNE_STEPS, MODES, LensConfig, TuneConfig, lens, model_key,
-                       tune_job, tuned_report)
+from core.inspect.lens import MODES, LensConfig, lens
+from core.inspect.tuned_lens import HOSTED_MAX_TUNE_STEPS, MAX_TUNE_STEPS, TuneConfig, model_key, tune_job, tuned_report
 from core.base.settings import current as server_settings
 
 MAX_K = 20  # candidates per depth the table shows at most
@@ -81,10 +81,8 @@ if mode == "tuned" and report is None:  # no tuned lens yet: train one in the ba
         if train:
             try:
                 fn = tune_job(lm.spec, TuneConfig(steps=int(steps)))
-                jid = runner().submit(t("lens.job_name", id=lm.spec.checkpoint), fn, device=lm.spec.device,
-                                      owner=state.session_id()).id
-                state.job_ids("lens").append(jid)
-                remember_job(K("jobs"), jid, (lm.spec, key))
+                jid = submit_job("lens", t("lens.job_name", id=lm.spec.checkpoint), fn, device=lm.spec.device,
+                                 jobs_key=K("jobs"), asked=(lm.spec, key)).id
                 slot.empty()
             except ValueError as e:  # QuotaError: too many jobs for this session
                 st.error(str(e))

@@ -5,22 +5,18 @@ import pandas as pd
 import streamlit as st
 
 from app.kit import presenter, report, urlstate
+from app.kit.cache import param_breakdown
 from app.kit.i18n import t, t_or
 from app.kit.render import entry_id, params_bar, record_once
 from app.views.compare.practice import glue_section
 from core.registry import family, official_checkpoints
-from core.models.params import albert_factorization, breakdown
+from core.models.params import albert_factorization
 
 P = "models"
 NO_FIGURE = "–"  # i18n: ok (a dash, the same in every language)
 SIZE_MAX = 10_000_000
 DEFAULTS = {"models.V": 30000, "models.H": 768, "models.E": 128}
 FIELDS = tuple(urlstate.Field(key, "int", lo=1, hi=SIZE_MAX) for key in DEFAULTS)
-
-
-@st.cache_data(show_spinner=False)
-def _breakdown(checkpoint_id: str):
-    return breakdown(checkpoint_id)
 
 
 def _all_breakdowns():
@@ -31,7 +27,7 @@ def _all_breakdowns():
     rows = []
     for i, cid in enumerate(ids):  # the one being counted now
         bar.progress(i / len(ids), text=t("models.counting_one", n=len(ids), i=i + 1, id=cid))
-        rows.append(_breakdown(cid))
+        rows.append(param_breakdown(cid))
     bar.empty()
     return rows
 

@@ -10,7 +10,7 @@ import streamlit as st
 
 from app.kit import presenter, state, urlstate
 from app.kit.i18n import t, t_or
-from app.kit.jobs_panel import job_panel, runner
+from app.kit.jobs_panel import job_panel, runner, submit_job
 from app.kit.render import record_once
 from app.views.train.pretrain import K, MASKINGS, PAGE, curves, done, live, report_entry
 from core.train.finetune import runs_root
@@ -92,12 +92,11 @@ if go_btn:
                          pair=pair, distill=distill, upload=upload.getvalue() if upload else None,
                          upload_name=upload.name if upload else "upload.txt", seed=int(seed))
         n = len(state.job_ids(PAGE)) + 1
-        # under the session's runs folder, so its size and age bounds (core.runtime.jobs.evict_run_folders) apply
+        # under the session's runs folder, so its size and age bounds (core.runtime.run_folders.evict_run_folders) apply
         cfg = prepare(req, workdir=runs_root(state.session_id()) / f"pretrain{n}-{fam}-{time.strftime('%H%M%S')}")
         name = t("pretrain.job_name", n=n, family=FAMILIES[fam].label, size=size, steps=steps)
         # the resource follows the device the run really uses ("auto" is CUDA on a GPU server)
-        j = runner().submit(name, job(cfg), device=cfg.device, owner=state.session_id())
-        state.job_ids(PAGE).append(j.id)
+        j = submit_job(PAGE, name, job(cfg), device=cfg.device)
         st.session_state.setdefault(K("corpus_names"), {})[j.id] = upload.name if upload else None
     except ValueError as e:  # PretrainError, CorpusError, and QuotaError when this session has too many jobs
         st.error(str(e))

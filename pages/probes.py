@@ -5,15 +5,14 @@ import time
 
 import streamlit as st
 
-from app.kit import state
 from app.kit.i18n import t
-from app.kit.jobs_panel import job_panel, runner
+from app.kit.jobs_panel import job_panel, submit_job
 from app.kit.loaders import model_or_error
-from app.kit.render import current_result, job_for, remember_job, stale_note
+from app.kit.render import current_result, job_for, stale_note
 from app.views.represent.probes import K, show_result, task_name
-from core.represent.probes import (DEFAULT_PER_TASK, MIN_PER_TASK, TASKS, TIMING_SENTENCES, ProbeConfig, ProbeError,
-                         build_tasks, corpus_from_text, corpus_from_upload, estimate, max_per_task, model_key,
-                         probe_job, saved_result, time_probe_parts)
+from core.represent.probes import (DEFAULT_PER_TASK, MIN_PER_TASK, TIMING_SENTENCES, ProbeConfig, build_tasks, estimate,
+                                   max_per_task, model_key, probe_job, saved_result, time_probe_parts)
+from core.represent.probe_tasks import TASKS, ProbeError, corpus_from_text, corpus_from_upload
 from core.represent.token_vectors import num_depths
 
 SOURCES = ("bundled", "paste", "upload")
@@ -76,10 +75,8 @@ if go:
         if found is not None:  # this model on these inputs was probed before: no job
             st.session_state[K("result")], st.session_state[K("result.made_from")] = found, want
         else:
-            jid = runner().submit(t("probes.job_name", id=lm.spec.checkpoint), probe_job(lm.spec, cfg),
-                                  device=lm.spec.device, owner=state.session_id()).id
-            state.job_ids("probes").append(jid)
-            remember_job(K("jobs"), jid, want)
+            submit_job("probes", t("probes.job_name", id=lm.spec.checkpoint), probe_job(lm.spec, cfg),
+                       device=lm.spec.device, jobs_key=K("jobs"), asked=want)
     except ValueError as e:  # ProbeError (bad corpus, settings), QuotaError (too many jobs)
         st.session_state[K("error")] = (want, str(e))
 

@@ -3,15 +3,16 @@ every depth; a depth slider switches depth without recomputing. PCA runs here; U
 Logic in core/represent/projector.py, drawing in app/views/represent/projector.py."""
 import streamlit as st
 
-from app.kit import presenter, state
+from app.kit import presenter
 from app.kit.i18n import t
-from app.kit.jobs_panel import job_panel, runner
+from app.kit.jobs_panel import job_panel, runner, submit_job
 from app.kit.loaders import model_or_error
-from app.kit.render import current_result, job_for, remember_job, stale_note
+from app.kit.render import current_result, job_for, stale_note
 from app.views.represent.projector import K, show_projection
 from core.runtime.jobs import CANCELLED, ERROR
 from core.represent.projector import (CORPORA, DEFAULT_POINTS, MAX_POINTS, METHODS, WHATS, ProjectorConfig, runs_as_job,
                             corpus_of, pick_sentences, project, project_job)
+from core.base.uploads import upload_text
 
 st.title(t("projector.title"))
 st.caption(t("projector.intro"))
@@ -38,8 +39,6 @@ with st.form(K("form")):
 
 text_in, upload_error = text, None
 if corpus == "text" and upload is not None:  # an upload wins over the box
-    from core.base.uploads import upload_text
-
     try:
         text_in = upload_text(upload.getvalue(), upload.name, expect=t("projector.upload_expect"))
     except ValueError as e:
@@ -55,10 +54,8 @@ if go:
                               max_points=int(max_points), color=st.session_state.get(K("color"), "next_word"))
         if runs_as_job(method, int(max_points)):
             pick_sentences(cfg, corpus_of(cfg))  # an absent word says so now, not after a job starts
-            jid = runner().submit(t("projector.job_name", method=method.upper(), id=lm.spec.checkpoint),
-                                  project_job(lm.spec, cfg), device=lm.spec.device, owner=state.session_id()).id
-            state.job_ids("projector").append(jid)
-            remember_job(K("jobs"), jid, want)
+            submit_job("projector", t("projector.job_name", method=method.upper(), id=lm.spec.checkpoint),
+                       project_job(lm.spec, cfg), device=lm.spec.device, jobs_key=K("jobs"), asked=want)
         else:
             with st.spinner(t("projector.running")):
                 st.session_state[K("result")] = project(lm, cfg)

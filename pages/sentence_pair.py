@@ -5,17 +5,17 @@ import streamlit as st
 
 from app.kit import presenter, state, urlstate
 from app.kit.i18n import t, t_or
-from app.kit.jobs_panel import job_panel, runner
+from app.kit.jobs_panel import job_section, start_job, submit_job
 from app.kit.loaders import model_or_error
 from app.views.inspect.ablation import pair_heads
-from app.kit.render import (as_text, current_result, entry_id, forget_jobs, job_for, mini_note, record_once,
-                        remember_job, run_or_error, stale_note, yes_no)
+from app.kit.render import as_text, current_result, entry_id, mini_note, record_once, run_or_error, yes_no
 from app.views.predict.results import (batch_report, batch_table, confusion_fig, pair_bars, pair_label, prob_label,
                                 record_pair, token_strip)
 from core.registry import FAMILIES
 from core.base.paths import ASSETS
 from core.predict.sentence_pair import (MAX_CHARS, MAX_ROWS, PairConfig, PairError, check_pair, pair_head, parse_pairs_csv,
                                 predict_pair, score_batch)
+from core.runtime.jobs import resource_for
 
 P = "sentence_pair"
 # option value (kept as it always was, so old links and tests still name it) -> file
@@ -131,17 +131,12 @@ if lm is not None:
         text = upload.getvalue().decode("utf-8", errors="replace") if upload is not None else pasted
         batch_asked = (lm.spec, text, threshold)
         if go_batch:
-            try:
+            def _submit():  # missing columns, too many rows, bad labels: start_job says which and how to fix
                 rows = parse_pairs_csv(text)
-                job = runner().submit(t("sentence_pair.job_name", head=head_name, n=len(rows)),
-                                      lambda ctx: score_batch(lm, rows, threshold=threshold, progress=ctx.progress),
-                                      resource="gpu" if lm.device.startswith("cuda") else "cpu",
-                                      owner=state.session_id())
-                state.job_ids(P).append(job.id)
-                remember_job(k("batch_for"), job.id, batch_asked)
-            except ValueError as e:  # missing columns, too many rows, bad labels: say which and how to fix
-                forget_jobs(k("batch_for"))
-                st.error(str(e))
+                return submit_job(P, t("sentence_pair.job_name", head=head_name, n=len(rows)),
+                                  lambda ctx: score_batch(lm, rows, threshold=threshold, progress=ctx.progress),
+                                  resource=resource_for(lm.spec.device), jobs_key=k("batch_for"), asked=batch_asked)
+            start_job(k("batch_for"), _submit)
 
         def show_batch(job) -> None:
             bres = job.result
@@ -163,10 +158,6 @@ if lm is not None:
                 t("sentence_pair.in.model"): bres.checkpoint, t("sentence_pair.rows"): len(bres.rows),
                 t("sentence_pair.in.threshold"): f"{bres.threshold:.2f}"}))
 
-        batch_job = job_for(k("batch_for"), batch_asked)
-        if batch_job is not None:
-            job_panel(batch_job, show_batch, key=k("batch"))
-        else:
-            stale_note(k("batch_for"))
+        job_section(k("batch_for"), batch_asked, show_batch, key=k("batch"))
 
 urlstate.publish()  # values first created in this run (the defaults) join the link too

@@ -8,9 +8,9 @@ import streamlit as st
 
 from app.kit import presenter, state, urlstate
 from app.kit.i18n import t, t_or
-from app.kit.jobs_panel import job_panel, runner
+from app.kit.jobs_panel import job_section, start_job, submit_job
 from app.views.compare.practice import int8_section
-from app.kit.render import forget_jobs, job_for, record_once, remember_job, speed_chart, stale_note, throughput_chart
+from app.kit.render import record_once, speed_chart, throughput_chart
 from core.compare.speed import SEED_CLAIMS, SpeedConfig, measure_speed
 from core.base.fields import bounds, default_of
 from core.runtime.jobs import progress_job
@@ -46,16 +46,12 @@ with st.form("speed.form"):
 
 asked = (tuple(fams), int(seq), int(batch), int(reps), device)
 if go:
-    try:
+    def _submit():
         cfg = SpeedConfig(families=tuple(fams), seq_len=int(seq), batch=int(batch), repeats=int(reps), device=device)
         # the resource follows the device the measurement really uses ("auto" is CUDA on a GPU server)
-        job = runner().submit(t("speed.job_name"), progress_job(measure_speed, cfg), device=cfg.device,
-                              owner=state.session_id())
-        state.job_ids("speed").append(job.id)
-        remember_job("speed.made_from", job.id, asked)
-    except ValueError as e:
-        forget_jobs("speed.made_from")
-        st.error(str(e))
+        return submit_job("speed", t("speed.job_name"), progress_job(measure_speed, cfg), device=cfg.device,
+                          jobs_key="speed.made_from", asked=asked)
+    start_job("speed.made_from", _submit)
 
 
 def _comparisons(res) -> pd.DataFrame:
@@ -97,12 +93,8 @@ def show(job) -> None:
         figures=[speed_chart(res), throughput_chart(res)]))
 
 
-shown = job_for("speed.made_from", asked)  # a measurement is shown only under the settings it was made with
-if shown is not None:
-    job_panel(shown, show, key="speed")
-elif st.session_state.get("speed.made_from"):
-    stale_note("speed.made_from")
-else:
+# a measurement is shown only under the settings it was made with
+if not job_section("speed.made_from", asked, show, key="speed") and not st.session_state.get("speed.made_from"):
     st.info(t("speed.hint"))
 
 st.divider()

@@ -14,7 +14,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from core.data.corpus import CORPUS_DIR, build_corpus  # noqa: E402
+from core.data.corpus import CORPUS_DIR  # noqa: E402
+from core.data.corpus_build import build_corpus
 
 
 def main() -> None:

@@ -238,7 +238,8 @@ import torch
 sys.path.insert(0, ".")
 from core.data.datasets_local import load_bundled
 from core.predict.fill_mask import FillMaskConfig, examples, fill_mask
-from core.train.finetune import FinetuneConfig, train
+from core.train.finetune import train
+from core.train.finetune_config import FinetuneConfig
 from core.models.loading import ModelSpec, bundled_id, load
 
 lm = load(ModelSpec("bert", bundled_id("bert"), "cuda"), "mlm")  # the app's shared model

@@ -14,9 +14,9 @@ from __future__ import annotations
 import tomllib
 from functools import lru_cache
 from pathlib import Path
+from core.base.paths import ASSETS
 
-ROOT = Path(__file__).resolve().parent.parent
-I18N_DIR = ROOT / "assets" / "i18n"
+I18N_DIR = ASSETS / "i18n"
 LANGS = {"en": "English", "zh": "中文"}
 DEFAULT_LANG = "en"
 LANG_KEY = "ui.lang"  # session-state key (also the URL parameter "lang")

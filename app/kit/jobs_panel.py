@@ -1,17 +1,23 @@
-"""A job's live panel: progress bar with step/ETA, optional live metrics, Cancel, then the result."""
+"""A job's live panel (progress bar with step/ETA, optional live metrics, Cancel, then the result) and the "job
+section" every page with a background job draws: submit (``submit_job``, or ``start_job`` that shows a refusal),
+then the panel of the job made from what the form asks now, or why none shows (``job_section``)."""
 from __future__ import annotations
 
+import dataclasses
 import threading
-from typing import Callable
+from collections import Counter
+from typing import Any, Callable
 
 import streamlit as st
 
 from app.kit import state
 from app.kit.i18n import t
+from app.kit.render import forget_jobs, job_for, remember_job, stale_note
 
 from core.base.paths import scrub
 from core.models import hosted
-from core.runtime.jobs import CANCELLED, DONE, ERROR, QUEUED, Job, JobRunner, SessionSweeper
+from core.runtime.jobs import CANCELLED, DONE, ERROR, QUEUED, Job, JobRunner
+from core.runtime.run_folders import SessionSweeper
 from core.runtime.backend import runner as _core_runner
 
 SWEEP_EVERY_S = 5.0  # how often closed tabs are looked for (their queued jobs are cancelled after two misses)
@@ -60,9 +66,6 @@ def _thinned(job: Job) -> Job:
     """The job with its per-step metrics thinned to about LIVE_POINTS (the first, every k-th, the last), other
     entries (evaluations) all kept: the live curves look the same, and redrawing them twice a second no longer
     grows with the run (a long run's full curves took the server's time from everyone, the run included)."""
-    import dataclasses
-    from collections import Counter
-
     metrics = list(job.metrics)
     if len(metrics) <= LIVE_POINTS:
         return job
@@ -131,3 +134,39 @@ def _watch(job_id: int, panel: Callable[[], None]) -> Callable[[], None]:
         if j is not None and j.done:
             st.rerun()  # redraw the whole page once, without the polling fragment
     return run
+
+
+def submit_job(page: str, name: str, fn: Callable, *, device: str | None = None, resource: str | None = "cpu",
+               jobs_key: str | None = None, asked: Any = None) -> Job:
+    """Queue ``fn`` as this session's job, listed under ``page`` (state.job_ids); ``device`` ("auto", "cpu",
+    "cuda") decides the resource (core.runtime.jobs.resource_for), else ``resource``. With ``jobs_key`` the job is
+    remembered as made from ``asked`` (``job_section`` shows it while the form asks the same). Raises ValueError
+    (QuotaError: too many jobs for this session)."""
+    job = runner().submit(name, fn, resource=resource, owner=state.session_id(), device=device)
+    state.job_ids(page).append(job.id)
+    if jobs_key is not None:
+        remember_job(jobs_key, job.id, asked)
+    return job
+
+
+def start_job(jobs_key: str, submit: Callable[[], Job]) -> Job | None:
+    """Run ``submit()`` (build the config, then ``submit_job``); a ValueError (a bad setting, QuotaError) is shown
+    instead, and no earlier job's result stays under the form. Returns the job, or None."""
+    try:
+        return submit()
+    except ValueError as e:
+        forget_jobs(jobs_key)
+        st.error(str(e))
+        return None
+
+
+def job_section(jobs_key: str, asked: Any, on_done: Callable[[Job], None], key: str,
+                on_running: Callable[[Job], None] | None = None) -> bool:
+    """The panel of the latest job made from ``asked`` (then ``on_done(job)``); else why no result shows, when the
+    session has results of other settings (render.stale_note). Returns whether a job's panel was drawn."""
+    jid = job_for(jobs_key, asked)
+    if jid is None:
+        stale_note(jobs_key)
+        return False
+    job_panel(jid, on_done, on_running, key=key)
+    return True

@@ -1,4 +1,5 @@
-"""Cached model loading: one copy per process, shared by every session (never mutated in place)."""
+"""Cached loading: models (one copy per process, shared by every session, never mutated in place), fine-tuned
+runs' models and the data sets the pages read. Views call these; they never load anything themselves."""
 from __future__ import annotations
 
 import threading
@@ -7,10 +8,16 @@ import streamlit as st
 
 from app.kit import state
 from app.kit.i18n import t
+from app.kit.model_choice import awaiting_checkpoint, note_load
+from app.kit.render import source_name
+from core.data.datasets_local import LabelledData, load_bundled, load_glue
+from core.data.token_data import TokenData, load_bundled_tokens
+from core.models.devices import resolve_device
+from core.models.downloads import DownloadError, download
 from core.models.loading import LoadedModel, ModelSpec, load, resolve
 from core.registry import ModelLoadError
-from core.models.devices import resolve_device
-from core.runtime.backend import prepare_serving
+from core.runtime.backend import prepare_serving, runs_on
+from core.predict.classify import FinetunedModel, load_finetuned
 
 POLL_S = 0.25  # how often the download's progress bar is redrawn
 
@@ -33,8 +40,6 @@ def model_or_error(task: str = "base", attentions: bool = False, spec: ModelSpec
     """The sidebar's model for ``task``, with a source banner; or None after showing why it cannot load."""
     spec = spec or state.current_spec()
     if spec is None:
-        from app.sidebar import awaiting_checkpoint
-
         if awaiting_checkpoint():  # the sidebar asks for a folder or Hub id under its box: point there, once
             st.info(t("sidebar.custom_pointer"), icon=":material/arrow_back:")
         else:
@@ -47,24 +52,16 @@ def model_or_error(task: str = "base", attentions: bool = False, spec: ModelSpec
             lm = get_model(spec, task, attentions)
     except ModelLoadError as e:
         if spec == state.current_spec():
-            from app.sidebar import note_load
-
             note_load(spec, str(e))  # the sidebar shows the failure, not a weights source
         st.error(str(e))
         return None
     if spec == state.current_spec() and st.session_state.get("sidebar.load_failed"):
-        from app.sidebar import note_load
-
         note_load(spec, None)
     source_banner(lm)
     return lm
 
 
 def source_banner(lm: LoadedModel) -> None:
-    from app.kit.render import source_name
-
-    from core.runtime.backend import runs_on
-
     st.caption(t("common.source_banner", id=lm.spec.checkpoint, family=lm.family.label, source=source_name(lm.source),
                  device=runs_on(lm)))
 
@@ -77,8 +74,6 @@ def download_with_progress(checkpoint: str) -> None:
     the page, the download goes on and the next visit finds the files (or resumes them). Raises ModelLoadError
     with core.models.downloads' message when it cannot finish.
     """
-    from core.models.downloads import DownloadError, download
-
     box: dict = {"progress": None, "error": None, "folder": None}
 
     def work() -> None:
@@ -100,3 +95,27 @@ def download_with_progress(checkpoint: str) -> None:
         raise ModelLoadError(box["error"])
     p = box["progress"]
     bar.progress(1.0, text=t("downloads.done", id=checkpoint, mb=f"{(p.total_bytes if p else 0) / 1e6:,.1f}"))
+
+
+@st.cache_resource(max_entries=4, show_spinner=False)
+def finetuned(model_dir: str, device: str) -> FinetunedModel:
+    """A fine-tuned run's model (core.train.finetune.load_finetuned), through the process-wide cache."""
+    return load_finetuned(model_dir, device)
+
+
+@st.cache_data(show_spinner=False)
+def bundled_data(key: str) -> LabelledData:
+    """A bundled labelled data set (core.data.datasets_local.load_bundled)."""
+    return load_bundled(key)
+
+
+@st.cache_data(show_spinner=False)
+def glue_data(task: str) -> LabelledData:
+    """A GLUE task from the Hub (core.data.datasets_local.load_glue); the caller draws the spinner."""
+    return load_glue(task)
+
+
+@st.cache_data(show_spinner=False)
+def token_sample() -> TokenData:
+    """The bundled token-classification sample (core.data.token_data.load_bundled_tokens)."""
+    return load_bundled_tokens()

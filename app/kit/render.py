@@ -15,6 +15,8 @@ from app.kit import report
 from app.kit.i18n import t, t_or
 from core.models.cards import bundled_card, pair_head_learned
 from core.models.params import PARTS, ParamBreakdown
+from core.models.loading import resolve
+from core.registry import FAMILIES
 
 PART_COLORS = {"embeddings": "#4C78A8", "encoder": "#F58518", "pooler": "#54A24B", "heads": "#B279A2"}
 
@@ -219,9 +221,6 @@ def _get_full() -> str:
 
 def _full_checkpoint(family: str) -> str | None:
     """The family's first official checkpoint that can be had here (HF cache or a folder), if any."""
-    from core.models.loading import resolve
-    from core.registry import FAMILIES
-
     fam = FAMILIES.get(family)
     return next((c.id for c in (fam.checkpoints if fam else ()) if resolve(c.id).source != "unavailable"), None)
 

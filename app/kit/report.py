@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import base64
 import datetime as _dt
+import hashlib
 import html
 import logging
+import tempfile
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -68,7 +70,7 @@ def report_figure(fig_json: str):
     """The figure as the report draws it: every axis makes room for its tick labels and title (on screen the
     page's theme does that; kaleido's plain template keeps the figure's tight margins and cuts labels off), at
     the figure's own height so rows keep their spacing."""
-    import plotly.io as pio
+    import plotly.io as pio  # lazy: only when a report is built
 
     fig = pio.from_json(fig_json)
     fig.update_xaxes(automargin=True)
@@ -81,10 +83,7 @@ def figure_pngs(fig_jsons: Sequence[str], on_progress=None) -> tuple[list[bytes 
     """The figures as PNG through kaleido, all in one browser session (starting Chrome/Chromium takes about
     two seconds); figures drawn before come from a cache. Returns the PNGs and, when some could not be drawn,
     why (also logged): the report says so next to each missing figure instead of dropping it."""
-    import hashlib
-    import tempfile
-
-    import plotly.io as pio
+    import plotly.io as pio  # lazy: kaleido's figure export, only when a report is built
 
     keys = [hashlib.sha1(f.encode()).hexdigest() for f in fig_jsons]
     with _PNG_LOCK:

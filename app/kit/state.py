@@ -6,7 +6,9 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from core.models.loading import ModelSpec
+from app.kit.i18n import DEFAULT_LANG, LANG_KEY, LANGS
+from core.models.loading import ModelSpec, resolve
+from core.registry import FAMILIES, bundled_families, bundled_id
 
 # Sidebar (shared by every page)
 FAMILY = "sidebar.family"
@@ -53,8 +55,6 @@ def init() -> None:
 def init_language() -> None:
     """The UI language must be known before the navigation is drawn: take it from the link when it has one
     (the sidebar's URL binding runs later in the run and keeps it in step)."""
-    from app.kit.i18n import DEFAULT_LANG, LANG_KEY, LANGS
-
     if LANG_KEY not in st.session_state:
         url_lang = st.query_params.get("lang")
         st.session_state[LANG_KEY] = url_lang if url_lang in LANGS else DEFAULT_LANG
@@ -62,9 +62,6 @@ def init_language() -> None:
 
 def default_family() -> str:
     """The first registered family whose bundled model is present here (else the first family)."""
-    from core.models.loading import resolve
-    from core.registry import FAMILIES, bundled_families, bundled_id
-
     for fam in bundled_families():
         if resolve(bundled_id(fam.key)).source != "unavailable":
             return fam.key

@@ -24,7 +24,7 @@ Why not Streamlit's own binding (``bind="query-params"`` on a widget, Streamlit 
   an unknown item fall back to the default, a text over ``max_chars`` is cut, 2.5 for a whole number becomes 2,
   and the parameter leaves the URL before the page runs. There is no hook to learn which parameter was bad, so
   the notice naming it ("this link's `finetune.lr` was not valid") would need this module's check anyway.
-- It seeds a widget only on the session's first run of that widget. A room follower (app/room/ui.py) is already
+- It seeds a widget only on the session's first run of that widget. A room follower (app/room/banners.py) is already
   on the page when the presenter changes a value; it must take the new value the way a link is taken.
 - A bound parameter cannot be written through ``st.query_params``: ``st.switch_page(page, query_params=...)``
   raises StreamlitAPIException when one is bound, which is how a follower moves to the presenter's page and

@@ -9,6 +9,7 @@ clean their text here, so the same input gets the same treatment and the same no
 from __future__ import annotations
 
 import re
+from core.base.settings import current
 
 # The special tokens of the four families (BERT/ALBERT/DistilBERT write [..], RoBERTa <..>); [MASK]/<mask> are
 # not among them: a page that reads masks maps them itself, the others let the model read them as masks.
@@ -40,7 +41,6 @@ def check_text(text: object, *, empty_hint: str, long_hint: str, max_chars: int)
     """
     if not isinstance(text, str) or not text.strip():
         raise ValueError(f"The text is empty. {empty_hint}")
-    from core.base.settings import current
 
     limit = min(max_chars, current().max_text_chars)  # the server's limit (lower on the hosted demo)
     if len(text) > limit:

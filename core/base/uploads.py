@@ -9,13 +9,13 @@ replacement characters, since a few odd bytes do not spoil a pretraining run.
 from __future__ import annotations
 
 from pathlib import Path
+from core.base import settings
 
 
 def upload_text(data: bytes, name: str, *, error: type[ValueError] = ValueError,
                 expect: str = "a UTF-8 text file", limit_mb: float | None = None) -> str:
     """``data`` decoded as UTF-8 (a BOM dropped). Raises ``error`` (a ValueError subclass) with what is wrong and
     what to do; ``expect`` says what to upload instead (e.g. "CoNLL text (one word and its tag per line)")."""
-    from core.base import settings
 
     limit = settings.current().max_upload_mb if limit_mb is None else limit_mb
     mb = len(data) / 2**20

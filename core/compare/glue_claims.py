@@ -31,7 +31,7 @@ TRAIN_EXAMPLES = {"mnli": 392_702, "qqp": 363_846, "qnli": 104_743, "sst2": 67_3
                   "mrpc": 3_668, "rte": 2_490, "wnli": 635}
 FULL_EPOCHS = 3
 META_FILE = "encoderlab_finetune.json"  # what core.train.finetune._save_model writes (core.train.finetune.META_FILE)
-MAX_RUNS = 200  # run folders read at most per call (a runs root can grow: core.runtime.jobs.evict_run_folders trims it)
+MAX_RUNS = 200  # run folders read at most per call (a runs root can grow: core.runtime.run_folders.evict_run_folders trims it)
 
 
 def claims_rows() -> list[dict]:

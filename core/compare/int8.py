@@ -19,6 +19,12 @@ from typing import Callable
 from core.models.loading import ModelSpec
 from core.base.paths import ASSETS
 from core.models.int8 import QuantizeError, disk_bytes, memory_bytes, quantized_linears
+from dataclasses import replace
+from core.compare.speed import check_timing_shape
+from core.models.loading import load
+from core.predict.fill_mask import FillMaskConfig, FillMaskError, encode, words
+from core.predict.fill_mask import check_mlm, fill_mask_batch
+from core.predict.fill_mask import examples
 
 HELDOUT = ASSETS / "corpus" / "heldout.txt"
 ARTICLE_CLAIM = ("对于部署环境苛刻的场景，ALBERT配合量化往往能带来意想不到的性价比提升。",
@@ -29,7 +35,6 @@ ARTICLE_SOURCE = "the third seed article, 4.3 (model selection: the closing advi
 # ---------------------------------------------------------------------------------------------- the probe
 def probe_examples() -> list[str]:
     """The bundled fill-mask example sentences (one [MASK] or more each)."""
-    from core.predict.fill_mask import examples
 
     return examples("en")
 
@@ -48,7 +53,6 @@ def heldout_configs(lm, n: int) -> list:
     """One FillMaskConfig per held-out sentence, masking the middle-most word of 3+ letters that this tokenizer
     keeps as one piece (so top-1/top-5 compare one token with the original). Sentences without such a word are
     skipped."""
-    from core.predict.fill_mask import FillMaskConfig, FillMaskError, encode, words
 
     out = []
     for s in heldout_sentences(n):
@@ -79,8 +83,6 @@ class QuantConfig:
     heldout: int = 64
 
     def __post_init__(self) -> None:
-        from core.compare.speed import check_timing_shape
-
         check_timing_shape(self.seq_len, self.batch, self.repeats)
         if not 0 <= self.heldout <= 500:
             raise ValueError(f"Held-out sentences {self.heldout} is out of range: use 0 to 500.")
@@ -175,8 +177,6 @@ def compare_models(fp32_lm, int8_lm, cfg: QuantConfig,
     """Measure a loaded fp32 model against its int8 copy (same tokenizer); see the module docstring."""
     import torch
 
-    from core.predict.fill_mask import FillMaskConfig, fill_mask_batch
-
     def tick(f: float, msg: str) -> None:
         if on_progress:
             on_progress(f, msg)
@@ -216,10 +216,7 @@ def measure_quantization(spec: ModelSpec, cfg: QuantConfig,
     A background job (core.runtime.jobs.progress_job): it loads its own copies, never the app's cached model. Raises
     ModelLoadError / QuantizeError / FillMaskError (ValueErrors) with a message for the page.
     """
-    from dataclasses import replace
 
-    from core.predict.fill_mask import check_mlm
-    from core.models.loading import load
 
     if on_progress:
         on_progress(0.0, "loading fp32 and int8 copies")

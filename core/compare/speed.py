@@ -17,6 +17,7 @@ from core.models.loading import BUILD_LOCK
 from core.registry import FAMILIES, official_config
 from core.models.devices import resolve_device
 from core.registry import build_model, bundled_families
+from core.registry.shape import shape
 
 # (family, baseline family) -> (the seeds' claim, claimed speedup): registry data (Family.speed_claims)
 SEED_CLAIMS = {(f.key, c.baseline): (c.text, c.ratio) for f in FAMILIES.values() for c in f.speed_claims}
@@ -164,7 +165,7 @@ def measure_speed(cfg: SpeedConfig, on_progress: Callable[[float, str], None] | 
         rows.append(SpeedRow(
             family=fam, label=FAMILIES[fam].label, checkpoint=FAMILIES[fam].base_checkpoint,
             params=sum(p.numel() for p in model.parameters()),
-            layers=getattr(mcfg, "num_hidden_layers", getattr(mcfg, "n_layers", 0)),
+            layers=shape(mcfg).layers,
             latency_ms=med * 1000, latency_std_ms=(statistics.pstdev(s) * 1000 if len(s) > 1 else 0.0),
             throughput=cfg.batch / med, samples_ms=tuple(x * 1000 for x in s)))
     return SpeedResult(rows=tuple(rows), seq_len=cfg.seq_len, batch=cfg.batch, repeats=cfg.repeats,

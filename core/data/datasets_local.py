@@ -6,6 +6,7 @@ message names the problem and the fix; the page shows it as it is.
 """
 from __future__ import annotations
 
+import numpy as np
 import hashlib
 import html
 import io
@@ -19,6 +20,8 @@ from core.base import settings
 from core.base.fields import Bounds
 from core.models.downloads import hub_reachable
 from core.base.paths import ASSETS
+import random
+from core.base.uploads import upload_text
 
 DATA_DIR = ASSETS / "data"
 # as .streamlit/config.toml maxUploadSize; ENCODERLAB_MAX_UPLOAD_MB (5 by default on the hosted demo: core.base.settings)
@@ -135,7 +138,6 @@ WORDNET_LEXFILES = {5: "animal", 6: "artifact", 8: "body", 13: "food", 18: "pers
 def build_wordnet_glosses(wordnet_dir: str | Path = "/usr/share/wordnet", out_dir: str | Path = DATA_DIR / "wordnet",
                           per_class: int = 150, test_per_class: int = 50, seed: int = 0) -> Path:
     """Sample noun glosses per lexicographer file from WordNet's data.noun into train.tsv / test.tsv (one-off)."""
-    import random
 
     by_class: dict[str, list[tuple[str, str]]] = {v: [] for v in WORDNET_LEXFILES.values()}
     seen: set[str] = set()
@@ -225,7 +227,6 @@ def read_table(data: bytes, filename: str) -> "pandas.DataFrame":  # noqa: F821
         kind = "jsonl"
     if kind not in UPLOAD_KINDS:
         raise DataError(f"{filename}: unsupported file type .{kind}. Upload a .csv, .tsv or .jsonl file.")
-    from core.base.uploads import upload_text
 
     text = upload_text(data, filename, error=DataError, limit_mb=MAX_UPLOAD_MB,
                        expect="CSV, TSV or JSONL text (from a spreadsheet: save as 'CSV UTF-8')")
@@ -343,7 +344,6 @@ def from_table(df, text_col: str, label_col: str, text_col_b: str | None = None,
     Rows with a missing text or label are dropped (and counted in ``notes``). Raises DataError for unknown
     columns, too many or too few rows, a single class, or a class too small to appear in both splits.
     """
-    import numpy as np
     import pandas as pd
 
     max_rows = MAX_ROWS if max_rows is None else max_rows

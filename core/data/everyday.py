@@ -28,7 +28,8 @@ import re
 import zlib
 from pathlib import Path
 
-from core.data.corpus import CorpusError, split_sentences
+from core.data.corpus import CorpusError, split_sentences, wordnet_documents
+import warnings
 
 R_LIB = Path("/usr/lib/R/site-library")
 FORTUNES = Path("/usr/share/games/fortunes")
@@ -73,7 +74,6 @@ def r_lazy_data(package: str) -> dict:
 
     The .rdx is a gzip-compressed serialized list whose ``variables`` give each object's (offset, length) in the
     .rdb; each chunk there is a 4-byte length and a zlib stream of one serialized object."""
-    import warnings
 
     rdata = _rdata()
     base = _need(R_LIB / package / "data", f"r-cran-{package.lower()}") / "Rdata"
@@ -89,8 +89,6 @@ def r_lazy_data(package: str) -> dict:
 
 
 def r_rda(path: Path, package: str) -> dict:
-    import warnings
-
     rdata = _rdata()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -196,6 +194,4 @@ def harvard_documents() -> list[tuple[str, list[str]]]:
 def wordnet_gloss_documents(root: str = "/usr/share/wordnet", synsets_per_doc: int = 6) -> list[tuple[str, list[str]]]:
     """Every WordNet synset as "lemma, lemma: definition." then its examples, grouped like
     corpus.wordnet_documents but keeping the synsets that have no example sentence too."""
-    from core.data.corpus import wordnet_documents
-
     return wordnet_documents(root, synsets_per_doc, examples_only=False, id_prefix="wordnet-gloss")

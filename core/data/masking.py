@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+from core.registry import FAMILIES
 
 IGNORE = -100
 WORD_MARKERS = {"wordpiece": "##", "bpe": "Ġ", "unigram": "▁"}
@@ -22,8 +23,6 @@ def __getattr__(name: str):
     """``FAMILY_PIECES`` (family -> piece kind), computed from the registry (``Family.piece_kind``) when asked for:
     the old table's name, for code that has not moved to asking the registry."""
     if name == "FAMILY_PIECES":
-        from core.registry import FAMILIES
-
         return {f.key: f.piece_kind for f in FAMILIES.values()}
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from core.base import settings
 from core.base.uploads import upload_text
 from core.data.datasets_local import DATA_DIR, HELD_OUT_FRACTION, DataError, check_held_out
+import warnings
 
 IGNORE = -100  # the label the loss skips (torch's cross_entropy ignore_index default)
 CONLL_KINDS = ("conll", "iob", "bio", "txt", "tsv")
@@ -360,7 +360,6 @@ class TokenMetrics:
 
 def token_metrics(words, gold, pred, majority_tag: str, words_truncated: int = 0) -> TokenMetrics:
     """Entity P/R/F1, the per-type table and token accuracy (all seqeval), plus the majority-tag baseline."""
-    import warnings
 
     from seqeval.metrics import accuracy_score, classification_report, f1_score, precision_score, recall_score
 

@@ -1,5 +1,6 @@
-"""Head ablation: switch attention heads off (zero, or replace by their mean over a corpus) and recompute a
-prediction: fill-mask top-k, the NSP/SOP probability, a fine-tuned classifier's class.
+"""Head ablation: switch attention heads off (zero, or replace by their mean over a corpus). Recomputing a
+prediction with them off (fill-mask top-k, the NSP/SOP probability, a fine-tuned classifier's class) is
+core.inspect.ablation_predict's.
 
 transformers 5 removed ``head_mask``, so heads are controlled by our own hook: a forward pre-hook on each layer's
 attention output projection (the family's ``head_output`` in core/models/loading.py) rewrites the slice of the
@@ -9,14 +10,15 @@ embeddings' pre-hook, which every forward path calls once).
 
 Thread safety: a loaded model is shared by every session of the server. The hooks are installed once per model and
 do nothing unless a ``contextvars.ContextVar`` set by ``ablated(...)`` in the calling thread/context says so; other
-threads' forwards are never affected. Ablated forwards never go through core.runtime.serving (its batcher runs other
-sessions' calls on the leader thread): the ablate_* functions call the batch functions directly.
+threads' forwards are never affected. So an ablated forward must run on the calling thread, never through
+core.runtime.serving's batcher (core.inspect.ablation_predict calls the batch functions directly).
 
 Heads are 0-based ``(layer, head)`` tuples in code and 0-based "L3H7" in text (as bertviz, the Attention page and
 TransformerLens number them).
 """
 from __future__ import annotations
 
+import hashlib
 import re
 import threading
 import weakref
@@ -28,8 +30,8 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from core.runtime.backend import model_op
-from core.models.loading import LoadedModel, max_tokens
+from core.data.corpus import CORPUS_DIR, HELDOUT_FILE
+from core.models.loading import max_tokens
 from core.registry import ModelLoadError, attention_layers
 
 MODES = ("zero", "mean")  # zero the head's output, or replace it with its mean over the corpus
@@ -251,8 +253,6 @@ def _param(model):
 # ---------------------------------------------------------------------------------------------- means
 def default_texts(n: int = MEAN_TEXTS) -> tuple[str, ...]:
     """``n`` sentences spread evenly over the bundled held-out corpus (assets/corpus/heldout.txt), 5-40 words."""
-    from core.data.corpus import CORPUS_DIR, HELDOUT_FILE
-
     lines = [ln.strip() for ln in (CORPUS_DIR / HELDOUT_FILE).read_text(encoding="utf-8").splitlines()]
     good = [ln for ln in lines if 5 <= len(ln.split()) <= 40]
     step = max(1, len(good) // n)
@@ -262,11 +262,9 @@ def default_texts(n: int = MEAN_TEXTS) -> tuple[str, ...]:
 def head_means(lm, texts: Sequence[str] | None = None) -> np.ndarray:
     """(layers, heads, head_dim): each head's mean output (its slice of the context that enters the attention
     output projection) over every non-padding token of ``texts`` (default: default_texts(), the bundled held-out
-    corpus). ``lm``: a LoadedModel or a core.train.finetune.FinetunedModel. Cached per (model, texts), at most
+    corpus). ``lm``: a LoadedModel or a core.predict.classify.FinetunedModel. Cached per (model, texts), at most
     MEANS_CACHE entries per model (least recently used evicted; dropped with the model)."""
-    import hashlib
-
-    import torch
+    import torch  # lazy: torch loads in seconds; importing this module (the page) does not need it
 
     model, tok = lm.model, lm.tokenizer
     texts = tuple(default_texts() if texts is None else texts)
@@ -290,7 +288,7 @@ def head_means(lm, texts: Sequence[str] | None = None) -> np.ndarray:
             enc = {k: v.to(dev) for k, v in enc.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
             st.capture_mask = enc["attention_mask"].bool()
             st.calls.clear()
-            _base(model)(**enc)
+            base_model(model)(**enc)
     out = np.stack([(s / max(c, 1)).numpy().reshape(lay.n_heads, lay.head_dim) for s, c in
                     (st.capture[d] for d in range(lay.n_layers))]).astype(np.float32)
     out.setflags(write=False)
@@ -302,14 +300,15 @@ def head_means(lm, texts: Sequence[str] | None = None) -> np.ndarray:
     return out
 
 
-def _base(model):
+def base_model(model):
+    """The transformers base model (the encoder without a task head) inside ``model`` or a wrapper of it."""
     inner = next((m for m in model.modules() if hasattr(m, "base_model") and hasattr(m, "config")), model)
     return inner.base_model
 
 
 # ---------------------------------------------------------------------------------------------- the switch
 def _state_for(model, lay: _Layout, cfg: AblationConfig, means: np.ndarray | None) -> _State:
-    import torch
+    import torch  # lazy: as in head_means
 
     p = _param(model)
     keep, fill = {}, {}
@@ -329,7 +328,7 @@ def _state_for(model, lay: _Layout, cfg: AblationConfig, means: np.ndarray | Non
 
 @contextmanager
 def ablated(lm, cfg: AblationConfig, means: np.ndarray | None = None) -> Iterator[None]:
-    """While inside, forwards of ``lm.model`` (a LoadedModel or a core.train.finetune.FinetunedModel) in this
+    """While inside, forwards of ``lm.model`` (a LoadedModel or a core.predict.classify.FinetunedModel) in this
     thread/context run with ``cfg.heads`` off: zeroed, or in mode "mean" replaced by ``means`` (layers, heads,
     head_dim), computed with head_means(lm) when None. Other threads' forwards are unaffected. Raises
     AblationError for heads outside the model or means of the wrong shape."""
@@ -351,176 +350,3 @@ def gated(model, gate) -> "contextmanager":
     """Forwards of ``model`` in this context multiply each head's output by ``gate`` ((layers, heads) or
     (batch, layers, heads), usually ones with requires_grad: core.inspect.head_importance)."""
     return _activate(_State(layout(model), gate=gate))
-
-
-@dataclass(frozen=True)
-class AblatedPrediction:
-    kind: str  # "fill_mask" | "pair" | "classify"
-    heads: Heads
-    mode: str
-    labels: tuple[str, ...]  # what is compared: fill-mask top-k words of the normal run (first mask), pair labels,
-    # class names
-    before: tuple[float, ...]  # probabilities of labels, normal forward
-    after: tuple[float, ...]  # same labels, ablated forward
-    answer_before: str  # top-1 of the normal run
-    answer_after: str  # top-1 of the ablated run
-    delta: float  # after - before for answer_before's probability
-    after_top: tuple[tuple[str, float], ...]  # the ablated run's own top-k (fill-mask), else ()
-    before_result: Any = None  # the full FillMaskResult / PairResult when there is one
-    after_result: Any = None
-
-
-def _check_heads(lm, ab: AblationConfig) -> None:
-    if not isinstance(ab, AblationConfig):
-        raise AblationError("Pass an AblationConfig (heads and mode) to switch heads off.")
-    lay = layout(lm.model)
-    ab.check(lay.n_layers, lay.n_heads)
-
-
-@model_op
-def ablate_fill_mask(lm: LoadedModel, cfg, ab: AblationConfig, means: np.ndarray | None = None) -> AblatedPrediction:
-    """Fill-mask (``cfg`` a core.predict.fill_mask.FillMaskConfig) before and after switching ``ab.heads`` off. labels are
-    the normal run's top-k at the first mask; ``after`` their probabilities in the ablated run's distribution there
-    (first pass, all masks open, as FillMaskResult shows them); ``after_top`` the ablated run's own top-k.
-    Raises FillMaskError / AblationError (ValueErrors) with a message for the user."""
-    import torch
-
-    from core.predict.fill_mask import check_mlm, fill_mask_batch
-
-    check_mlm(lm)
-    _check_heads(lm, ab)
-    before = fill_mask_batch(lm, [cfg])[0]  # on this thread, never through the batcher (core.runtime.serving)
-    dec = lm.model.get_output_embeddings()
-    tap: list = []
-
-    def record(mod, args):  # the decoder's input on the first pass: row 0 is the first mask
-        if not tap:
-            tap.append(args[0][:1].detach())
-        return None
-
-    # one ablated forward gives both the ablated FillMaskResult and (tapped at the decoder) the whole distribution
-    # at the first mask, so the normal top-k's probabilities after ablation cost no second forward
-    after = _fill_ablated(lm, cfg, ab, means, dec, record) if dec is not None else None
-    if after is None or not tap:
-        with ablated(lm, ab, means):
-            after = fill_mask_batch(lm, [cfg])[0]
-        row = None
-    else:
-        with torch.inference_mode():
-            row = torch.nn.functional.linear(tap[0].to(dec.weight.dtype), dec.weight, dec.bias).float().softmax(-1)[0]
-    first_b, first_a = before.masks[0], after.masks[0]
-    labels = tuple(c.text for c in first_b.candidates)
-    before_p = tuple(c.prob for c in first_b.candidates)
-    # the ablated run's own top-k where a word is in it (the very numbers its FillMaskResult shows), the tapped
-    # distribution for the words that left it (0 when there was no decoder to tap)
-    own = {c.token_id: c.prob for c in first_a.candidates}
-    after_p = tuple(own[c.token_id] if c.token_id in own else float(row[c.token_id]) if row is not None else 0.0
-                    for c in first_b.candidates)
-    return AblatedPrediction(
-        kind="fill_mask", heads=ab.heads, mode=ab.mode, labels=labels, before=before_p, after=after_p,
-        answer_before=first_b.candidates[0].text, answer_after=first_a.candidates[0].text,
-        delta=after_p[0] - before_p[0], after_top=tuple((c.text, c.prob) for c in first_a.candidates),
-        before_result=before, after_result=after)
-
-
-_TAP_LOCK = threading.Lock()
-_TAPS: "weakref.WeakKeyDictionary[Any, bool]" = weakref.WeakKeyDictionary()
-_TAP: ContextVar["Any"] = ContextVar("encoderlab_ablation_tap", default=None)
-
-
-def _tap_hook(mod, args):
-    fn = _TAP.get()
-    if fn is not None:
-        fn(mod, args)
-    return None
-
-
-def _fill_ablated(lm, cfg, ab, means, dec, record):
-    """The ablated fill-mask with the MLM decoder's first input recorded: one forward gives both the FillMaskResult
-    and the full distribution at the first mask. The decoder's hook is installed once and gated like the head
-    hooks, so other threads never record."""
-    from core.predict.fill_mask import fill_mask_batch
-
-    with _TAP_LOCK:
-        if dec not in _TAPS:
-            if _tap_hook not in dec._forward_pre_hooks.values():
-                dec.register_forward_pre_hook(_tap_hook)
-            _TAPS[dec] = True
-    token = _TAP.set(record)
-    try:
-        with ablated(lm, ab, means):
-            return fill_mask_batch(lm, [cfg])[0]
-    finally:
-        _TAP.reset(token)
-
-
-def _pair_now(lm, cfg):
-    """PairResult of (A, B) and (B, A) computed on this thread (core.predict.sentence_pair without its batcher)."""
-    import time as _time
-
-    from core.predict import sentence_pair as sp
-    from core.base.text import removed_note, strip_typed_specials
-
-    head = sp.check_pair(lm)
-    t0 = _time.perf_counter()
-    a, found_a = strip_typed_specials(cfg.a)
-    b, found_b = strip_typed_specials(cfg.b)
-    if not a.strip() or not b.strip():
-        raise sp.PairError(f"Sentence {'A' if not a.strip() else 'B'} holds only special tokens "
-                           f"({', '.join(found_a or found_b)}): write a sentence; the tokenizer adds the special "
-                           "tokens itself.")
-    notes = [removed_note(tuple(dict.fromkeys(found_a + found_b)), "the sentences")] if found_a or found_b else []
-    pairs = [("(A, B)", a, b), ("(B, A)", b, a)]
-    # _score_pairs_now, not score_pairs: the batcher would run this call on another session's thread, where this
-    # context's ablation does not hold
-    probs, tokens, cut = sp._score_pairs_now(lm, [(f, s_) for _, f, s_ in pairs])
-    scores = tuple(sp.PairScore(lbl, f, s_, p, t, c) for (lbl, f, s_), p, t, c in zip(pairs, probs, tokens, cut))
-    return head, sp.PairResult(lm.spec.checkpoint, lm.spec.family, head.kind, head.prob_label, scores,
-                               (_time.perf_counter() - t0) * 1000, tuple(notes))
-
-
-PAIR_LABELS = {"nsp": ("IsNext", "NotNext"), "sop": ("in order", "swapped")}
-
-
-@model_op
-def ablate_pair(lm: LoadedModel, cfg, ab: AblationConfig, means: np.ndarray | None = None) -> AblatedPrediction:
-    """The NSP/SOP head on (A, B) (``cfg`` a core.predict.sentence_pair.PairConfig) before and after; labels are the
-    head's two classes ("IsNext"/"NotNext", "in order"/"swapped"). before_result/after_result are PairResults of
-    (A, B) and (B, A). Raises PairError for a family without a pair head (the message says why it has none)."""
-    from core.predict import sentence_pair as sp
-
-    sp.check_pair(lm)
-    _check_heads(lm, ab)
-    head, before = _pair_now(lm, cfg)
-    with ablated(lm, ab, means):
-        _, after = _pair_now(lm, cfg)
-    labels = PAIR_LABELS[head.kind]
-    pb, pa = before.scores[0].prob, after.scores[0].prob
-    bp, ap = (pb, 1 - pb), (pa, 1 - pa)
-    ib, ia = (0 if pb >= 0.5 else 1), (0 if pa >= 0.5 else 1)
-    return AblatedPrediction(kind="pair", heads=ab.heads, mode=ab.mode, labels=labels, before=bp, after=ap,
-                             answer_before=labels[ib], answer_after=labels[ia], delta=ap[ib] - bp[ib], after_top=(),
-                             before_result=before, after_result=after)
-
-
-@model_op
-def ablate_classify(fm, text: str, text_b: str | None, ab: AblationConfig,
-                    means: np.ndarray | None = None) -> AblatedPrediction:
-    """A fine-tuned classifier's (core.train.finetune.FinetunedModel) class probabilities for ``text`` (and ``text_b``
-    for a pair task) before and after; labels are its class names. Raises AblationError for an empty text."""
-    from core.train.finetune import _classify_now
-
-    if not isinstance(text, str) or not text.strip():
-        raise AblationError("The text is empty: write the sentence to classify.")
-    _check_heads(fm, ab)
-    tb = None if text_b is None or not str(text_b).strip() else [text_b]
-    # _classify_now, not classify: the batcher would run this call on another thread (see the module docstring)
-    before = _classify_now(fm, [text], tb)[0]
-    with ablated(fm, ab, means):
-        after = _classify_now(fm, [text], tb)[0]
-    labels = tuple(fm.label_names)
-    ib, ia = int(np.argmax(before)), int(np.argmax(after))
-    return AblatedPrediction(kind="classify", heads=ab.heads, mode=ab.mode, labels=labels,
-                             before=tuple(float(x) for x in before), after=tuple(float(x) for x in after),
-                             answer_before=labels[ib], answer_after=labels[ia],
-                             delta=float(after[ib] - before[ib]), after_top=())

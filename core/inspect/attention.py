@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import inspect
-import io
 import threading
 import unicodedata
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ import numpy as np
 
 from core.runtime.backend import model_op
 from core.models.loading import max_tokens as model_max_tokens
-from core.registry import qk_modules
+from core.registry import family, qk_modules
 from core.base.text import removed_note, strip_typed_specials
 
 MAX_TOKENS = 512  # the most the Attention page shows: (layers, heads, n, n) maps grow with n squared
@@ -384,8 +383,6 @@ class ModelAttention:
 
     @property
     def label(self) -> str:
-        from core.registry import family
-
         return f"{family(self.result.family).label} · {self.result.checkpoint}"
 
 
@@ -423,17 +420,3 @@ def qk_view(queries: np.ndarray, keys: np.ndarray, layer: int, head: int, index:
     scores = prod.sum(-1) / np.sqrt(q.shape[0])
     w = np.exp(scores - scores.max())
     return QKView(query=q, keys=k, product=prod, scores=scores, weights=w / w.sum())
-
-
-# ---------------------------------------------------------------------------------------------- export
-def to_npz(result: AttentionResult) -> bytes:
-    """The raw attention (and q/k when captured) as a compressed .npz file, with tokens and masks."""
-    buf = io.BytesIO()
-    arrays = dict(attentions=result.attentions, tokens=np.array(result.tokens, dtype=str),
-                  cls_mask=result.cls_mask, sep_mask=result.sep_mask, punct_mask=result.punct_mask,
-                  sentence_b_start=np.array(-1 if result.sentence_b_start is None else result.sentence_b_start),
-                  checkpoint=np.array(result.checkpoint))
-    if result.queries is not None and result.keys is not None:
-        arrays.update(queries=result.queries, keys=result.keys)
-    np.savez_compressed(buf, **arrays)
-    return buf.getvalue()

@@ -1,8 +1,9 @@
 """The attribution methods as one registry: per method its key, label, runner, cost model, the settings it reads
 (a baseline, integration steps, samples) and a short description.
 
-core.inspect.attribution prepares the input and the scalar to explain, then runs the methods a config names through this
-table; the Attributions page builds its picker, help text and settings widgets from it. Adding a method is one
+core.inspect.attribution_inputs prepares the input and the scalar to explain, core.inspect.attribution runs the
+methods a config names through this table, and core.inspect.attribution_estimate sizes a run from their cost
+models; the Attributions page builds its picker, help text and settings widgets from it. Adding a method is one
 ``Method`` entry here (plus its name in assets/i18n/attribution.toml, for the page in 中文).
 
 Every runner receives the same ``Inputs``: the word-embedding vectors and their baseline, the explained scalar as a
@@ -38,7 +39,7 @@ class Inputs:
     forward: Callable[[Any], Any]  # (b, seq, E) -> (b,) the explained score on the shared model; ticks per call
     module_on: Callable[[Any], Any]  # model -> torch.nn.Module computing the same score (for hooks, on a copy)
     model: Any  # the shared model: read or copy it, never hook it
-    cfg: Any  # core.inspect.attribution.AttributionConfig
+    cfg: Any  # core.inspect.attribution_inputs.AttributionConfig
     batch: int  # rows per forward call, already capped for memory
     tick: Callable[[], None]  # one forward call done, for runners that call a model themselves
     baseline_label: str  # e.g. "[PAD] embedding", for the note
@@ -87,13 +88,13 @@ def per_token(attr, how: str) -> np.ndarray:
     return a.mean(-1).cpu().numpy()
 
 
-def _calls(rows: int, batch: int) -> int:
+def batch_calls(rows: int, batch: int) -> int:
     return math.ceil(rows / max(batch, 1))
 
 
 # ------------------------------------------------------------------------------------------------ runners
 def _integrated_gradients(i: Inputs) -> Output:
-    from captum.attr import IntegratedGradients
+    from captum.attr import IntegratedGradients  # lazy: captum is slow to import, only a run needs it
 
     attr = IntegratedGradients(i.forward).attribute(i.embeds, baselines=i.base, n_steps=i.cfg.n_steps,
                                                     internal_batch_size=i.batch)
@@ -104,7 +105,7 @@ def _integrated_gradients(i: Inputs) -> Output:
 
 
 def _saliency(i: Inputs) -> Output:
-    from captum.attr import Saliency
+    from captum.attr import Saliency  # lazy: captum is slow to import, only a run needs it
 
     attr = Saliency(i.forward).attribute(i.embeds.clone().requires_grad_(), abs=True)
     return Output(per_token(attr, "sum"), note="|gradient| summed over embedding dimensions: magnitude only, "
@@ -112,14 +113,14 @@ def _saliency(i: Inputs) -> Output:
 
 
 def _input_x_gradient(i: Inputs) -> Output:
-    from captum.attr import InputXGradient
+    from captum.attr import InputXGradient  # lazy: captum is slow to import, only a run needs it
 
     attr = InputXGradient(i.forward).attribute(i.embeds.clone().requires_grad_())
     return Output(per_token(attr, "sum"), note="embedding × gradient; ignores the baseline")
 
 
 def _deeplift(i: Inputs) -> Output:
-    from captum.attr import DeepLift
+    from captum.attr import DeepLift  # lazy: captum is slow to import, only a run needs it
 
     work = copy.deepcopy(i.model)  # DeepLift hooks every nonlinearity: never on the shared model
     why = deeplift_check(work, i)
@@ -141,7 +142,7 @@ def _deeplift(i: Inputs) -> Output:
 
 
 def _occlusion(i: Inputs) -> Output:
-    from captum.attr import Occlusion
+    from captum.attr import Occlusion  # lazy: captum is slow to import, only a run needs it
 
     dim = i.embeds.shape[2]
     attr = Occlusion(i.forward).attribute(i.embeds, sliding_window_shapes=(1, dim), strides=(1, dim),
@@ -153,7 +154,7 @@ def _token_features(i: Inputs):
     """One interpretable feature per non-special token; specials join feature 0, and as their baseline equals the
     input they have no effect. Also this call's own generator: torch.manual_seed would reseed the whole server,
     and concurrent sessions would draw each other's coalitions."""
-    import torch
+    import torch  # lazy: torch loads in seconds; the page's picker imports this
 
     seq, dim = i.embeds.shape[1], i.embeds.shape[2]
     fmask = torch.zeros(1, seq, dim, dtype=torch.long, device=i.embeds.device)
@@ -163,7 +164,7 @@ def _token_features(i: Inputs):
 
 
 def _kernel_shap(i: Inputs) -> Output:
-    from captum.attr import KernelShap
+    from captum.attr import KernelShap  # lazy: captum is slow to import, only a run needs it
 
     fmask, gen = _token_features(i)
     attr = _seeded_kernel_shap(KernelShap, i.forward, gen).attribute(
@@ -172,9 +173,9 @@ def _kernel_shap(i: Inputs) -> Output:
 
 
 def _lime(i: Inputs) -> Output:
-    import torch
-    from captum._utils.models.linear_model import SkLearnRidge
-    from captum.attr import Lime
+    import torch  # lazy: torch loads in seconds; the page's picker imports this
+    from captum._utils.models.linear_model import SkLearnRidge  # lazy: captum is slow to import, only a run needs it
+    from captum.attr import Lime  # lazy: captum is slow to import, only a run needs it
 
     fmask, gen = _token_features(i)
     device = i.embeds.device
@@ -199,7 +200,7 @@ def _seeded_kernel_shap(kernel_shap_cls, forward, gen):
     """captum's KernelShap drawing its coalitions from ``gen``: its sampler calls the process-wide RNG and takes
     no generator. The same draw as captum's (coalition size from the Shapley kernel's distribution, then k
     features by thresholding normal noise at its k-th largest value), only seeded per call."""
-    import torch
+    import torch  # lazy: torch loads in seconds; the page's picker imports this
 
     class SeededKernelShap(kernel_shap_cls):
         def kernel_shap_perturb_generator(self, original_inp, **kwargs):
@@ -220,7 +221,7 @@ def _seeded_kernel_shap(kernel_shap_cls, forward, gen):
 # ------------------------------------------------------------------------------------------------ applicability
 def deeplift_module_check(model) -> str | None:
     """Why DeepLift cannot apply, from the model's modules alone (no input): activations it has no rule for."""
-    from captum.attr._core.deep_lift import SUPPORTED_NON_LINEAR
+    from captum.attr._core.deep_lift import SUPPORTED_NON_LINEAR  # lazy: captum is slow to import, only a run needs it
 
     act_like = ("gelu", "silu", "swish", "mish", "quickgelu", "activation")
     unsupported = sorted({type(m).__name__ for m in model.modules()
@@ -235,8 +236,8 @@ def deeplift_module_check(model) -> str | None:
 
 def deeplift_check(model, i: Inputs) -> str | None:
     """Why captum's DeepLift does not apply to ``model`` (a copy) on this input; None when it does."""
-    import torch
-    from captum.attr._core.deep_lift import SUPPORTED_NON_LINEAR
+    import torch  # lazy: torch loads in seconds; the page's picker imports this
+    from captum.attr._core.deep_lift import SUPPORTED_NON_LINEAR  # lazy: captum is slow to import, only a run needs it
 
     why = deeplift_module_check(model)
     if why:
@@ -280,7 +281,7 @@ METHODS: dict[str, Method] = {m.key: m for m in (
     Method("lig", "Integrated Gradients (on the embeddings)",
            "IG on the word embeddings (= LayerIG of the embedding layer); the scores add up to f(x) − f(baseline). "
            "n_steps forward + backward passes.",
-           _integrated_gradients, lambda seq, cfg, bs: Cost(cfg.n_steps, cfg.n_steps, _calls(cfg.n_steps, bs)),
+           _integrated_gradients, lambda seq, cfg, bs: Cost(cfg.n_steps, cfg.n_steps, batch_calls(cfg.n_steps, bs)),
            settings=("baseline", "n_steps", "internal_batch_size")),
     Method("saliency", "Saliency",
            "|gradient| at the input: a magnitude, no baseline. 1 forward + backward pass.",
@@ -293,138 +294,15 @@ METHODS: dict[str, Method] = {m.key: m for m in (
            _deeplift, lambda seq, cfg, bs: Cost(3, 2, 1), settings=("baseline",)),
     Method("occlusion", "Occlusion",
            "f(x) − f(x with one token set to its baseline). 1 forward pass per token.",
-           _occlusion, lambda seq, cfg, bs: Cost(seq + 1, 0, _calls(seq, bs) + 1),
+           _occlusion, lambda seq, cfg, bs: Cost(seq + 1, 0, batch_calls(seq, bs) + 1),
            settings=("baseline", "internal_batch_size"), gradients=False),
     Method("kernelshap", "KernelSHAP",
            "A Shapley-kernel fit over coalitions of tokens kept or set to the baseline. 1 forward pass per sample.",
-           _kernel_shap, lambda seq, cfg, bs: Cost(cfg.n_samples, 0, _calls(cfg.n_samples, bs)),
+           _kernel_shap, lambda seq, cfg, bs: Cost(cfg.n_samples, 0, batch_calls(cfg.n_samples, bs)),
            settings=("baseline", "n_samples", "internal_batch_size", "seed"), gradients=False),
     Method("lime", "LIME",
            "A ridge fit over random token subsets, LIME's text kernel. 1 forward pass per sample.",
-           _lime, lambda seq, cfg, bs: Cost(cfg.n_samples, 0, _calls(cfg.n_samples, bs)),
+           _lime, lambda seq, cfg, bs: Cost(cfg.n_samples, 0, batch_calls(cfg.n_samples, bs)),
            settings=("baseline", "n_samples", "internal_batch_size", "seed"), gradients=False),
 )}
 
-
-
-# ------------------------------------------------------------------------------------------------ before a run
-# What a run will cost, shown before it starts: the passes come from the cost model above (the same counts the
-# progress bar ticks); the time from two plain forwards of the same text on the same model, timed once.
-# A backward pass costs about this many forwards. The textbook figure is 2 (gradients of activations and of
-# weights); measured on encoderlab/bert-mini (CPU, 15 tokens) forward+backward took 2.2x a forward at 50 rows and
-# 2.6x at 1 row, so 1.5.
-BACKWARD_FACTOR = 1.5
-# The batched forward timed for an estimate has the run's own batch rows, at most this many (bounds its own cost).
-# Timing the run's batch, not a smaller one, keeps every call of the run between the two timed sizes: a forward's
-# time grows far less than linearly in its rows on a CPU, so extrapolating from a small batch overshoots.
-TIMING_ROWS = 64
-
-
-@dataclass(frozen=True)
-class ForwardTiming:
-    """Two timed plain forwards of one input (``seq`` tokens) on one model: one row took ``one_s`` seconds and
-    ``rows`` rows (one batch) ``rows_s``. A forward call of n rows is taken to cost a + b·n, the line through those
-    two points (a: the call's fixed overhead, b: per row)."""
-
-    seq: int
-    rows: int
-    one_s: float
-    rows_s: float
-
-    def per_call_and_row(self) -> tuple[float, float]:
-        if self.rows <= 1:
-            return 0.0, self.one_s
-        b = max(0.0, (self.rows_s - self.one_s) / (self.rows - 1))
-        return max(0.0, self.one_s - b), b
-
-    def seconds(self, cost: Cost) -> float:
-        """Seconds for ``cost``: its calls' overhead plus its rows, with each backward counted BACKWARD_FACTOR
-        forwards (a method's backwards run over the same rows as its forwards)."""
-        a, b = self.per_call_and_row()
-        forward_s = cost.calls * a + cost.forwards * b
-        return forward_s * (1.0 + BACKWARD_FACTOR * cost.backwards / max(cost.forwards, 1))
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """What one core.inspect.attribution.attribute run of a config is expected to cost on a model, before it runs."""
-
-    forwards: int  # examples through the model (setup, the methods, per-layer IG)
-    backwards: int  # of those, the ones with a backward pass
-    seconds: float  # from a ForwardTiming on this model and input: fitting (KernelSHAP, LIME) and copies not counted
-    seq: int
-    batch: int
-
-
-def _encoded(lm, cfg):
-    tok = lm.tokenizer
-    second = cfg.text_b if cfg.target == "pair" else None  # as core.inspect.attribution.prepare tokenizes it
-    return tok(cfg.text, second, return_tensors="pt", truncation=True, max_length=lm.max_tokens)
-
-
-def _plan(lm, cfg) -> tuple[int, int]:
-    """(tokens, forward batch) of a run of ``cfg`` on ``lm``: the batch capped as core.inspect.attribution caps it."""
-    from core.inspect.attribution import _batch  # lazily: core.inspect.attribution imports this module
-
-    seq = int(_encoded(lm, cfg)["input_ids"].shape[1])
-    return seq, _batch(cfg, seq)
-
-
-def timing_rows(lm, cfg) -> tuple[int, int]:
-    """(tokens, rows) of the ForwardTiming an estimate of ``cfg`` on ``lm`` needs: a caller may keep one per
-    (model, tokens, rows) and reuse it while only the methods and their settings change."""
-    seq, batch = _plan(lm, cfg)
-    return seq, min(batch, TIMING_ROWS)
-
-
-def time_forward(lm, cfg, rows: int) -> ForwardTiming:
-    """Time plain forwards of ``cfg``'s input on ``lm`` (no gradients; the shared model is only read): 1 row and
-    ``rows`` rows (the input repeated), each once untimed to warm up; then 1 row twice (the faster counts) and
-    ``rows`` rows once: five forwards in all. On CUDA the device is synchronised around each timed call, so the time is the
-    kernels', not the launch's."""
-    import time
-
-    import torch
-
-    enc = _encoded(lm, cfg)
-    names = set(getattr(lm.tokenizer, "model_input_names", ["input_ids", "attention_mask"])) | {"input_ids"}
-    one = {k: v.to(lm.device) for k, v in enc.items() if k in names}
-    cuda = str(lm.device).startswith("cuda")
-
-    def timed(n: int) -> float:
-        batch = {k: v.expand(n, -1) for k, v in one.items()}
-        if cuda:
-            torch.cuda.synchronize(lm.device)
-        t0 = time.perf_counter()
-        with torch.no_grad():
-            lm.model(**batch)
-        if cuda:
-            torch.cuda.synchronize(lm.device)
-        return time.perf_counter() - t0
-
-    rows = max(1, int(rows))
-    for n in {1, rows}:  # the first call of a shape pays one-off costs (allocations, kernel choice): untimed
-        timed(n)
-    one_s = min(timed(1), timed(1))  # the faster of two (cheap at one row): less of another process's noise
-    return ForwardTiming(int(enc["input_ids"].shape[1]), rows, one_s, timed(rows) if rows > 1 else one_s)
-
-
-def run_costs(cfg, seq: int, batch: int, n_layers: int) -> list[Cost]:
-    """The parts of one core.inspect.attribution.attribute run: prepare's forward and f(x), f(baseline) in one call; each
-    method's cost; per-layer IG (``cfg.layer_steps`` at each of ``n_layers`` layers) when it is on."""
-    parts = [Cost(1, 0, 1), Cost(2, 0, 1)]
-    parts += [METHODS[k].cost(seq, cfg, batch) for k in cfg.methods]
-    if cfg.layer_steps:
-        steps = cfg.layer_steps * n_layers
-        parts.append(Cost(steps, steps, _calls(cfg.layer_steps, batch) * n_layers))
-    return parts
-
-
-def estimate(lm, cfg, timing: ForwardTiming) -> Estimate:
-    """The passes and seconds a run of ``cfg`` on ``lm`` should take, from ``timing`` (time_forward on the same
-    model and input)."""
-    seq, batch = _plan(lm, cfg)
-    n_layers = int(getattr(lm.model.config, "num_hidden_layers", 1)) + 1  # as core.inspect.attribution counts them
-    parts = run_costs(cfg, seq, batch, n_layers)
-    return Estimate(sum(c.forwards for c in parts), sum(c.backwards for c in parts),
-                    sum(timing.seconds(c) for c in parts), seq, batch)

@@ -9,12 +9,22 @@ safety holds: a job computing importance never changes another session's forward
 """
 from __future__ import annotations
 
+import functools
+import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
+import torch  # core.data.masking and core.models.masked_forward load it anyway
+import torch.nn.functional as F
 
-from core.models.loading import LoadedModel
+from core.data.masking import mask_tokens
+from core.inspect.ablation import AblationConfig, ablated, base_model, default_texts, gated, layout
+from core.models.loading import ModelSpec, load
+from core.models.masked_forward import masked_logits
+from core.predict.classify import load_finetuned
+from core.predict.fill_mask import check_mlm
+from core.registry import mlm_head
 
 Progress = Callable[..., None]  # progress(fraction, message); a job's ctx.progress also raises on Cancel
 PRUNING_FRACTIONS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
@@ -62,10 +72,6 @@ def _is_classifier(lm) -> bool:
 
 def _mlm_chunks(lm, texts: Sequence[str]) -> list[_Chunk]:
     """Tokenize, mask 15% (80/10/10) with a fixed seed (core.data.masking), CHUNK texts per chunk."""
-    import torch
-
-    from core.data.masking import mask_tokens
-
     tok, model = lm.tokenizer, lm.model
     if tok.mask_token_id is None:
         raise ImportanceError(f"The tokenizer of {lm.spec.checkpoint} has no mask token: MLM importance needs a "
@@ -88,8 +94,6 @@ def _mlm_chunks(lm, texts: Sequence[str]) -> list[_Chunk]:
 
 
 def _cls_chunks(fm, texts, texts_b, labels) -> list[_Chunk]:
-    import torch
-
     dev = next(fm.model.parameters()).device
     out = []
     for i in range(0, len(texts), CHUNK):
@@ -103,12 +107,6 @@ def _cls_chunks(fm, texts, texts_b, labels) -> list[_Chunk]:
 
 def _mlm_eval(lm, chunks) -> float:
     """Mean MLM cross-entropy over every masked token (no gradient; the fill-mask fast path, hooks included)."""
-    import torch
-    import torch.nn.functional as F
-
-    from core.models.masked_forward import masked_logits
-    from core.registry import mlm_head
-
     head = mlm_head(lm.model)
     total, n = 0.0, 0
     with torch.inference_mode():
@@ -123,9 +121,6 @@ def _mlm_eval(lm, chunks) -> float:
 
 def _cls_eval(fm, chunks) -> tuple[float, float]:
     """(mean cross-entropy, accuracy) of the classifier on the chunks."""
-    import torch
-    import torch.nn.functional as F
-
     total, right, n = 0.0, 0, 0
     with torch.inference_mode():
         for c in chunks:
@@ -139,12 +134,6 @@ def _cls_eval(fm, chunks) -> tuple[float, float]:
 def _gradient(lm, chunks, classifier: bool, lay, progress) -> np.ndarray:
     """sum over texts of |d loss(text) / d gate| per head: one gate per text and head, one backward per chunk
     (torch.autograd.grad w.r.t. the gates only, so the shared model's parameters get no .grad)."""
-    import torch
-    import torch.nn.functional as F
-
-    from core.inspect.ablation import _base, gated
-    from core.registry import mlm_head
-
     model = lm.model
     dtype = next(model.parameters()).dtype
     dev = next(model.parameters()).device
@@ -159,7 +148,7 @@ def _gradient(lm, chunks, classifier: bool, lay, progress) -> np.ndarray:
             else:
                 if not len(c.labels):
                     continue
-                h = _base(model)(**c.enc).last_hidden_state  # (b, t, H)
+                h = base_model(model)(**c.enc).last_hidden_state  # (b, t, H)
                 tok_loss = F.cross_entropy(head(h[c.rows, c.cols]).float(), c.labels, reduction="none")  # (M,)
                 counts = torch.zeros(b, device=dev).index_add_(0, c.rows, torch.ones_like(tok_loss))
                 per_text = torch.zeros(b, device=dev).index_add_(0, c.rows, tok_loss) / counts.clamp(min=1)
@@ -177,17 +166,13 @@ def head_importance(lm, texts: Sequence[str] | None = None, batch=None, exhausti
     """Gradient importance of every head of ``lm``.
 
     ``lm`` a LoadedModel with an MLM head: MLM loss on ``texts`` (default: MLM_TEXTS bundled held-out sentences)
-    masked 15% with a fixed seed. ``lm`` a core.train.finetune.FinetunedModel: cross-entropy on ``batch`` = (texts,
-    texts_b or None, labels), e.g. a FinetuneResult's test_texts / test_labels. ``exhaustive`` adds single-head
+    masked 15% with a fixed seed. ``lm`` a core.predict.classify.FinetunedModel: cross-entropy on ``batch`` = (texts,
+    texts_b or None, labels), e.g. a core.train.finetune.FinetuneResult's test_texts / test_labels. ``exhaustive`` adds single-head
     zero-ablation (loss increase) and its Spearman correlation with the gradient scores; ``pruning`` the metric
     (MLM loss, or accuracy) with heads removed least-important first and in random order (mean over ``seeds``) at
     ``fractions`` of all heads. ``progress(fraction, message)`` is called along the way (a job's ctx.progress).
     Raises ImportanceError (a ValueError) for a model or data it cannot use.
     """
-    import time
-
-    from core.inspect.ablation import AblationConfig, ablated, layout
-
     classifier = _is_classifier(lm)
     if classifier:
         if batch is None:
@@ -208,15 +193,11 @@ def head_importance(lm, texts: Sequence[str] | None = None, batch=None, exhausti
         checkpoint = str(getattr(lm.model, "name_or_path", "") or
                          getattr(getattr(lm.model, "config", None), "_name_or_path", "") or "fine-tuned classifier")
     else:
-        from core.predict.fill_mask import check_mlm
-
         try:
             check_mlm(lm)
         except ValueError as e:
             raise ImportanceError(str(e)) from None
         if texts is None:
-            from core.inspect.ablation import default_texts
-
             texts = default_texts(MLM_TEXTS)
         texts = [t for t in texts if isinstance(t, str) and t.strip()]
         if not texts:
@@ -252,7 +233,7 @@ def head_importance(lm, texts: Sequence[str] | None = None, batch=None, exhausti
     ex, rho, seconds_ex = None, None, None
     base_loss, base_metric = None, None
     if exhaustive:
-        from scipy.stats import spearmanr
+        from scipy.stats import spearmanr  # lazy: scipy loads in about a second, only exhaustive ablation needs it
 
         t1 = time.perf_counter()
         base_loss, base_metric = loss_and_metric(())
@@ -297,8 +278,6 @@ def importance_job(family: str, checkpoint: str, device: str = "auto", texts: Se
     """A picklable core.runtime.jobs function fn(ctx): loads the model itself (the MLM model of (family, checkpoint), or the
     fine-tuned classifier in ``finetuned_dir`` with its eval ``batch`` = (texts, texts_b or None, labels)), reports
     ctx.progress (which also raises on Cancel) and returns an ImportanceResult."""
-    import functools
-
     if batch is not None:
         batch = (tuple(batch[0]), None if batch[1] is None else tuple(batch[1]), tuple(int(y) for y in batch[2]))
     return functools.partial(_run_job, family, checkpoint, device, None if texts is None else tuple(texts),
@@ -306,12 +285,8 @@ def importance_job(family: str, checkpoint: str, device: str = "auto", texts: Se
 
 
 def _run_job(family, checkpoint, device, texts, exhaustive, pruning, finetuned_dir, batch, ctx) -> ImportanceResult:
-    from core.models.loading import ModelSpec, load
-
     ctx.progress(0.0, "loading the model")
     if finetuned_dir:
-        from core.train.finetune import load_finetuned
-
         lm = load_finetuned(finetuned_dir, device)
     else:
         lm = load(ModelSpec(family, checkpoint, device), "mlm")

@@ -3,55 +3,24 @@
 Raw lens ("logit lens", nostalgebraist 2020): one forward of the text, the hidden state at each mask after every
 layer (depth 0 = the embeddings, depth L = the last layer), and the model's own MLM head applied to all of them in
 one batched product. The last row is exactly Fill-mask's answer: the same tokenization (core.predict.fill_mask.encode), the
-same layers and kernels (core.models.masked_forward, packed linears on CPU), the same head.
+same layers and kernels (core.models.masked_forward, packed linears on CPU), the same head
+(core.inspect.lens_forward).
 
-Tuned lens (Belrose et al. 2023, "Eliciting latent predictions with the tuned lens"): one affine translator per
-intermediate depth, h -> W_d h + b_d with W_d = I and b_d = 0 at the start (the paper's h + A_d h + b_d with A_d = 0),
-trained so that head(translator_d(h_d)) matches the last layer's distribution, loss KL(final || lens). Training text
-is the bundled corpus's train split (assets/corpus/train.txt); ~15% of each sentence's tokens are replaced by the
-mask token and the loss is taken at those positions only, because the lens is read at [MASK]s. The KL to the final
-distribution at each depth is measured the same way on the held-out split (assets/corpus/heldout.txt).
-
-Translators are saved per model under ``lens_root()`` (ENCODERLAB_LENS_DIR, default <runs>/lens-cache: a "session"
-folder of core.runtime.jobs.evict_run_folders, so each model's folder is bounded by the runs' size and age limits; a load
-touches it), keyed by a hash of the checkpoint's config and weight files (name, size, mtime), so a second visit
-loads them at once. Loaded translators are kept in a small per-process LRU (LENS_CACHE entries).
-
-Why not a library: the ``tuned-lens`` package targets decoder LMs (it reads GPT-style final norms and unembeddings)
-and does not know BERT-style MLM heads; transformers has no lens at all.
+With ``mode="tuned"`` each intermediate depth first goes through the translator a tuned lens learnt for it
+(core.inspect.tuned_lens: training, saving and loading them).
 """
 from __future__ import annotations
 
-import functools
-import hashlib
-import json
-import math
-import os
-import random
-import shutil
-import threading
 import time
-import weakref
-from collections import OrderedDict
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import Any, Callable, Sequence
+from dataclasses import dataclass
 
+from core.inspect.lens_forward import LensError, apply_head, layer_states, n_layers
+from core.inspect.tuned_lens import load_tuned
+from core.models.loading import LoadedModel
+from core.predict.fill_mask import Candidate, FillMaskConfig, check_mlm, count_masks, encode, lone_marker_ids
 from core.runtime.backend import model_op
-from core.predict.fill_mask import Candidate, FillMaskConfig, FillMaskError, check_mlm, count_masks, encode, mlm_head
-from core.models.loading import LoadedModel, ModelSpec
 
 MODES = ("raw", "tuned")
-LENS_FORMAT = 1  # bump when the saved translators' meaning changes: old folders are then never read
-LENS_CACHE = 8  # loaded translator sets kept per process (LRU)
-WEIGHTS_FILE = "translators.safetensors"
-REPORT_FILE = "report.json"
-MAX_TUNE_STEPS = 5000
-HOSTED_MAX_TUNE_STEPS = 1000
-
-
-class LensError(ValueError):
-    """The lens cannot run on this input or model; the message says why and what to do."""
 
 
 # ---------------------------------------------------------------------------------------------- config
@@ -75,38 +44,6 @@ class LensConfig:
     def fill_config(self) -> FillMaskConfig:
         """The Fill-mask config of the same text (its first pass is the lens's last row)."""
         return FillMaskConfig(self.text, top_k=self.top_k)
-
-
-@dataclass(frozen=True)
-class TuneConfig:
-    """How to train a tuned lens: optimizer steps, sentences per step, their length, learning rate, seed."""
-
-    steps: int = 200
-    batch_size: int = 8  # sentences per step
-    max_length: int = 64  # tokens per sentence, special tokens included
-    lr: float = 2e-3
-    mask_prob: float = 0.15
-    seed: int = 0
-    heldout_sentences: int = 128  # sentences of the held-out split the KL table is measured on
-
-    def __post_init__(self) -> None:
-        from core.base.settings import current
-
-        cap = HOSTED_MAX_TUNE_STEPS if current().hosted else MAX_TUNE_STEPS
-        if not isinstance(self.steps, int) or not 1 <= self.steps <= cap:
-            raise ValueError(f"Tuned-lens steps must be a whole number from 1 to {cap} (got {self.steps!r}); "
-                             "a few hundred are enough for a small model.")
-        if not isinstance(self.batch_size, int) or not 1 <= self.batch_size <= 256:
-            raise ValueError(f"Sentences per step must be from 1 to 256 (got {self.batch_size!r}).")
-        if not isinstance(self.max_length, int) or not 8 <= self.max_length <= 512:
-            raise ValueError(f"The sentence length must be from 8 to 512 tokens (got {self.max_length!r}).")
-        if not (isinstance(self.lr, (int, float)) and 0 < self.lr <= 1):
-            raise ValueError(f"The learning rate must be above 0 and at most 1 (got {self.lr!r}); try 2e-3.")
-        if not 0 < self.mask_prob <= 0.5:
-            raise ValueError(f"The mask share must be above 0 and at most 0.5 (got {self.mask_prob!r}); BERT used "
-                             "0.15.")
-        if not isinstance(self.heldout_sentences, int) or not 1 <= self.heldout_sentences <= 5000:
-            raise ValueError(f"Held-out sentences must be from 1 to 5000 (got {self.heldout_sentences!r}).")
 
 
 # ---------------------------------------------------------------------------------------------- results
@@ -143,90 +80,9 @@ class LensResult:
         return self.n_layers + 1
 
 
-@dataclass(frozen=True)
-class TuneReport:
-    """A trained tuned lens: how it was trained and its KL to the last layer per depth on held-out text."""
-
-    key: str
-    checkpoint: str
-    family: str
-    n_layers: int
-    steps: int
-    seconds: float
-    loss_first: float  # mean KL over the intermediate depths, first step (train batch)
-    loss_last: float  # the same, mean of the last 10 steps
-    kl_raw: tuple[float, ...]  # per depth 0..L, held-out, nats
-    kl_tuned: tuple[float, ...]
-    heldout_positions: int  # masked positions the KL is averaged over
-    config: dict = field(default_factory=dict)
-    created: float = 0.0  # time.time() when it was trained (a retrained lens is a new one)
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=1)
-
-    @classmethod
-    def from_json(cls, text: str) -> "TuneReport":
-        d = json.loads(text)
-        d["kl_raw"], d["kl_tuned"] = tuple(d["kl_raw"]), tuple(d["kl_tuned"])
-        return cls(**d)
-
-
 # ---------------------------------------------------------------------------------------------- forward
-def n_layers(model) -> int:
-    """How many times the encoder applies a layer (ALBERT: its shared layer, once per depth)."""
-    cfg = model.config
-    return int(getattr(cfg, "num_hidden_layers", None) or getattr(cfg, "n_layers"))
-
-
-def layer_states(model, ids, cols, lin=None):
-    """Hidden states (L+1, M, H) at positions ``cols`` of the one text ``ids`` (1, T): embeddings, then after every
-    layer. Equal to ``torch.stack(base(ids, output_hidden_states=True).hidden_states)[:, 0, cols]`` (a test checks
-    it), computed with core.models.masked_forward's layers and packed linears so that the last row is Fill-mask's own
-    (its last layer runs at the masks only, as there). Call under torch.inference_mode()."""
-    import torch
-
-    from core.models import masked_forward as mf
-    from core.models.packed_linear import linears
-
-    lin = lin or linears(model)
-    base = model.base_model
-    cols_t = torch.as_tensor(cols, dtype=torch.long, device=ids.device)
-    found = mf.layer_parts(base, lin)
-    if found is None:
-        out = base(input_ids=ids, output_hidden_states=True)
-        return torch.stack(out.hidden_states)[:, 0, cols_t]
-    embed, parts = found
-    h = embed(ids)  # (1, T, H)
-    states = [h[0, cols_t]]
-    for p in parts[:-1]:
-        h = mf._layer(p, h, None, lin)
-        states.append(h[0, cols_t])
-    rows_t = torch.zeros_like(cols_t)
-    states.append(mf._layer(parts[-1], h, None, lin, rows_t, cols_t))  # the last layer at the masks only
-    return torch.stack(states)  # (L+1, M, H)
-
-
-def apply_head(model, x, lin=None):
-    """The MLM head on hidden states x (N, H) -> logits (N, V), with the kernels Fill-mask uses."""
-    from core.models import masked_forward as mf
-    from core.models.packed_linear import linears
-
-    parts = mf.head_parts(model)
-    if parts is None:
-        return mlm_head(model)(x)
-    lin = lin or linears(model)
-    dense, act, norm, decoder = parts
-    return lin(decoder, norm(act(lin(dense, x))))
-
-
-def _lone_ids(tok) -> list[int]:
-    from core.predict.fill_mask import _lone_marker_ids
-
-    return _lone_marker_ids(tok)
-
-
 @model_op
-def lens(lm: LoadedModel, cfg: LensConfig, tuned: "TunedLens | None" = None) -> LensResult:
+def lens(lm: LoadedModel, cfg: LensConfig, tuned=None) -> LensResult:
     """The lens on ``cfg.text``: per mask, the top-k at every depth and the last layer's answer across depth.
 
     ``cfg.mode == "tuned"`` uses ``tuned`` (or this model's saved translators). Raises FillMaskError for a model
@@ -260,7 +116,7 @@ def lens(lm: LoadedModel, cfg: LensConfig, tuned: "TunedLens | None" = None) -> 
         logits = apply_head(model, states.reshape(d * m, h)).float()  # one head call for every depth: (D*M, V)
         logp = logits.log_softmax(-1).view(d, m, -1)
         probs = logp.exp()
-        lone = _lone_ids(tok)
+        lone = lone_marker_ids(tok)
         if lone:  # as Fill-mask: a bare word-start marker is never an answer for a typed [MASK]
             probs[..., torch.tensor(lone, device=probs.device)] = 0.0
         top_p, top_i = torch.topk(probs, cfg.top_k, dim=-1)  # (D, M, k)
@@ -286,327 +142,3 @@ def lens(lm: LoadedModel, cfg: LensConfig, tuned: "TunedLens | None" = None) -> 
                       tokens=tuple(tok.convert_ids_to_tokens(list(enc.ids))), mask_positions=enc.mask_positions,
                       n_layers=L, mode=cfg.mode, masks=tuple(masks), latency_ms=(time.perf_counter() - t0) * 1000,
                       notes=enc.notes, truncation=enc.truncation, lens_key=key)
-
-
-# ---------------------------------------------------------------------------------------------- tuned lens
-def _torch_module():
-    import torch
-
-    class TunedLens(torch.nn.Module):
-        """One affine translator per intermediate depth 0..L-1: states (L, M, H) -> W_d h + b_d."""
-
-        def __init__(self, layers: int, hidden: int):
-            super().__init__()
-            self.n_layers, self.hidden = layers, hidden
-            self.weight = torch.nn.Parameter(torch.eye(hidden).repeat(layers, 1, 1))  # (L, H, H), identity
-            self.bias = torch.nn.Parameter(torch.zeros(layers, hidden))  # (L, H)
-
-        def forward(self, states):  # (L, M, H) -> (L, M, H)
-            return torch.baddbmm(self.bias[:, None, :], states, self.weight.transpose(1, 2))
-
-    return TunedLens
-
-
-@functools.lru_cache(maxsize=1)
-def _tuned_cls():
-    return _torch_module()
-
-
-def TunedLens(layers: int, hidden: int):  # noqa: N802 - a class in all but name (built on first use)
-    """A fresh tuned lens of identity translators for a model with ``layers`` layers of width ``hidden``."""
-    return _tuned_cls()(layers, hidden)
-
-
-def hidden_size(model) -> int:
-    cfg = model.config
-    return int(getattr(cfg, "hidden_size", None) or getattr(cfg, "dim"))
-
-
-def corpus_sentences(split: str = "train") -> list[str]:
-    """Sentences of the bundled corpus's ``split`` ("train" or "heldout"), in file order."""
-    from core.data.corpus import CORPUS_DIR, HELDOUT_FILE, TRAIN_FILE, load_documents
-
-    docs = load_documents(CORPUS_DIR / (TRAIN_FILE if split == "train" else HELDOUT_FILE))
-    return [s for doc in docs for s in doc if len(s.split()) >= 4]
-
-
-def _masked_batch(tok, sentences: Sequence[str], max_length: int, mask_prob: float, gen, device: str):
-    """Tokenize, replace ~mask_prob of each sentence's real tokens (at least one) by the mask token.
-    Returns ids (B, T), attention (B, T), rows (M,), cols (M,)."""
-    import torch
-
-    enc = tok(list(sentences), truncation=True, max_length=max_length, padding=True, return_tensors="pt",
-              return_special_tokens_mask=True)
-    ids, attn, special = enc["input_ids"], enc["attention_mask"], enc["special_tokens_mask"]
-    real = (attn == 1) & (special == 0)
-    pick = (torch.rand(ids.shape, generator=gen) < mask_prob) & real
-    for b in range(ids.shape[0]):  # every sentence gets at least one mask
-        if not pick[b].any() and real[b].any():
-            cand = real[b].nonzero()[:, 0]
-            pick[b, cand[torch.randint(len(cand), (1,), generator=gen)]] = True
-    ids = ids.masked_fill(pick, tok.mask_token_id)
-    rows, cols = pick.nonzero(as_tuple=True)
-    return ids.to(device), attn.to(device), rows.to(device), cols.to(device)
-
-
-def _teacher_states(model, ids, attn, rows, cols):
-    """(L+1, M, H) at the masked (row, col) pairs of a padded batch, transformers' own forward."""
-    import torch
-
-    out = model.base_model(input_ids=ids, attention_mask=attn, output_hidden_states=True)
-    return torch.stack(out.hidden_states)[:, rows, cols]
-
-
-def _kl_per_depth(model, states, tuned, lin=None):
-    """KL(last || lens) per depth 0..L-1 averaged over the M positions: (L,), plus the M count."""
-    import torch
-
-    L = states.shape[0] - 1
-    m, h = states.shape[1], states.shape[2]
-    with torch.no_grad():
-        target = apply_head(model, states[L], lin).float().log_softmax(-1)  # (M, V)
-    x = tuned(states[:L]) if tuned is not None else states[:L]
-    logp = apply_head(model, x.reshape(L * m, h), lin).float().log_softmax(-1).view(L, m, -1)
-    return (target.exp()[None] * (target[None] - logp)).sum(-1).mean(-1)  # (L,)
-
-
-def measure_kl(lm: LoadedModel, tuned=None, sentences: Sequence[str] | None = None, cfg: TuneConfig | None = None,
-               batch: int = 32) -> tuple[tuple[float, ...], int]:
-    """KL(last layer || lens) per depth 0..L (nats, the last is 0), averaged over the masked positions of
-    ``sentences`` (default: the held-out split's first cfg.heldout_sentences), masks drawn from cfg.seed.
-    Returns (kl per depth, positions). ``tuned`` None measures the raw lens."""
-    import torch
-
-    cfg = cfg or TuneConfig()
-    sentences = list(sentences if sentences is not None else corpus_sentences("heldout")[:cfg.heldout_sentences])
-    if not sentences:
-        raise LensError("No held-out sentences to measure the lens on.")
-    model, tok = lm.model, lm.tokenizer
-    gen = torch.Generator().manual_seed(cfg.seed + 1)
-    total, count = None, 0
-    with torch.inference_mode():
-        for i in range(0, len(sentences), batch):
-            ids, attn, rows, cols = _masked_batch(tok, sentences[i:i + batch], cfg.max_length, cfg.mask_prob, gen,
-                                                  lm.device)
-            states = _teacher_states(model, ids, attn, rows, cols)
-            kl = _kl_per_depth(model, states, tuned) * len(rows)
-            total = kl if total is None else total + kl
-            count += len(rows)
-    per = (total / count).tolist()
-    return tuple(float(v) for v in per) + (0.0,), count
-
-
-def train_tuned_lens(lm: LoadedModel, cfg: TuneConfig | None = None,
-                     on_step: Callable[[int, int, float], None] | None = None,
-                     should_stop: Callable[[], bool] | None = None, sentences: Sequence[str] | None = None):
-    """Train one affine translator per intermediate depth on the corpus's train split (or ``sentences``).
-
-    Returns (TunedLens, losses per step). ``on_step(step, steps, loss)`` after each step; ``should_stop()`` true
-    ends early (what was learnt so far is returned). The model's weights are not changed (its head is frozen while
-    the translators learn through it). Raises FillMaskError for a model without an MLM head.
-    """
-    import torch
-
-    cfg = cfg or TuneConfig()
-    check_mlm(lm)
-    model, tok = lm.model, lm.tokenizer
-    L, H = n_layers(model), hidden_size(model)
-    pool = list(sentences if sentences is not None else corpus_sentences("train"))
-    if not pool:
-        raise LensError("No training sentences for the tuned lens.")
-    order = random.Random(cfg.seed)  # this run's own streams: never the process-wide RNG (core/train/rng.py)
-    gen = torch.Generator().manual_seed(cfg.seed)
-    tuned = TunedLens(L, H).to(lm.device)
-    opt = torch.optim.Adam(tuned.parameters(), lr=cfg.lr)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 10) * max(0.05, 1 - s / cfg.steps))
-    frozen = [p for p in model.parameters() if p.requires_grad]
-    losses: list[float] = []
-    try:
-        for p in frozen:  # the head only passes gradients on to the translators
-            p.requires_grad_(False)
-        for step in range(cfg.steps):
-            if should_stop is not None and should_stop():
-                break
-            batch = [pool[order.randrange(len(pool))] for _ in range(cfg.batch_size)]
-            ids, attn, rows, cols = _masked_batch(tok, batch, cfg.max_length, cfg.mask_prob, gen, lm.device)
-            with torch.no_grad():
-                states = _teacher_states(model, ids, attn, rows, cols)  # (L+1, M, H)
-            loss = _kl_per_depth(model, states, tuned).sum()  # each depth's translator has its own loss term
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            sched.step()
-            losses.append(float(loss.detach()) / L)
-            if on_step is not None:
-                on_step(step + 1, cfg.steps, losses[-1])
-    finally:
-        for p in frozen:
-            p.requires_grad_(True)
-    tuned.eval()
-    for p in tuned.parameters():
-        p.requires_grad_(False)
-    return tuned, losses
-
-
-# ---------------------------------------------------------------------------------------------- storage
-def lens_root() -> Path:
-    """Where tuned lenses are saved: $ENCODERLAB_LENS_DIR, default <runs>/lens-cache (bounded with the runs)."""
-    from core.base.settings import runs_base
-
-    raw = os.environ.get("ENCODERLAB_LENS_DIR", "").strip()
-    return Path(raw) if raw else runs_base() / "lens-cache"
-
-
-_KEYS: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary()  # model -> model_key(lm)
-
-
-def model_key(lm: LoadedModel) -> str:
-    """A key for the checkpoint's weights: a hash of its config.json and weight files (name, size, mtime); for a
-    model that has no folder, of its config and a checksum of its parameters. Cached per model object (weakly: the
-    entry goes with the model)."""
-    cached = _KEYS.get(lm.model)
-    if cached:
-        return cached
-    h = hashlib.sha256(f"lens{LENS_FORMAT}|{lm.spec.family}".encode())
-    folder = Path(lm.path) if lm.path else None
-    if folder is not None and (folder / "config.json").is_file():
-        h.update((folder / "config.json").read_bytes())
-        for f in sorted(folder.glob("*.safetensors")):
-            st = f.stat()
-            h.update(f"{f.name}|{st.st_size}|{st.st_mtime_ns}".encode())
-    else:
-        import torch
-
-        h.update(lm.model.config.to_json_string(use_diff=False).encode())
-        with torch.no_grad():
-            for name, p in lm.model.named_parameters():
-                h.update(f"{name}|{tuple(p.shape)}|{float(p.double().sum()):.10e}".encode())
-    key = h.hexdigest()[:20]
-    _KEYS[lm.model] = key
-    return key
-
-
-def lens_dir(lm: LoadedModel) -> Path:
-    """This model's folder under lens_root() (named by family and key: never by a server path)."""
-    return lens_root() / f"{lm.spec.family}-{model_key(lm)}"
-
-
-_CACHE: "OrderedDict[tuple[str, str], tuple[Any, TuneReport, int]]" = OrderedDict()  # (lens, report, file version)
-_CACHE_LOCK = threading.Lock()
-
-
-def save_tuned(lm: LoadedModel, tuned, report: TuneReport) -> None:
-    """Write the translators and their report to lens_dir(lm), whole or not at all."""
-    from safetensors.torch import save_file
-
-    final = lens_dir(lm)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = final.parent / f".{final.name}.{os.getpid()}.{threading.get_ident()}.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    save_file({"weight": tuned.weight.detach().cpu().contiguous(), "bias": tuned.bias.detach().cpu().contiguous()},
-              str(tmp / WEIGHTS_FILE))
-    (tmp / REPORT_FILE).write_text(report.to_json())
-    shutil.rmtree(final, ignore_errors=True)
-    os.replace(tmp, final)
-    with _CACHE_LOCK:
-        _CACHE.pop((report.key, lm.device), None)
-
-
-def load_tuned(lm: LoadedModel):
-    """(TunedLens, TuneReport) saved for this model, or None when there is none (or it is unreadable)."""
-    key = model_key(lm)
-    folder = lens_dir(lm)
-    wf, rf = folder / WEIGHTS_FILE, folder / REPORT_FILE
-    try:
-        # another process (a job, a Ray replica) may have saved a newer lens since: the cache holds one per version
-        version = rf.stat().st_mtime_ns
-    except OSError:
-        return None
-    with _CACHE_LOCK:
-        hit = _CACHE.get((key, lm.device))
-        if hit is not None and hit[2] == version:
-            _CACHE.move_to_end((key, lm.device))
-            return hit[0], hit[1]
-    if not wf.is_file():
-        return None
-    from safetensors.torch import load_file
-
-    try:
-        report = TuneReport.from_json(rf.read_text())
-        w = load_file(str(wf))
-    except (OSError, ValueError, TypeError, KeyError):  # a half-written or foreign folder: as if there were none
-        return None
-    tuned = TunedLens(w["weight"].shape[0], w["weight"].shape[1])
-    tuned.load_state_dict(w)
-    tuned.to(lm.device).eval().requires_grad_(False)
-    try:
-        os.utime(folder)  # in use: the runs' age bound counts from here
-    except OSError:
-        pass
-    with _CACHE_LOCK:
-        _CACHE[(key, lm.device)] = (tuned, report, version)
-        while len(_CACHE) > LENS_CACHE:
-            _CACHE.popitem(last=False)
-    return tuned, report
-
-
-def tuned_report(lm: LoadedModel) -> TuneReport | None:
-    """The saved tuned lens's report for this model, or None."""
-    found = load_tuned(lm)
-    return found[1] if found else None
-
-
-# ---------------------------------------------------------------------------------------------- training run
-def tune(lm: LoadedModel, cfg: TuneConfig | None = None, on_progress: Callable[..., None] | None = None,
-         should_stop: Callable[[], bool] | None = None, save: bool = True) -> tuple[Any, TuneReport]:
-    """Train a tuned lens, measure raw vs tuned KL on the held-out split, save it beside the model (``save``).
-    ``on_progress(fraction, message, **metrics)``. Returns (TunedLens, TuneReport)."""
-    cfg = cfg or TuneConfig()
-    t0 = time.perf_counter()
-
-    def step(i: int, n: int, loss: float) -> None:
-        if on_progress is not None:
-            on_progress(0.9 * i / n, f"step {i}/{n}, KL {loss:.3f} nats", step=i, kl=loss)
-
-    tuned, losses = train_tuned_lens(lm, cfg, on_step=step, should_stop=should_stop)
-    seconds = time.perf_counter() - t0
-    if should_stop is not None and should_stop():
-        from core.runtime.jobs import JobCancelled
-
-        raise JobCancelled()
-    if on_progress is not None:
-        on_progress(0.92, "measuring raw and tuned KL on held-out text")
-    kl_raw, n = measure_kl(lm, None, cfg=cfg)
-    kl_tuned, _ = measure_kl(lm, tuned, cfg=cfg)
-    from core.base.paths import scrub
-
-    report = TuneReport(key=model_key(lm), checkpoint=scrub(lm.spec.checkpoint), family=lm.spec.family,
-                        n_layers=n_layers(lm.model), steps=len(losses), seconds=round(seconds, 2),
-                        loss_first=losses[0] if losses else math.nan,
-                        loss_last=sum(losses[-10:]) / max(1, len(losses[-10:])) if losses else math.nan,
-                        kl_raw=kl_raw, kl_tuned=kl_tuned, heldout_positions=n, config=asdict(cfg), created=time.time())
-    if save:
-        save_tuned(lm, tuned, report)
-    if on_progress is not None:
-        on_progress(1.0, "saved")
-    return tuned, report
-
-
-def tune_job(spec: ModelSpec, cfg: TuneConfig | None = None):
-    """A core.runtime.jobs function training and saving a tuned lens for ``spec`` (a fresh copy of the model, loaded in the
-    job): a partial of a module-level function over plain data, so it runs in a worker process."""
-    return functools.partial(_run_tune_job, spec, cfg or TuneConfig())
-
-
-def _run_tune_job(spec: ModelSpec, cfg: TuneConfig, ctx) -> TuneReport:
-    from core.models.loading import load
-
-    ctx.progress(0.0, "loading a fresh copy of the model")
-    lm = load(spec, task="mlm")
-    try:
-        check_mlm(lm)
-    except FillMaskError as e:
-        raise LensError(str(e)) from None
-    _, report = tune(lm, cfg, on_progress=ctx.progress, should_stop=lambda: ctx.cancelled)
-    return report

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.registry import ModelLoadError
+import platform
 
 # The oldest driver each CUDA major release runs on (NVIDIA's CUDA compatibility tables; within a major release,
 # minor-version compatibility lets an older driver of the same major run newer toolkits).
@@ -207,8 +208,6 @@ def resolve_device(choice: str = "auto") -> DeviceInfo:
 
 
 def _cpu_name() -> str:
-    import platform
-
     name = platform.processor() or platform.machine() or "CPU"
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -218,3 +217,14 @@ def _cpu_name() -> str:
     except OSError:
         pass
     return f"{name}, {os.cpu_count()} cores"
+
+
+def is_oom(e: BaseException) -> bool:
+    """True when ``e`` is an out-of-memory error: torch's (CUDA), Python's MemoryError, or a RuntimeError that
+    says so (the CPU allocator's "can't allocate memory", CUDA's "out of memory" from older code paths)."""
+    import torch  # lazy: as in resolve_device, this module is read by pages that never touch torch
+
+    if isinstance(e, (torch.OutOfMemoryError, MemoryError)):
+        return True
+    text = str(e).lower()
+    return isinstance(e, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)

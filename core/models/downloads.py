@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 from urllib.parse import urlparse
+from core.base.settings import hosted
 
 TRUE = ("1", "true", "yes", "on")
 FALSE = ("0", "false", "no", "off")
@@ -77,7 +78,6 @@ def policy() -> Policy:
     allow = os.environ.get("ENCODERLAB_ALLOW_DOWNLOAD", "").strip().lower()
     if allow in FALSE:
         return Policy(False, "ENCODERLAB_ALLOW_DOWNLOAD=0 is set")
-    from core.base.settings import hosted
 
     if hosted() and allow not in TRUE:
         return Policy(False, "this is the hosted server, and its operator has not allowed downloads "

@@ -56,7 +56,7 @@ def _attend_rows(lin: Lin, qm, km, vm, h: torch.Tensor, rows, cols, heads: int, 
     return (scores.softmax(-1) @ v).reshape(m, hd), x
 
 
-def _layer(parts: tuple, h, mask, lin: Lin, rows=None, cols=None):
+def layer_forward(parts: tuple, h, mask, lin: Lin, rows=None, cols=None):
     """One post-LayerNorm encoder layer from its parts; with rows/cols, only at those positions -> (M, H)."""
     q, k, v, heads, out, norm1, ffn_in, act, ffn_out, norm2 = parts
     if rows is None:
@@ -69,8 +69,8 @@ def _layer(parts: tuple, h, mask, lin: Lin, rows=None, cols=None):
 
 def _stack(parts: list[tuple], h, mask, lin: Lin, rows, cols):
     for p in parts[:-1]:
-        h = _layer(p, h, mask, lin)
-    return _layer(parts[-1], h, mask, lin, rows, cols)
+        h = layer_forward(p, h, mask, lin)
+    return layer_forward(parts[-1], h, mask, lin, rows, cols)
 
 
 def layer_parts(base, lin: Lin):

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from core.registry import checkpoint_info, family_of_model_type, official_config
 from core.registry import family as family_entry
 from core.registry import GENERIC, build_model
+from core.registry.shape import shape
 
 PARTS = ("embeddings", "encoder", "pooler", "heads")
 
@@ -88,18 +89,13 @@ def breakdown_from_config(config, checkpoint: str = "", family: str | None = Non
     counts = _count(base)
     counts["heads"] = _head_count(pre)
     info = checkpoint_info(checkpoint)
-    c = config
+    c, sh = config, shape(config)
     facts = tuple((label, key, getattr(c, key)) for label, key in family_entry(fam_key).config_facts
                   if getattr(c, key, None) is not None)
     return ParamBreakdown(
         checkpoint=checkpoint, family=fam_key, claim_m=info.claim_m if info else None,
         claim_note=info.claim_note if info else "",
-        layers=getattr(c, "num_hidden_layers", getattr(c, "n_layers", 0)),
-        hidden=getattr(c, "hidden_size", getattr(c, "dim", 0)),
-        heads_n=getattr(c, "num_attention_heads", getattr(c, "n_heads", 0)),
-        ffn=getattr(c, "intermediate_size", getattr(c, "hidden_dim", 0)),
-        vocab=c.vocab_size,
-        embedding_size=getattr(c, "embedding_size", getattr(c, "hidden_size", getattr(c, "dim", 0))),
+        layers=sh.layers, hidden=sh.hidden, heads_n=sh.heads, ffn=sh.ffn, vocab=sh.vocab, embedding_size=sh.embedding,
         shared_layers=family_entry(fam_key).shared_layers, facts=facts,
         **counts,
     )

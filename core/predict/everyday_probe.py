@@ -8,21 +8,16 @@ tokenizer apply) and counts a hit when a top-k candidate, as plain lowercase tex
 """
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from dataclasses import dataclass
-from pathlib import Path
 
+from core.data.probe_items import ProbeItem, load_probe
 from core.models.loading import LoadedModel
-
-PROBE_PATH = Path(__file__).resolve().parent.parent / "tests" / "data" / "everyday_probe.tsv"
-
-
-@dataclass(frozen=True)
-class ProbeItem:
-    sentence: str  # with one [MASK]
-    answers: frozenset[str]  # lowercase
-    topic: str
+from core.models import packed_linear
+from core.models.loading import ModelSpec, load
+from core.predict.fill_mask import FillMaskConfig, fill_mask_batch
+from core.registry import bundled_families
+from core.registry import bundled_id
 
 
 @dataclass(frozen=True)
@@ -36,38 +31,6 @@ class ProbeScore:
     predictions: tuple[tuple[str, ...], ...]  # per item, the top-k candidates as plain text
 
 
-def load_probe(path: str | Path = PROBE_PATH) -> tuple[ProbeItem, ...]:
-    """The probe's items. Raises ValueError naming the line of a malformed row."""
-    items = []
-    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip() or line.startswith("#"):
-            continue
-        parts = line.split("\t")
-        if len(parts) != 3 or parts[0].count("[MASK]") != 1 or not parts[1].strip():
-            raise ValueError(f"{path}, line {n}: want 'sentence with one [MASK] <tab> answers|... <tab> topic'.")
-        items.append(ProbeItem(parts[0].strip(), frozenset(a.strip().lower() for a in parts[1].split("|")),
-                               parts[2].strip()))
-    return tuple(items)
-
-
-def normalize(text: str) -> str:
-    """Lowercase letters and spaces only: how the corpus and the probe are compared for overlap."""
-    return re.sub(r"[^a-z ]", "", text.lower()).strip()
-
-
-def filled_sentences(items: tuple[ProbeItem, ...] | None = None, min_chars: int = 15) -> set[str]:
-    """Every probe sentence with each acceptable answer filled in, normalized (longer than ``min_chars``: a
-    shorter one would match inside ordinary text by chance)."""
-    out = set()
-    for it in load_probe() if items is None else items:
-        left, right = (normalize(x) for x in it.sentence.split("[MASK]"))
-        for answer in it.answers:
-            filled = " ".join(x for x in (left, answer, right) if x)
-            if len(filled) > min_chars:
-                out.add(filled)
-    return out
-
-
 def _plain(text: str) -> str:
     return text.strip().lower()
 
@@ -75,7 +38,6 @@ def _plain(text: str) -> str:
 def score(lm: LoadedModel, items: tuple[ProbeItem, ...] | None = None, k: int = 5, batch: int = 32) -> ProbeScore:
     """Top-1 and top-k of ``lm`` on the probe (default: every item). Raises what Fill-mask raises for a model
     without an MLM head."""
-    from core.predict.fill_mask import FillMaskConfig, fill_mask_batch
 
     items = load_probe() if items is None else items
     preds: list[tuple[str, ...]] = []
@@ -97,13 +59,10 @@ def score(lm: LoadedModel, items: tuple[ProbeItem, ...] | None = None, k: int = 
 def during_training(family: str, items: tuple[ProbeItem, ...] | None = None):
     """An ``on_eval`` hook for core.train.pretrain.train.pretrain: the probe's top-1/top-5 of the model being trained
     (its own tokenizer and mask token, the Fill-mask code path), so a run logs the probe beside held-out MLM."""
-    from core.models.loading import ModelSpec
 
     items = load_probe() if items is None else items
 
     def on_eval(model, tokenizer) -> dict:
-        from core.models import packed_linear
-
         lm = LoadedModel(model, tokenizer, ModelSpec(family, "(training)", "cpu"), "mlm", "training", "",
                          str(next(model.parameters()).device))
         # no packed weights: a fused optimizer updates them in place without bumping their version, so a pack made
@@ -116,10 +75,6 @@ def during_training(family: str, items: tuple[ProbeItem, ...] | None = None):
 
 
 def main() -> int:  # python -m core.predict.everyday_probe: the four bundled minis' scores
-    from core.models.loading import ModelSpec, load
-    from core.registry import bundled_id
-    from core.registry import bundled_families
-
     for fam in (f.key for f in bundled_families()):
         lm = load(ModelSpec(fam, bundled_id(fam), "cpu"), "mlm")
         s = score(lm)

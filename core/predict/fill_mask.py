@@ -22,6 +22,10 @@ from core.models.masked_forward import masked_logits
 from core.runtime.backend import model_op
 from core.models.loading import LoadedModel
 from core.base.paths import ASSETS
+from dataclasses import replace
+import math
+from core.base.settings import current
+from core.runtime.backend import batched
 
 USER_MASK = "[MASK]"
 MASK_PATTERN = re.compile(r"\[mask\]|<mask>", re.IGNORECASE)
@@ -125,8 +129,6 @@ class FillMaskResult:
 
     @property
     def joint_prob(self) -> float:
-        import math
-
         return math.exp(self.joint_log_prob)
 
 
@@ -340,7 +342,7 @@ def _pad(rows: list[list[int]], pad_id: int, device: str):
     return ids.to(device), attn.to(device)
 
 
-def _lone_marker_ids(tok) -> list[int]:
+def lone_marker_ids(tok) -> list[int]:
     """Ids of the word-start markers standing alone ("▁", "Ġ") in this vocabulary."""
     ids = tok.convert_tokens_to_ids(list(WORD_START_PIECES))
     return sorted({i for i in ids if i is not None and i != tok.unk_token_id})
@@ -367,7 +369,7 @@ def _fill_step(model, head, tok, pad_id, device, chunk, step, encs, configs, row
     logits = masked_logits(model, head, ids, attn, torch.tensor(r_idx, device=device),
                            torch.tensor(c_idx, device=device))
     probs = logits.float().softmax(-1)  # (M, V)
-    lone = _lone_marker_ids(tok)
+    lone = lone_marker_ids(tok)
     text_of_row = [b for b in chunk for _ in open_masks[b]]
     typed = [i for i, b in enumerate(text_of_row) if encs[b].originals is None]
     if lone and typed:
@@ -412,7 +414,6 @@ def fill_mask_batch(lm: LoadedModel, configs: Sequence[FillMaskConfig]) -> tuple
     Returns one FillMaskResult per config. Raises FillMaskError for a checkpoint without an MLM head or for
     input the model cannot read (the message says why and what to do).
     """
-    import math
 
     import torch
 
@@ -462,7 +463,6 @@ def configs_from_lines(text: str, top_k: int = 5, strategy: str = "independent",
     lines = [(i, ln) for i, ln in enumerate((text or "").splitlines(), start=1) if ln.strip()]
     if not lines:
         raise ValueError("The text is empty. Write one sentence with [MASK] per line.")
-    from core.base.settings import current
 
     max_lines = min(max_lines, current().max_batch_rows)  # the server's limit (lower on the hosted demo)
     if len(lines) > max_lines:
@@ -482,9 +482,7 @@ def fill_mask(lm: LoadedModel, cfg: FillMaskConfig) -> FillMaskResult:
     Concurrent calls on the same model (one per Streamlit session thread) run as one batch (core.runtime.backend: here
     core.runtime.serving, on Ray the model's Serve deployment); the result is this text's alone, with its own wall time as the latency.
     """
-    from dataclasses import replace
 
-    from core.runtime.backend import batched
 
     t0 = time.perf_counter()
     res = batched(lm, "fill_mask", fill_mask_batch, cfg)

@@ -12,6 +12,7 @@ replaced, so the replaced words should be the ones that score high.
 """
 from __future__ import annotations
 
+import numpy as np
 import time
 from dataclasses import dataclass
 
@@ -21,6 +22,7 @@ from core.base import text as text_rules
 from core.base.fields import bounded, check_bounds
 from core.predict.fill_mask import MASK_PATTERN
 from core.models.loading import LoadedModel, ModelSpec
+import json
 
 RTD_TASK = "rtd"  # the registry task whose class is a family's discriminator
 THRESHOLD = 0.5  # sigmoid(0): the discriminator's own decision line
@@ -121,8 +123,6 @@ def architectures(spec: ModelSpec) -> tuple[str, ...]:
     else:
         shipped = registry.CONFIG_DIR / (spec.checkpoint.replace("/", "__") + ".json")
         if shipped.exists():
-            import json
-
             cfg = json.loads(shipped.read_text())
     return tuple(cfg.get("architectures") or ())
 
@@ -185,7 +185,6 @@ def _corrupt(gen: LoadedModel, tok, ids: list[int], word_pos: list[list[int]], c
              ) -> tuple[list[int], list[int]]:
     """Mask ``cfg.corrupt`` random words (every piece of each) and sample the generator's replacement for each
     masked piece in one pass, as ELECTRA's pretraining does. Returns (new ids, the words chosen)."""
-    import numpy as np
     import torch
 
     # transformers' own question "does this model end in a vocabulary projection?" (an MLM head)

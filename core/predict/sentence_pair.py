@@ -22,6 +22,8 @@ from core.base.paths import ASSETS
 from core.registry import PAIR_PROB_LABELS as PROB_LABELS  # noqa: F401  (re-exported)
 from core.registry import family
 from core.base.text import removed_note, strip_typed_specials
+from core.base.settings import current
+from core.runtime.backend import batched
 
 MAX_CHARS = 5_000
 MAX_ROWS = 500
@@ -55,8 +57,6 @@ class PairConfig:
     seed: int = 0  # picks the other-topic sentence of the probe
 
     def __post_init__(self) -> None:
-        from core.base.settings import current
-
         limit = min(MAX_CHARS, current().max_text_chars)  # the server's limit (lower on the hosted demo)
         for name, s in (("A", self.a), ("B", self.b)):
             if not isinstance(s, str) or not s.strip():
@@ -148,14 +148,13 @@ def score_pairs(lm: LoadedModel, pairs: Sequence[tuple[str, str]], progress: Pro
     """
     if progress is not None or not pairs:
         return _score_pairs_progress(lm, list(pairs), progress)
-    from core.runtime.backend import batched
 
     return batched(lm, "score_pairs", _score_pairs_batch, list(pairs))
 
 
 def _score_pairs_batch(lm: LoadedModel, groups: Sequence[Sequence[tuple[str, str]]]) -> list:
     """Several callers' pair lists as one scoring pass, split back into one (probs, tokens, cut) per caller."""
-    probs, tokens, cut = _score_pairs_now(lm, [p for g in groups for p in g])
+    probs, tokens, cut = score_pairs_now(lm, [p for g in groups for p in g])
     out, i = [], 0
     for g in groups:
         out.append((probs[i:i + len(g)], tokens[i:i + len(g)], cut[i:i + len(g)]))
@@ -167,10 +166,10 @@ def _score_pairs_batch(lm: LoadedModel, groups: Sequence[Sequence[tuple[str, str
 def _score_pairs_progress(lm: LoadedModel, pairs: list[tuple[str, str]], progress: Progress | None = None,
                           ) -> tuple[list[float], list[tuple[str, ...]], list[bool]]:
     """A long pair batch (a job with progress and Cancel), where the backend keeps the model."""
-    return _score_pairs_now(lm, pairs, progress)
+    return score_pairs_now(lm, pairs, progress)
 
 
-def _score_pairs_now(lm: LoadedModel, pairs: Sequence[tuple[str, str]], progress: Progress | None = None,
+def score_pairs_now(lm: LoadedModel, pairs: Sequence[tuple[str, str]], progress: Progress | None = None,
                      ) -> tuple[list[float], list[tuple[str, ...]], list[bool]]:
     import torch
 
@@ -270,7 +269,6 @@ def parse_pairs_csv(text: str, max_rows: int = MAX_ROWS) -> tuple[PairRow, ...]:
 
     Raises ValueError naming the problem: no header, missing columns, too many rows, a bad label or an empty cell.
     """
-    from core.base.settings import current
 
     max_rows = min(max_rows, current().max_batch_rows)  # the server's limit (lower on the hosted demo)
     if not text or not text.strip():

@@ -13,16 +13,15 @@ with its entry, collected below, its official configs in assets/configs, and its
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from core.registry import albert, bert, distilbert, generic, modernbert, roberta, xlm_roberta
 from core.registry.types import (  # noqa: F401  (re-exported)
     SIZE_KEYS, TINY, Checkpoint, Family, GlueClaim, ModelLoadError, SpeedClaim,
 )
+from core.base.paths import ASSETS
+from core.registry.shape import shape
 
-REPO_ROOT = Path(__file__).resolve().parent.parent.parent
-ASSETS = REPO_ROOT / "assets"
 CONFIG_DIR = ASSETS / "configs"
 
 TASKS = ("base", "mlm", "pretraining", "seqcls", "tokcls", "rtd")  # rtd: a replaced-token detector (ELECTRA)
@@ -186,6 +185,20 @@ def attention_layers(model) -> list[tuple[int, Any]]:
         return [(i, mods[int(i / (n / groups))]) for i in range(n)]
     raise ModelLoadError(f"{type(model).__name__}: found {len(mods)} attention output projections for {n} layers "
                          "(inner layer groups are not supported).")
+
+
+def encoder_layers(base_model) -> list | None:
+    """The encoder's per-layer modules in order (the one layer list fine-tuning freezes and attribution scores
+    per layer), found through transformers' generic API: under the base model, the first list of
+    ``num_hidden_layers`` modules of one class (config ``attribute_map`` gives every family that name). None when
+    there is none, as for a layer shared across depth (ALBERT: one module, several passes)."""
+    import torch  # lazy: the registry is read by pages that never build a model
+
+    n = shape(base_model.config).layers
+    if n <= 0:
+        return None
+    return next((list(mod) for mod in base_model.modules() if isinstance(mod, torch.nn.ModuleList)
+                 and len(mod) == n and len({type(m) for m in mod}) == 1), None)
 
 
 def model_class(family_key: str, task: str, model_type: str):

@@ -1,4 +1,6 @@
-"""The pretraining recipe of each family, as data and small adapters: core.train.pretrain asks here and names no family.
+"""The pretraining recipe of each family, as data: core.train.pretrain asks here and names no family. The starts and
+student cuts a recipe names are functions of core.train.pretrain.build (its STARTS and STUDENTS tables), so the
+registry never imports the training code.
 
 What a family's pretraining needs besides its ``Family`` fields (pair head: ``pair_head``; masking's word starts:
 ``piece_kind``; segment embeddings: ``token_types``; its special tokens: ``specials``; the teacher it is distilled
@@ -7,13 +9,13 @@ from: ``distilled_from``):
 - ``config``: a fresh config of the family's own class at a size (core.train.pretrain.build.SIZES) for a tokenizer;
 - ``vocabulary``: the real bert-base-uncased WordPiece vocabulary (shipped with the offline MiniLM) or a tokenizer
   of the family's piece kind trained on the corpus;
-- ``from_minilm``: how the family starts from the offline MiniLM encoder (``init="minilm"``), if it can, or from
+- ``from_minilm``: the name of how the family starts from the offline MiniLM encoder (``init="minilm"``), if it can, or from
   another BERT encoder with the same vocabulary (``encoder_from``: the zoo's RoBERTa and ALBERT start from the
   bundled bert-mini);
 - ``fits_to_minilm``: whether that start can first fit the model to MiniLM's hidden states (``fit_steps``);
 - ``embedding_parts``: the modules under the base model that learn at ``embed_lr`` (the input embeddings, and
   ALBERT's E -> H mapping);
-- ``student``: how a student is cut from a teacher of family ``distilled_from`` (distillation);
+- ``student``: the name of how a student is cut from a teacher of family ``distilled_from`` (distillation);
 - ``zoo``: the bundled model's training settings (core.train.pretrain.zoo, ``make models``).
 
 The heads (which learn at ``head_lr``) need no entry: they are every top-level module besides the base model
@@ -40,11 +42,11 @@ class Recipe:
     family: str
     config: Callable[[dict, Any], Any]  # (size dims, tokenizer) -> a fresh config of the family's class
     vocabulary: str = TRAINED
-    # (tokenizer, fit: build.MiniLMFit | None, source: a BERT folder or None for the MiniLM) -> model
-    from_minilm: Callable[..., Any] | None = None
+    # the name of its start in core.train.pretrain.build.STARTS: (tokenizer, fit, source folder or None) -> model
+    from_minilm: str | None = None
     fits_to_minilm: bool = False
     embedding_parts: tuple[str, ...] = ("embeddings",)
-    student: Callable[..., Any] | None = None  # (teacher model, layers or None) -> student model
+    student: str | None = None  # the name of its cut in core.train.pretrain.build.STUDENTS: (teacher, layers) -> student
     zoo: dict = field(default_factory=dict)
 
     @property
@@ -110,36 +112,10 @@ def _generic_config(model_type: str, token_types: bool):
     return make
 
 
-# ---------------------------------------------------------------------------------------------- starts
-# Adapters into core.train.pretrain.build, imported when called (build imports the registry through core.models.loading).
-def _bert_from_minilm(tokenizer, fit=None, source=None):
-    from core.train.pretrain import build
-
-    return build.bert_from_minilm(source)
-
-
-def _roberta_from_minilm(tokenizer, fit=None, source=None):
-    from core.train.pretrain import build
-
-    return build.roberta_from_minilm(tokenizer, source)
-
-
-def _albert_from_minilm(tokenizer, fit=None, source=None):
-    from core.train.pretrain import build
-
-    return build.albert_from_minilm(tokenizer, fit=fit, source=source)
-
-
-def _distil_student(teacher, layers=None):
-    from core.train.pretrain import build
-
-    return build.distil_student(teacher, layers)
-
-
 # ---------------------------------------------------------------------------------------------- the recipes
 RECIPES: dict[str, Recipe] = {
     "bert": Recipe(
-        "bert", _bert_config, vocabulary=BERT_UNCASED, from_minilm=_bert_from_minilm,
+        "bert", _bert_config, vocabulary=BERT_UNCASED, from_minilm="copy_encoder",
         zoo=dict(init="minilm", size="mini", steps=600, lr=5e-4, head_lr=2e-3, masking="static", pair="auto",
                  eval_every=50,
                  then=[dict(steps=1500, lr=2e-4, head_lr=1e-3, seed=1, eval_every=250),
@@ -153,7 +129,7 @@ RECIPES: dict[str, Recipe] = {
                       "falling learning rates on the first three sources (train.txt), then 7000 steps on all of "
                       "them (train.txt + train_everyday.txt).")),
     "roberta": Recipe(
-        "roberta", _roberta_config, from_minilm=_roberta_from_minilm,
+        "roberta", _roberta_config, from_minilm="transfer_to_bpe",
         zoo=dict(init="minilm", encoder_from="bert", size="mini", steps=3000, lr=1e-4, head_lr=5e-4, embed_lr=5e-4,
                  masking="dynamic", pair=None, vocab_size=15000, eval_every=500, train_files=EVERYDAY,
                  bars=dict(probe_top5=0.40),
@@ -163,7 +139,7 @@ RECIPES: dict[str, Recipe] = {
                       "BPE embeddings transferred from its WordPiece ones (same piece, or the mean of the pieces "
                       "that spell it); 3000 steps on all the sources.")),
     "albert": Recipe(
-        "albert", _albert_config, from_minilm=_albert_from_minilm, fits_to_minilm=True,
+        "albert", _albert_config, from_minilm="factorize_and_share", fits_to_minilm=True,
         embedding_parts=("embeddings", "encoder.embedding_hidden_mapping_in"),
         zoo=dict(init="minilm", encoder_from="bert", size="mini", steps=3000, lr=1e-4, embed_lr=3e-3, head_lr=3e-3,
                  fit_steps=1200, fit_lr=1e-3, fit_embed_lr=3e-3, masking="dynamic", whole_word=False, pair="auto",
@@ -181,7 +157,7 @@ RECIPES: dict[str, Recipe] = {
                       "gradient sums over its 6 uses, so it learns at 1e-4, the factorized embeddings and the "
                       "heads at 3e-3.")),
     "distilbert": Recipe(
-        "distilbert", _distilbert_config, vocabulary=BERT_UNCASED, student=_distil_student,
+        "distilbert", _distilbert_config, vocabulary=BERT_UNCASED, student="every_other_layer",
         zoo=dict(steps=4000, lr=2e-4, masking="dynamic", pair=None, eval_every=500, train_files=EVERYDAY,
                  bars=dict(probe_top5=0.40),
                  note="Distilled from the mini BERT: 3 layers initialised from its layers "

@@ -19,11 +19,12 @@ Which faiss index (``build_index``):
   (bench/representations.py measures it; 0.9+ at nprobe 16 on the bundled corpus's real vectors).
 
 Saved indexes live under ``index_root()`` (ENCODERLAB_CORPUS_INDEX_DIR, default <runs>/corpus-index: a "session"
-folder of core.runtime.jobs.evict_run_folders, so it is bounded by the runs' size and age limits; a load touches it), one
-folder per (model files, corpus, depth, max length, index policy): the key hashes core.inspect.lens.model_key (the
-checkpoint's config and weight files), the sentences and the settings, so a second visit loads it at once. The
-folder is named by family and key only (no server path: hosted mode). Loaded indexes stay in a per-process LRU
-bounded by their size (CACHE_MB).
+folder of core.runtime.run_folders.evict_run_folders, so it is bounded by the runs' size and age limits; a load
+touches it), one folder per (model files, corpus, depth, max length, index policy), written whole or not at all
+(core.runtime.artifacts.write_folder): the key hashes ``model_key`` (core.runtime.artifacts's hash of the
+checkpoint's config and weight files, tagged MODEL_KEY_TAG), the sentences and the settings, so a second visit
+loads it at once. The folder is named by family and key only (no server path: hosted mode). Loaded indexes stay in
+a per-process LRU bounded by their size (CACHE_MB).
 """
 from __future__ import annotations
 
@@ -31,8 +32,6 @@ import functools
 import hashlib
 import json
 import math
-import os
-import shutil
 import threading
 import time
 from collections import Counter, OrderedDict
@@ -42,11 +41,19 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from core.models.loading import LoadedModel, ModelSpec
+from core.base.paths import scrub
+from core.base.settings import current
+from core.base.uploads import upload_text
+from core.models.loading import LoadedModel, ModelSpec, load
+from core.represent.bundled_corpus import corpus_sentences
+from core.runtime import artifacts
 from core.represent.token_vectors import MAX_SENTENCES, WORD_RE, num_depths, token_vectors
 
 SOURCES = ("bundled", "text")
 INDEX_FORMAT = 1  # bump when a saved index's meaning changes: old folders are then never read
+# The tag of model_key (core.runtime.artifacts): "lens1" since the key was the tuned lens's (LENS_FORMAT 1), kept so
+# saved indexes keep their keys; change it to invalidate the corpus indexes only.
+MODEL_KEY_TAG = "lens1"
 FLAT_MAX = 100_000  # rows (pieces) up to which the index is exact (IndexFlatIP); IVF above (see the docstring)
 NPROBE = 16  # IVF lists scanned per query
 HOSTED_MAX_SENTENCES = 5_000  # the hosted demo indexes smaller corpora (one job holds a worker for minutes)
@@ -61,8 +68,6 @@ class CorpusIndexError(ValueError):
 
 
 def max_sentences_allowed() -> int:
-    from core.base.settings import current
-
     return HOSTED_MAX_SENTENCES if current().hosted else MAX_SENTENCES
 
 
@@ -74,8 +79,6 @@ def default_depth(lm: LoadedModel) -> int:
 
 @functools.lru_cache(maxsize=1)
 def _bundled() -> tuple[str, ...]:
-    from core.inspect.lens import corpus_sentences
-
     return tuple(dict.fromkeys(corpus_sentences("train")))  # file order, duplicates dropped
 
 
@@ -92,8 +95,6 @@ def sentences_from_text(text: str) -> tuple[str, ...]:
 def sentences_from_upload(raw: bytes, name: str = "upload.txt") -> tuple[str, ...]:
     """The sentences of an uploaded UTF-8 text file (one per line). Raises CorpusIndexError for a file over the
     upload limit, a binary or non-UTF-8 file, or one with no text."""
-    from core.base.uploads import upload_text
-
     text = upload_text(raw, name, error=CorpusIndexError,
                        expect=f"a UTF-8 .txt file with one sentence per line ({MAX_SENTENCES:,} are indexed at most)")
     found = sentences_from_text(text)
@@ -225,7 +226,7 @@ class CorpusIndex:
 
 
 def _faiss():
-    import faiss
+    import faiss  # lazy: faiss loads its own BLAS (~100 MB); only building, saving and searching an index need it
 
     return faiss
 
@@ -259,10 +260,14 @@ def make_faiss_index(x: np.ndarray, flat_max: int = FLAT_MAX, nprobe: int = NPRO
     return index, "ivf", nlist, int(index.nprobe)
 
 
+def model_key(lm: LoadedModel) -> str:
+    """The key of the checkpoint's weights an index is built with (core.runtime.artifacts.model_key, tagged
+    MODEL_KEY_TAG); a search checks it against the index's."""
+    return artifacts.model_key(lm, MODEL_KEY_TAG)
+
+
 def index_key(lm: LoadedModel, cfg: IndexConfig, flat_max: int = FLAT_MAX) -> str:
     """The saved index's key: model files x corpus x depth x max length x index policy."""
-    from core.inspect.lens import model_key
-
     raw = f"ci{INDEX_FORMAT}|{model_key(lm)}|{corpus_hash(cfg.corpus())}|{int(cfg.depth)}|{cfg.max_length}|" \
           f"{flat_max}|{NPROBE}"
     return hashlib.sha256(raw.encode()).hexdigest()[:20]
@@ -275,8 +280,6 @@ def build_index(lm: LoadedModel, cfg: IndexConfig, on_progress: Callable[..., No
     ``on_progress(fraction, message)`` after each batch (a job's ctx.progress, which raises JobCancelled on Cancel).
     Raises CorpusIndexError for a depth the model does not have or a corpus with no tokens.
     """
-    from core.inspect.lens import model_key
-
     depths = num_depths(lm)
     if cfg.depth >= depths:
         raise CorpusIndexError(f"Depth {cfg.depth} is beyond this model: it has depths 0 (embeddings) to "
@@ -308,10 +311,7 @@ def build_index(lm: LoadedModel, cfg: IndexConfig, on_progress: Callable[..., No
 # ---------------------------------------------------------------------------------------------- storage
 def index_root() -> Path:
     """Where indexes are saved: $ENCODERLAB_CORPUS_INDEX_DIR, default <runs>/corpus-index (bounded with the runs)."""
-    from core.base.settings import runs_base
-
-    raw = os.environ.get("ENCODERLAB_CORPUS_INDEX_DIR", "").strip()
-    return Path(raw) if raw else runs_base() / "corpus-index"
+    return artifacts.cache_root("ENCODERLAB_CORPUS_INDEX_DIR", "corpus-index")
 
 
 def _folder(family: str, key: str) -> Path:
@@ -333,23 +333,18 @@ def _remember(ci: CorpusIndex) -> None:
 def save_index(ci: CorpusIndex) -> Path:
     """Write the index and its rows to its folder under index_root(), whole or not at all. Returns the folder."""
     faiss = _faiss()
-    final = _folder(ci.family, ci.key)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = final.parent / f".{final.name}.{os.getpid()}.{threading.get_ident()}.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    faiss.write_index(ci.index, str(tmp / INDEX_FILE))
-    np.savez(tmp / ARRAYS_FILE, sentence_ids=ci.sentence_ids, positions=ci.positions, word_index=ci.word_index,
-             starts=ci.starts, ends=ci.ends)
-    from core.base.paths import scrub
 
-    meta = dict(format=INDEX_FORMAT, key=ci.key, model_key=ci.model_key, checkpoint=scrub(ci.checkpoint),
-                family=ci.family, depth=ci.depth, num_depths=ci.num_depths, kind=ci.kind, nlist=ci.nlist,
-                nprobe=ci.nprobe, max_length=ci.max_length, seconds=ci.seconds, truncated=ci.truncated,
-                created=ci.created, sentences=list(ci.sentences), pieces=list(ci.pieces))
-    (tmp / META_FILE).write_text(json.dumps(meta, ensure_ascii=False))
-    shutil.rmtree(final, ignore_errors=True)
-    os.replace(tmp, final)
+    def fill(tmp: Path) -> None:
+        faiss.write_index(ci.index, str(tmp / INDEX_FILE))
+        np.savez(tmp / ARRAYS_FILE, sentence_ids=ci.sentence_ids, positions=ci.positions, word_index=ci.word_index,
+                 starts=ci.starts, ends=ci.ends)
+        meta = dict(format=INDEX_FORMAT, key=ci.key, model_key=ci.model_key, checkpoint=scrub(ci.checkpoint),
+                    family=ci.family, depth=ci.depth, num_depths=ci.num_depths, kind=ci.kind, nlist=ci.nlist,
+                    nprobe=ci.nprobe, max_length=ci.max_length, seconds=ci.seconds, truncated=ci.truncated,
+                    created=ci.created, sentences=list(ci.sentences), pieces=list(ci.pieces))
+        (tmp / META_FILE).write_text(json.dumps(meta, ensure_ascii=False))
+
+    final = artifacts.write_folder(_folder(ci.family, ci.key), fill)
     _remember(ci)
     return final
 
@@ -390,10 +385,7 @@ def load_key(family: str, key: str, checkpoint: str | None = None) -> CorpusInde
                      truncated=int(meta["truncated"]), created=float(meta["created"]), **arrays)
     if index.ntotal != len(ci) or len(ci.pieces) != len(ci):
         return None
-    try:
-        os.utime(folder)  # in use: the runs' age bound counts from here
-    except OSError:
-        pass
+    artifacts.touch(folder)  # in use: the runs' age bound counts from here
     _remember(ci)
     return ci
 
@@ -421,8 +413,6 @@ def index_job(spec: ModelSpec, cfg: IndexConfig, flat_max: int = FLAT_MAX):
 
 
 def _run_index_job(spec: ModelSpec, cfg: IndexConfig, flat_max: int, ctx) -> IndexReport:
-    from core.models.loading import load
-
     ctx.progress(0.0, "loading a fresh copy of the model")
     lm = load(spec, task="base")
     found = load_index(lm, cfg, flat_max)
@@ -483,14 +473,10 @@ def search(lm: LoadedModel, ci: CorpusIndex, query: str, word: int | str | None 
     ``word`` (its number among the query's words, or the word itself: its first occurrence; its first piece is the
     query), or the piece at encoding position ``position``. Raises CorpusIndexError for another model's index, an
     empty query, a word the query does not have, or k out of range."""
-    from core.inspect.lens import model_key
-
     t0 = time.perf_counter()
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= MAX_K:
         raise CorpusIndexError(f"Neighbours must be from 1 to {MAX_K} (got {k!r}).")
     if model_key(lm) != ci.model_key:
-        from core.base.paths import scrub
-
         raise CorpusIndexError(scrub(f"This index was built with another model ({ci.checkpoint}); build an index "
                                      f"with {lm.spec.checkpoint} first."))
     query = str(query)

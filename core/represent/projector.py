@@ -6,7 +6,7 @@ word's vector is the mean of its pieces, so "bank" is one point per occurrence i
 L2-normalised before anything else (cosine geometry): hidden states of BERT-style models carry a few huge outlier
 dimensions that would otherwise be all that PCA sees.
 
-Per depth (each fitted on its own):
+Per depth (each fitted on its own; core.represent.projector_maps):
 - coordinates by PCA (scikit-learn's ``PCA``: it picks a full or randomized SVD by size, fixes the signs of the
   components (``svd_flip``) so a rerun gives the same picture, and gives the explained variance the page shows;
   a torch SVD would be no faster at these sizes, 50k x 384 takes well under a second), t-SNE (scikit-learn) or
@@ -29,18 +29,19 @@ from __future__ import annotations
 
 import difflib
 import functools
-import os
 import random
 import re
 import time
-import warnings
 from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
-from core.models.loading import LoadedModel, ModelSpec
+from core.models.loading import LoadedModel, ModelSpec, load
+from core.represent.bundled_corpus import corpus_sentences
+from core.represent.projector_maps import depth_maps, map_threads, normalise
 from core.represent.token_vectors import MAX_SENTENCES, WORD_RE, num_depths, token_vectors
 
 WHATS = ("word", "sample")
@@ -58,10 +59,6 @@ MAX_POINTS = 50_000  # the most points a map may hold (PCA)
 JOB_MAX_POINTS = 10_000  # t-SNE / UMAP: above this they take many minutes on a CPU
 DEFAULT_POINTS = 5_000
 MIN_POINTS = 4  # fewer cannot make a 3-D PCA, a t-SNE perplexity or a UMAP neighbourhood
-K_RANGE = (2, 6)  # k-means: the k with the best silhouette at the last depth, in this range
-REDUCED = 50  # PCA components everything but the PCA map itself is computed on
-SILHOUETTE_SAMPLE = 2_000
-AGREEMENT_SAMPLE = 5_000
 NEXT_WORD_COLORS = 10  # colour by next word: the most frequent next words get a colour each, the rest "other"
 SNIPPET_WORDS = 6  # words of context each side in the hover (up to 10k points; half that above)
 SNIPPET_WORDS_MANY = 3
@@ -217,8 +214,6 @@ def color_groups(p: Projection, color: str, depth: int, top: int = NEXT_WORD_COL
 # ---------------------------------------------------------------------------------------------- text
 @functools.lru_cache(maxsize=1)  # one corpus, ~48k lines: read once per process
 def _bundled() -> tuple[str, ...]:
-    from core.inspect.lens import corpus_sentences
-
     return tuple(corpus_sentences("train"))
 
 
@@ -310,167 +305,6 @@ def _context(sentence: str, wi: int, spans: list[tuple[int, int]], width: int) -
     return left, right, nxt
 
 
-# ---------------------------------------------------------------------------------------------- maths
-def _normalise(x: np.ndarray) -> np.ndarray:
-    """Rows scaled to unit length, in place (``x`` is a fresh float32 copy: 50k points x 7 depths x 384 is 0.5 GB)."""
-    x /= np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
-    return x
-
-
-def _reduce(x: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """(N, <= REDUCED) PCA scores of ``x`` and each component's variance share. What k-means, the silhouette, the
-    nearest neighbours, t-SNE and UMAP read (the usual step before t-SNE; it makes k-means ~8x faster on 384
-    dimensions); its first components are the PCA map itself."""
-    from sklearn.decomposition import PCA
-
-    pca = PCA(n_components=min(REDUCED, len(x), x.shape[1]), random_state=seed)
-    return pca.fit_transform(x).astype(np.float32), pca.explained_variance_ratio_
-
-
-def _fit(method: str, x: np.ndarray, dims: int, seed: int, ratios: np.ndarray | None = None
-         ) -> tuple[np.ndarray, float | None]:
-    """(N, dims) map of the reduced ``x`` (``_reduce``) and, for PCA, the variance share of its components."""
-    n = len(x)
-    if method == "pca":
-        y = x[:, :dims]
-        if y.shape[1] < dims:
-            y = np.pad(y, ((0, 0), (0, dims - y.shape[1])))
-        return y, float(ratios[:dims].sum()) if ratios is not None else None
-    if method == "tsne":
-        from sklearn.manifold import TSNE
-
-        perplexity = float(min(30.0, max(1.0, (n - 1) / 3)))
-        return TSNE(n_components=dims, perplexity=perplexity, init="pca", random_state=seed,
-                    max_iter=500 if n > 2000 else 1000).fit_transform(x), None
-    with warnings.catch_warnings():  # "n_jobs overridden by setting random_state": we want the seed
-        warnings.simplefilter("ignore")
-        import umap
-
-        return umap.UMAP(n_components=dims, n_neighbors=int(min(15, n - 1)), random_state=seed, init="pca",
-                         min_dist=0.1).fit_transform(x), None
-
-
-def _align(y: np.ndarray, ref: np.ndarray | None) -> np.ndarray:
-    """``y`` centred, rotated/reflected onto ``ref`` (orthogonal Procrustes), scaled to unit RMS radius."""
-    from scipy.linalg import orthogonal_procrustes
-
-    y = y - y.mean(axis=0)
-    if ref is not None:
-        r, _ = orthogonal_procrustes(y, ref)
-        y = y @ r
-    rms = float(np.sqrt((y ** 2).sum(axis=1).mean()))
-    return (y / rms if rms > 0 else y).astype(np.float32)
-
-
-def _kmeans(x: np.ndarray, k: int, seed: int) -> np.ndarray:
-    from sklearn.cluster import KMeans
-
-    return KMeans(n_clusters=k, n_init=2 if len(x) > 10_000 else 4, random_state=seed).fit_predict(x)
-
-
-def _choose_k(x: np.ndarray, seed: int) -> int:
-    from sklearn.metrics import silhouette_score
-
-    rng = np.random.default_rng(seed)
-    xs = x[rng.choice(len(x), SILHOUETTE_SAMPLE, replace=False)] if len(x) > SILHOUETTE_SAMPLE else x
-    best, best_s = K_RANGE[0], -2.0
-    for k in range(K_RANGE[0], min(K_RANGE[1], len(xs) - 1) + 1):
-        labels = _kmeans(xs, k, seed)
-        if len(set(labels)) < 2:
-            continue
-        s = silhouette_score(xs, labels)
-        if s > best_s + 1e-9:
-            best, best_s = k, s
-    return best
-
-
-def _match(prev: np.ndarray, cur: np.ndarray, k: int) -> np.ndarray:
-    """``cur``'s cluster ids renamed to agree most with ``prev`` (Hungarian matching on the contingency table)."""
-    from scipy.optimize import linear_sum_assignment
-
-    table = np.zeros((k, k), dtype=np.int64)
-    np.add.at(table, (cur, prev), 1)
-    rows, cols = linear_sum_assignment(-table)
-    rename = np.arange(k)
-    rename[rows] = cols
-    return rename[cur]
-
-
-def _silhouette(x: np.ndarray, labels: np.ndarray, seed: int) -> float:
-    from sklearn.metrics import silhouette_score
-
-    if len(set(labels.tolist())) < 2:
-        return 0.0
-    size = SILHOUETTE_SAMPLE if len(x) > SILHOUETTE_SAMPLE else None
-    return float(silhouette_score(x, labels, sample_size=size, random_state=seed))
-
-
-def next_word_agreement(x: np.ndarray, labels: Sequence[str], seed: int = 0) -> tuple[float, float]:
-    """(share of points whose nearest other point has the same label, the share two random points would have),
-    on at most AGREEMENT_SAMPLE points."""
-    from sklearn.neighbors import NearestNeighbors
-
-    lab = np.asarray(labels, dtype=object)
-    idx = np.arange(len(x))
-    if len(x) > AGREEMENT_SAMPLE:
-        idx = np.sort(np.random.default_rng(seed).choice(len(x), AGREEMENT_SAMPLE, replace=False))
-    xs, ls = x[idx], lab[idx]
-    nn = NearestNeighbors(n_neighbors=2).fit(xs)
-    _, nb = nn.kneighbors(xs)
-    other = np.where(nb[:, 0] == np.arange(len(xs)), nb[:, 1], nb[:, 0])  # a duplicate may come first
-    agree = float(np.mean(ls == ls[other]))
-    shares = np.asarray(list(Counter(ls.tolist()).values()), dtype=np.float64) / len(ls)
-    return agree, float((shares ** 2).sum())
-
-
-def map_threads() -> int:
-    """BLAS/OpenMP threads for the maps, k-means and neighbours: $ENCODERLAB_PROJECTOR_THREADS, default 1. On a
-    shared 2-core machine (load ~7) 2 threads spin-waited: a 2,000-point sample took 54 s, with 1 thread 9.7 s."""
-    raw = os.environ.get("ENCODERLAB_PROJECTOR_THREADS", "").strip()
-    return max(1, int(raw)) if raw.isdigit() else 1
-
-
-def _maps(cfg: ProjectorConfig, x: np.ndarray, depths: tuple[int, ...], nexts: list[str],
-          report: Callable[[float, str], None]) -> dict:
-    """Per depth: the map, clusters and the two separation numbers; the joint map when asked."""
-    n = x.shape[1]
-    D = len(depths)
-    steps = D + (1 if cfg.needs_joint else 0) + 1
-    coords = np.zeros((D, n, cfg.dims), dtype=np.float32)
-    explained: list[float] = []
-    prev = None
-    reduced = []
-    for i, d in enumerate(depths):
-        report(0.5 + 0.45 * i / steps, f"{cfg.method.upper()} at depth {d} ({n:,} points)")
-        xr, ratios = _reduce(x[i], cfg.seed)
-        reduced.append(xr)
-        y, ev = _fit(cfg.method, xr, cfg.dims, cfg.seed, ratios)
-        coords[i] = prev = _align(y, prev)
-        if ev is not None:
-            explained.append(ev)
-    joint = None
-    if cfg.needs_joint:
-        report(0.5 + 0.45 * D / steps, f"{cfg.method.upper()} of all depths together ({n * D:,} points)")
-        xr, ratios = _reduce(x.reshape(D * n, -1), cfg.seed)
-        joint, _ = _fit(cfg.method, xr, cfg.dims, cfg.seed, ratios)
-        joint = _align(joint, None)
-    del x
-    x = reduced
-    report(0.5 + 0.45 * (steps - 1) / steps, "clusters and separation per depth")
-    k = _choose_k(x[-1], cfg.seed)
-    clusters = np.zeros((D, n), dtype=np.int16)
-    sil, agree = [], []
-    chance = 0.0
-    for i in range(D):
-        c = _kmeans(x[i], k, cfg.seed)
-        clusters[i] = c if i == 0 else _match(clusters[i - 1], c, k)
-        sil.append(_silhouette(x[i], clusters[i], cfg.seed))
-        a, chance = next_word_agreement(x[i], nexts, cfg.seed)
-        agree.append(a)
-    return dict(coords=coords, joint=joint, explained=tuple(explained) if explained else None, k=k,
-                clusters=clusters, silhouette=tuple(sil), agreement=tuple(agree), agreement_chance=chance)
-
-
 # ---------------------------------------------------------------------------------------------- project
 def project(lm: LoadedModel, cfg: ProjectorConfig,
             on_progress: Callable[[float, str], None] | None = None) -> Projection:
@@ -513,13 +347,12 @@ def project(lm: LoadedModel, cfg: ProjectorConfig,
         nexts.append(nxt)
         words.append(tv.sentences[s][tv.starts[r]:tv.ends[r]])
 
-    x = _normalise(tv.vectors[:, rows].astype(np.float32, copy=False))  # (D, N, H), a copy (fancy index)
+    x = normalise(tv.vectors[:, rows].astype(np.float32, copy=False))  # (D, N, H), a copy (fancy index)
     truncated, sentence_ids = int(tv.truncated), tv.sentence_ids[rows].astype(np.int32)
     del tv  # the whole sample's vectors: no longer needed
-    from threadpoolctl import threadpool_limits
-
     with threadpool_limits(limits=map_threads()):
-        m = _maps(cfg, x, depths, nexts, report)
+        m = depth_maps(x, depths, nexts, report, method=cfg.method, dims=cfg.dims, seed=cfg.seed,
+                       joint=cfg.needs_joint)
     notes = []
     if truncated:
         notes.append(f"{truncated} sentence(s) were cut at {cfg.max_length} tokens; words after the cut are "
@@ -543,7 +376,5 @@ def project_job(spec: ModelSpec, cfg: ProjectorConfig):
 
 
 def _run_project_job(spec: ModelSpec, cfg: ProjectorConfig, ctx) -> Projection:
-    from core.models.loading import load
-
     ctx.progress(0.0, "loading a fresh copy of the model")
     return project(load(spec, task="base"), cfg, on_progress=ctx.progress)

@@ -24,6 +24,7 @@ import re
 import numpy as np
 
 from core.models.loading import LoadedModel
+from core.registry.shape import shape
 
 MAX_SENTENCES = 20_000  # the largest corpus a page may index (issue #18: up to 20k sentences)
 UNITS = ("piece", "word")
@@ -85,8 +86,7 @@ class TokenVectors:
 
 def num_depths(lm: LoadedModel) -> int:
     """Hidden-state depths the model returns: its layers (applications, for ALBERT) plus the embeddings."""
-    cfg = lm.model.config
-    return int(getattr(cfg, "num_hidden_layers", None) or getattr(cfg, "n_layers")) + 1
+    return shape(lm.model.config).depths
 
 
 def _encoder(model):

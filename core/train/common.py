@@ -5,7 +5,6 @@
   indices) padded on the same side;
 - ``param_groups``: AdamW groups, no weight decay on biases and LayerNorm weights, heads (and embeddings) at a
   multiple of the base learning rate;
-- ``is_oom``: whether an exception is an out-of-memory error;
 - ``accelerator``: one ``accelerate.Accelerator`` per run, with accelerate's one-setting-per-process rule guarded;
 - ``save_checkpoint`` / ``load_checkpoint``: a resumable checkpoint through accelerate's ``save_state`` /
   ``load_state`` (prepared model and optimizer, objects registered for checkpointing, RNG states), plus the
@@ -14,6 +13,7 @@
 """
 from __future__ import annotations
 
+import gc
 import json
 import os
 import shutil
@@ -43,7 +43,7 @@ def pad(tokenizer, features: Sequence[dict[str, Sequence[int]]], fill: dict[str,
     indices): padding then points to itself, and real entries shift with left padding. Fields not in ``fill``
     and not the tokenizer's are per-row values, returned stacked. Returns tensors (``return_tensors="pt"``).
     """
-    from transformers.data.data_collator import pad_without_fast_tokenizer_warning
+    from transformers.data.data_collator import pad_without_fast_tokenizer_warning  # lazy: transformers loads in seconds
 
     if not features:
         raise ValueError("pad needs at least one row.")
@@ -71,13 +71,13 @@ def pad(tokenizer, features: Sequence[dict[str, Sequence[int]]], fill: dict[str,
             batch[key] = [f[key] for f in features]
     if return_tensors != "pt":
         return batch
-    import torch
+    import torch  # lazy: torch loads in seconds; importing this module (a page) does not need it
 
     return {k: torch.tensor(v, dtype=torch.long) for k, v in batch.items()}
 
 
 # ---------------------------------------------------------------------------------------------- optimizer
-def _under(name: str, paths: Sequence[str]) -> bool:
+def under(name: str, paths: Sequence[str]) -> bool:
     """``name`` is the parameter at one of ``paths`` or inside the module there ("cls" covers "cls.predictions.bias")."""
     return any(name == p or name.startswith(p + ".") for p in (q.rstrip(".") for q in paths))
 
@@ -96,7 +96,7 @@ def param_groups(model, lr: float, weight_decay: float, head_lr_mult: float = 1.
     for name, p in model.named_parameters():
         if not p.requires_grad:
             continue
-        kind = "head" if _under(name, head_prefixes) else "embed" if _under(name, embed_prefixes) else "base"
+        kind = "head" if under(name, head_prefixes) else "embed" if under(name, embed_prefixes) else "base"
         groups[(kind, p.ndim >= 2)].append(p)
     mult = dict(kinds)
     return [{"params": ps, "weight_decay": weight_decay if decay else 0.0, "lr": lr * mult[kind]}
@@ -117,25 +117,13 @@ def embedding_paths(model, parts: Sequence[str]) -> tuple[str, ...]:
     return tuple(f"{prefix}.{p}" if inner else p for p in parts)
 
 
-# ---------------------------------------------------------------------------------------------- failures
-def is_oom(e: BaseException) -> bool:
-    """True when ``e`` is an out-of-memory error: torch's (CUDA), Python's MemoryError, or a RuntimeError that
-    says so (the CPU allocator's "can't allocate memory", CUDA's "out of memory" from older code paths)."""
-    import torch
-
-    if isinstance(e, (torch.OutOfMemoryError, MemoryError)):
-        return True
-    text = str(e).lower()
-    return isinstance(e, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
-
-
 # ---------------------------------------------------------------------------------------------- accelerate
 _SLOTS: dict[tuple[str, str], int] = {}  # (device kind, mixed precision) -> runs in progress in this process
 _SLOT_LOCK = threading.Lock()
 
 
 def bf16_ok() -> bool:
-    import torch
+    import torch  # lazy: as in pad
 
     return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
 
@@ -157,8 +145,8 @@ def accelerator(device_kind: str, mixed_precision: str, error: type[Exception] =
 
     accelerate keeps one device/precision state per process: runs in one server process share it, so a run with
     other settings than those in progress raises ``error`` (wait your turn) instead of changing it under them."""
-    from accelerate import Accelerator
-    from accelerate.state import AcceleratorState
+    from accelerate import Accelerator  # lazy: accelerate loads torch
+    from accelerate.state import AcceleratorState  # lazy: as Accelerator
 
     want = (device_kind, mixed_precision)
     with _SLOT_LOCK:
@@ -183,9 +171,7 @@ def accelerator(device_kind: str, mixed_precision: str, error: type[Exception] =
 
 def release(acc, *objects) -> None:
     """Drop references and give cached GPU memory back (Cancel and errors must not pin the GPU)."""
-    import gc
-
-    import torch
+    import torch  # lazy: as in pad
 
     for m in objects:
         # With mixed precision, accelerate's prepare stores bound methods of the model on the model itself
@@ -220,8 +206,8 @@ def save_checkpoint(acc, folder: str | Path, rng, state: dict, tensors: dict[str
     counters and curves) goes to trainer_state.json, each ``tensors[name]`` (a state dict) to name.safetensors,
     each ``arrays[name]`` to name.npy. Written beside the folder and swapped in, so a failure mid-write keeps the
     previous checkpoint. Raises FileExistsError when ``folder`` is a file."""
-    import torch
-    from safetensors.torch import save_file
+    import torch  # lazy: as in pad
+    from safetensors.torch import save_file  # lazy: safetensors' torch half imports torch
 
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
@@ -257,8 +243,8 @@ def load_checkpoint(acc, folder: str | Path, rng, tensors: Sequence[str] = (),
     continue ``rng`` from the saved stream (the process generators are left as they were). Returns (state, the
     named tensors, the named arrays), a name missing from the folder as None. Raises FileNotFoundError when
     ``folder`` holds no checkpoint."""
-    import torch
-    from safetensors.torch import load_file
+    import torch  # lazy: as in pad
+    from safetensors.torch import load_file  # lazy: safetensors' torch half imports torch
 
     folder = Path(folder)
     if not has_checkpoint(folder):

@@ -7,6 +7,7 @@ an error page) then pins that memory, on the GPU too. ``drop_frames`` clears tho
 from __future__ import annotations
 
 import traceback
+import gc
 
 
 def drop_frames(e: BaseException) -> None:
@@ -21,7 +22,6 @@ def drop_frames(e: BaseException) -> None:
 
 def free_cached_memory() -> None:
     """A full garbage collection first (cycles hold tensors too), then hand torch's cached GPU blocks back."""
-    import gc
 
     import torch
 

@@ -1,4 +1,4 @@
-"""The out-of-memory remedies, measured: the same short fine-tune with each of core.train.finetune.REMEDIES on.
+"""The out-of-memory remedies, measured: the same short fine-tune with each of core.train.finetune_config.REMEDIES on.
 
 ``measure_remedies(cfg, data, steps=6)`` runs a few optimizer steps on a small subset (``steps`` batches of
 training rows, a few held-out rows) once as configured (the baseline) and once per remedy, **each in a fresh
@@ -15,6 +15,7 @@ is exactly what a clean peak needs. Run a child by hand: ``python -m core.train.
 from __future__ import annotations
 
 import functools
+import importlib
 import os
 import pickle
 import subprocess
@@ -26,6 +27,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from core.base.paths import REPO_ROOT
+from core.models.devices import is_oom, resolve_device
+from core.models.loading import read_config, resolve
+from core.runtime.jobs import exit_message
+from core.train.finetune import train
+from core.train.finetune_config import REMEDIES, FinetuneError, apply_remedy, effective_precision
 
 BASELINE = "baseline"
 # The third article's troubleshooting list, quoted beside the table (English and its own words).
@@ -43,7 +49,7 @@ MAX_STEPS = 50
 class RemedyRow:
     """One run: the baseline or one remedy."""
 
-    name: str  # "baseline" or a key of core.train.finetune.REMEDIES
+    name: str  # "baseline" or a key of core.train.finetune_config.REMEDIES
     label: str
     changed: bool  # False: the remedy would not change this config (it was not run)
     settings: str  # what the run used: batch, max length, precision, checkpointing, frozen embeddings
@@ -75,8 +81,6 @@ class RemedyResult:
 
 
 def _settings(cfg) -> str:
-    from core.train.finetune import effective_precision
-
     parts = [f"batch {cfg.batch_size}", f"max length {cfg.max_length}", effective_precision(cfg)]
     if cfg.gradient_checkpointing:
         parts.append("checkpointing")
@@ -92,8 +96,6 @@ def short_run(cfg, steps: int):
 
 def plan(cfg, names: tuple[str, ...] | None = None) -> list[tuple[str, str, Any, bool]]:
     """(name, label, config, changed) for the baseline and each remedy, in REMEDIES order."""
-    from core.train.finetune import REMEDIES, apply_remedy
-
     names = tuple(REMEDIES) if names is None else names
     unknown = [n for n in names if n not in REMEDIES]
     if unknown:
@@ -111,11 +113,9 @@ def measure_remedies(cfg, data, steps: int = 6, names: tuple[str, ...] | None = 
 
     ``data``: core.data.datasets_local.LabelledData (task "sequence") or core.data.token_data.TokenData (task "token"); the
     first ``steps * batch_size`` training rows and 8 held-out rows are used. ``on_progress(fraction, message)``
-    may raise (core.runtime.jobs.JobCancelled) to stop: the running child is killed. Raises ValueError for bad settings.
+    may raise (core.runtime.job_outcome.JobCancelled) to stop: the running child is killed. Raises ValueError for bad settings.
     """
-    import torch
-
-    from core.models.devices import resolve_device
+    import torch  # lazy: torch loads in seconds; the page imports this module for its dataclasses
 
     if not isinstance(steps, int) or not 2 <= steps <= MAX_STEPS:
         raise ValueError(f"Steps must be a whole number from 2 to {MAX_STEPS} (a short run), got {steps!r}.")
@@ -176,10 +176,8 @@ def _run_child(cfg, data, folder: Path, threads: int, on_progress, fraction: flo
     err = proc.stderr.read().decode("utf-8", "replace") if proc.stderr else ""
     if dst.exists():
         return pickle.loads(dst.read_bytes())
-    from core.runtime.jobs import _exit_message
-
     tail = err.strip().splitlines()[-1] if err.strip() else ""
-    return {"error": _exit_message(proc.returncode) + (f" ({tail})" if tail else "")}
+    return {"error": exit_message(proc.returncode) + (f" ({tail})" if tail else "")}
 
 
 def _rss_mb() -> float:
@@ -188,13 +186,13 @@ def _rss_mb() -> float:
         pages = int(Path("/proc/self/statm").read_text().split()[1])
         return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
     except (OSError, ValueError, IndexError):
-        import psutil
+        import psutil  # lazy: only where /proc is missing (macOS)
 
         return psutil.Process().memory_info().rss / 2**20
 
 
 def _peak_rss_mb() -> float:
-    import resource
+    import resource  # lazy: Unix-only standard module, only the child process reads it
 
     kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return kb / 1024 if sys.platform != "darwin" else kb / 2**20  # Linux reports KiB, macOS bytes
@@ -203,12 +201,8 @@ def _peak_rss_mb() -> float:
 def _preload(cfg) -> None:
     """Import what ``train`` imports lazily (accelerate, the family's modeling module), so that the RSS measured
     before training already holds the libraries and the difference is the run's own memory."""
-    import importlib
-
-    import accelerate  # noqa: F401
-    import transformers
-
-    from core.models.loading import read_config, resolve
+    import accelerate  # noqa: F401  # lazy: the point of this function is to import it before measuring
+    import transformers  # lazy: as accelerate
 
     res = resolve(cfg.checkpoint)  # the checkpoint's own model type (a generic family's comes from its config)
     mt = read_config(res.path).get("model_type", "") if res.path else ""
@@ -219,16 +213,11 @@ def _preload(cfg) -> None:
             importlib.import_module(f"transformers.models.{mt}.modeling_{mt}")
         except ImportError:  # a model type transformers keeps elsewhere: it is imported by the run itself
             pass
-    importlib.import_module("core.train.common")
 
 
 def _child(src: str, dst: str) -> int:
     """Entry point of one run: train, then write what was measured to ``dst``."""
-    import torch
-
-    from core.train.finetune import FinetuneError, train
-    from core.models.devices import resolve_device
-    from core.train.common import is_oom
+    import torch  # lazy: as in measure_remedies
 
     job = pickle.loads(Path(src).read_bytes())
     torch.set_num_threads(int(job["threads"]))

@@ -16,7 +16,14 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from core.models.loading import ModelSpec, resolve
-from core.registry import ASSETS, FAMILIES, Family, bundled_families, bundled_id, family
+from core.registry import FAMILIES, Family, bundled_families, bundled_id, family
+from core.base.paths import ASSETS
+from core.compare import speed as bench
+from core.data.datasets_local import load_bundled
+from core.models.cards import bundled_card, pair_head_learned
+from core.predict.fill_mask import FillMaskConfig, fill_mask_batch, words
+from core.train.finetune_config import FinetuneConfig
+from core.predict.classify import META_FILE
 
 HELDOUT = ASSETS / "corpus" / "heldout.txt"
 LRS = (2e-5, 3e-5, 5e-5)  # the seeds' fine-tuning range; the other run of step 6 uses 10x
@@ -94,7 +101,6 @@ def unlearned_pair_head(checkpoint: str, head: str,
     """The card's numbers when ``checkpoint`` is a bundled mini whose ``head`` pair head is not above its majority
     baseline (core.models.loading.pair_head_learned); None for a head that learned, or a checkpoint with no such card.
     Read from the card every time, so a retrained mini whose card shows it learned loses the note by itself."""
-    from core.models.cards import bundled_card, pair_head_learned
 
     card = bundled_card(checkpoint)
     held = card.get("heldout", {})
@@ -190,7 +196,6 @@ class HeldoutTop5:
 def heldout_top5(lm, sentences: Sequence[str], seed: int = 0) -> HeldoutTop5:
     """Mask one word per sentence (the same words for every model: a seeded choice among the words of more than
     three letters) and count the masked pieces whose original is in the model's top 5."""
-    from core.predict.fill_mask import FillMaskConfig, fill_mask_batch, words
 
     rng = random.Random(seed)
     configs = []
@@ -239,7 +244,6 @@ def measure_distillation(seq_len: int, batch: int, repeats: int, n_sentences: in
     """Time the student's and its teacher's base architectures (core.compare.speed), then score the bundled models on
     held-out sentences. ``load(spec, task)`` returns a LoadedModel (the app passes its cached loader).
     Raises ValueError for bad sizes or when no family is distilled from another."""
-    from core.compare import speed as bench
 
     student_f = next((f for f in FAMILIES.values() if f.distilled_from), None)
     if student_f is None:
@@ -275,8 +279,6 @@ class LrPlan:
 def lr_pair_plan(family_key: str, checkpoint: str, lr: float, steps: int, device: str) -> LrPlan:
     """Two short fine-tunes of one model with the seeds' settings (10% warmup, weight decay 0.01, clipping 1.0),
     one at ``lr`` and one at ten times it, on the bundled WordNet glosses. Raises ValueError for bad values."""
-    from core.data.datasets_local import load_bundled
-    from core.train.finetune import FinetuneConfig
 
     if steps < 1:
         raise ValueError(f"Steps must be at least 1, got {steps}.")
@@ -327,7 +329,6 @@ def lr_verdict(good, high) -> LrVerdict:
 # ---------------------------------------------------------------------------------------------- step 7
 def is_cls_classifier(checkpoint: str) -> bool:
     """A folder fine-tuned with the family's own [CLS] head (it loads as *ForSequenceClassification)."""
-    from core.train.finetune import META_FILE
 
     try:
         meta = json.loads((Path(checkpoint).expanduser() / META_FILE).read_text())

@@ -307,7 +307,7 @@ def test_the_method_registry_drives_the_picker_and_its_help(use_tiny_zoo):
     """Every registered method is offered (DeepLift only where it applies), in registry order, under its name,
     and the picker's help describes each offered one from the registry."""
     from app.kit.i18n import catalog
-    from core.inspect import attribution as A
+    from core.inspect import attribution_methods as A
     from core.models.loading import ModelSpec, load
     from core.registry import bundled_id
 

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.timeout(600)
 def at(use_tiny_zoo, tmp_path, monkeypatch):
     monkeypatch.setenv("ENCODERLAB_RUNS", str(tmp_path / "runs"))
     monkeypatch.setattr("core.data.datasets_local.hub_reachable", lambda *a, **k: False)
-    monkeypatch.setattr("app.views.train.finetune.hub_reachable", lambda *a, **k: False)
+    monkeypatch.setattr("app.views.train.finetune_data.hub_reachable", lambda *a, **k: False)
     app = new_app()
     app.switch_page(page_path("finetune")).run()
     assert not app.exception, app.exception
@@ -137,7 +137,7 @@ def _param(at, name: str):
 def env(use_tiny_zoo, tmp_path, monkeypatch):
     monkeypatch.setenv("ENCODERLAB_RUNS", str(tmp_path / "runs"))
     monkeypatch.setattr("core.data.datasets_local.hub_reachable", lambda *a, **k: False)
-    monkeypatch.setattr("app.views.train.finetune.hub_reachable", lambda *a, **k: False)
+    monkeypatch.setattr("app.views.train.finetune_data.hub_reachable", lambda *a, **k: False)
 
 
 def test_the_page_in_chinese(env):

@@ -73,7 +73,7 @@ def test_models_page_counts_with_a_progress_bar_and_aligns_its_figures(use_tiny_
 
 def _resolve_sources() -> set[str]:
     """Every ``source`` core.models.loading.resolve can return: the Resolution(...) literals and what a name there holds."""
-    tree = ast.parse((REPO_ROOT / "core" / "models.py").read_text())
+    tree = ast.parse((REPO_ROOT / "core" / "models" / "loading.py").read_text())
     fn = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "resolve")
     names = {t.id: n.value for n in ast.walk(fn) if isinstance(n, ast.Assign) for t in n.targets
              if isinstance(t, ast.Name)}

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from core.inspect.lens import corpus_sentences
+from core.represent.bundled_corpus import corpus_sentences
 
 from tests.app.conftest import click, page_for
 

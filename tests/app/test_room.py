@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from app.room import ui as room_ui
+from app.room import session as room_session
+from app.room.joining import join_link, qr_svg
 from app.kit.render import as_text
 from core.runtime import room as R
 from core.runtime.backend import store as room_store
@@ -21,7 +22,7 @@ def _presenter(page: str | None = None):
     if page is not None:
         at.switch_page(page_path(page)).run()
         assert not at.exception, at.exception
-    return at, at.session_state[room_ui.CODE], at.session_state[room_ui.KEY]
+    return at, at.session_state[room_session.CODE], at.session_state[room_session.KEY]
 
 
 def _texts(at) -> str:
@@ -47,8 +48,8 @@ def test_a_room_follows_the_presenter_through_the_walkthrough_and_answers_its_po
     pres, code, key = _presenter("walkthrough")
     assert pres.query_params["room"] == code and pres.query_params["key"] == key
     assert f"You are presenting room **{code}**" in _texts(pres)
-    assert room_ui.join_link(code).endswith(f"/?room={code}") and key not in room_ui.join_link(code)
-    svg = room_ui.qr_svg(room_ui.join_link(code))
+    assert join_link(code).endswith(f"/?room={code}") and key not in join_link(code)
+    svg = qr_svg(join_link(code))
     assert svg.startswith("<svg") and "<script" not in svg.lower() and "onload" not in svg.lower()
     click(pres, "Next")
     click(pres, "Next")
@@ -57,7 +58,7 @@ def test_a_room_follows_the_presenter_through_the_walkthrough_and_answers_its_po
     a = open_page(None, params={"room": code})
     b = open_page(None, params={"room": code})
     for f in (a, b):  # joined on Home, and the first poll took them to the presenter's page and step
-        assert f.session_state[room_ui.ROLE] == room_ui.FOLLOWER and "key" not in f.query_params
+        assert f.session_state[room_session.ROLE] == room_session.FOLLOWER and "key" not in f.query_params
         assert f.radio(key="walkthrough.step").value == 3
         assert f"Following the presenter in room {code}" in _texts(f)
     click(pres, "Next")
@@ -94,7 +95,7 @@ def test_a_room_follows_the_presenter_through_the_walkthrough_and_answers_its_po
     # a changes the step themself: they are on their own from then on, and the presenter's moves leave them be
     _run(a)  # (a follower's own change in the same poll as a presenter's change loses to the presenter's)
     a.radio(key="walkthrough.step").set_value(2).run()
-    assert not a.session_state[room_ui.FOLLOWING]
+    assert not a.session_state[room_session.FOLLOWING]
     click(pres, "Next")
     assert _run(a).radio(key="walkthrough.step").value == 2
     assert "You changed something yourself" in _texts(a) or "On your own" in _texts(a)
@@ -105,7 +106,7 @@ def test_a_room_follows_the_presenter_through_the_walkthrough_and_answers_its_po
     assert "is closed: the presenter ended it" in _texts(a) and a.radio(key="walkthrough.step").value == 2
     late = open_page(None, params={"room": code})
     assert f"Room {code} is closed: the presenter closed it" in _texts(late)
-    assert not late.session_state[room_ui.CODE] if room_ui.CODE in late.session_state else True
+    assert not late.session_state[room_session.CODE] if room_session.CODE in late.session_state else True
     click(a, "Leave the room")
     assert "room" not in a.query_params
 
@@ -116,13 +117,13 @@ def test_wrong_code_and_a_followers_try_at_the_presenters_controls(use_tiny_zoo)
     pres, code, key = _presenter("walkthrough")
     sneaky = open_page(None, params={"room": code, "key": key[:-2] + "xx"})
     assert "does not open the presenter's controls" in _texts(sneaky)
-    assert sneaky.session_state[room_ui.ROLE] == room_ui.FOLLOWER and "key" not in sneaky.query_params
+    assert sneaky.session_state[room_session.ROLE] == room_session.FOLLOWER and "key" not in sneaky.query_params
     assert not [b for b in sneaky.button if b.label in ("Close the room", "Reveal the answer to everyone")]
     with pytest.raises(R.NotPresenterError):
         room_store().reveal(code, key[:-2] + "xx", 1)
     # the presenter's own link (reloaded: a fresh session) gets the controls back
     again = open_page(None, params={"room": code, "key": key, "present": "1"})
-    assert again.session_state[room_ui.ROLE] == room_ui.PRESENTER
+    assert again.session_state[room_session.ROLE] == room_session.PRESENTER
     assert [b for b in again.button if b.label == "Close the room"]
 
 
@@ -134,7 +135,7 @@ def test_the_rooms_sentences_on_fill_mask(use_tiny_zoo, monkeypatch):
     _run(f)
 
     def send(text):
-        f.text_input(key=room_ui.SENTENCE).set_value(text)
+        f.text_input(key=room_session.SENTENCE).set_value(text)
         next(b for b in f.button if b.label == "Send to the room").click().run()
         assert not f.exception, f.exception
         return _texts(f)

@@ -14,7 +14,7 @@ st.selectbox("c", ["a", "b", "c"], key="c", bind="query-params")
 st.text_input("t", max_chars=10, key="t", bind="query-params")
 st.multiselect("m", ["x", "y"], key="m", bind="query-params")
 st.text(repr(st.query_params.to_dict()))
-if st.button("follow"):  # what app/room/ui.py does to follow a presenter
+if st.button("follow"):  # what app/room/banners.py does to follow a presenter
     st.switch_page("{name}", query_params={{"w": "0.45"}})
 if st.button("publish"):  # what urlstate.publish does
     st.query_params.from_dict({{"other": "1"}})
@@ -79,7 +79,7 @@ def test_bound_params_cannot_be_written_through_query_params(tmp_path):
 def test_urlstate_refuses_what_the_config_refuses(raw):
     from app.kit.urlstate import Field
     from core.base.fields import bounds
-    from core.train.finetune import FinetuneConfig
+    from core.train.finetune_config import FinetuneConfig
 
     f = Field.of("finetune.warmup", bounds(FinetuneConfig, "warmup_ratio"))
     assert f.parse("0.5") == 0.5 and f.parse("0") == 0.0

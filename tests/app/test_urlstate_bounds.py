@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from core.base.fields import Bounds, bounds
-from core.train.finetune import FinetuneConfig
-from core.train.finetune import _parser as finetune_parser
+from core.train.finetune_config import FinetuneConfig
+from core.train.finetune_cli import parser as finetune_parser
 from core.train.pretrain.__main__ import _parser as pretrain_parser
 from core.train.pretrain.lab import LabRequest, limits, prepare
 from core.train.pretrain.train import PretrainConfig

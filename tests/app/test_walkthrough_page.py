@@ -215,7 +215,8 @@ def test_inputs_survive_moving_between_steps_and_the_url_follows(at):
 def test_step7_uses_a_model_fine_tuned_on_the_finetune_page(at, tiny_models, tmp_path):
     """Issue 14: step 7 said nothing was fine-tuned although the Fine-tune page had made a model."""
     from app.kit.state import SessionModel
-    from core.train.finetune import FinetuneConfig, train
+    from core.train.finetune import train
+    from core.train.finetune_config import FinetuneConfig
     from tests.core.test_finetune import toy
 
     r = train(FinetuneConfig("bert", str(tiny_models["bert"]), max_steps=2, batch_size=8, max_length=16),

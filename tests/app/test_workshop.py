@@ -135,9 +135,9 @@ def _report_figures() -> dict[str, tuple[go.Figure, list[str]]]:
 
     import numpy as np
 
-    from app.views.inspect import attention as render_attention, attribution as render_attribution
+    from app.views.inspect import attention_figures as render_attention, attribution as render_attribution
 
-    from app.views.train import finetune as render_finetune
+    from app.views.train import finetune_charts as render_finetune
 
     from app.views.predict import results as render_predict
 

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from core.inspect import ablation as ab
-from core.inspect.ablation import AblationConfig, AblationError, ablate_classify, ablate_fill_mask, ablate_pair, ablated
+from core.inspect.ablation import AblationConfig, AblationError, ablated
+from core.inspect.ablation_predict import PAIR_LABELS, ablate_classify, ablate_fill_mask, ablate_pair
 from core.predict.fill_mask import FillMaskConfig
 from core.models.loading import ModelSpec, load
 from core.predict.sentence_pair import PairConfig, PairError
@@ -201,7 +202,7 @@ def test_ablate_pair(fam, tiny_models):
     same = ablate_pair(lm, cfg, AblationConfig(()))
     assert same.before == same.after
     r = ablate_pair(lm, cfg, AblationConfig(ab.parse_heads("L0*", 2, 4), "mean"), ab.head_means(lm, MEAN_TEXTS))
-    assert r.kind == "pair" and r.labels == ab.PAIR_LABELS["nsp" if fam == "bert" else "sop"]
+    assert r.kind == "pair" and r.labels == PAIR_LABELS["nsp" if fam == "bert" else "sop"]
     assert r.before[0] == pytest.approx(r.before_result.scores[0].prob) and sum(r.after) == pytest.approx(1.0)
     assert rel_change(r.after, r.before) > 1e-6
 
@@ -214,10 +215,12 @@ def test_ablate_pair_without_a_pair_head_says_why(fam, tiny_models):
 
 @pytest.fixture(scope="module")
 def tiny_classifiers(tiny_models, tmp_path_factory):
-    """A tiny fine-tuned classifier with mean pooling (core.train.finetune's wrapper around the encoder; the family's
+    """A tiny fine-tuned classifier with mean pooling (core.predict.classify's wrapper around the encoder; the family's
     own *ForSequenceClassification is covered in test_head_importance)."""
     from core.data.datasets_local import LabelledData, Split
-    from core.train.finetune import FinetuneConfig, load_finetuned, train
+    from core.train.finetune import train
+    from core.predict.classify import load_finetuned
+    from core.train.finetune_config import FinetuneConfig
 
     texts = tuple(f"it was {w}" for w in ("good", "bad", "great", "awful") * 4)
     data = LabelledData("toy", Split(texts, (1, 0, 1, 0) * 4), Split(texts[:8], (1, 0, 1, 0) * 2), ("neg", "pos"),

@@ -7,9 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from app.kit.exports import attention_npz
 from core.inspect.attention import (FLOW_MAP_MAX_TOKENS, PATTERNS, AttentionConfig, AttentionUnavailable, adjacent_similarity,
                             compare_attention, compute_attention, display_label, find_heads, flow, head_stats, is_punct,
-                            layer_similarity, position_limit, qk_view, relevance, residual_attention, rollout, to_npz)
+                            layer_similarity, position_limit, qk_view, relevance, residual_attention, rollout)
 from core.models.loading import ModelSpec, load
 from core.registry import FAMILIES, family_of_model
 
@@ -126,7 +127,7 @@ def test_unsafe_text_comes_back_verbatim_in_the_tokens(loaded):
 
 def test_npz_export_round_trips(loaded):
     r = compute_attention(loaded["bert"], AttentionConfig("A b.", "C d.", pair=True))
-    z = np.load(io.BytesIO(to_npz(r)))
+    z = np.load(io.BytesIO(attention_npz(r)))
     np.testing.assert_array_equal(z["attentions"], r.attentions)
     assert list(z["tokens"]) == list(r.tokens) and int(z["sentence_b_start"]) == r.sentence_b_start
     assert z["queries"].shape == r.queries.shape

@@ -8,12 +8,17 @@ import numpy as np
 import pytest
 import torch
 
+from app.kit import exports
 from core.inspect import attribution as A
-from core.inspect.attribution import AttributionConfig, NotApplicable, attribute
+from core.inspect import attribution_inputs as AI
+from core.inspect import attribution_methods as AM
+from core.inspect.attribution import attribute
+from core.inspect.attribution_methods import NotApplicable
+from core.inspect.attribution_inputs import AttributionConfig
 from core.models.loading import LoadedModel, ModelSpec, load
 from core.registry import FAMILIES
 
-ALL = tuple(A.METHODS)
+ALL = tuple(AM.METHODS)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -67,7 +72,7 @@ def test_ig_completeness_mask_target(loaded, family, baseline):
     assert abs(ig.scores.sum() - gap) <= abs(ig.delta) + 1e-5
     assert abs(ig.delta) < 1e-3 + 0.02 * abs(gap)
     # f(x) through inputs_embeds (and the MLM head at the mask only) is the model's real output on the token ids
-    prep = A.prepare(lm, cfg)
+    prep = AI.prepare(lm, cfg)
     plain_fx = _plain_score(lm, prep.ids, prep)
     assert res.f_x == pytest.approx(plain_fx, abs=1e-5)
     if baseline != "zeros":  # the [PAD]/[MASK] baseline is a real token sequence: check it the same way
@@ -279,15 +284,15 @@ def test_too_long_input_is_refused(loaded):
 def test_long_input_runs_in_bounded_batches(loaded, monkeypatch):
     """Batches shrink with sequence length so that batch x seq stays within TOKEN_BUDGET."""
     lm = loaded("bert", "seqcls")
-    monkeypatch.setattr(A, "TOKEN_BUDGET", 400)
+    monkeypatch.setattr(AI, "TOKEN_BUDGET", 400)
     seen: list[int] = []
-    real_call = A._Scorer.__call__
+    real_call = AI.Scorer.__call__
 
     def spy(self, embeds):
         seen.append(int(embeds.shape[0] * embeds.shape[1]))
         return real_call(self, embeds)
 
-    monkeypatch.setattr(A._Scorer, "__call__", spy)
+    monkeypatch.setattr(AI.Scorer, "__call__", spy)
     text = " ".join(["the quick brown fox jumps over the lazy dog"] * 10)  # ~92 tokens
     res = attribute(lm, AttributionConfig(target="class", text=text, methods=("lig", "occlusion"), n_steps=20,
                                           internal_batch_size=50))
@@ -327,9 +332,10 @@ def test_spearman_matches_scipy():
 
 
 def test_tokens_html_escapes_and_colours():
-    out = A.tokens_html(("<script>", "a&b", "ok"), np.array([-1.0, 0.0, 1.0]), np.array([False, False, True]))
+    out = exports.tokens_html(("<script>", "a&b", "ok"), np.array([-1.0, 0.0, 1.0]), np.array([False, False, True]))
     assert "<script>" not in out and "&lt;script&gt;" in out and "a&amp;b" in out
-    assert A.color(1.0, 1.0) == "#1a9850" and A.color(-1.0, 1.0) == "#d73027" and A.color(0.0, 1.0) == "#ffffff"
+    assert exports.color(1.0, 1.0) == "#1a9850" and exports.color(-1.0, 1.0) == "#d73027"
+    assert exports.color(0.0, 1.0) == "#ffffff"
 
 
 def test_batch_csv_roundtrip(loaded):
@@ -339,12 +345,12 @@ def test_batch_csv_roundtrip(loaded):
     batch = A.attribute_batch(lm, rows, dict(target="mask", methods=("lig", "ixg"), word="", contrast_word=""))
     assert "'mat'" in batch.results[0].target_label  # the row's own word wins over the settings'
     assert batch.results[0] is not None and batch.results[1] is None and "no mask" in batch.errors[1]
-    csv_text = A.batch_to_csv(batch)
+    csv_text = exports.batch_to_csv(batch)
     lines = csv_text.strip().splitlines()
     assert lines[0].startswith("row,text,target,method,token_index,token")
     n0 = len(batch.results[0].tokens)
     assert sum(1 for ln in lines if ln.startswith("1,")) == 2 * n0
-    page = A.batch_to_html(batch)
+    page = exports.batch_to_html(batch)
     assert page.startswith("<!doctype html>") and "<script" not in page and "&lt;b&gt;paris" in page
     assert "http" not in page  # standalone: no external resources
 
@@ -398,9 +404,9 @@ def test_cancel_through_the_job_runner(loaded):
 # ------------------------------------------------------------------------------------------------ issue 14 checks
 def test_deeplift_is_known_unavailable_before_any_run(loaded, family, planted):
     """The page offers only the methods that apply: DeepLift is ruled out from the model's modules alone."""
-    why = A.unavailable_methods(loaded(family, "mlm").model)
+    why = AM.unavailable_methods(loaded(family, "mlm").model)
     assert set(why) == {"deeplift"} and "Integrated Gradients" in why["deeplift"]
-    assert A.unavailable_methods(planted.model) == {}  # a ReLU model keeps it (the run still checks the sum)
+    assert AM.unavailable_methods(planted.model) == {}  # a ReLU model keeps it (the run still checks the sum)
 
 
 @pytest.mark.parametrize("text, msg", [("Paris " + "[MASK] " * 30 + "France.", "30 masks; at most 20"),
@@ -418,13 +424,13 @@ def test_every_registered_method_is_complete():
     from core.inspect.attribution_methods import Method
 
     cfg = AttributionConfig(text="x", n_steps=20, n_samples=30)
-    for key, m in A.METHODS.items():
+    for key, m in AM.METHODS.items():
         assert isinstance(m, Method) and m.key == key and m.label and len(m.description) > 40 and callable(m.run)
         assert set(m.settings) <= {f.name for f in __import__("dataclasses").fields(AttributionConfig)}
         c = m.cost(12, cfg, 5)
         assert c.calls >= 1 and c.forwards >= c.calls and (c.backwards > 0) == m.gradients
-    assert "Layer" not in A.METHODS["lig"].label and "embeddings" in A.METHODS["lig"].label
-    assert {k for k, m in A.METHODS.items() if not m.takes_baseline} == {"saliency", "ixg"}
+    assert "Layer" not in AM.METHODS["lig"].label and "embeddings" in AM.METHODS["lig"].label
+    assert {k for k, m in AM.METHODS.items() if not m.takes_baseline} == {"saliency", "ixg"}
 
 
 def test_the_cost_model_counts_the_forward_calls_captum_makes(loaded):
@@ -436,7 +442,7 @@ def test_the_cost_model_counts_the_forward_calls_captum_makes(loaded):
         ticks: list[str] = []
         attribute(lm, cfg, lambda frac, msg: ticks.append(msg) if ": batch " in msg else None)
         seq = len(lm.tokenizer(cfg.text)["input_ids"])
-        assert len(ticks) == A.METHODS[key].cost(seq, cfg, 3).calls, (key, ticks)
+        assert len(ticks) == AM.METHODS[key].cost(seq, cfg, 3).calls, (key, ticks)
 
 
 def test_integrated_gradients_is_the_layer_ig_of_the_embedding_layer(loaded):
@@ -447,7 +453,7 @@ def test_integrated_gradients_is_the_layer_ig_of_the_embedding_layer(loaded):
     lm = loaded("bert", "seqcls")
     cfg = AttributionConfig(target="class", text="he went home early .", methods=("lig",), n_steps=32)
     res = attribute(lm, cfg)
-    prep = A.prepare(lm, cfg)
+    prep = AI.prepare(lm, cfg)
     base_ids = prep.ids.clone()
     base_ids[0, torch.as_tensor(~prep.special)] = lm.tokenizer.pad_token_id
 
@@ -471,10 +477,10 @@ def test_a_candidate_word_is_the_piece_the_tokenizer_gives_it_in_a_sentence(load
         after_space = ids("big " + word)[len(ids("big")):]
         at_start = ids(word + " big")[:-len(ids(" big")) or None] if len(ids(word + " big")) > 1 else []
         if len(after_space) == 1:
-            assert A._word_id(lm, word, at_start=False) == after_space[0], word
+            assert AI.word_id(lm, word, at_start=False) == after_space[0], word
             checked += 1
         if len(at_start) == 1:
-            assert A._word_id(lm, word, at_start=True) == at_start[0], word
+            assert AI.word_id(lm, word, at_start=True) == at_start[0], word
             checked += 1
     assert checked >= 2, "no single-piece word in this tiny vocabulary: pick other words"
 

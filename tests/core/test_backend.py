@@ -83,3 +83,50 @@ def test_no_page_or_app_module_asks_which_backend_is_in_use():
             for folder in ("pages", "app") for p in sorted((ROOT / folder).rglob("*.py"))
             for i, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
     assert not hits, "\n".join(hits)
+
+
+def test_a_ray_models_deploy_lock_goes_with_its_handle():
+    """The Ray backend keeps at most ``limit`` model handles (core.runtime.backend.model_handles): an evicted or
+    forgotten model leaves no deploy lock behind, and neither does a deploy that failed, so the lock table cannot
+    grow with every model ever asked for."""
+    from core.runtime.backend.model_handles import ModelHandles
+
+    models = ModelHandles(limit=2)
+    for i in range(50):
+        name = f"m-{i}"
+        with models.deploying(name):
+            assert models.get(name) is None and name in models.deploy_locks()
+            gone = models.put(name, object(), ("recipe", name))
+        assert gone == ([f"m-{i - 2}"] if i >= 2 else [])
+    assert len(models) == 2 and set(models.recipes) == {"m-48", "m-49"}
+    assert models.deploy_locks() == [], "a deploy lock outlived its model's handle"
+    with pytest.raises(RuntimeError):
+        with models.deploying("broken"):
+            raise RuntimeError("the replica could not load its model")
+    models.forget("m-49")
+    assert "m-49" not in models and models.deploy_locks() == []
+
+
+def test_concurrent_deploys_of_one_model_wait_for_each_other():
+    import threading
+    import time
+
+    from core.runtime.backend.model_handles import ModelHandles
+
+    models, deployed = ModelHandles(limit=4), []
+
+    def ask() -> None:
+        if models.get("m") is not None:
+            return
+        with models.deploying("m"):
+            if models.get("m") is None:
+                time.sleep(0.05)
+                deployed.append(1)
+                models.put("m", object(), ("recipe",))
+
+    threads = [threading.Thread(target=ask) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert deployed == [1] and models.deploy_locks() == []

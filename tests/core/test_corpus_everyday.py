@@ -8,7 +8,7 @@ import json
 import pytest
 
 from core.data.corpus import (CORPUS_DIR, EVERYDAY_HELDOUT_FILE, EVERYDAY_TRAIN_FILE, HELDOUT_FILE, TRAIN_FILE,
-                                  CorpusError, _interleave, held_out, load_documents, load_training_documents)
+                                  CorpusError, interleave, held_out, load_documents, load_training_documents)
 from core.data.everyday import SENTENCES_PER_DOC, fortune_documents, novel_documents, sentences
 
 # The SHA-256 of train.txt and heldout.txt before the everyday sources were added (commit 32b5d74's manifest):
@@ -83,7 +83,7 @@ def test_two_training_files_read_in_one_fixed_order(tmp_path):
     (tmp_path / "b.txt").write_text("one b.\ntwo b.\n")
     docs = load_training_documents(tmp_path, ("a.txt", "b.txt"))
     assert sorted(map(tuple, docs)) == sorted([("one a.", "two a."), ("three a.", "four a."), ("one b.", "two b.")])
-    assert docs == _interleave(docs) == load_training_documents(tmp_path, ("b.txt", "a.txt"))
+    assert docs == interleave(docs) == load_training_documents(tmp_path, ("b.txt", "a.txt"))
     assert load_training_documents(tmp_path, ("a.txt",)) == load_documents(tmp_path / "a.txt")
 
 

@@ -119,7 +119,7 @@ def test_bad_input_says_what_to_do(models, monkeypatch):
 
 
 def test_the_job_saves_once_and_a_cancel_saves_nothing(tiny_models):
-    from core.runtime.jobs import JobCancelled
+    from core.runtime.job_outcome import JobCancelled
 
     class Ctx:
         def __init__(self, stop_at=None):

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from core.predict.everyday_probe import filled_sentences, load_probe, normalize, score
+from core.predict.everyday_probe import score
+from core.data.probe_items import filled_sentences, load_probe, normalize
 from core.predict.fill_mask import FillMaskConfig, fill_mask
 from core.models.loading import ModelSpec, load
 from core.registry import bundled_id

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import pytest
 
 from core.base.fields import Bounds, add_argument, bounded, bounded_fields, bounds, check_bounds, default_of
-from core.train.finetune import FinetuneConfig
-from core.train.finetune import _parser as finetune_parser
+from core.train.finetune_config import FinetuneConfig
+from core.train.finetune_cli import parser as finetune_parser
 from core.train.pretrain.__main__ import _parser as pretrain_parser
 from core.train.pretrain.train import PretrainConfig, PretrainError
 

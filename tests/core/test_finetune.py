@@ -15,9 +15,15 @@ import pytest
 import torch
 
 from core.train import finetune as ft
+from core.train import finetune_config as ftc
+from core.train import finetune_data as ftd
 from core.data.datasets_local import (DataError, LabelledData, Split, from_table, load_bundled, load_glue, read_table)
-from core.train.finetune import FinetuneConfig, FinetuneError, classify, load_finetuned, train
-from core.runtime.jobs import JobCancelled, JobRunner
+from core.train.finetune import train
+from core.models.devices import is_oom
+from core.predict.classify import classify, load_finetuned, tag
+from core.train.finetune_config import FinetuneConfig, FinetuneError
+from core.runtime.jobs import JobRunner
+from core.runtime.job_outcome import JobCancelled
 from core.models.loading import ModelSpec, load
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -147,7 +153,7 @@ def test_two_processes_under_accelerate_launch(pooling, tiny_models, tmp_path):
     # --multi_gpu selects accelerate's torchrun launcher; with --device cpu each process joins a gloo CPU group.
     cmd = [str(Path(sys.executable).with_name("accelerate")), "launch", "--multi_gpu", "--num_processes", "2",
            "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", "0",
-           "-m", "core.train.finetune", "--family", "bert", "--checkpoint", str(tiny_models["bert"]), "--data", str(csv),
+           "-m", "core.train.finetune_cli", "--family", "bert", "--checkpoint", str(tiny_models["bert"]), "--data", str(csv),
            "--max-steps", "4", "--batch-size", "8", "--max-length", "16", "--device", "cpu", "--pooling", pooling,
            "--out", str(tmp_path / "o")]
     try:
@@ -206,7 +212,7 @@ def test_nan_weights_are_caught_before_training(tiny_models, tmp_path):
 
 
 def test_out_of_memory_suggests_smaller_batch_or_length(tiny_models, tmp_path, monkeypatch):
-    real = ft._load_fresh
+    real = ft.load_fresh  # train's own name for core.train.finetune_model.load_fresh
 
     def load_then_oom(cfg, data):
         model, tok = real(cfg, data)
@@ -216,22 +222,22 @@ def test_out_of_memory_suggests_smaller_batch_or_length(tiny_models, tmp_path, m
         model.forward = boom
         return model, tok
 
-    monkeypatch.setattr(ft, "_load_fresh", load_then_oom)
+    monkeypatch.setattr(ft, "load_fresh", load_then_oom)
     cfg = FinetuneConfig("bert", str(tiny_models["bert"]), max_steps=2, batch_size=32, max_length=256)
     with pytest.raises(FinetuneError, match="Out of memory.*batch size 32.*Try batch size 16 or max length 128") as e:
         train(cfg, toy(32, 8), tmp_path / "run")
     # The error names the article's remedies that would change this run, and each one restarts it changed.
     assert e.value.remedies == ("gradient_checkpointing", "mixed_precision", "half_batch", "max_length_64",
                                 "freeze_embeddings")
-    assert "gradient checkpointing" in str(e.value) and ft.is_oom(torch.OutOfMemoryError("x"))
-    fixed = {n: ft.apply_remedy(cfg, n) for n in e.value.remedies}
+    assert "gradient checkpointing" in str(e.value) and is_oom(torch.OutOfMemoryError("x"))
+    fixed = {n: ftc.apply_remedy(cfg, n) for n in e.value.remedies}
     assert fixed["gradient_checkpointing"].gradient_checkpointing and fixed["mixed_precision"].precision == "bf16"
     assert fixed["half_batch"].batch_size == 16 and fixed["max_length_64"].max_length == 128
-    assert ft.apply_remedy(FinetuneConfig("bert", "x", max_length=96), "max_length_64").max_length == 64  # floor
-    done = ft.apply_remedy(fixed["freeze_embeddings"], "gradient_checkpointing")
-    assert ft.remedies_for(done) == ("mixed_precision", "half_batch", "max_length_64")
+    assert ftc.apply_remedy(FinetuneConfig("bert", "x", max_length=96), "max_length_64").max_length == 64  # floor
+    done = ftc.apply_remedy(fixed["freeze_embeddings"], "gradient_checkpointing")
+    assert ftc.remedies_for(done) == ("mixed_precision", "half_batch", "max_length_64")
     with pytest.raises(ValueError, match="Unknown remedy"):
-        ft.apply_remedy(cfg, "more_ram")
+        ftc.apply_remedy(cfg, "more_ram")
 
 
 @pytest.mark.parametrize("kw, msg", [
@@ -262,15 +268,16 @@ def test_freezing(tiny_models, tmp_path):
 def test_length_grouping_saves_padding():
     rng = random.Random(0)
     lengths = [rng.randint(5, 128) for _ in range(2000)]
-    grouped = ft.padding_saved(lengths, 16, 128, group=True)
-    plain = ft.padding_saved(lengths, 16, 128, group=False)
+    grouped = ftd.padding_saved(lengths, 16, 128, group=True)
+    plain = ftd.padding_saved(lengths, 16, 128, group=False)
     assert 0.0 < plain < grouped < 1.0
-    batches = list(ft.LengthGroupedBatches(lengths, 16, seed=1))
+    batches = list(ftd.LengthGroupedBatches(lengths, 16, seed=1))
     assert sorted(i for b in batches for i in b) == list(range(2000))
 
 
 def test_core_finetune_does_not_import_streamlit():
-    code = "import sys, core.train.finetune, core.data.datasets_local; print('streamlit' in sys.modules)"
+    code = ("import sys, core.train.finetune, core.train.finetune_cli, core.predict.classify, core.data.datasets_local; "
+            "print('streamlit' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "False", out.stderr
 
@@ -350,7 +357,7 @@ def test_the_pages_default_run_on_the_default_model_and_data_beats_majority_by_t
     """Issue 14: the default fine-tune on the default model ended at +0.0 vs majority. The page's defaults (chosen
     by model size) on its default data, on the bundled bert-mini, in a short CPU run: at least 10 points over
     always answering the most common class."""
-    from core.train.finetune import ARTICLE_SETTINGS, DEFAULT_DATA, hidden_size_of, suggested_settings
+    from core.train.finetune_config import ARTICLE_SETTINGS, DEFAULT_DATA, hidden_size_of, suggested_settings
 
     checkpoint = "encoderlab/bert-mini"
     settings = suggested_settings(hidden_size_of(checkpoint))
@@ -390,7 +397,7 @@ def test_token_finetune_on_the_bundled_sample_beats_the_majority_tag(tmp_path):
     cfg = FinetuneConfig("distilbert", str(ROOT / "assets/models/distilbert-mini"), task="token", epochs=3,
                          max_steps=16, lr=3e-4, batch_size=16, max_length=32, freeze_embeddings=True, patience=0,
                          seed=0)
-    assert FinetuneConfig("bert", "x", task="token").lr == ft.TOKEN_LR == 5e-5  # the article's 3e-5 to 7e-5
+    assert FinetuneConfig("bert", "x", task="token").lr == ftc.TOKEN_LR == 5e-5  # the article's 3e-5 to 7e-5
     r = train(cfg, data, tmp_path / "run")
     tm = r.token_metrics
     print(f"\ndistilbert-mini, token task, {r.steps} steps: entity F1 {tm.f1:.3f} (majority {tm.majority_f1:.3f}), "
@@ -401,17 +408,18 @@ def test_token_finetune_on_the_bundled_sample_beats_the_majority_tag(tmp_path):
     assert {row["label"] for row in tm.per_label} <= {"DATE", "LOC", "ORG", "PER"}
     assert len(r.test_labels) == len(r.test_texts) == sum(len(w) for w in tm.words)  # one per word
     fm = load_finetuned(r.model_dir, device="cpu")
-    tagged = ft.tag(fm, [list(w) for w in tm.words])
+    tagged = tag(fm, [list(w) for w in tm.words])
     assert [tuple(g for _, g, _ in s) for s in tagged] == list(tm.pred)
-    assert ft.tag(fm, ["Priya Patel flew to Lisbon."])[0][-1][0] == "."  # typed text is split into words
+    assert tag(fm, ["Priya Patel flew to Lisbon."])[0][-1][0] == "."  # typed text is split into words
     # Attributions explain one word's label: the logit of its predicted tag (core.inspect.attribution target "token").
     from core.inspect import attribution as A
+    from core.inspect import attribution_inputs as AI
 
     lm = load(ModelSpec("distilbert", r.model_dir, "cpu"), "tokcls")
-    res = A.attribute(lm, A.AttributionConfig(target="token", text="Priya Patel flew to Lisbon .", word_index=4,
+    res = A.attribute(lm, AI.AttributionConfig(target="token", text="Priya Patel flew to Lisbon .", word_index=4,
                                               methods=("lig",), n_steps=16))
     ig = res.method("lig")
-    lisbon = ft.tag(fm, [["Priya", "Patel", "flew", "to", "Lisbon", "."]])[0][4]
+    lisbon = tag(fm, [["Priya", "Patel", "flew", "to", "Lisbon", "."]])[0][4]
     assert f"logit of tag '{lisbon[1]}' at word 5 ('lisbon')" in res.target_label
     assert max(res.candidates, key=lambda c: c[1]) == (lisbon[1], pytest.approx(lisbon[2], abs=1e-4))
     assert abs(ig.delta) < 0.1 * abs(res.f_x - res.f_baseline) + 1e-3  # IG's completeness: sums to f(x) - f(base)

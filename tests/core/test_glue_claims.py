@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 
 from core.data.datasets_local import load_bundled
-from core.train.finetune import META_FILE, FinetuneConfig, train
+from core.train.finetune import train
+from core.predict.classify import META_FILE
+from core.train.finetune_config import FinetuneConfig
 from core.compare.glue_claims import (GLUE_CLAIMS, GLUE_COLUMNS, TRAIN_EXAMPLES, claims_in_text, claims_rows, find_runs,
                               full_run, read_run, share_of_full)
 from core.compare.glue_claims import META_FILE as READ_META

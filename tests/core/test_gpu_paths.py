@@ -20,8 +20,9 @@ import numpy as np
 import pytest
 import torch
 
-from core.train.finetune import FinetuneConfig, FinetuneError, train
-from core.runtime.jobs import JobCancelled
+from core.train.finetune import train
+from core.train.finetune_config import FinetuneConfig, FinetuneError
+from core.runtime.job_outcome import JobCancelled
 from core.models.loading import ModelSpec, load
 from tests.core.test_finetune import nan_checkpoint, toy
 
@@ -183,7 +184,8 @@ def test_two_seeded_finetunes_interleaved_in_threads_match_each_alone(tiny_model
 
 @pytest.mark.parametrize("method", ["kernelshap", "lime"])
 def test_two_seeded_attributions_interleaved_in_threads_match_each_alone(method, tiny_models):
-    from core.inspect.attribution import AttributionConfig, attribute
+    from core.inspect.attribution import attribute
+    from core.inspect.attribution_inputs import AttributionConfig
 
     lm = load(ModelSpec("bert", str(tiny_models["bert"]), "cpu"), task="pretraining")
     cfgs = [AttributionConfig(target="mask", text="the capital of france is [MASK] and it is big .", methods=(method,),

@@ -39,7 +39,9 @@ def test_gradient_scores_are_reproducible_and_leave_the_model_untouched(tiny_mod
 
 def test_classifier_importance_and_the_job(tiny_models, tmp_path):
     from core.data.datasets_local import LabelledData, Split
-    from core.train.finetune import FinetuneConfig, load_finetuned, train
+    from core.train.finetune import train
+    from core.predict.classify import load_finetuned
+    from core.train.finetune_config import FinetuneConfig
 
     texts = tuple(f"it was {w}" for w in ("good", "bad", "great", "awful") * 4)
     labels = (1, 0, 1, 0) * 4

@@ -91,9 +91,9 @@ def test_limits_are_settings_with_safe_hosted_defaults(monkeypatch):
 
 
 def test_hosted_limits_reach_the_configs_with_clear_messages(hosted, monkeypatch):
-    from core.inspect.attribution import AttributionConfig
+    from core.inspect.attribution_inputs import AttributionConfig
     from core.predict.fill_mask import FillMaskConfig, configs_from_lines
-    from core.train.finetune import FinetuneConfig
+    from core.train.finetune_config import FinetuneConfig
     from core.predict.sentence_pair import PairConfig, parse_pairs_csv
 
     monkeypatch.setenv("ENCODERLAB_MAX_BATCH_ROWS", "10")  # below every page's own cap, so the setting decides

@@ -229,7 +229,7 @@ def test_finished_jobs_are_evicted_by_age(monkeypatch):
 def test_run_folders_are_evicted_by_size_and_age(tmp_path):
     import os
 
-    from core.runtime.jobs import evict_run_folders
+    from core.runtime.run_folders import evict_run_folders
 
     def run(session, name, mb, age_s):
         d = tmp_path / session / name
@@ -293,7 +293,7 @@ def test_gpu_memory_is_given_back_when_a_job_ends():
 
 
 def test_a_closed_tab_cancels_its_sessions_queued_jobs_after_two_sweeps():
-    from core.runtime.jobs import SessionSweeper
+    from core.runtime.run_folders import SessionSweeper
 
     r = JobRunner({"cpu": 1}, workers=False)
     gate = threading.Event()
@@ -328,7 +328,7 @@ def test_a_failed_jobs_message_names_out_of_memory_and_what_to_lower():
     advice; another error keeps its own text only."""
     import torch
 
-    from core.runtime.jobs import OOM_ADVICE, describe_error
+    from core.runtime.job_outcome import OOM_ADVICE, describe_error
 
     for e in (torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"), MemoryError(),
               RuntimeError("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate memory")):

@@ -10,6 +10,8 @@ import pytest
 import torch
 
 from core.inspect import lens as L
+from core.inspect import lens_forward as LF
+from core.inspect import tuned_lens as TL
 from core.predict.fill_mask import FillMaskConfig, FillMaskError, encode, fill_mask_batch
 from core.models.loading import ModelSpec, load
 from core.registry import bundled_families, bundled_id
@@ -30,7 +32,7 @@ def one_thread():
 def _same_as_fill_mask(lm, text: str, k: int = 5) -> L.LensResult:
     res = L.lens(lm, L.LensConfig(text, top_k=k))
     ref = fill_mask_batch(lm, [FillMaskConfig(text, top_k=k)])[0]
-    assert res.depths == L.n_layers(lm.model) + 1
+    assert res.depths == LF.n_layers(lm.model) + 1
     assert res.mask_positions == ref.mask_positions and res.tokens == ref.tokens
     for m, f in zip(res.masks, ref.masks, strict=True):
         assert len(m.rows) == res.depths
@@ -63,10 +65,10 @@ def test_layer_states_equal_transformers_hidden_states(tiny_models, family):
     enc = encode(lm, FillMaskConfig(TWO_MASKS))
     ids = torch.tensor([enc.ids])
     with torch.inference_mode():
-        ours = L.layer_states(lm.model, ids, list(enc.mask_positions))
+        ours = LF.layer_states(lm.model, ids, list(enc.mask_positions))
         hs = lm.model.base_model(input_ids=ids, output_hidden_states=True).hidden_states
     theirs = torch.stack(hs)[:, 0, list(enc.mask_positions)]
-    assert ours.shape == theirs.shape == (L.n_layers(lm.model) + 1, 2, L.hidden_size(lm.model))
+    assert ours.shape == theirs.shape == (LF.n_layers(lm.model) + 1, 2, LF.hidden_size(lm.model))
     assert torch.allclose(ours, theirs, atol=1e-5)
 
 
@@ -91,23 +93,23 @@ def test_distilbert_six_layers(tmp_path):
 def test_tuned_lens_beats_raw_on_heldout_and_is_saved(tmp_path, monkeypatch, one_thread):
     monkeypatch.setenv("ENCODERLAB_LENS_DIR", str(tmp_path / "lens"))
     lm = load(ModelSpec("roberta", bundled_id("roberta")), task="mlm")
-    assert L.load_tuned(lm) is None
-    with pytest.raises(L.LensError, match="no tuned lens"):
+    assert TL.load_tuned(lm) is None
+    with pytest.raises(LF.LensError, match="no tuned lens"):
         L.lens(lm, L.LensConfig(TWO_MASKS, mode="tuned"))
     seen = []
-    cfg = L.TuneConfig(steps=25, batch_size=8, max_length=48, heldout_sentences=32)
-    tuned, rep = L.tune(lm, cfg, on_progress=lambda f, msg="", **m: seen.append(f))
+    cfg = TL.TuneConfig(steps=25, batch_size=8, max_length=48, heldout_sentences=32)
+    tuned, rep = TL.tune(lm, cfg, on_progress=lambda f, msg="", **m: seen.append(f))
     assert seen[-1] == 1.0 and len(seen) > cfg.steps
     assert rep.steps == 25 and len(rep.kl_raw) == len(rep.kl_tuned) == 7 and rep.heldout_positions > 50  # masked positions of 32 sentences
     for d in range(6):  # held-out text, never trained on: lower at every intermediate depth
         assert rep.kl_tuned[d] < rep.kl_raw[d], (d, rep.kl_raw, rep.kl_tuned)
     assert rep.kl_raw[-1] == rep.kl_tuned[-1] == 0.0
     # saved beside the model: a folder named by family and key (no server path), read back after a restart
-    folder = L.lens_dir(lm)
-    assert folder.parent == tmp_path / "lens" and folder.name == f"roberta-{L.model_key(lm)}"
-    assert json.loads((folder / L.REPORT_FILE).read_text())["key"] == L.model_key(lm)
-    L._CACHE.clear()
-    again, rep2 = L.load_tuned(lm)
+    folder = TL.lens_dir(lm)
+    assert folder.parent == tmp_path / "lens" and folder.name == f"roberta-{TL.model_key(lm)}"
+    assert json.loads((folder / TL.REPORT_FILE).read_text())["key"] == TL.model_key(lm)
+    TL._CACHE.clear()
+    again, rep2 = TL.load_tuned(lm)
     assert rep2 == rep and torch.equal(again.weight, tuned.weight) and torch.equal(again.bias, tuned.bias)
     assert not torch.equal(tuned.weight[0], torch.eye(tuned.hidden))  # it did learn
     raw = L.lens(lm, L.LensConfig(TWO_MASKS))
@@ -119,13 +121,13 @@ def test_tuned_lens_beats_raw_on_heldout_and_is_saved(tmp_path, monkeypatch, one
 
 def test_identity_translators_are_the_raw_lens(tiny_models):
     lm = load(ModelSpec("bert", str(tiny_models["bert"])), task="mlm")
-    fresh = L.TunedLens(L.n_layers(lm.model), L.hidden_size(lm.model))
+    fresh = TL.TunedLens(LF.n_layers(lm.model), LF.hidden_size(lm.model))
     raw = L.lens(lm, L.LensConfig(TWO_MASKS))
     same = L.lens(lm, L.LensConfig(TWO_MASKS, mode="tuned"), tuned=fresh)
     for a, b in zip(raw.masks, same.masks):
         assert [[c.token_id for c in r] for r in a.rows] == [[c.token_id for c in r] for r in b.rows]
-    wrong = L.TunedLens(L.n_layers(lm.model) + 1, L.hidden_size(lm.model))
-    with pytest.raises(L.LensError, match="layers"):
+    wrong = TL.TunedLens(LF.n_layers(lm.model) + 1, LF.hidden_size(lm.model))
+    with pytest.raises(LF.LensError, match="layers"):
         L.lens(lm, L.LensConfig(TWO_MASKS, mode="tuned"), tuned=wrong)
 
 
@@ -134,22 +136,22 @@ def test_tune_job_runs_saves_and_cancels(tiny_models, tmp_path, monkeypatch):
 
     monkeypatch.setenv("ENCODERLAB_LENS_DIR", str(tmp_path / "lens"))
     spec = ModelSpec("distilbert", str(tiny_models["distilbert"]))
-    fn = L.tune_job(spec, L.TuneConfig(steps=3, batch_size=4, heldout_sentences=8))
+    fn = TL.tune_job(spec, TL.TuneConfig(steps=3, batch_size=4, heldout_sentences=8))
     pickle.dumps(fn)  # picklable: it runs in a worker process on a server
     r = JobRunner(workers=False)
     job = r.wait(r.submit("lens", fn), timeout=120)
     assert job.status == DONE, job.error
     assert job.result.steps == 3 and len(job.result.kl_raw) == 3
     lm = load(spec, task="mlm")
-    assert L.tuned_report(lm) == job.result
+    assert TL.tuned_report(lm) == job.result
     # cancel: the run stops at its next step and saves nothing
     other = ModelSpec("bert", str(tiny_models["bert"]))
-    slow = r.submit("lens", L.tune_job(other, L.TuneConfig(steps=5000, batch_size=2)))
+    slow = r.submit("lens", TL.tune_job(other, TL.TuneConfig(steps=5000, batch_size=2)))
     while not slow.metrics and not slow.done:  # wait until it is training
         time.sleep(0.01)
     r.cancel(slow.id)
     assert r.wait(slow, timeout=60).status == CANCELLED
-    assert L.load_tuned(load(other, task="mlm")) is None
+    assert TL.load_tuned(load(other, task="mlm")) is None
 
 
 def test_hosted_report_names_no_server_path(tiny_models, tmp_path, monkeypatch):
@@ -157,9 +159,9 @@ def test_hosted_report_names_no_server_path(tiny_models, tmp_path, monkeypatch):
     folder = tiny_models["albert"]
     lm = load(ModelSpec("albert", str(folder)), task="mlm")  # as a session's own run folder would be
     monkeypatch.setenv("ENCODERLAB_HOSTED", "1")
-    _, rep = L.tune(lm, L.TuneConfig(steps=1, batch_size=2, heldout_sentences=4))
+    _, rep = TL.tune(lm, TL.TuneConfig(steps=1, batch_size=2, heldout_sentences=4))
     assert str(folder) not in rep.to_json() and str(tmp_path) not in rep.to_json()
-    assert str(folder) not in L.lens_dir(lm).name
+    assert str(folder) not in TL.lens_dir(lm).name
 
 
 @pytest.mark.parametrize("kwargs, match", [
@@ -176,9 +178,9 @@ def test_bad_config(kwargs, match):
 
 def test_bad_tune_config():
     with pytest.raises(ValueError, match="steps"):
-        L.TuneConfig(steps=0)
+        TL.TuneConfig(steps=0)
     with pytest.raises(ValueError, match="learning rate"):
-        L.TuneConfig(lr=0)
+        TL.TuneConfig(lr=0)
 
 
 def test_model_without_mlm_head(tiny_models):

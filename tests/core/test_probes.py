@@ -5,8 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from app.kit.exports import probes_csv
+from core.represent import probe_tasks as PT
 from core.represent import probes as P
-from core.inspect.lens import corpus_sentences
+from core.represent.token_vectors import WORD_RE
+from core.represent.bundled_corpus import corpus_sentences
 
 COORD = ["The sun rose over the quiet hills, and the birds began to sing.",
          "My brother bought a new red car, and he drove it home.",
@@ -21,7 +24,7 @@ MORE_COORD = [f"{a}, and {b}." for a in _LEFT for b in _RIGHT]  # 25 distinct "X
 @pytest.fixture(scope="module")
 def pool() -> tuple[str, ...]:
     """The bundled corpus's held-out split (about 2k sentences) plus a few "X, and Y." sentences."""
-    return P.prepare_corpus(list(corpus_sentences("heldout")) + COORD + MORE_COORD)
+    return PT.prepare_corpus(list(corpus_sentences("heldout")) + COORD + MORE_COORD)
 
 
 @pytest.fixture(scope="module")
@@ -36,9 +39,9 @@ def test_labels_are_balanced_and_split_both_ways(tasks):
         assert 0.1 < task.heldout.mean() < 0.35, name
         for c in range(len(task.label_names)):  # every label on both sides of the split
             assert task.heldout[task.labels == c].any() and (~task.heldout[task.labels == c]).any(), (name, c)
-    assert len(tasks["length"].label_names) == P.LENGTH_BINS
+    assert len(tasks["length"].label_names) == PT.LENGTH_BINS
     lengths = [len(s.split()) for s in tasks["length"].sentences]
-    by_bin = [np.mean([n for n, y in zip(lengths, tasks["length"].labels) if y == b]) for b in range(P.LENGTH_BINS)]
+    by_bin = [np.mean([n for n, y in zip(lengths, tasks["length"].labels) if y == b]) for b in range(PT.LENGTH_BINS)]
     assert by_bin == sorted(by_bin)  # bins are in length order
 
 
@@ -56,25 +59,25 @@ def test_bigram_shift_swaps_exactly_two_adjacent_words(tasks):
 
 
 def test_coordination_inversion_finds_and_swaps_the_clauses(tasks):
-    assert P.coordination(COORD[0]) == ("The sun rose over the quiet hills", "the birds began to sing", ".")
-    lower = P._lower_vocab(COORD + ["He saw the sun."])
-    assert P.coord_invert(COORD[0], lower) == "The birds began to sing, and the sun rose over the quiet hills."
-    assert P.coord_invert(COORD[2], lower) == "I believe them all, and some say the road is long."
+    assert PT.coordination(COORD[0]) == ("The sun rose over the quiet hills", "the birds began to sing", ".")
+    lower = PT.lower_vocab(COORD + ["He saw the sun."])
+    assert PT.coord_invert(COORD[0], lower) == "The birds began to sing, and the sun rose over the quiet hills."
+    assert PT.coord_invert(COORD[2], lower) == "I believe them all, and some say the road is long."
     for no in ("He ran, and fell down hard.", "Red, green, and blue are colours.", "A cat, and then a dog ran.",
                "And the man went out, and the dog followed him."):
-        assert P.coordination(no) is None, no
+        assert PT.coordination(no) is None, no
     task = tasks["coord_inversion"]
     assert task.found >= 3  # the planted three at least, and the corpus's own
     for s, o, y in zip(task.sentences, task.originals, task.labels):
-        assert P.coordination(o) is not None
+        assert PT.coordination(o) is not None
         assert (s == o) == (y == 0)
         if y:
-            x, rest, _ = P.coordination(o)
+            x, rest, _ = PT.coordination(o)
             assert s.lower().startswith(rest.lower()) and x.lower() in s.lower()
 
 
 def test_odd_word_replaces_one_word_from_its_frequency_band(pool, tasks):
-    bands = P.frequency_bands(pool)
+    bands = PT.frequency_bands(pool)
     task = tasks["odd_word"]
     for s, o, y in zip(task.sentences, task.originals, task.labels):
         diff = [(x, z) for x, z in zip(s.split(), o.split()) if x != z]
@@ -90,11 +93,11 @@ def test_control_labels_are_per_word_type(tasks):
     per_type: dict[str, set] = {}
     for w, c, y in zip(task.types, task.control, task.labels):
         per_type.setdefault(w, set()).add(int(c))
-        assert P.suffix_class(w) == y
+        assert PT.suffix_class(w) == y
     assert all(len(v) == 1 for v in per_type.values())  # one control label per type
-    assert len({next(iter(v)) for v in per_type.values()}) == len(P.SUFFIX_CLASSES)  # and not one label for all
+    assert len({next(iter(v)) for v in per_type.values()}) == len(PT.SUFFIX_CLASSES)  # and not one label for all
     assert len(per_type) < len(task)  # types recur, so memorising can score on the control task
-    words = [list(P.WORD_RE.finditer(task.sentences[s]))[w].group().lower() for s, w in task.words]
+    words = [list(WORD_RE.finditer(task.sentences[s]))[w].group().lower() for s, w in task.words]
     assert words == list(task.types)  # (sentence, word) points at the word
 
 
@@ -147,15 +150,15 @@ def test_config_and_corpus_messages():
     with pytest.raises(ValueError, match="per task must be"):
         P.ProbeConfig(per_task=5)
     with pytest.raises(ValueError, match="empty"):
-        P.corpus_from_text("  \n ")
+        PT.corpus_from_text("  \n ")
     with pytest.raises(ValueError, match="no sentence of 4 to 60 words"):
         P.ProbeConfig(corpus=("Too short.", "Me too.")).sentences()
     with pytest.raises(ValueError, match="not UTF-8"):
-        P.corpus_from_upload("Le café est très bon pour nous.".encode("latin-1"), "notes.txt")
+        PT.corpus_from_upload("Le café est très bon pour nous.".encode("latin-1"), "notes.txt")
     with pytest.raises(ValueError, match="binary"):
-        P.corpus_from_upload(b"\x00\x01\x02PK\x03\x04" * 50, "model.bin")
+        PT.corpus_from_upload(b"\x00\x01\x02PK\x03\x04" * 50, "model.bin")
     with pytest.raises(ValueError, match="takes uploads up to 20 MB"):
-        P.corpus_from_upload(b"a b c d.\n" * (51 * 2**20 // 9), "big.txt")
+        PT.corpus_from_upload(b"a b c d.\n" * (51 * 2**20 // 9), "big.txt")
     with pytest.raises(ValueError, match="only 1 sentences"):
         P.build_tasks(P.ProbeConfig(tasks=("coord_inversion",), corpus=tuple(COORD[:1] + ["One two three four."] * 9)))
 
@@ -177,7 +180,7 @@ def test_run_probes_on_tiny_models(tiny_models, family, pool, tmp_path, monkeypa
     assert np.allclose(word.selectivity, np.subtract(word.accuracy, word.control))
     assert res.score("length").majority == pytest.approx(0.2, abs=0.05) and res.score("length").control is None
     assert seen[-1] == 1.0 and seen == sorted(seen)
-    csv = res.to_csv().splitlines()
+    csv = probes_csv(res).splitlines()
     assert csv[0].startswith("task,depth,accuracy,majority,control,selectivity") and len(csv) == 1 + 3 * depths
     if family == "bert":  # saving and loading again
         monkeypatch.setenv("ENCODERLAB_PROBES_DIR", str(tmp_path))

@@ -6,10 +6,11 @@ import re
 import numpy as np
 import pytest
 
-from core.runtime.jobs import JobCancelled, JobRunner
+from core.runtime.jobs import JobRunner
+from core.runtime.job_outcome import JobCancelled
 from core.models.loading import ModelSpec, load
-from core.represent.projector import (MAX_POINTS, ProjectorConfig, color_groups, next_word_agreement, project, project_job,
-                            split_text)
+from core.represent.projector import MAX_POINTS, ProjectorConfig, color_groups, project, project_job, split_text
+from core.represent.projector_maps import next_word_agreement
 from core.represent.token_vectors import WORD_RE
 
 TEXT = "\n".join([

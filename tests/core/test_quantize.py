@@ -83,7 +83,7 @@ def test_quant_config_checks_itself():
 
 
 def test_gradient_attributions_are_not_offered_for_an_int8_model(tiny_models):
-    from core.inspect.attribution import unavailable_methods
+    from core.inspect.attribution_methods import unavailable_methods
 
     lm = load(ModelSpec("bert", str(tiny_models["bert"]), "cpu", quant="int8"), "mlm")
     blocked = unavailable_methods(lm.model)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from core.data.datasets_local import load_bundled
-from core.train.finetune import REMEDIES, FinetuneConfig
+from core.train.finetune_config import REMEDIES, FinetuneConfig
 from core.train.remedies import BASELINE, measure_remedies, plan
 
 

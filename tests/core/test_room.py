@@ -1,4 +1,5 @@
-"""core/runtime/room.py: the room store (codes, keys, presenter state, polls, sentences, limits, closing) and follow_step."""
+"""core/runtime/room.py and room_store.py: the room store (codes, keys, presenter state, polls, sentences, limits,
+closing) and follow_step."""
 from __future__ import annotations
 
 import threading
@@ -6,6 +7,7 @@ import threading
 import pytest
 
 from core.runtime import room as R
+from core.runtime.room_store import InProcessStore
 
 
 class Clock:
@@ -23,8 +25,8 @@ def clock():
 
 @pytest.fixture()
 def store(clock):
-    return R.InProcessStore(R.RoomLimits(idle_s=600, closed_keep_s=300, presence_s=6, rate_n=3, rate_window_s=30,
-                                         member_sentences=10, max_sentence_chars=280), clock=clock)
+    return InProcessStore(R.RoomLimits(idle_s=600, closed_keep_s=300, presence_s=6, rate_n=3, rate_window_s=30,
+                                       member_sentences=10, max_sentence_chars=280), clock=clock)
 
 
 def _room(store):
@@ -209,7 +211,7 @@ def test_closing_and_idle_timeout(store, clock):
 
 
 def test_rooms_and_members_are_bounded(clock):
-    small = R.InProcessStore(R.RoomLimits(max_rooms=2, max_members=2, presence_s=6), clock=clock)
+    small = InProcessStore(R.RoomLimits(max_rooms=2, max_members=2, presence_s=6), clock=clock)
     a = small.create()
     small.create()
     with pytest.raises(R.RoomError, match="2 rooms open"):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from core.predict.fill_mask import FillMaskConfig, FillMaskError, fill_mask
-from core.train.finetune import FinetunedModel, classify
+from core.predict.classify import FinetunedModel, classify
 from core.models.loading import ModelSpec, load
 from core.predict.sentence_pair import PairError, score_pairs
 from core.runtime.serving import Batcher, stats

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from core.models.devices import is_oom
 from core.train import common as training
 from core.train.rng import RunRNG
 
@@ -108,7 +109,7 @@ def test_param_groups_no_decay_on_biases_and_layernorm_and_heads_at_the_multipli
     (KeyError("out of memory"), False),  # says it, but is no allocator's error
 ])
 def test_is_oom(err, oom):
-    assert training.is_oom(err) is oom
+    assert is_oom(err) is oom
 
 
 # ---------------------------------------------------------------------------------------------- accelerate

@@ -8,7 +8,9 @@ import json
 import pytest
 
 from core.walkthrough import checks as W
-from core.train.finetune import META_FILE, FinetuneConfig, train
+from core.train.finetune import train
+from core.predict.classify import META_FILE
+from core.train.finetune_config import FinetuneConfig
 from core.models.loading import ModelSpec, load
 from core.registry import FAMILIES, bundled_id
 

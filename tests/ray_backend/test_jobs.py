@@ -14,7 +14,9 @@ import numpy as np
 import pytest
 
 from core.train import finetune as ft
-from core.train.finetune import FinetuneConfig, FinetuneResult, classify, load_finetuned
+from core.train.finetune import FinetuneResult
+from core.predict.classify import classify, load_finetuned
+from core.train.finetune_config import FinetuneConfig
 from core.runtime.jobs import CANCELLED, DONE, QuotaError
 from core.runtime.backend import runner
 from tests.core.test_finetune import toy
@@ -25,7 +27,7 @@ pytestmark = RAY_TESTS
 ROOT = Path(__file__).resolve().parents[2]
 FOLLOWER = """
 import json, sys
-from core.train.finetune import classify, load_finetuned
+from core.predict.classify import classify, load_finetuned
 fm = load_finetuned(sys.argv[1], device="cpu")
 print(json.dumps({"probs": classify(fm, sys.argv[2:]).tolist()}))
 """

@@ -11,9 +11,11 @@ import pytest
 import torch
 
 import core.runtime.backend as backend
-from core.inspect.ablation import AblationConfig, ablate_fill_mask
+from core.inspect.ablation import AblationConfig
+from core.inspect.ablation_predict import ablate_fill_mask
 from core.inspect.attention import AttentionConfig, compute_attention
-from core.inspect.attribution import AttributionConfig, attribute
+from core.inspect.attribution import attribute
+from core.inspect.attribution_inputs import AttributionConfig
 from core.walkthrough.embeddings import embedding_parts
 from core.predict.fill_mask import FillMaskConfig, FillMaskError, fill_mask
 from core.inspect.lens import LensConfig, lens

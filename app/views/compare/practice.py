@@ -10,9 +10,16 @@ from plotly.subplots import make_subplots
 
 from app.kit import presenter, state
 from app.kit.i18n import lang, t
-from app.kit.jobs_panel import job_panel, runner
-from app.kit.render import as_text, forget_jobs, job_for, record_once, remember_job, stale_note
+from app.kit.jobs_panel import job_section, start_job, submit_job
+from app.kit.render import as_text, record_once
 from core.runtime.jobs import progress_job
+from core.compare.int8 import ARTICLE_CLAIM, QuantConfig, measure_quantization
+from core.models import hosted
+from core.train.finetune import runs_root
+from core.compare.glue_claims import (CLAIM_SOURCE, COLUMN_LABELS, GLUE_CLAIMS, GLUE_COLUMNS, claims_rows, find_runs,
+                                      full_run, share_of_full)
+from core.registry import FAMILIES
+from dataclasses import replace
 
 FP32_COLOR, INT8_COLOR = "#4C78A8", "#F58518"
 INT8_JOBS = "speed.int8.made_from"
@@ -75,8 +82,6 @@ def quant_chart(res) -> go.Figure:
 
 def claim_quote() -> None:
     """The article's ALBERT + quantization advice, quoted in its own words (and translated), with its source."""
-    from core.compare.int8 import ARTICLE_CLAIM
-
     zh, en = ARTICLE_CLAIM
     st.markdown(f"> {zh}" + ("" if lang() == "zh" else f"\n>\n> *{en}*"))
     st.caption(t("speed.int8.claim_source"))
@@ -109,9 +114,6 @@ def _show_int8(job) -> None:
 
 def int8_section(spec, seq: int, batch: int, reps: int) -> None:
     """The Speed page's int8 section: the sidebar's model in fp32 and int8, measured in a background job."""
-    from dataclasses import replace
-
-    from core.compare.int8 import QuantConfig, measure_quantization
 
     st.subheader(t("speed.int8.title"))
     claim_quote()
@@ -123,21 +125,12 @@ def int8_section(spec, seq: int, batch: int, reps: int) -> None:
     st.caption(t("speed.int8.model", model=as_text(base.checkpoint), batch=batch, seq=seq, reps=reps))
     asked = (base.family, base.checkpoint, int(seq), int(batch), int(reps))
     if st.button(t("speed.int8.measure"), key="speed.int8.go", icon=":material/compress:"):
-        try:
+        def _submit():
             cfg = QuantConfig(seq_len=int(seq), batch=int(batch), repeats=int(reps))
-            job = runner().submit(t("speed.int8.job_name"), progress_job(measure_quantization, base, cfg),
-                                  resource="cpu", owner=state.session_id())
-            state.job_ids("speed").append(job.id)
-            remember_job(INT8_JOBS, job.id, asked)
-        except ValueError as e:
-            forget_jobs(INT8_JOBS)
-            st.error(str(e))
-    shown = job_for(INT8_JOBS, asked)
-    if shown is not None:
-        job_panel(shown, _show_int8, key="speed.int8")
-    elif st.session_state.get(INT8_JOBS):
-        stale_note(INT8_JOBS)
-    else:
+            return submit_job("speed", t("speed.int8.job_name"), progress_job(measure_quantization, base, cfg),
+                              resource="cpu", jobs_key=INT8_JOBS, asked=asked)
+        start_job(INT8_JOBS, _submit)
+    if not job_section(INT8_JOBS, asked, _show_int8, key="speed.int8") and not st.session_state.get(INT8_JOBS):
         st.info(t("speed.int8.hint"))
 
 
@@ -155,16 +148,11 @@ def _session_runs() -> tuple[list[str], dict[str, float]]:
 
 def _runs_roots() -> list:
     """Where finished runs are looked for: this session's runs folder; on a local install every session's."""
-    from core.models import hosted
-    from core.train.finetune import runs_root
-
     mine = runs_root(state.session_id())
     return [mine] if hosted.enabled() else [mine.parent]
 
 
 def glue_claims_table() -> pd.DataFrame:
-    from core.compare.glue_claims import COLUMN_LABELS, GLUE_COLUMNS, claims_rows
-
     return pd.DataFrame([{t("models.glue.col.model"): r["model"], **{COLUMN_LABELS[c]: r[c] for c in GLUE_COLUMNS}}
                          for r in claims_rows()])
 
@@ -172,9 +160,6 @@ def glue_claims_table() -> pd.DataFrame:
 def measured_table(runs, speeds: dict[str, float]) -> pd.DataFrame:
     """One row per finished fine-tune: model, data, metric, steps, seed, and the article's figure where the data
     is one of the table's GLUE tasks."""
-    from core.compare.glue_claims import COLUMN_LABELS, GLUE_CLAIMS, GLUE_COLUMNS
-    from core.registry import FAMILIES
-
     rows = []
     for r in runs:
         claim = None
@@ -196,8 +181,6 @@ def measured_table(runs, speeds: dict[str, float]) -> pd.DataFrame:
 
 
 def full_run_table(sps: float | None) -> pd.DataFrame:
-    from core.compare.glue_claims import COLUMN_LABELS, GLUE_COLUMNS, full_run
-
     out = []
     for task in GLUE_COLUMNS:
         f = full_run(task, sps)
@@ -211,8 +194,6 @@ def full_run_table(sps: float | None) -> pd.DataFrame:
 def glue_section() -> None:
     """The Models page's GLUE section: the article's table as claims, this installation's runs beside it, and
     what a full run would take."""
-    from core.compare.glue_claims import CLAIM_SOURCE, find_runs, share_of_full
-
     st.subheader(t("models.glue.title"))
     st.caption(t("models.glue.source"))
     claims = glue_claims_table()

@@ -26,8 +26,15 @@ import streamlit as st
 
 from app.kit import presenter, state
 from app.kit.i18n import t
-from app.kit.render import as_text, current_result, forget_jobs, job_for, remember_job, run_or_error, stale_note
-from core.inspect.ablation import MODES, AblatedPrediction, AblationConfig, AblationError, format_heads, parse_heads
+from app.kit.render import as_text, current_result, run_or_error
+from app.kit.jobs_panel import job_section, start_job, submit_job
+from app.kit.loaders import get_model
+from core.inspect.ablation import MODES, AblationConfig, AblationError, default_texts, format_heads, parse_heads
+from core.inspect.ablation_predict import AblatedPrediction, ablate_classify, ablate_fill_mask, ablate_pair
+from core.inspect.head_importance import importance_job
+from core.predict.fill_mask import FillMaskConfig, check_mlm, configs_from_lines, count_masks
+from core.predict.sentence_pair import PairConfig, check_pair, pair_head
+from core.registry import ModelLoadError, attention_layers
 
 MAX_LABEL = 24  # characters of a label on a chart axis
 IMPORTANCE_TEXTS = (16, 64, 256)  # held-out sentences the importance job may use (64: core.inspect.head_importance's default)
@@ -41,8 +48,6 @@ def _safe(text: str) -> str:
 
 def model_shape(model) -> tuple[int, int]:
     """(layers, heads) of an encoder: every depth the attention runs at (a shared layer counts once per depth)."""
-    from core.registry import attention_layers
-
     cfg = getattr(model, "base_model", model).config
     heads = getattr(cfg, "num_attention_heads", None) or getattr(cfg, "n_heads")
     return len(attention_layers(model)), int(heads)
@@ -211,21 +216,11 @@ def heads_panel(scope: str, n_layers: int, n_heads: int, compute: Callable[[Abla
 
 
 # ---------------------------------------------------------------------------------------------- the pages
-def _load(spec, task: str):
-    """The same checkpoint for another task (its MLM or pretraining head), through the process-wide cache."""
-    from app.kit.loaders import get_model
-
-    return get_model(spec, task)
-
-
 def attention_heads(lm, config) -> None:
     """The Attention page's "Switch off heads" tab: fill-mask when the text has a mask, else NSP/SOP for a pair
     when the family has that head, else what could be recomputed and how. ``lm`` is the page's model (no task
     head): the same checkpoint's MLM or pretraining model is loaded only when a prediction is recomputed (the
     tabs all run on every rerun; most visits never open this one)."""
-    from core.predict.fill_mask import FillMaskConfig, count_masks
-    from core.predict.sentence_pair import PairConfig, pair_head
-
     st.caption(t("ablation.intro"))
     head = pair_head(lm.spec.family)
     if count_masks(config.text):
@@ -248,26 +243,20 @@ def attention_heads(lm, config) -> None:
         return
     st.caption(t("ablation.numbering"))
     n_layers, n_heads = model_shape(lm.model)  # the same checkpoint: the task model has the same heads
-    heads_panel("attention", n_layers, n_heads, lambda ab: _ablate(kind, _load(lm.spec, task), cfg, ab),
+    heads_panel("attention", n_layers, n_heads, lambda ab: _ablate(kind, get_model(lm.spec, task), cfg, ab),
                 made_from=(kind, lm.spec, cfg))
 
 
 def _ablate(kind: str, lm, cfg, ab: AblationConfig) -> AblatedPrediction:
     """Recompute with the heads off; raises ValueError (ModelLoadError, FillMaskError, PairError, AblationError)
     with a message for the page (run_or_error shows it)."""
-    from core.inspect import ablation
-    from core.predict.fill_mask import check_mlm
-    from core.predict.sentence_pair import check_pair
-
     (check_mlm if kind == "fill_mask" else check_pair)(lm)  # the checkpoint may lack that head
-    fn = {"fill_mask": ablation.ablate_fill_mask, "pair": ablation.ablate_pair}[kind]
+    fn = {"fill_mask": ablate_fill_mask, "pair": ablate_pair}[kind]
     return fn(lm, cfg, ab)
 
 
 def fill_mask_heads(lm, text: str, top_k: int, strategy: str, per_line: bool = False) -> None:
     """Under a Fill-mask result: an expander that recomputes it with heads off (the first line when per line)."""
-    from core.predict.fill_mask import FillMaskConfig, configs_from_lines
-
     with st.expander(t("ablation.expander")):
         try:
             cfg = (configs_from_lines(text, top_k, strategy)[0] if per_line
@@ -284,8 +273,6 @@ def fill_mask_heads(lm, text: str, top_k: int, strategy: str, per_line: bool = F
 
 def pair_heads(lm, a: str, b: str, seed: int = 0) -> None:
     """Under a Sentence-pair result: the same for the NSP/SOP probability of (A, B)."""
-    from core.predict.sentence_pair import PairConfig
-
     with st.expander(t("ablation.expander")):
         try:
             cfg = PairConfig(a, b, seed=seed)
@@ -300,9 +287,6 @@ def pair_heads(lm, a: str, b: str, seed: int = 0) -> None:
 def classify_heads(load_fm: Callable[[], Any], text: str, scope: str, made_from: Any) -> None:
     """Under Fine-tune's "try it": the classifier's class probabilities with heads off. ``load_fm()`` returns the
     core.train.finetune.FinetunedModel (cached); ``made_from`` names the run, so another run's result never shows."""
-    from core.inspect.ablation import ablate_classify
-    from core.registry import ModelLoadError
-
     with st.expander(t("ablation.expander")):
         try:
             fm = load_fm()
@@ -368,10 +352,6 @@ def show_importance(r, key: str) -> None:
 def importance_tab(spec) -> None:
     """The Attention page's "Head importance" tab: a button that starts core.inspect.head_importance as a background
     job, and the finished job's views (only the job made from this model and these options)."""
-    from app.kit.jobs_panel import job_panel, runner
-    from core.inspect.ablation import default_texts
-    from core.inspect.head_importance import importance_job
-
     scope = "attention"
     st.caption(t("ablation.imp.intro"))
     ex_key, n_key = state.key(scope, "imp.exhaustive"), state.key(scope, "imp.n_texts")
@@ -383,19 +363,11 @@ def importance_tab(spec) -> None:
     asked = (spec, bool(exhaustive), int(n_texts))
     jobs_key = state.key(scope, "imp.jobs")
     if c3.button(t("ablation.imp.go"), key=state.key(scope, "imp.go"), type="primary"):
-        try:
+        def _submit():  # QuotaError (too many jobs), ImportanceError: start_job shows them
             fn = importance_job(spec.family, spec.checkpoint, spec.device, texts=default_texts(int(n_texts)),
                                 exhaustive=bool(exhaustive))
-            job = runner().submit(t("ablation.imp.job_name", id=spec.checkpoint), fn, device=spec.device,
-                                  owner=state.session_id())
-            state.job_ids("attention.importance").append(job.id)
-            remember_job(jobs_key, job.id, asked)
-        except ValueError as e:  # QuotaError (too many jobs), ImportanceError
-            forget_jobs(jobs_key)
-            st.error(str(e))
-    jid = job_for(jobs_key, asked)
-    if jid is not None:
-        job_panel(jid, lambda j: show_importance(j.result, key=state.key(scope, f"imp.{j.id}")),
-                  key=state.key(scope, "imp"))
-    else:
-        stale_note(jobs_key)
+            return submit_job("attention.importance", t("ablation.imp.job_name", id=spec.checkpoint), fn,
+                              device=spec.device, jobs_key=jobs_key, asked=asked)
+        start_job(jobs_key, _submit)
+    job_section(jobs_key, asked, lambda j: show_importance(j.result, key=state.key(scope, f"imp.{j.id}")),
+                key=state.key(scope, "imp"))

@@ -1,7 +1,5 @@
-"""Renderers for the Attention page: plotly figures from core.inspect.attention results, and the page's sections.
-
-Token text reaches plotly only through ``safe()``: plotly reads a few HTML-like tags in labels and hover text,
-so ``<``, ``>`` and ``&`` are written as entities and show as plain characters.
+"""Renderers for the Attention page: its sections (filters, bertviz view, maps, query/key, statistics, mixing,
+words, export, compare) and their URL fields; the figures are in attention_figures.py.
 
 Every label comes from assets/i18n/attention.toml (``t("attention....")``). The widgets that define the view are
 kept in the URL (app/kit/urlstate.py): ``option_fields()`` do not depend on the result; ``filter_fields(r)`` and
@@ -10,24 +8,27 @@ their widgets are drawn. Option widgets sit in ``presenter.settings()``: folded 
 """
 from __future__ import annotations
 
-import html
-import math
+import hashlib
 from dataclasses import dataclass
 
 import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
-from plotly.subplots import make_subplots
 
-from app.kit import presenter, state, urlstate
-from app.views.inspect.bertviz_embed import build_view, fit_payload
+from app.kit import presenter, report, state, urlstate
+from app.kit.cache import attention_flow, attention_word_groups
+from app.kit.exports import attention_npz
 from app.kit.i18n import t, t_or
 from app.kit.render import as_text
+from app.views.inspect.attention_figures import (STATS, heatmap, per_layer_lines, qk_figure, relevance_bars, safe,
+                                                 selection_bars, similarity_figure, stat_figures, stat_label,
+                                                 thumbnail_grid)
+from app.views.inspect.bertviz_embed import build_view, fit_payload
 from core.inspect import attention as A
+from core.inspect.attention_views import DIRECTIONS, HOW, SelectionConfig, selection_attention, word_attention
+from core.registry import FAMILIES, bundled_families, bundled_id, family
 
 PAGE = "attention"
-GRID_CELL = 16  # a thumbnail is at most 16 x 16 (block-averaged)
-STATS = ("entropy", "distance", "cls", "sep", "punct", "previous", "next", "self")  # labels: attention.stat.*
 VIEW_KINDS = ("head", "model")
 FORMATS = ("png", "svg")
 DEFAULT_RANGE = 128  # tokens shown at first; the bertviz payload stays light
@@ -42,10 +43,6 @@ def option_labels(options, label):
     the run, where the session's language can no longer be read. An option not listed shows as itself."""
     table = {o: label(o) for o in options}
     return lambda o: table.get(o, str(o))
-
-
-def stat_label(name: str) -> str:
-    return t(f"attention.stat.{name}")
 
 
 def pattern_label(name: str) -> str:
@@ -113,11 +110,6 @@ def _keep(name: str, options: list) -> None:
         del st.session_state[K(name)]
 
 
-def safe(text: str) -> str:
-    """A token for a plotly label or hover: markup characters become entities, so they show as typed."""
-    return html.escape(text, quote=False)
-
-
 def dark_theme() -> bool:
     """The app's theme is dark. On a session's first run the browser has not reported it yet (type None):
     fall back to the configured base theme."""
@@ -139,151 +131,6 @@ def show(fig: go.Figure, name: str, **kw):
 
 
 # ---------------------------------------------------------------------------------------------- figures
-def _ticks(labels: list[str], offset: int = 0) -> dict:
-    step = max(1, math.ceil(len(labels) / 60))
-    idx = list(range(0, len(labels), step))
-    return dict(tickvals=[i + offset for i in idx], ticktext=[safe(labels[i]) for i in idx], tickfont=dict(size=10))
-
-
-def heatmap(z: np.ndarray, rows: list[str], cols: list[str], title: str, offset: int = 0,
-            zmax: float | None = None) -> go.Figure:
-    """A token x token map; rows attend to columns. ``offset`` is the position of the first token shown."""
-    if len(rows) * len(cols) <= 40_000:  # token names in the hover; past ~200 x 200 only positions (payload)
-        hover = dict(text=[[f"{safe(r)} → {safe(c)}" for c in cols] for r in rows],
-                     hovertemplate="%{text}<br>%{z:.3f}<extra></extra>")
-    else:
-        hover = dict(hovertemplate=t("attention.fig.hover_query_key"))
-    fig = go.Figure(go.Heatmap(z=np.round(np.asarray(z, dtype=float), 4), x=list(range(offset, offset + len(cols))),
-                               y=list(range(offset, offset + len(rows))), colorscale="Blues", zmin=0, zmax=zmax,
-                               **hover))
-    fig.update_xaxes(**_ticks(cols, offset), tickangle=-60, side="top")
-    fig.update_yaxes(**_ticks(rows, offset), autorange="reversed")
-    fig.update_layout(title=title, height=max(360, min(900, 14 * len(rows) + 160)), margin=dict(t=110, l=10, r=10))
-    return fig
-
-
-def pool(m: np.ndarray, size: int) -> np.ndarray:
-    """Block-average a square map down to at most size x size."""
-    n = m.shape[0]
-    if n <= size:
-        return m
-    edges = np.linspace(0, n, size + 1).astype(int)
-    return np.array([[m[edges[i]:edges[i + 1], edges[j]:edges[j + 1]].mean() for j in range(size)]
-                     for i in range(size)])
-
-
-def thumbnail_grid(att: np.ndarray, focus: tuple[int, int]) -> go.Figure:
-    """Every head as a small map (layer rows, head columns), one selectable marker per head."""
-    n_layers, n_heads = att.shape[:2]
-    s = min(att.shape[-1], GRID_CELL)
-    step = s + 1
-    z = np.full((n_layers * step, n_heads * step), np.nan)
-    for layer in range(n_layers):
-        for head in range(n_heads):
-            thumb = pool(np.asarray(att[layer, head], dtype=float), s)
-            z[layer * step:layer * step + s, head * step:head * step + s] = thumb / max(thumb.max(), 1e-9)
-    fig = go.Figure(go.Heatmap(z=z, colorscale="Blues", showscale=False, hoverinfo="skip"))
-    cx = [h * step + (s - 1) / 2 for _ in range(n_layers) for h in range(n_heads)]
-    cy = [layer * step + (s - 1) / 2 for layer in range(n_layers) for _ in range(n_heads)]
-    fig.add_scatter(x=cx, y=cy, mode="markers", marker=dict(size=28, symbol="square", color="rgba(0,0,0,0)"),
-                    customdata=[[layer, h] for layer in range(n_layers) for h in range(n_heads)],
-                    hovertemplate=t("attention.fig.hover_grid"), showlegend=False)
-    fl, fh = focus
-    fig.add_shape(type="rect", x0=fh * step - 0.8, x1=fh * step + s - 0.2, y0=fl * step - 0.8, y1=fl * step + s - 0.2,
-                  line=dict(color="#e4572e", width=2))
-    fig.update_xaxes(tickvals=[h * step + (s - 1) / 2 for h in range(n_heads)], ticktext=[str(h) for h in range(n_heads)],
-                     title=t("attention.fig.head"), side="top", showgrid=False, zeroline=False)
-    fig.update_yaxes(tickvals=[layer * step + (s - 1) / 2 for layer in range(n_layers)],
-                     ticktext=[str(layer) for layer in range(n_layers)], title=t("attention.fig.layer"),
-                     autorange="reversed",
-                     showgrid=False, zeroline=False, scaleanchor="x")
-    fig.update_layout(height=max(300, 26 * n_layers + 120), margin=dict(t=60, l=10, r=10, b=10), dragmode=False,
-                      clickmode="event+select")
-    return fig
-
-
-def qk_figure(v: A.QKView, labels: list[str], query_label: str) -> go.Figure:
-    """The query/key view: q, each k, q*k (whose rows sum to q.k) and the softmax weights."""
-    n, d = v.keys.shape
-    fig = make_subplots(rows=2, cols=3, row_heights=[0.06, 0.94], column_widths=[0.38, 0.38, 0.24],
-                        specs=[[{"colspan": 2}, None, None], [{}, {}, {}]], vertical_spacing=0.07,
-                        horizontal_spacing=0.04,
-                        subplot_titles=(t("attention.fig.qk_query", token=safe(query_label)),
-                                        t("attention.fig.qk_keys"), t("attention.fig.qk_product"),
-                                        t("attention.fig.qk_softmax")))
-    lim = float(np.abs(v.product).max()) or 1.0
-    kl = float(np.abs(np.concatenate([v.keys.ravel(), v.query])).max()) or 1.0
-    fig.add_heatmap(z=v.query[None, :], colorscale="RdBu", zmid=0, zmin=-kl, zmax=kl, showscale=False, row=1, col=1,
-                    hovertemplate=t("attention.fig.hover_dim"))
-    ys = list(range(n))
-    hov = [safe(tok) for tok in labels]
-    fig.add_heatmap(z=v.keys, y=ys, colorscale="RdBu", zmid=0, zmin=-kl, zmax=kl, showscale=False, row=2, col=1,
-                    text=[[hov[i]] * d for i in ys], hovertemplate=t("attention.fig.hover_token_dim"))
-    fig.add_heatmap(z=v.product, y=ys, colorscale="PiYG", zmid=0, zmin=-lim, zmax=lim, showscale=False, row=2, col=2,
-                    text=[[hov[i]] * d for i in ys], hovertemplate=t("attention.fig.hover_token_dim"))
-    fig.add_bar(x=v.weights, y=ys, orientation="h", row=2, col=3, marker_color="#4C78A8",
-                customdata=np.stack([v.scores, v.weights], -1), text=hov, textposition="none",
-                hovertemplate=t("attention.fig.hover_qk_weight"))
-    tick = _ticks(list(labels))
-    for col in (1, 2, 3):
-        fig.update_yaxes(autorange="reversed", row=2, col=col, **(tick if col == 1 else {"showticklabels": False}))
-    fig.update_yaxes(showticklabels=False, row=1, col=1)
-    fig.update_layout(height=max(360, 16 * n + 140), showlegend=False, margin=dict(t=50, l=10, r=10, b=10))
-    return fig
-
-
-def stat_figures(stats: A.HeadStats, name: str) -> tuple[go.Figure, go.Figure]:
-    """A statistic as a layer x head map and, Clark-style, as one dot per head along the layers."""
-    z = getattr(stats, name)
-    n_layers, n_heads = z.shape
-    hm = go.Figure(go.Heatmap(z=z, colorscale="Viridis", hovertemplate=t("attention.fig.hover_layer_head"),
-                              colorbar=dict(title="")))
-    hm.update_xaxes(title=t("attention.fig.head"), dtick=1)
-    hm.update_yaxes(title=t("attention.fig.layer"), autorange="reversed", dtick=1)
-    hm.update_layout(title=stat_label(name), height=360, margin=dict(t=50, l=10, r=10, b=10))
-    sc = go.Figure()
-    for layer in range(n_layers):
-        sc.add_scatter(x=[layer] * n_heads, y=z[layer], mode="markers", marker=dict(size=8, opacity=0.7),
-                       customdata=list(range(n_heads)), showlegend=False,
-                       hovertemplate=t("attention.fig.hover_layer_dot", layer=layer))
-    sc.add_scatter(x=list(range(n_layers)), y=z.mean(1), mode="lines", name=t("attention.fig.mean"),
-                   line=dict(color="#888888"))
-    sc.update_xaxes(title=t("attention.fig.layer"), dtick=1)
-    sc.update_layout(title=t("attention.fig.by_layer", stat=stat_label(name)), height=360,
-                     margin=dict(t=50, l=10, r=10, b=10))
-    return hm, sc
-
-
-def relevance_bars(rows: dict[str, np.ndarray], labels: list[str]) -> go.Figure:
-    fig = go.Figure()
-    for name, values in rows.items():
-        fig.add_bar(x=list(range(len(labels))), y=values, name=name, text=[safe(tok) for tok in labels],
-                    textposition="none",
-                    hovertemplate="%{text}: %{y:.3f}<extra>" + name + "</extra>")
-    fig.update_xaxes(**_ticks(labels), tickangle=-60)
-    fig.update_layout(barmode="group", title=t("attention.fig.relevance"), height=380,
-                      margin=dict(t=50, l=10, r=10, b=10))
-    return fig
-
-
-def similarity_figure(sim: np.ndarray, title: str) -> go.Figure:
-    fig = go.Figure(go.Heatmap(z=sim, zmin=-1, zmax=1, colorscale="RdBu", reversescale=True,
-                               hovertemplate=t("attention.fig.hover_layer_vs")))
-    fig.update_xaxes(title=t("attention.fig.layer"), dtick=1)
-    fig.update_yaxes(title=t("attention.fig.layer"), autorange="reversed", dtick=1)
-    fig.update_layout(title=safe(title), height=380, margin=dict(t=50, l=10, r=10, b=10))
-    return fig
-
-
-def per_layer_lines(results: dict[str, A.HeadStats], name: str) -> go.Figure:
-    fig = go.Figure()
-    for label, s in results.items():
-        z = getattr(s, name)
-        fig.add_scatter(x=list(range(z.shape[0])), y=z.mean(1), mode="lines+markers", name=safe(label))
-    fig.update_xaxes(title=t("attention.fig.layer"), dtick=1)
-    fig.update_layout(title=t("attention.fig.mean_over_heads", stat=stat_label(name)), height=340,
-                      margin=dict(t=50, l=10, r=10, b=10))
-    return fig
 
 
 # ---------------------------------------------------------------------------------------------- sections
@@ -291,11 +138,6 @@ def per_layer_lines(results: dict[str, A.HeadStats], name: str) -> go.Figure:
 def cached_view(kind: str, att: np.ndarray, labels: tuple[str, ...], b_start: int | None, layers: tuple[int, ...],
                 heads: tuple[int, ...], dark: bool, title: str = "Attention"):
     return build_view(kind, att, list(labels), b_start, list(layers), list(heads), dark=dark, title=title)
-
-
-@st.cache_data(max_entries=8, show_spinner=False)
-def cached_flow(att: np.ndarray, rows: tuple[int, ...] | None) -> np.ndarray:
-    return A.flow(att, rows=None if rows is None else list(rows))
 
 
 def filters(r: A.AttentionResult) -> tuple[int, int, list[int], list[int]] | None:
@@ -462,10 +304,10 @@ def mixing_section(r: A.AttentionResult, lo: int, hi: int) -> None:
         fl = None
         with st.spinner(t("attention.solving_flow")):
             if n <= A.FLOW_MAP_MAX_TOKENS:
-                fl = cached_flow(att, None)
+                fl = attention_flow(att, None)
                 show(heatmap(fl, labels, labels, t("attention.fig.flow"), lo), "flow")
             elif 0 <= cls_local < n:
-                fl = cached_flow(att, (cls_local,))
+                fl = attention_flow(att, (cls_local,))
                 st.caption(t("attention.flow_map_limit", max=A.FLOW_MAP_MAX_TOKENS))
         if fl is not None and 0 <= cls_local < n:
             name = t("attention.fig.flow_bar")
@@ -480,30 +322,8 @@ WORD_LEVELS = ("words", "tokens")
 MEAN_HEADS = -1  # the head picker's "mean of the heads" option
 
 
-def selection_bars(values: np.ndarray, labels: list[str], title: str, picked: list[int]) -> go.Figure:
-    """One bar per token (or word): the selection's attention; the selected ones in another colour."""
-    colors = ["#E45756" if i in picked else "#4C78A8" for i in range(len(labels))]
-    fig = go.Figure(go.Bar(x=list(range(len(labels))), y=np.round(np.asarray(values, dtype=float), 4),
-                           marker_color=colors, text=[safe(x) for x in labels], textposition="none",
-                           hovertemplate="%{text}: %{y:.3f}<extra></extra>"))
-    fig.update_xaxes(**_ticks(labels), tickangle=-60)
-    longest = max((len(x) for x in labels), default=1)
-    fig.update_layout(title=title, height=360 + 6 * min(longest, 30), margin=dict(t=50, l=10, r=10, b=10))
-    return fig
-
-
-@st.cache_data(max_entries=8, show_spinner=False)
-def cached_word_groups(_tokenizer, checkpoint: str, config: A.AttentionConfig):
-    """core.inspect.attention_views.word_groups for one model (named by ``checkpoint``; the tokenizer is not hashed)."""
-    from core.inspect.attention_views import word_groups
-
-    return word_groups(_tokenizer, config)
-
-
 def words_section(r: A.AttentionResult, config: A.AttentionConfig, tokenizer) -> None:
     """Word-level attention (pieces merged) and the attention of several tokens or words at once."""
-    from core.inspect.attention_views import DIRECTIONS, HOW, SelectionConfig, selection_attention, word_attention
-
     st.caption(t("attention.w.intro"))
     st.session_state.setdefault(K("w.level"), "words")
     st.session_state.setdefault(K("w.how"), "mean")
@@ -523,7 +343,7 @@ def words_section(r: A.AttentionResult, config: A.AttentionConfig, tokenizer) ->
         t("attention.fig.head_title", layer=layer, head=head)
     if level == "words":
         try:
-            g = cached_word_groups(tokenizer, r.checkpoint, config)
+            g = attention_word_groups(tokenizer, r.checkpoint, config)
             m = word_attention(a, g)[0, 0]
         except ValueError as e:  # a slow tokenizer (no word ids), or groups of another text
             st.error(str(e))
@@ -572,15 +392,13 @@ def words_section(r: A.AttentionResult, config: A.AttentionConfig, tokenizer) ->
 def export_section(r: A.AttentionResult) -> None:
     with presenter.settings():
         st.radio(t("attention.fmt"), list(FORMATS), key=K("fmt"), horizontal=True)
-    st.download_button(t("attention.download_npz"), lambda: A.to_npz(r), file_name="attention.npz",
+    st.download_button(t("attention.download_npz"), lambda: attention_npz(r), file_name="attention.npz",
                        mime="application/octet-stream", key=K("dl.npz"))
     st.caption(t("attention.npz_caption", shape=str(r.attentions.shape)))
 
 
 def compare_options() -> list[tuple[str, str]]:
     """(family, checkpoint) pairs to compare against: every bundled model, this session's, the official ones."""
-    from core.registry import FAMILIES, bundled_families, bundled_id
-
     opts = [(f.key, bundled_id(f.key)) for f in bundled_families()]
     opts += [(m.family, m.path) for m in state.session_models()]
     opts += [(c.family, c.id) for f in FAMILIES.values() for c in f.checkpoints]
@@ -590,8 +408,6 @@ def compare_options() -> list[tuple[str, str]]:
 def compare_picker(r: A.AttentionResult) -> tuple[tuple[str, str], bool]:
     """The model to compare with (by default one whose layers differ in kind: shared against not shared) and
     whether Compare was pressed."""
-    from core.registry import family
-
     st.caption(t("attention.compare_intro"))
     opts = [o for o in compare_options() if o != (r.family, r.checkpoint)]
     shared = family(r.family).shared_layers
@@ -620,10 +436,6 @@ def compare_view(sides: tuple[A.ModelAttention, A.ModelAttention]) -> None:
 def record(r: A.AttentionResult, config: A.AttentionConfig, lo: int, hi: int, heatmap_fig: go.Figure,
            stats_fig: go.Figure) -> None:
     """This result in the session report (one entry per model and text; redrawing replaces it)."""
-    import hashlib
-
-    from app.kit import report
-
     digest = hashlib.sha1(repr((r.checkpoint, config.text, config.pair, config.text_b)).encode()).hexdigest()[:12]
     inputs = {t("attention.report.model"): r.checkpoint, t("attention.report.text"): config.text}
     if config.pair:

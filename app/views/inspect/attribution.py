@@ -8,13 +8,13 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
-from app.kit import presenter
+from app.kit import presenter, report
+from app.kit.exports import DIVERGING, NEGATIVE, POSITIVE, batch_to_csv, batch_to_html, tokens_html
 from app.kit.i18n import t, t_or
 from app.views.inspect.attention import option_labels
-from core.inspect.attribution import (BASELINES, METHODS, AttributionConfig, AttributionResult, BatchResult, BatchRow,
-                              batch_to_csv, batch_to_html, tokens_html)
-
-DIVERGING = [[0.0, "#d73027"], [0.5, "#ffffff"], [1.0, "#1a9850"]]
+from core.inspect.attribution import AttributionResult, BatchResult, BatchRow
+from core.inspect.attribution_inputs import BASELINES, AttributionConfig
+from core.inspect.attribution_methods import METHODS
 
 
 def method_label(key: str) -> str:
@@ -47,7 +47,7 @@ def bar_chart(res: AttributionResult, method: str) -> go.Figure:
     """One method's attribution per token, green up / red down."""
     m = res.method(method)
     fig = go.Figure(go.Bar(x=_labels(res.tokens), y=m.scores,
-                           marker_color=["#1a9850" if v >= 0 else "#d73027" for v in m.scores],
+                           marker_color=[POSITIVE if v >= 0 else NEGATIVE for v in m.scores],
                            hovertemplate="%{x}: %{y:+.4f}<extra></extra>"))
     fig.update_layout(xaxis_title=t("attribution.fig.bar_x"),
                       yaxis_title=t("attribution.fig.bar_y", method=method_label(m.method)), margin=dict(t=30, b=10),
@@ -171,8 +171,6 @@ def report_inputs(checkpoint: str, cfg: AttributionConfig, class_label) -> dict[
 
 def record(res: AttributionResult, inputs: dict[str, str], figures: list[go.Figure], entry_id: str) -> None:
     """One attribution in the session report: a row per token with each method's score, and the figures."""
-    from app.kit import report
-
     token_col = t("attribution.report.token")
     rows = [{token_col: tok, **{method_label(m.method): f"{m.scores[i]:+.4f}" for m in res.methods}}
             for i, tok in enumerate(res.tokens)]

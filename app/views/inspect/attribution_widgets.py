@@ -13,12 +13,13 @@ from app.views.inspect import attribution as ra
 from app.kit.i18n import t, t_or
 from app.kit.loaders import model_or_error
 from app.kit.render import mini_note
-from core.inspect import attribution as A
+from core.inspect import attribution_estimate as AE
+from core.inspect import attribution_inputs as AI
 from core.inspect import attribution_methods as AM
 from core.models.loading import LoadedModel, ModelSpec
 from core.registry import ModelLoadError
 
-TARGETS = tuple(A.TARGETS)
+TARGETS = tuple(AI.TARGETS)
 TASK = {"mask": "mlm", "pair": "pretraining", "class": "seqcls", "token": "tokcls"}
 KIND = {"class": "fine-tuned", "token": "fine-tuned-token"}  # which of this session's fine-tunes each target takes
 SIDEBAR = "sidebar"  # the classifier choice "the sidebar model"; the others are this session's fine-tuned models
@@ -47,8 +48,8 @@ ONE_FIELDS = (
     urlstate.Field(K("one.mask_index"), "int", lo=1, hi=50), urlstate.Field(K("one.word"), max_len=100),
     urlstate.Field(K("one.word_index"), "int", lo=1, hi=200),
     urlstate.Field(K("one.contrast"), max_len=100),
-    urlstate.Field(K("one.methods"), "strs", choices=tuple(A.METHODS)),
-    urlstate.Field(K("one.baseline"), choices=tuple(A.BASELINES)),
+    urlstate.Field(K("one.methods"), "strs", choices=tuple(AM.METHODS)),
+    urlstate.Field(K("one.baseline"), choices=tuple(AI.BASELINES)),
     urlstate.Field(K("one.n_steps"), "int", lo=2, hi=1000), urlstate.Field(K("one.ibs"), "int", lo=1, hi=1000),
     urlstate.Field(K("one.samples"), "int", lo=10, hi=5000), urlstate.Field(K("layers"), "bool"),
     urlstate.Field(K("layer_steps"), "int", lo=2, hi=300),
@@ -95,12 +96,12 @@ def bind_class(lm: LoadedModel, target: str) -> set[str]:
     """Restore the class a link names, once the model says which classes exist; the keys restored."""
     if target not in ("pair", "class"):
         return set()
-    n = len(A.target_classes(lm, target))
+    n = len(AI.target_classes(lm, target))
     return urlstate.bind((urlstate.Field(K("one.class"), "int", choices=tuple(range(n))),))
 
 
 def class_label(lm: LoadedModel, target: str) -> Callable[[int], str]:
-    classes = A.target_classes(lm, target)
+    classes = AI.target_classes(lm, target)
 
     def label(i: int) -> str:
         if target == "pair" and lm.family.pair_head:
@@ -136,7 +137,7 @@ def target_widgets(prefix: str, target: str, lm: LoadedModel) -> dict:
         which = st.number_input(t("attribution.which_word"), 1, 200, key=K(f"{prefix}.word_index"),
                                 help=t("attribution.which_word_help"), persist_state="session")
         return dict(word_index=int(which) - 1)
-    n = len(A.target_classes(lm, target))
+    n = len(AI.target_classes(lm, target))
     c = st.selectbox(t("attribution.class"), range(n), key=K(f"{prefix}.class"),
                      format_func=ra.option_labels(range(n), class_label(lm, target)))
     return dict(class_index=int(c))
@@ -148,17 +149,17 @@ def method_settings(prefix: str, lm: LoadedModel, per_layer_option: bool = False
     baseline for Saliency alone, no steps without Integrated Gradients. Drawn outside the form, so the settings
     follow the picker at once. A hidden setting keeps its value (persist_state) for when it comes back.
     Returns AttributionConfig fields (``layer_steps`` too with ``per_layer_option``)."""
-    blocked = A.unavailable_methods(lm.model)  # checked on its modules, before any run, with the reason
-    offered = [k for k in A.METHODS if k not in blocked]
+    blocked = AM.unavailable_methods(lm.model)  # checked on its modules, before any run, with the reason
+    offered = [k for k in AM.METHODS if k not in blocked]
     picked = st.session_state.get(K(f"{prefix}.methods"), [])
     if any(m in blocked for m in picked):  # e.g. from a link made with another model
         st.session_state[K(f"{prefix}.methods")] = [m for m in picked if m not in blocked]
     methods = st.multiselect(t("attribution.methods"), offered,
-                             format_func=ra.option_labels(A.METHODS, ra.method_label),
+                             format_func=ra.option_labels(AM.METHODS, ra.method_label),
                              key=K(f"{prefix}.methods"), help=ra.methods_help(offered))
     for key_, why in blocked.items():
         st.caption(t("attribution.not_offered", method=ra.method_label(key_), why=why))
-    reads = {s for m in methods for s in A.METHODS[m].settings}
+    reads = {s for m in methods for s in AM.METHODS[m].settings}
     per_layer = per_layer_option and bool(st.session_state.get(K("layers")))
     if per_layer:  # LayerIG integrates from the baseline, in batches
         reads |= {"baseline", "internal_batch_size"}
@@ -167,8 +168,8 @@ def method_settings(prefix: str, lm: LoadedModel, per_layer_option: bool = False
         key = K(f"{prefix}.{WIDGET.get(name, name)}")
         col = next(cols)
         if name == "baseline":
-            col.selectbox(t("attribution.baseline_pick"), list(A.BASELINES), key=key, persist_state="session",
-                          format_func=ra.option_labels(A.BASELINES, ra.baseline_label))
+            col.selectbox(t("attribution.baseline_pick"), list(AI.BASELINES), key=key, persist_state="session",
+                          format_func=ra.option_labels(AI.BASELINES, ra.baseline_label))
         elif name == "n_steps":
             col.number_input(t("attribution.n_steps"), 2, 1000, key=key, persist_state="session")
         elif name == "internal_batch_size":
@@ -193,15 +194,15 @@ TIMINGS = K("estimate.timings")  # (spec, task, tokens, rows) -> ForwardTiming: 
 TIMINGS_KEEP = 16  # at most this many per session; the oldest goes first
 
 
-def _timing(lm: LoadedModel, cfg: A.AttributionConfig) -> AM.ForwardTiming:
-    """The timed plain forwards an estimate reads (core.inspect.attribution_methods.time_forward: one row and one batch of
+def _timing(lm: LoadedModel, cfg: AI.AttributionConfig) -> AE.ForwardTiming:
+    """The timed plain forwards an estimate reads (core.inspect.attribution_estimate.time_forward: one row and one batch of
     the run's rows, at most TIMING_ROWS, after a warm-up), measured once per model, input length and batch and kept
     in this session (TIMINGS_KEEP at most): the methods and their settings change the estimate, not the timing."""
-    seq, rows = AM.timing_rows(lm, cfg)
+    seq, rows = AE.timing_rows(lm, cfg)
     key = (lm.spec, lm.task, seq, rows)
     cache = st.session_state.setdefault(TIMINGS, {})
     if key not in cache:
-        cache[key] = AM.time_forward(lm, cfg, rows)
+        cache[key] = AE.time_forward(lm, cfg, rows)
         while len(cache) > TIMINGS_KEEP:
             cache.pop(next(iter(cache)))
     return cache[key]
@@ -215,17 +216,17 @@ def _duration(seconds: float) -> str:
     return t("attribution.estimate_min", m=f"{seconds / 60:.0f}")
 
 
-def show_estimate(where, lm: LoadedModel, cfg: A.AttributionConfig | None) -> None:
+def show_estimate(where, lm: LoadedModel, cfg: AI.AttributionConfig | None) -> None:
     """Beside Explain: about how many forward passes the picked methods and settings make, and about how long that
-    takes on this model (core.inspect.attribution_methods.estimate). Nothing while the inputs are not valid yet (the
+    takes on this model (core.inspect.attribution_estimate.estimate). Nothing while the inputs are not valid yet (the
     run's own check says why on Explain)."""
     if cfg is None:
         return
     try:
-        est = AM.estimate(lm, cfg, _timing(lm, cfg))
+        est = AE.estimate(lm, cfg, _timing(lm, cfg))
     except (ValueError, RuntimeError):  # an input the model refuses: Explain reports it with the fix
         return
     grad = t("attribution.estimate_grad", b=f"{est.backwards:,}") if est.backwards else ""
     where.caption(t("attribution.estimate", n=f"{est.forwards:,}", grad=grad, time=_duration(est.seconds)),
-                  help=t("attribution.estimate_help", rows=min(est.batch, AM.TIMING_ROWS),
-                           factor=f"{AM.BACKWARD_FACTOR:g}"))
+                  help=t("attribution.estimate_help", rows=min(est.batch, AE.TIMING_ROWS),
+                           factor=f"{AE.BACKWARD_FACTOR:g}"))

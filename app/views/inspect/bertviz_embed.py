@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from core.base.paths import ASSETS
 
-ROOT = Path(__file__).resolve().parent.parent
-VENDOR = ROOT / "assets" / "vendor"
+VENDOR = ASSETS / "vendor"
 VENDOR_FILES = {"d3": "d3-5.7.0.min.js", "jquery": "jquery-2.1.4.min.js", "require": "require-2.3.6.js"}
 VENDOR_SHA256 = {
     "d3-5.7.0.min.js": "bdad5585ef9a965ff25458738309b006058c55f2c78d794d25fbecae35014609",
@@ -178,8 +178,8 @@ def build_view(kind: str, attentions: np.ndarray, labels: list[str], sentence_b_
     """The bertviz ``kind`` view ("head" or "model") of ``attentions`` (layers, heads, seq, seq) as one offline
     HTML page. ``labels`` are the display tokens; ``layers``/``heads`` filter what is shipped (default all).
     Raises ValueError on an unknown view or a mismatch between tokens and attention."""
-    import torch
-    from bertviz import head_view, model_view
+    import torch  # lazy: torch loads in ~2 s, only a bertviz view needs it here
+    from bertviz import head_view, model_view  # lazy: optional, only the Attention page's view
 
     if kind not in VIEWS:
         raise ValueError(f"Unknown view {kind!r}: use 'head' or 'model'.")

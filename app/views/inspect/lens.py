@@ -11,7 +11,8 @@ from plotly.subplots import make_subplots
 from app.kit import presenter, state
 from app.kit.i18n import t
 from app.kit.render import as_text
-from core.inspect.lens import LensResult, MaskLens, TuneReport
+from core.inspect.lens import LensResult, MaskLens
+from core.inspect.tuned_lens import TuneReport
 
 PAGE = "lens"
 ROW_PX = 30  # table height per depth

@@ -12,7 +12,7 @@ from app.kit.i18n import t
 from app.kit.loaders import get_model, model_or_error
 from app.kit.render import current_result, entry_id, mini_short, minis_caption, run_or_error, shorten, yes_no
 from app.views.predict.results import record_fill, record_rtd, show_fill_result, show_replaced, strategy_label
-from app.sidebar import known_checkpoints
+from app.kit.model_choice import known_checkpoints
 from core import registry
 from core.base.fields import bounds
 from core.predict.fill_mask import MAX_TOP_K, STRATEGIES, CompareResult, FillMaskResult, examples, words
@@ -74,8 +74,6 @@ def compare_options() -> list[str]:
 
 def spec_of(o: str, device: str):
     """The ModelSpec of a compare option "family|checkpoint" or "family|checkpoint|int8"."""
-    from core.models.loading import ModelSpec
-
     fam, rest = o.split("|", 1)
     ckpt, _, quant = rest.partition("|")
     return ModelSpec(fam, ckpt, device, quant)

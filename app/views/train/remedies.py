@@ -5,10 +5,10 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from app.kit import state
 from app.kit.i18n import lang, t
-from app.kit.jobs_panel import job_panel, runner
-from app.kit.render import forget_jobs, job_for, record_once, remember_job, stale_note
+from app.kit.jobs_panel import job_section, start_job, submit_job
+from app.kit.render import record_once
+from core.train.remedies import ARTICLE_OOM, ARTICLE_OSCILLATION, MAX_STEPS, job
 
 JOBS = "remedies.made_from"
 STEPS = "remedies.steps"
@@ -18,8 +18,6 @@ NO_VALUE = "–"  # i18n: ok (a dash: not measured)
 
 def advice() -> None:
     """The article's two troubleshooting items, in its own words (and translated)."""
-    from core.train.remedies import ARTICLE_OOM, ARTICLE_OSCILLATION
-
     for zh, en in (ARTICLE_OSCILLATION, ARTICLE_OOM):
         st.markdown(f"> {zh}" + ("" if lang() == "zh" else f"\n>\n> *{en}*"))
     st.caption(t("remedies.advice_source"))
@@ -72,8 +70,6 @@ def _show(job) -> None:
 def oom_panel(cfg, data) -> None:
     """Measure the remedies for ``cfg`` (a core.train.finetune.FinetuneConfig) on ``data`` (LabelledData or TokenData;
     None when no data is loaded yet), beside the article's advice."""
-    from core.train.remedies import MAX_STEPS, job
-
     advice()
     st.markdown(t("remedies.intro"))
     if cfg is None or data is None:
@@ -85,16 +81,6 @@ def oom_panel(cfg, data) -> None:
     asked = (cfg, data.fingerprint(), int(steps))
     c2.caption(t("remedies.steps_help", rows=int(steps) * cfg.batch_size))
     if st.button(t("remedies.measure"), key="remedies.go", icon=":material/memory:"):
-        try:
-            j = runner().submit(t("remedies.job_name"), job(cfg, data, int(steps)), device=cfg.device,
-                                owner=state.session_id())
-            state.job_ids("finetune").append(j.id)
-            remember_job(JOBS, j.id, asked)
-        except ValueError as e:
-            forget_jobs(JOBS)
-            st.error(str(e))
-    shown = job_for(JOBS, asked)
-    if shown is not None:
-        job_panel(shown, _show, key="remedies")
-    elif st.session_state.get(JOBS):
-        stale_note(JOBS)
+        start_job(JOBS, lambda: submit_job("finetune", t("remedies.job_name"), job(cfg, data, int(steps)),
+                                           device=cfg.device, jobs_key=JOBS, asked=asked))
+    job_section(JOBS, asked, _show, key="remedies")

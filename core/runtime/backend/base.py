@@ -7,6 +7,7 @@ imports, can import what they share with it without importing the chooser back.
 from __future__ import annotations
 
 import importlib
+import pickle
 import threading
 from abc import ABC, abstractmethod
 from typing import Any, Callable, Sequence
@@ -68,8 +69,6 @@ def load_recipe(recipe: tuple) -> Any:
 
 def outcome_error(e: BaseException) -> BaseException:
     """``e`` when it pickles (it then crosses to the front-end as itself), else a RuntimeError with its text."""
-    import pickle
-
     try:
         pickle.dumps(e)
         return e

@@ -6,7 +6,7 @@ import threading
 
 from core.runtime.backend.base import Backend
 from core.runtime.jobs import JobRunner
-from core.runtime.room import InProcessStore
+from core.runtime.room_store import InProcessStore
 from core.runtime.serving import coalesce
 
 

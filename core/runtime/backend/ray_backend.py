@@ -21,13 +21,15 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections import OrderedDict
 from typing import Any, Callable
 
-import ray  # noqa: F401  (here, so a missing Ray is one clear ImportError when the backend is chosen)
+import ray  # here, so a missing Ray is one clear ImportError when the backend is chosen
+from ray import serve
+from ray.serve.exceptions import DeploymentUnavailableError
 
 from core.base import settings as server_settings
 from core.runtime.backend.base import Backend, BackendError, op_name
+from core.runtime.backend.model_handles import ModelHandles
 from core.runtime.backend.ray_jobs import RayJobRunner
 from core.runtime.backend.ray_replica import ModelReplica
 from core.runtime.backend.ray_rooms import RayRoomStore
@@ -39,9 +41,6 @@ NAMESPACE = "encoderlab"
 def connect(cfg: RaySettings) -> None:
     """Join the cluster at ``cfg.address`` (or start a local Ray) and start Serve without an HTTP proxy (the
     front-ends call deployments through handles). Raises BackendError saying what to check."""
-    import ray
-    from ray import serve
-
     if not ray.is_initialized():
         env = worker_env()
         try:
@@ -71,9 +70,7 @@ class RayBackend(Backend):
         self.cfg = cfg or RaySettings.from_env()
         connect(self.cfg)
         self._lock = threading.Lock()
-        self._key_locks: dict[str, threading.Lock] = {}
-        self._handles: OrderedDict[str, Any] = OrderedDict()  # bounded by cfg.max_models, oldest deleted first
-        self.recipes: dict[str, tuple] = {}  # application name -> recipe, for the handles above
+        self._models = ModelHandles(self.cfg.max_models)  # bounded by cfg.max_models, oldest deleted first
         self._runner = None
         self._store = None
 
@@ -82,27 +79,26 @@ class RayBackend(Backend):
         return cls(RaySettings.from_env())
 
     @property
+    def recipes(self) -> dict[str, tuple]:
+        """Application name -> recipe of the models this front-end keeps a handle of."""
+        return self._models.recipes
+
+    @property
     def address(self) -> str:
         """The cluster's address, for another process to join (``ENCODERLAB_RAY_ADDRESS``)."""
-        import ray
-
         return ray.get_runtime_context().gcs_address
 
     # ------------------------------------------------------------------------------------------- model tier
     def handle(self, recipe: tuple):
         """The deployment handle of ``recipe``'s model, deploying it first when no front-end has yet."""
-        from ray import serve
-
         name = app_name(recipe)
-        with self._lock:
-            if name in self._handles:
-                self._handles.move_to_end(name)
-                return self._handles[name]
-            key_lock = self._key_locks.setdefault(name, threading.Lock())
-        with key_lock:  # one deployment per model even when several sessions ask at once
-            with self._lock:
-                if name in self._handles:
-                    return self._handles[name]
+        h = self._models.get(name)
+        if h is not None:
+            return h
+        with self._models.deploying(name):  # one deployment per model even when several sessions ask at once
+            h = self._models.get(name)
+            if h is not None:
+                return h
             h = self._existing(name)
             if h is None:
                 s = server_settings.current()
@@ -118,21 +114,15 @@ class RayBackend(Backend):
                 except Exception as e:  # noqa: BLE001 - a replica that cannot load its model says why
                     raise BackendError(f"The model tier could not start {recipe[1]!r}: {type(e).__name__}: {e}") \
                         from None
-            with self._lock:
-                self._handles[name], self.recipes[name] = h, recipe
-                while len(self._handles) > self.cfg.max_models:
-                    old, _ = self._handles.popitem(last=False)
-                    self.recipes.pop(old, None)
-                    try:
-                        serve.delete(old, _blocking=False)
-                    except Exception:  # noqa: BLE001 - already gone (another front-end deleted it)
-                        pass
+            for old in self._models.put(name, h, recipe):
+                try:
+                    serve.delete(old, _blocking=False)
+                except Exception:  # noqa: BLE001 - already gone (another front-end deleted it)
+                    pass
             return h
 
     @staticmethod
     def _existing(name: str):
-        from ray import serve
-
         try:
             apps = serve.status().applications
         except Exception:  # noqa: BLE001
@@ -143,18 +133,14 @@ class RayBackend(Backend):
 
     def forget(self, recipe: tuple) -> None:
         """Drop the cached handle (its application was deleted elsewhere): the next call deploys again."""
-        with self._lock:
-            self._handles.pop(app_name(recipe), None)
-            self.recipes.pop(app_name(recipe), None)
+        self._models.forget(app_name(recipe))
 
     def _remote(self, obj: Any, send: Callable[[Any], Any]) -> Any:
         recipe = getattr(obj, "recipe", None)
         h = self.handle(recipe)
         try:
             status, value = send(h)
-        except Exception as e:  # noqa: BLE001 - an application deleted by another front-end: deploy it once more
-            if "not found" not in str(e).lower() and "deleted" not in str(e).lower():
-                raise
+        except DeploymentUnavailableError:  # its application was deleted (by another front-end): deploy it once more
             self.forget(recipe)
             status, value = send(self.handle(recipe))
         if status == "err":
@@ -182,7 +168,7 @@ class RayBackend(Backend):
         """Deploy ``obj``'s model now, in the background (about 14 s here), so the page's first prediction does not
         wait for it from the start; a failure is left for that prediction to report."""
         recipe = getattr(obj, "recipe", None)
-        if recipe is None or app_name(recipe) in self._handles:
+        if recipe is None or app_name(recipe) in self._models:
             return
 
         def deploy() -> None:

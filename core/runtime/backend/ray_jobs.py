@@ -12,59 +12,43 @@ their model calls go to the model tier (core.runtime.backend).
 """
 from __future__ import annotations
 
-import pickle
+import os
 import threading
 import time
-import traceback
 import types
 from typing import Any
 
 import ray
+from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError
 
-from core.runtime import jobs as J
 from core.runtime.backend.base import use
 from core.runtime.backend.inprocess import InProcessBackend
 from core.runtime.backend.ray_settings import RaySettings
+from core.runtime.job_outcome import JobContext, failed, run_job
+from core.runtime.job_worker import prepare_worker, worker_threads
+from core.runtime.jobs import CANCEL_GRACE_S, CANCELLED, Job, JobRunner
 
 POLL_S = 0.25
 LOST = ("The cluster node running this job went away ({why}). Nothing on the front-end was lost; start the job "
         "again and Ray places it on a node that is up.")
 
 
-class _ActorContext:
-    """JobContext's interface inside the actor: progress is kept for the front-end's next poll."""
-
-    def __init__(self, box: "_Box") -> None:
-        self._box = box
-
-    @property
-    def cancelled(self) -> bool:
-        return self._box.cancel.is_set()
-
-    def check_cancelled(self) -> None:
-        if self.cancelled:
-            raise J.JobCancelled()
-
-    def progress(self, fraction: float, message: str = "", **metrics: Any) -> None:
-        with self._box.lock:
-            self._box.fraction = float(min(max(fraction, 0.0), 1.0))
-            if message:
-                self._box.message = message
-            if metrics:
-                self._box.metrics.append(dict(metrics))
-        self.check_cancelled()
-
-    def flush(self) -> None:
-        """Nothing to send: the front-end polls."""
-
-
 class _Box:
+    """An actor's job state, kept for the front-end's next poll: the job's JobContext reports here."""
+
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.cancel = threading.Event()
         self.fraction, self.message = 0.0, ""
         self.metrics: list[dict] = []
         self.final: tuple | None = None
+
+    def report(self, fraction: float, message: str, metrics: list[dict[str, Any]]) -> None:
+        with self.lock:
+            self.fraction = fraction
+            if message:
+                self.message = message
+            self.metrics.extend(metrics)
 
 
 @ray.remote(max_concurrency=4)
@@ -77,26 +61,13 @@ class JobWorker:
         self.box = _Box()
 
     def start(self, payload: bytes, threads: int, name: str, resource: str) -> dict:
-        import os
-
         if resource != "gpu":  # Ray hides no GPU from an actor that asked for none: a CPU job must not take one
             os.environ["CUDA_VISIBLE_DEVICES"] = ""
-        import torch
-
-        torch.set_num_threads(threads)
-        J._lower_priority()
+        prepare_worker(threads)  # torch is first imported here, after the GPUs are hidden
         box = self.box
 
         def run() -> None:
-            ctx = _ActorContext(box)
-            try:
-                fn = pickle.loads(payload)
-                ctx.check_cancelled()
-                final: tuple = ("done", fn(ctx))
-            except J.JobCancelled:
-                final = ("cancelled",)
-            except BaseException as e:  # noqa: BLE001 - every failure must reach the page as a message
-                final = ("error", J.describe_error(e, name), traceback.format_exc())
+            final = run_job(payload, JobContext(box.cancel, box.report), name)
             with box.lock:
                 box.final = final
 
@@ -113,28 +84,17 @@ class JobWorker:
         self.box.cancel.set()
 
 
-class RayJobRunner(J.JobRunner):
+class RayJobRunner(JobRunner):
     """core.runtime.jobs.JobRunner whose worker processes are Ray actors placed by the resource each job asks for."""
 
     def __init__(self, cfg: RaySettings | None = None, limits: dict[str, int] | None = None) -> None:
         super().__init__(limits, workers=True)
         self.cfg = cfg or RaySettings.from_env()
 
-    def submit(self, name, fn, resource="cpu", owner=None, device=None):
-        """As core.runtime.jobs.JobRunner.submit, but ``device`` is judged by the cluster, not by this front-end: "auto" asks
-        for a GPU when any node has one (the job then resolves "auto" to the GPU Ray gives it)."""
-        if device is not None:
-            resource, device = self.resource_for(device), None
-        return super().submit(name, fn, resource=resource, owner=owner, device=device)
-
-    @staticmethod
-    def resource_for(device: str) -> str:
-        from core.registry import ModelLoadError
-
-        gpus = float(ray.cluster_resources().get("GPU", 0.0))
-        if device == "cuda" and not gpus:
-            raise ModelLoadError("No node of the Ray cluster has a GPU: pick device auto or cpu, or add a GPU worker.")
-        return "gpu" if device in ("cuda", "auto") and gpus else "cpu"
+    def gpus_available(self) -> float:
+        """A job's ``device`` is judged by the cluster, not by this front-end (core.runtime.jobs.resource_for): "auto"
+        asks for a GPU when any node has one (the job then resolves "auto" to the GPU Ray gives it)."""
+        return float(ray.cluster_resources().get("GPU", 0.0))
 
     def _context(self):
         return types.SimpleNamespace(Event=threading.Event)  # Cancel crosses to the actor by a call, not an Event
@@ -144,18 +104,16 @@ class RayJobRunner(J.JobRunner):
             return {"num_gpus": self.cfg.job_gpus, "num_cpus": 1}
         return {"num_cpus": 1}
 
-    def _run_process(self, job: J.Job, payload: bytes) -> None:
-        from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError
-
+    def _run_process(self, job: Job, payload: bytes) -> None:
         actor = None
         try:
             actor = JobWorker.options(**self.actor_options(job.resource)).remote()
-            threads = J._worker_threads(job.resource, self.limits)
+            threads = worker_threads(job.resource, self.limits)
             started = actor.start.remote(payload, threads, job.name, job.resource)
             job.message = f"waiting for a node with a free {job.resource.upper()}"
             while True:  # placement: Ray holds the actor until a node has the resource
-                if job._cancel.is_set():
-                    job.status, job.message = J.CANCELLED, "cancelled before it started"
+                if job.cancel_requested:
+                    job.status, job.message = CANCELLED, "cancelled before it started"
                     return
                 ready, _ = ray.wait([started], timeout=POLL_S)
                 if ready:
@@ -165,36 +123,25 @@ class RayJobRunner(J.JobRunner):
             cancelled_at = None
             final = None
             while final is None:
-                if job._cancel.is_set() and cancelled_at is None:
+                if job.cancel_requested and cancelled_at is None:
                     cancelled_at = time.time()
                     actor.cancel.remote()
-                if cancelled_at is not None and time.time() - cancelled_at > J.CANCEL_GRACE_S:
+                if cancelled_at is not None and time.time() - cancelled_at > CANCEL_GRACE_S:
                     final = ("cancelled",)
                     break
                 try:
                     fraction, message, metrics, final = ray.get(actor.poll.remote(), timeout=30)
                 except (GetTimeoutError, ActorUnavailableError):
                     continue  # a slow or briefly unreachable node: ask again
-                job.progress = fraction
-                if message:
-                    job.message = message
-                job.metrics.extend(metrics)
+                job.report(fraction, message, metrics)
                 if final is None:
                     time.sleep(POLL_S)
-            if final[0] == "done":
-                job.result = final[1]
-                job.status, job.progress, job.message = J.DONE, 1.0, "done"
-            elif final[0] == "cancelled":
-                job.status, job.message = J.CANCELLED, "cancelled"
-            else:
-                job.status, job.error, job.message, job.error_detail = J.ERROR, final[1], "failed", final[2]
+            job.settle(final)
         except RayActorError as e:  # the node (or the actor's process) died under the job
             why = "its node left the cluster" if "node" in str(e).lower() else "its process died"
-            job.status, job.error, job.message = J.ERROR, LOST.format(why=why), "failed"
-            job.error_detail = str(e)
+            job.settle(("error", LOST.format(why=why), str(e)))
         except Exception as e:  # noqa: BLE001 - the actor could not even start
-            job.status, job.error, job.message = J.ERROR, J.describe_error(e, job.name), "failed"
-            job.error_detail = traceback.format_exc()
+            job.settle(failed(e, job.name))
         finally:
             if actor is not None:
                 try:

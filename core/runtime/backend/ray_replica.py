@@ -22,10 +22,12 @@ import queue
 import threading
 from typing import Any
 
+import ray
 from ray import serve
 
 from core.runtime.backend.base import load_recipe, outcome_error, resolve_op, use
 from core.runtime.backend.inprocess import InProcessBackend
+from core.runtime.serving import coalesce
 
 
 class _Stopped(Exception):
@@ -52,7 +54,7 @@ def _run_group(model: Any, fn_name: str, items: list) -> list[tuple[str, Any]]:
 @serve.deployment(name="model")
 class ModelReplica:
     def __init__(self, recipe: tuple, threads: int, max_batch: int, window_s: float) -> None:
-        import torch
+        import torch  # lazy: torch loads ~1 GB, in the replica only
         use(InProcessBackend())  # the ops run here, never sent on to Ray again
         if threads > 0:
             torch.set_num_threads(threads)
@@ -62,8 +64,7 @@ class ModelReplica:
         self._batch.set_batch_wait_timeout_s(window_s)
 
     def where(self) -> dict:
-        import ray
-        import torch
+        import torch  # lazy: torch loads ~1 GB, in the replica only
 
         return {"node": ray.get_runtime_context().get_node_id(), "pid": os.getpid(), "threads": torch.get_num_threads(),
                 "device": str(getattr(self.model, "device", "?"))}
@@ -88,8 +89,6 @@ class ModelReplica:
 
     def _merged(self, op: str, fn_name: str, items: list) -> list[tuple[str, Any]]:
         """One Serve batch's items of one op, run together with the other Serve batches meeting here meanwhile."""
-        from core.runtime.serving import coalesce
-
         def run(groups: list[list]) -> list[list[tuple[str, Any]]]:
             flat = _run_group(self.model, fn_name, [x for g in groups for x in g])
             out, i = [], 0

@@ -11,9 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 import ray
+from ray.exceptions import RayActorError
 
 from core.runtime.backend.base import outcome_error
-from core.runtime.room import (Created, InProcessStore, PresenterState, RoomError, RoomStore, RoomView, Submission, Tally)
+from core.runtime.room import Created, PresenterState, RoomError, RoomStore, RoomView, Submission, Tally
+from core.runtime.room_store import InProcessStore
 
 ACTOR_NAME = "encoderlab-rooms"
 
@@ -42,8 +44,6 @@ class RayRoomStore(RoomStore):
         self._actor = room_actor()
 
     def _c(self, method: str, *args: Any) -> Any:
-        from ray.exceptions import RayActorError
-
         try:
             status, value = ray.get(self._actor.call.remote(method, args))
         except RayActorError:  # the head restarted: a fresh actor (its rooms are gone: the codes say so)

@@ -16,6 +16,7 @@ from core.registry import FAMILIES
 from core.train.pretrain.build import SIZES
 from core.data.corpus import CorpusError
 from core.train.pretrain.train import PretrainConfig, PretrainError, pretrain
+from core.train.pretrain.zoo import main as zoo_main
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -50,8 +51,6 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["zoo"]:
-        from core.train.pretrain.zoo import main as zoo_main
-
         return zoo_main(argv[1:])
     a = _parser().parse_args(argv)
     from tqdm import tqdm

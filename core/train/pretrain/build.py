@@ -16,8 +16,10 @@ from core.train import common as training
 from core.models.loading import BUILD_LOCK
 from core.registry import FAMILIES, family_of_model_type, mlm_head, pair_head_module
 from core.data.masking import WORD_MARKERS
-from core.registry.pretraining import BERT_UNCASED, MAX_POSITIONS, recipe
+from core.registry.pretraining import BERT_UNCASED, recipe
 from core.models.tokenizer_build import bert_uncased_tokenizer, minilm_folder, save_tokenizer, train_tokenizer
+import random
+from core.data.masking import mask_tokens
 
 SIZES: dict[str, dict[str, int]] = {
     "tiny": dict(hidden=64, layers=2, heads=2, ffn=128, embedding=32, vocab=2000),
@@ -56,7 +58,12 @@ def from_minilm(family: str, tokenizer, fit: "MiniLMFit | None" = None, source: 
     start = recipe(family).from_minilm
     if start is None:
         raise ValueError(f"{FAMILIES[family].label} has no start from MiniLM: use init 'scratch'.")
-    return start(tokenizer, fit, source)
+    return STARTS[start](tokenizer, fit, source)
+
+
+def student(family: str, teacher, layers: tuple[int, ...] | None = None):
+    """A student of ``family`` cut from ``teacher`` (its recipe's ``student``)."""
+    return STUDENTS[recipe(family).student](teacher, layers)
 
 
 def _source(source: str | Path | None) -> str:
@@ -352,11 +359,9 @@ def fit_to_minilm(albert, minilm, bert_tok, fit: MiniLMFit, head=None, teacher_h
     With ``head`` (the ALBERT's MLM head on the WordPiece vocabulary) and ``teacher_head`` (the source's own MLM
     head, when the source learned MLM), the head also learns the teacher's predictions at the corrupted positions
     (KL at temperature 2, as DistilBERT's soft targets), so the ALBERT starts able to fill a blank."""
-    import random
 
     import torch.nn.functional as F
 
-    from core.data.masking import mask_tokens
 
     # sentence by sentence (WordPiece splits on spaces, so the ids are those of the joined text, without the
     # tokenizer's over-length warning for long documents)
@@ -366,7 +371,7 @@ def fit_to_minilm(albert, minilm, bert_tok, fit: MiniLMFit, head=None, teacher_h
         raise ValueError("The corpus is too small to fit ALBERT's shared layer to MiniLM.")
     # an AlbertModel: the recipe's embedding parts sit at its top level
     parts = recipe(family_of_model_type(albert.config.model_type)).embedding_parts
-    named = [(training._under(n, parts), p) for n, p in albert.named_parameters()]
+    named = [(training.under(n, parts), p) for n, p in albert.named_parameters()]
     groups = [{"params": [p for e, p in named if e], "lr": fit.embed_lr},
               {"params": [p for e, p in named if not e], "lr": fit.lr}]
     distil = head is not None and teacher_head is not None
@@ -466,3 +471,14 @@ def albert_from_minilm(tokenizer, embedding_size: int = 128, layers: int = 6, sh
     _piece_means(tokenizer, "unigram", w.embeddings.word_embeddings.weight, bert_tok, a.embeddings.word_embeddings.weight)
     model.tie_weights()
     return model
+
+
+# The starts and student cuts a recipe (core.registry.pretraining) names, with one signature each:
+# a start is (tokenizer, fit: MiniLMFit | None, source: a BERT folder or None for the MiniLM) -> model.
+STARTS: dict[str, Callable] = {
+    "copy_encoder": lambda tokenizer, fit=None, source=None: bert_from_minilm(source),
+    "transfer_to_bpe": lambda tokenizer, fit=None, source=None: roberta_from_minilm(tokenizer, source),
+    "factorize_and_share": lambda tokenizer, fit=None, source=None: albert_from_minilm(tokenizer, fit=fit,
+                                                                                       source=source),
+}
+STUDENTS: dict[str, Callable] = {"every_other_layer": distil_student}

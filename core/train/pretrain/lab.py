@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from core.base import settings
-from core.runtime.jobs import JobCancelled
+from core.runtime.job_outcome import JobCancelled
 from core.registry import FAMILIES, PAIR_HEADS
 from core.models.devices import resolve_device
 from core.base.paths import zoo_dir
@@ -20,6 +20,7 @@ from core.train.pretrain.build import SIZES
 from core.data.corpus import CORPUS_DIR, CorpusError, check_documents, decode_upload, parse_documents
 from core.train.pretrain.train import PretrainConfig, PretrainError, TrainReport, pretrain
 from core.registry.pretraining import recipe
+import functools
 
 MAX_UPLOAD_MB = min(5.0, settings.current().max_upload_mb)
 
@@ -108,7 +109,6 @@ def job(cfg: PretrainConfig) -> Callable[[Any], TrainReport]:
     """A core.runtime.jobs function: runs ``pretrain`` reporting every step; Cancel stops it after a checkpoint.
 
     A partial of a module-level function over the config, so core.runtime.jobs can run it in a worker process."""
-    import functools
 
     return functools.partial(_run_job, cfg)
 

@@ -32,16 +32,17 @@ from core.train import common as training
 from core.train.memory import drop_frames
 from core.models.loading import BUILD_LOCK
 from core.registry import FAMILIES
-from core.models.devices import resolve_device
+from core.models.devices import is_oom, resolve_device
 from core.registry import families_with
 from core.train.pretrain import build
-from core.registry.pretraining import recipe
+from core.registry.pretraining import MAX_POSITIONS, recipe
 from core.train.rng import RunRNG
 from core.data.corpus import (CORPUS_DIR, HELDOUT_FILE, TRAIN_FILE, CorpusError, check_documents, held_out,
                                   load_documents, load_training_documents)
 from core.train.pretrain.data import Instance, collate, make_instances, pad, special_mask, tokenize_documents
 from core.train.pretrain.evaluate import evaluate, unigram_top
 from core.data.masking import IGNORE, Masked, mask_tokens
+import copy
 
 LOG_FILE = "pretrain_log.json"
 CKPT_DIR = "checkpoint"
@@ -65,7 +66,7 @@ class PretrainConfig:
     # URL fields and the command line read it from here. Steps also stay within max_steps (the caller's limit).
     steps: int = bounded(300, 1, None, label="Steps")
     batch_size: int = bounded(32, 1, None, label="Batch size")
-    max_len: int = bounded(128, 16, build.MAX_POSITIONS, label="Max length", hint="tokens")
+    max_len: int = bounded(128, 16, MAX_POSITIONS, label="Max length", hint="tokens")
     lr: float = bounded(5e-4, 0.0, 1.0, open_lo=True, label="Learning rate")
     # learning rate of the fresh MLM/pair heads (default: lr)
     head_lr: float | None = bounded(None, 0.0, 1.0, open_lo=True, kind=float, label="Head learning rate")
@@ -201,7 +202,7 @@ def _build_model(cfg: PretrainConfig, tokenizer, teacher):
     """The model to train: the student cut from its teacher, the MiniLM start, a folder to continue, or fresh."""
     with BUILD_LOCK:  # a fresh model built while another thread loads would skip its weight init
         if teacher is not None:
-            return recipe(cfg.family).student(teacher, cfg.student_layers)
+            return build.student(cfg.family, teacher, cfg.student_layers)
         if cfg.init == "minilm":
             return build.from_minilm(cfg.family, tokenizer, source=cfg.encoder_from)
         if cfg.init != "scratch":
@@ -453,11 +454,11 @@ def pretrain(cfg: PretrainConfig, on_step: Callable[[dict], None] | None = None,
                     save(step)
                     status = "stopped"
                     break
-        except Exception as e:  # an error, out of memory, or a Cancel raised from on_step (core.runtime.jobs.JobCancelled)
+        except Exception as e:  # an error, out of memory, or a Cancel raised from on_step (core.runtime.job_outcome.JobCancelled)
             failure = PretrainError(
                 f"Out of memory at step {step}: lower the batch size ({cfg.batch_size}), the max length "
                 f"({cfg.max_len}) or the model size. The last checkpoint is kept in {ckpt} and the run resumes "
-                "from it.") if training.is_oom(e) else e
+                "from it.") if is_oom(e) else e
         if failure is not None:
             # Raised outside the except block, with the traceback's frames cleared and our references dropped: a
             # traceback keeps every frame's locals (model, optimizer state, activations) alive, on the GPU too.
@@ -490,8 +491,6 @@ def _save_folder(model, tokenizer, out: Path, fp16: bool) -> None:
     """save_pretrained (safetensors); fp16 weights keep dtype float32 in config so loads run in fp32."""
     model.config.architectures = [type(model).__name__]
     if fp16:
-        import copy
-
         half = copy.deepcopy(model).half()
         half.config.dtype = torch.float32
         half.save_pretrained(str(out), safe_serialization=True)

@@ -23,12 +23,23 @@ import torch
 from core.models.loading import ModelSpec, load
 from core.registry import FAMILIES, bundled_id
 from core.models.cards import pair_head_learned
+from core.base.paths import ASSETS
 from core.registry.pretraining import zoo_recipes
 from core.data.corpus import (CORPUS_DIR, EVERYDAY_HELDOUT_FILE, HELDOUT_FILE, TRAIN_FILE, load_documents,
                                   load_training_documents)
 from core.train.pretrain.data import collate, make_instances, tokenize_documents
 from core.train.pretrain.evaluate import evaluate, unigram_top
 from core.train.pretrain.train import LOG_FILE, PretrainConfig, pretrain
+from dataclasses import replace
+from core.models.devices import resolve_device
+from core.models.loading import LoadedModel
+from core.models.tokenizer_build import minilm_folder
+from core.predict.everyday_probe import during_training
+from core.predict.everyday_probe import score
+from core.registry import family_of_model_type
+from core.train import common as training
+from core.train.pretrain.build import encode, mlm_logits
+from core.registry.shape import shape
 
 CARD_JSON = "encoderlab_card.json"
 SOURCE_NAMES = {"wordnet": "WordNet examples", "python-doc": "Python documentation prose", "kjv": "King James Bible",
@@ -59,9 +70,7 @@ def train_recipe(name: str, out_root: Path, threads: int | None = None, scale: f
 
     ``scale`` multiplies every stage's steps (and the ALBERT fit's), ``batch_size`` replaces the recipe's: a
     longer schedule for a GPU (scripts/gpu_check.sh --zoo)."""
-    from dataclasses import replace
 
-    from core.predict.everyday_probe import during_training
 
     def sized(c: PretrainConfig) -> PretrainConfig:
         return replace(c, steps=max(1, round(c.steps * scale)), fit_steps=round(c.fit_steps * scale),
@@ -98,8 +107,6 @@ def recipe_config(name: str, out_root: Path, threads: int | None = None) -> Pret
 def zoo_precision() -> str:
     """bf16 autocast on a GPU that has it and on a CPU with bf16 instructions (2.1x the fp32 step of bert-mini on
     a 2-core EPYC, measured), fp32 elsewhere."""
-    from core.train import common as training
-    from core.models.devices import resolve_device
 
     dev = resolve_device("auto")
     if dev.kind == "cuda":
@@ -127,7 +134,6 @@ def _instances(cfg_d: dict, tokenizer, family: str, held_file: str = HELDOUT_FIL
 
 def _forward_ms(model, family: str, tokenizer, instances, reps: int = 5, head: bool = True) -> float:
     """Median milliseconds for one forward pass of 16 held-out instances (encoder, + MLM head on all tokens)."""
-    from core.train.pretrain.build import encode, mlm_logits
 
     batch = collate(instances[:16], tokenizer, generator=torch.Generator().manual_seed(0), mlm_probability=0.15,
                     whole_word=False, vocab_size=len(tokenizer))
@@ -150,7 +156,6 @@ def measure(folder: Path, family: str) -> dict:
     """Load the folder through the registry and measure it on the whole held-out split (heldout.txt), on the
     everyday sources' held-out split (heldout_everyday.txt, when the corpus has one) and on the everyday-English
     probe."""
-    from core.predict.everyday_probe import score
 
     loaded = load(ModelSpec(family, str(folder), device="cpu"), task="pretraining")
     log = json.loads((folder / LOG_FILE).read_text())
@@ -210,10 +215,8 @@ def write_card(name: str, out_root: Path, teacher_measure: dict | None = None, m
     cfg = log["config"]
     manifest = json.loads((CORPUS_DIR / "manifest.json").read_text())
     mc = model.config
-    arch = {"layers": getattr(mc, "num_hidden_layers", getattr(mc, "n_layers", None)),
-            "hidden": getattr(mc, "hidden_size", getattr(mc, "dim", None)),
-            "heads": getattr(mc, "num_attention_heads", getattr(mc, "n_heads", None)),
-            "vocab": mc.vocab_size}
+    sh = shape(mc)
+    arch = {"layers": sh.layers, "hidden": sh.hidden, "heads": sh.heads, "vocab": sh.vocab}
     fam = FAMILIES[family]
     if fam.shared_layers:  # factorized embeddings and one shared layer group (ALBERT)
         arch.update(embedding=mc.embedding_size, shared_layer_groups=mc.num_hidden_groups)
@@ -380,7 +383,7 @@ def _readme(c: dict, ev: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m core.train.pretrain zoo", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default=str(Path(__file__).resolve().parents[2] / "assets" / "models"))
+    ap.add_argument("--out", default=str(ASSETS / "models"))
     ap.add_argument("--only", nargs="*", default=list(RECIPES), choices=list(RECIPES))
     ap.add_argument("--cards-only", action="store_true")
     ap.add_argument("--threads", type=int, default=1, help="1 is fastest on a shared CPU (no spin-waiting threads)")
@@ -459,10 +462,6 @@ def probe_reference() -> dict:
     """The offline MiniLM with a fresh (seeded) MLM head on the probe: what the minis start from."""
     import transformers
 
-    from core.predict.everyday_probe import score
-    from core.models.loading import LoadedModel
-    from core.registry import family_of_model_type
-    from core.models.tokenizer_build import minilm_folder
 
     transformers.logging.set_verbosity_error()  # its MLM head is missing from the checkpoint: that is the point
     torch.manual_seed(0)

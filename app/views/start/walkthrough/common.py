@@ -10,13 +10,13 @@ from typing import Any, Callable, Sequence
 import streamlit as st
 
 from app.kit import report, state, urlstate
+from app.kit.cache import param_breakdown
 from app.kit.i18n import t
 from app.kit.loaders import get_model
 from app.kit.render import pair_card_caption
 from core.inspect import attention as A
 from core.models.loading import ModelSpec
 from core.registry import ModelLoadError
-from core.models.params import breakdown
 from core.registry import Family
 from core.walkthrough.checks import UnlearnedPairHead, pick_spec, unlearned_pair_head
 
@@ -112,10 +112,10 @@ def load_family(family: Family, task: str):
     return load(spec, task)
 
 
-@st.cache_data(show_spinner=False)
 def breakdowns(ids: tuple[str, ...]) -> list:
-    """core.models.params.breakdown of official checkpoints, from their shipped configs (steps 4 and 5)."""
-    return [breakdown(c) for c in ids]
+    """core.models.params.breakdown of official checkpoints, from their shipped configs (steps 4 and 5), through
+    the app's cache."""
+    return [param_breakdown(c) for c in ids]
 
 
 def noise_hint(note: UnlearnedPairHead) -> str:

@@ -7,7 +7,7 @@ import streamlit as st
 
 from app import nav
 
-from app.room import ui as room_ui
+from app.room.polls import poll as room_poll
 
 from app.kit import urlstate
 from app.kit.i18n import t
@@ -119,7 +119,7 @@ def question(step: int) -> None:
     choice = st.radio(t(f"walkthrough.s{step}.q"), list(range(N_OPTIONS)), index=None, key=K(f"q{step}"),
                       format_func=lambda j: t(f"walkthrough.s{step}.opt{j}"))
     # In a room the question is a poll: answers go to the room, the presenter sees them and reveals for everyone.
-    revealed = room_ui.poll(step, choice, [t(f"walkthrough.s{step}.opt{j}") for j in range(N_OPTIONS)])
+    revealed = room_poll(step, choice, [t(f"walkthrough.s{step}.opt{j}") for j in range(N_OPTIONS)])
     if revealed is None:
         revealed = step in st.session_state[REVEAL]
         st.button(t("walkthrough.hide_answer") if revealed else t("walkthrough.show_answer"), key=K(f"reveal{step}"),

@@ -12,6 +12,7 @@ from app.kit.i18n import t
 from app.views.start.walkthrough.common import K, Step, axis_labels, device, go_to, load, record, text_default
 from core.inspect import attention as A
 from core.inspect import attribution as AT
+from core.inspect import attribution_inputs as ATI
 from core.models.loading import ModelSpec
 from core.walkthrough.checks import is_cls_classifier
 
@@ -115,7 +116,7 @@ def render() -> None:
 
 def _attributions(lm, text: str, figs: list) -> tuple[list, list]:
     try:
-        probs = AT.prepare(lm, AT.AttributionConfig(target="class", text=text)).candidates  # ((class, p), ...)
+        probs = ATI.prepare(lm, ATI.AttributionConfig(target="class", text=text)).candidates  # ((class, p), ...)
     except ValueError as e:
         st.error(str(e))
         return figs, []
@@ -133,7 +134,7 @@ def _attributions(lm, text: str, figs: list) -> tuple[list, list]:
     if st.button(t("walkthrough.s7.run_attr"), key=K("s7.run"), type="primary", icon=":material/insights:"):
         with st.spinner(t("walkthrough.s7.explaining")):
             try:
-                res = AT.attribute(lm, AT.AttributionConfig(target="class", text=text, class_index=int(cls),
+                res = AT.attribute(lm, ATI.AttributionConfig(target="class", text=text, class_index=int(cls),
                                                             methods=(ATTR_METHOD,), n_steps=int(n_steps),
                                                             internal_batch_size=int(n_steps)))
                 st.session_state[K("s7.result")] = (key, res)

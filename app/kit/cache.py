@@ -1,0 +1,70 @@
+"""The app's one cache of computed results: the st.cache_data / st.cache_resource wrappers views call instead of
+computing themselves (models and data sets load through app.kit.loaders). Each wrapper calls one core function;
+the cache is process-wide, shared by every session (a result depends only on its inputs)."""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+import numpy as np
+import streamlit as st
+
+from core.inspect import attention as A
+from core.inspect.attention_views import WordGroups, word_groups
+from core.models.params import ParamBreakdown, breakdown
+from core.predict.fill_mask import FillMaskConfig, fill_mask_batch
+
+TOP_FILLS_KEEP = 2000  # top predictions kept (model, text); a room keeps at most 300 sentences
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def attention_flow(att: np.ndarray, rows: tuple[int, ...] | None) -> np.ndarray:
+    """core.inspect.attention.flow for ``att`` (all rows, or only ``rows``)."""
+    return A.flow(att, rows=None if rows is None else list(rows))
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def attention_word_groups(_tokenizer, checkpoint: str, config: A.AttentionConfig) -> WordGroups:
+    """core.inspect.attention_views.word_groups for one model (named by ``checkpoint``; the tokenizer is not hashed)."""
+    return word_groups(_tokenizer, config)
+
+
+@st.cache_data(show_spinner=False)
+def param_breakdown(checkpoint_id: str) -> ParamBreakdown:
+    """core.models.params.breakdown of a checkpoint (from its shipped config)."""
+    return breakdown(checkpoint_id)
+
+
+@st.cache_resource(show_spinner=False)
+def _top_fills() -> tuple[OrderedDict, threading.Lock]:
+    return OrderedDict(), threading.Lock()
+
+
+def top_fills(lm, texts: list[str]) -> dict[str, tuple | str]:
+    """Top prediction per text (cached per model and text): (filled text, top word, probability), or the reason
+    the model cannot read it. One batched call (core.predict.fill_mask.fill_mask_batch) for the texts not seen yet."""
+    cache, lock = _top_fills()
+    with lock:
+        found = {s: cache[(lm.spec, s)] for s in dict.fromkeys(texts) if (lm.spec, s) in cache}
+    todo = [s for s in dict.fromkeys(texts) if s not in found]
+    if todo:
+        cfgs, bad = [], {}
+        for s in todo:
+            try:
+                cfgs.append(FillMaskConfig(s, top_k=1))
+            except ValueError as e:
+                bad[s] = str(e)
+        try:
+            results = fill_mask_batch(lm, cfgs)
+        except ValueError as e:
+            results = ()
+            bad.update({c.text: str(e) for c in cfgs})
+        for c, r in zip(cfgs, results):
+            top = r.masks[0].candidates[0] if r.masks and r.masks[0].candidates else None
+            found[c.text] = (r.filled_text, top.text if top else "", top.prob if top else 0.0)
+        found.update(bad)
+        with lock:
+            cache.update({(lm.spec, s): found[s] for s in todo})
+            while len(cache) > TOP_FILLS_KEEP:
+                cache.popitem(last=False)
+    return {s: found[s] for s in texts}

@@ -1,0 +1,108 @@
+"""The app's downloads, built in one place: the attributions' CSV and standalone HTML (and the coloured-token HTML
+the Attributions page shows), the attention's .npz, the probes' CSV. Core returns results; turning them into files
+for a person is the app's job.
+
+The attribution palette (diverging: red pushes the explained score down, green up) lives here too, and the
+Attributions page's charts take it from here, so the page and its exports always agree.
+"""
+from __future__ import annotations
+
+import csv
+import html
+import io
+
+import numpy as np
+
+from core.inspect.attention import AttentionResult
+from core.inspect.attribution import BatchResult
+from core.represent.probes import ProbeResult
+
+POSITIVE, NEUTRAL, NEGATIVE = "#1a9850", "#ffffff", "#d73027"  # attribution palette: up, zero, down
+DIVERGING = [[0.0, NEGATIVE], [0.5, NEUTRAL], [1.0, POSITIVE]]  # the same as a plotly colour scale
+
+
+def _rgb(hex_colour: str) -> tuple[int, int, int]:
+    return int(hex_colour[1:3], 16), int(hex_colour[3:5], 16), int(hex_colour[5:7], 16)
+
+
+# ---------------------------------------------------------------------------------------------- attributions
+def color(value: float, scale: float) -> str:
+    """Diverging colour: red for negative, white at 0, green for positive, saturating at |scale|."""
+    v = 0.0 if scale <= 0 else max(-1.0, min(1.0, value / scale))
+    if v >= 0:
+        r, g, b = (int(255 - v * (255 - c)) for c in _rgb(POSITIVE))
+    else:
+        r, g, b = (int(255 + v * (255 - c)) for c in _rgb(NEGATIVE))
+    return f"#{r:02x}{g:02x}{b:02x}"
+
+
+def batch_to_csv(batch: BatchResult) -> str:
+    """Long format: row, text, target, method, token_index, token, special, score (errors as rows too)."""
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["row", "text", "target", "method", "token_index", "token", "special", "score", "error"])
+    for i, (row, res, err) in enumerate(zip(batch.rows, batch.results, batch.errors), start=1):
+        if res is None:
+            w.writerow([i, row.text, "", "", "", "", "", "", err])
+            continue
+        for m in res.methods:
+            for t, (tok, sp, s) in enumerate(zip(res.tokens, res.special, m.scores)):
+                w.writerow([i, row.text, res.target_label, m.method, t, tok, int(sp), f"{s:.6g}", ""])
+    return buf.getvalue()
+
+
+def tokens_html(tokens: tuple[str, ...], scores: np.ndarray, special: np.ndarray | None = None) -> str:
+    """Tokens as escaped <span>s coloured by score (diverging), with the score as a tooltip."""
+    scale = float(np.max(np.abs(scores))) if len(scores) else 0.0
+    spans = []
+    for i, (t, s) in enumerate(zip(tokens, scores)):
+        sp = special is not None and bool(special[i])
+        style = f"background:{color(float(s), scale)};padding:2px 3px;margin:1px;border-radius:3px;" + \
+                ("opacity:.55;font-style:italic;" if sp else "")
+        spans.append(f'<span class="attr-tok" style="{style}" title="{html.escape(f"{s:+.4f}")}">'
+                     f"{html.escape(t)}</span>")
+    return '<div class="attr-line" style="line-height:2;font-family:monospace">' + " ".join(spans) + "</div>"
+
+
+def batch_to_html(batch: BatchResult) -> str:
+    """A standalone HTML page (no scripts, no external resources) of every row's coloured tokens."""
+    parts = ["<!doctype html><html><head><meta charset='utf-8'><title>EncoderLab attributions</title>",
+             "<style>body{font-family:sans-serif;margin:2em}h3{margin-bottom:.2em}.m{color:#555;font-size:.9em}"
+             ".err{color:#b00}</style></head><body><h1>Attributions</h1>",
+             "<p class='m'>Green pushes the explained score up, red pushes it down; faded tokens are special "
+             "tokens kept fixed in the baseline.</p>"]
+    for i, (row, res, err) in enumerate(zip(batch.rows, batch.results, batch.errors), start=1):
+        parts.append(f"<h3>{i}. {html.escape(row.text)}</h3>")
+        if res is None:
+            parts.append(f"<p class='err'>{html.escape(err or '')}</p>")
+            continue
+        parts.append(f"<p class='m'>{html.escape(res.target_label)} · f(x) = {res.f_x:+.3f}</p>")
+        for m in res.methods:
+            parts.append(f"<p class='m'>{html.escape(m.label)}</p>" + tokens_html(res.tokens, m.scores, res.special))
+    parts.append("</body></html>")
+    return "".join(parts)
+
+
+# ---------------------------------------------------------------------------------------------- attention
+def attention_npz(result: AttentionResult) -> bytes:
+    """The raw attention (and q/k when captured) as a compressed .npz file, with tokens and masks."""
+    buf = io.BytesIO()
+    arrays = dict(attentions=result.attentions, tokens=np.array(result.tokens, dtype=str),
+                  cls_mask=result.cls_mask, sep_mask=result.sep_mask, punct_mask=result.punct_mask,
+                  sentence_b_start=np.array(-1 if result.sentence_b_start is None else result.sentence_b_start),
+                  checkpoint=np.array(result.checkpoint))
+    if result.queries is not None and result.keys is not None:
+        arrays.update(queries=result.queries, keys=result.keys)
+    np.savez_compressed(buf, **arrays)
+    return buf.getvalue()
+
+
+# ---------------------------------------------------------------------------------------------- probes
+def probes_csv(result: ProbeResult) -> str:
+    """One row per task and depth (ProbeResult.table): accuracy, majority, control, selectivity, best, sizes."""
+    buf = io.StringIO()
+    rows = result.table()
+    w = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
+    w.writeheader()
+    w.writerows({k: ("" if v is None else v) for k, v in r.items()} for r in rows)
+    return buf.getvalue()

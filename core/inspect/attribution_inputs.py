@@ -1,0 +1,347 @@
+"""What an attribution explains and on what: the config, the prepared input, and the explained scalar.
+
+Every method explains one scalar ``f``: the logit of a candidate word at a mask (or the difference of two words'
+logits, "A rather than B"), the logit of an NSP/SOP class, the logit of a sequence-classification class, or the
+logit of one word's predicted tag. ``prepare`` tokenizes and checks the input against the model and builds that
+scalar; ``Scorer`` computes it from word-embedding vectors (``inputs_embeds``) on a model, in batches of at most
+``forward_batch`` rows. Baselines replace every non-special token's embedding by the [PAD] or [MASK] embedding, or
+by zeros; special tokens keep their own. core.inspect.attribution runs the methods on what this module prepares,
+and core.inspect.attribution_estimate sizes a run before it starts.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from core.base.settings import current
+from core.inspect.attribution_methods import METHODS, NotApplicable
+from core.models.loading import LoadedModel
+from core.predict.fill_mask import MASK_PATTERN, MAX_MASKS, count_masks
+from core.registry import mlm_head
+
+TARGETS = {"mask": "a masked word", "pair": "the NSP/SOP decision", "class": "a classifier's class",
+           "token": "one word's tag (a token classifier)"}
+BASELINES = {"pad": "[PAD] embedding", "mask": "[MASK] embedding", "zeros": "zero vector"}
+PAIR_CLASSES = {"nsp": ("B follows A", "B is random"), "sop": ("in order", "swapped")}  # by Family.pair_head
+TOKEN_BUDGET = 16384  # tokens per forward batch; bounds memory for long inputs whatever the batch size asked
+
+
+# ------------------------------------------------------------------------------------------------ config
+@dataclass(frozen=True)
+class AttributionConfig:
+    """What to explain and how. ``__post_init__`` raises ValueError with a fix-it message."""
+
+    target: str = "mask"  # one of TARGETS
+    text: str = ""
+    text_b: str = ""  # second sentence for the pair target
+    mask_index: int = 0  # which mask (0 = first) when the text has several
+    word: str = ""  # candidate word at the mask; "" = the model's top prediction
+    contrast_word: str = ""  # "word rather than contrast_word": explains logit(word) - logit(contrast_word)
+    class_index: int = 0  # NSP/SOP class or classifier class
+    word_index: int = 0  # token target: which word (0 = the first); its predicted tag is explained
+    methods: tuple[str, ...] = ("lig",)
+    baseline: str = "pad"
+    n_steps: int = 50
+    internal_batch_size: int = 50
+    n_samples: int = 200  # KernelSHAP / LIME perturbations
+    layer_steps: int = 0  # >0: per-layer LayerIG at each encoder layer with this many steps; 0 = off
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.target not in TARGETS:
+            raise ValueError(f"Unknown target {self.target!r}: use one of {', '.join(TARGETS)}.")
+        if not self.text.strip():
+            raise ValueError("The input is empty: type a sentence to explain.")
+        if self.target == "pair" and not self.text_b.strip():
+            raise ValueError("The sentence-pair target needs a second sentence (B): type one.")
+        if not self.methods:
+            raise ValueError("Pick at least one attribution method.")
+        bad = [m for m in self.methods if m not in METHODS]  # the registry's keys
+        if bad:
+            raise ValueError(f"Unknown method(s) {', '.join(bad)}: use {', '.join(METHODS)}.")
+        if self.baseline not in BASELINES:
+            raise ValueError(f"Unknown baseline {self.baseline!r}: use one of {', '.join(BASELINES)}.")
+        top = min(1000, current().max_attribution_steps)  # the server's limit (lower on the hosted demo)
+        if not 2 <= self.n_steps <= top:
+            raise ValueError(f"n_steps must be between 2 and {top} (got {self.n_steps}); 50 is a good start.")
+        if not 1 <= self.internal_batch_size <= 1000:
+            raise ValueError(f"Internal batch size must be between 1 and 1000 (got {self.internal_batch_size}).")
+        if not 10 <= self.n_samples <= 5000:
+            raise ValueError(f"KernelSHAP/LIME samples must be between 10 and 5000 (got {self.n_samples}).")
+        if not 0 <= self.layer_steps <= min(300, top):
+            raise ValueError(f"Per-layer steps must be between 0 (off) and {min(300, top)} (got {self.layer_steps}).")
+        if self.mask_index < 0 or self.class_index < 0 or self.word_index < 0:
+            raise ValueError("Mask and class indices start at 0; negative values are not allowed.")
+        if self.contrast_word.strip() and self.target != "mask":
+            raise ValueError("'Rather than' (contrastive) works only for a masked word: clear the second word.")
+        if self.target == "mask":  # Fill-mask's limits: with too many masks every score is zero and nothing is learnt
+            masks = count_masks(self.text)
+            if masks > MAX_MASKS:
+                raise ValueError(f"The text has {masks} masks; at most {MAX_MASKS} are allowed. With that many the "
+                                 "model has almost no context left: keep the masks you care about and write the rest.")
+            if masks and not any(ch.isalnum() for ch in MASK_PATTERN.sub(" ", self.text)):
+                raise ValueError("The text is only masks: there is no context to predict from. "
+                                 "Add words around the [MASK]s.")
+
+
+# ------------------------------------------------------------------------------------------------ setup
+@dataclass
+class Prepared:
+    """A tokenized, checked input with its baseline and the scalar to explain (internal to one call)."""
+
+    lm: LoadedModel
+    ids: Any  # (1, seq) long
+    extra: dict  # attention_mask, token_type_ids (1, seq)
+    special: np.ndarray
+    embeds: Any  # (1, seq, E)
+    base: Any  # (1, seq, E)
+    score: Callable[[Any], Any]  # full model output -> (b,) explained scalar
+    target_label: str
+    candidates: tuple[tuple[str, float], ...]
+    notes: list[str] = field(default_factory=list)
+    mask_pos: int | None = None  # mask target: run the MLM head at this position only (not over every token)
+    words: tuple[int, int | None] = (0, None)  # mask target: word id, contrast word id
+    f_x: float = 0.0  # the explained score on the input and on the baseline (set by attribute)
+    f_b: float = 0.0
+
+
+def _mlm_logits(out):
+    logits = getattr(out, "prediction_logits", None)
+    if logits is None:
+        logits = getattr(out, "logits", None)
+    return logits
+
+
+def _pair_logits(out):
+    """The sentence-pair (NSP/SOP) logits (b, 2) of a pretraining model's output; None without that head.
+
+    transformers names the field per architecture, so it is found by shape: the one 2-D ``*logits`` field (the
+    MLM logits beside it are 3-D). Only called for a family whose registry entry has a pair head."""
+    found = [v for k, v in out.items() if k.endswith("logits") and v is not None and v.dim() == 2]
+    return found[0] if len(found) == 1 else None
+
+
+def word_id(lm: LoadedModel, word: str, at_start: bool) -> int:
+    """The single vocabulary id a mask would predict for ``word``; ValueError naming the problem otherwise."""
+    tok = lm.tokenizer
+    w = word.strip()
+    if not w:
+        raise ValueError("The candidate word is empty: type a word or leave it blank for the top prediction.")
+    if " " in w:
+        raise ValueError(f"{w!r} is several words; one mask predicts one token. Type a single word.")
+    # A word after a space, as the tokenizer sees it there: byte-level BPE gives it its Ġ marker, while WordPiece
+    # and SentencePiece ignore the space (▁ marks every word start anyway). Asking the tokenizer this way needs no
+    # per-tokenizer rule.
+    text = w if at_start else " " + w
+    ids = tok(text, add_special_tokens=False)["input_ids"]
+    if not ids or ids == [tok.unk_token_id]:
+        raise ValueError(f"{w!r} is not in this model's vocabulary (it becomes {tok.unk_token!r}). "
+                         "Pick a word the tokenizer knows, or leave it blank to explain the top prediction.")
+    if len(ids) > 1:
+        pieces = tok.convert_ids_to_tokens(ids)
+        raise ValueError(f"{w!r} is {len(ids)} sub-tokens here ({' + '.join(pieces)}), but one mask predicts one "
+                         f"token. Pick a single-token word, or explain its first piece {pieces[0]!r} instead.")
+    if tok.unk_token_id is not None and ids[0] == tok.unk_token_id:
+        raise ValueError(f"{w!r} is not in this model's vocabulary. Pick another word.")
+    return int(ids[0])
+
+
+def prepare(lm: LoadedModel, cfg: AttributionConfig) -> Prepared:
+    """Tokenize, check the input against the model, and build the scalar to explain. Raises ValueError."""
+    import torch  # lazy: torch takes seconds to load; importing this module (a page's imports) should not
+
+    tok, model, fam = lm.tokenizer, lm.model, lm.family
+    if cfg.target == "pair":
+        enc = tok(cfg.text, cfg.text_b, return_tensors="pt")
+    else:
+        enc = tok(cfg.text, return_tensors="pt")
+    ids = enc["input_ids"]
+    limit = lm.max_tokens
+    if ids.shape[1] > limit:
+        raise ValueError(f"The input is {ids.shape[1]} tokens, but this model reads at most {limit}. "
+                         "Shorten it (attributions are per token, so a long text is hard to read anyway).")
+    if ids.shape[1] <= 2 and cfg.target != "pair":
+        raise ValueError("The input has no words once tokenized: type a sentence.")
+    names = set(getattr(tok, "model_input_names", ["input_ids", "attention_mask"]))
+    extra = {k: v.to(lm.device) for k, v in enc.items() if k != "input_ids" and k in names}
+    ids = ids.to(lm.device)
+    specials = set(tok.all_special_ids) - {tok.unk_token_id}
+    special = np.array([int(i) in specials for i in ids[0].tolist()])
+    notes: list[str] = []
+    with torch.no_grad():
+        out = model(input_ids=ids, **extra)
+
+    if cfg.target == "mask":
+        logits = _mlm_logits(out)
+        if logits is None or logits.dim() != 3:
+            raise NotApplicable("This model has no masked-language-model head: load it for fill-mask, or pick "
+                                "another target.")
+        mask_pos = (ids[0] == tok.mask_token_id).nonzero().flatten().tolist()
+        if not mask_pos:
+            raise ValueError(f"The text has no mask: put {fam.mask_token} where the word to explain goes.")
+        if cfg.mask_index >= len(mask_pos):
+            raise ValueError(f"The text has {len(mask_pos)} mask(s); mask {cfg.mask_index + 1} does not exist.")
+        pos = mask_pos[cfg.mask_index]
+        probs = torch.softmax(logits[0, pos].float(), -1)
+        top = torch.topk(probs, 8)
+        candidates = tuple((tok.convert_ids_to_tokens(int(i)), float(p)) for p, i in zip(top.values, top.indices))
+        at_start = pos == 1
+        a = word_id(lm, cfg.word, at_start) if cfg.word.strip() else int(top.indices[0])
+        a_tok = tok.convert_ids_to_tokens(a)
+        where = f"mask {cfg.mask_index + 1}" if len(mask_pos) > 1 else "the mask"
+        if cfg.contrast_word.strip():
+            b = word_id(lm, cfg.contrast_word, at_start)
+            if b == a:
+                raise ValueError("The two words are the same token: pick two different words to contrast.")
+            b_tok = tok.convert_ids_to_tokens(b)
+
+            def score(o, pos=pos, a=a, b=b):
+                lg = _mlm_logits(o)
+                return lg[:, pos, a] - lg[:, pos, b]
+            label = f"logit({a_tok!r}) − logit({b_tok!r}) at {where}: why {a_tok!r} rather than {b_tok!r}"
+        else:
+            def score(o, pos=pos, a=a):
+                return _mlm_logits(o)[:, pos, a]
+            label = f"logit of {a_tok!r} at {where}"
+        if lm.head_missing:
+            notes.append("This checkpoint has no trained MLM head (it is random): the attributions explain noise.")
+    elif cfg.target == "pair":
+        logits = _pair_logits(out)
+        if fam.pair_head is None:
+            raise NotApplicable(fam.pair_head_note)
+        if logits is None:
+            raise NotApplicable(f"This model was loaded without its {fam.pair_head.upper()} head: load it for "
+                                "pretraining (the sentence-pair page does).")
+        names_ = PAIR_CLASSES[fam.pair_head]
+        if cfg.class_index >= len(names_):
+            raise ValueError(f"The {fam.pair_head.upper()} head has 2 classes; class {cfg.class_index} does not exist.")
+        c = cfg.class_index
+        probs = torch.softmax(logits[0].float(), -1)
+        candidates = tuple((n, float(p)) for n, p in zip(names_, probs))
+
+        def score(o, c=c):
+            return _pair_logits(o)[:, c]
+        label = f"{fam.pair_head.upper()} logit of '{names_[c]}'"
+        if lm.head_missing:
+            notes.append(f"This checkpoint has no trained {fam.pair_head.upper()} head: the attributions explain noise.")
+    elif cfg.target == "token":  # the logit of the predicted tag at one word's first piece (core.train.finetune task "token")
+        logits = getattr(out, "logits", None)
+        if logits is None or logits.dim() != 3:
+            raise NotApplicable("This model has no token-classification head: fine-tune one on the Fine-tune page "
+                                "(task: token classification) and load it for token classification.")
+        word_ids = enc.word_ids(0)
+        firsts = [p for p, w in enumerate(word_ids) if w is not None and (p == 0 or word_ids[p - 1] != w)]
+        if cfg.word_index >= len(firsts):
+            raise ValueError(f"The text has {len(firsts)} word(s); word {cfg.word_index + 1} does not exist.")
+        pos = firsts[cfg.word_index]
+        id2label = getattr(model.config, "id2label", None) or {}
+        names_ = tuple(str(id2label.get(i, f"tag {i}")) for i in range(logits.shape[-1]))
+        probs = torch.softmax(logits[0, pos].float(), -1)
+        candidates = tuple((nm, float(p)) for nm, p in zip(names_, probs))
+        c = int(probs.argmax())
+
+        def score(o, pos=pos, c=c):
+            return o.logits[:, pos, c]
+        piece = tok.convert_ids_to_tokens(int(ids[0, pos]))
+        label = f"logit of tag '{names_[c]}' at word {cfg.word_index + 1} ({piece!r})"
+    else:
+        logits = getattr(out, "logits", None)
+        if logits is None or logits.dim() != 2:
+            raise NotApplicable("This model has no sequence-classification head: load a classifier (fine-tune one "
+                                "on the Fine-tune page, or point the sidebar at a classification checkpoint).")
+        n = logits.shape[-1]
+        if cfg.class_index >= n:
+            raise ValueError(f"The classifier has {n} classes (0..{n - 1}); class {cfg.class_index} does not exist.")
+        id2label = getattr(model.config, "id2label", None) or {}
+        names_ = tuple(str(id2label.get(i, f"class {i}")) for i in range(n))
+        probs = torch.softmax(logits[0].float(), -1)
+        candidates = tuple((nm, float(p)) for nm, p in zip(names_, probs))
+        c = cfg.class_index
+
+        def score(o, c=c):
+            return o.logits[:, c]
+        label = f"logit of class '{names_[c]}'"
+        if lm.head_missing:
+            notes.append("This checkpoint's classification head is random (not in the checkpoint): fine-tune first.")
+
+    emb_layer = model.get_input_embeddings()
+    with torch.no_grad():
+        embeds = emb_layer(ids).detach()
+        if cfg.baseline == "zeros":
+            base = embeds.clone()
+            base[0, torch.as_tensor(~special, device=embeds.device)] = 0.0
+        else:
+            fill = tok.pad_token_id if cfg.baseline == "pad" else tok.mask_token_id
+            base_ids = ids.clone()
+            base_ids[0, torch.as_tensor(~special, device=ids.device)] = fill
+            base = emb_layer(base_ids).detach()
+    prep = Prepared(lm, ids, extra, special, embeds, base, score, label, candidates, notes)
+    if cfg.target == "mask":
+        prep.mask_pos, prep.words = pos, (a, b if cfg.contrast_word.strip() else None)
+    return prep
+
+
+# ------------------------------------------------------------------------------------------------ forward
+def explained(model, prep: Prepared, embeds):
+    """f(embeds) -> (b,): the explained scalar, the attention mask etc. broadcast to the batch.
+
+    For a masked word the MLM head runs at the mask only: (b, V) logits instead of (b, seq, V), which keeps
+    memory bounded for long inputs and big vocabularies.
+    """
+    b = embeds.shape[0]
+    extra = {k: v.expand(b, -1) for k, v in prep.extra.items()}
+    if prep.mask_pos is not None:
+        head = mlm_head(model)
+        base = getattr(model, getattr(model, "base_model_prefix", ""), None)
+        if head is not None and base is not None:
+            logits = head(base(inputs_embeds=embeds, **extra)[0][:, prep.mask_pos])  # (b, V)
+            a, c = prep.words
+            return logits[:, a] - logits[:, c] if c is not None else logits[:, a]
+    return prep.score(model(inputs_embeds=embeds, **extra))
+
+
+class Scorer:
+    """f(embeds) -> (b,) on a model, broadcasting the attention mask; reports progress per forward call."""
+
+    def __init__(self, model, prep: Prepared, on_call: Callable[[], None] | None = None):
+        self.model, self.prep, self.on_call = model, prep, on_call
+
+    def __call__(self, embeds):
+        if self.on_call is not None:
+            self.on_call()
+        return explained(self.model, self.prep, embeds)
+
+
+def module_scorer(model, prep: Prepared):
+    """The scorer as an nn.Module (DeepLift needs one whose submodules it can hook)."""
+    import torch  # lazy: torch takes seconds to load; importing this module (a page's imports) should not
+
+    class Wrapped(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def forward(self, embeds):
+            return explained(self.model, prep, embeds)
+
+    return Wrapped().eval()
+
+
+def forward_batch(cfg: AttributionConfig, seq: int) -> int:
+    """The forward batch: what was asked, capped so batch x seq stays within TOKEN_BUDGET (bounded memory)."""
+    return max(1, min(cfg.internal_batch_size, TOKEN_BUDGET // max(seq, 1)))
+
+
+def target_classes(lm: LoadedModel, target: str) -> tuple[str, ...]:
+    """Class names the target offers (NSP/SOP or the classifier's labels); () for the mask target."""
+    if target == "pair":
+        ph = lm.family.pair_head
+        return PAIR_CLASSES[ph] if ph else ()
+    if target in ("class", "token"):
+        cfg = lm.model.config
+        n = int(getattr(cfg, "num_labels", 2))
+        id2label = getattr(cfg, "id2label", None) or {}
+        return tuple(str(id2label.get(i, f"class {i}")) for i in range(n))
+    return ()

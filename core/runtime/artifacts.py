@@ -1,0 +1,96 @@
+"""One artifact cache: where a per-model cache lives, the key of a model's weights, and writing a cache folder (or
+file) whole or not at all.
+
+Every cache of saved results keyed by a model goes through here: tuned lenses (core.inspect.tuned_lens), corpus
+indexes (core.represent.corpus_index) and probe results (core.represent.probes). Each names its own root (an
+environment variable, default a "session" folder under <runs>, so core.runtime.run_folders.evict_run_folders bounds it
+with the runs' size and age), its own folder layout and its own format constants.
+
+``model_key(lm, tag)`` hashes ``f"{tag}|{family}"`` then the checkpoint's files. Every cache passes its own tag, so
+bumping one cache's tag invalidates that cache only. Today all three pass "lens1": the key was the tuned lens's
+(``f"lens{LENS_FORMAT}"``, LENS_FORMAT = 1) before the caches had tags of their own, and keeping "lens1" keeps every
+saved artifact's key and folder name byte-identical. (The tuned lens derives its tag from LENS_FORMAT; the corpus
+index and the probes hold theirs as a plain constant, MODEL_KEY_TAG, that no longer moves with LENS_FORMAT.)
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import threading
+import weakref
+from pathlib import Path
+from typing import Any, Callable
+
+from core.base.settings import runs_base
+from core.models.loading import LoadedModel
+
+
+def cache_root(env: str, default: str) -> Path:
+    """A cache's root folder: ``$env`` when set, else <runs>/``default`` (bounded with the runs)."""
+    raw = os.environ.get(env, "").strip()
+    return Path(raw) if raw else runs_base() / default
+
+
+_KEYS: "weakref.WeakKeyDictionary[Any, dict[str, str]]" = weakref.WeakKeyDictionary()  # model -> {tag: key}
+
+
+def model_key(lm: LoadedModel, tag: str) -> str:
+    """A key for the checkpoint's weights: a hash of ``tag``, the family, and its config.json and weight files (name,
+    size, mtime); for a model that has no folder, of its config and a checksum of its parameters. Cached per model
+    object and tag (weakly: the entry goes with the model). ``tag`` is the calling cache's own (see the module
+    docstring)."""
+    per_model = _KEYS.get(lm.model)
+    if per_model is not None and tag in per_model:
+        return per_model[tag]
+    h = hashlib.sha256(f"{tag}|{lm.spec.family}".encode())
+    folder = Path(lm.path) if lm.path else None
+    if folder is not None and (folder / "config.json").is_file():
+        h.update((folder / "config.json").read_bytes())
+        for f in sorted(folder.glob("*.safetensors")):
+            st = f.stat()
+            h.update(f"{f.name}|{st.st_size}|{st.st_mtime_ns}".encode())
+    else:
+        import torch  # lazy: torch loads ~1 GB; only a model without a folder needs it here
+
+        h.update(lm.model.config.to_json_string(use_diff=False).encode())
+        with torch.no_grad():
+            for name, p in lm.model.named_parameters():
+                h.update(f"{name}|{tuple(p.shape)}|{float(p.double().sum()):.10e}".encode())
+    key = h.hexdigest()[:20]
+    _KEYS.setdefault(lm.model, {})[tag] = key
+    return key
+
+
+def write_folder(final: Path, fill: Callable[[Path], None]) -> Path:
+    """Write the cache folder ``final`` whole or not at all: ``fill(tmp)`` writes its files into a temporary folder
+    beside it (``.<name>.<pid>.<thread>.tmp``), which then replaces ``final`` by a rename. Returns ``final``."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = final.parent / f".{final.name}.{os.getpid()}.{threading.get_ident()}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        fill(tmp)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    shutil.rmtree(final, ignore_errors=True)
+    os.replace(tmp, final)
+    return final
+
+
+def write_file(path: Path, text: str) -> Path:
+    """Write one cache file whole or not at all (a temporary file beside it, ``<stem>.<pid>.tmp``, then a rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+    return path
+
+
+def touch(folder: Path) -> None:
+    """Mark a cache folder in use: the runs' age bound counts from now (a folder that is gone is left alone)."""
+    try:
+        os.utime(folder)
+    except OSError:
+        pass

@@ -1,0 +1,78 @@
+"""What a running job sees and how its run ends, the same wherever it runs (a thread, a worker process, a Ray actor).
+
+- ``JobContext``: the job's handle: ``ctx.progress(fraction, message, **metrics)`` reports, ``ctx.cancelled`` /
+  ``ctx.check_cancelled()`` (raises ``JobCancelled``) see Cancel. Where the report goes (the Job itself, a pipe, an
+  actor's box) is the one thing that differs: a ``report(fraction, message, metrics)`` callable.
+- ``run_job``: run a job and say how it ended, as one outcome tuple: ``("done", result)``, ``("cancelled",)`` or
+  ``("error", message, traceback)``; core.runtime.jobs.Job.settle turns that tuple into the job's final status.
+- ``describe_error``: the message a page shows for a failed job (out-of-memory says what to lower).
+"""
+from __future__ import annotations
+
+import pickle
+import traceback
+from typing import Any, Callable
+
+from core.models.devices import is_oom
+
+OOM_ADVICE = ("Lower the batch size, the maximum sequence length, the number of rows or the model size, "
+              "then start it again.")
+
+
+class JobCancelled(Exception):
+    """Raised inside a job when the user pressed Cancel."""
+
+
+class JobContext:
+    """What a running job sees: report progress and metrics, and check for cancel.
+
+    ``cancel``: an Event (threading or multiprocessing) set by Cancel. ``report(fraction, message, metrics)``
+    receives each progress call, the fraction clamped to [0, 1] and the metrics as a list (empty or one dict);
+    ``flush`` (optional) sends what ``report`` held back, before the job's outcome goes out."""
+
+    def __init__(self, cancel: Any, report: Callable[[float, str, list[dict[str, Any]]], None],
+                 flush: Callable[[], None] | None = None):
+        self._cancel, self._report, self._flush = cancel, report, flush
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancel.is_set()
+
+    def check_cancelled(self) -> None:
+        if self.cancelled:
+            raise JobCancelled()
+
+    def progress(self, fraction: float, message: str = "", **metrics: Any) -> None:
+        self._report(float(min(max(fraction, 0.0), 1.0)), message, [dict(metrics)] if metrics else [])
+        self.check_cancelled()
+
+    def flush(self) -> None:
+        if self._flush is not None:
+            self._flush()
+
+
+def describe_error(e: BaseException, name: str) -> str:
+    """The message a page shows for a failed job; out-of-memory says what to lower."""
+    text = f"{type(e).__name__}: {e}"
+    if is_oom(e):  # the one out-of-memory test, fine-tune's and pretraining's too
+        return f"{name!r} ran out of memory ({text}). {OOM_ADVICE}"
+    return text
+
+
+def failed(e: BaseException, name: str) -> tuple:
+    """The outcome of a job that raised ``e`` (call it inside the ``except``: it keeps the traceback)."""
+    return ("error", describe_error(e, name), traceback.format_exc())
+
+
+def run_job(fn: Callable[[JobContext], Any] | bytes, ctx: JobContext, name: str) -> tuple:
+    """Run the job ``fn`` (or its pickle, a worker's payload: unpickling is part of the run) and return its outcome:
+    ``("done", result)``, ``("cancelled",)`` or ``("error", message, traceback)``. Every failure becomes an outcome,
+    so it reaches the page as a message."""
+    try:
+        job = pickle.loads(fn) if isinstance(fn, bytes) else fn
+        ctx.check_cancelled()
+        return ("done", job(ctx))
+    except JobCancelled:
+        return ("cancelled",)
+    except BaseException as e:  # noqa: BLE001 - every failure must reach the page as a message
+        return failed(e, name)

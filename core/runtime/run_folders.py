@@ -1,0 +1,113 @@
+"""Housekeeping around jobs: run folders trimmed by size and age (``evict_run_folders``), and the queued jobs of
+closed browser tabs cancelled (``SessionSweeper``).
+"""
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Callable, Protocol
+
+from core.base import settings
+
+
+class CancelsOwners(Protocol):
+    """What SessionSweeper needs of a runner (core.runtime.jobs.JobRunner)."""
+
+    def cancel_owner(self, owner: str, running: bool = False) -> int: ...
+
+
+def _tree(folder: Path) -> tuple[int, float]:
+    """(bytes, newest modification time) of everything under ``folder``."""
+    size, newest = 0, folder.stat().st_mtime
+    for p in folder.rglob("*"):
+        try:
+            st = p.stat()
+        except OSError:
+            continue
+        newest = max(newest, st.st_mtime)
+        if p.is_file():
+            size += st.st_size
+    return size, newest
+
+
+def evict_run_folders(root: str | Path, keep_mb: float | None = None, ttl_s: float | None = None,
+                      busy: Callable[[str], float | None] | None = None) -> list[Path]:
+    """Delete run folders under ``root/<session>/<run>``: each session keeps its newest runs within ``keep_mb``,
+    and a run untouched for ``ttl_s`` goes. ``busy(session)`` gives the start time of that session's oldest
+    running job (its folders written since then are kept). Returns the folders removed."""
+    s = settings.current()
+    keep = (s.runs_keep_mb if keep_mb is None else keep_mb) * 2**20
+    ttl = s.runs_ttl_s if ttl_s is None else ttl_s
+    root = Path(root)
+    removed: list[Path] = []
+    if not root.is_dir():
+        return removed
+    now = time.time()
+    for session in (p for p in root.iterdir() if p.is_dir()):
+        since = busy(session.name) if busy else None
+        runs = []
+        for run in (p for p in session.iterdir() if p.is_dir()):
+            size, newest = _tree(run)
+            runs.append((newest, size, run))
+        total = 0
+        for newest, size, run in sorted(runs, reverse=True):  # newest first: they are kept first
+            total += size
+            in_use = since is not None and newest >= since
+            if not in_use and (total > keep or now - newest > ttl):
+                shutil.rmtree(run, ignore_errors=True)
+                removed.append(run)
+                total -= size
+        if not any(session.iterdir()):
+            session.rmdir()
+    return removed
+
+
+class SessionSweeper:
+    """Cancels the queued jobs of sessions whose browser tab has closed.
+
+    The UI tells it which transport session (``is_active(session_id)``, e.g. Streamlit's runtime) each job owner
+    is; a session seen inactive on ``strikes`` sweeps in a row is gone (one miss can be a network blip that
+    reconnects). Its queued jobs are cancelled (running ones finish: their results stay until evicted) and it
+    is forgotten, so the table holds live sessions only."""
+
+    def __init__(self, runner: CancelsOwners, is_active: Callable[[str], bool], strikes: int = 2):
+        self.runner, self.is_active, self.strikes = runner, is_active, strikes
+        self._owners: dict[str, str] = {}
+        self._misses: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def remember(self, owner: str, session_id: str) -> None:
+        with self._lock:
+            self._owners[owner] = session_id
+            self._misses.pop(owner, None)
+
+    def sweep(self) -> int:
+        """One pass; returns how many jobs it cancelled."""
+        with self._lock:
+            owners = list(self._owners.items())
+        cancelled = 0
+        for owner, sid in owners:
+            if self.is_active(sid):
+                with self._lock:
+                    self._misses.pop(owner, None)
+                continue
+            with self._lock:
+                self._misses[owner] = self._misses.get(owner, 0) + 1
+                gone = self._misses[owner] >= self.strikes
+                if gone:
+                    self._owners.pop(owner, None)
+                    self._misses.pop(owner, None)
+            if gone:
+                cancelled += self.runner.cancel_owner(owner)
+        return cancelled
+
+    def run_forever(self, every_s: float = 5.0) -> None:
+        while True:
+            time.sleep(every_s)
+            try:
+                self.sweep()
+            except Exception:  # pragma: no cover - the sweeper must outlive one bad pass
+                traceback.print_exc()

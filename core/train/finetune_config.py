@@ -1,0 +1,230 @@
+"""Fine-tuning settings: ``FinetuneConfig`` (every run's settings, checked once), the articles' suggested values, the
+out-of-memory ``REMEDIES`` that change a config, and ``FinetuneError``.
+
+What the Fine-tune page, the URL fields and the command line (core.train.finetune_cli) read before a run starts;
+the loop itself is core.train.finetune.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, replace
+from typing import Callable
+
+from core.base.fields import bounded, check_bounds, default_of
+from core.base.settings import current as current_settings
+from core.models.devices import resolve_device
+from core.models.loading import read_config, resolve
+from core.registry import CONFIG_DIR, FAMILIES, ModelLoadError
+from core.train import common as training
+
+MAX_STEPS_LIMIT = int(os.environ.get("ENCODERLAB_MAX_STEPS", "5000"))
+MAX_LENGTH_LIMIT = 512
+POOLINGS = ("cls", "mean", "scalar_mix")
+TASKS = ("sequence", "token")  # sequence classification (one label per text) or token classification (one per word)
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+# The third article's practice, quoted on the page and checked by FinetuneConfig.advice().
+ARTICLE_LR = (2e-5, 5e-5)  # sequence classification (BERT's paper)
+ARTICLE_TOKEN_LR = (3e-5, 7e-5)  # sequence labelling (NER, POS)
+TOKEN_LR = 5e-5  # the default lr for task "token": the middle of the article's range
+SEQUENCE_LR = 3e-5  # the default lr for task "sequence": within ARTICLE_LR
+ARTICLE_MIN_LENGTH = 64  # "do not go below 64"
+ARTICLE_DROPOUT = (0.1, 0.3)
+ARTICLE_PATIENCE = (2, 3)
+MAX_DROPOUT = 0.5
+HEAD_DROPOUT = 0.1  # EncoderLab's own heads (mean pooling, scalar mix) when FinetuneConfig.dropout is None
+
+
+class FinetuneError(RuntimeError):
+    """Training stopped for a reason the user can act on (NaN loss, out of memory, a bad resume).
+
+    ``remedies`` names the entries of ``REMEDIES`` that would change the run's config (out of memory only), so a
+    page can offer "restart with ..." through ``apply_remedy``."""
+
+    def __init__(self, message: str, remedies: tuple[str, ...] = ()):
+        super().__init__(message)
+        self.remedies = tuple(remedies)
+
+
+@dataclass(frozen=True)
+class FinetuneConfig:
+    """Everything one run needs besides the data. ``__post_init__`` raises ValueError with the fix."""
+
+    # Numeric settings declare their range once (core.base.fields.bounded): __post_init__, the page's widgets, the URL
+    # fields and the command line all read it from here.
+    family: str
+    checkpoint: str
+    # the server's limit (ENCODERLAB_MAX_EPOCHS, lower on the hosted demo), read at each check
+    epochs: int = bounded(3, 1, lambda: min(50, current_settings().max_epochs), label="Epochs")
+    # > 0 caps the run at this many optimizer steps (overrides epochs)
+    max_steps: int = bounded(0, 0, MAX_STEPS_LIMIT, label="Max steps", hint="0 uses epochs. This page is for short "
+                             "fine-tunes; use the command line for long ones")
+    # None: 3e-5 for task "sequence", TOKEN_LR (5e-5) for task "token"; the stops are the page's slider
+    lr: float | None = bounded(None, 1e-7, 1e-2, kind=float, label="Learning rate", hint="BERT papers use 2e-5 to 5e-5",
+                               stops=(1e-5, 2e-5, 3e-5, 5e-5, 7e-5, 1e-4, 3e-4, 1e-3, 3e-3))
+    batch_size: int = bounded(16, 1, 512, stops=(4, 8, 16, 32, 64), label="Batch size")
+    max_length: int = bounded(128, 8, MAX_LENGTH_LIMIT, stops=(32, 64, 128, 256, 512), label="Max length",
+                              hint="tokens")
+    # Warmup beyond half the run leaves the linear decay too little room; the article's practice is 0.1.
+    warmup_ratio: float = bounded(0.1, 0.0, 0.5, step=0.05, label="Warmup ratio", hint="0.1 is usual")
+    weight_decay: float = bounded(0.01, 0.0, 0.3, step=0.01, label="Weight decay", hint="0.01 is usual")
+    grad_clip: float = bounded(1.0, 0.0, 10.0, step=0.5, label="Gradient clipping", hint="0 turns it off")
+    seed: int = bounded(42, 0, 2**31 - 1, label="Seed")
+    freeze_embeddings: bool = False
+    # freeze the first N encoder layers (more than the model has freezes them all)
+    freeze_layers: int = bounded(0, 0, 48, label="Freeze layers")
+    # "cls": the family's own head ([CLS]/<s> for sequences, every token for token labelling); "mean": mean over
+    # tokens + a linear head (sequences only); "scalar_mix": ELMo's scalar mix, a learned softmax-weighted sum of
+    # every hidden state (embeddings included) times a learned gamma, then (sequences) mean over tokens + a head
+    pooling: str = "cls"
+    # evaluations without improvement before stopping early; 0 = never stop early
+    patience: int = bounded(2, 0, 20, label="Patience", hint="0 = no early stopping")
+    evals_per_epoch: int = bounded(1, 1, 20, label="Evaluations per epoch")
+    length_grouping: bool = True
+    device: str = "auto"
+    # "auto": bf16 autocast on a GPU that supports it, fp32 on CPU; "bf16" (GPU, or CPU autocast); "fp16" (GPU only)
+    precision: str = "auto"
+    # A number sets the encoder's hidden dropout and the head's (DROPOUT_KEYS), 0 to 0.5 (the article: 0.1 to 0.3).
+    # None keeps each checkpoint's own (ALBERT's is 0, DistilBERT's head 0.2) and 0.1 in EncoderLab's own heads
+    # (mean, scalar mix): what every run did before the setting existed.
+    dropout: float | None = bounded(None, 0.0, MAX_DROPOUT, kind=float, label="Dropout", hint="the article: 0.1 to 0.3",
+                                    step=0.05, stops=tuple(round(0.05 * i, 2) for i in range(round(MAX_DROPOUT / 0.05) + 1)))
+    task: str = "sequence"
+    gradient_checkpointing: bool = False  # recompute activations in backward: less memory, ~30% slower
+
+    def __post_init__(self) -> None:
+        if self.task not in TASKS:
+            raise ValueError(f"Task must be 'sequence' (classify whole texts) or 'token' (label every word), "
+                             f"got {self.task!r}.")
+        if self.lr is None:
+            object.__setattr__(self, "lr", TOKEN_LR if self.task == "token" else SEQUENCE_LR)
+        if self.family not in FAMILIES:
+            raise ValueError(f"Unknown family {self.family!r}: choose one of {', '.join(FAMILIES)}.")
+        if not str(self.checkpoint).strip():
+            raise ValueError("No checkpoint: pick one in the sidebar or give a local model folder.")
+        check_bounds(self)  # every bounded field above: ValueError naming it, its range and the value
+        if self.pooling not in POOLINGS:
+            raise ValueError(f"Pooling must be one of {', '.join(POOLINGS)}, got {self.pooling!r}.")
+        if self.task == "token" and self.pooling == "mean":
+            raise ValueError("Mean pooling makes one vector per text, but token classification labels every word. "
+                             "Choose pooling 'cls' (the family's token head) or 'scalar_mix'.")
+        if self.device not in ("auto", "cpu", "cuda"):
+            raise ValueError(f"Device must be auto, cpu or cuda, got {self.device!r}.")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"Precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}.")
+        if self.precision == "fp16" and _device_kind(self.device) != "cuda":
+            raise ValueError("fp16 mixed precision needs a CUDA GPU (it relies on a gradient scaler and fp16 kernels); "
+                             "this run is on the CPU. Choose 'bf16' (CPU autocast) or 'fp32'.")
+        if not isinstance(self.gradient_checkpointing, bool):
+            raise ValueError(f"Gradient checkpointing must be True or False, got {self.gradient_checkpointing!r}.")
+
+    def advice(self, hidden_size: int | None = None) -> tuple[str, ...]:
+        """Plain-English warnings about settings the third article advises against (the page shows them before
+        Start). ``hidden_size`` below SMALL_HIDDEN (a mini) silences the lr-too-high note: small models need more."""
+        out = []
+        if self.max_length < ARTICLE_MIN_LENGTH:
+            out.append(f"Max length {self.max_length} is below {ARTICLE_MIN_LENGTH}. The article: shorten "
+                       f"max_seq_length to save memory, \"but do not go below {ARTICLE_MIN_LENGTH}\": longer texts "
+                       "are cut off and lose the context the model needs.")
+        lo, hi = ARTICLE_TOKEN_LR if self.task == "token" else ARTICLE_LR
+        what = "sequence labelling" if self.task == "token" else "sequence classification"
+        small = hidden_size is not None and hidden_size < SMALL_HIDDEN
+        if self.lr < lo or (self.lr > hi and not small):
+            out.append(f"Learning rate {self.lr:.0e} is outside the article's {lo:.0e} to {hi:.0e} for {what}. "
+                       + ("Too high a rate can make the loss oscillate or diverge." if self.lr > hi else
+                          "Too low a rate learns little in a short run."))
+        dlo, dhi = ARTICLE_DROPOUT
+        if self.dropout is not None and not dlo <= self.dropout <= dhi:
+            out.append(f"Dropout {self.dropout:g} is outside the article's {dlo:g} to {dhi:g}.")
+        plo, phi = ARTICLE_PATIENCE
+        if self.patience and not plo <= self.patience <= phi:
+            out.append(f"Early-stopping patience {self.patience} is outside the article's {plo} to {phi} evaluations.")
+        if self.grad_clip == 0:
+            out.append("Gradient clipping is off. The article clips gradients (1.0) when the loss oscillates.")
+        return tuple(out)
+
+
+def _device_kind(device: str) -> str:
+    return resolve_device(device).kind
+
+
+# The articles' settings (BERT's paper: lr 2e-5...5e-5, 2-4 epochs, batch 16/32; 10% warmup, weight decay 0.01).
+# The articles' practice is FinetuneConfig's own defaults (read from its fields, so they are written once), with
+# their learning rate for a sequence task (the field's default is None: it depends on the task).
+ARTICLE_SETTINGS = dict({n: default_of(FinetuneConfig, n) for n in ("epochs", "max_steps", "batch_size", "max_length",
+                                                                    "warmup_ratio", "weight_decay", "grad_clip")},
+                        lr=SEQUENCE_LR)
+# A small model (the bundled minis: 6 layers x 384) with the articles' lr learns nothing in a short CPU run (40
+# steps on the drug reviews: every review "positive", +0.0 vs majority). Four times the lr, one epoch and 64
+# tokens give a clear result in about a minute: tests/core/test_finetune.py measures it on the page's defaults.
+SMALL_MODEL_SETTINGS = dict(ARTICLE_SETTINGS, epochs=1, lr=1e-4, max_length=64)
+SMALL_HIDDEN = 512  # hidden sizes below this count as small (the minis: 384; BERT-base: 768)
+DEFAULT_DATA = "wordnet"  # six balanced topics (majority 1/6): a short run shows what it learnt
+
+
+# Token labelling: the article's lr range for sequence labelling, its middle (5e-5) as the default. As for texts,
+# a mini learns nothing at it in a short CPU run (bert-mini on the bundled sample, 3 epochs = 45 steps at 5e-5:
+# every word "O", entity F1 0.00); 3e-4 for 3 epochs gives a clear result (tests/core/test_finetune.py).
+ARTICLE_TOKEN_SETTINGS = dict(ARTICLE_SETTINGS, lr=TOKEN_LR)
+SMALL_MODEL_TOKEN_SETTINGS = dict(SMALL_MODEL_SETTINGS, lr=3e-4, epochs=3)
+
+
+def suggested_settings(hidden_size: int | None, task: str = "sequence") -> dict:
+    """The page's starting hyperparameters for a model of this hidden size (None: unknown, the articles')."""
+    small = hidden_size is not None and hidden_size < SMALL_HIDDEN
+    if task == "token":
+        return dict(SMALL_MODEL_TOKEN_SETTINGS if small else ARTICLE_TOKEN_SETTINGS)
+    return dict(SMALL_MODEL_SETTINGS if small else ARTICLE_SETTINGS)
+
+
+def hidden_size_of(checkpoint: str) -> int | None:
+    """The checkpoint's hidden size from its config.json (on this machine, or the shipped official one), else None."""
+    try:
+        path = resolve(checkpoint).path
+        shipped = CONFIG_DIR / (checkpoint.replace("/", "__") + ".json")  # an official id not downloaded here
+        cfg = read_config(path) if path else json.loads(shipped.read_text())
+    except (ModelLoadError, OSError, ValueError):
+        return None
+    size = cfg.get("hidden_size", cfg.get("dim"))  # DistilBERT calls it dim
+    return int(size) if isinstance(size, int) else None
+
+
+def effective_precision(cfg: FinetuneConfig) -> str:
+    """What the run will really use: "fp32", "bf16" or "fp16" ("auto": bf16 on a GPU that has it, else fp32)."""
+    kind = _device_kind(cfg.device)
+    if cfg.precision == "auto":
+        return "bf16" if kind == "cuda" and training.bf16_ok() else "fp32"
+    return cfg.precision
+
+
+def _mixed(cfg: FinetuneConfig) -> FinetuneConfig:
+    if effective_precision(cfg) != "fp32":
+        return cfg
+    on_gpu = _device_kind(cfg.device) == "cuda"
+    return replace(cfg, precision="fp16" if on_gpu and not training.bf16_ok() else "bf16")
+
+
+# The out-of-memory remedies of the third article, in the order it gives them (plus the two every trainer has):
+# name -> (label, how it changes a config). A remedy that would not change a config is not offered for it.
+REMEDIES: dict[str, tuple[str, Callable[[FinetuneConfig], FinetuneConfig]]] = {
+    "gradient_checkpointing": ("gradient checkpointing",
+                               lambda c: replace(c, gradient_checkpointing=True)),
+    "mixed_precision": ("mixed precision (bf16, or fp16 on a GPU without bf16)", _mixed),
+    "half_batch": ("half the batch size", lambda c: replace(c, batch_size=max(1, c.batch_size // 2))),
+    "max_length_64": ("a shorter max length (halved, not under 64)",
+                      lambda c: replace(c, max_length=max(min(c.max_length, ARTICLE_MIN_LENGTH),
+                                                          c.max_length // 2))),
+    "freeze_embeddings": ("freeze the embeddings", lambda c: replace(c, freeze_embeddings=True)),
+}
+
+
+def apply_remedy(cfg: FinetuneConfig, name: str) -> FinetuneConfig:
+    """``cfg`` with one of ``REMEDIES`` applied. Raises ValueError for an unknown name."""
+    if name not in REMEDIES:
+        raise ValueError(f"Unknown remedy {name!r}: choose one of {', '.join(REMEDIES)}.")
+    return REMEDIES[name][1](cfg)
+
+
+def remedies_for(cfg: FinetuneConfig) -> tuple[str, ...]:
+    """The names in ``REMEDIES`` that would change this config (what an out-of-memory error offers)."""
+    return tuple(n for n in REMEDIES if apply_remedy(cfg, n) != cfg)

