@@ -11,9 +11,8 @@ if str(ROOT) not in sys.path:
 import streamlit as st  # noqa: E402
 
 from app.kit import presenter, state  # noqa: E402
-
-from app.room import lifecycle as room  # noqa: E402
 from app.nav import build_navigation, follow_deep_link  # noqa: E402
+from app.room import lifecycle as room  # noqa: E402
 from app.sidebar import model_picker, report_panel  # noqa: E402
 from core.models.loading import BUILD_LOCK  # noqa: E402
 

@@ -8,17 +8,15 @@ import threading
 import streamlit as st
 
 from app.kit import presenter, report, state, urlstate
-
-from app.room.joining import sidebar_controls as room_controls
 from app.kit.gpu_notice import sidebar_gpu_line
 from app.kit.i18n import LANG_KEY, LANGS, t, t_or
-from app.kit.model_choice import (AWAITING, CUSTOM_OPTION, LOAD_FAILED, known_checkpoints, pick,
-                                  source_slot)
+from app.kit.model_choice import AWAITING, CUSTOM_OPTION, LOAD_FAILED, known_checkpoints, pick, source_slot
 from app.kit.render import as_text, source_name
+from app.room.joining import sidebar_controls as room_controls
+from core.models.devices import resolve_device
 from core.models.hosted import check_custom_checkpoint
 from core.models.loading import ModelSpec, resolve
 from core.registry import FAMILIES, ModelLoadError, family, picker_families
-from core.models.devices import resolve_device
 
 DEVICES = ("auto", "cpu", "cuda")
 QUANT = "sidebar.quant"  # True: the model's linears run int8 (core.compare.int8; CPU inference only)

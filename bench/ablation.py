@@ -7,12 +7,16 @@
     exhaustive single-head ablation over the same 64 (one masked-LM evaluation per head, plus the baseline).
     Exhaustive ablation of bert-base's 144 heads takes long on 2 cores, so it is timed on a fixed subset of heads
     (BENCH_SUBSET, default 8) and extrapolated to every head: the output says so. Also the bundled minis.
-Run: .venv/bin/python bench/ablation.py  [BENCH_DEVICE=cuda] [BENCH_THREADS=n] [BENCH_ROUNDS=n] [BENCH_SUBSET=n]
+Run: .venv/bin/python bench/ablation.py  [--quick] [BENCH_DEVICE=cuda] [BENCH_THREADS=n] [BENCH_ROUNDS=n] [BENCH_SUBSET=n]
+``--quick``: the same parts, small: a tiny random BERT (core.models.tiny) instead of bert-base size, 2 rounds,
+8 sentences, 2 heads timed exhaustively (seconds; tests/test_bench_quick.py runs it). Families the registry has no
+bundled model of are skipped, with a line saying so.
 
 Torch threads default to 1 on CPU (see bench/fill_mask.py: more threads than free cores spin-wait).
 """
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
 import sys
@@ -28,10 +32,12 @@ import transformers  # noqa: E402
 
 from core.compare.speed import timed as bench_timed  # noqa: E402
 from core.inspect import ablation as ab  # noqa: E402
+from core.inspect import ablation_predict as abp  # noqa: E402
 from core.inspect import head_importance as hi  # noqa: E402
 from core.predict.fill_mask import FillMaskConfig, fill_mask_batch  # noqa: E402
 from core.models.loading import LoadedModel, ModelSpec, load  # noqa: E402
-from core.registry import official_config
+from core.models.tiny import tiny_config  # noqa: E402
+from core.registry import FAMILIES, bundled_id, official_config  # noqa: E402
 from core.models.tokenizer_build import bert_uncased_tokenizer  # noqa: E402
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "7"))
@@ -43,13 +49,16 @@ TEXT = ("The old lighthouse keeper climbed the narrow stairs every evening to li
         "while the storm kept pounding the rocks below the tower all night until dawn")
 
 
-def build_base() -> LoadedModel:
+def build_base(quick: bool = False) -> LoadedModel:
+    """bert-base-uncased's config with random weights; ``quick``: the family's tiny config (same tokenizer)."""
     transformers.logging.set_verbosity_error()
     torch.manual_seed(0)
-    model = transformers.BertForMaskedLM(official_config("bert-base-uncased")).eval().to(DEVICE)
-    return LoadedModel(model=model, tokenizer=bert_uncased_tokenizer(),
-                       spec=ModelSpec("bert", "bert-base-uncased (random weights)", DEVICE_TYPE), task="mlm",
-                       source="random init", path="", device=DEVICE)
+    tok = bert_uncased_tokenizer()
+    cfg = tiny_config("bert", len(tok), tok) if quick else official_config("bert-base-uncased")
+    model = transformers.BertForMaskedLM(cfg).eval().to(DEVICE)
+    return LoadedModel(model=model, tokenizer=tok,
+                       spec=ModelSpec("bert", f"{'tiny BERT' if quick else 'bert-base-uncased'} (random weights)",
+                                      DEVICE_TYPE), task="mlm", source="random init", path="", device=DEVICE)
 
 
 def timed(fn) -> float:
@@ -59,7 +68,9 @@ def timed(fn) -> float:
 def recompute(lm: LoadedModel) -> None:
     cfg = FillMaskConfig(TEXT)
     n = len(lm.tokenizer(TEXT)["input_ids"])
-    heads = ab.AblationConfig(ab.parse_heads("L2H6, L4*, L8H1, L11H0", 12, 12))
+    lay = ab.layout(lm.model)
+    spec = "L2H6, L4*, L8H1, L11H0" if (lay.n_layers, lay.n_heads) == (12, 12) else "L0H0, L1*"  # tiny: 2 layers
+    heads = ab.AblationConfig(ab.parse_heads(spec, lay.n_layers, lay.n_heads))
     dec = lm.model.get_output_embeddings()
 
     def normal():
@@ -67,12 +78,12 @@ def recompute(lm: LoadedModel) -> None:
 
     def ablated_recompute():  # what ablate_fill_mask runs for its "after" half
         tap: list = []
-        ab._fill_ablated(lm, cfg, heads, None, dec, lambda m, a: tap.append(a[0][:1]) if not tap else None)
+        abp.fill_ablated(lm, cfg, heads, None, dec, lambda m, a: tap.append(a[0][:1]) if not tap else None)
         with torch.inference_mode():
             torch.nn.functional.linear(tap[0], dec.weight, dec.bias).softmax(-1)
 
     def whole():  # before + after, as the page calls it
-        ab.ablate_fill_mask(lm, cfg, heads)
+        abp.ablate_fill_mask(lm, cfg, heads)
 
     for f in (normal, ablated_recompute, whole):  # warm-up (packing, hook install)
         f()
@@ -82,7 +93,7 @@ def recompute(lm: LoadedModel) -> None:
         t["ablated"].append(timed(ablated_recompute))
         t["whole"].append(timed(whole))
     m = {k: statistics.median(v) for k, v in t.items()}
-    print(f"(a) fill-mask, bert-base-size random weights, {n} tokens, {len(heads.heads)} heads zeroed, "
+    print(f"(a) fill-mask, {lm.spec.checkpoint}, {n} tokens, {len(heads.heads)} heads zeroed, "
           f"median of {ROUNDS} rounds")
     print(f"    baseline: one normal fill-mask (fill_mask_batch)        {m['normal'] * 1000:8.1f} ms  1.00x")
     print(f"    one ablated recompute (hooks + decoder tap)             {m['ablated'] * 1000:8.1f} ms  "
@@ -91,8 +102,8 @@ def recompute(lm: LoadedModel) -> None:
           f"{m['whole'] / m['normal']:.2f}x")
 
 
-def importance(lm, label: str) -> None:
-    texts = ab.default_texts(64)
+def importance(lm, label: str, n_texts: int = 64) -> None:
+    texts = ab.default_texts(n_texts)
     lay = ab.layout(lm.model)
     n_heads = lay.n_layers * lay.n_heads
     r = hi.head_importance(lm, texts, exhaustive=False, pruning=False)  # warm-up
@@ -115,16 +126,24 @@ def importance(lm, label: str) -> None:
 
 
 def main() -> None:
+    global ROUNDS, SUBSET
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="a tiny BERT, 2 rounds, 8 sentences, 2 heads: seconds")
+    args = ap.parse_args()
+    n_texts = 64
+    if args.quick:
+        ROUNDS, SUBSET, n_texts = 2, 2, 8
     if DEVICE_TYPE == "cpu":
         torch.set_num_threads(THREADS)
-    print(f"device {DEVICE}, torch threads {torch.get_num_threads()}")
-    base = build_base()
+    print(f"device {DEVICE}, torch threads {torch.get_num_threads()}{' (--quick)' if args.quick else ''}")
+    base = build_base(args.quick)
     recompute(base)
-    importance(base, "bert-base-size, random weights")
-    from core.registry import FAMILIES, bundled_id
-
-    for fam in FAMILIES:
-        importance(load(ModelSpec(fam, bundled_id(fam), DEVICE), "mlm"), bundled_id(fam))
+    importance(base, f"{'tiny BERT' if args.quick else 'bert-base-size'}, random weights", n_texts)
+    for fam in FAMILIES.values():
+        if not fam.bundled:
+            print(f"(b) {fam.label}: skipped, EncoderLab bundles no {fam.label} model (assets/models)")
+            continue
+        importance(load(ModelSpec(fam.key, bundled_id(fam.key), DEVICE), "mlm"), bundled_id(fam.key), n_texts)
 
 
 if __name__ == "__main__":

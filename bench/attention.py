@@ -9,10 +9,13 @@ Plain bertviz with all 12 layers at 512 tokens is not run: it would be ~12x its 
 weights twice, once in a comment), and a try on this 2-core machine passed 4 GB of RAM before it was stopped.
 Sizes are UTF-8 bytes of the returned HTML; times are wall-clock seconds of one build on this (shared) machine.
 A last line repeats the 128-token head view on real pretrained weights (MiniLM), whose peaked heads compress more.
-Run: .venv/bin/python bench/attention.py
+Run: .venv/bin/python bench/attention.py  [--quick]
+``--quick``: the same views and ratios on a tiny random BERT (core.models.tiny: 2 layers x 4 heads) at 32 and 64
+tokens, and MiniLM at 32 tokens (seconds; tests/test_bench_quick.py runs it).
 """
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import time
@@ -29,21 +32,26 @@ from bertviz import head_view, model_view  # noqa: E402
 from app.views.inspect.bertviz_embed import build_view, fit_payload  # noqa: E402
 from core.inspect.attention import AttentionConfig, compute_attention  # noqa: E402
 from core.models.loading import LoadedModel, ModelSpec  # noqa: E402
-from core.registry import official_config
+from core.models.loading import load  # noqa: E402
+from core.models.tiny import tiny_config  # noqa: E402
+from core.models.tokenizer_build import minilm_folder  # noqa: E402
+from core.registry import official_config  # noqa: E402
 from core.models.tokenizer_build import bert_uncased_tokenizer  # noqa: E402
 
 WORDS = "the cat sat on the mat and then it slept for a long time in the warm sun".split()  # one WordPiece each
 
 
-def build() -> LoadedModel:
+def build(quick: bool = False) -> LoadedModel:
+    """bert-base-uncased's config with random weights; ``quick``: the family's tiny config (same tokenizer)."""
     transformers.logging.set_verbosity_error()
     torch.manual_seed(0)
-    cfg = official_config("bert-base-uncased")
+    tok = bert_uncased_tokenizer()
+    cfg = tiny_config("bert", len(tok), tok, max_pos=512) if quick else official_config("bert-base-uncased")
     cfg._attn_implementation = "eager"  # as core.models.loading.load(..., attentions=True) does
     model = transformers.BertModel(cfg, add_pooling_layer=False).eval()
-    tok = bert_uncased_tokenizer()
-    return LoadedModel(model=model, tokenizer=tok, spec=ModelSpec("bert", "bert-base-uncased (random weights)", "cpu"),
-                       task="base", source="random init", path="", device="cpu", attentions=True)
+    name = "tiny BERT" if quick else "bert-base-uncased"
+    return LoadedModel(model=model, tokenizer=tok, spec=ModelSpec("bert", f"{name} (random weights)", "cpu"),
+                       task="base", source="random init", path="", device="cpu")
 
 
 def text_of(n_tokens: int) -> str:
@@ -66,16 +74,21 @@ def plain(kind: str, att, labels: list[str], layers: list[int]) -> tuple[int, fl
 
 
 def main() -> None:
-    lm = build()
-    print(f"bert-base-size model (12 layers x 12 heads, random weights), eager attention, torch {torch.__version__}")
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="a tiny BERT at 32 and 64 tokens: seconds")
+    args = ap.parse_args()
+    lm = build(args.quick)
+    sizes, mini_tokens = ((32, 64), 32) if args.quick else ((128, 512), 128)
+    n_layers, n_heads = lm.model.config.num_hidden_layers, lm.model.config.num_attention_heads
+    print(f"{lm.spec.checkpoint} ({n_layers} layers x {n_heads} heads), eager attention, torch {torch.__version__}")
     print(f"{'tokens':>6} {'view':>5} {'layers':>6} | {'ours MB':>8} {'ours s':>7} | {'bertviz MB':>10} {'bertviz s':>9} "
           f"| {'size ours/bertviz':>17} {'time ours/bertviz':>17}")
     worst = 0.0
-    for n in (128, 512):
+    for n in sizes:
         r = compute_attention(lm, AttentionConfig(text_of(n)))
         assert r.n_tokens == n, r.n_tokens
         labels = list(r.labels)
-        att = r.attentions  # (12, 12, n, n) float16
+        att = r.attentions  # (layers, heads, n, n) float16
         layers, heads = fit_payload(list(range(r.n_layers)), list(range(r.n_heads)), n, pair=False)
         assert len(heads) == r.n_heads
         for kind in ("head", "model"):
@@ -88,14 +101,11 @@ def main() -> None:
     print(f"worst size ratio on the same layers: ours/bertviz = {worst:.3f}x (target <= 0.333x)")
     # Random weights spread attention evenly (every weight ~1/n). Trained heads are peaked, and weights that
     # round to 0 cost 2 bytes: the offline real MiniLM (6 x 12, pretrained) on the same 128 tokens.
-    from core.models.loading import load
-    from core.models.tokenizer_build import minilm_folder
-
     mini = load(ModelSpec("bert", str(minilm_folder()), "cpu"), task="base", attentions=True)
-    r = compute_attention(mini, AttentionConfig(text_of(128)))
+    r = compute_attention(mini, AttentionConfig(text_of(mini_tokens)))
     view, ours_s = timed(lambda: build_view("head", r.attentions, list(r.labels)))
     base_b, base_s = plain("head", r.attentions, list(r.labels), list(range(r.n_layers)))
-    print(f"pretrained MiniLM, 128 tokens, head view, all {r.n_layers} layers: ours {view.size_bytes / 1e6:.2f} MB "
+    print(f"pretrained MiniLM, {mini_tokens} tokens, head view, all {r.n_layers} layers: ours {view.size_bytes / 1e6:.2f} MB "
           f"in {ours_s:.2f}s, bertviz {base_b / 1e6:.2f} MB in {base_s:.2f}s: ours/bertviz = "
           f"{view.size_bytes / base_b:.3f}x size, {ours_s / base_s:.2f}x time")
 

@@ -11,10 +11,13 @@ floor and ours are interleaved round by round (alternating which goes first) and
 load hits both alike; the captum run (50 sequential passes) runs once, in the first round. One torch thread by
 default (BENCH_THREADS): every side gets the same, and on a shared 2-core machine multi-thread timings swing more
 than the differences measured here.
-Run: .venv/bin/python bench/attribution.py  [BENCH_DEVICE=cuda] [BENCH_ROUNDS=n] [BENCH_THREADS=n]
+Run: .venv/bin/python bench/attribution.py  [--quick] [BENCH_DEVICE=cuda] [BENCH_ROUNDS=n] [BENCH_THREADS=n]
+``--quick``: the same three on a tiny random BERT classifier (core.models.tiny), 1 round (seconds;
+tests/test_bench_quick.py runs it).
 """
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
 import sys
@@ -29,23 +32,27 @@ import torch  # noqa: E402
 import transformers  # noqa: E402
 from captum.attr import LayerIntegratedGradients  # noqa: E402
 
-from core.inspect.attribution import AttributionConfig, attribute, prepare  # noqa: E402
+from core.inspect.attribution import attribute  # noqa: E402
+from core.inspect.attribution_inputs import AttributionConfig, prepare  # noqa: E402
 from core.models.loading import LoadedModel, ModelSpec  # noqa: E402
-from core.registry import official_config
+from core.models.tiny import tiny_config  # noqa: E402
+from core.registry import official_config  # noqa: E402
 from core.models.tokenizer_build import bert_uncased_tokenizer  # noqa: E402
 
 N_STEPS = 50
 WORDS = "the cat sat on the mat and then it slept for a long time in the warm sun".split()  # one WordPiece each
 
 
-def build(device: str) -> LoadedModel:
+def build(device: str, quick: bool = False) -> LoadedModel:
+    """bert-base-uncased's config with random weights; ``quick``: the family's tiny config (same tokenizer)."""
     transformers.logging.set_verbosity_error()
     torch.manual_seed(0)
-    cfg = official_config("bert-base-uncased")
+    tok = bert_uncased_tokenizer()
+    cfg = tiny_config("bert", len(tok), tok) if quick else official_config("bert-base-uncased")
     cfg.num_labels = 2
     model = transformers.BertForSequenceClassification(cfg).eval().to(device)
-    tok = bert_uncased_tokenizer()
-    return LoadedModel(model=model, tokenizer=tok, spec=ModelSpec("bert", "bert-base-uncased (random weights)", "cpu"),
+    name = "tiny BERT" if quick else "bert-base-uncased"
+    return LoadedModel(model=model, tokenizer=tok, spec=ModelSpec("bert", f"{name} (random weights)", "cpu"),
                        task="seqcls", source="random init", path="", device=device)
 
 
@@ -55,10 +62,13 @@ def sync(device: str) -> None:
 
 
 def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="a tiny BERT classifier, 1 round: seconds")
+    args = ap.parse_args()
     device = os.environ.get("BENCH_DEVICE", "cpu")
-    rounds = int(os.environ.get("BENCH_ROUNDS", "3"))
+    rounds = 1 if args.quick else int(os.environ.get("BENCH_ROUNDS", "3"))
     torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "1")))
-    lm = build(device)
+    lm = build(device, args.quick)
     text = " ".join(WORDS[i % len(WORDS)] for i in range(30))  # 30 words + [CLS] [SEP] = 32 tokens
     cfg = AttributionConfig(target="class", text=text, class_index=1, methods=("lig",), n_steps=N_STEPS,
                             internal_batch_size=N_STEPS, baseline="pad")
@@ -103,7 +113,7 @@ def main() -> None:
         if r == 0:  # 50 sequential passes: slow on a CPU, so once
             times["captum"].append(timed(captum_ibs1))
     med = {k: statistics.median(v) for k, v in times.items()}
-    print(f"device={device} threads={torch.get_num_threads()} model=bert-base-uncased config (random weights) "
+    print(f"device={device} threads={torch.get_num_threads()} model={lm.spec.checkpoint} "
           f"seq={seq} n_steps={N_STEPS} rounds={rounds} (captum: 1 run)")
     for k, v in times.items():
         print(f"  {k:<7} median {med[k]:.3f}s  runs: " + ", ".join(f"{t:.3f}" for t in v))

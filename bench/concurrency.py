@@ -1,7 +1,7 @@
 """Many people at once: N simulated sessions predicting on one loaded model, with and without a fine-tune running.
 
     .venv/bin/python bench/concurrency.py [--n 1,8,32] [--rounds 12] [--device auto|cpu|cuda] [--base-size]
-                                          [--no-finetune] [--soak] [--watch]
+                                          [--no-finetune] [--soak] [--watch] [--quick]
 
 Each simulated session is a thread calling what the Fill-mask page calls (core.predict.fill_mask.fill_mask), as Streamlit
 runs each session's script in a thread of one process. All N are released at once, each makes ``--rounds`` calls
@@ -17,6 +17,10 @@ the fine-tune speed with its page open and polling in Chromium against no browse
 
 Defaults: the bundled bert-mini on CPU. ``--base-size``: random weights of bert-base-uncased's config (the size of
 the hosted demo's models); scripts/gpu_check.sh runs ``--device cuda --n 1,8,50 --base-size``.
+``--quick``: the same measurements, small: N = 1 and 4, 3 calls per session, the fine-tune on a thread only (a
+worker process would spend most of the run importing torch) and timed alone for 1 s instead of 8 (seconds;
+tests/test_bench_quick.py runs it). Every job is cancelled and waited for, and
+worker processes are daemons: nothing is left running.
 """
 from __future__ import annotations
 
@@ -126,7 +130,8 @@ def row(label: str, m: dict, lone: dict) -> str:
 def start_finetune(device: str, workers: bool, out: Path):
     """A fine-tune of bert-mini on the bundled drug reviews, long enough to outlast the measurement."""
     from core.data.datasets_local import load_bundled
-    from core.train.finetune import FinetuneConfig, job_fn
+    from core.train.finetune import job_fn
+    from core.train.finetune_config import FinetuneConfig
     from core.runtime.jobs import JobRunner
 
     r = JobRunner({"cpu": 2, "gpu": 1}, workers=workers)
@@ -155,8 +160,10 @@ def rss_mb() -> float:
 def soak(lm: LoadedModel, cfgs: list[FillMaskConfig], device: str) -> None:
     """300 predictions, 20 training jobs and 50 sessions opened and closed; process memory before and after."""
     from core.data.datasets_local import load_bundled
-    from core.train.finetune import FinetuneConfig, job_fn, runs_root
-    from core.runtime.jobs import JobRunner, SessionSweeper
+    from core.train.finetune import job_fn, runs_root
+    from core.train.finetune_config import FinetuneConfig
+    from core.runtime.jobs import JobRunner
+    from core.runtime.run_folders import SessionSweeper
 
     runs = Path(tempfile.mkdtemp(prefix="encoderlab-bench-runs-"))
     os.environ["ENCODERLAB_RUNS"] = str(runs)
@@ -210,7 +217,7 @@ def soak(lm: LoadedModel, cfgs: list[FillMaskConfig], device: str) -> None:
     gate.set()
     time.sleep(6)
     r.evict()
-    from core.runtime.jobs import evict_run_folders
+    from core.runtime.run_folders import evict_run_folders
 
     evict_run_folders(runs)
     end = rss_mb()
@@ -235,7 +242,11 @@ def main() -> None:
     ap.add_argument("--no-finetune", action="store_true", help="skip the measurement with a fine-tune running")
     ap.add_argument("--soak", action="store_true", help="also run the soak (a few minutes)")
     ap.add_argument("--watch", action="store_true", help="also measure a fine-tune watched in Chromium (e2e test)")
+    ap.add_argument("--quick", action="store_true", help="N = 1,4, 3 calls per session, one short fine-tune: seconds")
     args = ap.parse_args()
+    alone_s = 8.0
+    if args.quick:
+        args.n, args.rounds, alone_s = "1,4", 3, 1.0
     ns = [int(x) for x in args.n.split(",")]
     lm = build(args.device, args.base_size)
     import torch
@@ -264,11 +275,11 @@ def main() -> None:
             print(row(f"{n}, batching {'on' if on else 'off'}", m, lone), flush=True)
     batching(True)
     if not args.no_finetune:
-        for workers in (True, False):
+        for workers in ((False,) if args.quick else (True, False)):
             out = Path(tempfile.mkdtemp(prefix="encoderlab-bench-ft-"))
             r, job = start_finetune(args.device, workers, out)
             s0, t0 = train_steps(job), time.perf_counter()
-            time.sleep(8)
+            time.sleep(alone_s)
             alone = (train_steps(job) - s0) / (time.perf_counter() - t0)
             s0, t0 = train_steps(job), time.perf_counter()
             m = sessions(lm, cfgs, ref, 8, args.rounds * 2)

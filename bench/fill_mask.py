@@ -7,17 +7,19 @@ projection only there too, and on CPU its linears use oneDNN-packed weights (cor
 ours with the default linears, shows how much of the gain is the kernels and how much the skipped work.
 Methods are interleaved round by round and the median per sentence is kept, so background load hits every method
 alike.
-Run: .venv/bin/python bench/fill_mask.py  [BENCH_DEVICE=cuda] [BENCH_THREADS=n] [BENCH_ROUNDS=n]
+Run: .venv/bin/python bench/fill_mask.py  [--quick] [BENCH_DEVICE=cuda] [BENCH_THREADS=n] [BENCH_ROUNDS=n]
+``--quick``: the same comparisons on a tiny random BERT (core.models.tiny), 3 sentences, 1 round, a batch of 8
+instead of 64 (seconds; tests/test_bench_quick.py runs it).
 
 Torch threads default to 1 on CPU: on a shared 2-core machine more threads than free cores makes every method
 spin-wait (10x slower here) and buries the ratios in noise; all methods run with the same setting.
 """
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -31,7 +33,8 @@ from core.compare.speed import timed as bench_timed  # noqa: E402
 from core.models import packed_linear  # noqa: E402
 from core.predict.fill_mask import FillMaskConfig, examples, fill_mask, fill_mask_batch  # noqa: E402
 from core.models.loading import LoadedModel, ModelSpec  # noqa: E402
-from core.registry import official_config
+from core.models.tiny import tiny_config  # noqa: E402
+from core.registry import official_config  # noqa: E402
 from core.models.tokenizer_build import bert_uncased_tokenizer  # noqa: E402
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "5"))
@@ -41,14 +44,17 @@ THREADS = int(os.environ.get("BENCH_THREADS", "1"))
 TOP_K = 5
 
 
-def build() -> LoadedModel:
+def build(quick: bool = False) -> LoadedModel:
+    """bert-base-uncased's config with random weights; ``quick``: the family's tiny config (same tokenizer)."""
     transformers.logging.set_verbosity_error()
     torch.manual_seed(0)
     if DEVICE_TYPE == "cpu":
         torch.set_num_threads(THREADS)
-    model = transformers.BertForMaskedLM(official_config("bert-base-uncased")).eval().to(DEVICE)
     tok = bert_uncased_tokenizer()
-    return LoadedModel(model=model, tokenizer=tok, spec=ModelSpec("bert", "bert-base-uncased (random weights)", DEVICE_TYPE),
+    cfg = tiny_config("bert", len(tok), tok) if quick else official_config("bert-base-uncased")
+    model = transformers.BertForMaskedLM(cfg).eval().to(DEVICE)
+    name = "tiny BERT" if quick else "bert-base-uncased"
+    return LoadedModel(model=model, tokenizer=tok, spec=ModelSpec("bert", f"{name} (random weights)", DEVICE_TYPE),
                        task="mlm", source="random init", path="", device=DEVICE)
 
 
@@ -102,12 +108,19 @@ def latency(lm: LoadedModel, pipe, sentences: list[str], label: str) -> float:
 
 
 def main() -> None:
-    lm = build()
+    global ROUNDS
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="a tiny BERT, 3 sentences, 1 round, a batch of 8: seconds")
+    args = ap.parse_args()
+    if args.quick:
+        ROUNDS = 1
+    n_batch = 8 if args.quick else 64
+    lm = build(args.quick)
     model = lm.model
-    sentences = [s for s in examples("en") if s.count("[MASK]") == 1]
+    sentences = [s for s in examples("en") if s.count("[MASK]") == 1][:3 if args.quick else None]
     pipe = transformers.pipeline("fill-mask", model=model, tokenizer=lm.tokenizer, device=torch.device(DEVICE),
                                  top_k=TOP_K)
-    print(f"model: bert-base-uncased config, random weights, {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M "
+    print(f"model: {lm.spec.checkpoint}, {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M "
           f"params; torch {torch.__version__}, device {DEVICE}"
           f"{'' if DEVICE_TYPE != 'cpu' else f' ({torch.get_num_threads()} threads)'}; top_k={TOP_K}, {ROUNDS} rounds")
     pipe_one = latency(lm, pipe, sentences, "the example sentences (the target)")
@@ -117,27 +130,27 @@ def main() -> None:
     paragraphs = [" ".join([s] + [plain[(i + j) % len(plain)] for j in range(1, 5)]) for i, s in enumerate(sentences)]
     latency(lm, pipe, paragraphs, "paragraphs (context only)")
 
-    batch = [FillMaskConfig(sentences[i % len(sentences)], top_k=TOP_K) for i in range(64)]
+    batch = [FillMaskConfig(sentences[i % len(sentences)], top_k=TOP_K) for i in range(n_batch)]
     fill_mask_batch(lm, batch[:8])
     one, many = [], []
     for _ in range(ROUNDS):  # interleaved, and the ratio taken per round: load that comes and goes hits both
         one.append(timed(lambda: [fill_mask(lm, c) for c in batch]))
         many.append(timed(lambda: fill_mask_batch(lm, batch)))
     ratio = statistics.median(a / b for a, b in zip(one, many))
-    print(f"batch of 64 (the example sentences, repeated): ours one at a time {64 / statistics.median(one):.1f} "
-          f"sentences/s; ours batched {64 / statistics.median(many):.1f} sentences/s; the pipeline one at a time "
-          f"{1 / pipe_one:.1f} sentences/s (from the latency runs above)")
-    print(f"  throughput: batch of 64 / ours one at a time = {ratio:.2f}x (target >= 3x; median of {ROUNDS} "
+    print(f"batch of {n_batch} (the example sentences, repeated): ours one at a time "
+          f"{n_batch / statistics.median(one):.1f} sentences/s; ours batched {n_batch / statistics.median(many):.1f} "
+          f"sentences/s; the pipeline one at a time {1 / pipe_one:.1f} sentences/s (from the latency runs above)")
+    print(f"  throughput: batch of {n_batch} / ours one at a time = {ratio:.2f}x (target >= 3x; median of {ROUNDS} "
           f"per-round ratios)")
-    print(f"  throughput: batch of 64 / the pipeline one at a time = "
-          f"{pipe_one / (statistics.median(many) / 64):.2f}x")
+    print(f"  throughput: batch of {n_batch} / the pipeline one at a time = "
+          f"{pipe_one / (statistics.median(many) / n_batch):.2f}x")
     # Why batching buys little on a CPU once one sentence is fast: the arithmetic rate each achieves
     # (2 x tokens x encoder weights, an estimate that ignores attention scores and the skipped last-layer work).
     tokens = sum(len(lm.tokenizer(c.text)["input_ids"]) for c in batch)
     weights = sum(p.numel() for n, p in model.bert.encoder.named_parameters() if n.endswith("weight"))
     gflop = 2 * tokens * weights / 1e9
     print(f"  arithmetic rate: batched {gflop / statistics.median(many):.0f} GFLOP/s, one at a time "
-          f"{gflop / statistics.median(one):.0f} GFLOP/s ({gflop:.0f} GFLOP for the 64); the limit here: "
+          f"{gflop / statistics.median(one):.0f} GFLOP/s ({gflop:.0f} GFLOP for the {n_batch}); the limit here: "
           f"{peak_gflops():.0f} GFLOP/s for one large matrix product (2048 x 768 by 768 x 3072)")
 
 

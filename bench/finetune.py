@@ -1,6 +1,7 @@
 """Fine-tuning throughput: core.train.finetune.train against transformers' Trainer, same model, data and settings.
 
     .venv/bin/python bench/finetune.py [--rows 320] [--rounds 3] [--steps 12] [--max-length 128] [--hidden 128] [--layers 4]
+                                       [--parts seq,token,ckpt] [--quick]
 
 Prints samples/s for both and the ratio ("ours/Trainer"), then the padding that dynamic padding and length-grouped
 batches save on the bundled drug reviews (variable length). The model is a small BERT (real bert-base-uncased
@@ -20,11 +21,15 @@ Two more parts (``--parts seq,token,ckpt``, all by default):
   process's peak RSS on a CPU, minus what it held before training; max_memory_allocated on a GPU) and steps/s,
   printed as ratios to the run without it. A BERT 4x256 at max length 256 on the drug reviews, so that activations
   (what checkpointing saves) are a real share of the memory.
+
+``--quick``: every part, small: a BERT 1x32, 32 rows, 1 round of 2 steps, max length 64; the checkpointing part on a
+BERT 2x32 at max length 64, 2 steps per run; no GPU bert-base part (seconds; tests/test_bench_quick.py runs it).
 """
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -51,7 +56,6 @@ def precision_of(mixed_precision: str) -> str:
 def trainer_samples_per_s(folder: Path, data, cfg, group_by_length: bool, out: Path) -> tuple[float, str]:
     """transformers.Trainer with the same model, data, batch size, lr schedule, decay, clipping and precision;
     returns (samples/s, the precision its accelerator used)."""
-    import torch
     import transformers
     from torch.utils.data import Dataset
 
@@ -116,7 +120,7 @@ def trainer_token_samples_per_s(folder: Path, data, cfg, group_by_length: bool, 
 
 
 def token_part(folder: Path, device: str, rounds: int, steps: int, tmp: Path) -> None:
-    from core.train.finetune import FinetuneConfig
+    from core.train.finetune_config import FinetuneConfig
     from core.data.token_data import load_bundled_tokens
 
     data = load_bundled_tokens()
@@ -145,21 +149,24 @@ def token_part(folder: Path, device: str, rounds: int, steps: int, tmp: Path) ->
           f"ours/Trainer(group_by_length) = {best['ours'] / best['trainer_grouped']:.2f}x")
 
 
-def checkpointing_part(device: str, tmp: Path, steps: int = 6) -> None:
+def checkpointing_part(device: str, tmp: Path, steps: int = 6, quick: bool = False) -> None:
     from core.data.datasets_local import load_bundled
-    from core.train.finetune import FinetuneConfig
+    from core.train.finetune_config import FinetuneConfig
     from core.train.remedies import measure_remedies
     from core.models.tiny import make_tiny
 
-    folder = make_tiny("bert", tmp / "ckpt-model", task="base", hidden=256, layers=4, heads=4, ffn=1024, max_pos=512)
-    cfg = FinetuneConfig("bert", str(folder), epochs=1, lr=5e-5, batch_size=16, max_length=256, patience=0,
+    hidden, layers, max_length, batch = (32, 2, 64, 8) if quick else (256, 4, 256, 16)
+    folder = make_tiny("bert", tmp / "ckpt-model", task="base", hidden=hidden, layers=layers, heads=4, ffn=4 * hidden,
+                       max_pos=512)
+    cfg = FinetuneConfig("bert", str(folder), epochs=1, lr=5e-5, batch_size=batch, max_length=max_length, patience=0,
                          device=device, precision="fp32")
     res = measure_remedies(cfg, load_bundled("drugreview"), steps=steps, names=("gradient_checkpointing",))
     base, ck = res.rows
     for r in (base, ck):
         if r.error:
             raise SystemExit(f"{r.name} failed: {r.error}")
-    print(f"\n# gradient checkpointing · BERT 4x256 · drug reviews, batch 16, max length 256 · {steps} steps per run, "
+    print(f"\n# gradient checkpointing · BERT {layers}x{hidden} · drug reviews, batch {batch}, max length {max_length} · "
+          f"{steps} steps per run, "
           f"each in a fresh process · {res.device} · memory: {res.memory_kind}")
     for r in (base, ck):
         extra = f" (training added {r.train_mb:,.0f} MB)" if res.device == "cpu" else ""
@@ -193,21 +200,32 @@ def main() -> None:
     ap.add_argument("--parts", default="seq,token,ckpt",
                     help="seq: sequence classification vs Trainer; token: token classification vs Trainer; "
                          "ckpt: gradient checkpointing on vs off")
+    ap.add_argument("--quick", action="store_true", help="every part on tiny models, 1 round of 2 steps: seconds")
     args = ap.parse_args()
+    if args.quick:
+        args.rows, args.rounds, args.steps, args.max_length, args.hidden, args.layers = 32, 1, 2, 64, 32, 1
+        args.skip_gpu_base = True
     parts = set(args.parts.split(","))
+    tmp = Path(tempfile.mkdtemp(prefix="bench-finetune-"))
+    try:
+        run(args, parts, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
+
+def run(args, parts: set[str], tmp: Path) -> None:
     import torch
     import transformers
 
     from core.data.datasets_local import load_bundled
-    from core.train.finetune import FinetuneConfig, LengthGroupedBatches, padding_saved
+    from core.train.finetune_data import LengthGroupedBatches, padding_saved
+    from core.train.finetune_config import FinetuneConfig
     from core.models.tiny import make_tiny
 
     transformers.logging.set_verbosity_error()
-    tmp = Path(tempfile.mkdtemp(prefix="bench-finetune-"))
     folder = make_tiny("bert", tmp / "model", task="base", hidden=args.hidden, layers=args.layers, heads=4,
                        ffn=4 * args.hidden, max_pos=512)
-    data = load_bundled("drugreview").subset(args.rows, 64)
+    data = load_bundled("drugreview").subset(args.rows, 16 if args.quick else 64)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     precisions = [p for p in (args.precisions or ("fp32,bf16" if device == "cuda" else "fp32")).split(",") if p]
     cfg = FinetuneConfig("bert", str(folder), epochs=1, lr=5e-5, batch_size=16, max_length=args.max_length,
@@ -221,7 +239,7 @@ def main() -> None:
     if "token" in parts:
         token_part(folder, device, args.rounds, args.steps, tmp)
     if "ckpt" in parts:
-        checkpointing_part(device, tmp)
+        checkpointing_part(device, tmp, steps=2 if args.quick else 6, quick=args.quick)
     if "seq" not in parts:
         return
     for prec in precisions:

@@ -9,11 +9,15 @@
 3. bert-mini: a tuned lens trained here (BENCH_TUNE_STEPS steps, default 300), its training time, and the KL to the
    last layer per depth on held-out text (assets/corpus/heldout.txt), raw against tuned.
 
-Run: .venv/bin/python bench/lens.py  [BENCH_DEVICE=cuda] [BENCH_THREADS=n] [BENCH_ROUNDS=n] [BENCH_TUNE_STEPS=n]
+Run: .venv/bin/python bench/lens.py  [--quick] [BENCH_DEVICE=cuda] [BENCH_THREADS=n] [BENCH_ROUNDS=n] [BENCH_TUNE_STEPS=n]
+``--quick``: the same three parts, small: a tiny random BERT (core.models.tiny) instead of bert-base size, 2 rounds,
+a tuned lens of 3 steps on 16 held-out sentences (seconds; tests/test_bench_quick.py runs it). Families the registry
+has no bundled model of are skipped in part 2, with a line saying so.
 Torch threads default to 1 on CPU (see bench/fill_mask.py for why).
 """
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
 import sys
@@ -29,9 +33,11 @@ import transformers  # noqa: E402
 
 from core.compare.speed import timed as bench_timed  # noqa: E402
 from core.predict.fill_mask import FillMaskConfig, examples, fill_mask_batch, mlm_head  # noqa: E402
-from core.inspect.lens import LensConfig, TuneConfig, lens, tune  # noqa: E402
+from core.inspect.lens import LensConfig, lens  # noqa: E402
+from core.inspect.tuned_lens import TuneConfig, tune
 from core.models.loading import LoadedModel, ModelSpec, load  # noqa: E402
-from core.registry import FAMILIES, bundled_id, official_config
+from core.models.tiny import tiny_config  # noqa: E402
+from core.registry import FAMILIES, bundled_families, bundled_id, official_config  # noqa: E402
 from core.models.tokenizer_build import bert_uncased_tokenizer  # noqa: E402
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "15"))
@@ -47,12 +53,16 @@ def timed(fn) -> float:
     return bench_timed(fn, DEVICE)
 
 
-def base_model() -> LoadedModel:
+def base_model(quick: bool = False) -> LoadedModel:
+    """bert-base-uncased's config with random weights; ``quick``: the family's tiny config (same tokenizer)."""
     transformers.logging.set_verbosity_error()
     torch.manual_seed(0)
-    model = transformers.BertForMaskedLM(official_config("bert-base-uncased")).eval().to(DEVICE)
-    return LoadedModel(model=model, tokenizer=bert_uncased_tokenizer(), task="mlm", source="random init", path="",
-                       spec=ModelSpec("bert", "bert-base-uncased (random weights)", DEVICE_TYPE), device=DEVICE)
+    tok = bert_uncased_tokenizer()
+    cfg = tiny_config("bert", len(tok), tok) if quick else official_config("bert-base-uncased")
+    model = transformers.BertForMaskedLM(cfg).eval().to(DEVICE)
+    name = "tiny BERT" if quick else "bert-base-uncased"
+    return LoadedModel(model=model, tokenizer=tok, task="mlm", source="random init", path="",
+                       spec=ModelSpec("bert", f"{name} (random weights)", DEVICE_TYPE), device=DEVICE)
 
 
 def text_of(lm: LoadedModel, n: int = TOKENS) -> str:
@@ -104,9 +114,10 @@ def ratio(lm: LoadedModel, label: str, with_plain: bool = False) -> float:
     return r
 
 
-def kl_table() -> None:
-    lm = load(ModelSpec("bert", bundled_id("bert"), DEVICE_TYPE), task="mlm")
-    cfg = TuneConfig(steps=TUNE_STEPS)
+def kl_table(quick: bool = False) -> None:
+    fam = bundled_families()[0].key  # bert-mini: the first family with a bundled model
+    lm = load(ModelSpec(fam, bundled_id(fam), DEVICE_TYPE), task="mlm")
+    cfg = TuneConfig(steps=TUNE_STEPS, heldout_sentences=16) if quick else TuneConfig(steps=TUNE_STEPS)
     t0 = time.perf_counter()
     _, rep = tune(lm, cfg, save=False)
     total = time.perf_counter() - t0
@@ -124,14 +135,24 @@ def kl_table() -> None:
 
 
 def main() -> None:
+    global ROUNDS, TUNE_STEPS
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="tiny models, 2 rounds, 3 tuning steps: seconds")
+    args = ap.parse_args()
+    if args.quick:
+        ROUNDS, TUNE_STEPS = 2, 3
     if DEVICE_TYPE == "cpu":
         torch.set_num_threads(THREADS)
     print(f"torch {torch.__version__}, device {DEVICE}"
           f"{'' if DEVICE_TYPE != 'cpu' else f' ({torch.get_num_threads()} threads)'}; top_k={TOP_K}, {ROUNDS} rounds")
-    ratio(base_model(), "bert-base-uncased config, random weights", with_plain=True)
-    for fam in FAMILIES:
-        ratio(load(ModelSpec(fam, bundled_id(fam), DEVICE_TYPE), task="mlm"), bundled_id(fam))
-    kl_table()
+    ratio(base_model(args.quick), f"{'tiny BERT' if args.quick else 'bert-base-uncased'} config, random weights",
+          with_plain=True)
+    for fam in FAMILIES.values():
+        if not fam.bundled:
+            print(f"{fam.label}: skipped, EncoderLab bundles no {fam.label} model (assets/models)")
+            continue
+        ratio(load(ModelSpec(fam.key, bundled_id(fam.key), DEVICE_TYPE), task="mlm"), bundled_id(fam.key))
+    kl_table(args.quick)
 
 
 if __name__ == "__main__":

@@ -8,12 +8,14 @@ length-sorted batches with no hidden states kept: the ratio says how much the pr
 once. It prints each task's best depth and held-out accuracy too, so a run that learned nothing shows.
 
 Run: .venv/bin/python bench/probes.py  [BENCH_PER_TASK=2000] [BENCH_TASKS=length,bigram_shift,...]
-     [BENCH_THREADS=1] [BENCH_DEVICE=cpu]
+     [BENCH_THREADS=1] [BENCH_DEVICE=cpu] [--quick]
+``--quick``: every task with 40 items instead of 2,000 (seconds; tests/test_bench_quick.py runs it).
 
 Torch threads default to 1 on CPU (a shared 2-core machine: more threads than free cores spin-wait).
 """
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import time
@@ -26,12 +28,14 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from core.represent import probe_tasks as PT  # noqa: E402
 from core.represent import probes as P  # noqa: E402
+from core.represent.token_vectors import num_depths  # noqa: E402
 from core.models.loading import ModelSpec, load  # noqa: E402
-from core.base.paths import zoo_dir
+from core.base.paths import zoo_dir  # noqa: E402
 
 PER_TASK = int(os.environ.get("BENCH_PER_TASK", "2000"))
-TASKS = tuple(t for t in os.environ.get("BENCH_TASKS", ",".join(P.TASKS)).split(",") if t)
+TASKS = tuple(t for t in os.environ.get("BENCH_TASKS", ",".join(PT.TASKS)).split(",") if t)
 THREADS = int(os.environ.get("BENCH_THREADS", "1"))
 DEVICE = os.environ.get("BENCH_DEVICE", "cpu")
 
@@ -57,6 +61,11 @@ def bare_forward(lm, sentences, max_length: int, batch_tokens: int = 8192) -> fl
 
 
 def main() -> None:
+    global PER_TASK
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="40 items per task: seconds")
+    if ap.parse_args().quick:
+        PER_TASK = 40
     if DEVICE == "cpu":
         torch.set_num_threads(THREADS)
     lm = load(ModelSpec("bert", str(zoo_dir() / "bert-mini"), DEVICE), "base")
@@ -65,7 +74,7 @@ def main() -> None:
     t = time.perf_counter()
     tasks = P.build_tasks(cfg, pool)
     build_s = time.perf_counter() - t
-    depths = P.num_depths(lm)
+    depths = num_depths(lm)
     print(f"bert-mini, {depths} depths (embeddings included), {PER_TASK:,} items per task from {len(pool):,} "
           f"corpus sentences, device {DEVICE}, torch threads {torch.get_num_threads()}; tasks built in {build_s:.1f} s")
     print(f"{'task':<24}{'items':>7}{'forward s':>11}{'vectors s':>11}{'probes s':>10}{'total/forward':>15}"
@@ -74,7 +83,7 @@ def main() -> None:
     for task in tasks:
         fwd = bare_forward(lm, task.sentences, cfg.max_length)
         t = time.perf_counter()
-        feats, keep = P._features(lm, task, cfg.max_length, None)
+        feats, keep = P.task_features(lm, task, cfg.max_length, None)
         vec = time.perf_counter() - t
         labels, held = task.labels[keep], task.heldout[keep]
         t = time.perf_counter()
@@ -84,7 +93,7 @@ def main() -> None:
         fit = time.perf_counter() - t
         best = int(np.argmax(acc))
         tot_fwd, tot_vec, tot_fit = tot_fwd + fwd, tot_vec + vec, tot_fit + fit
-        print(f"{P.TASK_NAMES[task.name]:<24}{len(task):>7,}{fwd:>11.1f}{vec:>11.1f}{fit:>10.1f}"
+        print(f"{PT.TASK_NAMES[task.name]:<24}{len(task):>7,}{fwd:>11.1f}{vec:>11.1f}{fit:>10.1f}"
               f"{(vec + fit) / fwd:>14.2f}x   {best} ({acc[best]:.3f}, {P.majority_rate(labels, held):.3f})")
     print(f"{'all tasks':<24}{'':>7}{tot_fwd:>11.1f}{tot_vec:>11.1f}{tot_fit:>10.1f}"
           f"{(tot_vec + tot_fit) / tot_fwd:>14.2f}x")

@@ -15,10 +15,13 @@ What is measured, exactly:
    BENCH_ROUNDS. Each page is loaded fresh.
 Prints the numbers and the ratios against the 5k Scattergl figure, and 50k Scatter against 50k Scattergl.
 
-Run: .venv/bin/python bench/projector.py  [BENCH_POINTS=n] [BENCH_BASE=n] [BENCH_ROUNDS=n]
+Run: .venv/bin/python bench/projector.py  [BENCH_POINTS=n] [BENCH_BASE=n] [BENCH_ROUNDS=n] [--quick]
+``--quick``: 2,000 points against 500, 1 relayout round (seconds; tests/test_bench_quick.py runs it). Without
+Chromium or playwright the bench says so and stops.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import statistics
@@ -111,17 +114,33 @@ def browser_times(browser, spec: str) -> tuple[float, float]:
         os.unlink(path)
 
 
+def k(n: int) -> str:
+    return f"{n // 1000}k" if n % 1000 == 0 else f"{n:,}"
+
+
 def main() -> None:
-    from playwright.sync_api import sync_playwright
+    global POINTS, BASE, ROUNDS
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="2,000 points against 500, 1 round: seconds")
+    if ap.parse_args().quick:
+        POINTS, BASE, ROUNDS = 2000, 500, 1
+    try:
+        from playwright.sync_api import sync_playwright  # lazy: only this bench drives a browser
+    except ImportError:
+        print("bench/projector.py skipped: playwright is not installed here (requirements-test.txt)")
+        return
+    if not Path(CHROMIUM).is_file():
+        print(f"bench/projector.py skipped: no Chromium at {CHROMIUM} (ENCODERLAB_CHROMIUM; scripts/install_chromium.sh)")
+        return
 
     lm = load(ModelSpec("bert", "encoderlab/bert-mini", "cpu"), "base")
     print(f"bert-mini, bundled corpus, sample mode, PCA 2-D, colour by next word, last depth; {ROUNDS} relayout rounds")
     figs = {}
-    for label, n in ((f"{BASE // 1000}k Scattergl (baseline)", BASE), (f"{POINTS // 1000}k Scattergl", POINTS)):
+    for label, n in ((f"{k(BASE)} Scattergl (baseline)", BASE), (f"{k(POINTS)} Scattergl", POINTS)):
         print(label)
         figs[label] = figure(n, lm)
-    big = f"{POINTS // 1000}k Scattergl"
-    figs[f"{POINTS // 1000}k Scatter (SVG)"] = as_svg(figs[big])
+    big = f"{k(POINTS)} Scattergl"
+    figs[f"{k(POINTS)} Scatter (SVG)"] = as_svg(figs[big])
     rows = {}
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
@@ -136,11 +155,11 @@ def main() -> None:
     for label, r in rows.items():
         print(f"{label:26s} {r['points']:7,d} {r['bytes'] / 1e6:8.2f}MB {r['coords'] / 1e6:7.2f}MB "
               f"{r['text'] / 1e6:7.2f}MB {r['paint']:7.0f}ms {r['relayout']:7.0f}ms  {r['canvases']}")
-    gl, svg = rows[big], rows[f"{POINTS // 1000}k Scatter (SVG)"]
+    gl, svg = rows[big], rows[f"{k(POINTS)} Scatter (SVG)"]
     print(f"\n{big} / {next(iter(rows))}: payload {gl['bytes'] / base['bytes']:.1f}x, first paint "
           f"{gl['paint'] / base['paint']:.1f}x, relayout {gl['relayout'] / base['relayout']:.1f}x "
           f"(points {gl['points'] / base['points']:.1f}x)")
-    print(f"Scatter (SVG) / Scattergl at {POINTS // 1000}k: first paint {svg['paint'] / gl['paint']:.1f}x, "
+    print(f"Scatter (SVG) / Scattergl at {k(POINTS)}: first paint {svg['paint'] / gl['paint']:.1f}x, "
           f"relayout {svg['relayout'] / gl['relayout']:.1f}x")
 
 

@@ -1,6 +1,6 @@
 """int8 dynamic quantization against fp32: the third article's "ALBERT + quantization" advice, measured.
 
-    .venv/bin/python bench/quantize.py [--batch 8] [--seq-len 128] [--rounds 3] [--threads 1,2] [--skip-minis]
+    .venv/bin/python bench/quantize.py [--batch 8] [--seq-len 128] [--rounds 3] [--threads 1,2] [--skip-minis] [--quick]
 
 Part 1, timing and size: each family's base-size architecture (the official configs in assets/configs, random
 weights: latency and size do not depend on the values), with its MLM head, fp32 against a dynamically quantized
@@ -10,6 +10,10 @@ model in fp32 (the int8/fp32 ratios), and BERT-base fp32 for the cross-family li
 Part 2, accuracy: the bundled minis (real weights), core.compare.int8.compare_models: top-1 fill-mask agreement with
 fp32 on the probe (the bundled fill-mask examples + 64 held-out corpus sentences with one word masked each) and
 both models' held-out top-1/top-5.
+The families are the registry's with a bundled mini and a base-size config (core.registry); part 2 skips a family
+without a bundled mini, with a line saying so.
+``--quick``: part 1 on each family's tiny config (core.models.tiny) at batch 2 x 16, 1 round, 1 thread; part 2 on
+the first bundled mini only (seconds; tests/test_bench_quick.py runs it).
 """
 from __future__ import annotations
 
@@ -23,18 +27,26 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-FAMILIES = ("bert", "albert", "distilbert", "roberta")
+import torch  # noqa: E402
+import transformers  # noqa: E402
+
+from core.compare.int8 import QuantConfig, compare_models, time_encoder  # noqa: E402
+from core.models.int8 import disk_bytes, memory_bytes, quantize_int8  # noqa: E402
+from core.models.loading import ModelSpec, load  # noqa: E402
+from core.models.tiny import tiny_config  # noqa: E402
+from core.registry import FAMILIES as REG, bundled_families, bundled_id, official_config  # noqa: E402
+
+FAMILIES = tuple(f.key for f in bundled_families() if f.base_checkpoint)  # bert, roberta, albert, distilbert
 
 
-def build_base(family: str):
-    import torch
-    import transformers
-
-    from core.registry import FAMILIES as REG, official_config
-
+def build_base(family: str, quick: bool = False):
+    """The family's base-size config with random weights; ``quick``: its tiny config (core.models.tiny)."""
+    cfg = official_config(REG[family].base_checkpoint)
+    if quick:
+        cfg = tiny_config(family, cfg.vocab_size)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
-        model = getattr(transformers, REG[family].classes["mlm"])(official_config(REG[family].base_checkpoint))
+        model = getattr(transformers, REG[family].classes["mlm"])(cfg)
     return model.eval()
 
 
@@ -46,24 +58,19 @@ def main() -> None:
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--families", default=",".join(FAMILIES))
     ap.add_argument("--skip-minis", action="store_true")
+    ap.add_argument("--quick", action="store_true", help="tiny configs, batch 2 x 16, 1 round, 1 thread: seconds")
     args = ap.parse_args()
-
-    import torch
-    import transformers
-
-    from core.models.loading import ModelSpec, load
-    from core.registry import FAMILIES as REG, bundled_id
-    from core.compare.int8 import QuantConfig, compare_models, time_encoder
-    from core.models.int8 import disk_bytes, memory_bytes, quantize_int8
+    if args.quick:
+        args.batch, args.seq_len, args.rounds, args.threads = 2, 16, 1, "1"
 
     transformers.logging.set_verbosity_error()
     fams = [f for f in args.families.split(",") if f]
     mb = lambda b: b / 2**20  # noqa: E731
-    print(f"# int8 vs fp32 · base-size configs, random weights · batch {args.batch} x {args.seq_len} tokens · "
+    print(f"# int8 vs fp32 · {'tiny' if args.quick else 'base-size'} configs, random weights · batch {args.batch} x {args.seq_len} tokens · "
           f"median of {args.rounds} interleaved rounds · CPU ({os.cpu_count()} cores here)")
     built = {}
     for fam in fams:
-        fp = build_base(fam)
+        fp = build_base(fam, args.quick)
         q = quantize_int8(fp)
         built[fam] = (fp, q)
         print(f"{REG[fam].base_checkpoint:<26} params {sum(p.numel() for p in fp.parameters()) / 1e6:6.1f}M · disk "
@@ -106,7 +113,10 @@ def main() -> None:
         return
     print("\n# bundled minis (real weights): int8 vs fp32 on the fill-mask probe (examples + 64 held-out words)")
     torch.set_num_threads(1)
-    for fam in fams:
+    for fam in fams[:1] if args.quick else fams:
+        if not REG[fam].bundled:
+            print(f"  {REG[fam].label}: skipped, EncoderLab bundles no {REG[fam].label} model (assets/models)")
+            continue
         spec = ModelSpec(fam, bundled_id(fam), "cpu")
         fp, q = load(spec, "mlm"), load(ModelSpec(fam, bundled_id(fam), "cpu", "int8"), "mlm")
         r = compare_models(fp, q, QuantConfig(seq_len=args.seq_len, batch=args.batch, repeats=args.rounds))

@@ -15,15 +15,19 @@
     starts at the index.
 
 Run: .venv/bin/python bench/representations.py  [BENCH_SENTENCES=20000] [BENCH_A_SENTENCES=1000] [BENCH_ROUNDS=3]
-     [BENCH_QUERIES=200] [BENCH_THREADS=1] [BENCH_DEVICE=cpu]
+     [BENCH_QUERIES=200] [BENCH_THREADS=1] [BENCH_DEVICE=cpu] [--quick]
+``--quick``: (a) on 50 sentences, 1 round; (b) at 400 sentences, 20 queries, its vectors in a temporary folder
+(seconds; tests/test_bench_quick.py runs it).
 
 Torch and faiss threads default to 1 on CPU: on a shared 2-core machine more threads than free cores spin-wait and
 bury the ratios in noise (bench/fill_mask.py); every method runs with the same setting.
 """
 from __future__ import annotations
 
+import argparse
 import hashlib
 import os
+import tempfile
 import statistics
 import sys
 import time
@@ -39,9 +43,9 @@ import torch  # noqa: E402
 
 from core.represent import corpus_index as cx  # noqa: E402
 from core.compare.speed import timed as bench_timed  # noqa: E402
-from core.inspect.lens import model_key  # noqa: E402
+from core.represent.corpus_index import model_key  # noqa: E402
 from core.models.loading import ModelSpec, load  # noqa: E402
-from core.base.paths import zoo_dir
+from core.base.paths import zoo_dir  # noqa: E402
 from core.represent.token_vectors import token_vectors  # noqa: E402
 
 SENTENCES = int(os.environ.get("BENCH_SENTENCES", "20000"))
@@ -187,6 +191,12 @@ def part_b(lm, depth: int) -> None:
 
 
 def main() -> None:
+    global SENTENCES, A_SENTENCES, ROUNDS, QUERIES, CACHE
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="50 and 400 sentences, 1 round, 20 queries: seconds")
+    if ap.parse_args().quick:
+        SENTENCES, A_SENTENCES, ROUNDS, QUERIES = 400, 50, 1, 20
+        CACHE = Path(tempfile.mkdtemp(prefix="encoderlab-bench-quick-"))
     if torch.device(DEVICE).type == "cpu":
         torch.set_num_threads(THREADS)
     faiss.omp_set_num_threads(THREADS)

@@ -1,9 +1,9 @@
 """The room: how long a follower takes to see a presenter's change, and what each follower costs, at N = 10 and 50.
 
-One presenter thread publishes a new state (page + query parameters, as app/room/ui.end does) every 1.5-2.5 s;
+One presenter thread publishes a new state (page + query parameters, as app/room/lifecycle.end does) every 1.5-2.5 s;
 N follower threads each run the follower's poll at the default poll interval (core.runtime.room.limits().poll_s, what
 st.fragment(run_every=...) uses): core.runtime.room.follow_step against the same store, and on APPLY what the page does
-after switching (PresenterState.of + diverged, app/room/ui.end). Followers start at random phases, as browsers
+after switching (PresenterState.of + diverged, app/room/lifecycle.end). Followers start at random phases, as browsers
 joining at different moments do. The delay of a change is the time from its publish to a follower seeing it.
 
 Baseline, from the same run: an ideal poller with the same interval and no work (its delay is uniform on
@@ -12,11 +12,14 @@ The ratios say how much the store and the follow path add on top of polling itse
 Streamlit's own fragment rerun and the switch to the presenter's page in the browser (tests/e2e/test_room_e2e.py
 checks that end to end within its bound).
 
-Run: .venv/bin/python bench/room.py  [BENCH_CHANGES=n] [BENCH_N=10,50]
+Run: .venv/bin/python bench/room.py  [BENCH_CHANGES=n] [BENCH_N=10,50] [--quick]
+``--quick``: 3 changes at N = 2 and 10, a poll interval of 0.2 s and changes 0.3-0.5 s apart (the same code, time
+scaled down; seconds; tests/test_bench_quick.py runs it).
 Target: p95 <= 1.5 s at N = 50 with the default poll interval.
 """
 from __future__ import annotations
 
+import argparse
 import os
 import random
 import statistics
@@ -28,6 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from core.runtime import room as R  # noqa: E402
+from core.runtime.room_store import InProcessStore  # noqa: E402
 
 CHANGES = int(os.environ.get("BENCH_CHANGES", "12"))
 NS = tuple(int(n) for n in os.environ.get("BENCH_N", "10,50").split(","))
@@ -39,9 +43,9 @@ def p95(xs: list[float]) -> float:
     return xs[min(len(xs) - 1, int(round(0.95 * (len(xs) - 1))))]
 
 
-def run(n: int, poll_s: float, changes: int, seed: int = 0) -> dict:
+def run(n: int, poll_s: float, changes: int, seed: int = 0, gap_s: tuple[float, float] = (1.5, 2.5)) -> dict:
     rng = random.Random(seed)
-    store = R.InProcessStore()
+    store = InProcessStore()
     made = store.create()
     members = [f"follower-{i}" for i in range(n)]
     for m in members:
@@ -64,7 +68,7 @@ def run(n: int, poll_s: float, changes: int, seed: int = 0) -> dict:
                 seen = (step.view.state_version, step.view.shared_version)
                 seen_at[(member, seen[0])] = now
                 params = {**step.view.state.as_dict(), R.ROOM_PARAM: made.code, "lang": "en"}
-                landed = R.PresenterState.of(step.view.state.page, params)  # app/room/ui.end after the switch
+                landed = R.PresenterState.of(step.view.state.page, params)  # app/room/lifecycle.end after the switch
                 R.diverged(landed, step.view.state.page, params)
             elif step.action == R.REFRESH:
                 seen = (seen[0], step.view.shared_version)
@@ -94,7 +98,7 @@ def run(n: int, poll_s: float, changes: int, seed: int = 0) -> dict:
                                                    "fill_mask.text": f"Change {i} of the [MASK].", "lang": "en"})
         v = store.publish(made.code, made.key, state)
         published[v] = time.monotonic()
-        time.sleep(rng.uniform(1.5, 2.5))
+        time.sleep(rng.uniform(*gap_s))
     time.sleep(2 * poll_s)
     stop.set()
     for th in threads:
@@ -109,13 +113,19 @@ def run(n: int, poll_s: float, changes: int, seed: int = 0) -> dict:
 
 
 def main() -> None:
-    poll_s = R.limits().poll_s
+    global CHANGES, NS
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="3 changes, N = 2,10, time scaled down: seconds")
+    quick = ap.parse_args().quick
+    poll_s, gap_s = R.limits().poll_s, (1.5, 2.5)
+    if quick:
+        CHANGES, NS, poll_s, gap_s = 3, (2, 10), 0.2, (0.3, 0.5)
     print(f"room bench: default poll interval {poll_s:.2f} s (ENCODERLAB_ROOM_POLL_S), {CHANGES} presenter changes "
-          f"1.5-2.5 s apart, followers at random phases; {os.cpu_count()} CPUs")
+          f"{gap_s[0]}-{gap_s[1]} s apart, followers at random phases; {os.cpu_count()} CPUs")
     print(f"baseline 'ideal poller' (same interval, no work): median {poll_s / 2:.3f} s, p95 {0.95 * poll_s:.3f} s")
     ok = True
     for n in NS:
-        r = run(n, poll_s, CHANGES)
+        r = run(n, poll_s, CHANGES, gap_s=gap_s)
         med, hi = statistics.median(r["delays"]), p95(r["delays"])
         ok &= hi <= TARGET_P95 and r["missed"] == 0
         print(f"N={n:>3}: {len(r['delays'])} follows ({r['missed']} missed)  delay median {med:.3f} s "

@@ -13,10 +13,13 @@ split exactly once, at the end: no run is picked by its held-out score.
 
 Run: .venv/bin/python bench/scalar_mix.py  [BENCH_STEPS=30] [BENCH_SEEDS=3] [BENCH_LEN=64] [BENCH_BATCH=16]
      [BENCH_LR=1e-4] [BENCH_DATASETS=wordnet,drugreview] [BENCH_MODEL=encoderlab/bert-mini] [BENCH_THREADS=1]
-     [BENCH_DEVICE=cpu]
+     [BENCH_DEVICE=cpu] [--quick]
+``--quick``: 2 steps, seed 0 only, the WordNet topics only (seconds; tests/test_bench_quick.py runs it). Each
+dataset ends with each pooling's accuracy as a ratio to ``cls`` (the baseline).
 """
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import statistics
@@ -32,7 +35,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import torch  # noqa: E402
 
 from core.data.datasets_local import load_bundled  # noqa: E402
-from core.train.finetune import FinetuneConfig, train  # noqa: E402
+from core.train.finetune import train  # noqa: E402
+from core.train.finetune_config import FinetuneConfig
 
 STEPS = int(os.environ.get("BENCH_STEPS", "30"))
 SEEDS = int(os.environ.get("BENCH_SEEDS", "3"))
@@ -51,6 +55,11 @@ def mean_std(xs: list[float]) -> tuple[float, float]:
 
 
 def main() -> None:
+    global STEPS, SEEDS, DATASETS
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="2 steps, 1 seed, WordNet topics only: seconds")
+    if ap.parse_args().quick:
+        STEPS, SEEDS, DATASETS = 2, 1, ["wordnet"]
     if DEVICE == "cpu":
         torch.set_num_threads(THREADS)  # a shared small machine: more threads than free cores only spin
     family = MODEL.split("/")[-1].split("-")[0]
@@ -67,6 +76,7 @@ def main() -> None:
               f"majority baseline {data.majority_rate():.3f}")
         print(f"{'pooling':<12}{'accuracy':>18}{'macro-F1':>18}  per seed{'':<16}s/run")
         weights: list[tuple[float, ...]] = []
+        mean_acc: dict[str, float] = {}
         for pooling in POOLINGS:
             accs, f1s, secs = [], [], []
             for seed in range(SEEDS):
@@ -86,8 +96,11 @@ def main() -> None:
                 if res.layer_weights is not None:
                     weights.append(res.layer_weights)
             (ma, sa), (mf, sf) = mean_std(accs), mean_std(f1s)
+            mean_acc[pooling] = ma
             print(f"{pooling:<12}{ma:>11.3f} ± {sa:.3f}{mf:>11.3f} ± {sf:.3f}  "
                   f"{' '.join(f'{a:.3f}' for a in accs):<24}{statistics.fmean(secs):6.0f}")
+        print("accuracy against cls (baseline): " + ", ".join(
+            f"{p} {mean_acc[p] / mean_acc['cls']:.2f}x" if mean_acc["cls"] > 0 else f"{p} -" for p in POOLINGS))
         if weights:
             mean_w = [statistics.fmean(w[i] for w in weights) for i in range(len(weights[0]))]
             sd_w = [statistics.stdev(w[i] for w in weights) if len(weights) > 1 else 0.0 for i in range(len(mean_w))]

@@ -1,7 +1,7 @@
 """Scale-out on Ray: fill-mask throughput with 1 against 2 model replicas, and the Ray path's cost for one call.
 
     .venv/bin/python bench/scaleout.py [--duration 6] [--warmup 2] [--callers 16] [--rounds 2] [--lone 100]
-                                       [--device cpu|cuda] [--json PATH]
+                                       [--device cpu|cuda] [--json PATH] [--quick]
 
 The model is the bundled bert-mini (task "mlm", as the Fill-mask page loads it), called as the pages call it,
 ``core.predict.fill_mask.fill_mask(lm, FillMaskConfig(text))``, on the example sentences; the backend decides where it runs
@@ -24,6 +24,9 @@ The model is the bundled bert-mini (task "mlm", as the Fill-mask page loads it),
 
 Ray's own startup and each deployment's start are timed and printed, but are in no number above. Ray is shut
 down at the end. scripts/gpu_check.sh runs ``--device cuda``.
+``--quick``: the same two parts, small: 4 callers, 0.5 s warm-up + 1 s counted, 1 round (1 then 2 replicas), 5 lone
+calls per path; Ray (2 CPUs) is still started and shut down (tens of seconds, most of it Ray's and the
+deployments' startup; tests/test_bench_quick.py runs it when ray is installed).
 """
 from __future__ import annotations
 
@@ -212,7 +215,10 @@ def main() -> None:
     ap.add_argument("--lone", type=int, default=100, help="sequential calls per path for the overhead")
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     ap.add_argument("--json", default=None, metavar="PATH", help="also write the numbers to PATH")
+    ap.add_argument("--quick", action="store_true", help="4 callers, 1 s per run, 1 round, 5 lone calls")
     args = ap.parse_args()
+    if args.quick:
+        args.callers, args.warmup, args.duration, args.rounds, args.lone = 4, 0.5, 1.0, 1, 5
 
     try:
         import ray  # noqa: F401 - requirements-ray.txt; `make bench` installs requirements.txt only
@@ -295,7 +301,7 @@ def main() -> None:
         show("in-process (reference, no target)", here)
         thr1 = statistics.median(r["thr"] for r in runs if r["replicas"] == 1)
         thr2 = statistics.median(r["thr"] for r in runs if r["replicas"] == 2)
-        ratio = thr2 / thr1
+        ratio = thr2 / thr1 if thr1 else float("nan")  # nan: 1 replica served nothing (a starved machine)
         scale_ok = ratio >= TARGET_SCALE
         gpu = " (replica_gpus 1 against 0.5 each, one GPU)" if args.device == "cuda" else ""
         print(f"  1 replica {thr1:.1f} requests/s, 2 replicas {thr2:.1f} requests/s{gpu}, medians of "

@@ -1,11 +1,11 @@
 """Attention: bertviz views (offline), heatmaps, a query/key view, head statistics, rollout/flow, comparison."""
 import streamlit as st
 
-from app.views.inspect import ablation as render_ablation, attention as ra
 from app.kit import urlstate
 from app.kit.i18n import t
 from app.kit.loaders import get_model, model_or_error
 from app.kit.render import mini_note
+from app.views.inspect import ablation as render_ablation, attention as ra
 from core.inspect.attention import AttentionConfig, compare_attention, compute_attention, head_stats
 from core.models.loading import ModelSpec
 from core.registry import ModelLoadError

@@ -3,14 +3,12 @@
 app/views/inspect/attribution.py."""
 import streamlit as st
 
-from app.views.inspect import attribution_widgets as ui
 from app.kit import presenter, state, urlstate
-from app.views.inspect import attribution as ra
 from app.kit.i18n import t
 from app.kit.jobs_panel import job_panel, runner
-from core.inspect import attribution as A
+from app.views.inspect import attribution as ra, attribution_widgets as ui
+from core.inspect import attribution as A, attribution_inputs as AI
 from core.runtime.jobs import resource_for
-from core.inspect import attribution_inputs as AI
 
 K = ui.K
 restored = urlstate.bind(ui.TOP_FIELDS + ui.ONE_FIELDS)

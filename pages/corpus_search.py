@@ -11,12 +11,23 @@ from app.kit.jobs_panel import job_panel, runner, submit_job
 from app.kit.loaders import model_or_error
 from app.kit.render import as_text, current_result, job_for, run_or_error, shorten
 from app.views.represent.corpus_search import PAGE, K, depth_label, show_index, show_result
-from core.represent.corpus_index import (DEFAULT_SAMPLE, IndexConfig, bundled_size, default_depth, index_job, index_key,
-                               load_key, max_sentences_allowed, query_words, search, sentences_from_text,
-                               sentences_from_upload)
-from core.runtime.jobs import DONE, ERROR, CANCELLED
 from core.base.settings import current as server_settings
+from core.represent.corpus_index import (
+    DEFAULT_SAMPLE,
+    IndexConfig,
+    bundled_size,
+    default_depth,
+    index_job,
+    index_key,
+    load_key,
+    max_sentences_allowed,
+    query_words,
+    search,
+    sentences_from_text,
+    sentences_from_upload,
+)
 from core.represent.token_vectors import num_depths
+from core.runtime.jobs import CANCELLED, DONE, ERROR
 
 SOURCES = ("bundled", "paste", "upload")
 MAX_NEIGHBOURS = 50

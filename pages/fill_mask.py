@@ -5,18 +5,48 @@ Text and options live in the URL; a link with a text (or a sentence and word) sh
 import streamlit as st
 
 from app.kit import presenter, state, urlstate
-from app.views.predict.fill_mask_widgets import (CMP_FIELDS, DEFAULT_PLAIN, DEFAULT_TEXT, DEFAULT_TOP_K, RTD_FIELDS, TYPE_FIELDS,
-                              WORD_FIELDS, compare_options, default_compare_models, discriminator_note, example_list,
-                              fmt_option, k, options_row, page_model, record_compare, record_typed, record_word,
-                              replaced_tab, show_compare, spec_of, tab_set, use_example)
 from app.kit.i18n import t
 from app.kit.loaders import get_model
 from app.kit.render import as_text, current_result, mini_note, run_or_error
-from app.views.inspect.ablation import fill_mask_heads
-from app.views.predict.results import show_fill_result
 from app.room.sentences import sentences_panel
-from core.predict.fill_mask import (MAX_TOP_K, FillMaskConfig, FillMaskError, check_mlm, compare, configs_from_lines,
-                            fill_mask, fill_mask_batch, words)
+from app.views.inspect.ablation import fill_mask_heads
+from app.views.predict.fill_mask_widgets import (
+    CMP_FIELDS,
+    DEFAULT_PLAIN,
+    DEFAULT_TEXT,
+    DEFAULT_TOP_K,
+    RTD_FIELDS,
+    TYPE_FIELDS,
+    WORD_FIELDS,
+    compare_options,
+    default_compare_models,
+    discriminator_note,
+    example_list,
+    fmt_option,
+    k,
+    options_row,
+    page_model,
+    record_compare,
+    record_typed,
+    record_word,
+    replaced_tab,
+    show_compare,
+    spec_of,
+    tab_set,
+    use_example,
+)
+from app.views.predict.results import show_fill_result
+from core.predict.fill_mask import (
+    MAX_TOP_K,
+    FillMaskConfig,
+    FillMaskError,
+    check_mlm,
+    compare,
+    configs_from_lines,
+    fill_mask,
+    fill_mask_batch,
+    words,
+)
 from core.predict.replaced_tokens import role
 
 st.title(t("fill_mask.title"))

@@ -12,19 +12,28 @@ from pathlib import Path
 import streamlit as st
 
 from app.kit import presenter, state, urlstate
-from app.views.train import finetune as view
-from app.views.train import finetune_charts as charts
-from app.views.train import finetune_data as data_view
-from app.views.train import finetune_report as run_report
-from app.views.train import finetune_results as results
 from app.kit.i18n import t
 from app.kit.jobs_panel import job_panel, runner
+from app.views.train import (
+    finetune as view,
+    finetune_charts as charts,
+    finetune_data as data_view,
+    finetune_report as run_report,
+    finetune_results as results,
+)
 from core import registry
-from core.data.datasets_local import GLUE_TASKS
 from core.base.fields import default_of
+from core.data.datasets_local import GLUE_TASKS
 from core.train.finetune import job_fn, job_resource, runs_root
-from core.train.finetune_config import (DEFAULT_DATA, POOLINGS, PRECISIONS, TASKS, FinetuneConfig, apply_remedy,
-                                        hidden_size_of)
+from core.train.finetune_config import (
+    DEFAULT_DATA,
+    POOLINGS,
+    PRECISIONS,
+    TASKS,
+    FinetuneConfig,
+    apply_remedy,
+    hidden_size_of,
+)
 
 K, KEEP, number = view.K, view.KEEP, view.number
 # the sliders' stops, declared on FinetuneConfig's fields with their ranges

@@ -2,11 +2,11 @@
 import pandas as pd
 import streamlit as st
 
-from app.kit.i18n import has, t, t_or
 from app.kit.gpu_notice import gpu_warning
+from app.kit.i18n import has, t, t_or
 from app.nav import available_pages, page_obj, title
-from core.registry import FAMILIES, PAIR_HEADS, official_checkpoints
 from core.models.devices import resolve_device
+from core.registry import FAMILIES, PAIR_HEADS, official_checkpoints
 
 
 def _help(url: str) -> str:

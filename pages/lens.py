@@ -4,17 +4,17 @@ Logic in core/inspect/lens.py, drawing in app/views/inspect/lens.py."""
 import streamlit as st
 
 from app.kit import presenter, state
-from app.views.predict.fill_mask_widgets import DEFAULT_TEXT, example_list, use_example
 from app.kit.i18n import t
 from app.kit.jobs_panel import job_panel, runner, submit_job
 from app.kit.loaders import model_or_error
 from app.kit.render import current_result, job_for, mini_note, run_or_error, stale_note
 from app.views.inspect.lens import K, show_kl, show_result
-from core.predict.fill_mask import FillMaskError, check_mlm
-from core.runtime.jobs import CANCELLED, ERROR
+from app.views.predict.fill_mask_widgets import DEFAULT_TEXT, example_list, use_example
+from core.base.settings import current as server_settings
 from core.inspect.lens import MODES, LensConfig, lens
 from core.inspect.tuned_lens import HOSTED_MAX_TUNE_STEPS, MAX_TUNE_STEPS, TuneConfig, model_key, tune_job, tuned_report
-from core.base.settings import current as server_settings
+from core.predict.fill_mask import FillMaskError, check_mlm
+from core.runtime.jobs import CANCELLED, ERROR
 
 MAX_K = 20  # candidates per depth the table shows at most
 

@@ -9,8 +9,8 @@ from app.kit.cache import param_breakdown
 from app.kit.i18n import t, t_or
 from app.kit.render import entry_id, params_bar, record_once
 from app.views.compare.practice import glue_section
-from core.registry import family, official_checkpoints
 from core.models.params import albert_factorization
+from core.registry import family, official_checkpoints
 
 P = "models"
 NO_FIGURE = "–"  # i18n: ok (a dash, the same in every language)

@@ -12,12 +12,12 @@ from app.kit import presenter, state, urlstate
 from app.kit.i18n import t, t_or
 from app.kit.jobs_panel import job_panel, runner, submit_job
 from app.kit.render import record_once
-from app.views.train.pretrain import K, MASKINGS, PAGE, curves, done, live, report_entry
-from core.train.finetune import runs_root
-from core.runtime.jobs import DONE
-from core.registry import FAMILIES
-from core.data.corpus import CorpusError
+from app.views.train.pretrain import MASKINGS, PAGE, K, curves, done, live, report_entry
 from core.base.fields import bounds, default_of
+from core.data.corpus import CorpusError
+from core.registry import FAMILIES
+from core.runtime.jobs import DONE
+from core.train.finetune import runs_root
 from core.train.pretrain.lab import LabRequest, job, limits, prepare, switches
 from core.train.pretrain.train import PretrainConfig
 

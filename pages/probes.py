@@ -10,9 +10,20 @@ from app.kit.jobs_panel import job_panel, submit_job
 from app.kit.loaders import model_or_error
 from app.kit.render import current_result, job_for, stale_note
 from app.views.represent.probes import K, show_result, task_name
-from core.represent.probes import (DEFAULT_PER_TASK, MIN_PER_TASK, TIMING_SENTENCES, ProbeConfig, build_tasks, estimate,
-                                   max_per_task, model_key, probe_job, saved_result, time_probe_parts)
 from core.represent.probe_tasks import TASKS, ProbeError, corpus_from_text, corpus_from_upload
+from core.represent.probes import (
+    DEFAULT_PER_TASK,
+    MIN_PER_TASK,
+    TIMING_SENTENCES,
+    ProbeConfig,
+    build_tasks,
+    estimate,
+    max_per_task,
+    model_key,
+    probe_job,
+    saved_result,
+    time_probe_parts,
+)
 from core.represent.token_vectors import num_depths
 
 SOURCES = ("bundled", "paste", "upload")

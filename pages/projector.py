@@ -9,10 +9,21 @@ from app.kit.jobs_panel import job_panel, runner, submit_job
 from app.kit.loaders import model_or_error
 from app.kit.render import current_result, job_for, stale_note
 from app.views.represent.projector import K, show_projection
-from core.runtime.jobs import CANCELLED, ERROR
-from core.represent.projector import (CORPORA, DEFAULT_POINTS, MAX_POINTS, METHODS, WHATS, ProjectorConfig, runs_as_job,
-                            corpus_of, pick_sentences, project, project_job)
 from core.base.uploads import upload_text
+from core.represent.projector import (
+    CORPORA,
+    DEFAULT_POINTS,
+    MAX_POINTS,
+    METHODS,
+    WHATS,
+    ProjectorConfig,
+    corpus_of,
+    pick_sentences,
+    project,
+    project_job,
+    runs_as_job,
+)
+from core.runtime.jobs import CANCELLED, ERROR
 
 st.title(t("projector.title"))
 st.caption(t("projector.intro"))

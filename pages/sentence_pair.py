@@ -7,14 +7,31 @@ from app.kit import presenter, state, urlstate
 from app.kit.i18n import t, t_or
 from app.kit.jobs_panel import job_section, start_job, submit_job
 from app.kit.loaders import model_or_error
-from app.views.inspect.ablation import pair_heads
 from app.kit.render import as_text, current_result, entry_id, mini_note, record_once, run_or_error, yes_no
-from app.views.predict.results import (batch_report, batch_table, confusion_fig, pair_bars, pair_label, prob_label,
-                                record_pair, token_strip)
-from core.registry import FAMILIES
+from app.views.inspect.ablation import pair_heads
+from app.views.predict.results import (
+    batch_report,
+    batch_table,
+    confusion_fig,
+    pair_bars,
+    pair_label,
+    prob_label,
+    record_pair,
+    token_strip,
+)
 from core.base.paths import ASSETS
-from core.predict.sentence_pair import (MAX_CHARS, MAX_ROWS, PairConfig, PairError, check_pair, pair_head, parse_pairs_csv,
-                                predict_pair, score_batch)
+from core.predict.sentence_pair import (
+    MAX_CHARS,
+    MAX_ROWS,
+    PairConfig,
+    PairError,
+    check_pair,
+    pair_head,
+    parse_pairs_csv,
+    predict_pair,
+    score_batch,
+)
+from core.registry import FAMILIES
 from core.runtime.jobs import resource_for
 
 P = "sentence_pair"

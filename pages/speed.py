@@ -9,12 +9,12 @@ import streamlit as st
 from app.kit import presenter, state, urlstate
 from app.kit.i18n import t, t_or
 from app.kit.jobs_panel import job_section, start_job, submit_job
-from app.views.compare.practice import int8_section
 from app.kit.render import record_once, speed_chart, throughput_chart
-from core.compare.speed import SEED_CLAIMS, SpeedConfig, measure_speed
+from app.views.compare.practice import int8_section
 from core.base.fields import bounds, default_of
-from core.runtime.jobs import progress_job
+from core.compare.speed import SEED_CLAIMS, SpeedConfig, measure_speed
 from core.registry import FAMILIES
+from core.runtime.jobs import progress_job
 
 # SpeedConfig declares the ranges (core.compare.speed.check_timing_shape checks them): the widgets and the URL read them
 SEQ_LENS = bounds(SpeedConfig, "seq_len").stops

@@ -85,3 +85,24 @@ def test_link_check_reports_a_missing_file(tmp_path):
     doc.write_text("[ok](there.md) [gone](missing.md) ![out](../outside.png)", encoding="utf-8")
     assert _broken_links(doc, tmp_path) == ["README.md links missing.md, which a clone does not have",
                                             "README.md links ../outside.png, outside the repository"]
+
+
+CODE_PATH = re.compile(r"(?<![\w./-])((?:core|app|pages|bench|tests|scripts)/[\w./-]*\w)")
+
+
+def _missing_code_paths(text: str, root: Path = ROOT) -> list[str]:
+    """Paths into the code (core/x.py, app/kit/, bench/speed.py ...) a page names that the checkout lacks (a
+    name without a suffix may be a module written without .py)."""
+    return sorted({p for p in CODE_PATH.findall(text)
+                   if not (root / p).exists() and not (root / f"{p}.py").exists()})
+
+
+@pytest.mark.parametrize("doc", [ROOT / "README.md", *DOCS], ids=lambda p: p.name)
+def test_code_paths_named_in_the_docs_exist(doc: Path):
+    """The docs describe the code as it is: a module they name that moved or went is a stale sentence."""
+    assert _missing_code_paths(doc.read_text(encoding="utf-8")) == []
+
+
+def test_code_path_check_reports_a_moved_module():
+    assert _missing_code_paths("see core/models/loading.py, core/walkthrough_checks.py and app/kit/") == [
+        "core/walkthrough_checks.py"]

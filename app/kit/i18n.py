@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import tomllib
 from functools import lru_cache
-from pathlib import Path
+
 from core.base.paths import ASSETS
 
 I18N_DIR = ASSETS / "i18n"

@@ -13,12 +13,11 @@ import streamlit as st
 from app.kit import state
 from app.kit.i18n import t
 from app.kit.render import forget_jobs, job_for, remember_job, stale_note
-
 from core.base.paths import scrub
 from core.models import hosted
+from core.runtime.backend import runner as _core_runner
 from core.runtime.jobs import CANCELLED, DONE, ERROR, QUEUED, Job, JobRunner
 from core.runtime.run_folders import SessionSweeper
-from core.runtime.backend import runner as _core_runner
 
 SWEEP_EVERY_S = 5.0  # how often closed tabs are looked for (their queued jobs are cancelled after two misses)
 

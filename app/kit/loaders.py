@@ -15,9 +15,9 @@ from core.data.token_data import TokenData, load_bundled_tokens
 from core.models.devices import resolve_device
 from core.models.downloads import DownloadError, download
 from core.models.loading import LoadedModel, ModelSpec, load, resolve
+from core.predict.classify import FinetunedModel, load_finetuned
 from core.registry import ModelLoadError
 from core.runtime.backend import prepare_serving, runs_on
-from core.predict.classify import FinetunedModel, load_finetuned
 
 POLL_S = 0.25  # how often the download's progress bar is redrawn
 

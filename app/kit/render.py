@@ -14,8 +14,8 @@ import streamlit as st
 from app.kit import report
 from app.kit.i18n import t, t_or
 from core.models.cards import bundled_card, pair_head_learned
-from core.models.params import PARTS, ParamBreakdown
 from core.models.loading import resolve
+from core.models.params import PARTS, ParamBreakdown
 from core.registry import FAMILIES
 
 PART_COLORS = {"embeddings": "#4C78A8", "encoder": "#F58518", "pooler": "#54A24B", "heads": "#B279A2"}

@@ -10,10 +10,20 @@ from app import nav
 from app.kit.i18n import t
 from app.kit.render import as_text
 from app.room.joining import join_link, qr_svg
-from app.room.session import (CLOSED, CODE, FOLLOWING, LANDING, SEEN, SHOW_QR, is_follower, is_presenter, leave, member,
-                              rooms)
+from app.room.session import (
+    CLOSED,
+    CODE,
+    FOLLOWING,
+    LANDING,
+    SEEN,
+    SHOW_QR,
+    is_follower,
+    is_presenter,
+    leave,
+    member,
+    rooms,
+)
 from core.runtime import room as R
-
 
 
 def closed_banner() -> None:

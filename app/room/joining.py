@@ -9,10 +9,27 @@ import streamlit as st
 
 from app.kit import presenter
 from app.kit.i18n import t
-from app.room.session import (ANSWERED, CLOSED, CODE, FOLLOWER, FOLLOWING, JOIN_INPUT, KEY, NOTICE, PAGE_PATH,
-                              PRESENTER, ROLE, SEEN, SHOW_QR, in_room, is_presenter, leave, member, rooms)
+from app.room.session import (
+    ANSWERED,
+    CLOSED,
+    CODE,
+    FOLLOWER,
+    FOLLOWING,
+    JOIN_INPUT,
+    KEY,
+    NOTICE,
+    PAGE_PATH,
+    PRESENTER,
+    ROLE,
+    SEEN,
+    SHOW_QR,
+    in_room,
+    is_presenter,
+    leave,
+    member,
+    rooms,
+)
 from core.runtime import room as R
-
 
 
 def join_from_url() -> None:

@@ -11,10 +11,22 @@ import streamlit as st
 from app.kit.i18n import t
 from app.room.banners import apply_before_drawing, closed_banner, follower_banner, presenter_banner
 from app.room.joining import join_from_url, keep_params
-from app.room.session import (CLOSED, CODE, FOLLOWING, KEY, LANDED, LANDING, NOTICE, NOTICE_SHOWN, PAGE_PATH, in_room,
-                              is_presenter, page_url, rooms)
+from app.room.session import (
+    CLOSED,
+    CODE,
+    FOLLOWING,
+    KEY,
+    LANDED,
+    LANDING,
+    NOTICE,
+    NOTICE_SHOWN,
+    PAGE_PATH,
+    in_room,
+    is_presenter,
+    page_url,
+    rooms,
+)
 from core.runtime import room as R
-
 
 
 def begin(page) -> None:

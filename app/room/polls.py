@@ -11,7 +11,6 @@ from app.room.session import ANSWERED, CLOSED, CODE, KEY, NOTICE, in_room, is_pr
 from core.runtime import room as R
 
 
-
 def poll(step: int, choice: int | None, options: list[str]) -> bool | None:
     """The walkthrough check question of ``step`` as a poll. Outside a room: None (the page reveals by itself).
     A follower's choice goes to the store; the presenter sees the answers as a bar chart, with Reveal. Returns

@@ -12,7 +12,6 @@ from core.predict.fill_mask import FillMaskConfig
 from core.runtime import room as R
 
 
-
 def _prediction_line(pred) -> str:
     if isinstance(pred, str):
         return t("room.cannot_predict", why=as_text(pred))

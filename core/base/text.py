@@ -9,6 +9,7 @@ clean their text here, so the same input gets the same treatment and the same no
 from __future__ import annotations
 
 import re
+
 from core.base.settings import current
 
 # The special tokens of the four families (BERT/ALBERT/DistilBERT write [..], RoBERTa <..>); [MASK]/<mask> are

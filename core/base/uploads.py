@@ -9,6 +9,7 @@ replacement characters, since a few odd bytes do not spoil a pretraining run.
 from __future__ import annotations
 
 from pathlib import Path
+
 from core.base import settings
 
 

@@ -12,19 +12,15 @@ from __future__ import annotations
 
 import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
-from core.models.loading import ModelSpec
 from core.base.paths import ASSETS
-from core.models.int8 import QuantizeError, disk_bytes, memory_bytes, quantized_linears
-from dataclasses import replace
 from core.compare.speed import check_timing_shape
-from core.models.loading import load
-from core.predict.fill_mask import FillMaskConfig, FillMaskError, encode, words
-from core.predict.fill_mask import check_mlm, fill_mask_batch
-from core.predict.fill_mask import examples
+from core.models.int8 import QuantizeError, disk_bytes, memory_bytes, quantized_linears
+from core.models.loading import ModelSpec, load
+from core.predict.fill_mask import FillMaskConfig, FillMaskError, check_mlm, encode, examples, fill_mask_batch, words
 
 HELDOUT = ASSETS / "corpus" / "heldout.txt"
 ARTICLE_CLAIM = ("对于部署环境苛刻的场景，ALBERT配合量化往往能带来意想不到的性价比提升。",

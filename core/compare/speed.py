@@ -13,10 +13,9 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from core.base.fields import add_argument, bounded, bounds, default_of
-from core.models.loading import BUILD_LOCK
-from core.registry import FAMILIES, official_config
 from core.models.devices import resolve_device
-from core.registry import build_model, bundled_families
+from core.models.loading import BUILD_LOCK
+from core.registry import FAMILIES, build_model, bundled_families, official_config
 from core.registry.shape import shape
 
 # (family, baseline family) -> (the seeds' claim, claimed speedup): registry data (Family.speed_claims)

@@ -9,8 +9,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.data import everyday
-from core.data.corpus import (CORPUS_DIR, EVERYDAY_HELDOUT_FILE, EVERYDAY_TRAIN_FILE, HELDOUT_FILE, HELDOUT_PERCENT, TRAIN_FILE,
-                              held_out, interleave, kjv_documents, python_doc_documents, wordnet_documents)
+from core.data.corpus import (
+    CORPUS_DIR,
+    EVERYDAY_HELDOUT_FILE,
+    EVERYDAY_TRAIN_FILE,
+    HELDOUT_FILE,
+    HELDOUT_PERCENT,
+    TRAIN_FILE,
+    held_out,
+    interleave,
+    kjv_documents,
+    python_doc_documents,
+    wordnet_documents,
+)
 from core.data.probe_items import filled_sentences, normalize
 
 

@@ -6,22 +6,23 @@ message names the problem and the fix; the page shows it as it is.
 """
 from __future__ import annotations
 
-import numpy as np
 import hashlib
 import html
 import io
 import json
 import os
+import random
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from core.base import settings
 from core.base.fields import Bounds
-from core.models.downloads import hub_reachable
 from core.base.paths import ASSETS
-import random
 from core.base.uploads import upload_text
+from core.models.downloads import hub_reachable
 
 DATA_DIR = ASSETS / "data"
 # as .streamlit/config.toml maxUploadSize; ENCODERLAB_MAX_UPLOAD_MB (5 by default on the hosted demo: core.base.settings)

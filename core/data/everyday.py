@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import gzip
 import re
+import warnings
 import zlib
 from pathlib import Path
 
 from core.data.corpus import CorpusError, split_sentences, wordnet_documents
-import warnings
 
 R_LIB = Path("/usr/lib/R/site-library")
 FORTUNES = Path("/usr/share/games/fortunes")

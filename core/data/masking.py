@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+
 from core.registry import FAMILIES
 
 IGNORE = -100

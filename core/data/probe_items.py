@@ -9,7 +9,6 @@ from pathlib import Path
 
 from core.base.paths import REPO_ROOT
 
-
 PROBE_PATH = REPO_ROOT / "tests" / "data" / "everyday_probe.tsv"
 
 

@@ -15,6 +15,7 @@ import copy
 import hashlib
 import json
 import random
+import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +23,6 @@ from typing import Any, Sequence
 
 from core.base.uploads import upload_text
 from core.data.datasets_local import DATA_DIR, HELD_OUT_FRACTION, DataError, check_held_out
-import warnings
 
 IGNORE = -100  # the label the loss skips (torch's cross_entropy ignore_index default)
 CONLL_KINDS = ("conll", "iob", "bio", "txt", "tsv")

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.runtime.backend import model_op
+from core.base.text import removed_note, strip_typed_specials
 from core.models.loading import max_tokens as model_max_tokens
 from core.registry import family, qk_modules
-from core.base.text import removed_note, strip_typed_specials
+from core.runtime.backend import model_op
 
 MAX_TOKENS = 512  # the most the Attention page shows: (layers, heads, n, n) maps grow with n squared
 # Flow solves one max-flow problem per (output, input) token pair (networkx). On a 2-core CPU with 12 layers one

@@ -20,8 +20,8 @@ from typing import Sequence
 
 import numpy as np
 
-from core.inspect.attention import AttentionConfig, display_label
 from core.base.text import strip_typed_specials
+from core.inspect.attention import AttentionConfig, display_label
 
 HOW = ("sum", "mean")
 DIRECTIONS = ("from", "to")

@@ -23,13 +23,20 @@ from typing import Any, Callable
 
 import numpy as np
 
-from core.inspect.attribution_inputs import (BASELINES, AttributionConfig, Prepared, Scorer, forward_batch,
-                                             module_scorer, prepare)
+from core.inspect.attribution_inputs import (
+    BASELINES,
+    AttributionConfig,
+    Prepared,
+    Scorer,
+    forward_batch,
+    module_scorer,
+    prepare,
+)
 from core.inspect.attribution_layers import layer_attributions
 from core.inspect.attribution_methods import METHODS, Inputs, NotApplicable
 from core.models.loading import LoadedModel
-from core.runtime.backend import model_op
 from core.registry.shape import shape
+from core.runtime.backend import model_op
 
 IG = "lig"  # the Integrated Gradients entry of core.inspect.attribution_methods.METHODS (its delta is checked here)
 DELTA_WARN = 0.05  # |delta| above this share of |f(x) - f(baseline)| gets a warning: raise n_steps

@@ -8,42 +8,14 @@ import time
 from dataclasses import dataclass
 
 from core.inspect.attribution_inputs import forward_batch
-from core.inspect.attribution_methods import METHODS, Cost, batch_calls
+from core.inspect.attribution_methods import METHODS, batch_calls
+from core.models.cost import Cost, ForwardTiming
 from core.registry.shape import shape
 
-# A backward pass costs about this many forwards. The textbook figure is 2 (gradients of activations and of
-# weights); measured on encoderlab/bert-mini (CPU, 15 tokens) forward+backward took 2.2x a forward at 50 rows and
-# 2.6x at 1 row, so 1.5.
-BACKWARD_FACTOR = 1.5
 # The batched forward timed for an estimate has the run's own batch rows, at most this many (bounds its own cost).
 # Timing the run's batch, not a smaller one, keeps every call of the run between the two timed sizes: a forward's
 # time grows far less than linearly in its rows on a CPU, so extrapolating from a small batch overshoots.
 TIMING_ROWS = 64
-
-
-@dataclass(frozen=True)
-class ForwardTiming:
-    """Two timed plain forwards of one input (``seq`` tokens) on one model: one row took ``one_s`` seconds and
-    ``rows`` rows (one batch) ``rows_s``. A forward call of n rows is taken to cost a + b·n, the line through those
-    two points (a: the call's fixed overhead, b: per row)."""
-
-    seq: int
-    rows: int
-    one_s: float
-    rows_s: float
-
-    def per_call_and_row(self) -> tuple[float, float]:
-        if self.rows <= 1:
-            return 0.0, self.one_s
-        b = max(0.0, (self.rows_s - self.one_s) / (self.rows - 1))
-        return max(0.0, self.one_s - b), b
-
-    def seconds(self, cost: Cost) -> float:
-        """Seconds for ``cost``: its calls' overhead plus its rows, with each backward counted BACKWARD_FACTOR
-        forwards (a method's backwards run over the same rows as its forwards)."""
-        a, b = self.per_call_and_row()
-        forward_s = cost.calls * a + cost.forwards * b
-        return forward_s * (1.0 + BACKWARD_FACTOR * cost.backwards / max(cost.forwards, 1))
 
 
 @dataclass(frozen=True)

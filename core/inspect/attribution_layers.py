@@ -4,14 +4,15 @@ for the call; a layer shared across depth (ALBERT) is refused, since one hooked 
 """
 from __future__ import annotations
 
+import copy
 from typing import Any, Callable
 
 import numpy as np
 
 from core.inspect.attribution_inputs import AttributionConfig, Prepared, Scorer, forward_batch
 from core.inspect.attribution_methods import NotApplicable, per_token
-import copy
 from core.registry import encoder_layers
+
 
 def _encoder_layers(model) -> tuple[list, list[str]] | None:
     """[the embeddings' last module] + the encoder's layer modules, with their names; None when no layer list is

@@ -20,6 +20,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from core.models.cost import Cost
+
 DEEPLIFT_TOLERANCE = 0.25  # DeepLift whose sum misses f(x) - f(baseline) by more than this share is rejected
 
 
@@ -50,16 +52,6 @@ class Output:
     scores: np.ndarray  # (seq,) one value per token
     delta: float | None = None  # convergence delta: sum(scores) - (f(x) - f(baseline)), where the method has one
     note: str = ""
-
-
-@dataclass(frozen=True)
-class Cost:
-    """What one run of a method costs for an input of ``seq`` tokens: examples through the model forwards and
-    backwards, and the forward calls (batches) captum makes, which are the progress ticks."""
-
-    forwards: int
-    backwards: int
-    calls: int
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ text and torch's state as arguments, so every case can be checked on a machine w
 from __future__ import annotations
 
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -17,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.registry import ModelLoadError
-import platform
 
 # The oldest driver each CUDA major release runs on (NVIDIA's CUDA compatibility tables; within a major release,
 # minor-version compatibility lets an older driver of the same major run newer toolkits).

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 from urllib.parse import urlparse
+
 from core.base.settings import hosted
 
 TRUE = ("1", "true", "yes", "on")
@@ -178,8 +179,13 @@ def download(repo_id: str, progress: Callable[[DownloadProgress], None] | None =
                             f"and {repo_id!r} is not cached. Use a bundled model or a local folder.")
     import httpx2  # huggingface_hub's own HTTP client: its errors are what a cut connection raises
     from huggingface_hub import snapshot_download
-    from huggingface_hub.errors import (EntryNotFoundError, GatedRepoError, HfHubHTTPError, LocalEntryNotFoundError,
-                                        RepositoryNotFoundError)
+    from huggingface_hub.errors import (
+        EntryNotFoundError,
+        GatedRepoError,
+        HfHubHTTPError,
+        LocalEntryNotFoundError,
+        RepositoryNotFoundError,
+    )
 
     meter = _Meter(progress)
     try:

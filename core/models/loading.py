@@ -12,18 +12,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-
 from core.base.paths import zoo_dir
 from core.models.devices import resolve_device
 from core.models.downloads import DownloadError, allow_download, download, policy
 from core.models.hosted import HostedRefusal, check_folder
 from core.models.int8 import QuantizeError, check_mode, quantize_int8
-from core.registry.generic import derive
 from core.registry import (
-    FAMILIES, Family, ModelLoadError, checkpoint_info, family, family_of_model_type, model_class,
+    FAMILIES,
+    Family,
+    ModelLoadError,
+    checkpoint_info,
+    family,
+    family_of_model_type,
+    model_class,
     position_offset,
 )
-
+from core.registry.generic import derive
 
 # ---------------------------------------------------------------------------------------------- devices
 

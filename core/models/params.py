@@ -3,9 +3,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from core.registry import checkpoint_info, family_of_model_type, official_config
-from core.registry import family as family_entry
-from core.registry import GENERIC, build_model
+from core.registry import (
+    GENERIC,
+    build_model,
+    checkpoint_info,
+    family as family_entry,
+    family_of_model_type,
+    official_config,
+)
 from core.registry.shape import shape
 
 PARTS = ("embeddings", "encoder", "pooler", "heads")

@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from core.base.paths import ASSETS
-from core.registry import TINY, build_model, family
 from core.models.tokenizer_build import bert_uncased_tokenizer, save_tokenizer, train_tokenizer
+from core.registry import TINY, build_model, family
 
 # token ids a config may take, and the tokenizer attribute each comes from (set when the config class has it)
 _TOKEN_IDS = dict(pad_token_id="pad_token_id", bos_token_id="cls_token_id", eos_token_id="sep_token_id",

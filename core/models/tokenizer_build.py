@@ -92,9 +92,8 @@ def train_tokenizer(family: str, texts: Iterable[str], vocab_size: int):
 
 def save_tokenizer(family: str, tok, out_dir: str | Path, model_max_length: int = 512):
     """Wrap a raw tokenizer as a transformers fast tokenizer, save it, and return the wrapper."""
-    from transformers import PreTrainedTokenizerFast
-
     from tokenizers import AddedToken
+    from transformers import PreTrainedTokenizerFast
 
     sp: dict = specials(family)
     if _marks_word_starts(family):  # the mask swallows the space before it (see train_tokenizer)

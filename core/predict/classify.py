@@ -21,8 +21,8 @@ import numpy as np
 from core.data.token_data import align_batch, words_tokenizer
 from core.models.loading import ModelSpec, load
 from core.registry import ModelLoadError
-from core.runtime.backend import batched
 from core.registry.shape import shape
+from core.runtime.backend import batched
 
 META_FILE = "encoderlab_finetune.json"  # the run's metadata (core.compare.glue_claims reads it too)
 HEAD_FILE = "pooling_head.safetensors"  # mean-pooling / scalar-mix head weights beside the encoder

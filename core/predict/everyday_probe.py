@@ -12,12 +12,10 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from core.data.probe_items import ProbeItem, load_probe
-from core.models.loading import LoadedModel
 from core.models import packed_linear
-from core.models.loading import ModelSpec, load
+from core.models.loading import LoadedModel, ModelSpec, load
 from core.predict.fill_mask import FillMaskConfig, fill_mask_batch
-from core.registry import bundled_families
-from core.registry import bundled_id
+from core.registry import bundled_families, bundled_id
 
 
 @dataclass(frozen=True)

@@ -9,23 +9,21 @@ one at a time, most confident first (one pass per mask).
 """
 from __future__ import annotations
 
+import math
 import re
 import time
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
 from core import registry
-from core.models import loading as models
 from core.base import text as text_rules
-from core.models.masked_forward import masked_logits
-from core.runtime.backend import model_op
-from core.models.loading import LoadedModel
 from core.base.paths import ASSETS
-from dataclasses import replace
-import math
 from core.base.settings import current
-from core.runtime.backend import batched
+from core.models import loading as models
+from core.models.loading import LoadedModel
+from core.models.masked_forward import masked_logits
+from core.runtime.backend import batched, model_op
 
 USER_MASK = "[MASK]"
 MASK_PATTERN = re.compile(r"\[mask\]|<mask>", re.IGNORECASE)

@@ -12,17 +12,18 @@ replaced, so the replaced words should be the ones that score high.
 """
 from __future__ import annotations
 
-import numpy as np
+import json
 import time
 from dataclasses import dataclass
 
+import numpy as np
+
 from core import registry
-from core.models import loading as models
 from core.base import text as text_rules
 from core.base.fields import bounded, check_bounds
-from core.predict.fill_mask import MASK_PATTERN
+from core.models import loading as models
 from core.models.loading import LoadedModel, ModelSpec
-import json
+from core.predict.fill_mask import MASK_PATTERN
 
 RTD_TASK = "rtd"  # the registry task whose class is a family's discriminator
 THRESHOLD = 0.5  # sigmoid(0): the discriminator's own decision line

@@ -15,15 +15,18 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from core.runtime.backend import model_op
-from core.models.loading import LoadedModel
-from core.registry import FAMILIES, PAIR_HEADS, pair_head_module
 from core.base.paths import ASSETS
-from core.registry import PAIR_PROB_LABELS as PROB_LABELS  # noqa: F401  (re-exported)
-from core.registry import family
-from core.base.text import removed_note, strip_typed_specials
 from core.base.settings import current
-from core.runtime.backend import batched
+from core.base.text import removed_note, strip_typed_specials
+from core.models.loading import LoadedModel
+from core.registry import (
+    FAMILIES,
+    PAIR_HEADS,
+    PAIR_PROB_LABELS as PROB_LABELS,  # noqa: F401  (re-exported)
+    family,
+    pair_head_module,
+)
+from core.runtime.backend import batched, model_op
 
 MAX_CHARS = 5_000
 MAX_ROWS = 500

@@ -15,12 +15,18 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from core.registry import albert, bert, distilbert, generic, modernbert, roberta, xlm_roberta
-from core.registry.types import (  # noqa: F401  (re-exported)
-    SIZE_KEYS, TINY, Checkpoint, Family, GlueClaim, ModelLoadError, SpeedClaim,
-)
 from core.base.paths import ASSETS
+from core.registry import albert, bert, distilbert, generic, modernbert, roberta, xlm_roberta
 from core.registry.shape import shape
+from core.registry.types import (  # noqa: F401  (re-exported)
+    SIZE_KEYS,
+    TINY,
+    Checkpoint,
+    Family,
+    GlueClaim,
+    ModelLoadError,
+    SpeedClaim,
+)
 
 CONFIG_DIR = ASSETS / "configs"
 
@@ -235,4 +241,5 @@ def official_config(checkpoint_id: str):
 
 
 from core.registry.electra import ELECTRA as _ELECTRA  # noqa: E402
+
 FAMILIES[_ELECTRA.key] = _ELECTRA

@@ -46,8 +46,8 @@ from core.base.settings import current
 from core.base.uploads import upload_text
 from core.models.loading import LoadedModel, ModelSpec, load
 from core.represent.bundled_corpus import corpus_sentences
-from core.runtime import artifacts
 from core.represent.token_vectors import MAX_SENTENCES, WORD_RE, num_depths, token_vectors
+from core.runtime import artifacts
 
 SOURCES = ("bundled", "text")
 INDEX_FORMAT = 1  # bump when a saved index's meaning changes: old folders are then never read

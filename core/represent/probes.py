@@ -36,6 +36,7 @@ import numpy as np
 
 from core.base.paths import scrub
 from core.base.settings import current
+from core.models.cost import Cost, ForwardTiming
 from core.models.loading import LoadedModel, ModelSpec, load
 from core.represent.bundled_corpus import corpus_sentences
 from core.represent.probe_tasks import BUILDERS, TASK_NAMES, TASKS, WORD_TASKS, ProbeError, ProbeTask, prepare_corpus
@@ -410,5 +411,6 @@ def estimate(cfg: ProbeConfig, depths: int, timing: ProbeTiming) -> ProbeEstimat
     sentences = cfg.per_task * len(cfg.tasks)
     fits = depths * sum(2 if name in WORD_TASKS else 1 for name in cfg.tasks)
     rows = cfg.per_task * (1 - cfg.heldout)
-    seconds = sentences * timing.per_sentence + fits * timing.per_fit * rows / (timing.fit_rows * 0.8)
+    forward_s = ForwardTiming.per_row(timing.per_sentence).seconds(Cost(sentences, 0, 0))  # core.models.cost
+    seconds = forward_s + fits * timing.per_fit * rows / (timing.fit_rows * 0.8)
     return ProbeEstimate(sentences, fits, seconds)

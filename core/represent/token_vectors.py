@@ -15,11 +15,10 @@ space); a piece belongs to the word its first non-space character falls in (from
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, Sequence
-
 import bisect
 import re
+from dataclasses import dataclass
+from typing import Callable, Sequence
 
 import numpy as np
 

@@ -3,7 +3,7 @@
 Everything a room shares lives in one store behind the ``RoomStore`` interface: the room itself (its code, the
 hash of the presenter's secret, open or closed), the presenter's state (the page and its query parameters: every
 page keeps its inputs in the URL, so that pair *is* the view), the poll answers, the revealed steps and the
-room's sentences. The app (app/room/ui.py) only calls this interface; ``store()`` gives the process's store
+room's sentences. The app (app/room/) only calls this interface; core.runtime.backend.store() gives the process's store
 (in-process: core.runtime.room_store.InProcessStore; on Ray: core.runtime.backend.ray_rooms).
 
 Followers poll: each poll is one ``follow_step`` call, which records that the follower is still there (and

@@ -10,9 +10,25 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 
-from core.runtime.room import (BY_IDLE, BY_PRESENTER, CODE_ALPHABET, CODE_LEN, Created, NotPresenterError,
-                               PresenterState, RateLimitError, RoomClosedError, RoomError, RoomLimits, RoomStore,
-                               RoomView, Submission, Tally, limits, normalize_code)
+from core.runtime.room import (
+    BY_IDLE,
+    BY_PRESENTER,
+    CODE_ALPHABET,
+    CODE_LEN,
+    Created,
+    NotPresenterError,
+    PresenterState,
+    RateLimitError,
+    RoomClosedError,
+    RoomError,
+    RoomLimits,
+    RoomStore,
+    RoomView,
+    Submission,
+    Tally,
+    limits,
+    normalize_code,
+)
 
 
 @dataclass

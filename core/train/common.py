@@ -43,7 +43,9 @@ def pad(tokenizer, features: Sequence[dict[str, Sequence[int]]], fill: dict[str,
     indices): padding then points to itself, and real entries shift with left padding. Fields not in ``fill``
     and not the tokenizer's are per-row values, returned stacked. Returns tensors (``return_tensors="pt"``).
     """
-    from transformers.data.data_collator import pad_without_fast_tokenizer_warning  # lazy: transformers loads in seconds
+    from transformers.data.data_collator import (
+        pad_without_fast_tokenizer_warning,  # lazy: transformers loads in seconds
+    )
 
     if not features:
         raise ValueError("pad needs at least one row.")

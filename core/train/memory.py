@@ -6,8 +6,8 @@ an error page) then pins that memory, on the GPU too. ``drop_frames`` clears tho
 """
 from __future__ import annotations
 
-import traceback
 import gc
+import traceback
 
 
 def drop_frames(e: BaseException) -> None:

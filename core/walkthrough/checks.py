@@ -15,15 +15,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from core.models.loading import ModelSpec, resolve
-from core.registry import FAMILIES, Family, bundled_families, bundled_id, family
 from core.base.paths import ASSETS
 from core.compare import speed as bench
 from core.data.datasets_local import load_bundled
 from core.models.cards import bundled_card, pair_head_learned
-from core.predict.fill_mask import FillMaskConfig, fill_mask_batch, words
-from core.train.finetune_config import FinetuneConfig
+from core.models.loading import ModelSpec, resolve
 from core.predict.classify import META_FILE
+from core.predict.fill_mask import FillMaskConfig, fill_mask_batch, words
+from core.registry import FAMILIES, Family, bundled_families, bundled_id, family
+from core.train.finetune_config import FinetuneConfig
 
 HELDOUT = ASSETS / "corpus" / "heldout.txt"
 LRS = (2e-5, 3e-5, 5e-5)  # the seeds' fine-tuning range; the other run of step 6 uses 10x

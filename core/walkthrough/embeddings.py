@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.runtime.backend import model_op
 from core.models.loading import LoadedModel
+from core.runtime.backend import model_op
 
 MAX_TEXT_TOKENS = 128  # the walkthrough shows one sentence (or a pair): longer inputs are cut, and the result says so
 

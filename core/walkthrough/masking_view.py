@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from core.walkthrough.embeddings import MAX_TEXT_TOKENS
-from core.models.loading import LoadedModel
 from core.data.masking import IGNORE, mask_tokens, word_index, word_starts
+from core.models.loading import LoadedModel
 from core.registry import piece_kind
+from core.walkthrough.embeddings import MAX_TEXT_TOKENS
 
 ACTIONS = ("", "mask", "random", "keep")  # per token: not selected, [MASK], random token, left unchanged
 

@@ -44,7 +44,7 @@ def wait_for(cond, timeout: float, what: str) -> None:
 @pytest.mark.timeout(600)
 def test_finetune_runs_as_a_ray_job_and_another_front_end_loads_it(tiny_models, ray_backend, tmp_path):
     r = runner()
-    assert r is ray_backend.job_runner()  # what the pages call (core.runtime.jobs.runner) is the backend's
+    assert r is ray_backend.job_runner()  # what the pages call (core.runtime.backend.runner) is the backend's
     cfg = FinetuneConfig("bert", str(tiny_models["bert"]), epochs=4, lr=1e-3, batch_size=8, max_length=16,
                          patience=0, device="cpu")
     job = r.submit("finetune", ft.job_fn(cfg, toy(64, 16), tmp_path / "run"), device="cpu", owner="s1")

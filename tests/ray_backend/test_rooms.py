@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 FOLLOWER = """
 import json, sys, time
 from core.runtime import room as R
+from core.runtime.backend import store as room_store
 code = sys.argv[1]
 rooms = room_store()
 print(type(rooms).__name__, flush=True)
@@ -43,7 +44,7 @@ except R.RoomError as e:
 @pytest.mark.timeout(300)
 def test_presenter_and_follower_on_two_processes(ray_backend):
     rooms = room_store()
-    assert type(rooms).__name__ == "RayRoomStore"  # what app/room/ui calls (core.runtime.room.store) is the backend's
+    assert type(rooms).__name__ == "RayRoomStore"  # what app/room calls (core.runtime.backend.store) is the backend's
     made = rooms.create()
     rooms.publish(made.code, made.key, PresenterState.of("fill_mask", {"text": "first"}))
     env = {**os.environ, "ENCODERLAB_BACKEND": "ray", "PYTHONPATH": str(ROOT),

@@ -3,6 +3,8 @@
 Layout and widgets only; the measurements live in core.compare.int8 and core.compare.glue_claims."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
@@ -12,14 +14,21 @@ from app.kit import presenter, state
 from app.kit.i18n import lang, t
 from app.kit.jobs_panel import job_section, start_job, submit_job
 from app.kit.render import as_text, record_once
-from core.runtime.jobs import progress_job
+from core.compare.glue_claims import (
+    CLAIM_SOURCE,
+    COLUMN_LABELS,
+    GLUE_CLAIMS,
+    GLUE_COLUMNS,
+    claims_rows,
+    find_runs,
+    full_run,
+    share_of_full,
+)
 from core.compare.int8 import ARTICLE_CLAIM, QuantConfig, measure_quantization
 from core.models import hosted
-from core.train.finetune import runs_root
-from core.compare.glue_claims import (CLAIM_SOURCE, COLUMN_LABELS, GLUE_CLAIMS, GLUE_COLUMNS, claims_rows, find_runs,
-                                      full_run, share_of_full)
 from core.registry import FAMILIES
-from dataclasses import replace
+from core.runtime.jobs import progress_job
+from core.train.finetune import runs_root
 
 FP32_COLOR, INT8_COLOR = "#4C78A8", "#F58518"
 INT8_JOBS = "speed.int8.made_from"

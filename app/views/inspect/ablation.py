@@ -26,9 +26,9 @@ import streamlit as st
 
 from app.kit import presenter, state
 from app.kit.i18n import t
-from app.kit.render import as_text, current_result, run_or_error
 from app.kit.jobs_panel import job_section, start_job, submit_job
 from app.kit.loaders import get_model
+from app.kit.render import as_text, current_result, run_or_error
 from core.inspect.ablation import MODES, AblationConfig, AblationError, default_texts, format_heads, parse_heads
 from core.inspect.ablation_predict import AblatedPrediction, ablate_classify, ablate_fill_mask, ablate_pair
 from core.inspect.head_importance import importance_job

@@ -20,9 +20,19 @@ from app.kit.cache import attention_flow, attention_word_groups
 from app.kit.exports import attention_npz
 from app.kit.i18n import t, t_or
 from app.kit.render import as_text
-from app.views.inspect.attention_figures import (STATS, heatmap, per_layer_lines, qk_figure, relevance_bars, safe,
-                                                 selection_bars, similarity_figure, stat_figures, stat_label,
-                                                 thumbnail_grid)
+from app.views.inspect.attention_figures import (
+    STATS,
+    heatmap,
+    per_layer_lines,
+    qk_figure,
+    relevance_bars,
+    safe,
+    selection_bars,
+    similarity_figure,
+    stat_figures,
+    stat_label,
+    thumbnail_grid,
+)
 from app.views.inspect.bertviz_embed import build_view, fit_payload
 from core.inspect import attention as A
 from core.inspect.attention_views import DIRECTIONS, HOW, SelectionConfig, selection_attention, word_attention

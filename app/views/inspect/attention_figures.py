@@ -14,7 +14,6 @@ from plotly.subplots import make_subplots
 from app.kit.i18n import t
 from core.inspect import attention as A
 
-
 GRID_CELL = 16  # a thumbnail is at most 16 x 16 (block-averaged)
 
 

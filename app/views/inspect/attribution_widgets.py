@@ -9,13 +9,12 @@ from typing import Callable
 import streamlit as st
 
 from app.kit import state, urlstate
-from app.views.inspect import attribution as ra
 from app.kit.i18n import t, t_or
 from app.kit.loaders import model_or_error
 from app.kit.render import mini_note
-from core.inspect import attribution_estimate as AE
-from core.inspect import attribution_inputs as AI
-from core.inspect import attribution_methods as AM
+from app.views.inspect import attribution as ra
+from core.inspect import attribution_estimate as AE, attribution_inputs as AI, attribution_methods as AM
+from core.models.cost import BACKWARD_FACTOR, ForwardTiming
 from core.models.loading import LoadedModel, ModelSpec
 from core.registry import ModelLoadError
 
@@ -194,7 +193,7 @@ TIMINGS = K("estimate.timings")  # (spec, task, tokens, rows) -> ForwardTiming: 
 TIMINGS_KEEP = 16  # at most this many per session; the oldest goes first
 
 
-def _timing(lm: LoadedModel, cfg: AI.AttributionConfig) -> AE.ForwardTiming:
+def _timing(lm: LoadedModel, cfg: AI.AttributionConfig) -> ForwardTiming:
     """The timed plain forwards an estimate reads (core.inspect.attribution_estimate.time_forward: one row and one batch of
     the run's rows, at most TIMING_ROWS, after a warm-up), measured once per model, input length and batch and kept
     in this session (TIMINGS_KEEP at most): the methods and their settings change the estimate, not the timing."""
@@ -229,4 +228,4 @@ def show_estimate(where, lm: LoadedModel, cfg: AI.AttributionConfig | None) -> N
     grad = t("attribution.estimate_grad", b=f"{est.backwards:,}") if est.backwards else ""
     where.caption(t("attribution.estimate", n=f"{est.forwards:,}", grad=grad, time=_duration(est.seconds)),
                   help=t("attribution.estimate_help", rows=min(est.batch, AE.TIMING_ROWS),
-                           factor=f"{AE.BACKWARD_FACTOR:g}"))
+                           factor=f"{BACKWARD_FACTOR:g}"))

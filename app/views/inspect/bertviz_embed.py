@@ -20,9 +20,9 @@ import functools
 import json
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
+
 from core.base.paths import ASSETS
 
 VENDOR = ASSETS / "vendor"

@@ -10,16 +10,15 @@ import streamlit as st
 from app.kit import presenter, state, urlstate
 from app.kit.i18n import t
 from app.kit.loaders import get_model, model_or_error
+from app.kit.model_choice import known_checkpoints
 from app.kit.render import current_result, entry_id, mini_short, minis_caption, run_or_error, shorten, yes_no
 from app.views.predict.results import record_fill, record_rtd, show_fill_result, show_replaced, strategy_label
-from app.kit.model_choice import known_checkpoints
 from core import registry
 from core.base.fields import bounds
-from core.predict.fill_mask import MAX_TOP_K, STRATEGIES, CompareResult, FillMaskResult, examples, words
 from core.models.loading import ModelSpec, resolve
+from core.predict.fill_mask import MAX_TOP_K, STRATEGIES, CompareResult, FillMaskResult, examples, words
+from core.predict.replaced_tokens import RTD_TASK, RtdConfig, role as rtd_role, rtd_class, score
 from core.registry import FAMILIES, checkpoint_info
-from core.predict.replaced_tokens import RTD_TASK, RtdConfig, rtd_class, score
-from core.predict.replaced_tokens import role as rtd_role
 
 P = "fill_mask"
 DEFAULT_TEXT = "The capital of France is [MASK]."

@@ -11,8 +11,8 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app.kit import presenter, report
-from app.kit.render import as_text, shorten
 from app.kit.i18n import t
+from app.kit.render import as_text, shorten
 from core.predict.fill_mask import FillMaskResult, MaskPrediction
 from core.predict.replaced_tokens import ReplacedTokensResult
 from core.predict.sentence_pair import BatchPairResult, PairResult

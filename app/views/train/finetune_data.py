@@ -12,12 +12,19 @@ from app.kit.loaders import bundled_data, get_model, glue_data, token_sample
 from app.kit.render import as_text
 from app.views.train.finetune import KEEP, TEST_FRAC, K, number
 from core import registry
-from core.data.datasets_local import (BUNDLED, GLUE_TASKS, MAX_UPLOAD_MB, DataError, LabelledData, from_table,
-                                      guess_columns, read_table)
+from core.data.datasets_local import (
+    BUNDLED,
+    GLUE_TASKS,
+    MAX_UPLOAD_MB,
+    DataError,
+    LabelledData,
+    from_table,
+    guess_columns,
+    read_table,
+)
 from core.data.token_data import BUNDLED_TOKENS, TokenData, piece_table, read_tokens, words_tokenizer
 from core.models.downloads import hub_reachable
 from core.registry import ModelLoadError
-
 
 # Data sources: the widget's values (kept in links) are these ids; the labels come from assets/i18n/finetune.toml.
 SOURCES = ("drugreview", "wordnet", "upload", "glue")

@@ -12,8 +12,15 @@ from app.kit.loaders import finetuned
 from app.kit.model_choice import pick
 from app.views.inspect.ablation import classify_heads
 from app.views.train.finetune import K
-from app.views.train.finetune_charts import (TOKEN_CSS, confusion, curves, heldout_sentences_html, layer_weights_chart,
-                                             stop_reason_label, tagged_html)
+from app.views.train.finetune_charts import (
+    TOKEN_CSS,
+    confusion,
+    curves,
+    heldout_sentences_html,
+    layer_weights_chart,
+    stop_reason_label,
+    tagged_html,
+)
 from app.views.train.finetune_report import record_prediction
 from core.predict.classify import classify, tag, zip_folder
 from core.registry import ModelLoadError

@@ -10,8 +10,8 @@ core reaches the backend through three seams:
 - ``@model_op``: a core function whose first argument is a loaded model (``LoadedModel``, ``FinetunedModel``) and
   whose result is a frozen result dataclass. On Ray it runs on a replica of the model's deployment; a
   ``progress`` argument is streamed back, and an exception it raises (Cancel) stops the replica's work.
-- ``current().job_runner()`` and ``current().room_store()``: the job runner (core.runtime.jobs.runner) and the room store
-  (core.runtime.room.store).
+- ``current().job_runner()`` and ``current().room_store()``: the job runner (``runner()``) and the room store
+  (``store()``).
 
 ``ENCODERLAB_BACKEND`` (``inprocess`` or ``ray``) chooses once per process; ``ENCODERLAB_RAY_ADDRESS`` is the
 cluster (empty starts a local Ray). A model object with no ``recipe`` (loaded with a dtype or a fresh head:
@@ -27,6 +27,7 @@ from typing import Any, Callable, Sequence
 from core.runtime.backend import base
 from core.runtime.backend.base import BACKENDS, Backend, BackendError, use  # noqa: F401  (the seam's API)
 from core.runtime.backend.inprocess import InProcessBackend
+
 
 # ---------------------------------------------------------------------------------------------- the seams
 def batched(obj: Any, op: str, fn: Callable[[Any, Sequence[Any]], Sequence[Any]], item: Any) -> Any:

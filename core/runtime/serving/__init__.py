@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from core.base import settings
-from core.runtime.serving.batcher import BatchStats, Batcher, RunBatch, batcher
+from core.runtime.serving.batcher import Batcher, BatchStats, RunBatch, batcher
 
 __all__ = ["BatchStats", "Batcher", "batcher", "coalesce", "stats"]
 

@@ -12,9 +12,9 @@ import json
 import sys
 
 from core.base.fields import add_argument
+from core.data.corpus import CorpusError
 from core.registry import FAMILIES
 from core.train.pretrain.build import SIZES
-from core.data.corpus import CorpusError
 from core.train.pretrain.train import PretrainConfig, PretrainError, pretrain
 from core.train.pretrain.zoo import main as zoo_main
 

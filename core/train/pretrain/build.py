@@ -6,20 +6,19 @@ embeddings and a fresh NSP head; the DistilBERT student takes every other layer 
 """
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 import torch
 
-from core.train import common as training
+from core.data.masking import WORD_MARKERS, mask_tokens
 from core.models.loading import BUILD_LOCK
-from core.registry import FAMILIES, family_of_model_type, mlm_head, pair_head_module
-from core.data.masking import WORD_MARKERS
-from core.registry.pretraining import BERT_UNCASED, recipe
 from core.models.tokenizer_build import bert_uncased_tokenizer, minilm_folder, save_tokenizer, train_tokenizer
-import random
-from core.data.masking import mask_tokens
+from core.registry import FAMILIES, family_of_model_type, mlm_head, pair_head_module
+from core.registry.pretraining import BERT_UNCASED, recipe
+from core.train import common as training
 
 SIZES: dict[str, dict[str, int]] = {
     "tiny": dict(hidden=64, layers=2, heads=2, ffn=128, embedding=32, vocab=2000),

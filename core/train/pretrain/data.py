@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 import torch
 
-from core.train import common as training
-from core.registry import FAMILIES
 from core.data.masking import Masked, mask_tokens, word_index, word_starts
+from core.registry import FAMILIES
+from core.train import common as training
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ The page never branches on family names: ``switches(family)`` says which objecti
 """
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
 from dataclasses import dataclass
@@ -12,15 +13,14 @@ from pathlib import Path
 from typing import Any, Callable
 
 from core.base import settings
-from core.runtime.job_outcome import JobCancelled
-from core.registry import FAMILIES, PAIR_HEADS
-from core.models.devices import resolve_device
 from core.base.paths import zoo_dir
-from core.train.pretrain.build import SIZES
 from core.data.corpus import CORPUS_DIR, CorpusError, check_documents, decode_upload, parse_documents
-from core.train.pretrain.train import PretrainConfig, PretrainError, TrainReport, pretrain
+from core.models.devices import resolve_device
+from core.registry import FAMILIES, PAIR_HEADS
 from core.registry.pretraining import recipe
-import functools
+from core.runtime.job_outcome import JobCancelled
+from core.train.pretrain.build import SIZES
+from core.train.pretrain.train import PretrainConfig, PretrainError, TrainReport, pretrain
 
 MAX_UPLOAD_MB = min(5.0, settings.current().max_upload_mb)
 

@@ -17,10 +17,11 @@ that at a speed cost; it is not turned on here.
 """
 from __future__ import annotations
 
+import copy
 import json
 import math
-from collections import Counter
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -28,21 +29,27 @@ from typing import Callable
 import torch
 
 from core.base.fields import bounded, check_bounds
+from core.data.corpus import (
+    CORPUS_DIR,
+    HELDOUT_FILE,
+    TRAIN_FILE,
+    CorpusError,
+    check_documents,
+    held_out,
+    load_documents,
+    load_training_documents,
+)
+from core.data.masking import IGNORE, Masked, mask_tokens
+from core.models.devices import is_oom, resolve_device
+from core.models.loading import BUILD_LOCK
+from core.registry import FAMILIES, families_with
+from core.registry.pretraining import MAX_POSITIONS, recipe
 from core.train import common as training
 from core.train.memory import drop_frames
-from core.models.loading import BUILD_LOCK
-from core.registry import FAMILIES
-from core.models.devices import is_oom, resolve_device
-from core.registry import families_with
 from core.train.pretrain import build
-from core.registry.pretraining import MAX_POSITIONS, recipe
-from core.train.rng import RunRNG
-from core.data.corpus import (CORPUS_DIR, HELDOUT_FILE, TRAIN_FILE, CorpusError, check_documents, held_out,
-                                  load_documents, load_training_documents)
 from core.train.pretrain.data import Instance, collate, make_instances, pad, special_mask, tokenize_documents
 from core.train.pretrain.evaluate import evaluate, unigram_top
-from core.data.masking import IGNORE, Masked, mask_tokens
-import copy
+from core.train.rng import RunRNG
 
 LOG_FILE = "pretrain_log.json"
 CKPT_DIR = "checkpoint"

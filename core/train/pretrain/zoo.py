@@ -16,30 +16,33 @@ import shutil
 import statistics
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 
-from core.models.loading import ModelSpec, load
-from core.registry import FAMILIES, bundled_id
-from core.models.cards import pair_head_learned
 from core.base.paths import ASSETS
+from core.data.corpus import (
+    CORPUS_DIR,
+    EVERYDAY_HELDOUT_FILE,
+    HELDOUT_FILE,
+    TRAIN_FILE,
+    load_documents,
+    load_training_documents,
+)
+from core.models.cards import pair_head_learned
+from core.models.devices import resolve_device
+from core.models.loading import LoadedModel, ModelSpec, load
+from core.models.tokenizer_build import minilm_folder
+from core.predict.everyday_probe import during_training, score
+from core.registry import FAMILIES, bundled_id, family_of_model_type
 from core.registry.pretraining import zoo_recipes
-from core.data.corpus import (CORPUS_DIR, EVERYDAY_HELDOUT_FILE, HELDOUT_FILE, TRAIN_FILE, load_documents,
-                                  load_training_documents)
+from core.registry.shape import shape
+from core.train import common as training
+from core.train.pretrain.build import encode, mlm_logits
 from core.train.pretrain.data import collate, make_instances, tokenize_documents
 from core.train.pretrain.evaluate import evaluate, unigram_top
 from core.train.pretrain.train import LOG_FILE, PretrainConfig, pretrain
-from dataclasses import replace
-from core.models.devices import resolve_device
-from core.models.loading import LoadedModel
-from core.models.tokenizer_build import minilm_folder
-from core.predict.everyday_probe import during_training
-from core.predict.everyday_probe import score
-from core.registry import family_of_model_type
-from core.train import common as training
-from core.train.pretrain.build import encode, mlm_logits
-from core.registry.shape import shape
 
 CARD_JSON = "encoderlab_card.json"
 SOURCE_NAMES = {"wordnet": "WordNet examples", "python-doc": "Python documentation prose", "kjv": "King James Bible",

@@ -16,8 +16,7 @@ from app.kit.loaders import get_model
 from app.kit.render import pair_card_caption
 from core.inspect import attention as A
 from core.models.loading import ModelSpec
-from core.registry import ModelLoadError
-from core.registry import Family
+from core.registry import Family, ModelLoadError
 from core.walkthrough.checks import UnlearnedPairHead, pick_spec, unlearned_pair_head
 
 PAGE = "walkthrough"

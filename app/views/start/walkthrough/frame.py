@@ -6,13 +6,18 @@ from __future__ import annotations
 import streamlit as st
 
 from app import nav
-
-from app.room.polls import poll as room_poll
-
 from app.kit import urlstate
 from app.kit.i18n import t
-from app.views.start.walkthrough import (step_distil, step_finetune, step_inputs, step_inside, step_mlm, step_pair,
-                             step_sharing)
+from app.room.polls import poll as room_poll
+from app.views.start.walkthrough import (
+    step_distil,
+    step_finetune,
+    step_inputs,
+    step_inside,
+    step_mlm,
+    step_pair,
+    step_sharing,
+)
 from app.views.start.walkthrough.common import DONE, REVEAL, STEP, TEXT, TEXT_B, K, Step
 
 STEPS: tuple[Step, ...] = tuple(m.STEP for m in (step_inputs, step_mlm, step_pair, step_sharing, step_distil,

@@ -14,9 +14,8 @@ from app.kit import presenter, urlstate
 from app.kit.i18n import t
 from app.kit.loaders import get_model
 from app.views.start.walkthrough.common import K, Step, breakdowns, device, record
-from core.registry import ModelLoadError
 from core.models.cards import bundled_card
-from core.registry import FAMILIES, family
+from core.registry import FAMILIES, ModelLoadError, family
 from core.walkthrough.checks import distillation_pair, measure_distillation
 
 N = 5

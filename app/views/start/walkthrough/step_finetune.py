@@ -13,10 +13,19 @@ from app.kit import presenter, state, urlstate
 from app.kit.i18n import t
 from app.kit.jobs_panel import job_panel, runner
 from app.views.start.walkthrough.common import K, Step, device, record
-from core.train.finetune import job_fn, job_resource, runs_root
 from core.registry import FAMILIES
-from core.walkthrough.checks import (LR_FACTOR, LRS, S6_BATCH, S6_DATA, S6_MAX_LEN, finetune_choices, jitter,
-                                     lr_pair_plan, lr_verdict)
+from core.train.finetune import job_fn, job_resource, runs_root
+from core.walkthrough.checks import (
+    LR_FACTOR,
+    LRS,
+    S6_BATCH,
+    S6_DATA,
+    S6_MAX_LEN,
+    finetune_choices,
+    jitter,
+    lr_pair_plan,
+    lr_verdict,
+)
 
 N = 6
 STEPS = (2, 200, 30)  # lo, hi, default: read by the widget and the URL field

@@ -10,9 +10,7 @@ import streamlit as st
 from app.kit import presenter, state, urlstate
 from app.kit.i18n import t
 from app.views.start.walkthrough.common import K, Step, axis_labels, device, go_to, load, record, text_default
-from core.inspect import attention as A
-from core.inspect import attribution as AT
-from core.inspect import attribution_inputs as ATI
+from core.inspect import attention as A, attribution as AT, attribution_inputs as ATI
 from core.models.loading import ModelSpec
 from core.walkthrough.checks import is_cls_classifier
 

@@ -13,8 +13,8 @@ from app.kit.i18n import t, t_or
 from app.kit.loaders import model_or_error
 from app.views.start.walkthrough.common import TEXT, K, Step, chips, record, text_default
 from core.predict.fill_mask import FillMaskConfig, fill_mask, words
-from core.walkthrough.masking_view import corrupt, masking_shares
 from core.registry import FAMILIES
+from core.walkthrough.masking_view import corrupt, masking_shares
 
 N = 2
 ACTION_COLORS = {"": "#4C78A8", "mask": "#F58518", "random": "#E45756", "keep": "#54A24B"}

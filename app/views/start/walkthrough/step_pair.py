@@ -10,10 +10,19 @@ import streamlit as st
 
 from app.kit import presenter, urlstate
 from app.kit.i18n import t
-from app.views.start.walkthrough.common import (K, Step, family_spec, load_family, noise_hint, noise_numbers, pair_head_note,
-                                    record, text_default)
-from core.registry import ModelLoadError
+from app.views.start.walkthrough.common import (
+    K,
+    Step,
+    family_spec,
+    load_family,
+    noise_hint,
+    noise_numbers,
+    pair_head_note,
+    record,
+    text_default,
+)
 from core.predict.sentence_pair import PairConfig, predict_pair
+from core.registry import ModelLoadError
 from core.walkthrough.checks import no_pair_head_families, pair_head_families, unlearned_pair_head
 
 N = 3

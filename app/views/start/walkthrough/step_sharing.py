@@ -12,9 +12,9 @@ import streamlit as st
 from app.kit import presenter, urlstate
 from app.kit.i18n import t
 from app.views.start.walkthrough.common import K, Step, breakdowns, load_family, pair_head_note, record
-from core.registry import ModelLoadError
 from core.models.params import albert_factorization
 from core.predict.sentence_pair import PairConfig, predict_pair
+from core.registry import ModelLoadError
 from core.walkthrough.checks import sharing_plan, sharing_rows, sop_family
 
 N = 4
