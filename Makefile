@@ -32,8 +32,8 @@ run: install
 TEST_ENV := HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 test: install-test
 	@rc=0; \
-	$(TEST_ENV) $(PY) -m pytest -q -p no:cacheprovider --durations=15 -n 2 --dist loadgroup -m "not e2e" tests || rc=1; \
-	$(TEST_ENV) $(PY) -m pytest -q -p no:cacheprovider --durations=15 -m e2e tests || rc=1; \
+	$(TEST_ENV) $(PY) -m pytest -q -p no:cacheprovider --durations=25 -n 2 --dist loadgroup -m "not e2e" tests || rc=1; \
+	$(TEST_ENV) $(PY) -m pytest -q -p no:cacheprovider --durations=25 -m e2e tests || rc=1; \
 	exit $$rc
 
 bench: install

@@ -45,6 +45,17 @@ class TinyModels(Mapping):
         return len(FAMILIES)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def one_torch_thread_per_xdist_worker():
+    """make test runs the non-browser tests on two pytest-xdist workers of a 2-core machine: with torch's default
+    of one thread per core, each worker's two threads spin-wait for the other worker's and the same steps take
+    several times the CPU. One thread each (a test that needs more sets it itself, and job workers set their own)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        import torch
+
+        torch.set_num_threads(1)
+
+
 @pytest.fixture(scope="session")
 def tiny_models(tmp_path_factory) -> TinyModels:
     return TinyModels(tmp_path_factory.mktemp("tiny"))
