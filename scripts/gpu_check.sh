@@ -240,7 +240,8 @@ from core.data.datasets_local import load_bundled
 from core.predict.fill_mask import FillMaskConfig, examples, fill_mask
 from core.train.finetune import train
 from core.train.finetune_config import FinetuneConfig
-from core.models.loading import ModelSpec, bundled_id, load
+from core.models.loading import ModelSpec, load
+from core.registry import bundled_id
 
 lm = load(ModelSpec("bert", bundled_id("bert"), "cuda"), "mlm")  # the app's shared model
 texts = [s for s in examples("en") if "[MASK]" in s][:6]
