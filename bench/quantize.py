@@ -4,7 +4,7 @@
 
 Part 1, timing and size: each family's base-size architecture (the official configs in assets/configs, random
 weights: latency and size do not depend on the values), with its MLM head, fp32 against a dynamically quantized
-int8 copy (core.compare.int8.quantize_int8), on the CPU with 1 thread and with 2. The encoder forward at batch x length
+int8 copy (core.models.int8.quantize_int8), on the CPU with 1 thread and with 2. The encoder forward at batch x length
 (the Speed page's defaults), fp32 and int8 interleaved round by round, median per model. Baseline: the same
 model in fp32 (the int8/fp32 ratios), and BERT-base fp32 for the cross-family lines.
 Part 2, accuracy: the bundled minis (real weights), core.compare.int8.compare_models: top-1 fill-mask agreement with

@@ -99,7 +99,7 @@ def download_with_progress(checkpoint: str) -> None:
 
 @st.cache_resource(max_entries=4, show_spinner=False)
 def finetuned(model_dir: str, device: str) -> FinetunedModel:
-    """A fine-tuned run's model (core.train.finetune.load_finetuned), through the process-wide cache."""
+    """A fine-tuned run's model (core.predict.classify.load_finetuned), through the process-wide cache."""
     return load_finetuned(model_dir, device)
 
 

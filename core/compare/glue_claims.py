@@ -30,7 +30,7 @@ CLAIM_SOURCE = "the third seed article, section 4.2 (performance benchmarks, 性
 TRAIN_EXAMPLES = {"mnli": 392_702, "qqp": 363_846, "qnli": 104_743, "sst2": 67_349, "cola": 8_551,
                   "mrpc": 3_668, "rte": 2_490, "wnli": 635}
 FULL_EPOCHS = 3
-META_FILE = "encoderlab_finetune.json"  # what core.train.finetune._save_model writes (core.train.finetune.META_FILE)
+META_FILE = "encoderlab_finetune.json"  # what core.train.finetune_model.save_model writes (core.predict.classify.META_FILE)
 MAX_RUNS = 200  # run folders read at most per call (a runs root can grow: core.runtime.run_folders.evict_run_folders trims it)
 
 

@@ -208,7 +208,7 @@ def _embeddings(model):
 
 
 def layout(model) -> _Layout:
-    """Where ``model``'s heads are (core.models.loading.attention_layers), installing the hooks on first use (once per
+    """Where ``model``'s heads are (core.registry.attention_layers), installing the hooks on first use (once per
     model, under a lock). Raises AblationError for a model whose heads cannot be located."""
     with _INSTALL_LOCK:
         lay = _LAYOUT.get(model)

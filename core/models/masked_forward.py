@@ -119,7 +119,7 @@ def fast_path(model) -> bool:
 def masked_logits(model, head: Callable, ids: torch.Tensor, attn: torch.Tensor | None, rows, cols,
                   packed: bool | None = None) -> torch.Tensor:
     """MLM logits (M, V) at the (row, position) pairs only: masked_hidden, then the head at those rows.
-    ``head`` is the model's MLM head (core.models.loading.mlm_head), used as is for heads this file does not know."""
+    ``head`` is the model's MLM head (core.registry.mlm_head), used as is for heads this file does not know."""
     lin = linears(model, packed)
     h = _hidden(model, ids, attn, rows, cols, lin)  # (M, H)
     parts = head_parts(model)

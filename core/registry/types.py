@@ -52,7 +52,7 @@ SIZE_KEYS = dict(hidden="hidden_size", layers="num_hidden_layers", heads="num_at
 
 # A family's fast-forward adapter: (base model, linear fn) -> (embed(ids) -> (B, T, H), one parts tuple per layer
 # application), or None where this model's options need the transformers forward. A parts tuple is
-# (q, k, v, heads, out, norm1, ffn_in, act, ffn_out, norm2) of one post-LayerNorm layer (core.models.masked_forward._layer).
+# (q, k, v, heads, out, norm1, ffn_in, act, ffn_out, norm2) of one post-LayerNorm layer (core.models.masked_forward.layer_forward).
 LayerParts = Callable[[Any, Callable], "tuple[Callable, list[tuple]] | None"]
 # A family's MLM head as parts: model -> (dense, activation, layer norm, decoder) or None when it has none.
 HeadParts = Callable[[Any], "tuple | None"]

@@ -7,7 +7,7 @@ each resource runs at most ``limits[resource]`` jobs at once and queues the rest
 fine-tune cannot starve every other session.
 
 Worker processes. A job whose function can be pickled (a module-level function, or a ``functools.partial`` of one
-over picklable data: what core.train.finetune.job_fn, core.train.pretrain.lab.job and core.compare.speed.speed_job return) runs in a
+over picklable data: what core.train.finetune.job_fn, core.train.pretrain.lab.job and progress_job(core.compare.speed.measure_speed, ...) return) runs in a
 fresh worker process (spawn: CUDA cannot be forked). Training then does not share the UI process's interpreter
 lock with the pages that poll it, a crash or an out-of-memory kill ends only that job, and everything the job
 held (GPU memory included) is given back when its process exits. Progress, metrics, the result and errors come

@@ -99,7 +99,7 @@ class UnlearnedPairHead:
 def unlearned_pair_head(checkpoint: str, head: str,
                         available: Callable[[str], bool] = _bundled_available) -> UnlearnedPairHead | None:
     """The card's numbers when ``checkpoint`` is a bundled mini whose ``head`` pair head is not above its majority
-    baseline (core.models.loading.pair_head_learned); None for a head that learned, or a checkpoint with no such card.
+    baseline (core.models.cards.pair_head_learned); None for a head that learned, or a checkpoint with no such card.
     Read from the card every time, so a retrained mini whose card shows it learned loses the note by itself."""
 
     card = bundled_card(checkpoint)

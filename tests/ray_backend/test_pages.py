@@ -55,7 +55,7 @@ def test_a_page_renders_the_same_on_both_backends(page, tiny_models, ray_backend
         backend.use(prev)
     there = _render(page, params)
     assert here["metrics"] or here["tables"] or here["charts"]  # something was computed
-    # the one difference: the source line says where predictions run (core.models.loading.runs_on)
+    # the one difference: the source line says where predictions run (core.runtime.backend.runs_on)
     served = [c for c in there["captions"] if "on `Ray Serve, 1 replica (CPU)`" in c]
     assert served, there["captions"]
     there["captions"] = [c.replace("`Ray Serve, 1 replica (CPU)`", "`cpu`") for c in there["captions"]]

@@ -286,7 +286,7 @@ def pair_heads(lm, a: str, b: str, seed: int = 0) -> None:
 
 def classify_heads(load_fm: Callable[[], Any], text: str, scope: str, made_from: Any) -> None:
     """Under Fine-tune's "try it": the classifier's class probabilities with heads off. ``load_fm()`` returns the
-    core.train.finetune.FinetunedModel (cached); ``made_from`` names the run, so another run's result never shows."""
+    core.predict.classify.FinetunedModel (cached); ``made_from`` names the run, so another run's result never shows."""
     with st.expander(t("ablation.expander")):
         try:
             fm = load_fm()

@@ -1,7 +1,7 @@
 """The model tier on Ray: one Serve deployment per loaded model, its replicas holding the model.
 
-A replica loads the model from its recipe (core.runtime.backend.load_recipe: the same ``core.models.loading.load`` or
-``core.train.finetune.load_finetuned`` call the front-end made) and serves three kinds of request:
+A replica loads the model from its recipe (core.runtime.backend.base.load_recipe: the same ``core.models.loading.load`` or
+``core.predict.classify.load_finetuned`` call the front-end made) and serves three kinds of request:
 
 - ``batched(op, fn, item)``: a batchable prediction (fill-mask, pair scoring, classification). Serve's own
   ``@serve.batch`` collects concurrent requests (its window and largest batch are ENCODERLAB_BATCH_WINDOW_MS and
