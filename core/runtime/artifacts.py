@@ -74,8 +74,20 @@ def write_folder(final: Path, fill: Callable[[Path], None]) -> Path:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    shutil.rmtree(final, ignore_errors=True)
+    return swap_in(tmp, final)
+
+
+def swap_in(tmp: Path, final: Path) -> Path:
+    """Put the fully written folder ``tmp`` in the place of ``final``: the previous ``final`` (if any) is renamed
+    aside first and removed only once the new one is in place, so a crash at any moment leaves a whole folder at
+    ``final`` or the previous one beside it, never a half-written one. The one swap every cache folder and every
+    training checkpoint (core.train.common.save_checkpoint) goes through. Returns ``final``."""
+    old = final.with_name(final.name + ".old")
+    shutil.rmtree(old, ignore_errors=True)
+    if final.exists():
+        final.rename(old)
     os.replace(tmp, final)
+    shutil.rmtree(old, ignore_errors=True)
     return final
 
 

@@ -24,6 +24,8 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
+from core.runtime.artifacts import swap_in
+
 STATE_FILE = "trainer_state.json"
 RUN_RNG_FILE = "run_rng.pt"
 POSITION = "position"  # a ``pad`` fill: the field holds positions in the row (padding points to itself)
@@ -214,7 +216,7 @@ def save_checkpoint(acc, folder: str | Path, rng, state: dict, tensors: dict[str
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
         raise FileExistsError(f"Cannot write a checkpoint to {folder}: a file of that name is in the way.")
-    tmp, old = folder.with_name(folder.name + ".tmp"), folder.with_name(folder.name + ".old")
+    tmp = folder.with_name(folder.name + ".tmp")
     if acc.is_main_process:
         shutil.rmtree(tmp, ignore_errors=True)
     acc.wait_for_everyone()
@@ -231,11 +233,7 @@ def save_checkpoint(acc, folder: str | Path, rng, state: dict, tensors: dict[str
         for name, arr in (arrays or {}).items():
             if arr is not None:
                 np.save(tmp / f"{name}.npy", arr)
-        shutil.rmtree(old, ignore_errors=True)
-        if folder.exists():
-            folder.rename(old)
-        tmp.rename(folder)
-        shutil.rmtree(old, ignore_errors=True)
+        swap_in(tmp, folder)  # the previous checkpoint stays until this one is whole
     acc.wait_for_everyone()
 
 
