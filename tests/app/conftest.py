@@ -1,10 +1,22 @@
 """AppTest helpers: the entry script by absolute path (AppTest resolves relative paths against the caller)."""
 from pathlib import Path
 
+import pytest
 from streamlit.testing.v1 import AppTest
+
+from app.kit import i18n
 
 ROOT = Path(__file__).resolve().parents[2]
 MAIN = str(ROOT / "app" / "main.py")
+
+
+@pytest.fixture(autouse=True)
+def default_language_outside_a_run(monkeypatch):
+    """Outside a script run, app.kit.i18n.lang() answers the language of this process's last run, so text built
+    outside a run (the session report's HTML) came out in whichever language the test before it on the same
+    xdist worker left (a 中文 report failed an English assertion in one test order): every test starts from the
+    default language."""
+    monkeypatch.setitem(i18n._last, "lang", i18n.DEFAULT_LANG)
 
 
 def page_path(name: str) -> str:
