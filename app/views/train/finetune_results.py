@@ -57,13 +57,7 @@ def result_view(name: str, result: FinetuneResult) -> None:
             st.success(t("finetune.no_errors"))
     _mix_view(name, result)
     _try_it(name, result)
-    d1, d2, d3 = st.columns(3)
-    d1.download_button(t("finetune.download"), lambda: zip_folder(result.model_dir),
-                       file_name=f"{name}.zip", mime="application/zip", key=K(f"dl.{name}"))
-    d2.button(t("finetune.pick"), key=K(f"pick.{name}"), on_click=_pick,
-              args=(result.config.family, result.model_dir), help=t("finetune.pick_help"))
-    d3.button(t("finetune.orig"), key=K(f"orig.{name}"), on_click=_pick,
-              args=(result.config.family, result.config.checkpoint), help=t("finetune.orig_help"))
+    _run_buttons(name, result)
 
 
 def _pick(family: str, checkpoint: str) -> None:
@@ -108,6 +102,18 @@ def compare(finished: list[tuple[str, FinetuneResult]]) -> None:
     df = pd.DataFrame(rows)
     st.dataframe(df.rename(columns={c: t(f"finetune.col.{c}") for c in df.columns}), hide_index=True)
     st.plotly_chart(presenter.scale(curves([(n, list(r.history) + list(r.evals)) for n, r in finished])), key=K("compare.curves"))
+
+
+def _run_buttons(name: str, result) -> None:
+    """A finished run's three buttons, for sequence and token runs alike: download its folder, pick it in the
+    sidebar, or go back to the checkpoint it started from."""
+    d1, d2, d3 = st.columns(3)
+    d1.download_button(t("finetune.download"), lambda: zip_folder(result.model_dir),
+                       file_name=f"{name}.zip", mime="application/zip", key=K(f"dl.{name}"))
+    d2.button(t("finetune.pick"), key=K(f"pick.{name}"), on_click=_pick,
+              args=(result.config.family, result.model_dir), help=t("finetune.pick_help"))
+    d3.button(t("finetune.orig"), key=K(f"orig.{name}"), on_click=_pick,
+              args=(result.config.family, result.config.checkpoint), help=t("finetune.orig_help"))
 
 
 def _mix_view(name: str, result: FinetuneResult) -> None:
@@ -155,13 +161,7 @@ def token_result_view(name: str, result: FinetuneResult) -> None:
         st.html(heldout_sentences_html(tm, types))
     _mix_view(name, result)
     _tag_it(name, result, types)
-    d1, d2, d3 = st.columns(3)
-    d1.download_button(t("finetune.download"), lambda: zip_folder(result.model_dir),
-                       file_name=f"{name}.zip", mime="application/zip", key=K(f"dl.{name}"))
-    d2.button(t("finetune.pick"), key=K(f"pick.{name}"), on_click=_pick,
-              args=(result.config.family, result.model_dir), help=t("finetune.pick_help"))
-    d3.button(t("finetune.orig"), key=K(f"orig.{name}"), on_click=_pick,
-              args=(result.config.family, result.config.checkpoint), help=t("finetune.orig_help"))
+    _run_buttons(name, result)
 
 
 def _tag_it(name: str, result: FinetuneResult, types: tuple[str, ...]) -> None:
