@@ -9,11 +9,13 @@ import streamlit as st
 
 from app.kit import presenter, report, state, urlstate
 from app.kit.gpu_notice import sidebar_gpu_line
-from app.kit.i18n import LANG_KEY, LANGS, t, t_or
+from app.kit.i18n import LANG_KEY, LANGS, explain, t, t_or
 from app.kit.model_choice import AWAITING, CUSTOM_OPTION, LOAD_FAILED, known_checkpoints, pick, source_slot
 from app.kit.render import as_text, source_name
 from app.room.joining import sidebar_controls as room_controls
+from core.base.messages import carry
 from core.models.devices import resolve_device
+from core.models.downloads import can_have_now
 from core.models.hosted import check_custom_checkpoint
 from core.models.loading import ModelSpec, resolve
 from core.registry import FAMILIES, ModelLoadError, family, picker_families
@@ -78,7 +80,7 @@ def report_panel() -> None:
     if slot is None:
         return
     items = report.entries()
-    with slot.expander(t("sidebar.report", n=len(items))):
+    with slot.expander(report.panel_label(items)):
         if not items:
             st.caption(t("sidebar.report_empty"))
         else:
@@ -154,20 +156,22 @@ def model_picker() -> ModelSpec | None:
             raise ModelLoadError(t("sidebar.int8_cpu_only"))
         spec = ModelSpec(fam, checkpoint, st.session_state[state.DEVICE], quant)
     except ModelLoadError as e:
-        error = str(e)
+        error = carry(e)
     st.session_state[state.SPEC] = spec
     st.session_state[state.SPEC_ERROR] = error
     if error and not awaiting:
-        sb.error(error)
+        sb.error(explain(error))
     elif spec is not None:
         source = source_slot(sb.empty())  # a page whose load of this model fails replaces the source with the failure
         failed = st.session_state.get(LOAD_FAILED, {}).get(spec)
         res = resolve(spec.checkpoint)
         if failed:
-            source.error(t("sidebar.load_failed", id=as_text(spec.checkpoint), error=failed))
+            source.error(t("sidebar.load_failed", id=as_text(spec.checkpoint), error=explain(failed)))
         elif res.source == "unavailable":
             source.warning(t("sidebar.unavailable", id=as_text(spec.checkpoint),
                                    tried=as_text("; ".join(res.tried))))
+        elif not can_have_now(res.source):  # downloads allowed, but the Hub does not answer: say so here
+            source.warning(t("sidebar.hub_unreachable", id=as_text(spec.checkpoint)))
         else:
             source.caption(t("sidebar.weights_from", source=source_name(res.source))
                                  + (f" — `{res.path}`" if res.path else ""))
@@ -186,12 +190,13 @@ def model_picker() -> ModelSpec | None:
 
 
 def _chinese_suggestion(sb, current_family: str) -> None:
-    """With 中文 chosen: offer the Chinese checkpoints that can be had here, or say why they cannot."""
+    """With 中文 chosen: offer the Chinese checkpoints that can be had here (bundled, a local folder, the HF cache,
+    or a download from a Hub that answers now), or say why they cannot."""
     zh = [(f.key, c.id) for f in FAMILIES.values() for c in f.checkpoints if c.language == "zh"]
-    here = [(fam, cid) for fam, cid in zh if resolve(cid).source != "unavailable"]
     current = st.session_state.get(state.CHECKPOINT)
     if any(cid == current for _, cid in zh) or presenter.pinned():
         return
+    here = [(fam, cid) for fam, cid in zh if can_have_now(resolve(cid).source)]
     if here:
         sb.info(t("sidebar.zh_suggest"))
         for fam, cid in here:
@@ -201,7 +206,7 @@ def _chinese_suggestion(sb, current_family: str) -> None:
 
 
 def _offline_summary(sb) -> None:
-    missing = [c.id for f in FAMILIES.values() for c in f.checkpoints if resolve(c.id).source == "unavailable"]
+    missing = [c.id for f in FAMILIES.values() for c in f.checkpoints if not can_have_now(resolve(c.id).source)]
     if missing:
         with sb.expander(t("sidebar.offline_title", n=len(missing))):
             st.markdown(t("sidebar.offline_body", ids=", ".join(f"`{m}`" for m in missing)))

@@ -294,7 +294,8 @@ def main() -> None:
     if args.watch:
         print("\nwatching a fine-tune (tests/e2e/test_concurrency_e2e.py, a real server in Chromium):", flush=True)
         subprocess.run([sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider",
-                        "tests/e2e/test_concurrency_e2e.py", "-k", "watching"], cwd=ROOT, check=False)
+                        "tests/e2e/test_concurrency_e2e.py", "-k", "watching"], cwd=ROOT, check=False,
+                       env={**os.environ, "ENCODERLAB_BENCH_WATCH": "1"})
 
 
 if __name__ == "__main__":

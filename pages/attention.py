@@ -2,7 +2,7 @@
 import streamlit as st
 
 from app.kit import urlstate
-from app.kit.i18n import t
+from app.kit.i18n import explain, t
 from app.kit.loaders import get_model, model_or_error
 from app.kit.render import mini_note
 from app.views.inspect import ablation as render_ablation, attention as ra
@@ -36,7 +36,7 @@ if submitted or from_link or K("config") not in st.session_state:
     try:
         st.session_state[K("config")] = AttentionConfig(text, text_b, pair)
     except ValueError as e:
-        st.error(str(e))
+        st.error(explain(e))
         st.stop()
 config = st.session_state[K("config")]
 
@@ -50,13 +50,13 @@ if not cached or cached[0] != run_key:
                                                                     res.punct_mask))
         ra.reset_view_state()
     except ValueError as e:  # too long for the model, or AttentionUnavailable (no weights returned)
-        st.error(str(e))
+        st.error(explain(e))
         st.stop()
 _, r, stats = st.session_state[K("result")]
 
 st.caption(t("attention.summary", n=r.n_tokens, layers=r.n_layers, heads=r.n_heads, max=r.max_tokens))
 for note in r.notes:
-    st.info(note)
+    st.info(explain(note))
 mini_note(r.checkpoint)
 picked = ra.filters(r)
 if picked is None:
@@ -91,14 +91,14 @@ with tabs[6]:
             st.session_state[K("cmp.result")] = (cmp_key, sides)
         except (ModelLoadError, ValueError) as e:
             st.session_state.pop(K("cmp.result"), None)  # no earlier comparison stays under the error
-            st.error(f"{choice[1]}: {e}")
+            st.error(f"{choice[1]}: {explain(e)}")
     saved = st.session_state.get(K("cmp.result"))
     if saved and saved[0] == cmp_key:
         ra.compare_view(saved[1])
 with tabs[7]:
     render_ablation.attention_heads(lm, config)
 with tabs[8]:
-    render_ablation.importance_tab(lm.spec)
+    render_ablation.importance_tab(lm.spec, lm.model, str(lm.device))
 with tabs[9]:
     ra.export_section(r)
 ra.record(r, config, lo, hi, focused, stat_map)

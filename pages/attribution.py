@@ -4,9 +4,11 @@ app/views/inspect/attribution.py."""
 import streamlit as st
 
 from app.kit import presenter, state, urlstate
-from app.kit.i18n import t
+from app.kit.i18n import explain, t
 from app.kit.jobs_panel import job_panel, runner
+from app.kit.uploads import upload_box
 from app.views.inspect import attribution as ra, attribution_widgets as ui
+from core.base.messages import carry
 from core.inspect import attribution as A, attribution_inputs as AI
 from core.runtime.jobs import resource_for
 
@@ -47,7 +49,8 @@ tab_one, tab_batch = st.tabs([t("attribution.tab.one"), t("attribution.tab.batch
 with tab_one:
     with presenter.settings():
         sw = ui.method_settings("one", lm, per_layer_option=True)
-    with st.form(K("form")):
+    # No form: an edited text or word reruns the page at once, so the last result is marked out of date below.
+    with st.container():
         label = t("attribution.sentence_a") if target == "pair" else t("attribution.text")
         # Each target keeps its own text while another target is shown (Streamlit drops an undrawn widget's value).
         text = st.text_area(label, key=K(f"text.{target}"), persist_state="session")
@@ -55,20 +58,20 @@ with tab_one:
             if target == "pair" else ""
         tw = ui.target_widgets("one", target, lm)
         go_row = st.container(horizontal=True, vertical_alignment="center", gap="medium")  # the button's own width
-        go = go_row.form_submit_button(t("attribution.go"), type="primary")
+        go = go_row.button(t("attribution.go"), type="primary", key=K("go"))
     # What the page holds now; a result is shown only while it was computed from exactly this (and this model).
     try:
         cfg, cfg_error = AI.AttributionConfig(target=target, text=text, text_b=text_b, **tw, **sw), None
     except ValueError as e:
-        cfg, cfg_error = None, str(e)
-    ui.show_estimate(go_row, lm, cfg)  # beside Explain: the passes and time these settings will take
+        cfg, cfg_error = None, carry(e)
+    ui.show_estimate(go_row, lm, cfg, cfg_error, pressed=go)  # beside Explain: the passes and time these settings will take
     if go or restored:  # a link runs what the button would have run with the same inputs (and only that)
         try:
             if cfg is None:
                 raise ValueError(cfg_error)
             AI.prepare(lm, cfg)  # bad input (no mask, unknown word, too long) is reported here, not in the job
         except ValueError as e:
-            st.error(str(e))
+            st.error(explain(e))
             forget("attribution")
         else:
             if go or st.session_state.get(K("attribution.run")) != (lm.spec, cfg):  # a link opened again: once
@@ -86,19 +89,20 @@ with tab_batch:
     with presenter.settings():
         sw_b = ui.method_settings("batch", lm)
     with st.form(K("batch.form")):
-        upload = st.file_uploader(t("attribution.csv_file"), type=["csv"], key=K("batch.file"))
+        upload = upload_box(t("attribution.csv_file"), K("batch.file"), kinds=["csv"],
+                            expect=t("uploads.expect.attribution_csv"))
         tw_b = ui.target_widgets("batch", target, lm)
         go_b = st.form_submit_button(t("attribution.go_batch"), type="primary")
     settings = dict(target=target, **tw_b, **sw_b)
-    batch_run = (lm.spec, repr(sorted(settings.items())), None if upload is None else hash(upload.getvalue()))
-    if go_b:
+    batch_run = (lm.spec, repr(sorted(settings.items())), None if upload is None else upload.sig)
+    if go_b and (upload is None or upload.ok):  # a refused file: its reason is under the box
         try:
             if upload is None:
                 raise ValueError(t("attribution.need_csv"))
-            rows = A.read_batch_csv(upload.getvalue())
+            rows = A.read_batch_csv(upload.text)
             A.check_batch_settings(settings)
         except ValueError as e:
-            st.error(str(e))
+            st.error(explain(e))
             forget("batch")
         else:
             start("batch", lambda ctx, lm=lm, rows=rows, s=settings: A.attribute_batch(lm, rows, s, ctx.progress))

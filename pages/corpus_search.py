@@ -6,11 +6,13 @@ import hashlib
 import streamlit as st
 
 from app.kit import presenter
-from app.kit.i18n import t
+from app.kit.i18n import explain, t
 from app.kit.jobs_panel import job_panel, runner, submit_job
 from app.kit.loaders import model_or_error
 from app.kit.render import as_text, current_result, job_for, run_or_error, shorten
+from app.kit.uploads import upload_box
 from app.views.represent.corpus_search import PAGE, K, depth_label, show_index, show_result
+from core.base.messages import carry
 from core.base.settings import current as server_settings
 from core.represent.corpus_index import (
     DEFAULT_SAMPLE,
@@ -58,8 +60,8 @@ with st.form(K("form")):
         text = st.text_area(t("corpus_search.paste", n=f"{cap:,}"), key=K("text"), height=150,
                             placeholder=t("corpus_search.paste_placeholder"))
     else:
-        upload = st.file_uploader(t("corpus_search.upload", n=f"{cap:,}", mb=f"{server_settings().max_upload_mb:g}"),
-                                  type=["txt"], key=K("upload"))
+        upload = upload_box(t("corpus_search.upload", n=f"{cap:,}", mb=f"{server_settings().max_upload_mb:g}"),
+                            K("upload"), kinds=["txt"], expect=t("uploads.expect.sentences"))
     build = st.form_submit_button(t("corpus_search.build"), type="primary")
 
 
@@ -76,18 +78,20 @@ if build:  # the corpus the form names now; an error forgets the earlier one (no
             chosen = dict(source="text", sentences=sentences_from_text(text))
         elif upload is None:
             raise ValueError(t("corpus_search.need_upload"))
+        elif not upload.ok:  # its reason is under the box
+            raise ValueError("")
         else:
-            chosen = dict(source="text", sentences=sentences_from_upload(upload.getvalue(), upload.name))
+            chosen = dict(source="text", sentences=sentences_from_upload(upload.data, upload.name))
         config(chosen, depth)  # its checks (empty, too many sentences) before anything runs
         st.session_state[K("corpus")] = chosen
     except ValueError as e:
         st.session_state[K("corpus")] = None
-        st.session_state[K("error")] = str(e)
+        st.session_state[K("error")] = carry(e)
 
 chosen = st.session_state.get(K("corpus"))
 if chosen is None:
     if st.session_state.get(K("error")):
-        st.error(st.session_state[K("error")])
+        st.error(explain(st.session_state[K("error")]))
     else:
         st.info(t("corpus_search.no_corpus"))
     st.stop()
@@ -111,7 +115,7 @@ if ci is None:  # not built for this model, corpus and depth: a background job b
                              jobs_key=K("jobs"), asked=(lm.spec, key)).id
             slot.empty()
         except ValueError as e:  # QuotaError: too many jobs for this session
-            st.error(str(e))
+            st.error(explain(e))
     if jid is not None:
         job_panel(jid, lambda j: None, key=K("job"))
     st.stop()
@@ -152,7 +156,7 @@ if find.strip():
     try:
         found = ci.sentences_with(find)
     except ValueError as e:  # a word absent from the corpus
-        c2.error(str(e))
+        c2.error(explain(e))
     else:
         sel = K(f"found.{ci.key}.{find.strip().lower()}")
         c2.selectbox(t("corpus_search.found", word=as_text(find.strip()), n=f"{len(found):,}"),
@@ -160,19 +164,20 @@ if find.strip():
                      on_change=on_found, args=(sel, find))
 query = st.text_input(t("corpus_search.query"), key=K("query"))
 words = query_words(query)
-if not words:
+pick = None
+if not words:  # no st.stop() here or below: the sidebar's report panel is drawn after the page
     st.info(t("corpus_search.no_words"))
-    st.stop()
-pick = st.pills(t("corpus_search.pick"), list(range(len(words))), key=word_key(query), selection_mode="single",
-                format_func=lambda i: as_text(words[i][2]))
-with presenter.settings():
-    k = st.slider(t("corpus_search.k"), 1, MAX_NEIGHBOURS, 10, key=K("k"))
-if pick is None:
-    st.caption(t("corpus_search.pick_prompt"))
-    st.stop()
-asked = (lm.spec, ci.key, query, int(pick), int(k))  # model, corpus, depth (in the key), query, word, k
-if current_result(K("result"), asked) is None:
-    run_or_error(K("result"), lambda: search(lm, ci, query, int(pick), k=int(k)), made_from=asked)
-res = current_result(K("result"), asked)
-if res is not None:
-    show_result(res)
+else:
+    pick = st.pills(t("corpus_search.pick"), list(range(len(words))), key=word_key(query), selection_mode="single",
+                    format_func=lambda i: as_text(words[i][2]))
+    with presenter.settings():
+        k = st.slider(t("corpus_search.k"), 1, MAX_NEIGHBOURS, 10, key=K("k"))
+    if pick is None:
+        st.caption(t("corpus_search.pick_prompt"))
+if pick is not None:
+    asked = (lm.spec, ci.key, query, int(pick), int(k))  # model, corpus, depth (in the key), query, word, k
+    if current_result(K("result"), asked) is None:
+        run_or_error(K("result"), lambda: search(lm, ci, query, int(pick), k=int(k)), made_from=asked)
+    res = current_result(K("result"), asked)
+    if res is not None:
+        show_result(res)

@@ -5,7 +5,7 @@ Text and options live in the URL; a link with a text (or a sentence and word) sh
 import streamlit as st
 
 from app.kit import presenter, state, urlstate
-from app.kit.i18n import t
+from app.kit.i18n import explain, t
 from app.kit.loaders import get_model
 from app.kit.render import as_text, current_result, mini_note, run_or_error
 from app.room.sentences import sentences_panel
@@ -62,7 +62,7 @@ if lm is not None:
     try:
         check_mlm(lm)
     except FillMaskError as e:  # e.g. a sentence-embedding checkpoint saved without its MLM head
-        st.error(str(e))
+        st.error(explain(e))
         lm = None
 tabs = tab_set(kind)
 tab_type, tab_word, tab_cmp = tabs["type"], tabs["word"], tabs["compare"]

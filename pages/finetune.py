@@ -12,7 +12,7 @@ from pathlib import Path
 import streamlit as st
 
 from app.kit import presenter, state, urlstate
-from app.kit.i18n import t
+from app.kit.i18n import explain, t
 from app.kit.jobs_panel import job_panel, runner
 from app.views.train import (
     finetune as view,
@@ -61,6 +61,7 @@ OPTIONS.update({
     "batch": (DEFAULT["batch"], urlstate.Field(K("batch"), "int", choices=BATCHES)),
     "max_len": (DEFAULT["max_len"], urlstate.Field(K("max_len"), "int", choices=MAX_LENS)),
     "pooling": (DEFAULT["pooling"], urlstate.Field(K("pooling"), choices=POOLINGS)),
+    "tok_mix": (False, urlstate.Field(K("tok_mix"), "bool")),  # token runs: the scalar mix, or the family's head
     "freeze_emb": (DEFAULT["freeze_emb"], urlstate.Field(K("freeze_emb"), "bool")),
     "grad_ckpt": (DEFAULT["grad_ckpt"], urlstate.Field(K("grad_ckpt"), "bool")),
     "precision": (DEFAULT["precision"], urlstate.Field(K("precision"), choices=PRECISIONS)),
@@ -91,13 +92,12 @@ else:
 
 st.subheader(t("finetune.h_settings"))
 if spec is None:
-    st.error(st.session_state.get(state.SPEC_ERROR) or t("common.pick_model"))
+    st.error(explain(st.session_state.get(state.SPEC_ERROR) or t("common.pick_model")))
 else:
     st.markdown(t("finetune.model_line", id=spec.checkpoint, family=registry.family(spec.family).label, device=spec.device))
 view.presets(HIDDEN, START, ARTICLES, task)
-# Enter in a number box must not queue a run: only the Start button starts one.
-# One form per task: the task switch's callback moves the lr (and the preset) to the new task's, and a new form
-# makes the browser draw its widgets from those values; a form it already holds could submit the old ones.
+# Enter in a number box never queues a run (only Start does). One form per task: the task switch's callback moves
+# the lr (and preset) to the new task's; a new form draws from those values (an old one could submit its own).
 with st.form(K("form") if task == "sequence" else K("form_token"), enter_to_submit=False):
     c = st.columns(4)
     number(c[0], "epochs")
@@ -114,11 +114,14 @@ with st.form(K("form") if task == "sequence" else K("form_token"), enter_to_subm
         number(c[2], "wd")
         number(c[3], "clip")
         c = st.columns(4)
-        # The form's widgets take the same arguments for both tasks: a widget whose options or help change makes
-        # the browser submit the form's values from before a callback's change (Streamlit 1.67, seen in Chromium:
-        # the task switch's preset was lost on Start). Token classification refuses "mean" in FinetuneConfig.
-        c[0].radio(t("finetune.pooling"), POOLINGS, key=K("pooling"), persist_state=KEEP, horizontal=True,
-                   format_func=lambda p: t(f"finetune.pooling_opt.{p}"), help=t("finetune.pooling_help"))
+        # Pooling only for texts (a token run tags each word: its head, or a scalar mix); never redrawn with other
+        # options per task: that submits stale form values (Streamlit 1.67, seen in Chromium).
+        if task == "sequence":
+            c[0].radio(t("finetune.pooling"), POOLINGS, key=K("pooling"), persist_state=KEEP, horizontal=True,
+                       format_func=lambda p: t(f"finetune.pooling_opt.{p}"), help=t("finetune.pooling_help"))
+        else:
+            c[0].checkbox(t("finetune.pooling_opt.scalar_mix"), key=K("tok_mix"), persist_state=KEEP,
+                          help=t("finetune.tok.no_pooling"))
         c[1].checkbox(t("finetune.freeze_emb"), key=K("freeze_emb"), persist_state=KEEP)
         number(c[2], "freeze_n")
         number(c[3], "seed")
@@ -148,18 +151,14 @@ def submit(cfg, run_data) -> None:
     runs.append(dict(name=name, job_id=job.id, cfg=cfg, data=run_data, out=str(out), result=None))
 
 
-def restart_with(run: dict, remedy: str) -> None:
-    submit(apply_remedy(run["cfg"], remedy), run["data"])
-
-
 if start:
     try:
         if spec is None or data is None:
             raise ValueError(t("finetune.need_model_and_data"))
-        cfg = view.config_from_state(spec, task, strict=True)
-        submit(cfg, data.subset(int(st.session_state[K("rows")]) or None, int(st.session_state[K("test_rows")]) or None))
+        rows, test_rows = (int(st.session_state[K(k)]) or None for k in ("rows", "test_rows"))
+        submit(view.config_from_state(spec, task, strict=True), data.subset(rows, test_rows))
     except ValueError as e:
-        st.error(str(e))
+        st.error(explain(e))
 
 st.subheader(t("finetune.h_runs"))
 if not runs:
@@ -184,12 +183,10 @@ for run in reversed(runs):
                                 resource=job_resource(r["cfg"]), owner=state.session_id())
             r["job_id"] = j.id
 
-        def finished(j, r=run) -> None:
-            st.rerun()  # the result is picked up above and kept in the session
-
-        job_panel(run["job_id"], on_done=finished, on_running=charts.live, key=K(f"job.{run['name']}"))
+        job_panel(run["job_id"], on_done=lambda j: st.rerun(), on_running=charts.live,  # result picked up above
+                  key=K(f"job.{run['name']}"))
         if job is not None and job.status == "error" and view.is_oom_error(job.error):
-            view.oom_offer(run, restart_with)
+            view.oom_offer(run, lambda r, remedy: submit(apply_remedy(r["cfg"], remedy), r["data"]))
         if job is not None and job.status == "cancelled" and (Path(run["out"]) / "checkpoint").exists():
             st.button(t("finetune.resume"), key=K(f"resume.{run['name']}"), on_click=resume)
 

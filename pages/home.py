@@ -22,8 +22,37 @@ def _link_label(p) -> str:
     return t("home.page_link", title=title(p), help=text) if text else t("home.page_link_bare", title=title(p))
 
 
+def _start_here() -> None:
+    """Where to begin, above the reference material: a first session, and a workshop (the walkthrough, then the
+    presenter view and a room), naming the sidebar's own labels so the steps cannot drift from the controls."""
+    st.subheader(t("home.start.title"))
+    first, workshop = st.columns(2, gap="large")
+    with first:
+        st.markdown(t("home.start.first"))
+        st.markdown(t("home.start.first_steps", walk=_title_of("walkthrough"), fill=_title_of("fill-mask")))
+        _links("walkthrough", "fill-mask")
+        st.caption(t("home.start.first_model", model=t("sidebar.model")))
+    with workshop:
+        st.markdown(t("home.start.workshop"))
+        st.markdown(t("home.start.ws_steps", walk=_title_of("walkthrough"), presenter=t("sidebar.presenter"),
+                      start=t("room.start"), join=t("room.join_title")))
+        _links("walkthrough")
+
+
+def _links(*urls: str) -> None:
+    """The pages a path names, side by side (wrapping when the column is narrow): short labels, the titles."""
+    with st.container(horizontal=True):
+        for p in (p for u in urls for p in available_pages() if p.url == u):
+            st.page_link(page_obj(p.url), label=title(p), icon=p.icon, width="content")
+
+
+def _title_of(url: str) -> str:
+    return title(next(p for p in available_pages() if p.url == url))
+
+
 st.title(t("home.title"))
 st.markdown(t("home.intro"))
+_start_here()
 
 st.subheader(t("home.families"))
 st.table(pd.DataFrame([{  # a table, not a data grid: the longer texts wrap instead of being cut

@@ -4,12 +4,13 @@ Logic in core/inspect/lens.py, drawing in app/views/inspect/lens.py."""
 import streamlit as st
 
 from app.kit import presenter, state
-from app.kit.i18n import t
+from app.kit.i18n import explain, t
 from app.kit.jobs_panel import job_panel, runner, submit_job
 from app.kit.loaders import model_or_error
 from app.kit.render import current_result, job_for, mini_note, run_or_error, stale_note
 from app.views.inspect.lens import K, show_kl, show_result
 from app.views.predict.fill_mask_widgets import DEFAULT_TEXT, example_list, use_example
+from core.base.messages import carry
 from core.base.settings import current as server_settings
 from core.inspect.lens import MODES, LensConfig, lens
 from core.inspect.tuned_lens import HOSTED_MAX_TUNE_STEPS, MAX_TUNE_STEPS, TuneConfig, model_key, tune_job, tuned_report
@@ -25,7 +26,7 @@ if lm is not None:
     try:
         check_mlm(lm)
     except FillMaskError as e:  # a checkpoint saved without its MLM head
-        st.error(str(e))
+        st.error(explain(e))
         lm = None
 if lm is None:
     st.stop()
@@ -52,18 +53,18 @@ if go:  # the form's message (no [MASK], too long, ...) even while no lens can r
     try:
         LensConfig(text, top_k=int(top_k), mode=mode)
     except ValueError as e:
-        st.session_state[K("error")] = (want, str(e))
+        st.session_state[K("error")] = (want, carry(e))
 ready = mode == "raw" or report is not None
 error = st.session_state.get(K("error"), (None, ""))
 if error[0] == want:  # kept, so the message stays on screen across reruns (the job panel's, the mode switch)
-    st.error(error[1])
+    st.error(explain(error[1]))
 elif st.session_state.get(K("submitted")) == want and ready and (
         go or st.session_state.get(K("result.made_from")) != asked):
     def _run():
         try:
             return lens(lm, LensConfig(text, top_k=int(top_k), mode=mode))
         except ValueError as e:  # e.g. masks too far apart for the model's window
-            st.session_state[K("error")] = (want, str(e))
+            st.session_state[K("error")] = (want, carry(e))
             raise
     run_or_error(K("result"), _run, made_from=asked)
 
@@ -85,7 +86,7 @@ if mode == "tuned" and report is None:  # no tuned lens yet: train one in the ba
                                  jobs_key=K("jobs"), asked=(lm.spec, key)).id
                 slot.empty()
             except ValueError as e:  # QuotaError: too many jobs for this session
-                st.error(str(e))
+                st.error(explain(e))
     if jid is not None:
         def _done(j):
             st.success(t("lens.trained", steps=j.result.steps, s=f"{j.result.seconds:,.0f}",

@@ -6,7 +6,7 @@ import streamlit as st
 
 from app.kit import presenter, report, urlstate
 from app.kit.cache import param_breakdown
-from app.kit.i18n import t, t_or
+from app.kit.i18n import explain, t, t_or
 from app.kit.render import entry_id, params_bar, record_once
 from app.views.compare.practice import glue_section
 from core.models.params import albert_factorization
@@ -103,7 +103,7 @@ try:
                       rows=[{"V×H": f"{f.full / 1e6:,.2f}M", "V×E + E×H": f"{f.factorized / 1e6:,.2f}M",
                              t("models.saving"): t("models.fewer", x=f"{f.ratio:,.1f}")}])
 except ValueError as err:
-    st.error(str(err))
+    st.error(explain(err))
 
 glue_section()  # the article's GLUE table as claims, beside this installation's own fine-tunes
 

@@ -9,16 +9,17 @@ from dataclasses import replace
 import streamlit as st
 
 from app.kit import presenter, state, urlstate
-from app.kit.i18n import t, t_or
+from app.kit.i18n import explain, t, t_or
 from app.kit.jobs_panel import job_panel, runner, submit_job
 from app.kit.render import record_once
+from app.kit.uploads import upload_box
 from app.views.train.pretrain import MASKINGS, PAGE, K, curves, done, live, report_entry
 from core.base.fields import bounds, default_of
 from core.data.corpus import CorpusError
 from core.registry import FAMILIES
 from core.runtime.jobs import DONE
 from core.train.finetune import runs_root
-from core.train.pretrain.lab import LabRequest, job, limits, prepare, switches
+from core.train.pretrain.lab import MAX_UPLOAD_MB, LabRequest, job, limits, prepare, switches
 from core.train.pretrain.train import PretrainConfig
 
 CORPORA = ("bundled", "upload")
@@ -81,15 +82,16 @@ with st.form("pretrain.form"):
         seed = c3.number_input(t("pretrain.seed"), **SEED.widget(), key=K("seed"))
     upload = None
     if corpus == "upload":
-        upload = st.file_uploader(t("pretrain.upload"), type=None, key=K("upload"))
+        upload = upload_box(t("pretrain.upload"), K("upload"), kinds=None, expect=t("uploads.expect.corpus"),
+                            limit=MAX_UPLOAD_MB, lenient=True)  # odd bytes become U+FFFD, and the box says how many
     go_btn = st.form_submit_button(t("pretrain.go"), type="primary")
 
-if go_btn:
+if go_btn and (upload is None or upload.ok):  # a refused file: its reason is under the box
     try:
         if corpus == "upload" and upload is None:
             raise CorpusError(t("pretrain.need_upload"))
         req = LabRequest(family=fam, steps=int(steps), size=size, masking=masking, whole_word=whole_word,
-                         pair=pair, distill=distill, upload=upload.getvalue() if upload else None,
+                         pair=pair, distill=distill, upload=upload.data if upload else None,
                          upload_name=upload.name if upload else "upload.txt", seed=int(seed))
         n = len(state.job_ids(PAGE)) + 1
         # under the session's runs folder, so its size and age bounds (core.runtime.run_folders.evict_run_folders) apply
@@ -99,7 +101,7 @@ if go_btn:
         j = submit_job(PAGE, name, job(cfg), device=cfg.device)
         st.session_state.setdefault(K("corpus_names"), {})[j.id] = upload.name if upload else None
     except ValueError as e:  # PretrainError, CorpusError, and QuotaError when this session has too many jobs
-        st.error(str(e))
+        st.error(explain(e))
 
 ids = state.job_ids(PAGE)
 if not ids:

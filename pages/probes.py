@@ -5,11 +5,13 @@ import time
 
 import streamlit as st
 
-from app.kit.i18n import t
+from app.kit.i18n import explain, t
 from app.kit.jobs_panel import job_panel, submit_job
 from app.kit.loaders import model_or_error
 from app.kit.render import current_result, job_for, stale_note
+from app.kit.uploads import upload_box
 from app.views.represent.probes import K, show_result, task_name
+from core.base.messages import carry
 from core.represent.probe_tasks import TASKS, ProbeError, corpus_from_text, corpus_from_upload
 from core.represent.probes import (
     DEFAULT_PER_TASK,
@@ -62,7 +64,7 @@ with st.container(border=True, key=K("form")):
     source = st.radio(t("probes.corpus"), SOURCES, key=K("source"), horizontal=True, help=t("probes.corpus_help"),
                       format_func=lambda s: t(f"probes.corpus_opt.{s}"))
     text = st.text_area(t("probes.paste"), key=K("text"), height=100)
-    upload = st.file_uploader(t("probes.upload"), type=["txt"], key=K("upload"))
+    upload = upload_box(t("probes.upload"), K("upload"), kinds=["txt"], expect=t("uploads.expect.sentences"))
     tasks = st.multiselect(t("probes.tasks"), TASKS, default=list(TASKS), key=K("tasks"), format_func=task_name)
     per_task = st.number_input(t("probes.per_task"), MIN_PER_TASK, max_per_task(), DEFAULT_PER_TASK, step=100,
                                key=K("per_task"), help=t("probes.per_task_help"))
@@ -70,9 +72,9 @@ with st.container(border=True, key=K("form")):
     estimate_slot = st.empty()  # under the button: filled below, once the form is drawn
 
 show_estimate(estimate_slot, lm, tasks, per_task)
-raw = text.encode("utf-8") if source == "paste" else upload.getvalue() if source == "upload" and upload else b""
+raw = text.encode("utf-8") if source == "paste" else upload.data if source == "upload" and upload else b""
 want = (lm.spec, model_key(lm), source, hashlib.sha1(raw).hexdigest(), tuple(tasks), int(per_task))
-if go:
+if go and not (source == "upload" and upload and not upload.ok):  # a refused file: its reason is under the box
     st.session_state.pop(K("error"), None)
     try:
         if source == "upload" and upload is None:
@@ -89,13 +91,13 @@ if go:
             submit_job("probes", t("probes.job_name", id=lm.spec.checkpoint), probe_job(lm.spec, cfg),
                        device=lm.spec.device, jobs_key=K("jobs"), asked=want)
     except ValueError as e:  # ProbeError (bad corpus, settings), QuotaError (too many jobs)
-        st.session_state[K("error")] = (want, str(e))
+        st.session_state[K("error")] = (want, carry(e))
 
 error = st.session_state.get(K("error"), (None, ""))
 res = current_result(K("result"), want)
 jid = job_for(K("jobs"), want)
 if error[0] == want:
-    st.error(error[1])
+    st.error(explain(error[1]))
 elif res is not None:
     st.caption(t("probes.cached", s=f"{time.time() - res.created:,.0f}"))
     show_result(res)

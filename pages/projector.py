@@ -4,12 +4,13 @@ Logic in core/represent/projector.py, drawing in app/views/represent/projector.p
 import streamlit as st
 
 from app.kit import presenter
-from app.kit.i18n import t
+from app.kit.i18n import explain, t
 from app.kit.jobs_panel import job_panel, runner, submit_job
 from app.kit.loaders import model_or_error
 from app.kit.render import current_result, job_for, stale_note
+from app.kit.uploads import upload_box
 from app.views.represent.projector import K, show_projection
-from core.base.uploads import upload_text
+from core.base.messages import carry
 from core.represent.projector import (
     CORPORA,
     DEFAULT_POINTS,
@@ -38,7 +39,7 @@ with st.form(K("form")):
     corpus = c1.radio(t("projector.corpus"), CORPORA, key=K("corpus"), horizontal=True,
                       format_func=lambda c: t(f"projector.corpus_opt.{c}"))
     text = st.text_area(t("projector.text"), key=K("text"), height=100, placeholder=t("projector.text_placeholder"))
-    upload = st.file_uploader(t("projector.upload"), type=["txt"], key=K("upload"))
+    upload = upload_box(t("projector.upload"), K("upload"), kinds=["txt"], expect=t("projector.upload_expect"))
     with presenter.settings():
         c3, c4, c5 = st.columns(3)
         method = c3.selectbox(t("projector.method"), METHODS, key=K("method"),
@@ -49,18 +50,13 @@ with st.form(K("form")):
     go = st.form_submit_button(t("projector.show"), type="primary")
 
 text_in, upload_error = text, None
-if corpus == "text" and upload is not None:  # an upload wins over the box
-    try:
-        text_in = upload_text(upload.getvalue(), upload.name, expect=t("projector.upload_expect"))
-    except ValueError as e:
-        upload_error = str(e)
+if corpus == "text" and upload is not None:  # an upload wins over the box; a refused one says why under it
+    text_in, upload_error = upload.text, upload.error
 want = (lm.spec, what, word.strip(), corpus, text_in if corpus == "text" else "", method, int(dims), int(max_points))
-if go:
+if go and not upload_error:  # a refused upload: its reason is under the box
     st.session_state[K("submitted")] = want
     st.session_state.pop(K("error"), None)
     try:
-        if upload_error:
-            raise ValueError(upload_error)
         cfg = ProjectorConfig(what=what, word=word, corpus=corpus, text=text_in, method=method, dims=int(dims),
                               max_points=int(max_points), color=st.session_state.get(K("color"), "next_word"))
         if runs_as_job(method, int(max_points)):
@@ -72,11 +68,11 @@ if go:
                 st.session_state[K("result")] = project(lm, cfg)
             st.session_state[K("result.made_from")] = want
     except ValueError as e:  # bad config, absent word, empty text, a binary upload, a session's job quota
-        st.session_state[K("error")] = (want, str(e))
+        st.session_state[K("error")] = (want, carry(e))
 
 error = st.session_state.get(K("error"), (None, ""))
 if error[0] == want:  # kept, so the message stays across reruns (the slider, the colour)
-    st.error(error[1])
+    st.error(explain(error[1]))
 elif runs_as_job(method, int(max_points)) and st.session_state.get(K("submitted")) == want:
     jid = job_for(K("jobs"), want)
     job = runner().get(jid) if jid is not None else None

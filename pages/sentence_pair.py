@@ -4,10 +4,11 @@ The pair and the options live in the URL; a link with sentences A and B shows th
 import streamlit as st
 
 from app.kit import presenter, state, urlstate
-from app.kit.i18n import t, t_or
+from app.kit.i18n import explain, t, t_or
 from app.kit.jobs_panel import job_section, start_job, submit_job
 from app.kit.loaders import model_or_error
 from app.kit.render import as_text, current_result, entry_id, mini_note, record_once, run_or_error, yes_no
+from app.kit.uploads import upload_box
 from app.views.inspect.ablation import pair_heads
 from app.views.predict.results import (
     batch_report,
@@ -74,7 +75,7 @@ spec = state.current_spec()
 head = pair_head(spec.family) if spec else None
 lm = None
 if spec is None:
-    st.error(st.session_state.get(state.SPEC_ERROR) or t("common.pick_model"))
+    st.error(explain(st.session_state.get(state.SPEC_ERROR) or t("common.pick_model")))
 elif head.kind is None:
     st.info(t("sentence_pair.no_head", note=t_or(f"families.{spec.family}.pair_head_note", head.note)))
 else:
@@ -83,7 +84,7 @@ else:
         try:
             check_pair(lm)
         except PairError as e:
-            st.error(str(e))
+            st.error(explain(e))
             lm = None
 
 if lm is not None:
@@ -115,7 +116,7 @@ if lm is not None:
         res = current_result(k("result"), asked)
         if res is not None:
             for n in res.notes:
-                st.warning(n)
+                st.warning(explain(n))
             learned = mini_note(res.checkpoint, res.head)  # a head that did not learn is not drawn as a result
             with st.container() if learned else st.expander(t("common.mini_scores_anyway")):
                 if learned:
@@ -140,14 +141,15 @@ if lm is not None:
         with st.form(k("batch_form")):
             pasted = st.text_area(t("sentence_pair.csv"), key=k("csv"), height=160,
                                   placeholder=t("sentence_pair.csv_placeholder"))
-            upload = st.file_uploader(t("sentence_pair.upload"), type=["csv"], key=k("upload"))
+            upload = upload_box(t("sentence_pair.upload"), k("upload"), kinds=["csv"],
+                                expect=t("uploads.expect.pairs_csv"))
             with presenter.settings():
                 threshold = st.slider(t("sentence_pair.threshold", label=head_prob), 0.05, 0.95, step=THRESHOLD_STEP,
                                       key=k("threshold"))
             go_batch = st.form_submit_button(t("sentence_pair.score_all"), type="primary")
-        text = upload.getvalue().decode("utf-8", errors="replace") if upload is not None else pasted
+        text = upload.text if upload is not None else pasted  # a refused file: None, and its reason under the box
         batch_asked = (lm.spec, text, threshold)
-        if go_batch:
+        if go_batch and text is not None:
             def _submit():  # missing columns, too many rows, bad labels: start_job says which and how to fix
                 rows = parse_pairs_csv(text)
                 return submit_job(P, t("sentence_pair.job_name", head=head_name, n=len(rows)),
@@ -168,7 +170,7 @@ if lm is not None:
             if bres.truncated_rows:
                 st.warning(t("sentence_pair.truncated_rows", n=bres.truncated_rows))
             for n in bres.notes:
-                st.info(n)
+                st.info(explain(n))
             st.plotly_chart(presenter.scale(confusion_fig(bres)), key=k(f"confusion.{job.id}"), width="stretch")
             st.dataframe(batch_table(bres), hide_index=True, key=k(f"table.{job.id}"))
             record_once(k("recorded"), f"{P}:batch:{job.id}", lambda: batch_report(bres, {

@@ -9,6 +9,7 @@ from collections import OrderedDict
 import numpy as np
 import streamlit as st
 
+from core.base.messages import carry
 from core.inspect import attention as A
 from core.inspect.attention_views import WordGroups, word_groups
 from core.models.params import ParamBreakdown, breakdown
@@ -53,12 +54,12 @@ def top_fills(lm, texts: list[str]) -> dict[str, tuple | str]:
             try:
                 cfgs.append(FillMaskConfig(s, top_k=1))
             except ValueError as e:
-                bad[s] = str(e)
+                bad[s] = carry(e)
         try:
             results = fill_mask_batch(lm, cfgs)
         except ValueError as e:
             results = ()
-            bad.update({c.text: str(e) for c in cfgs})
+            bad.update({c.text: carry(e) for c in cfgs})
         for c, r in zip(cfgs, results):
             top = r.masks[0].candidates[0] if r.masks and r.masks[0].candidates else None
             found[c.text] = (r.filled_text, top.text if top else "", top.prob if top else 0.0)

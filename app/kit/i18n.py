@@ -14,7 +14,8 @@ from __future__ import annotations
 import tomllib
 from functools import lru_cache
 
-from core.base.paths import ASSETS
+from core.base.messages import Message, message_of, render
+from core.base.paths import ASSETS, scrub
 
 I18N_DIR = ASSETS / "i18n"
 LANGS = {"en": "English", "zh": "中文"}
@@ -77,3 +78,15 @@ def has(key: str) -> bool:
 def t_or(key: str, fallback: str, /, **kw) -> str:
     """``t(key)`` when the files have it, else ``fallback`` (for registry data keyed by id, e.g. a family note)."""
     return t(key, **kw) if has(key) else fallback
+
+
+def explain(x: object) -> str:
+    """The text of a core error or note in the session's language: from its kind and params (core.base.messages)
+    when it has them (params that are messages or errors are explained too), else ``str(x)``. In hosted mode the
+    text names no server path (core.base.paths.scrub)."""
+    m = message_of(x)
+    if not isinstance(m, Message):
+        return scrub(str(x))
+    params = {k: explain(v) if isinstance(v, (Message, BaseException)) else
+              [explain(x) for x in v] if isinstance(v, (list, tuple)) else v for k, v in m.params.items()}
+    return scrub(render(m.kind, lang(), params))

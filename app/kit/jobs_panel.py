@@ -11,9 +11,8 @@ from typing import Any, Callable
 import streamlit as st
 
 from app.kit import state
-from app.kit.i18n import t
+from app.kit.i18n import explain, t
 from app.kit.render import forget_jobs, job_for, remember_job, stale_note
-from core.base.paths import scrub
 from core.models import hosted
 from core.runtime.backend import runner as _core_runner
 from core.runtime.jobs import CANCELLED, DONE, ERROR, QUEUED, Job, JobRunner
@@ -104,7 +103,7 @@ def job_panel(job_id: int, on_done: Callable[[Job], None], on_running: Callable[
         if j.status == DONE:
             on_done(j)
         elif j.status == ERROR:
-            st.error(t("common.job_failed", name=j.name, error=scrub(j.error or "")))
+            st.error(t("common.job_failed", name=j.name, error=explain(j.error or "")))
             if j.error_detail and not hosted.enabled():  # a traceback names server paths: not on the hosted demo
                 with st.expander(t("common.details")):
                     st.code(j.error_detail)
@@ -155,7 +154,7 @@ def start_job(jobs_key: str, submit: Callable[[], Job]) -> Job | None:
         return submit()
     except ValueError as e:
         forget_jobs(jobs_key)
-        st.error(str(e))
+        st.error(explain(e))
         return None
 
 

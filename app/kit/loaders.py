@@ -7,9 +7,10 @@ import threading
 import streamlit as st
 
 from app.kit import state
-from app.kit.i18n import t
+from app.kit.i18n import explain, t
 from app.kit.model_choice import awaiting_checkpoint, note_load
-from app.kit.render import source_name
+from app.kit.render import runs_on_label, source_name
+from core.base.messages import carry
 from core.data.datasets_local import LabelledData, load_bundled, load_glue
 from core.data.token_data import TokenData, load_bundled_tokens
 from core.models.devices import resolve_device
@@ -17,7 +18,7 @@ from core.models.downloads import DownloadError, download
 from core.models.loading import LoadedModel, ModelSpec, load, resolve
 from core.predict.classify import FinetunedModel, load_finetuned
 from core.registry import ModelLoadError
-from core.runtime.backend import prepare_serving, runs_on
+from core.runtime.backend import prepare_serving
 
 POLL_S = 0.25  # how often the download's progress bar is redrawn
 
@@ -43,7 +44,7 @@ def model_or_error(task: str = "base", attentions: bool = False, spec: ModelSpec
         if awaiting_checkpoint():  # the sidebar asks for a folder or Hub id under its box: point there, once
             st.info(t("sidebar.custom_pointer"), icon=":material/arrow_back:")
         else:
-            st.error(st.session_state.get(state.SPEC_ERROR) or t("common.pick_model"))
+            st.error(explain(st.session_state.get(state.SPEC_ERROR) or t("common.pick_model")))
         return None
     try:
         if resolve(spec.checkpoint).source == "Hub download":
@@ -52,8 +53,8 @@ def model_or_error(task: str = "base", attentions: bool = False, spec: ModelSpec
             lm = get_model(spec, task, attentions)
     except ModelLoadError as e:
         if spec == state.current_spec():
-            note_load(spec, str(e))  # the sidebar shows the failure, not a weights source
-        st.error(str(e))
+            note_load(spec, carry(e))  # the sidebar shows the failure, not a weights source
+        st.error(explain(e))
         return None
     if spec == state.current_spec() and st.session_state.get("sidebar.load_failed"):
         note_load(spec, None)
@@ -63,7 +64,7 @@ def model_or_error(task: str = "base", attentions: bool = False, spec: ModelSpec
 
 def source_banner(lm: LoadedModel) -> None:
     st.caption(t("common.source_banner", id=lm.spec.checkpoint, family=lm.family.label, source=source_name(lm.source),
-                 device=runs_on(lm)))
+                 device=runs_on_label(lm)))  # "cpu, int8" for the int8 copy
 
 
 def download_with_progress(checkpoint: str) -> None:
@@ -80,7 +81,7 @@ def download_with_progress(checkpoint: str) -> None:
         try:
             box["folder"] = download(checkpoint, progress=lambda p: box.__setitem__("progress", p))
         except DownloadError as e:
-            box["error"] = str(e)
+            box["error"] = carry(e)
 
     th = threading.Thread(target=work, daemon=True, name=f"download {checkpoint}")
     th.start()

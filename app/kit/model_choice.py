@@ -8,7 +8,7 @@ import threading
 import streamlit as st
 
 from app.kit import state
-from app.kit.i18n import t
+from app.kit.i18n import explain, t
 from app.kit.render import as_text
 from core.models.loading import ModelSpec
 from core.registry import bundled_id, family
@@ -59,4 +59,4 @@ def note_load(spec: ModelSpec, error: str | None) -> None:
     failed[spec] = error
     slot = getattr(_SOURCE, "slot", None)
     if slot is not None:
-        slot.error(t("sidebar.load_failed", id=as_text(spec.checkpoint), error=error))
+        slot.error(t("sidebar.load_failed", id=as_text(spec.checkpoint), error=explain(error)))

@@ -26,6 +26,11 @@ h1 { font-size: 3.2rem !important; } h2 { font-size: 2.4rem !important; } h3 { f
 section[data-testid="stSidebar"] { width: 360px !important; min-width: 360px !important; }
 [data-testid="stSidebarNav"] a span, [data-testid="stSidebar"] label p { white-space: normal !important;
   overflow: visible !important; text-overflow: clip !important; }
+/* A page name is markdown in the link (a nowrap block inside a span that does not shrink): "Sentence pair
+   (NSP/SOP)" ran past the sidebar's edge. Let it shrink to the link and wrap there. */
+[data-testid="stSidebarNav"] a span { min-width: 0 !important; }
+[data-testid="stSidebarNav"] a [data-testid="stMarkdownContainer"], [data-testid="stSidebarNav"] a p {
+  white-space: normal !important; overflow: visible !important; text-overflow: clip !important; }
 </style>
 """
 
@@ -48,21 +53,94 @@ CHART_FONT = 20  # px: tick labels and legends readable from the back of a room 
 CHART_GROWTH = 1.35  # taller charts for the larger text
 
 
+TITLE_WRAP = 38  # width units (a CJK character is two) per line of a chart title: fits a phone's 358 px chart
+LEGEND_WRAP = 30  # width units per line of a trace's name in a horizontal legend
+TITLE_PX = 17  # px: a chart title's font where the figure sets none (Streamlit's chart theme)
+
+
+def _units(text: str) -> int:
+    return sum(2 if ord(c) >= 0x2E80 else 1 for c in text)
+
+
+def wrap_text(text: str, width: int) -> str:
+    """``text`` broken into lines (plotly's <br>) of at most ``width`` units at spaces, a CJK character counting
+    two; a longer word (or a run of CJK text, which has no spaces) is cut between characters. Every character
+    stays, in order; existing <br>s are kept."""
+    out: list[str] = []
+    for para in text.split("<br>"):
+        lines = [""]
+        for word in para.split(" "):
+            pieces = [word]
+            if _units(word) > width:
+                pieces = [""]
+                for c in word:
+                    if pieces[-1] and _units(pieces[-1] + c) > width:
+                        pieces.append("")
+                    pieces[-1] += c
+            for piece in pieces:
+                joined = f"{lines[-1]} {piece}" if lines[-1] else piece
+                if not lines[-1] or _units(joined) <= width:
+                    lines[-1] = joined
+                else:
+                    lines.append(piece)
+        out += lines
+    return "<br>".join(out)
+
+
+def _narrow_fixes(fig) -> dict:
+    """Layout changes that keep a figure's text inside it on a phone-wide screen (the server does not know the
+    width, so they hold at any width): a long title wrapped (plotly never wraps one; on a phone it ran off the
+    right edge), and a horizontal legend below the plot anchored to the figure's bottom instead of a fixed
+    distance under the plot, so that plotly's margins make room for both it and the x tick labels (which a
+    narrow plot turns and lengthens: the legend, drawn over them, cut them off)."""
+    fixes: dict = {}
+    title = fig.layout.title.text
+    if title and wrap_text(title, TITLE_WRAP) != title:
+        fixes["title_text"] = wrap_text(title, TITLE_WRAP)
+    legend = fig.layout.legend
+    if legend.orientation == "h" and legend.y is not None and legend.y < 0 and legend.yref != "container":
+        fixes.update(legend_yref="container", legend_y=0, legend_yanchor="bottom")
+    if fig.layout.xaxis.automargin is None and any(
+            isinstance(v, str) for tr in fig.data if getattr(tr, "x", None) is not None for v in tr.x[:1]):
+        fixes["xaxis_automargin"] = True  # named categories turn on a narrow plot: the last ran off the right edge
+    return fixes
+
+
+def _legend_names(fig) -> dict[int, str]:
+    """Long trace names in a horizontal legend, wrapped (a legend entry never wraps: on a phone it was cut off)."""
+    if fig.layout.legend.orientation != "h":
+        return {}
+    return {i: wrap_text(tr.name, LEGEND_WRAP) for i, tr in enumerate(fig.data)
+            if tr.name and wrap_text(tr.name, LEGEND_WRAP) != tr.name}
+
+
 def scale(fig):
-    """A plotly figure for the screen: in presenter view a copy with projector-size fonts (the charts are the
-    content); otherwise the figure itself. The caller's figure (also the report's) is never changed."""
-    if not is_on():
+    """A plotly figure for the screen: a copy that keeps its text inside it on a phone (``_narrow_fixes``) and, in
+    presenter view, has projector-size fonts (the charts are the content); the figure itself where neither
+    changes anything. The caller's figure (also the report's) is never changed."""
+    fixes, names = _narrow_fixes(fig), _legend_names(fig)
+    if not is_on() and not fixes and not names:
         return fig
     import plotly.graph_objects as go
 
     big = go.Figure(fig)
-    # Streamlit's chart theme sets the axes' and legend's own sizes, which win over layout.font: set them too.
-    big.update_layout(font_size=CHART_FONT, title_font_size=CHART_FONT + 6, hoverlabel_font_size=CHART_FONT,
-                      legend_font_size=CHART_FONT, legend_title_font_size=CHART_FONT)
-    big.update_xaxes(tickfont_size=CHART_FONT, title_font_size=CHART_FONT)
-    big.update_yaxes(tickfont_size=CHART_FONT, title_font_size=CHART_FONT)
-    if big.layout.height:
-        big.update_layout(height=int(big.layout.height * CHART_GROWTH))
+    if fixes:
+        big.update_layout(**fixes)
+    for i, name in names.items():
+        big.data[i].name = name
+    if is_on():
+        # Streamlit's chart theme sets the axes' and legend's own sizes, which win over layout.font: set them too.
+        big.update_layout(font_size=CHART_FONT, title_font_size=CHART_FONT + 6, hoverlabel_font_size=CHART_FONT,
+                          legend_font_size=CHART_FONT, legend_title_font_size=CHART_FONT)
+        big.update_xaxes(tickfont_size=CHART_FONT, title_font_size=CHART_FONT)
+        big.update_yaxes(tickfont_size=CHART_FONT, title_font_size=CHART_FONT)
+        if big.layout.height:
+            big.update_layout(height=int(big.layout.height * CHART_GROWTH))
+    if "title_text" in fixes:  # room above the plot for every line of the title
+        lines = fixes["title_text"].count("<br>") + 1
+        need = int(lines * 1.3 * (big.layout.title.font.size or TITLE_PX)) + 16
+        if (big.layout.margin.t or 0) < need:
+            big.update_layout(margin_t=need)
     return big
 
 

@@ -10,13 +10,16 @@ from typing import Any, Callable
 
 import plotly.graph_objects as go
 import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from app.kit import report
-from app.kit.i18n import t, t_or
+from app.kit.i18n import explain, t, t_or
 from core.models.cards import bundled_card, pair_head_learned
+from core.models.downloads import can_have_now
 from core.models.loading import resolve
 from core.models.params import PARTS, ParamBreakdown
 from core.registry import FAMILIES
+from core.runtime.backend import runs_on
 
 PART_COLORS = {"embeddings": "#4C78A8", "encoder": "#F58518", "pooler": "#54A24B", "heads": "#B279A2"}
 
@@ -44,9 +47,13 @@ def speed_chart(result) -> go.Figure:
     rows = result.rows
     fig = go.Figure()
     fig.add_bar(x=[r.label for r in rows], y=[r.latency_ms for r in rows], name=t("predict.speed.latency_name"),
-                error_y=dict(type="data", array=[r.latency_std_ms for r in rows]),
-                text=[f"{r.latency_ms:,.1f} ms" for r in rows], textposition="outside")
-    fig.update_layout(yaxis_title=t("predict.speed.latency_y"), margin=dict(t=30, b=10), height=380)
+                error_y=dict(type="data", array=[r.latency_std_ms for r in rows]))
+    # The values sit above each error bar's top (a bar's own "outside" text would be struck through by it).
+    tops = [r.latency_ms + r.latency_std_ms for r in rows]
+    fig.add_scatter(x=[r.label for r in rows], y=tops, mode="text", text=[f"{r.latency_ms:,.1f} ms" for r in rows],
+                    textposition="top center", hoverinfo="skip", showlegend=False, cliponaxis=False)
+    fig.update_layout(yaxis_title=t("predict.speed.latency_y"), margin=dict(t=30, b=10), height=380, showlegend=False,
+                      yaxis_range=[0, max(tops, default=1.0) * 1.18 or 1.0])
     return fig
 
 
@@ -88,7 +95,7 @@ def run_or_error(result_key: str, fn: Callable[[], Any], made_from: Any = None) 
         st.session_state[result_key] = fn()
     except ValueError as e:
         st.session_state[result_key] = None
-        st.error(str(e))
+        st.error(explain(e))
     return st.session_state[result_key]
 
 
@@ -146,6 +153,13 @@ def source_name(source: str) -> str:
     """Where a model's weights come from (core.models.loading.Resolution.source: "bundled", "HF cache", ...), in the
     session's language (common.source.<source, lower case, "_" for spaces>); an unknown value as it is."""
     return t_or(f"common.source.{source.lower().replace(' ', '_')}", source)
+
+
+def runs_on_label(lm) -> str:
+    """Where ``lm``'s predictions run, for the source line under a page's title: the device (or model tier), and
+    "int8" when the sidebar's int8 box gave a quantized copy, so results from it never read as plain fp32."""
+    where = runs_on(lm)
+    return t("sidebar.device_int8", device=where) if getattr(lm.spec, "quant", "") == "int8" else where
 
 
 MLM_BAR = 1.5  # the zoo's bar for a mini's MLM head: held-out top-5 at least 1.5x the unigram guess (README)
@@ -210,8 +224,26 @@ def mini_note(checkpoint: str, head: str | None = None) -> bool:
         st.warning(t("common.mini_not_learned", id=checkpoint, head=(head or "").upper(), size=size, score=score,
                      hint=hint))
         return False
-    st.caption(t("common.mini_line", id=checkpoint, size=size, score=score, hint=hint))
+    full_text = t("common.mini_line", id=checkpoint, size=size, score=score, hint=hint)
+    if _note_in_full(checkpoint):
+        st.caption(full_text)
+    else:  # read once already on another page: one line, the full note one click away
+        with st.expander(t("models.mini_once", id=checkpoint, params=f"{card.get('params', 0) / 1e6:.1f}M")):
+            st.caption(full_text)
     return True
+
+
+MINI_NOTE_SEEN = "render.mini_note_seen"  # checkpoint -> the page that showed its note in full (this session)
+
+
+def _note_in_full(checkpoint: str) -> bool:
+    """Whether a bundled mini's note is shown in full here: on the first page of this session that shows it (and
+    on that page's later reruns, so it does not fold under the reader), and as one line everywhere else."""
+    ctx = get_script_run_ctx(suppress_warning=True)
+    if ctx is None:  # outside a script run: no session to remember it in
+        return True
+    first = st.session_state.setdefault(MINI_NOTE_SEEN, {}).setdefault(checkpoint, ctx.page_script_hash)
+    return first == ctx.page_script_hash
 
 
 def _get_full() -> str:
@@ -220,9 +252,10 @@ def _get_full() -> str:
 
 
 def _full_checkpoint(family: str) -> str | None:
-    """The family's first official checkpoint that can be had here (HF cache or a folder), if any."""
+    """The family's first official checkpoint that can be had here (HF cache, a folder, or a download from a Hub
+    that answers now), if any."""
     fam = FAMILIES.get(family)
-    return next((c.id for c in (fam.checkpoints if fam else ()) if resolve(c.id).source != "unavailable"), None)
+    return next((c.id for c in (fam.checkpoints if fam else ()) if can_have_now(resolve(c.id).source)), None)
 
 
 def pair_card_caption(checkpoint: str, head: str) -> None:

@@ -12,6 +12,7 @@ import datetime as _dt
 import hashlib
 import html
 import logging
+import re
 import tempfile
 import threading
 from collections import OrderedDict
@@ -25,6 +26,14 @@ from app.kit.i18n import lang, t
 
 ENTRIES = "report.entries"
 MAX_ENTRIES = 100
+# app/room/session.py's keys (ROLE, FOLLOWING; app.kit may not import app.room, a test keeps them equal): a follower
+# who follows the presenter shows (and records) what the presenter asked for.
+ROOM_ROLE, ROOM_FOLLOWING, FOLLOWER = "room.role", "room.following", "follower"
+
+
+def following_room() -> bool:
+    """This run shows what a room's presenter chose (a follower following), not what this session did."""
+    return st.session_state.get(ROOM_ROLE) == FOLLOWER and bool(st.session_state.get(ROOM_FOLLOWING))
 
 
 @dataclass(frozen=True)
@@ -37,6 +46,7 @@ class Entry:
     text: str = ""  # or a result sentence
     figures: tuple[str, ...] = field(default=(), repr=False)  # plotly figures as JSON
     at: str = ""
+    room: bool = False  # recorded while following a room: the presenter's inputs, not this session's own doing
 
 
 def record(entry_id: str, page: str, title: str, inputs: dict[str, Any], *, rows: Sequence[dict] = (),
@@ -46,13 +56,33 @@ def record(entry_id: str, page: str, title: str, inputs: dict[str, Any], *, rows
     entries.pop(entry_id, None)
     entries[entry_id] = Entry(entry_id, page, title, {str(k): str(v) for k, v in inputs.items()},
                               tuple(dict(r) for r in rows), text, tuple(f.to_json() for f in figures),
-                              _dt.datetime.now().strftime("%Y-%m-%d %H:%M:%S"))
+                              _dt.datetime.now().strftime("%Y-%m-%d %H:%M:%S"), following_room())
     while len(entries) > MAX_ENTRIES:
         entries.pop(next(iter(entries)))
 
 
+def record_view(kind: str, page: str, title: str, inputs: dict[str, Any], made_from: Any, *,
+                rows: Sequence[dict] = (), text: str = "", figures: Sequence = ()) -> None:
+    """Record the result a view draws. Its entry id is ``kind`` and a digest of ``made_from`` (what the result was
+    made from: model, input, options; language-independent), so the view may call this on every rerun: an entry
+    already here is kept as it is (no figure serialised again), a new result adds its own entry."""
+    entry_id = f"{kind}:{hashlib.sha1(repr(made_from).encode('utf-8')).hexdigest()[:12]}"
+    if entry_id in st.session_state.get(ENTRIES, {}):
+        return
+    record(entry_id, page, title, inputs, rows=rows, text=text, figures=figures)
+
+
 def entries() -> list[Entry]:
     return list(st.session_state.get(ENTRIES, {}).values())
+
+
+def panel_label(items: Sequence[Entry]) -> str:
+    """The sidebar panel's title: how many results are recorded, and how many of them a follower only followed
+    (a follower's screen runs the presenter's inputs, so it records without doing anything itself)."""
+    room = sum(e.room for e in items)
+    if room:
+        return t("report.panel_room", n=len(items), room=room)
+    return t("sidebar.report", n=len(items))
 
 
 def clear() -> None:
@@ -66,6 +96,45 @@ _PNG_LOCK = threading.Lock()
 log = logging.getLogger(__name__)
 
 
+def _text_px(text: str, size: float) -> float:
+    """About how wide ``text`` is drawn at font ``size`` (CJK glyphs a full em, others about 0.6 em)."""
+    return sum(size if ord(c) > 0x2E7F else 0.6 * size for c in text)
+
+
+def wrap_title(text: str, room_px: float, size: float = 14) -> str:
+    """``text`` broken into lines (plotly's <br>) at spaces so that no line is longer than ``room_px``; a CJK
+    title with no spaces is broken between characters."""
+    if not text or _text_px(text, size) <= room_px:
+        return text
+    parts = text.split(" ") if " " in text else list(text)
+    sep = " " if " " in text else ""
+    lines: list[str] = []
+    for part in parts:
+        if lines and _text_px(lines[-1] + sep + part, size) <= room_px:
+            lines[-1] += sep + part
+        else:
+            lines.append(part)
+    return "<br>".join(lines)
+
+
+def _fit_y_titles(fig) -> None:
+    """A vertical axis title longer than its plot is tall ran out of the figure at both ends (kaleido draws the
+    whole title centred on the axis): break it into lines that fit the axis' share of the height."""
+    height = fig.layout.height or PNG_HEIGHT
+    margin = fig.layout.margin
+    plot = height - (margin.t if margin.t is not None else 80) - (margin.b if margin.b is not None else 80)
+    for name in [k for k in fig.layout.to_plotly_json() if k.startswith("yaxis")]:
+        axis = fig.layout[name]
+        title = axis.title.text if axis.title else None
+        if not title:
+            continue
+        domain = axis.domain or (0, 1)
+        size = (axis.title.font.size if axis.title.font and axis.title.font.size else None) or 14
+        # tick labels along the bottom (rotated token names) take about a third of a short plot
+        room = max(60.0, 0.6 * plot * (domain[1] - domain[0]))
+        axis.title.text = wrap_title(title, room, size)
+
+
 def report_figure(fig_json: str):
     """The figure as the report draws it: every axis makes room for its tick labels and title (on screen the
     page's theme does that; kaleido's plain template keeps the figure's tight margins and cuts labels off), at
@@ -76,6 +145,7 @@ def report_figure(fig_json: str):
     fig.update_xaxes(automargin=True)
     fig.update_yaxes(automargin=True)
     fig.update_layout(width=PNG_WIDTH, height=max(fig.layout.height or PNG_HEIGHT, 220), autosize=False)
+    _fit_y_titles(fig)
     return fig
 
 
@@ -132,12 +202,42 @@ vertical-align:top;font-size:14px}th{background:#f4f4f4}img{max-width:100%;borde
 """
 
 
-def _table(rows: Sequence[dict]) -> str:
+_ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])")  # Markdown's backslash escapes (render.as_text writes them)
+_INLINE = (
+    (re.compile(r"`([^`\n]+)`"), r"<code>\1</code>"),
+    (re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*"), r"<strong>\1</strong>"),
+    (re.compile(r"__(?=\S)(.+?)(?<=\S)__"), r"<strong>\1</strong>"),
+    (re.compile(r"(?<![\w*])\*(?=[^\s*])(.+?)(?<=[^\s*])\*(?![\w*])"), r"<em>\1</em>"),
+)
+
+
+def markdown_html(text: str) -> str:
+    """The Markdown a page writes into a title, a result sentence or a table cell (bold, italics, code, the
+    backslash escapes of user text, line breaks and "- " list lines) as HTML, everything else escaped: the report
+    shows the result as the page did, never the raw ``**``."""
+    kept: list[str] = []
+
+    def keep(m: re.Match) -> str:  # an escaped character stays literal, out of reach of the patterns below
+        kept.append(m.group(1))
+        return f"\x00{len(kept) - 1}\x00"
+
+    out = html.escape(_ESCAPED.sub(keep, str(text)), quote=False)
+    for pattern, repl in _INLINE:
+        out = pattern.sub(repl, out)
+    lines = out.split("\n")
+    out = "<br>".join(f"• {ln[2:]}" if ln.startswith(("- ", "* ")) else ln for ln in lines)
+    return re.sub("\x00(\\d+)\x00", lambda m: html.escape(kept[int(m.group(1))]), out)
+
+
+def _table(rows: Sequence[dict], markdown: bool = True) -> str:
+    """An HTML table; cells written by the pages as Markdown are rendered (``markdown``), a participant's inputs
+    are shown exactly as typed."""
+    cell = markdown_html if markdown else (lambda v: html.escape(str(v)))
     cols: list[str] = []
     for r in rows:
         cols += [c for c in r if c not in cols]
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in cols)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(r.get(c, '')))}</td>" for c in cols) + "</tr>"
+    body = "".join("<tr>" + "".join(f"<td>{cell(r.get(c, ''))}</td>" for c in cols) + "</tr>"
                    for r in rows)
     return f"<table><tr>{head}</tr>{body}</table>"
 
@@ -153,15 +253,17 @@ def build_html(items: Sequence[Entry], on_progress=None) -> str:
     drawn, error = figure_pngs([f for e in items for f in e.figures], on_progress)
     pngs = iter(drawn)
     for e in items:
-        parts.append(f"<section><div class='page'>{html.escape(e.page)} · {html.escape(e.at)}</div>"
-                     f"<h2>{html.escape(e.title)}</h2>")
+        where = f" · {html.escape(t('report.from_room'))}" if e.room else ""
+        parts.append(f"<section><div class='page'>{html.escape(e.page)} · {html.escape(e.at)}{where}</div>"
+                     f"<h2>{markdown_html(e.title)}</h2>")
         if e.inputs:
             parts.append(f"<h3>{html.escape(t('report.inputs'))}</h3>"
-                         + _table([{t("report.field"): k, t("report.value"): v} for k, v in e.inputs.items()]))
+                         + _table([{t("report.field"): k, t("report.value"): v} for k, v in e.inputs.items()],
+                                markdown=False))
         if e.text or e.rows:
             parts.append(f"<h3>{html.escape(t('report.results'))}</h3>")
         if e.text:
-            parts.append(f"<p>{html.escape(e.text)}</p>")
+            parts.append(f"<p>{markdown_html(e.text)}</p>")
         if e.rows:
             parts.append(_table(e.rows))
         for _ in e.figures:

@@ -27,9 +27,16 @@ from core.runtime import room as R
 
 
 def closed_banner() -> None:
-    why = st.session_state[CLOSED]
-    st.warning(t("room.closed_presenter" if why == R.BY_PRESENTER else "room.closed_idle",
-                 code=st.session_state[CODE]), icon=":material/door_front:")
+    """The closed room's notice: the presenter reads what their closing did (or that the room closed by itself);
+    a follower, that the presenter ended it (or it closed by itself) and that their own session goes on."""
+    why, code = st.session_state[CLOSED], st.session_state[CODE]
+    if is_presenter():
+        st.info(t("room.closed_by_you" if why == R.BY_PRESENTER else "room.closed_idle_presenter", code=code),
+                icon=":material/door_front:")
+        st.button(t("room.closed_dismiss"), key="room.leave_closed", on_click=leave, icon=":material/check:")
+        return
+    st.warning(t("room.closed_presenter" if why == R.BY_PRESENTER else "room.closed_idle", code=code),
+               icon=":material/door_front:")
     st.button(t("room.leave"), key="room.leave_closed", on_click=leave, icon=":material/logout:")
 
 

@@ -29,6 +29,7 @@ from app.room.session import (
     member,
     rooms,
 )
+from core.base.messages import carry
 from core.runtime import room as R
 
 
@@ -47,7 +48,7 @@ def join_from_url() -> None:
         try:
             rooms().view(code)
         except R.RoomError as e:
-            st.session_state[NOTICE] = ("error", str(e))
+            st.session_state[NOTICE] = ("error", carry(e))
             leave()
             return
         leave()
@@ -61,7 +62,7 @@ def join_from_url() -> None:
     try:
         rooms().join(code, member())
     except R.RoomError as e:
-        st.session_state[NOTICE] = ("error", str(e))
+        st.session_state[NOTICE] = ("error", carry(e))
         del st.query_params[R.ROOM_PARAM]
         if st.session_state.get(CODE) == code:
             leave()
@@ -105,7 +106,7 @@ def _close_room() -> None:
     try:
         rooms().close(st.session_state[CODE], st.session_state[KEY])
     except R.RoomError as e:
-        st.session_state[NOTICE] = ("error", str(e))
+        st.session_state[NOTICE] = ("error", carry(e))
     st.session_state[CLOSED] = R.BY_PRESENTER
 
 
@@ -113,7 +114,7 @@ def _start() -> None:
     try:
         made = rooms().create()
     except R.RoomError as e:
-        st.session_state[NOTICE] = ("error", str(e))
+        st.session_state[NOTICE] = ("error", carry(e))
         return
     leave()
     st.session_state.update({CODE: made.code, ROLE: PRESENTER, KEY: made.key, SHOW_QR: True})

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.kit.i18n import t
+from app.kit.i18n import explain, t
 from app.room.banners import apply_before_drawing, closed_banner, follower_banner, presenter_banner
 from app.room.joining import join_from_url, keep_params
 from app.room.session import (
@@ -21,6 +21,7 @@ from app.room.session import (
     NOTICE,
     NOTICE_SHOWN,
     PAGE_PATH,
+    TOP,
     in_room,
     is_presenter,
     page_url,
@@ -32,10 +33,11 @@ from core.runtime import room as R
 def begin(page) -> None:
     """Before the page: join from the URL, then draw this session's room banner (nothing outside a room)."""
     st.session_state[PAGE_PATH] = page.url_path
+    st.session_state[TOP] = None
     join_from_url()
     notice = st.session_state.get(NOTICE)
     if notice is not None:  # kept until a run ends: a switch to the presenter's page must not swallow it
-        getattr(st, notice[0])(notice[1])
+        getattr(st, notice[0])(explain(notice[1]))
         st.session_state[NOTICE_SHOWN] = notice
     if not in_room():
         return
@@ -47,6 +49,7 @@ def begin(page) -> None:
     else:
         apply_before_drawing()
         follower_banner()
+        st.session_state[TOP] = st.container()  # under the banner: what the page asks of a follower (a sentence)
 
 
 def end(page) -> None:
@@ -63,7 +66,7 @@ def end(page) -> None:
         except R.RoomClosedError:
             st.session_state[CLOSED] = R.BY_IDLE
         except R.RoomError as e:
-            st.error(str(e))
+            st.error(explain(e))
         return
     if st.session_state.pop(LANDING, False):
         st.session_state[LANDED] = R.PresenterState.of(url, params)

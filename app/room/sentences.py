@@ -5,9 +5,22 @@ from __future__ import annotations
 import streamlit as st
 
 from app.kit.cache import top_fills
-from app.kit.i18n import t
+from app.kit.i18n import explain, t
 from app.kit.render import as_text
-from app.room.session import CLOSED, CODE, KEY, NOTICE, SENTENCE, SHOW_HIDDEN, in_room, is_presenter, member, rooms
+from app.room.session import (
+    CLOSED,
+    CODE,
+    KEY,
+    NOTICE,
+    SENTENCE,
+    SHOW_HIDDEN,
+    TOP,
+    in_room,
+    is_presenter,
+    member,
+    rooms,
+)
+from core.base.messages import carry
 from core.predict.fill_mask import FillMaskConfig
 from core.runtime import room as R
 
@@ -23,21 +36,21 @@ def _set_collecting(on_key: str) -> None:
     try:
         rooms().collect(st.session_state[CODE], st.session_state[KEY], bool(st.session_state.get(on_key)))
     except R.RoomError as e:
-        st.session_state[NOTICE] = ("error", str(e))
+        st.session_state[NOTICE] = ("error", carry(e))
 
 
 def _pick(sid: int | None) -> None:
     try:
         rooms().pick(st.session_state[CODE], st.session_state[KEY], sid)
     except R.RoomError as e:
-        st.session_state[NOTICE] = ("error", str(e))
+        st.session_state[NOTICE] = ("error", carry(e))
 
 
 def _hide(sid: int, hidden: bool) -> None:
     try:
         rooms().hide(st.session_state[CODE], st.session_state[KEY], sid, hidden)
     except R.RoomError as e:
-        st.session_state[NOTICE] = ("error", str(e))
+        st.session_state[NOTICE] = ("error", carry(e))
 
 
 def sentences_panel(lm) -> None:
@@ -49,17 +62,25 @@ def sentences_panel(lm) -> None:
     try:
         view = rooms().view(code)
     except R.RoomError as e:
-        st.error(str(e))
+        st.error(explain(e))
         return
-    st.divider()
-    st.subheader(t("room.sentences_title"))
     if is_presenter():
+        st.divider()
+        st.subheader(t("room.sentences_title"))
         on_key = "room.collect_toggle"
         st.session_state[on_key] = view.collecting
         st.toggle(t("room.collect"), key=on_key, on_change=_set_collecting, args=(on_key,),
                   help=t("room.collect_help"))
         _sentences_list(lm)
         return
+    # A follower's part goes under their banner, above the page: on a phone the page's output runs for thousands of
+    # pixels, and the box to send a sentence must not wait below it.
+    with st.session_state.get(TOP) or st.container(), st.container(border=True, key="room-sentences"):
+        _follower_part(lm, code, view)
+
+
+def _follower_part(lm, code: str, view: R.RoomView) -> None:
+    st.markdown("##### " + t("room.sentences_title"))
     if view.picked is not None:
         _show_picked(lm, view.picked)
     if not view.collecting:
@@ -74,7 +95,7 @@ def sentences_panel(lm) -> None:
                 FillMaskConfig(text, top_k=1)  # a sentence the model cannot fill (no [MASK]) is refused here
             rooms().submit(code, member(), text)  # empty, too long, too many: the room's own message
         except ValueError as e:  # RoomError, or FillMaskConfig's own message (no [MASK], empty)
-            st.error(str(e))
+            st.error(explain(e))
         else:
             st.success(t("room.sent"))
 
@@ -94,7 +115,7 @@ def _sentences_list(lm) -> None:
         subs = rooms().submissions(code, key, hidden=show_hidden)
         view = rooms().view(code)
     except R.RoomError as e:
-        st.error(str(e))
+        st.error(explain(e))
         return
     if view.picked is not None:
         _show_picked(lm, view.picked)

@@ -25,6 +25,7 @@ PAGE_PATH = "room.page_path"  # this run's page url_path (to find the app's root
 JOIN_INPUT = "room.join_input"
 SENTENCE = "room.sentence"
 SHOW_HIDDEN = "room.show_hidden"
+TOP = "room.top"  # this run's container under a follower's banner (the room's sentences go there), else None
 PRESENTER, FOLLOWER = "presenter", "follower"
 
 

@@ -22,6 +22,8 @@ import numbers
 from dataclasses import dataclass
 from typing import Any, Callable, Union
 
+from core.base.messages import msg
+
 Number = Union[int, float]
 Limit = Union[Number, Callable[[], Number], None]
 KEY = "encoderlab.bounds"  # the metadata key a bounded field keeps its Bounds under
@@ -64,35 +66,37 @@ class Bounds:
         fmt = (lambda v: f"{v:,}") if self.kind is int else (lambda v: f"{v:g}")
         if lo is not None and hi is not None:
             if not (self.open_lo or self.open_hi):
-                return f"from {fmt(lo)} to {fmt(hi)}"
-            return f"in {'(' if self.open_lo else '['}{fmt(lo)}, {fmt(hi)}{')' if self.open_hi else ']'}"
+                return msg("fields.range_from_to", lo=fmt(lo), hi=fmt(hi))
+            return msg("fields.range_in", interval=f"{'(' if self.open_lo else '['}{fmt(lo)}, {fmt(hi)}"
+                       f"{')' if self.open_hi else ']'}")
         if lo is not None:
             return f"{'>' if self.open_lo else '>='} {fmt(lo)}"
         if hi is not None:
             return f"{'<' if self.open_hi else '<='} {fmt(hi)}"
-        return "any number"
+        return msg("fields.range_any")
 
     def problem(self, value: Any) -> str | None:
         """Why ``value`` is not valid for this field (one English sentence with the fix), or None when it is."""
         if value is None and self.none_ok:
             return None
         whole = self.kind is int
-        what = "a whole number " if whole else ""
         hint = f" ({self.hint})" if self.hint else ""
         ok_type = isinstance(value, numbers.Integral if whole else numbers.Real) and not isinstance(value, bool)
         if not ok_type or value != value:  # NaN is a float that fails every comparison
-            return f"{self.label or self.name} must be {what or 'a number '}{self.range_text()}, got {value!r}{hint}."
+            return msg("fields.whole_out_of_range" if whole else "fields.not_a_number", name=self.label or self.name,
+                       range=self.range_text(), value=value, hint=hint)
         lo, hi = self.low, self.high
         if (lo is not None and (value <= lo if self.open_lo else value < lo)) or \
                 (hi is not None and (value >= hi if self.open_hi else value > hi)):
-            return f"{self.label or self.name} must be {what}{self.range_text()}, got {value!r}{hint}."
+            return msg("fields.whole_out_of_range" if whole else "fields.out_of_range", name=self.label or self.name,
+                       range=self.range_text(), value=value, hint=hint)
         return None
 
     def check(self, value: Any, error: type[Exception] = ValueError) -> None:
         """Raise ``error`` with ``problem(value)`` when the value is out of range."""
-        msg = self.problem(value)
-        if msg:
-            raise error(msg)
+        problem = self.problem(value)
+        if problem:
+            raise error(problem)
 
     def widget(self) -> dict[str, Number]:
         """``min_value``/``max_value``/``step`` for ``st.number_input`` (open bounds have no widget form)."""
@@ -111,9 +115,9 @@ class Bounds:
             value = self.kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not {'a whole number' if self.kind is int else 'a number'}")
-        msg = self.problem(value)
-        if msg:
-            raise argparse.ArgumentTypeError(msg)
+        problem = self.problem(value)
+        if problem:
+            raise argparse.ArgumentTypeError(problem)
         return value
 
 

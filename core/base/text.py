@@ -5,11 +5,13 @@ token (a second segment boundary, a sequence start) instead of the characters ty
 its own special tokens, so a typed one is never what the user meant. Fill-mask, Sentence pair and Attention all
 clean their text here, so the same input gets the same treatment and the same note on every page.
 ``check_text`` is the one empty-text and length-limit check the configs run on a typed text.
+``display_piece`` is the one way a tokenizer piece is shown to a person (charts, tables, exports).
 """
 from __future__ import annotations
 
 import re
 
+from core.base.messages import msg
 from core.base.settings import current
 
 # The special tokens of the four families (BERT/ALBERT/DistilBERT write [..], RoBERTa <..>); [MASK]/<mask> are
@@ -29,8 +31,8 @@ def strip_typed_specials(text: str) -> tuple[str, tuple[str, ...]]:
 def removed_note(found: tuple[str, ...], what: str = "the text") -> str:
     """The note shown when typed special tokens were taken out of ``what``."""
     found = tuple(s for s in TYPED_SPECIALS if s in found)  # one order, however many texts they came from
-    return (f"Removed {', '.join(found)} from {what}: the tokenizer adds the model's own special tokens itself, and "
-            "typed ones would become real control tokens (a segment boundary, a sequence start) instead of text.")
+    where = {"the text": "text.where_text", "the sentences": "text.where_sentences", "the rows": "text.where_rows"}
+    return msg("text.removed_specials", found=", ".join(found), what=msg(where[what]) if what in where else what)
 
 
 def check_text(text: object, *, empty_hint: str, long_hint: str, max_chars: int) -> str:
@@ -41,9 +43,40 @@ def check_text(text: object, *, empty_hint: str, long_hint: str, max_chars: int)
     <long_hint>"; the hints say what to type on the caller's page.
     """
     if not isinstance(text, str) or not text.strip():
-        raise ValueError(f"The text is empty. {empty_hint}")
+        raise ValueError(msg("text.text_empty", empty_hint=empty_hint))
 
     limit = min(max_chars, current().max_text_chars)  # the server's limit (lower on the hosted demo)
     if len(text) > limit:
-        raise ValueError(f"The text has {len(text):,} characters; the limit is {limit:,}. {long_hint}")
+        raise ValueError(msg("text.text_has_characters_limit", n_text=len(text), limit=limit, long_hint=long_hint))
     return text
+
+
+# Word-start markers of byte-level BPE (Ġ: a space byte) and SentencePiece (▁); "</w>" ends a word in old BPEs.
+_MARKERS = ("Ġ", "▁")
+BARE_MARK = "␣"  # what a piece that stands for a space alone (a bare "Ġ" / "▁") shows
+
+
+def display_piece(piece: str, tokenizer=None) -> str:
+    """How a person reads one tokenizer piece: the text it stands for, never the markers "Ġ" or "▁".
+
+    With ``tokenizer``, its own ``convert_tokens_to_string`` decides (byte-level BPE turns "Ġcap" into " cap" and
+    its byte pieces into characters; SentencePiece "▁cap" into "cap"). Without one (a view draws a frozen result,
+    which carries pieces but no tokenizer) the markers are replaced by hand, which is what those decoders do with
+    a marker. Either way the leading/trailing spaces are dropped (a chart's tick label cannot show them) and a
+    piece that is only a space shows as "␣". WordPiece continuations keep their "##": it is the visible sign that
+    the piece joins the one before it, and the tokenizer's own decoder keeps it on a lone piece too. Special
+    tokens ([CLS], <s>, [MASK]) stay as they are. The raw piece belongs in hover text, next to this form.
+    """
+    piece = str(piece)
+    text = None
+    if tokenizer is not None and piece not in _MARKERS:
+        try:
+            text = tokenizer.convert_tokens_to_string([piece])
+        except Exception:  # a tokenizer without a decoder for this piece: fall back to the markers rule below
+            text = None
+    if not isinstance(text, str) or any(m in text for m in _MARKERS):
+        text = piece.replace("</w>", "")
+        for m in _MARKERS:
+            text = text.replace(m, " ")
+    text = text.strip()
+    return text if text else BARE_MARK

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
+from core.base.messages import msg
 from core.base.paths import ASSETS
 from core.compare.speed import check_timing_shape
 from core.models.int8 import QuantizeError, disk_bytes, memory_bytes, quantized_linears
@@ -40,7 +41,7 @@ def heldout_sentences(n: int) -> list[str]:
     lines = [ln.strip() for ln in HELDOUT.read_text(encoding="utf-8").splitlines()]
     ok = [ln for ln in lines if 8 <= len(ln.split()) <= 40 and "[" not in ln and "<" not in ln]
     if not ok:
-        raise QuantizeError(f"{HELDOUT} has no usable sentences.")
+        raise QuantizeError(msg("int8.has_usable_sentences", HELDOUT=HELDOUT))
     step = max(1, len(ok) // max(n, 1))
     return ok[::step][:n]
 
@@ -81,7 +82,7 @@ class QuantConfig:
     def __post_init__(self) -> None:
         check_timing_shape(self.seq_len, self.batch, self.repeats)
         if not 0 <= self.heldout <= 500:
-            raise ValueError(f"Held-out sentences {self.heldout} is out of range: use 0 to 500.")
+            raise ValueError(msg("int8.held_out_sentences_out", heldout=self.heldout))
 
 
 @dataclass(frozen=True)

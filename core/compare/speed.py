@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from core.base.fields import add_argument, bounded, bounds, default_of
+from core.base.messages import msg
 from core.models.devices import resolve_device
 from core.models.loading import BUILD_LOCK
 from core.registry import FAMILIES, build_model, bundled_families, official_config
@@ -37,12 +38,11 @@ class SpeedConfig:
 
     def __post_init__(self) -> None:
         if not self.families:
-            raise ValueError("Pick at least one family to time.")
+            raise ValueError(msg("speed.pick_least_one_family"))
         timeable = [k for k, f in FAMILIES.items() if f.base_checkpoint]
         unknown = [f for f in self.families if f not in timeable]
         if unknown:
-            raise ValueError(f"Cannot time {unknown}: use {', '.join(timeable)} (families with a base-size "
-                             "architecture shipped in assets/configs).")
+            raise ValueError(msg("speed.cannot_time_use_families", unknown=unknown, p=', '.join(timeable)))
         check_timing_shape(self.seq_len, self.batch, self.repeats)
 
 

@@ -22,6 +22,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from core.base.messages import Problem, msg
 from core.base.paths import ASSETS
 
 CORPUS_DIR = ASSETS / "corpus"
@@ -30,7 +31,7 @@ HELDOUT_FILE = "heldout.txt"
 HELDOUT_PERCENT = 5  # documents whose id hashes below this go to the held-out split, never trained on
 
 
-class CorpusError(ValueError):
+class CorpusError(Problem, ValueError):
     """The corpus cannot be used; the message says why and how to fix it."""
 
 
@@ -65,8 +66,7 @@ def parse_documents(text: str) -> list[list[str]]:
 def decode_upload(raw: bytes, name: str = "upload") -> str:
     """Bytes of an uploaded corpus as text; raises CorpusError for a binary file."""
     if _looks_binary(raw):
-        raise CorpusError(f"{name} looks like a binary file, not text. Upload a UTF-8 .txt file: one sentence "
-                          "per line, a blank line between documents.")
+        raise CorpusError(msg("corpus.looks_like_binary_file", name=name))
     return raw.decode("utf-8", errors="replace")
 
 
@@ -76,8 +76,7 @@ def load_documents(path: str | Path) -> list[list[str]]:
     if p.is_dir():
         p = p / TRAIN_FILE
     if not p.exists():
-        raise CorpusError(f"Corpus file {p} does not exist. Build the bundled one with "
-                          "`python scripts/build_corpus.py` or point --corpus at a text file.")
+        raise CorpusError(msg("corpus.corpus_file_does_not", p=p))
     return parse_documents(decode_upload(p.read_bytes(), str(p)))
 
 
@@ -85,18 +84,14 @@ def check_documents(docs: list[list[str]], need_pairs: bool, min_words: int = 20
     """Raise CorpusError when the documents cannot train a model (or a pair objective)."""
     n_words = sum(len(s.split()) for d in docs for s in d)
     if n_words == 0:
-        raise CorpusError("The corpus is empty. Give it text: one sentence per line, a blank line between documents.")
+        raise CorpusError(msg("corpus.corpus_empty_give_text"))
     if n_words < min_words:
-        raise CorpusError(f"The corpus is too small ({n_words} words; at least {min_words} are needed). "
-                          "Add more text.")
+        raise CorpusError(msg("corpus.corpus_too_small_words", n_words=n_words, min_words=min_words))
     if need_pairs:
         multi = [d for d in docs if len(d) >= 2]
         if len(docs) < 2 or not multi:
             raise CorpusError(
-                "NSP and SOP need document boundaries: several documents (separated by a blank line) of at least "
-                "two sentences each (one per line). This corpus has "
-                f"{len(docs)} document(s) and {len(multi)} with two or more sentences. Add blank lines between "
-                "documents and put one sentence per line, or switch NSP/SOP off.")
+                msg("corpus.nsp_sop_need_document", n_docs=len(docs), n_multi=len(multi)))
 
 
 def held_out(doc_id: str) -> bool:
@@ -121,7 +116,7 @@ def wordnet_documents(root: str = "/usr/share/wordnet", synsets_per_doc: int = 6
     for pos in ("noun", "verb", "adj", "adv"):
         path = Path(root) / f"data.{pos}"
         if not path.exists():
-            raise CorpusError(f"{path} is missing: install Debian's wordnet-base (apt-get install wordnet-base).")
+            raise CorpusError(msg("corpus.missing_install_debian_s", path=path))
         group: list[str] = []
         group_lex, group_id = None, ""
         for line in path.read_text(encoding="latin-1").splitlines():
@@ -214,8 +209,7 @@ def python_doc_documents(max_chars: int) -> list[tuple[str, list[str]]]:
     """Sections of the Python documentation's prose, in a fixed file order, up to ``max_chars``."""
     roots = sorted({os.path.realpath(p) for p in glob.glob("/usr/share/doc/python3*/html/_sources")})
     if not roots:
-        raise CorpusError("No Python documentation sources found: install Debian's python3-doc "
-                          "(apt-get install python3-doc).")
+        raise CorpusError(msg("corpus.python_documentation_sources_found"))
     root = roots[-1]
     out, total = [], 0
     for sub in ("tutorial", "howto", "faq", "reference", "glossary", "library"):
@@ -237,7 +231,7 @@ def kjv_documents(every: int = 3) -> list[tuple[str, list[str]]]:
     """Chapters of the King James Version (every ``every``-th one), one verse per sentence line."""
     exe = shutil.which("bible")
     if exe is None:
-        raise CorpusError("The `bible` reader is missing: install Debian's bible-kjv and bible-kjv-text.")
+        raise CorpusError(msg("corpus.bible_reader_missing_install"))
     text = subprocess.run([exe, "Ge1:1-Re22:21"], capture_output=True, text=True, check=True,
                           env={**os.environ, "COLUMNS": "1000"}).stdout
     chapters: list[tuple[str, list[str]]] = []

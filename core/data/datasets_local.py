@@ -20,6 +20,7 @@ import numpy as np
 
 from core.base import settings
 from core.base.fields import Bounds
+from core.base.messages import Problem, msg
 from core.base.paths import ASSETS
 from core.base.uploads import upload_text
 from core.models.downloads import hub_reachable
@@ -34,7 +35,7 @@ GLUE_TASKS = {"sst2": ("sentence", None), "mrpc": ("sentence1", "sentence2"), "r
               "cola": ("sentence", None), "qnli": ("question", "sentence"), "wnli": ("sentence1", "sentence2")}
 
 
-class DataError(ValueError):
+class DataError(Problem, ValueError):
     """The data cannot be used as given. The message says what is wrong and how to fix it."""
 
 
@@ -47,7 +48,7 @@ def check_held_out(test_fraction: float) -> None:
     """Raise DataError when ``test_fraction`` is outside HELD_OUT_FRACTION's range."""
     b = HELD_OUT_FRACTION
     if b.problem(test_fraction):
-        raise DataError(f"Held-out fraction {test_fraction} is out of range: use {b.low:g} to {b.high:g}.")
+        raise DataError(msg("data.held_out_fraction_out", test_fraction=test_fraction, low=b.low, high=b.high))
 
 
 @dataclass(frozen=True)
@@ -177,7 +178,7 @@ def load_bundled(key: str = "drugreview") -> LabelledData:
     import pandas as pd
 
     if key not in BUNDLED:
-        raise DataError(f"No bundled dataset {key!r}: choose one of {', '.join(BUNDLED)}.")
+        raise DataError(msg("data.bundled_dataset_choose_one", key=key, p=', '.join(BUNDLED)))
     info = BUNDLED[key]
     folder = DATA_DIR / key
     if key == "wordnet":
@@ -186,7 +187,7 @@ def load_bundled(key: str = "drugreview") -> LabelledData:
     for split, fname in (("train", "drugsComTrain.tsv"), ("test", "drugsComTest.tsv")):
         path = folder / fname
         if not path.exists():
-            raise DataError(f"{path} is missing: the bundled data ships in assets/data/{key}/ (see its README).")
+            raise DataError(msg("data.missing_bundled_data_ships", path=path, key=key))
         frames[split] = pd.read_csv(path, sep="\t", index_col=0)
     names = ("negative", "neutral", "positive")
     splits = {k: Split(tuple(_clean_review(t) for t in df["review"]), tuple(names.index(r) for r in df["rating"]))
@@ -209,7 +210,7 @@ def _load_wordnet(folder: Path, info: BundledInfo) -> LabelledData:
     for split in ("train", "test"):
         path = folder / f"{split}.tsv"
         if not path.exists():
-            raise DataError(f"{path} is missing: rebuild it with core.data.datasets_local.build_wordnet_glosses().")
+            raise DataError(msg("data.missing_rebuild_core_data", path=path))
         df = pd.read_csv(path, sep="\t", dtype=str, quoting=3)
         splits[split] = Split(tuple(df["gloss"]), tuple(names.index(v) for v in df["label"]))
     return LabelledData("wordnet", splits["train"], splits["test"], names, info.source, info.licence)
@@ -227,7 +228,7 @@ def read_table(data: bytes, filename: str) -> "pandas.DataFrame":  # noqa: F821
     if kind == "json":
         kind = "jsonl"
     if kind not in UPLOAD_KINDS:
-        raise DataError(f"{filename}: unsupported file type .{kind}. Upload a .csv, .tsv or .jsonl file.")
+        raise DataError(msg("data.unsupported_file_type_upload", filename=filename, p=kind))
 
     text = upload_text(data, filename, error=DataError, limit_mb=MAX_UPLOAD_MB,
                        expect="CSV, TSV or JSONL text (from a spreadsheet: save as 'CSV UTF-8')")
@@ -235,14 +236,14 @@ def read_table(data: bytes, filename: str) -> "pandas.DataFrame":  # noqa: F821
         if kind == "jsonl":
             rows = [json.loads(line) for line in text.splitlines() if line.strip()]
             if not all(isinstance(r, dict) for r in rows):
-                raise DataError(f"{filename}: every JSONL line must be an object like {{\"text\": ..., \"label\": ...}}.")
+                raise DataError(msg("data.every_jsonl_line_must", filename=filename))
             df = pd.DataFrame(rows)
         else:
             df = pd.read_csv(io.StringIO(text), sep="\t" if kind == "tsv" else ",", dtype=str, keep_default_na=True)
     except DataError:
         raise
     except (ValueError, pd.errors.ParserError) as e:
-        raise DataError(f"{filename} could not be parsed as {kind.upper()}: {e}. Check the separator and quoting.") from None
+        raise DataError(msg("data.could_not_parsed_check", filename=filename, p=kind.upper(), e=e)) from None
     # The separator first: a ';'-separated file read as CSV is one column, and its row count says nothing useful.
     if len(df.columns) < 2:
         header = str(df.columns[0]) if len(df.columns) else ""
@@ -253,13 +254,12 @@ def read_table(data: bytes, filename: str) -> "pandas.DataFrame":  # noqa: F821
             shown = "a tab" if seen == "\t" else repr(seen)
             rename = {"\t": ".tsv", ",": ".csv"}.get(seen)
             fix = f"rename it to {rename} or save it {expected_name}" if rename else f"save it {expected_name}"
-            raise DataError(f"{filename} looks separated by {shown}, but a .{kind} file is read with "
-                            f"{'tabs' if kind == 'tsv' else 'commas'}: {fix}, and upload it again.")
-        raise DataError(f"{filename} has only one column ({', '.join(map(str, df.columns))}). It needs a text "
-                        f"column and a label column; for a .{kind} file check the separator.")
+            raise DataError(msg("data.looks_separated_but_file", filename=filename, shown=shown, p=kind,
+                                p2='tabs' if kind == 'tsv' else 'commas', fix=fix))
+        raise DataError(msg("data.has_only_one_column", filename=filename, p=', '.join(map(str, df.columns)),
+                            p2=kind))
     if len(df) < 2:
-        raise DataError(f"{filename} has {len(df)} data row(s). Fine-tuning needs at least {MIN_ROWS} labelled "
-                        "rows (a header line plus one row per example).")
+        raise DataError(msg("data.has_data_row_s", filename=filename, n_df=len(df), MIN_ROWS=MIN_ROWS))
     return df
 
 
@@ -303,7 +303,7 @@ def guess_columns(df) -> ColumnGuess:
     """
     cols = [str(c) for c in df.columns]
     if len(cols) < 2:
-        raise DataError(f"The table has {len(cols)} column(s); it needs a text column and a label column.")
+        raise DataError(msg("data.table_has_column_s", n_cols=len(cols)))
     by_norm = {}
     for c in cols:
         by_norm.setdefault(_norm(c), c)
@@ -351,9 +351,9 @@ def from_table(df, text_col: str, label_col: str, text_col_b: str | None = None,
     cols = [text_col, label_col] + ([text_col_b] if text_col_b else [])
     for c in cols:
         if c not in df.columns:
-            raise DataError(f"There is no column {c!r}; the columns are: {', '.join(map(str, df.columns))}.")
+            raise DataError(msg("data.there_column_columns", c=c, p=', '.join(map(str, df.columns))))
     if len(set(cols)) != len(cols):
-        raise DataError("Pick different columns for the text, the second text and the label.")
+        raise DataError(msg("data.pick_different_columns_text"))
     check_held_out(test_fraction)
     notes: list[str] = []
     sub = df[cols].copy()
@@ -363,34 +363,29 @@ def from_table(df, text_col: str, label_col: str, text_col_b: str | None = None,
     missing = int(sub.isna().any(axis=1).sum())
     if missing:
         sub = sub.dropna()
-        notes.append(f"Dropped {missing} row(s) with a missing text or label.")
+        notes.append(msg("data.dropped_row_s_missing", missing=missing))
     if len(sub) > max_rows:
-        raise DataError(f"{len(sub):,} rows is over the limit of {max_rows:,}. Upload a sample (the page is for "
-                        "short fine-tunes), or raise ENCODERLAB_MAX_ROWS where the server can take it.")
+        raise DataError(msg("data.rows_over_limit_upload", n_sub=len(sub), max_rows=max_rows))
     if len(sub) < MIN_ROWS:
-        raise DataError(f"Only {len(sub)} usable row(s) (after dropping missing values); fine-tuning needs at least "
-                        f"{MIN_ROWS}, and realistically hundreds.")
+        raise DataError(msg("data.only_usable_row_s", n_sub=len(sub), MIN_ROWS=MIN_ROWS))
     raw = sub[label_col]
     numeric = pd.to_numeric(raw, errors="coerce")
     if numeric.notna().all() and (numeric == numeric.round()).all():
         values = sorted(set(int(v) for v in numeric))  # integer labels: keep their numeric order
         names = tuple(str(v) for v in values)
         y = [values.index(int(v)) for v in numeric]
-        notes.append(f"Integer labels {', '.join(names)} became classes 0..{len(names) - 1}.")
+        notes.append(msg("data.integer_labels_became_classes", p=', '.join(names), p2=len(names) - 1))
     else:
         names = tuple(sorted(set(raw)))
         y = [names.index(v) for v in raw]
     if len(names) < 2:
-        raise DataError(f"Every row has the same label ({names[0]!r}): a classifier needs at least two classes. "
-                        "Check that you picked the label column, or add examples of the other classes.")
+        raise DataError(msg("data.every_row_has_same", names=names[0]))
     if len(names) > 100:
-        raise DataError(f"The label column has {len(names)} different values: it looks like text, not labels. "
-                        "Pick the column that holds the class.")
+        raise DataError(msg("data.label_column_has_different", n_names=len(names)))
     counts = {n: y.count(i) for i, n in enumerate(names)}
     tiny = [n for n, c in counts.items() if c < 2]
     if tiny:
-        raise DataError(f"Class(es) {', '.join(map(repr, tiny))} have a single example, so they cannot be in both "
-                        "the training and the held-out split. Add examples or remove those rows.")
+        raise DataError(msg("data.class_es_have_single", p=', '.join(map(repr, tiny))))
     # Stratified split: every class keeps about the same share in both splits.
     rng = np.random.default_rng(seed)
     train_idx, test_idx = [], []
@@ -416,17 +411,16 @@ def from_table(df, text_col: str, label_col: str, text_col_b: str | None = None,
 def load_glue(task: str, max_rows: int | None = None) -> LabelledData:
     """A GLUE task through `datasets` (train / validation). Raises DataError offline or for an unknown task."""
     if task not in GLUE_TASKS:
-        raise DataError(f"Unknown GLUE task {task!r}: choose one of {', '.join(GLUE_TASKS)}.")
+        raise DataError(msg("data.unknown_glue_task_choose", task=task, p=', '.join(GLUE_TASKS)))
     if not hub_reachable():
-        raise DataError("GLUE needs the Hugging Face Hub, which this machine cannot reach (offline). Use the "
-                        "bundled drug reviews or upload a CSV/TSV/JSONL file.")
+        raise DataError(msg("data.glue_needs_hugging_face"))
     import datasets
 
     max_rows = MAX_ROWS if max_rows is None else max_rows
     try:
         ds = datasets.load_dataset("nyu-mll/glue", task)
     except Exception as e:  # network errors come in many types; the message is what matters to the user
-        raise DataError(f"Downloading GLUE/{task} failed: {e}") from None
+        raise DataError(msg("data.downloading_glue_failed", task=task, e=e)) from None
     a, b = GLUE_TASKS[task]
     names = tuple(ds["train"].features["label"].names)
 

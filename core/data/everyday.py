@@ -29,6 +29,7 @@ import warnings
 import zlib
 from pathlib import Path
 
+from core.base.messages import msg
 from core.data.corpus import CorpusError, split_sentences, wordnet_documents
 
 R_LIB = Path("/usr/lib/R/site-library")
@@ -56,7 +57,7 @@ def sentences(paragraph: str) -> list[str]:
 
 def _need(path: Path, package: str) -> Path:
     if not path.exists():
-        raise CorpusError(f"{path} is missing: install Debian's {package} (apt-get install {package}).")
+        raise CorpusError(msg("everyday.missing_install_debian_s", path=path, package=package))
     return path
 
 
@@ -64,7 +65,7 @@ def _rdata():
     try:
         import rdata
     except ImportError as e:
-        raise CorpusError("Reading R's data files needs the rdata package: pip install -r requirements-corpus.txt"
+        raise CorpusError(msg("everyday.reading_r_s_data")
                           ) from e
     return rdata
 
@@ -160,7 +161,7 @@ def moby_dick_documents() -> list[tuple[str, list[str]]]:
     text = str(r_lazy_data("tokenizers")["mobydick"][0]).replace("\r", "")
     start, end = text.find("CHAPTER 1. Loomings."), text.find("End of Project Gutenberg")
     if start < 0 or end < 0:
-        raise CorpusError("r-cran-tokenizers' Moby Dick is not the text this builder knows (no 'CHAPTER 1.').")
+        raise CorpusError(msg("everyday.r_cran_tokenizers_moby"))
     return novel_documents("novel:moby-dick", text[start:end].split("\n"))
 
 

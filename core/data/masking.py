@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
+from core.base.messages import msg
 from core.registry import FAMILIES
 
 IGNORE = -100
@@ -25,7 +26,7 @@ def __getattr__(name: str):
     the old table's name, for code that has not moved to asking the registry."""
     if name == "FAMILY_PIECES":
         return {f.key: f.piece_kind for f in FAMILIES.values()}
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    raise AttributeError(msg("masking.module_has_attribute", name__=__name__, name=name))
 
 
 def word_starts(tokens: list[str], kind: str) -> list[bool]:
@@ -36,7 +37,7 @@ def word_starts(tokens: list[str], kind: str) -> list[bool]:
     continues the word before it (so BPE/Unigram punctuation glued to a word goes with that word).
     """
     if kind not in WORD_MARKERS:
-        raise ValueError(f"Unknown tokenizer kind {kind!r}: use one of {', '.join(WORD_MARKERS)}.")
+        raise ValueError(msg("masking.unknown_tokenizer_kind_use", p=kind, p2=', '.join(WORD_MARKERS)))
     if kind == "wordpiece":
         return [not t.startswith("##") for t in tokens]
     marker = WORD_MARKERS[kind]
@@ -69,10 +70,10 @@ def mask_tokens(input_ids: torch.Tensor, special: torch.Tensor, *, mask_id: int,
     Returns the corrupted ids and the labels (-100 where not selected). Raises ValueError on bad ratios.
     """
     if not 0.0 <= mlm_probability <= 1.0 or mask_ratio < 0 or random_ratio < 0 or mask_ratio + random_ratio > 1:
-        raise ValueError("mlm_probability must be in [0, 1] and mask_ratio + random_ratio at most 1 "
-                         f"(got {mlm_probability}, {mask_ratio}, {random_ratio}).")
+        raise ValueError(msg("masking.mlm_probability_must_mask", mlm_probability=mlm_probability,
+                             mask_ratio=mask_ratio, random_ratio=random_ratio))
     if input_ids.shape != special.shape:
-        raise ValueError(f"input_ids {tuple(input_ids.shape)} and special {tuple(special.shape)} differ in shape.")
+        raise ValueError(msg("masking.input_ids_special_differ", p=tuple(input_ids.shape), p2=tuple(special.shape)))
     draw = torch.rand(input_ids.shape, generator=generator)  # (batch, seq)
     if word_ids is not None:
         draw = draw.gather(1, word_ids)  # every sub-token takes its word's draw: the whole word is in or out

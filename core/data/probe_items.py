@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.base.messages import msg
 from core.base.paths import REPO_ROOT
 
 PROBE_PATH = REPO_ROOT / "tests" / "data" / "everyday_probe.tsv"
@@ -27,7 +28,7 @@ def load_probe(path: str | Path = PROBE_PATH) -> tuple[ProbeItem, ...]:
             continue
         parts = line.split("\t")
         if len(parts) != 3 or parts[0].count("[MASK]") != 1 or not parts[1].strip():
-            raise ValueError(f"{path}, line {n}: want 'sentence with one [MASK] <tab> answers|... <tab> topic'.")
+            raise ValueError(msg("everyday.line_want_sentence_one", path=path, n=n))
         items.append(ProbeItem(parts[0].strip(), frozenset(a.strip().lower() for a in parts[1].split("|")),
                                parts[2].strip()))
     return tuple(items)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from core.base.messages import msg
 from core.base.uploads import upload_text
 from core.data.datasets_local import DATA_DIR, HELD_OUT_FRACTION, DataError, check_held_out
 
@@ -126,7 +127,7 @@ def parse_conll(data: bytes, filename: str = "upload.conll") -> tuple[list[tuple
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     data_lines = [(n, ln) for n, ln in enumerate(lines, 1) if ln.strip() and not ln.strip().startswith("-DOCSTART-")]
     if not data_lines:
-        raise DataError(f"{filename} holds no words: only blank or -DOCSTART- lines.")
+        raise DataError(msg("token_data.holds_words_only_blank", filename=filename))
     with_tab = [n for n, ln in data_lines if "\t" in ln.strip()]
     with_space_only = [n for n, ln in data_lines if "\t" not in ln.strip() and " " in ln.strip()]
     notes = []
@@ -139,12 +140,9 @@ def parse_conll(data: bytes, filename: str = "upload.conll") -> tuple[list[tuple
                 by_tab = [f for f in ln.strip().split("\t") if f.strip()]
                 if len(by_tab) != len(ln.split()):
                     raise DataError(
-                        f"{filename}, line {n}: the line mixes tabs and spaces ({ln.strip()!r} has {len(by_tab)} "
-                        f"columns split at tabs but {len(ln.split())} split at spaces), and other lines are "
-                        f"separated by spaces only (first: line {with_space_only[0]}). Use one separator "
-                        "throughout.")
-        notes.append(f"{filename} separates columns with tabs on some lines and spaces on others; read as "
-                     "whitespace-separated (no word holds a space, so that is unambiguous).")
+                        msg("token_data.line_line_mixes_tabs", filename=filename, n=n, p=ln.strip(),
+                            n_by_tab=len(by_tab), n_items=len(ln.split()), with_space_only=with_space_only[0]))
+        notes.append(msg("token_data.separates_columns_tabs_some", filename=filename))
     sentences, words, tags = [], [], []
 
     def flush() -> None:
@@ -163,8 +161,7 @@ def parse_conll(data: bytes, filename: str = "upload.conll") -> tuple[list[tuple
             continue
         fields = [f.strip() for f in s.split("\t") if f.strip()] if mode == "tab" else s.split()
         if len(fields) < 2:
-            raise DataError(f"{filename}, line {n}: {s!r} has no tag. Every line needs a word and its tag, separated "
-                            "by a space or a tab (e.g. `Paris B-LOC`), and a blank line between sentences.")
+            raise DataError(msg("token_data.line_has_tag_every", filename=filename, n=n, s=s))
         words.append(fields[0])
         tags.append(fields[-1])
     flush()  # no blank line after the last sentence is fine
@@ -182,21 +179,19 @@ def parse_jsonl(data: bytes, filename: str = "upload.jsonl") -> tuple[list[tuple
         try:
             row = json.loads(ln)
         except json.JSONDecodeError as e:
-            raise DataError(f"{filename}, line {n} is not JSON ({e.msg}). Each line must be an object like "
-                            '{"tokens": ["Ada", "lives", "in", "Paris"], "tags": ["B-PER", "O", "O", "B-LOC"]}.') from None
+            raise DataError(msg("token_data.line_not_json_each", filename=filename, n=n, msg=e.msg)) from None
         if not isinstance(row, dict) or "tokens" not in row or "tags" not in row:
-            raise DataError(f'{filename}, line {n}: each line needs "tokens" and "tags" lists, e.g. '
-                            '{"tokens": ["Ada", "lives", "in", "Paris"], "tags": ["B-PER", "O", "O", "B-LOC"]}.')
+            raise DataError(msg("token_data.line_each_line_needs", filename=filename, n=n))
         toks, tags = row["tokens"], row["tags"]
         if not (isinstance(toks, list) and isinstance(tags, list) and all(isinstance(x, str) for x in toks + tags)):
-            raise DataError(f'{filename}, line {n}: "tokens" and "tags" must be lists of strings (tags as names '
-                            'like "B-PER", not numbers).')
+            raise DataError(msg("token_data.line_tokens_tags_must", filename=filename, n=n))
         if len(toks) != len(tags):
-            raise DataError(f"{filename}, line {n}: {len(toks)} tokens but {len(tags)} tags; every token needs one tag.")
+            raise DataError(msg("token_data.line_tokens_but_tags", filename=filename, n=n, n_toks=len(toks),
+                                n_tags=len(tags)))
         if toks:
             sentences.append((tuple(toks), tuple(tags)))
     if not sentences:
-        raise DataError(f"{filename} holds no sentences.")
+        raise DataError(msg("token_data.holds_sentences", filename=filename))
     return sentences, []
 
 
@@ -207,11 +202,9 @@ def from_sentences(sentences, name: str, source: str, licence: str,
     check_held_out(test_fraction)
     n_all = len(sentences) + (len(test) if test is not None else 0)
     if n_all > MAX_SENTENCES:
-        raise DataError(f"{n_all:,} sentences is over the limit of {MAX_SENTENCES:,}. Upload a sample (the page is "
-                        "for short fine-tunes).")
+        raise DataError(msg("token_data.sentences_over_limit_upload", n_all=n_all, MAX_SENTENCES=MAX_SENTENCES))
     if n_all < MIN_SENTENCES:
-        raise DataError(f"Only {n_all} sentence(s); a token fine-tune needs at least {MIN_SENTENCES} (and "
-                        "realistically hundreds). Separate sentences with a blank line.")
+        raise DataError(msg("token_data.only_sentence_s_token", n_all=n_all, MIN_SENTENCES=MIN_SENTENCES))
     if test is None:
         order = list(range(len(sentences)))
         random.Random(seed).shuffle(order)
@@ -220,12 +213,10 @@ def from_sentences(sentences, name: str, source: str, licence: str,
         sentences = [sentences[i] for i in order[k:]]
     labels = sort_labels(t for _, ts in list(sentences) + list(test) for t in ts)
     if len(labels) < 2:
-        raise DataError(f"Every word has the same tag ({labels[0]!r}): there is nothing to learn. Check that the "
-                        "tag is the last column.")
+        raise DataError(msg("token_data.every_word_has_same", labels=labels[0]))
     notes = list(notes)
     if not any(t[:2] in ("B-", "I-", "E-", "S-") for t in labels):
-        notes.append("No tag is in IOB form (B-X / I-X): entity-level scores then count every tag as its own "
-                     "one-word entity; token accuracy is the figure to read.")
+        notes.append(msg("token_data.tag_iob_form_b"))
     split = lambda ss: TokenSplit(tuple(w for w, _ in ss), tuple(t for _, t in ss))  # noqa: E731
     return TokenData(name, split(sentences), split(test), labels, source, licence, tuple(notes))
 
@@ -239,8 +230,7 @@ def read_tokens(data: bytes, filename: str, test_fraction: float = HELD_OUT_FRAC
     elif kind in JSONL_KINDS:
         sentences, notes = parse_jsonl(data, filename)
     else:
-        raise DataError(f"{filename}: unsupported file type .{kind}. Upload CoNLL text (.conll, .iob, .bio, .txt, "
-                        ".tsv) or JSONL (.jsonl).")
+        raise DataError(msg("token_data.unsupported_file_type_upload", filename=filename, p=kind))
     return from_sentences(sentences, filename, f"uploaded file {filename}", "as uploaded", test_fraction, seed, notes)
 
 
@@ -250,7 +240,7 @@ def load_bundled_tokens() -> TokenData:
     for split in ("train", "test"):
         path = TOKENS_DIR / f"{split}.conll"
         if not path.exists():
-            raise DataError(f"{path} is missing: rebuild it with `python scripts/build_token_sample.py`.")
+            raise DataError(msg("token_data.missing_rebuild_python_scripts", path=path))
         splits[split], _ = parse_conll(path.read_bytes(), path.name)
     return from_sentences(splits["train"], BUNDLED_TOKENS["key"], BUNDLED_TOKENS["source"], BUNDLED_TOKENS["licence"],
                           test=splits["test"])
@@ -267,8 +257,7 @@ def words_tokenizer(tokenizer):
     loaded from a tokenizer.json in transformers 5, so a copy gets it set in the backend's ByteLevel step. The
     original (shared, cached) tokenizer is never changed. WordPiece and SentencePiece need nothing."""
     if not getattr(tokenizer, "is_fast", False) or not hasattr(tokenizer, "backend_tokenizer"):
-        raise ValueError(f"{type(tokenizer).__name__} is not a fast tokenizer: token classification needs word_ids() "
-                         "to align tags to pieces. Save the model with its tokenizer.json.")
+        raise ValueError(msg("token_data.not_fast_tokenizer_token", name__=type(tokenizer).__name__))
     from tokenizers import Tokenizer
 
     state = json.loads(tokenizer.backend_tokenizer.to_str())

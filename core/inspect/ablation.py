@@ -30,6 +30,7 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
+from core.base.messages import Problem, carry, msg
 from core.data.corpus import CORPUS_DIR, HELDOUT_FILE
 from core.models.loading import max_tokens
 from core.registry import ModelLoadError, attention_layers
@@ -37,7 +38,7 @@ from core.registry import ModelLoadError, attention_layers
 MODES = ("zero", "mean")  # zero the head's output, or replace it with its mean over the corpus
 
 
-class AblationError(ValueError):
+class AblationError(Problem, ValueError):
     """Heads or a mode that cannot be used; the message names the problem and the valid choices."""
 
 
@@ -56,7 +57,7 @@ def parse_heads(spec: str, n_layers: int, n_heads: int) -> Heads:
     TransformerLens ("L0H0" is the first head of the first layer). An empty spec gives (). Raises AblationError naming the bad token and the valid range.
     """
     if not isinstance(spec, str):
-        raise AblationError(f"Heads must be text such as 'L3H7, L5*' (got {type(spec).__name__}).")
+        raise AblationError(msg("ablation.heads_must_text_such", name__=type(spec).__name__))
     out: set[tuple[int, int]] = set()
     for raw in re.split(r"[\s,;]+", spec.strip()):
         if not raw:
@@ -64,13 +65,13 @@ def parse_heads(spec: str, n_layers: int, n_heads: int) -> Heads:
         tok = raw.lower()
         m = _TOKEN.match(tok)
         if m is None or tok == "**":
-            raise AblationError(f"{raw!r} is not a head: write L<layer>H<head> (e.g. L3H7), L<layer>* for a whole "
-                                f"layer or *H<head> for one head in every layer; {_range_text(n_layers, n_heads)}.")
+            raise AblationError(msg("ablation.not_head_write_l", raw=raw, p=_range_text(n_layers, n_heads)))
         layer, head = m.group(1), m.group(2)
         if layer is not None and not 0 <= int(layer) < n_layers:
-            raise AblationError(f"{raw!r}: there is no layer {int(layer)}; {_range_text(n_layers, n_heads)}.")
+            raise AblationError(msg("ablation.there_layer", raw=raw, p=int(layer),
+                                    p2=_range_text(n_layers, n_heads)))
         if head is not None and not 0 <= int(head) < n_heads:
-            raise AblationError(f"{raw!r}: there is no head {int(head)}; {_range_text(n_layers, n_heads)}.")
+            raise AblationError(msg("ablation.there_head", raw=raw, p=int(head), p2=_range_text(n_layers, n_heads)))
         layers = [int(layer)] if layer is not None else range(n_layers)
         heads = [int(head)] if head is not None else range(n_heads)
         out.update((la, h) for la in layers for h in heads)
@@ -105,20 +106,21 @@ class AblationConfig:
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
-            raise AblationError(f"Unknown ablation mode {self.mode!r}: use one of {', '.join(MODES)}.")
+            raise AblationError(msg("ablation.unknown_ablation_mode_use", mode=self.mode, p=', '.join(MODES)))
         try:
             heads = tuple(sorted({(int(la), int(h)) for la, h in self.heads}))
         except (TypeError, ValueError):
-            raise AblationError("Heads must be (layer, head) pairs of whole numbers, e.g. ((2, 6), (4, 0)).") from None
+            raise AblationError(msg("ablation.heads_must_layer_head")) from None
         if any(la < 0 or h < 0 for la, h in heads):
-            raise AblationError("Head and layer numbers are 0-based here and cannot be negative.")
+            raise AblationError(msg("ablation.head_layer_numbers_based"))
         object.__setattr__(self, "heads", heads)
 
     def check(self, n_layers: int, n_heads: int) -> None:
         """Raise AblationError when a head is outside the model (layers x heads)."""
         bad = [(la, h) for la, h in self.heads if la >= n_layers or h >= n_heads]
         if bad:
-            raise AblationError(f"{format_heads(bad)} is outside the model: {_range_text(n_layers, n_heads)}.")
+            raise AblationError(msg("ablation.outside_model", p=format_heads(bad),
+                                    p2=_range_text(n_layers, n_heads)))
 
 
 # ---------------------------------------------------------------------------------------------- hooks
@@ -217,7 +219,7 @@ def layout(model) -> _Layout:
         try:
             layers = attention_layers(model)
         except ModelLoadError as e:
-            raise AblationError(str(e)) from None
+            raise AblationError(carry(e)) from None
         emb = _embeddings(model)
         inner = next((m for m in model.modules() if hasattr(m, "base_model") and hasattr(m, "config")), model)
         cfg = inner.base_model.config
@@ -269,7 +271,7 @@ def head_means(lm, texts: Sequence[str] | None = None) -> np.ndarray:
     model, tok = lm.model, lm.tokenizer
     texts = tuple(default_texts() if texts is None else texts)
     if not texts or not any(t.strip() for t in texts):
-        raise AblationError("Mean-ablation needs some text to average over: give at least one sentence.")
+        raise AblationError(msg("ablation.mean_ablation_needs_some"))
     key = hashlib.sha1("\n\x00".join(texts).encode()).hexdigest()
     with _MEANS_LOCK:
         hit = _MEANS.get(model, OrderedDict()).get(key)
@@ -339,9 +341,8 @@ def ablated(lm, cfg: AblationConfig, means: np.ndarray | None = None) -> Iterato
         if means is None:
             means = head_means(lm)
         if tuple(np.shape(means)) != (lay.n_layers, lay.n_heads, lay.head_dim):
-            raise AblationError(f"The head means have shape {tuple(np.shape(means))}, but this model needs "
-                                f"{(lay.n_layers, lay.n_heads, lay.head_dim)}: compute them with head_means "
-                                "for this model.")
+            raise AblationError(msg("ablation.head_means_have_shape", p=tuple(np.shape(means)),
+                                    p2=(lay.n_layers, lay.n_heads, lay.head_dim)))
     with _activate(_state_for(model, lay, cfg, means)):
         yield
 

@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from core.base.text import removed_note, strip_typed_specials
+from core.base.messages import msg
+from core.base.text import display_piece, removed_note, strip_typed_specials
 from core.inspect.ablation import AblationConfig, AblationError, Heads, ablated, layout
 from core.models.loading import LoadedModel
 from core.predict import sentence_pair as sp
@@ -43,7 +44,7 @@ class AblatedPrediction:
 
 def _check_heads(lm, ab: AblationConfig) -> None:
     if not isinstance(ab, AblationConfig):
-        raise AblationError("Pass an AblationConfig (heads and mode) to switch heads off.")
+        raise AblationError(msg("ablation.pass_ablationconfig_heads_mode"))
     lay = layout(lm.model)
     ab.check(lay.n_layers, lay.n_heads)
 
@@ -78,7 +79,8 @@ def ablate_fill_mask(lm: LoadedModel, cfg, ab: AblationConfig, means: np.ndarray
         with torch.inference_mode():
             row = torch.nn.functional.linear(tap[0].to(dec.weight.dtype), dec.weight, dec.bias).float().softmax(-1)[0]
     first_b, first_a = before.masks[0], after.masks[0]
-    labels = tuple(c.text for c in first_b.candidates)
+    shown = {c.token_id: display_piece(c.piece, lm.tokenizer) for c in first_b.candidates + first_a.candidates}
+    labels = tuple(shown[c.token_id] for c in first_b.candidates)  # as a person reads them (no Ġ/▁)
     before_p = tuple(c.prob for c in first_b.candidates)
     # the ablated run's own top-k where a word is in it (the very numbers its FillMaskResult shows), the tapped
     # distribution for the words that left it (0 when there was no decoder to tap)
@@ -87,8 +89,8 @@ def ablate_fill_mask(lm: LoadedModel, cfg, ab: AblationConfig, means: np.ndarray
                     for c in first_b.candidates)
     return AblatedPrediction(
         kind="fill_mask", heads=ab.heads, mode=ab.mode, labels=labels, before=before_p, after=after_p,
-        answer_before=first_b.candidates[0].text, answer_after=first_a.candidates[0].text,
-        delta=after_p[0] - before_p[0], after_top=tuple((c.text, c.prob) for c in first_a.candidates),
+        answer_before=labels[0], answer_after=shown[first_a.candidates[0].token_id],
+        delta=after_p[0] - before_p[0], after_top=tuple((shown[c.token_id], c.prob) for c in first_a.candidates),
         before_result=before, after_result=after)
 
 
@@ -132,9 +134,8 @@ def _pair_now(lm, cfg):
     a, found_a = strip_typed_specials(cfg.a)
     b, found_b = strip_typed_specials(cfg.b)
     if not a.strip() or not b.strip():
-        raise sp.PairError(f"Sentence {'A' if not a.strip() else 'B'} holds only special tokens "
-                           f"({', '.join(found_a or found_b)}): write a sentence; the tokenizer adds the special "
-                           "tokens itself.")
+        raise sp.PairError(msg("ablation.sentence_holds_only_special", p='A' if not a.strip() else 'B',
+                               p2=', '.join(found_a or found_b)))
     notes = [removed_note(tuple(dict.fromkeys(found_a + found_b)), "the sentences")] if found_a or found_b else []
     pairs = [("(A, B)", a, b), ("(B, A)", b, a)]
     # score_pairs_now, not score_pairs: the batcher would run this call on another session's thread, where this
@@ -173,7 +174,7 @@ def ablate_classify(fm, text: str, text_b: str | None, ab: AblationConfig,
     """A fine-tuned classifier's (core.predict.classify.FinetunedModel) class probabilities for ``text`` (and
     ``text_b`` for a pair task) before and after; labels are its class names. Raises AblationError for an empty text."""
     if not isinstance(text, str) or not text.strip():
-        raise AblationError("The text is empty: write the sentence to classify.")
+        raise AblationError(msg("ablation.text_empty_write_sentence"))
     _check_heads(fm, ab)
     tb = None if text_b is None or not str(text_b).strip() else [text_b]
     # classify_now, not classify: the batcher would run this call on another thread (see the module docstring)

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.base.text import removed_note, strip_typed_specials
+from core.base.messages import Problem, msg
+from core.base.text import display_piece, removed_note, strip_typed_specials
 from core.models.loading import max_tokens as model_max_tokens
 from core.registry import family, qk_modules
 from core.runtime.backend import model_op
@@ -34,7 +35,7 @@ FLOW_MAP_MAX_TOKENS = 16
 
 
 
-class AttentionUnavailable(ValueError):
+class AttentionUnavailable(Problem, ValueError):
     """The model returned no attention weights. The message says why and how to fix it."""
 
 
@@ -49,16 +50,14 @@ class AttentionConfig:
 
     def __post_init__(self) -> None:
         if not self.text or not self.text.strip():
-            first = "Sentence A is empty" if self.pair else "The text is empty"
-            raise ValueError(f"{first}: type a sentence to see where the model's attention goes.")
+            first = msg("attention.first_sentence_a" if self.pair else "attention.first_text")
+            raise ValueError(msg("attention.type_sentence_see_where", first=first))
         if self.pair and (not self.text_b or not self.text_b.strip()):
-            raise ValueError("Sentence B is empty: type a second sentence, or untick 'Sentence pair' to look at "
-                             "sentence A alone.")
+            raise ValueError(msg("attention.sentence_b_empty_type"))
         for name, s in (("Sentence A" if self.pair else "The text", self.text), ("Sentence B", self.text_b)):
             clean, found = strip_typed_specials(s)
             if found and not clean.strip():
-                raise ValueError(f"{name} holds only special tokens ({', '.join(found)}): type a sentence; the "
-                                 "tokenizer adds the model's own special tokens itself.")
+                raise ValueError(msg("attention.holds_only_special_tokens", name=name, p=', '.join(found)))
 
 
 @dataclass(frozen=True, eq=False)
@@ -66,7 +65,7 @@ class AttentionResult:
     """One forward pass. Arrays are numpy; attention rows sum to 1 (up to float16 rounding)."""
 
     tokens: tuple[str, ...]  # tokenizer pieces, as the tokenizer writes them (Ġ, ▁, ##)
-    labels: tuple[str, ...]  # the same pieces for display: Ġ/▁ turned into a leading space, never empty
+    labels: tuple[str, ...]  # the same pieces as a person reads them (core.base.text.display_piece), never empty
     attentions: np.ndarray  # (layers, heads, seq, seq) float16: row i = how query i spreads over keys
     queries: np.ndarray | None  # (layers, heads, seq, head_dim) float16, the query projection before scaling
     keys: np.ndarray | None  # (layers, heads, seq, head_dim) float16
@@ -100,10 +99,9 @@ class AttentionResult:
 
 
 # ---------------------------------------------------------------------------------------------- running
-def display_label(token: str) -> str:
-    """A token piece for display: the BPE/Unigram word-start marks become a space; a bare mark shows as ␣."""
-    t = token.replace("Ġ", " ").replace("▁", " ").replace("</w>", "")
-    return t if t.strip() else "␣"
+def display_label(token: str, tokenizer=None) -> str:
+    """A token piece for display: core.base.text.display_piece (no Ġ/▁ marks; a bare mark shows as ␣)."""
+    return display_piece(token, tokenizer)
 
 
 def is_punct(token: str) -> bool:
@@ -165,8 +163,7 @@ def compute_attention(lm, config: AttentionConfig) -> AttentionResult:
     enc = tok(*args, return_tensors="pt", return_special_tokens_mask=True, truncation=False)
     n = int(enc["input_ids"].shape[1])
     if n > limit:
-        raise ValueError(f"The text is {n} tokens long, but this model reads at most {limit} "
-                         f"(its position table ends there). Shorten the text by about {n - limit} tokens.")
+        raise ValueError(msg("attention.text_tokens_long_but", n=n, limit=limit, p=n - limit))
     ids = enc["input_ids"][0].tolist()
     tokens = tuple(tok.convert_ids_to_tokens(ids))
     b_start = None
@@ -188,9 +185,7 @@ def compute_attention(lm, config: AttentionConfig) -> AttentionResult:
     atts = getattr(out, "attentions", None)
     if not atts or any(a is None for a in atts):
         raise AttentionUnavailable(
-            f"{lm.spec.checkpoint} returned no attention weights: it runs the {impl!r} attention kernel, which "
-            "computes softmax(QK^T)V in one fused step and never keeps the weights. Load it with "
-            "attn_implementation='eager' (core.models.loading.load(..., attentions=True); the Attention page does this).")
+            msg("attention.returned_attention_weights_runs", checkpoint=lm.spec.checkpoint, impl=impl))
     att = torch.stack([a[0].float().cpu() for a in atts]).numpy().astype(np.float16)  # (L, H, n, n)
     n_layers, n_heads = att.shape[0], att.shape[1]
     queries = keys = None
@@ -198,8 +193,8 @@ def compute_attention(lm, config: AttentionConfig) -> AttentionResult:
     if config.capture_qk and qk_names is None:
         qk_note = lm.family.qk_note or "This family fuses its query and key projections: there is no q/k view."
     elif want_qk and (len(store["q"]) != n_layers or len(store["k"]) != n_layers):
-        qk_note = (f"Captured {len(store['q'])} query and {len(store['k'])} key projections for {n_layers} layers: "
-                   f"this architecture does not name them {qk_names[0]!r}/{qk_names[1]!r}, so there is no q/k view.")
+        qk_note = (msg("attention.captured_query_key_projections", n_items=len(store['q']),
+                       n_items2=len(store['k']), n_layers=n_layers, qk_names=qk_names[0], qk_names2=qk_names[1]))
     elif want_qk:
         queries = np.stack([_split_heads(q, n_heads) for q in store["q"]]).astype(np.float16)
         keys = np.stack([_split_heads(k, n_heads) for k in store["k"]]).astype(np.float16)
@@ -208,7 +203,7 @@ def compute_attention(lm, config: AttentionConfig) -> AttentionResult:
     sep_mask = np.array([i == tok.sep_token_id for i in ids]) & special
     punct_mask = np.array([is_punct(t) for t in tokens]) & ~special
     return AttentionResult(
-        tokens=tokens, labels=tuple(display_label(t) for t in tokens), attentions=att, queries=queries, keys=keys,
+        tokens=tokens, labels=tuple(display_piece(t, tok) for t in tokens), attentions=att, queries=queries, keys=keys,
         sentence_b_start=b_start, cls_mask=cls_mask, sep_mask=sep_mask, punct_mask=punct_mask,
         family=lm.spec.family, checkpoint=lm.spec.checkpoint, model_type=str(model.config.model_type),
         max_tokens=limit, qk_note=qk_note, notes=(removed_note(found),) if found else ())
@@ -245,7 +240,7 @@ class HeadStats:
         if pattern == "broad":
             return self.entropy / max(np.log2(self.n_tokens), 1e-9)
         if pattern not in PATTERNS:
-            raise ValueError(f"Unknown pattern {pattern!r}: use one of {', '.join(PATTERNS)}.")
+            raise ValueError(msg("attention.unknown_pattern_use_one", pattern=pattern, p=', '.join(PATTERNS)))
         return getattr(self, pattern)
 
 
@@ -283,7 +278,7 @@ def find_heads(stats: HeadStats, pattern: str, threshold: float = 0.5) -> list[H
     """Heads whose score for ``pattern`` is at least ``threshold``, best first. Raises ValueError on a bad
     pattern or a threshold outside [0, 1]."""
     if not 0.0 <= threshold <= 1.0:
-        raise ValueError(f"Threshold {threshold} is outside 0..1: it is a share of attention.")
+        raise ValueError(msg("attention.threshold_outside_share_attention", threshold=threshold))
     s = stats.share(pattern)
     hits = [HeadMatch(int(l), int(h), float(s[l, h])) for l, h in zip(*np.nonzero(s >= threshold))]
     return sorted(hits, key=lambda m: -m.score)
@@ -322,8 +317,7 @@ def flow(att: np.ndarray, rows: list[int] | None = None, max_tokens: int | None 
     if max_tokens is None:
         max_tokens = FLOW_MAP_MAX_TOKENS if rows is None else FLOW_MAX_TOKENS
     if n > max_tokens:
-        raise ValueError(f"Attention flow is limited to {max_tokens} tokens (this text has {n}): it solves one "
-                         "max-flow problem per token pair. Use a shorter text (or a token range), or use rollout, which has no limit.")
+        raise ValueError(msg("attention.attention_flow_limited_tokens", max_tokens=max_tokens, n=n))
     g = nx.DiGraph()
     for layer in range(n_layers):  # edges go from layer+1 (the attending token) down to layer (the attended one)
         for i in range(n):
@@ -340,7 +334,7 @@ def flow(att: np.ndarray, rows: list[int] | None = None, max_tokens: int | None 
 def restrict(att: np.ndarray, start: int, end: int) -> np.ndarray:
     """Attention among tokens start..end-1 only, rows renormalised (what leaves the range is dropped)."""
     if not 0 <= start < end <= att.shape[-1]:
-        raise ValueError(f"Token range {start}..{end} is outside 0..{att.shape[-1]}.")
+        raise ValueError(msg("attention.token_range_outside", start=start, end=end, shape=att.shape[-1]))
     a = np.asarray(att[..., start:end, start:end], dtype=np.float64)
     return a / np.maximum(a.sum(-1, keepdims=True), 1e-12)
 

@@ -20,6 +20,7 @@ from typing import Sequence
 
 import numpy as np
 
+from core.base.messages import msg
 from core.base.text import strip_typed_specials
 from core.inspect.attention import AttentionConfig, display_label
 
@@ -47,12 +48,11 @@ class SelectionConfig:
 
     def __post_init__(self) -> None:
         if not self.positions:
-            raise ValueError("No token is selected: pick at least one token to see its attention.")
+            raise ValueError(msg("attention.token_selected_pick_least"))
         if self.how not in HOW:
-            raise ValueError(f"Unknown way to combine {self.how!r}: use one of {', '.join(HOW)}.")
+            raise ValueError(msg("attention.unknown_way_combine_use", how=self.how, p=', '.join(HOW)))
         if self.direction not in DIRECTIONS:
-            raise ValueError(f"Unknown direction {self.direction!r}: use 'from' (where the selected tokens look) "
-                             "or 'to' (how much every token looks at them).")
+            raise ValueError(msg("attention.unknown_direction_use_from", direction=self.direction))
 
 
 def selection_attention(att: np.ndarray, sel: SelectionConfig) -> np.ndarray:
@@ -65,7 +65,7 @@ def selection_attention(att: np.ndarray, sel: SelectionConfig) -> np.ndarray:
     pos = sorted(set(int(p) for p in sel.positions))
     if pos[0] < 0 or pos[-1] >= n:
         bad = pos[-1] if pos[-1] >= n else pos[0]
-        raise ValueError(f"Selected position {bad} is outside 0..{n - 1}: the text has {n} tokens.")
+        raise ValueError(msg("attention.selected_position_outside_text", bad=bad, p=n - 1, n=n))
     a = np.asarray(att, dtype=np.float64)
     part = a[..., pos, :] if sel.direction == "from" else a[..., :, pos]
     axis = -2 if sel.direction == "from" else -1
@@ -166,8 +166,7 @@ def word_groups(tokenizer, config: AttentionConfig) -> WordGroups:
 
     Raises ValueError for a tokenizer without word ids (a slow, pure-Python tokenizer)."""
     if not getattr(tokenizer, "is_fast", False):
-        raise ValueError(f"{type(tokenizer).__name__} is a slow tokenizer: it does not say which word each piece "
-                         "comes from (word_ids). Save the model with its tokenizer.json to get the word view.")
+        raise ValueError(msg("attention.slow_tokenizer_does_not", name__=type(tokenizer).__name__))
     text, _ = strip_typed_specials(config.text)
     texts = [text]
     if config.pair:
@@ -186,8 +185,7 @@ def word_attention(att: np.ndarray, groups: WordGroups) -> np.ndarray:
     text (a different token count)."""
     n = att.shape[-1]
     if groups.n_tokens != n:
-        raise ValueError(f"The word groups are for {groups.n_tokens} tokens but the attention has {n}: they come "
-                         "from another text. Compute both from the same text.")
+        raise ValueError(msg("attention.word_groups_tokens_but", n_tokens=groups.n_tokens, n=n))
     m = groups.n_words
     frm = np.zeros((m, n), dtype=np.float64)  # mean over a word's pieces (rows)
     to = np.zeros((n, m), dtype=np.float64)  # sum over a word's pieces (columns)

@@ -23,6 +23,9 @@ from typing import Any, Callable
 
 import numpy as np
 
+from core.base.messages import carry, msg
+from core.base.text import display_piece
+from core.inspect.attribution_estimate import mark_warm
 from core.inspect.attribution_inputs import (
     BASELINES,
     AttributionConfig,
@@ -64,7 +67,7 @@ class AttributionResult:
     checkpoint: str
     target: str
     target_label: str  # e.g. "'paris' rather than 'london' at mask 1"
-    tokens: tuple[str, ...]
+    tokens: tuple[str, ...]  # the tokenizer's pieces (Ġ, ▁, ##)
     special: np.ndarray  # (seq,) bool: tokens kept fixed in every baseline
     f_x: float  # the explained score on the input
     f_baseline: float  # ... and on the baseline
@@ -76,6 +79,7 @@ class AttributionResult:
     candidates: tuple[tuple[str, float], ...] = ()  # top predictions (word, probability) or classes
     skipped: tuple[tuple[str, str], ...] = ()  # (method, why it does not apply)
     notes: tuple[str, ...] = ()
+    labels: tuple[str, ...] = ()  # the pieces as a person reads them (core.base.text.display_piece)
 
     def method(self, key: str) -> MethodAttribution | None:
         return next((m for m in self.methods if m.method == key), None)
@@ -88,9 +92,8 @@ class AttributionResult:
             return None
         scale = max(abs(self.f_x - self.f_baseline), 1e-6)
         if abs(m.delta) > DELTA_WARN * scale and abs(m.delta) > 1e-4:
-            return (f"Integrated Gradients' convergence delta is {m.delta:+.4f}, {abs(m.delta) / scale:.0%} of "
-                    f"f(x) − f(baseline) = {self.f_x - self.f_baseline:+.4f}: the path integral is coarse. "
-                    "Raise n_steps.")
+            return (msg("attribution.integrated_gradients_convergence_delta", delta=m.delta, p=abs(m.delta) / scale,
+                        p2=self.f_x - self.f_baseline))
         return None
 
 
@@ -165,10 +168,11 @@ def attribute(lm: LoadedModel, cfg: AttributionConfig, progress: Progress | None
         try:
             methods.append(_run_method(key, prep, cfg, tick))
         except NotApplicable as e:
-            skipped.append((key, str(e)))
+            skipped.append((key, carry(e)))
         done[0] = start + weights[key]
     if not methods:
-        raise NotApplicable(" ".join(f"{METHODS[k].label}: {why}" for k, why in skipped))
+        raise NotApplicable(msg("attribution.all_skipped", reasons=[msg("attribution.skipped_one", label=METHODS[k].label,
+                                                                        why=why) for k, why in skipped]))
     layer_scores, layer_names, notes = None, (), list(prep.notes)
     if cfg.layer_steps:
         base_done = done[0]
@@ -184,9 +188,11 @@ def attribute(lm: LoadedModel, cfg: AttributionConfig, progress: Progress | None
         for j in range(i + 1, m):
             corr[i, j] = corr[j, i] = spearman(methods[i].scores[keep], methods[j].scores[keep])
     report(1.0, "done")
+    mark_warm(lm.model)  # the next estimate on this model need not warn of the first run's one-off costs
+    tokens = tuple(lm.tokenizer.convert_ids_to_tokens(prep.ids[0].tolist()))
     return AttributionResult(
         family=lm.spec.family, checkpoint=lm.spec.checkpoint, target=cfg.target, target_label=prep.target_label,
-        tokens=tuple(lm.tokenizer.convert_ids_to_tokens(prep.ids[0].tolist())), special=prep.special,
+        tokens=tokens, labels=tuple(display_piece(p, lm.tokenizer) for p in tokens), special=prep.special,
         f_x=f_x, f_baseline=f_b, baseline=cfg.baseline, methods=tuple(methods), rank_corr=corr,
         layer_scores=layer_scores, layer_names=layer_names, candidates=prep.candidates, skipped=tuple(skipped),
         notes=tuple(notes))
@@ -214,14 +220,13 @@ def read_batch_csv(data: str | bytes) -> tuple[BatchRow, ...]:
         try:
             data = data.decode("utf-8-sig")
         except UnicodeDecodeError:
-            raise ValueError("The CSV is not UTF-8 text: save it as UTF-8 and upload it again.") from None
+            raise ValueError(msg("attribution.csv_not_utf_text")) from None
     if not data.strip():
-        raise ValueError("The CSV is empty: it needs a header row with a 'text' column and one sentence per row.")
+        raise ValueError(msg("attribution.csv_empty_needs_header"))
     reader = csv.DictReader(io.StringIO(data))
     cols = [c.strip().lower() for c in (reader.fieldnames or [])]
     if "text" not in cols:
-        raise ValueError(f"The CSV needs a 'text' column (found: {', '.join(cols) or 'none'}). "
-                         "Add a header row: text[,text_b][,word][,class].")
+        raise ValueError(msg("attribution.csv_needs_text_column", p=', '.join(cols) or 'none'))
     rows = []
     for n, raw in enumerate(reader, start=2):
         r = {(k or "").strip().lower(): (v or "").strip() for k, v in raw.items()}
@@ -229,12 +234,12 @@ def read_batch_csv(data: str | bytes) -> tuple[BatchRow, ...]:
             continue
         cls = r.get("class", "")
         if cls and not cls.isdigit():
-            raise ValueError(f"Line {n}: class must be a class number (0, 1, …), got {cls!r}.")
+            raise ValueError(msg("attribution.line_class_must_class", n=n, p=cls))
         rows.append(BatchRow(r["text"], r.get("text_b", ""), r.get("word", ""), int(cls) if cls else None))
     if not rows:
-        raise ValueError("The CSV has no non-empty 'text' rows.")
+        raise ValueError(msg("attribution.csv_has_non_empty"))
     if len(rows) > MAX_BATCH_ROWS:
-        raise ValueError(f"The CSV has {len(rows)} rows; the limit is {MAX_BATCH_ROWS}. Split it.")
+        raise ValueError(msg("attribution.csv_has_rows_limit", n_rows=len(rows), MAX_BATCH_ROWS=MAX_BATCH_ROWS))
     return tuple(rows)
 
 
@@ -272,8 +277,8 @@ def check_batch_settings(settings: dict[str, Any]) -> None:
     """Raise ValueError (with the fix) when batch settings are invalid, before any row runs."""
     bad = {"text", "text_b"} & set(settings)
     if bad:
-        raise ValueError(f"Batch settings must not hold {', '.join(sorted(bad))}: each CSV row brings its own text.")
+        raise ValueError(msg("attribution.batch_settings_must_not", p=', '.join(sorted(bad))))
     try:
         AttributionConfig(**settings, text="check", text_b="check")
     except TypeError as e:
-        raise ValueError(f"Unknown batch setting: {e}") from None
+        raise ValueError(msg("attribution.unknown_batch_setting", e=e)) from None

@@ -1,10 +1,15 @@
 """What an attribution run will cost, shown before it starts: the passes come from the methods' cost models
 (core.inspect.attribution_methods: the same counts the progress bar ticks); the time from two plain forwards of the
-same text on the same model, timed once.
+same text on the same model, timed once. Those forwards are plain and warm, so the first run on a model costs more
+than they say: it may import captum (seconds), and its first backward passes and captum's first calls pay one-off
+costs (autograd buffers, kernel choice). ``Estimate.first_run`` says so, for the page to say it too;
+core.inspect.attribution.attribute calls ``mark_warm`` when a run has finished.
 """
 from __future__ import annotations
 
+import sys
 import time
+import weakref
 from dataclasses import dataclass
 
 from core.inspect.attribution_inputs import forward_batch
@@ -27,6 +32,7 @@ class Estimate:
     seconds: float  # from a ForwardTiming on this model and input: fitting (KernelSHAP, LIME) and copies not counted
     seq: int
     batch: int
+    first_run: bool = False  # no run has finished on this model yet: one-off costs come on top of ``seconds``
 
 
 def _encoded(lm, cfg):
@@ -96,4 +102,22 @@ def estimate(lm, cfg, timing: ForwardTiming) -> Estimate:
     n_layers = shape(lm.model.config).depths  # as core.inspect.attribution counts them
     parts = run_costs(cfg, seq, batch, n_layers)
     return Estimate(sum(c.forwards for c in parts), sum(c.backwards for c in parts),
-                    sum(timing.seconds(c) for c in parts), seq, batch)
+                    sum(timing.seconds(c) for c in parts), seq, batch, first_run=first_run(lm.model))
+
+
+_WARM: "weakref.WeakSet" = weakref.WeakSet()  # models an attribution run has finished on, in this process
+
+
+def mark_warm(model) -> None:
+    """Record that an attribution run has finished on ``model`` (its one-off costs are paid)."""
+    try:
+        _WARM.add(model)
+    except TypeError:  # not weak-referenceable: every run counts as a first one
+        pass
+
+
+def first_run(model=None) -> bool:
+    """Whether a run would be the first here: captum (which every method runs on) is not imported yet, or no run
+    has finished on ``model`` yet (its first backward passes and captum's first calls pay one-off costs); neither
+    is in an estimate's seconds."""
+    return "captum.attr" not in sys.modules or (model is not None and model not in _WARM)

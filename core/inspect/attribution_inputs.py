@@ -15,7 +15,9 @@ from typing import Any, Callable
 
 import numpy as np
 
+from core.base.messages import msg
 from core.base.settings import current
+from core.base.text import display_piece
 from core.inspect.attribution_methods import METHODS, NotApplicable
 from core.models.loading import LoadedModel
 from core.predict.fill_mask import MASK_PATTERN, MAX_MASKS, count_masks
@@ -51,39 +53,39 @@ class AttributionConfig:
 
     def __post_init__(self) -> None:
         if self.target not in TARGETS:
-            raise ValueError(f"Unknown target {self.target!r}: use one of {', '.join(TARGETS)}.")
+            raise ValueError(msg("attribution.unknown_target_use_one", target=self.target, p=', '.join(TARGETS)))
         if not self.text.strip():
-            raise ValueError("The input is empty: type a sentence to explain.")
+            raise ValueError(msg("attribution.input_empty_type_sentence"))
         if self.target == "pair" and not self.text_b.strip():
-            raise ValueError("The sentence-pair target needs a second sentence (B): type one.")
+            raise ValueError(msg("attribution.sentence_pair_target_needs"))
         if not self.methods:
-            raise ValueError("Pick at least one attribution method.")
+            raise ValueError(msg("attribution.pick_least_one_attribution"))
         bad = [m for m in self.methods if m not in METHODS]  # the registry's keys
         if bad:
-            raise ValueError(f"Unknown method(s) {', '.join(bad)}: use {', '.join(METHODS)}.")
+            raise ValueError(msg("attribution.unknown_method_s_use", p=', '.join(bad), p2=', '.join(METHODS)))
         if self.baseline not in BASELINES:
-            raise ValueError(f"Unknown baseline {self.baseline!r}: use one of {', '.join(BASELINES)}.")
+            raise ValueError(msg("attribution.unknown_baseline_use_one", baseline=self.baseline,
+                                 p=', '.join(BASELINES)))
         top = min(1000, current().max_attribution_steps)  # the server's limit (lower on the hosted demo)
         if not 2 <= self.n_steps <= top:
-            raise ValueError(f"n_steps must be between 2 and {top} (got {self.n_steps}); 50 is a good start.")
+            raise ValueError(msg("attribution.n_steps_must_between", top=top, n_steps=self.n_steps))
         if not 1 <= self.internal_batch_size <= 1000:
-            raise ValueError(f"Internal batch size must be between 1 and 1000 (got {self.internal_batch_size}).")
+            raise ValueError(msg("attribution.internal_batch_size_must",
+                                 internal_batch_size=self.internal_batch_size))
         if not 10 <= self.n_samples <= 5000:
-            raise ValueError(f"KernelSHAP/LIME samples must be between 10 and 5000 (got {self.n_samples}).")
+            raise ValueError(msg("attribution.kernelshap_lime_samples_must", n_samples=self.n_samples))
         if not 0 <= self.layer_steps <= min(300, top):
-            raise ValueError(f"Per-layer steps must be between 0 (off) and {min(300, top)} (got {self.layer_steps}).")
+            raise ValueError(msg("attribution.per_layer_steps_must", p=min(300, top), layer_steps=self.layer_steps))
         if self.mask_index < 0 or self.class_index < 0 or self.word_index < 0:
-            raise ValueError("Mask and class indices start at 0; negative values are not allowed.")
+            raise ValueError(msg("attribution.mask_class_indices_start"))
         if self.contrast_word.strip() and self.target != "mask":
-            raise ValueError("'Rather than' (contrastive) works only for a masked word: clear the second word.")
+            raise ValueError(msg("attribution.rather_than_contrastive_works"))
         if self.target == "mask":  # Fill-mask's limits: with too many masks every score is zero and nothing is learnt
             masks = count_masks(self.text)
             if masks > MAX_MASKS:
-                raise ValueError(f"The text has {masks} masks; at most {MAX_MASKS} are allowed. With that many the "
-                                 "model has almost no context left: keep the masks you care about and write the rest.")
+                raise ValueError(msg("attribution.text_has_masks_most", masks=masks, MAX_MASKS=MAX_MASKS))
             if masks and not any(ch.isalnum() for ch in MASK_PATTERN.sub(" ", self.text)):
-                raise ValueError("The text is only masks: there is no context to predict from. "
-                                 "Add words around the [MASK]s.")
+                raise ValueError(msg("attribution.text_only_masks_there"))
 
 
 # ------------------------------------------------------------------------------------------------ setup
@@ -128,23 +130,22 @@ def word_id(lm: LoadedModel, word: str, at_start: bool) -> int:
     tok = lm.tokenizer
     w = word.strip()
     if not w:
-        raise ValueError("The candidate word is empty: type a word or leave it blank for the top prediction.")
+        raise ValueError(msg("attribution.candidate_word_empty_type"))
     if " " in w:
-        raise ValueError(f"{w!r} is several words; one mask predicts one token. Type a single word.")
+        raise ValueError(msg("attribution.several_words_one_mask", w=w))
     # A word after a space, as the tokenizer sees it there: byte-level BPE gives it its Ġ marker, while WordPiece
     # and SentencePiece ignore the space (▁ marks every word start anyway). Asking the tokenizer this way needs no
     # per-tokenizer rule.
     text = w if at_start else " " + w
     ids = tok(text, add_special_tokens=False)["input_ids"]
     if not ids or ids == [tok.unk_token_id]:
-        raise ValueError(f"{w!r} is not in this model's vocabulary (it becomes {tok.unk_token!r}). "
-                         "Pick a word the tokenizer knows, or leave it blank to explain the top prediction.")
+        raise ValueError(msg("attribution.not_model_s_vocabulary", w=w, unk_token=tok.unk_token))
     if len(ids) > 1:
         pieces = tok.convert_ids_to_tokens(ids)
-        raise ValueError(f"{w!r} is {len(ids)} sub-tokens here ({' + '.join(pieces)}), but one mask predicts one "
-                         f"token. Pick a single-token word, or explain its first piece {pieces[0]!r} instead.")
+        raise ValueError(msg("attribution.sub_tokens_here_but", w=w, n_ids=len(ids), p=' + '.join(pieces),
+                             pieces=pieces[0]))
     if tok.unk_token_id is not None and ids[0] == tok.unk_token_id:
-        raise ValueError(f"{w!r} is not in this model's vocabulary. Pick another word.")
+        raise ValueError(msg("attribution.not_model_s_vocabulary_2", w=w))
     return int(ids[0])
 
 
@@ -160,10 +161,9 @@ def prepare(lm: LoadedModel, cfg: AttributionConfig) -> Prepared:
     ids = enc["input_ids"]
     limit = lm.max_tokens
     if ids.shape[1] > limit:
-        raise ValueError(f"The input is {ids.shape[1]} tokens, but this model reads at most {limit}. "
-                         "Shorten it (attributions are per token, so a long text is hard to read anyway).")
+        raise ValueError(msg("attribution.input_tokens_but_model", shape=ids.shape[1], limit=limit))
     if ids.shape[1] <= 2 and cfg.target != "pair":
-        raise ValueError("The input has no words once tokenized: type a sentence.")
+        raise ValueError(msg("attribution.input_has_words_once"))
     names = set(getattr(tok, "model_input_names", ["input_ids", "attention_mask"]))
     extra = {k: v.to(lm.device) for k, v in enc.items() if k != "input_ids" and k in names}
     ids = ids.to(lm.device)
@@ -176,26 +176,26 @@ def prepare(lm: LoadedModel, cfg: AttributionConfig) -> Prepared:
     if cfg.target == "mask":
         logits = _mlm_logits(out)
         if logits is None or logits.dim() != 3:
-            raise NotApplicable("This model has no masked-language-model head: load it for fill-mask, or pick "
-                                "another target.")
+            raise NotApplicable(msg("attribution.model_has_masked_language"))
         mask_pos = (ids[0] == tok.mask_token_id).nonzero().flatten().tolist()
         if not mask_pos:
-            raise ValueError(f"The text has no mask: put {fam.mask_token} where the word to explain goes.")
+            raise ValueError(msg("attribution.text_has_mask_put", mask_token=fam.mask_token))
         if cfg.mask_index >= len(mask_pos):
-            raise ValueError(f"The text has {len(mask_pos)} mask(s); mask {cfg.mask_index + 1} does not exist.")
+            raise ValueError(msg("attribution.text_has_mask_s", n_mask_pos=len(mask_pos), p=cfg.mask_index + 1))
         pos = mask_pos[cfg.mask_index]
         probs = torch.softmax(logits[0, pos].float(), -1)
         top = torch.topk(probs, 8)
-        candidates = tuple((tok.convert_ids_to_tokens(int(i)), float(p)) for p, i in zip(top.values, top.indices))
+        candidates = tuple((display_piece(tok.convert_ids_to_tokens(int(i)), tok), float(p))
+                           for p, i in zip(top.values, top.indices))
         at_start = pos == 1
         a = word_id(lm, cfg.word, at_start) if cfg.word.strip() else int(top.indices[0])
-        a_tok = tok.convert_ids_to_tokens(a)
+        a_tok = display_piece(tok.convert_ids_to_tokens(a), tok)
         where = f"mask {cfg.mask_index + 1}" if len(mask_pos) > 1 else "the mask"
         if cfg.contrast_word.strip():
             b = word_id(lm, cfg.contrast_word, at_start)
             if b == a:
-                raise ValueError("The two words are the same token: pick two different words to contrast.")
-            b_tok = tok.convert_ids_to_tokens(b)
+                raise ValueError(msg("attribution.two_words_same_token"))
+            b_tok = display_piece(tok.convert_ids_to_tokens(b), tok)
 
             def score(o, pos=pos, a=a, b=b):
                 lg = _mlm_logits(o)
@@ -206,17 +206,17 @@ def prepare(lm: LoadedModel, cfg: AttributionConfig) -> Prepared:
                 return _mlm_logits(o)[:, pos, a]
             label = f"logit of {a_tok!r} at {where}"
         if lm.head_missing:
-            notes.append("This checkpoint has no trained MLM head (it is random): the attributions explain noise.")
+            notes.append(msg("attribution.checkpoint_has_trained_mlm"))
     elif cfg.target == "pair":
         logits = _pair_logits(out)
         if fam.pair_head is None:
             raise NotApplicable(fam.pair_head_note)
         if logits is None:
-            raise NotApplicable(f"This model was loaded without its {fam.pair_head.upper()} head: load it for "
-                                "pretraining (the sentence-pair page does).")
+            raise NotApplicable(msg("attribution.model_was_loaded_without", p=fam.pair_head.upper()))
         names_ = PAIR_CLASSES[fam.pair_head]
         if cfg.class_index >= len(names_):
-            raise ValueError(f"The {fam.pair_head.upper()} head has 2 classes; class {cfg.class_index} does not exist.")
+            raise ValueError(msg("attribution.head_has_classes_class", p=fam.pair_head.upper(),
+                                 class_index=cfg.class_index))
         c = cfg.class_index
         probs = torch.softmax(logits[0].float(), -1)
         candidates = tuple((n, float(p)) for n, p in zip(names_, probs))
@@ -225,16 +225,15 @@ def prepare(lm: LoadedModel, cfg: AttributionConfig) -> Prepared:
             return _pair_logits(o)[:, c]
         label = f"{fam.pair_head.upper()} logit of '{names_[c]}'"
         if lm.head_missing:
-            notes.append(f"This checkpoint has no trained {fam.pair_head.upper()} head: the attributions explain noise.")
+            notes.append(msg("attribution.checkpoint_has_trained_head", p=fam.pair_head.upper()))
     elif cfg.target == "token":  # the logit of the predicted tag at one word's first piece (core.train.finetune task "token")
         logits = getattr(out, "logits", None)
         if logits is None or logits.dim() != 3:
-            raise NotApplicable("This model has no token-classification head: fine-tune one on the Fine-tune page "
-                                "(task: token classification) and load it for token classification.")
+            raise NotApplicable(msg("attribution.model_has_token_classification"))
         word_ids = enc.word_ids(0)
         firsts = [p for p, w in enumerate(word_ids) if w is not None and (p == 0 or word_ids[p - 1] != w)]
         if cfg.word_index >= len(firsts):
-            raise ValueError(f"The text has {len(firsts)} word(s); word {cfg.word_index + 1} does not exist.")
+            raise ValueError(msg("attribution.text_has_word_s", n_firsts=len(firsts), p=cfg.word_index + 1))
         pos = firsts[cfg.word_index]
         id2label = getattr(model.config, "id2label", None) or {}
         names_ = tuple(str(id2label.get(i, f"tag {i}")) for i in range(logits.shape[-1]))
@@ -244,16 +243,16 @@ def prepare(lm: LoadedModel, cfg: AttributionConfig) -> Prepared:
 
         def score(o, pos=pos, c=c):
             return o.logits[:, pos, c]
-        piece = tok.convert_ids_to_tokens(int(ids[0, pos]))
+        piece = display_piece(tok.convert_ids_to_tokens(int(ids[0, pos])), tok)
         label = f"logit of tag '{names_[c]}' at word {cfg.word_index + 1} ({piece!r})"
     else:
         logits = getattr(out, "logits", None)
         if logits is None or logits.dim() != 2:
-            raise NotApplicable("This model has no sequence-classification head: load a classifier (fine-tune one "
-                                "on the Fine-tune page, or point the sidebar at a classification checkpoint).")
+            raise NotApplicable(msg("attribution.model_has_sequence_classification"))
         n = logits.shape[-1]
         if cfg.class_index >= n:
-            raise ValueError(f"The classifier has {n} classes (0..{n - 1}); class {cfg.class_index} does not exist.")
+            raise ValueError(msg("attribution.classifier_has_classes_class", n=n, p=n - 1,
+                                 class_index=cfg.class_index))
         id2label = getattr(model.config, "id2label", None) or {}
         names_ = tuple(str(id2label.get(i, f"class {i}")) for i in range(n))
         probs = torch.softmax(logits[0].float(), -1)
@@ -264,7 +263,7 @@ def prepare(lm: LoadedModel, cfg: AttributionConfig) -> Prepared:
             return o.logits[:, c]
         label = f"logit of class '{names_[c]}'"
         if lm.head_missing:
-            notes.append("This checkpoint's classification head is random (not in the checkpoint): fine-tune first.")
+            notes.append(msg("attribution.checkpoint_s_classification_head"))
 
     emb_layer = model.get_input_embeddings()
     with torch.no_grad():

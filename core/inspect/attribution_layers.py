@@ -9,6 +9,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from core.base.messages import msg
 from core.inspect.attribution_inputs import AttributionConfig, Prepared, Scorer, forward_batch
 from core.inspect.attribution_methods import NotApplicable, per_token
 from core.registry import encoder_layers
@@ -59,8 +60,7 @@ def _hookable(mods: list, probe: Callable[[], Any]) -> list:
         norms = [m for m in mod.modules()
                  if isinstance(m, torch.nn.LayerNorm) or "layernorm" in type(m).__name__.lower()]
         if not norms:
-            raise NotApplicable(f"{type(mod).__name__} returns no tensor output LayerIG can hook, and has no norm as "
-                                "its last op: per-layer attribution is not available for this architecture.")
+            raise NotApplicable(msg("attribution.returns_tensor_output_layerig", name__=type(mod).__name__))
         picked.append(norms[-1])
     return picked
 
@@ -71,15 +71,11 @@ def layer_attributions(prep: Prepared, cfg: AttributionConfig, report: Callable[
 
     fam = prep.lm.family
     if fam.shared_layers:
-        raise NotApplicable(f"This model runs one shared layer at every depth ({fam.label}'s cross-layer sharing): "
-                            "LayerIG hooks a module, so it cannot tell the passes apart. Per-layer attribution "
-                            "needs a model with a layer of its own per depth.")
+        raise NotApplicable(msg("attribution.model_runs_one_shared", label=fam.label))
     work = copy.deepcopy(prep.lm.model)  # LayerIG hooks modules: never on the shared model
     found = _encoder_layers(work)
     if found is None:
-        raise NotApplicable(f"The encoder layers of {type(work).__name__} could not be located (no list of "
-                            "num_hidden_layers layer modules under its base model), so per-layer attribution is "
-                            "not available for it. The methods above still are.")
+        raise NotApplicable(msg("attribution.encoder_layers_could_not", name__=type(work).__name__))
     mods, names = found
     mods = _hookable(mods, lambda: Scorer(work, prep)(prep.embeds))
     bs = forward_batch(cfg, prep.embeds.shape[1])

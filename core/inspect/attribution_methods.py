@@ -20,12 +20,13 @@ from typing import Any, Callable
 
 import numpy as np
 
+from core.base.messages import Problem, msg
 from core.models.cost import Cost
 
 DEEPLIFT_TOLERANCE = 0.25  # DeepLift whose sum misses f(x) - f(baseline) by more than this share is rejected
 
 
-class NotApplicable(ValueError):
+class NotApplicable(Problem, ValueError):
     """A method that does not apply to this model; the message says why."""
 
 
@@ -124,11 +125,7 @@ def _deeplift(i: Inputs) -> Output:
     gap = i.f_x - i.f_b
     if abs(delta) > DEEPLIFT_TOLERANCE * abs(gap) + 1e-4:
         raise NotApplicable(
-            f"DeepLift ran, but its attributions add up to {float(scores.sum()):+.4f} while f(x) − f(baseline) "
-            f"is {gap:+.4f}. Its rescale rule covers the ReLU/Tanh units only; a Transformer also multiplies "
-            "activations together (attention's Q·K and softmax, LayerNorm's division by the standard "
-            "deviation), where DeepLift has no rule and captum passes plain gradients, so the decomposition "
-            "does not hold. Use Integrated Gradients, which is exact along its path.")
+            msg("attribution.deeplift_ran_but_its", p=float(scores.sum()), gap=gap))
     return Output(scores, delta, "attention's products and LayerNorm follow plain gradients (no DeepLift rule): "
                                  "check the delta")
 

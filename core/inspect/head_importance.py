@@ -18,6 +18,7 @@ import numpy as np
 import torch  # core.data.masking and core.models.masked_forward load it anyway
 import torch.nn.functional as F
 
+from core.base.messages import Problem, carry, msg
 from core.data.masking import mask_tokens
 from core.inspect.ablation import AblationConfig, ablated, base_model, default_texts, gated, layout
 from core.models.loading import ModelSpec, load
@@ -31,7 +32,7 @@ PRUNING_FRACTIONS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 RANDOM_SEEDS = (0, 1, 2)
 
 
-class ImportanceError(ValueError):
+class ImportanceError(Problem, ValueError):
     """Importance cannot be computed for this model or data; the message says why and what to do."""
 
 
@@ -74,8 +75,7 @@ def _mlm_chunks(lm, texts: Sequence[str]) -> list[_Chunk]:
     """Tokenize, mask 15% (80/10/10) with a fixed seed (core.data.masking), CHUNK texts per chunk."""
     tok, model = lm.tokenizer, lm.model
     if tok.mask_token_id is None:
-        raise ImportanceError(f"The tokenizer of {lm.spec.checkpoint} has no mask token: MLM importance needs a "
-                              "model trained with masked language modelling.")
+        raise ImportanceError(msg("importance.tokenizer_has_mask_token", checkpoint=lm.spec.checkpoint))
     dev = next(model.parameters()).device
     gen = torch.Generator().manual_seed(MASK_SEED)
     out = []
@@ -89,7 +89,7 @@ def _mlm_chunks(lm, texts: Sequence[str]) -> list[_Chunk]:
         out.append(_Chunk({"input_ids": m.input_ids.to(dev), "attention_mask": enc["attention_mask"].to(dev)},
                           rows.to(dev), cols.to(dev), m.labels[rows, cols].to(dev)))
     if sum(len(c.labels) for c in out) == 0:
-        raise ImportanceError("No token was masked: give more or longer texts.")
+        raise ImportanceError(msg("importance.token_was_masked_give"))
     return out
 
 
@@ -176,16 +176,15 @@ def head_importance(lm, texts: Sequence[str] | None = None, batch=None, exhausti
     classifier = _is_classifier(lm)
     if classifier:
         if batch is None:
-            raise ImportanceError("A classifier's importance needs its eval set: pass batch=(texts, texts_b or "
-                                  "None, labels), e.g. the fine-tuning result's test_texts and test_labels.")
+            raise ImportanceError(msg("importance.classifier_s_importance_needs"))
         b_texts, b_texts_b, b_labels = batch
         if not len(b_texts) or len(b_texts) != len(b_labels):
-            raise ImportanceError(f"The eval set has {len(b_texts)} texts and {len(b_labels)} labels: give one "
-                                  "label per text, at least one text.")
+            raise ImportanceError(msg("importance.eval_set_has_texts", n_b_texts=len(b_texts),
+                                      n_b_labels=len(b_labels)))
         if b_texts_b is not None and len(b_texts_b) != len(b_texts):
-            raise ImportanceError("The eval set's second texts must match its first texts one for one.")
+            raise ImportanceError(msg("importance.eval_set_s_second"))
         if not all(0 <= int(y) < len(lm.label_names) for y in b_labels):
-            raise ImportanceError(f"Labels must be class numbers 0..{len(lm.label_names) - 1}.")
+            raise ImportanceError(msg("importance.labels_must_class_numbers", p=len(lm.label_names) - 1))
         n = len(b_texts)
         chunks = _cls_chunks(lm, b_texts[:MAX_TEXTS], None if b_texts_b is None else b_texts_b[:MAX_TEXTS],
                              b_labels[:MAX_TEXTS])
@@ -196,14 +195,14 @@ def head_importance(lm, texts: Sequence[str] | None = None, batch=None, exhausti
         try:
             check_mlm(lm)
         except ValueError as e:
-            raise ImportanceError(str(e)) from None
+            raise ImportanceError(carry(e)) from None
         if texts is None:
             texts = default_texts(MLM_TEXTS)
         texts = [t for t in texts if isinstance(t, str) and t.strip()]
         if not texts:
-            raise ImportanceError("No text to measure the MLM loss on: give at least one sentence.")
+            raise ImportanceError(msg("importance.text_measure_mlm_loss"))
         if len(texts) > MAX_TEXTS:
-            raise ImportanceError(f"{len(texts)} texts; at most {MAX_TEXTS} are used for head importance.")
+            raise ImportanceError(msg("importance.texts_most_used_head", n_texts=len(texts), MAX_TEXTS=MAX_TEXTS))
         n = len(texts)
         chunks = _mlm_chunks(lm, texts)
         checkpoint = lm.spec.checkpoint
@@ -271,6 +270,22 @@ def head_importance(lm, texts: Sequence[str] | None = None, batch=None, exhausti
                             exhaustive=ex, spearman=rho, pruning_fraction=fr, pruning_importance=p_imp,
                             pruning_random=p_rand, metric="accuracy" if classifier else "MLM loss", n_texts=n,
                             seconds_gradient=seconds_gradient, seconds_exhaustive=seconds_ex)
+
+
+# What the exhaustive check costs, per unit of work (one pass over one text, per layer, per hidden_size²): measured
+# on the bundled bert-mini (6 layers x 12 heads, hidden 384, 64 held-out texts), whose 73 passes (one per head, and
+# the unablated one) took 33 s on a 2-core CPU. A GPU runs these small batches about this many times faster.
+CPU_SECONDS_PER_UNIT = 33.0 / (73 * 64 * 6 * 384 ** 2)
+GPU_SPEEDUP = 10.0
+
+
+def exhaustive_seconds(n_layers: int, n_heads: int, hidden: int, n_texts: int, device: str = "cpu") -> float:
+    """About how long the exhaustive check (one loss pass over ``n_texts`` per head, plus the unablated one) takes
+    on ``device`` for a model of ``n_layers`` x ``n_heads`` heads and width ``hidden``. A rough estimate, for the
+    page to show beside the check's checkbox: a pass costs ~ layers x hidden² per text."""
+    passes = n_layers * n_heads + 1
+    seconds = passes * n_texts * n_layers * hidden ** 2 * CPU_SECONDS_PER_UNIT
+    return seconds / GPU_SPEEDUP if str(device).startswith(("cuda", "mps")) else seconds
 
 
 def importance_job(family: str, checkpoint: str, device: str = "auto", texts: Sequence[str] | None = None,

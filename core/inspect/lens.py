@@ -14,6 +14,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from core.base.messages import msg
+from core.base.text import display_piece
 from core.inspect.lens_forward import LensError, apply_head, layer_states, n_layers
 from core.inspect.tuned_lens import load_tuned
 from core.models.loading import LoadedModel
@@ -34,11 +36,9 @@ class LensConfig:
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
-            raise ValueError(f"Unknown lens mode {self.mode!r}: use 'raw' (the MLM head on every layer) or 'tuned' "
-                             "(a trained translator per layer first).")
+            raise ValueError(msg("lens.unknown_lens_mode_use", mode=self.mode))
         if isinstance(self.text, str) and self.text.strip() and count_masks(self.text) == 0:
-            raise ValueError("The text has no [MASK]. Write [MASK] where the lens should look "
-                             "(e.g. 'The capital of France is [MASK].').")
+            raise ValueError(msg("lens.text_has_mask_write"))
         self.fill_config()  # the text rules and messages of Fill-mask (empty, too many masks, too long, top-k)
 
     def fill_config(self) -> FillMaskConfig:
@@ -97,13 +97,12 @@ def lens(lm: LoadedModel, cfg: LensConfig, tuned=None) -> LensResult:
         if tuned is None:
             found = load_tuned(lm)
             if found is None:
-                raise LensError("There is no tuned lens for this model yet. Train one (the 'Train tuned lens' "
-                                "button), or switch to the raw lens.")
+                raise LensError(msg("lens.there_tuned_lens_model"))
             tuned, report = found
             key = report.key
         if tuned.n_layers != n_layers(lm.model):
-            raise LensError(f"These translators are for {tuned.n_layers} layers, the model has "
-                            f"{n_layers(lm.model)}: train a tuned lens for this model.")
+            raise LensError(msg("lens.these_translators_layers_model", n_layers=tuned.n_layers,
+                                p=n_layers(lm.model)))
     tok, model = lm.tokenizer, lm.model
     enc = encode(lm, cfg.fill_config())
     L = n_layers(model)
@@ -127,7 +126,7 @@ def lens(lm: LoadedModel, cfg: LensConfig, tuned=None) -> LensResult:
     ids_all = top_i.flatten().tolist()
     uniq = sorted(set(ids_all))
     pieces = dict(zip(uniq, tok.convert_ids_to_tokens(uniq)))
-    texts = {i: tok.decode([i]).strip() for i in uniq}
+    texts = {i: display_piece(pieces[i], tok) for i in uniq}  # the text each piece stands for, no Ġ/▁
     tp, ti = top_p.tolist(), top_i.tolist()
     ans_p_l, ranks_l, kl_l = ans_p[..., 0].tolist(), ranks.tolist(), kl.tolist()
     masks = []

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import torch
 
+from core.base.messages import Problem
 from core.models import masked_forward as mf
 from core.models.packed_linear import linears
 from core.predict.fill_mask import mlm_head
 from core.registry.shape import shape
 
 
-class LensError(ValueError):
+class LensError(Problem, ValueError):
     """The lens cannot run on this input or model; the message says why and what to do."""
 
 

@@ -33,6 +33,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from core.base.messages import carry, msg
 from core.base.paths import scrub
 from core.base.settings import current
 from core.inspect.lens_forward import LensError, apply_head, hidden_size, n_layers
@@ -66,19 +67,17 @@ class TuneConfig:
     def __post_init__(self) -> None:
         cap = HOSTED_MAX_TUNE_STEPS if current().hosted else MAX_TUNE_STEPS
         if not isinstance(self.steps, int) or not 1 <= self.steps <= cap:
-            raise ValueError(f"Tuned-lens steps must be a whole number from 1 to {cap} (got {self.steps!r}); "
-                             "a few hundred are enough for a small model.")
+            raise ValueError(msg("lens.tuned_lens_steps_must", cap=cap, steps=self.steps))
         if not isinstance(self.batch_size, int) or not 1 <= self.batch_size <= 256:
-            raise ValueError(f"Sentences per step must be from 1 to 256 (got {self.batch_size!r}).")
+            raise ValueError(msg("lens.sentences_per_step_must", batch_size=self.batch_size))
         if not isinstance(self.max_length, int) or not 8 <= self.max_length <= 512:
-            raise ValueError(f"The sentence length must be from 8 to 512 tokens (got {self.max_length!r}).")
+            raise ValueError(msg("lens.sentence_length_must_from", max_length=self.max_length))
         if not (isinstance(self.lr, (int, float)) and 0 < self.lr <= 1):
-            raise ValueError(f"The learning rate must be above 0 and at most 1 (got {self.lr!r}); try 2e-3.")
+            raise ValueError(msg("lens.learning_rate_must_above", lr=self.lr))
         if not 0 < self.mask_prob <= 0.5:
-            raise ValueError(f"The mask share must be above 0 and at most 0.5 (got {self.mask_prob!r}); BERT used "
-                             "0.15.")
+            raise ValueError(msg("lens.mask_share_must_above", mask_prob=self.mask_prob))
         if not isinstance(self.heldout_sentences, int) or not 1 <= self.heldout_sentences <= 5000:
-            raise ValueError(f"Held-out sentences must be from 1 to 5000 (got {self.heldout_sentences!r}).")
+            raise ValueError(msg("lens.held_out_sentences_must", heldout_sentences=self.heldout_sentences))
 
 
 # ---------------------------------------------------------------------------------------------- results
@@ -179,7 +178,7 @@ def measure_kl(lm: LoadedModel, tuned=None, sentences: Sequence[str] | None = No
     cfg = cfg or TuneConfig()
     sentences = list(sentences if sentences is not None else corpus_sentences("heldout")[:cfg.heldout_sentences])
     if not sentences:
-        raise LensError("No held-out sentences to measure the lens on.")
+        raise LensError(msg("lens.held_out_sentences_measure"))
     model, tok = lm.model, lm.tokenizer
     gen = torch.Generator().manual_seed(cfg.seed + 1)
     total, count = None, 0
@@ -210,7 +209,7 @@ def train_tuned_lens(lm: LoadedModel, cfg: TuneConfig | None = None,
     L, H = n_layers(model), hidden_size(model)
     pool = list(sentences if sentences is not None else corpus_sentences("train"))
     if not pool:
-        raise LensError("No training sentences for the tuned lens.")
+        raise LensError(msg("lens.training_sentences_tuned_lens"))
     order = random.Random(cfg.seed)  # this run's own streams: never the process-wide RNG (core/train/rng.py)
     gen = torch.Generator().manual_seed(cfg.seed)
     tuned = TunedLens(L, H).to(lm.device)
@@ -365,6 +364,6 @@ def _run_tune_job(spec: ModelSpec, cfg: TuneConfig, ctx) -> TuneReport:
     try:
         check_mlm(lm)
     except FillMaskError as e:
-        raise LensError(str(e)) from None
+        raise LensError(carry(e)) from None
     _, report = tune(lm, cfg, on_progress=ctx.progress, should_stop=lambda: ctx.cancelled)
     return report

@@ -12,6 +12,7 @@ with what was fetched; the Hub cache keeps only complete files under the snapsho
 """
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import threading
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Callable
 from urllib.parse import urlparse
 
+from core.base.messages import Problem, msg
 from core.base.settings import hosted
 
 TRUE = ("1", "true", "yes", "on")
@@ -30,9 +32,10 @@ ALLOW_PATTERNS = ("config.json", "*.safetensors", "*.safetensors.index.json", "t
                   "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json", "vocab.txt",
                   "vocab.json", "merges.txt", "spiece.model", "sentencepiece.bpe.model", "*.spm")
 REACH_TIMEOUT_S = 2.0  # a machine with no network is told so within this
+log = logging.getLogger(__name__)
 
 
-class DownloadError(RuntimeError):
+class DownloadError(Problem, RuntimeError):
     """A download could not start or did not finish. The message says what happened and what to do."""
 
 
@@ -87,27 +90,72 @@ def policy() -> Policy:
 
 
 def reachable(timeout: float = REACH_TIMEOUT_S) -> bool:
-    """One TCP connect to the Hub endpoint; False on any failure (no DNS, refused, timeout) within ``timeout``."""
+    """One TCP connect to the Hub endpoint; False on any failure (no DNS, refused, timeout) within ``timeout``.
+
+    The name is resolved on a helper thread (resolution has no timeout of its own); a failure there is caught on
+    that thread and logged as one debug line, never left to the thread's excepthook as a traceback."""
     url = urlparse(endpoint())
     port = url.port or (443 if url.scheme == "https" else 80)
     deadline = time.monotonic() + timeout
+    found: list = []
+    th = threading.Thread(target=_resolve_into, args=(found, url.hostname or "", port), daemon=True,
+                          name="hub-reachable")
+    th.start()
+    th.join(timeout)
+    if not found or isinstance(found[0], Exception):
+        return False
     try:
-        # name resolution has no timeout of its own: run it on a thread and give up at the deadline
-        found: list = []
-        t = threading.Thread(target=lambda: found.append(socket.getaddrinfo(url.hostname or "", port,
-                                                                              type=socket.SOCK_STREAM)),
-                             daemon=True)
-        t.start()
-        t.join(timeout)
-        if not found:
-            return False
         family, kind, proto, _, addr = found[0][0]
         with socket.socket(family, kind, proto) as s:
             s.settimeout(max(deadline - time.monotonic(), 0.05))
             s.connect(addr)
         return True
-    except OSError:
+    except OSError as e:
+        log.debug("Hub %s:%s not reachable: %s", url.hostname, port, e)
         return False
+
+
+def _resolve_into(found: list, host: str, port: int) -> None:
+    """getaddrinfo(host, port) appended to ``found``, or the error it raised (socket.gaierror on a machine with no
+    DNS): caught here, so a machine without network logs one quiet line instead of a thread's traceback."""
+    try:
+        found.append(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+    except (OSError, UnicodeError) as e:  # gaierror is an OSError; an over-long label raises UnicodeError
+        log.debug("Hub host %r not resolved: %s", host, e)
+        found.append(e)
+
+
+REACH_TTL_S = 60.0  # how long one answer of hub_reachable_recently stands (one value per process: its bound)
+_RECENT: dict = {"at": None, "endpoint": None, "ok": False}
+_RECENT_LOCK = threading.Lock()
+
+
+def hub_reachable_recently(ttl: float = REACH_TTL_S) -> bool:
+    """``reachable()``, asked at most once per ``ttl`` seconds per endpoint in this process: what the sidebar uses
+    to offer only checkpoints that can be downloaded now, without a connect on every script run."""
+    now = time.monotonic()
+    with _RECENT_LOCK:
+        if (_RECENT["at"] is not None and _RECENT["endpoint"] == endpoint() and now - _RECENT["at"] < ttl):
+            return _RECENT["ok"]
+    ok = reachable()
+    with _RECENT_LOCK:
+        _RECENT.update(at=time.monotonic(), endpoint=endpoint(), ok=ok)
+    return ok
+
+
+def forget_reachability() -> None:
+    """Drop the remembered answer of ``hub_reachable_recently`` (tests; a network that just came back)."""
+    with _RECENT_LOCK:
+        _RECENT.update(at=None, endpoint=None, ok=False)
+
+
+def can_have_now(source: str) -> bool:
+    """Whether a checkpoint that core.models.loading.resolve found at ``source`` can be had now: a bundled model,
+    a local folder or the HF cache; a "Hub download" only when the Hub answered recently (downloads allowed and no
+    network is not enough). What the sidebar suggests and the pages name as a full model."""
+    if source == "unavailable":
+        return False
+    return source != "Hub download" or hub_reachable_recently()
 
 
 class _Meter:
@@ -173,10 +221,10 @@ def download(repo_id: str, progress: Callable[[DownloadProgress], None] | None =
     """
     pol = policy()
     if not pol.allowed:
-        raise DownloadError(f"Downloads are off here: {pol.reason}. Use a bundled model or a local folder.")
+        raise DownloadError(msg("download.downloads_off_here_use", reason=pol.reason))
     if not reachable():
-        raise DownloadError(f"No network: the Hub at {endpoint()} cannot be reached within {REACH_TIMEOUT_S:.0f} s, "
-                            f"and {repo_id!r} is not cached. Use a bundled model or a local folder.")
+        raise DownloadError(msg("download.network_hub_cannot_reached", p=endpoint(),
+                                REACH_TIMEOUT_S=REACH_TIMEOUT_S, repo_id=repo_id))
     import httpx2  # huggingface_hub's own HTTP client: its errors are what a cut connection raises
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import (
@@ -192,20 +240,18 @@ def download(repo_id: str, progress: Callable[[DownloadProgress], None] | None =
         path = snapshot_download(repo_id, allow_patterns=list(ALLOW_PATTERNS), cache_dir=cache_dir,
                                  endpoint=endpoint(), tqdm_class=_tqdm_class(meter), max_workers=4)
     except GatedRepoError:
-        raise DownloadError(f"{repo_id!r} is gated on the Hub: accept its terms there and log in "
-                            "(`hf auth login`), then pick it again.") from None
+        raise DownloadError(msg("download.gated_hub_accept_its", repo_id=repo_id)) from None
     except RepositoryNotFoundError:
-        raise DownloadError(f"{repo_id!r} is not a model on the Hub (or it is private).") from None
+        raise DownloadError(msg("download.not_model_hub_private", repo_id=repo_id)) from None
     except (httpx2.HTTPError, LocalEntryNotFoundError, EntryNotFoundError, HfHubHTTPError, OSError) as e:
         got = meter.progress()
         of = f" of {got.total_bytes / 1e6:,.1f} MB" if got.total_bytes else ""
         raise DownloadError(
-            f"The download of {repo_id!r} stopped after {got.done_bytes / 1e6:,.1f} MB{of} "
-            f"({type(e).__name__}: {e}). Nothing half-written is used: pick the model again to resume.") from None
+            msg("download.download_stopped_after_mb", repo_id=repo_id, p=got.done_bytes / 1e6, of=of,
+                name__=type(e).__name__, e=e)) from None
     folder = Path(path)
     if not (folder / "config.json").exists() or not any(folder.glob("*.safetensors")):
-        raise DownloadError(f"{repo_id!r} on the Hub has no config.json with safetensors weights, which "
-                            "EncoderLab needs (it never loads pickled .bin weights).")
+        raise DownloadError(msg("download.hub_has_config_json", repo_id=repo_id))
     return folder
 
 

@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 from core.base import settings
+from core.base.messages import msg
 from core.base.paths import server_folders
 from core.models.downloads import allow_download
 from core.registry import ModelLoadError, official_checkpoints
@@ -53,17 +54,13 @@ def check_custom_checkpoint(text: str) -> None:
     if not t:
         return  # ModelSpec says the box is empty
     if looks_like_path(t) or not _HUB_ID.match(t) or (Path(t).exists() and not t.startswith("encoderlab/")):
-        raise HostedRefusal("This hosted server loads Hugging Face model ids only (like bert-base-uncased or "
-                            "hfl/chinese-roberta-wwm-ext), never files or folders on the server. Type a model id, or "
-                            "pick a model from the Checkpoint list.")
+        raise HostedRefusal(msg("hosted.hosted_server_loads_hugging"))
     if t.startswith("encoderlab/"):
         return
     if allow_download():
         return
     if t not in allowlist():
-        raise HostedRefusal(f"{t!r} is not among the models this hosted server offers, and it does not download "
-                            "others. Pick one from the Checkpoint list (the official ids are accepted here too), or "
-                            "ask the operator to add it to ENCODERLAB_HUB_ALLOWLIST.")
+        raise HostedRefusal(msg("hosted.not_among_models_hosted", t=t))
 
 
 def check_folder(folder: str | Path) -> None:
@@ -73,5 +70,4 @@ def check_folder(folder: str | Path) -> None:
         return
     p = Path(folder).expanduser().resolve()
     if not any(p == root or root in p.parents for root in server_folders()):
-        raise HostedRefusal("This hosted server loads models from its own folders only (the bundled models, "
-                            "this session's runs and its model cache). Type a Hugging Face model id instead.")
+        raise HostedRefusal(msg("hosted.hosted_server_loads_models"))

@@ -18,6 +18,8 @@ from __future__ import annotations
 import io
 import warnings
 
+from core.base.messages import Problem, msg
+
 QUANT_MODES = ("", "int8")
 MARK = "encoderlab_quant"  # attribute set on a quantized model (core.models.packed_linear then leaves its linears alone)
 
@@ -28,17 +30,16 @@ warnings.filterwarnings("ignore", message=r"torch\.quantize_per_tensor, torch\.q
                         category=UserWarning)
 
 
-class QuantizeError(ValueError):
+class QuantizeError(Problem, ValueError):
     """The model cannot be quantized as asked; the message says why and what to do instead."""
 
 
 def check_mode(quant: str, device_kind: str | None = None) -> None:
     """Raise QuantizeError for an unknown mode, or int8 on a device other than the CPU."""
     if quant not in QUANT_MODES:
-        raise QuantizeError(f"Unknown quantization {quant!r}: use '' (fp32) or 'int8'.")
+        raise QuantizeError(msg("int8.unknown_quantization_use_fp", quant=quant))
     if quant and device_kind not in (None, "cpu"):
-        raise QuantizeError("int8 dynamic quantization runs on the CPU only (torch has no CUDA kernels for it): "
-                            "set the device to cpu, or turn int8 off.")
+        raise QuantizeError(msg("int8.int_dynamic_quantization_runs"))
 
 
 def is_quantized(model) -> bool:
@@ -63,17 +64,16 @@ def quantize_int8(model, inplace: bool = False):
     p = next(model.parameters())
     check_mode("int8", p.device.type)
     if model.training:
-        raise QuantizeError("int8 quantization is for inference: its linears have no gradients, so a quantized "
-                            "model cannot be trained. Fine-tune in fp32, then quantize the result.")
+        raise QuantizeError(msg("int8.int_quantization_inference_its"))
     if p.dtype != torch.float32:
-        raise QuantizeError(f"int8 quantization starts from fp32 weights; this model is {p.dtype}. Load it in fp32.")
+        raise QuantizeError(msg("int8.int_quantization_starts_from", dtype=p.dtype))
     if is_quantized(model):
         return model
     tied = _tied_linears(model)
     targets = {n: torch.ao.quantization.default_dynamic_qconfig for n, m in model.named_modules()
                if isinstance(m, torch.nn.Linear) and n not in tied}
     if not targets:
-        raise QuantizeError(f"{type(model).__name__} has no linear layers to quantize.")
+        raise QuantizeError(msg("int8.has_linear_layers_quantize", name__=type(model).__name__))
     q = torch.ao.quantization.quantize_dynamic(model, targets, dtype=torch.qint8, inplace=inplace)
     setattr(q, MARK, "int8")
     return q

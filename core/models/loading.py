@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from core.base.messages import carry, msg
 from core.base.paths import zoo_dir
 from core.models.devices import resolve_device
 from core.models.downloads import DownloadError, allow_download, download, policy
@@ -45,14 +46,13 @@ class ModelSpec:
     def __post_init__(self) -> None:
         family(self.family)
         if not self.checkpoint or not self.checkpoint.strip():
-            raise ModelLoadError("No checkpoint given: pick one from the list or type a Hugging Face id or a folder.")
+            raise ModelLoadError(msg("load.checkpoint_given_pick_one"))
         if self.device not in ("auto", "cpu", "cuda"):
-            raise ModelLoadError(f"Unknown device {self.device!r}: use auto, cpu or cuda.")
+            raise ModelLoadError(msg("load.unknown_device_use_auto", device=self.device))
         if self.quant not in ("", "int8"):
-            raise ModelLoadError(f"Unknown quantization {self.quant!r}: use '' (fp32) or 'int8'.")
+            raise ModelLoadError(msg("load.unknown_quantization_use_fp", quant=self.quant))
         if self.quant and self.device == "cuda":
-            raise ModelLoadError("int8 dynamic quantization runs on the CPU only: set the device to cpu, or turn "
-                                 "int8 off.")
+            raise ModelLoadError(msg("load.int_dynamic_quantization_runs"))
 
 
 @dataclass(frozen=True)
@@ -170,11 +170,11 @@ def max_tokens(model, tokenizer) -> int:
 def read_config(folder: str | Path) -> dict:
     cfg = Path(folder) / "config.json"
     if not cfg.exists():
-        raise ModelLoadError(f"{folder} has no config.json: it is not a Hugging Face model folder.")
+        raise ModelLoadError(msg("load.has_config_json_not", folder=folder))
     try:
         return json.loads(cfg.read_text())
     except json.JSONDecodeError as e:
-        raise ModelLoadError(f"{cfg} is not valid JSON ({e}).") from None
+        raise ModelLoadError(msg("load.not_valid_json", cfg=cfg, e=e)) from None
 
 
 def _check_folder(folder: Path, spec: ModelSpec) -> dict:
@@ -183,11 +183,8 @@ def _check_folder(folder: Path, spec: ModelSpec) -> dict:
         bins = [p.name for p in folder.glob("*.bin")] + [p.name for p in folder.glob("*.pt")]
         if bins:
             raise ModelLoadError(
-                f"{folder} holds only {', '.join(bins)}. EncoderLab loads safetensors only, because a pickled .bin "
-                "file can run arbitrary code when loaded. Convert it once where you trust it: "
-                "`AutoModel.from_pretrained(path).save_pretrained(path, safe_serialization=True)`.")
-        raise ModelLoadError(f"{folder} has a config.json but no *.safetensors weights. Copy the weights in, "
-                             "or pick another checkpoint.")
+                msg("load.holds_only_encoderlab_loads", folder=folder, p=', '.join(bins)))
+        raise ModelLoadError(msg("load.has_config_json_but", folder=folder))
     _check_family(cfg, spec)
     return cfg
 
@@ -198,15 +195,14 @@ def _check_family(cfg: dict, spec: ModelSpec) -> None:
     if fam.generic:  # any architecture no family claims; a registered one belongs to its own family
         owner = family_of_model_type(mt)
         if owner:
-            raise ModelLoadError(f"This checkpoint is a {FAMILIES[owner].label} model ({mt!r}): pick the "
-                                 f"{FAMILIES[owner].label} family for it, which knows its heads and layers.")
+            raise ModelLoadError(msg("load.checkpoint_model_pick_family", label=FAMILIES[owner].label, mt=mt))
         return
     info = checkpoint_info(spec.checkpoint)
     allowed = {fam.model_type} | ({info.model_type} if info and info.model_type else set())
     if mt not in allowed:
         owner = family_of_model_type(mt)
         hint = f" Pick the {FAMILIES[owner].label} family for it." if owner else ""
-        raise ModelLoadError(f"This checkpoint is a {mt!r} model, not {fam.label}.{hint}")
+        raise ModelLoadError(msg("load.checkpoint_model_not", mt=mt, label=fam.label, hint=hint))
 
 
 # transformers' from_pretrained swaps process-wide functions while it builds a model (its init contexts patch
@@ -232,8 +228,7 @@ def load(spec: ModelSpec, task: str = "base", attentions: bool = False, dtype: s
     dev = resolve_device(spec.device)
     res = resolve(spec.checkpoint)
     if res.source == "unavailable":
-        raise ModelLoadError(f"Cannot get {spec.checkpoint!r} here. Tried: " + "; ".join(res.tried) +
-                             ". Use a bundled model, a local folder, or a machine with network.")
+        raise ModelLoadError(msg("load.cannot_get", checkpoint=spec.checkpoint, tried="; ".join(res.tried)))
     kwargs: dict[str, Any] = {"use_safetensors": True, "trust_remote_code": False}
     if attentions:
         kwargs["attn_implementation"] = "eager"
@@ -246,7 +241,7 @@ def load(spec: ModelSpec, task: str = "base", attentions: bool = False, dtype: s
         try:
             target = str(download(spec.checkpoint))
         except DownloadError as e:
-            raise ModelLoadError(str(e)) from None
+            raise ModelLoadError(carry(e)) from None
     else:
         assert res.path is not None
         target = res.path
@@ -260,17 +255,16 @@ def load(spec: ModelSpec, task: str = "base", attentions: bool = False, dtype: s
             tokenizer = transformers.AutoTokenizer.from_pretrained(target, trust_remote_code=False)
     except (OSError, ValueError, RuntimeError) as e:
         if family(spec.family).generic and isinstance(e, ValueError) and "Unrecognized configuration" in str(e):
-            raise ModelLoadError(f"{spec.checkpoint!r} is a {cfg.get('model_type', '?')!r} model, for which "
-                                 f"transformers has no {task!r} class: the generic family serves encoders that "
-                                 "transformers loads with a masked-LM head (AutoModelForMaskedLM).") from None
-        raise ModelLoadError(f"Loading {spec.checkpoint!r} failed: {e}") from None
+            raise ModelLoadError(msg("load.model_which_transformers_has", checkpoint=spec.checkpoint,
+                                     p=cfg.get('model_type', '?'), task=task)) from None
+        raise ModelLoadError(msg("load.loading_failed", checkpoint=spec.checkpoint, e=e)) from None
     model.eval().to(dev.torch_device)
     if spec.quant:  # after from_pretrained, on this fresh copy (core.compare.int8 says why CPU only)
         try:
             check_mode(spec.quant, dev.kind)
             model = quantize_int8(model, inplace=True)
         except QuantizeError as e:
-            raise ModelLoadError(str(e)) from None
+            raise ModelLoadError(carry(e)) from None
     return LoadedModel(model=model, tokenizer=tokenizer, spec=spec, task=task, source=res.source,
                        path=str(target), device=dev.torch_device,
                        missing_keys=tuple(info.get("missing_keys", ())),

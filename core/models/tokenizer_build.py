@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable
 
+from core.base.messages import msg
 from core.registry import family as _family
 
 
@@ -20,7 +21,7 @@ def specials(family: str) -> dict[str, str]:
     """The family's special tokens by transformers' names (``Family.specials``)."""
     sp = dict(_family(family).specials)
     if not sp.get("mask_token") or not sp.get("pad_token"):
-        raise ValueError(f"The registry gives {family!r} no mask or pad token: a tokenizer cannot be built for it.")
+        raise ValueError(msg("load.registry_gives_mask_pad", family=family))
     return sp
 
 
@@ -77,7 +78,7 @@ def train_tokenizer(family: str, texts: Iterable[str], vocab_size: int):
         trainer = trainers.UnigramTrainer(vocab_size=vocab_size, special_tokens=marked,
                                           unk_token=sp.get("unk_token", "<unk>"))
     else:
-        raise ValueError(f"Unknown piece kind {kind!r} for family {family!r}: use wordpiece, bpe or unigram.")
+        raise ValueError(msg("load.unknown_piece_kind_family", p=kind, family=family))
     tok.train_from_iterator(list(texts), trainer=trainer)
     cls, sep = sp["cls_token"], sp["sep_token"]
     if "bos_token" in sp:  # RoBERTa-style pairs: <s> A </s></s> B </s>

@@ -18,6 +18,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from core.base.messages import msg
 from core.data.token_data import align_batch, words_tokenizer
 from core.models.loading import ModelSpec, load
 from core.registry import ModelLoadError
@@ -116,7 +117,7 @@ def load_finetuned(model_dir: str | Path, device: str = "auto") -> FinetunedMode
 
     meta_path = Path(model_dir) / META_FILE
     if not meta_path.exists():
-        raise ModelLoadError(f"{model_dir} is not a fine-tuned EncoderLab folder (no {META_FILE}).")
+        raise ModelLoadError(msg("classify.not_fine_tuned_encoderlab", model_dir=model_dir, META_FILE=META_FILE))
     meta = json.loads(meta_path.read_text())
     c = meta["config"]
     spec = ModelSpec(c["family"], str(model_dir), device)
@@ -134,7 +135,7 @@ def load_finetuned(model_dir: str | Path, device: str = "auto") -> FinetunedMode
             model = scalar_mix_model(lm.model, len(meta["label_names"]), 0.0, per_token=task == "token")
             missing, unexpected = model.load_state_dict(head, strict=False)
             if unexpected or [k for k in missing if not k.startswith("backbone.")]:
-                raise ModelLoadError(f"{model_dir}/{HEAD_FILE} does not match a scalar-mix head of this model.")
+                raise ModelLoadError(msg("classify.does_not_match_scalar", model_dir=model_dir, HEAD_FILE=HEAD_FILE))
         model.to(lm.device)
     model.eval()
     word_tok = None
@@ -157,7 +158,7 @@ def tag(fm: FinetunedModel, texts: list[str] | list[list[str]]) -> list[list[tup
     from transformers import DataCollatorForTokenClassification  # lazy: as torch
 
     if fm.task != "token":
-        raise ValueError("This model classifies whole texts; tag() needs a token-classification fine-tune.")
+        raise ValueError(msg("classify.model_classifies_whole_texts"))
     sentences = [split_words(x) if isinstance(x, str) else list(x) for x in texts]
     out: list[list[tuple[str, str, float]]] = [[] for _ in sentences]
     todo = [i for i, s in enumerate(sentences) if s]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+import statistics
 import time
 import unicodedata
 from dataclasses import dataclass, replace
@@ -18,6 +19,7 @@ from typing import Callable, Sequence
 
 from core import registry
 from core.base import text as text_rules
+from core.base.messages import Problem, msg
 from core.base.paths import ASSETS
 from core.base.settings import current
 from core.models import loading as models
@@ -39,7 +41,7 @@ WORD_START_PIECES = ("▁", "Ġ")  # SentencePiece / byte-level BPE word-start m
 _WORD = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]|[^\W_]+(?:['’][^\W_]+)*")
 
 
-class FillMaskError(ValueError):
+class FillMaskError(Problem, ValueError):
     """The input or the checkpoint cannot be used for fill-mask; the message names the problem and the fix."""
 
 
@@ -56,32 +58,28 @@ class FillMaskConfig:
 
     def __post_init__(self) -> None:
         if not isinstance(self.top_k, int) or not 1 <= self.top_k <= MAX_TOP_K:
-            raise ValueError(f"top-k must be a whole number from 1 to {MAX_TOP_K} (got {self.top_k!r}).")
+            raise ValueError(msg("fill_mask.top_k_must_whole", MAX_TOP_K=MAX_TOP_K, top_k=self.top_k))
         if self.strategy not in STRATEGIES:
-            raise ValueError(f"Unknown fill strategy {self.strategy!r}: use one of {', '.join(STRATEGIES)}.")
+            raise ValueError(msg("fill_mask.unknown_fill_strategy_use", strategy=self.strategy,
+                                 p=', '.join(STRATEGIES)))
         text_rules.check_text(self.text, max_chars=MAX_CHARS,
-                              empty_hint="Type a sentence and write [MASK] where a word should be predicted.",
-                              long_hint="Paste a shorter passage around the words you want to predict.")
+                              empty_hint=msg("fill_mask.hint_empty"), long_hint=msg("fill_mask.hint_long"))
         n = count_masks(self.text)
         if self.word is not None:
             if n:
-                raise ValueError("Mask-a-word works on a plain sentence: remove the [MASK]s from the text, "
-                                 "or switch back to typing [MASK].")
+                raise ValueError(msg("fill_mask.mask_word_works_plain"))
             ws = words(self.text)
             if not ws:
-                raise ValueError("The text has no words to mask (only spaces, punctuation or symbols).")
+                raise ValueError(msg("fill_mask.text_has_words_mask"))
             if not 0 <= self.word < len(ws):
-                raise ValueError(f"Word number {self.word} does not exist: the text has {len(ws)} words.")
+                raise ValueError(msg("fill_mask.word_number_does_not", word=self.word, n_ws=len(ws)))
             return
         if n == 0:
-            raise ValueError("The text has no [MASK]. Write [MASK] where a word should be predicted "
-                             "(e.g. 'The capital of France is [MASK].'), or use 'Mask a word'.")
+            raise ValueError(msg("fill_mask.text_has_mask_write"))
         if n > self.max_masks:
-            raise ValueError(f"The text has {n} masks; at most {self.max_masks} are allowed. With that many the "
-                             "model has almost no context left: keep the masks you care about and write the rest.")
+            raise ValueError(msg("fill_mask.text_has_masks_most_2", n=n, max_masks=self.max_masks))
         if not any(ch.isalnum() for ch in MASK_PATTERN.sub(" ", self.text)):
-            raise ValueError("The text is only masks: there is no context to predict from. "
-                             "Add words around the [MASK]s.")
+            raise ValueError(msg("fill_mask.text_only_masks_there"))
 
 
 # ---------------------------------------------------------------------------------------------- results
@@ -132,7 +130,9 @@ class FillMaskResult:
 
 @dataclass(frozen=True)
 class CompareResult:
-    results: tuple[FillMaskResult, ...]
+    results: tuple[FillMaskResult, ...]  # latency_ms: the median of the warm calls
+    first_ms: tuple[float, ...] = ()  # per model, the first call's time (one-time costs included), out of the median
+    repeats: int = 1  # warm calls per model that the median is taken over
 
 
 @dataclass(frozen=True)
@@ -166,7 +166,7 @@ def to_model_text(text: str, mask_token: str) -> tuple[str, tuple[str, ...]]:
     notes: list[str] = []
     text, found = text_rules.strip_typed_specials(text)
     if found:
-        notes.append(text_rules.removed_note(found) + " Write [MASK] for the words to predict and nothing else.")
+        notes.append(msg("fill_mask.removed_specials", removed=text_rules.removed_note(found)))
     return MASK_PATTERN.sub(lambda _: mask_token, text), tuple(notes)
 
 
@@ -176,26 +176,23 @@ def _script_notes(text: str, pieces: Sequence[str], offsets: Sequence[tuple[int,
     unk = tok.unk_token
     lost = sorted({text[s:e] for p, (s, e) in zip(pieces, offsets) if p == unk and e > s})
     if lost:
-        notes.append(f"{len(lost)} piece(s) are unknown to this tokenizer and reach the model as {unk}: "
-                     + " ".join(repr(x) for x in lost[:10]) + ". The model cannot use them; rephrase if they matter.")
+        notes.append(msg("fill_mask.note_unknown_pieces", n=len(lost), unk=unk,
+                         pieces=" ".join(repr(x) for x in lost[:10])))
     emoji = [c for c in text if unicodedata.category(c) == "So"]
     if emoji and not lost:
         n = sum(1 for p, (s, e) in zip(pieces, offsets) if any(unicodedata.category(c) == "So" for c in text[s:e]))
-        notes.append(f"Symbols/emoji ({''.join(dict.fromkeys(emoji))}) are split into {n} byte-level piece(s).")
+        notes.append(msg("fill_mask.note_emoji", emoji="".join(dict.fromkeys(emoji)), n=n))
     if any(unicodedata.east_asian_width(c) == "W" and c.isalpha() for c in text):
-        notes.append("CJK text: WordPiece and byte-level BPE split it into single characters (or bytes); "
-                     "a model trained on English has seen little of it. Pick a Chinese checkpoint for Chinese.")
+        notes.append(msg("fill_mask.note_cjk"))
     if any(unicodedata.bidirectional(c) in ("R", "AL") for c in text):
-        notes.append("Right-to-left text: it is tokenized in reading (logical) order; the pieces below are shown "
-                     "left to right.")
+        notes.append(msg("fill_mask.note_rtl"))
     if any(unicodedata.combining(c) for c in text):
         nfc = unicodedata.normalize("NFC", text)
         norm = getattr(getattr(tok, "backend_tokenizer", None), "normalizer", None)
         seen = norm.normalize_str(text) if norm is not None else text
         stripped = not any(unicodedata.combining(c) for c in unicodedata.normalize("NFD", seen))
-        notes.append("Combining characters (accents written as separate code points): "
-                     + ("this tokenizer's normalizer strips accents, so 'é' is read as 'e'." if stripped else
-                        "they are kept as written" + (" (NFC would compose them)." if nfc != text else ".")))
+        notes.append(msg("fill_mask.note_combining_stripped") if stripped else
+                     msg("fill_mask.note_combining_kept_nfc" if nfc != text else "fill_mask.note_combining_kept"))
     return notes
 
 
@@ -205,21 +202,19 @@ def mlm_head(model) -> Callable:
     head = registry.mlm_head(model)
     if head is not None:
         return head
-    raise FillMaskError(f"{type(model).__name__} has no masked-language-model head. Load the model for the "
-                        "'mlm' task.")
+    raise FillMaskError(msg("fill_mask.has_masked_language_model", name__=type(model).__name__))
 
 
 def check_mlm(lm: LoadedModel) -> None:
     """Raise FillMaskError when the checkpoint cannot fill masks (no MLM head, or its weights are missing)."""
     mlm_head(lm.model)
     if lm.tokenizer.mask_token is None or lm.tokenizer.mask_token_id is None:
-        raise FillMaskError(f"The tokenizer of {lm.spec.checkpoint} has no mask token, so nothing can be masked. "
-                            "Pick a checkpoint trained with masked language modelling.")
+        raise FillMaskError(msg("fill_mask.tokenizer_has_mask_token", checkpoint=lm.spec.checkpoint))
     if lm.head_missing:
         missing = ", ".join(k for k in lm.missing_keys[:4])
         raise FillMaskError(
-            f"{lm.spec.checkpoint} has no trained MLM head (missing weights: {missing}…): {_saved_as(lm)}, so "
-            f"predictions would be random. Pick a checkpoint pretrained with MLM: {_mlm_suggestion(lm.spec.family)}.")
+            msg("fill_mask.has_trained_mlm_head", checkpoint=lm.spec.checkpoint, missing=missing, p=_saved_as(lm),
+                p2=_mlm_suggestion(lm.spec.family)))
 
 
 def _saved_as(lm: LoadedModel) -> str:
@@ -230,9 +225,9 @@ def _saved_as(lm: LoadedModel) -> str:
                          ("ForQuestionAnswering", "a fine-tuned question-answering model"),
                          ("ForMultipleChoice", "a fine-tuned multiple-choice model")):
         if arch.endswith(suffix):
-            return f"it is {what} ({arch}), saved with its task head instead of the masked-language-model head"
+            return msg("fill_mask.saved_its_task_head", what=what, arch=arch)
     if arch:
-        return f"it was saved as {arch}, without its masked-language-model head (e.g. a sentence-embedding model)"
+        return msg("fill_mask.was_saved_without_its", arch=arch)
     return "it was saved without its masked-language-model head (e.g. a sentence-embedding model)"
 
 
@@ -272,13 +267,11 @@ def encode(lm: LoadedModel, cfg: FillMaskConfig) -> Encoded:
     if cfg.word is None:
         model_text, notes = to_model_text(cfg.text, tok.mask_token)
         if not any(ch.isalnum() for ch in MASK_PATTERN.sub(" ", model_text.replace(tok.mask_token, " "))):
-            raise FillMaskError("Without the special tokens the text is only masks: there is no context to "
-                                "predict from. Add words around the [MASK]s.")
+            raise FillMaskError(msg("fill_mask.without_special_tokens_text"))
     else:
         model_text, notes = to_model_text(cfg.text, tok.mask_token)
         if notes:
-            raise FillMaskError("Mask-a-word needs a plain sentence: remove the special tokens "
-                                "([CLS], [SEP], <s>…) from it.")
+            raise FillMaskError(msg("fill_mask.mask_word_needs_plain"))
     enc = tok(model_text, add_special_tokens=False, return_offsets_mapping=True)
     ids, offsets = list(enc["input_ids"]), [tuple(o) for o in enc["offset_mapping"]]
     pieces = tok.convert_ids_to_tokens(ids)
@@ -288,36 +281,36 @@ def encode(lm: LoadedModel, cfg: FillMaskConfig) -> Encoded:
         w = words(model_text)[cfg.word]
         pos = [i for i, (s, e) in enumerate(offsets) if s < w.end and e > w.start]
         if not pos:
-            raise FillMaskError(f"The word {w.text!r} produced no tokens with this tokenizer; pick another word.")
+            raise FillMaskError(msg("fill_mask.word_produced_tokens_tokenizer", text=w.text))
         if pos[0] > 0 and pieces[pos[0] - 1] in WORD_START_PIECES:  # a lone ▁/Ġ opens this word: it is part of it
             pos.insert(0, pos[0] - 1)
         if len(pos) > cfg.max_masks:
-            raise FillMaskError(f"{w.text!r} is {len(pos)} tokens long for this tokenizer; at most {cfg.max_masks} "
-                                "masks are allowed. Pick a shorter word.")
+            raise FillMaskError(msg("fill_mask.tokens_long_tokenizer_most", text=w.text, n_pos=len(pos),
+                                    max_masks=cfg.max_masks))
         originals = tuple(ids[i] for i in pos)
         for i in pos:
             ids[i] = mask_id
         masked_word = w.text
     positions = [i for i, t in enumerate(ids) if t == mask_id]
     if not positions:
-        raise FillMaskError("No mask survived tokenization; write [MASK] separated from other characters.")
+        raise FillMaskError(msg("fill_mask.mask_survived_tokenization_write"))
     if cfg.word is None and len(positions) > cfg.max_masks:
-        raise FillMaskError(f"The text has {len(positions)} masks; at most {cfg.max_masks} are allowed.")
+        raise FillMaskError(msg("fill_mask.text_has_masks_most", n_positions=len(positions),
+                                max_masks=cfg.max_masks))
     if len(positions) >= 3 and len(positions) / len(ids) > MASK_SHARE_WARN:
-        notes.append(f"{len(positions)} of {len(ids)} tokens are masks ({len(positions) / len(ids):.0%}). "
-                     "BERT-style models were trained with 15% masked: with more, predictions get vaguer.")
+        notes.append(msg("fill_mask.note_many_masks", n=len(positions), total=len(ids),
+                         share=len(positions) / len(ids)))
     cap = lm.max_tokens - 2
     truncation = None
     if len(ids) > cap:
         lo, hi = positions[0], positions[-1]
         if hi - lo + 1 > cap:
-            raise FillMaskError(f"The masks span {hi - lo + 1} tokens, but {lm.spec.checkpoint} reads at most "
-                                f"{cap + 2} tokens at once. Move the masks closer together or split the text.")
+            raise FillMaskError(msg("fill_mask.masks_span_tokens_but", p=hi - lo + 1, checkpoint=lm.spec.checkpoint,
+                                    p2=cap + 2))
         start = _window(len(ids), cap, lo, hi)
         cut_end = len(ids) - (start + cap)
-        truncation = (f"The text is {len(ids)} tokens; {lm.spec.checkpoint} reads at most {cap + 2} (with its 2 "
-                      f"special tokens). Kept tokens {start + 1}–{start + cap}, a window around the masks: cut {start} at "
-                      f"the start and {cut_end} at the end.")
+        truncation = (msg("fill_mask.text_tokens_reads_most", n_ids=len(ids), checkpoint=lm.spec.checkpoint,
+                          p=cap + 2, p2=start + 1, p3=start + cap, start=start, cut_end=cut_end))
         ids = ids[start:start + cap]
         positions = [p - start for p in positions]
     ids = [tok.cls_token_id] + ids + [tok.sep_token_id]
@@ -460,17 +453,17 @@ def configs_from_lines(text: str, top_k: int = 5, strategy: str = "independent",
     """One FillMaskConfig per non-empty line (to be run as one batch); ValueError names the line at fault."""
     lines = [(i, ln) for i, ln in enumerate((text or "").splitlines(), start=1) if ln.strip()]
     if not lines:
-        raise ValueError("The text is empty. Write one sentence with [MASK] per line.")
+        raise ValueError(msg("fill_mask.text_empty_write_one"))
 
     max_lines = min(max_lines, current().max_batch_rows)  # the server's limit (lower on the hosted demo)
     if len(lines) > max_lines:
-        raise ValueError(f"{len(lines)} lines; at most {max_lines} are run as one batch. Split them up.")
+        raise ValueError(msg("fill_mask.lines_most_run_one", n_lines=len(lines), max_lines=max_lines))
     out = []
     for i, ln in lines:
         try:
             out.append(FillMaskConfig(ln, top_k=top_k, strategy=strategy))
         except ValueError as e:
-            raise ValueError(f"Line {i}: {e}") from None
+            raise ValueError(msg("fill_mask.line", i=i, e=e)) from None
     return out
 
 
@@ -487,19 +480,26 @@ def fill_mask(lm: LoadedModel, cfg: FillMaskConfig) -> FillMaskResult:
     return replace(res, latency_ms=(time.perf_counter() - t0) * 1000, batch_size=1)
 
 
-def compare(models: Sequence[LoadedModel], cfg: FillMaskConfig, warmup: bool = True) -> CompareResult:
+COMPARE_REPEATS = 3  # warm calls per model in compare(): the median of these is the latency shown
+
+
+def compare(models: Sequence[LoadedModel], cfg: FillMaskConfig, warmup: bool = True,
+            repeats: int = COMPARE_REPEATS) -> CompareResult:
     """The same text through 2-4 models, one result each with its own latency.
 
-    With ``warmup`` each model runs the text once untimed first, so no column pays for a cold start.
-    Raises FillMaskError naming the model that cannot fill masks.
+    With ``warmup`` each model runs the text once first (its time kept as ``first_ms``, out of the median), so no
+    column pays for a cold start; the latency is then the median of ``repeats`` warm calls, so one slow call (a
+    busy shared machine) does not make a model look slow. Raises FillMaskError naming the model that cannot fill
+    masks.
     """
     if not 2 <= len(models) <= 4:
-        raise FillMaskError(f"Compare needs 2 to 4 models (got {len(models)}): pick between two and four.")
+        raise FillMaskError(msg("fill_mask.compare_needs_models_got", n_models=len(models)))
     for m in models:
         check_mlm(m)
-    out = []
+    out, first = [], []
     for m in models:
         if warmup:
-            fill_mask(m, cfg)
-        out.append(fill_mask(m, cfg))
-    return CompareResult(tuple(out))
+            first.append(fill_mask(m, cfg).latency_ms)
+        warm = [fill_mask(m, cfg) for _ in range(max(1, repeats))]
+        out.append(replace(warm[-1], latency_ms=statistics.median(r.latency_ms for r in warm)))
+    return CompareResult(tuple(out), tuple(first), max(1, repeats))

@@ -21,6 +21,7 @@ import numpy as np
 from core import registry
 from core.base import text as text_rules
 from core.base.fields import bounded, check_bounds
+from core.base.messages import Problem, msg
 from core.models import loading as models
 from core.models.loading import LoadedModel, ModelSpec
 from core.predict.fill_mask import MASK_PATTERN
@@ -32,7 +33,7 @@ MAX_CORRUPT = 10  # words the generator may replace in one text
 MAX_SEED = 2**31 - 1
 
 
-class ReplacedTokensError(ValueError):
+class ReplacedTokensError(Problem, ValueError):
     """The input or the checkpoints cannot be used for replaced token detection; the message says what to do."""
 
 
@@ -48,14 +49,11 @@ class RtdConfig:
 
     def __post_init__(self) -> None:
         text_rules.check_text(self.text, max_chars=MAX_CHARS,
-                              empty_hint="Type a sentence to see which of its words look replaced.",
-                              long_hint="Paste a sentence or two.")
+                              empty_hint=msg("replaced.hint_empty"), long_hint=msg("replaced.hint_long"))
         if MASK_PATTERN.search(self.text):
-            raise ValueError("The text has a [MASK]: a discriminator reads real words only, never a mask. Write the "
-                             "whole sentence, and let a generator replace some of its words if you want some "
-                             "replaced.")
+            raise ValueError(msg("replaced.text_has_mask_discriminator"))
         if not any(ch.isalnum() for ch in self.text):
-            raise ValueError("The text has no words (only spaces, punctuation or symbols).")
+            raise ValueError(msg("replaced.text_has_words_only"))
         check_bounds(self)
 
 
@@ -143,8 +141,8 @@ def load_discriminator(spec: ModelSpec) -> LoadedModel:
     """The discriminator of ``spec`` (through core.models.loading.load, task "rtd"). Raises ReplacedTokensError when the
     family has no RTD head, ModelLoadError when the checkpoint cannot be had."""
     if rtd_class(spec.family) is None:
-        raise ReplacedTokensError(f"{registry.family(spec.family).label} has no replaced-token-detection head: pick a "
-                                  "family whose discriminator was pretrained with it.")
+        raise ReplacedTokensError(msg("replaced.has_replaced_token_detection",
+                                      label=registry.family(spec.family).label))
     return models.load(spec, RTD_TASK)
 
 
@@ -155,15 +153,14 @@ def check_discriminator(lm: LoadedModel) -> None:
     cls_name = rtd_class(lm.spec.family)
     if cls_name is None or not isinstance(lm.model, getattr(transformers, cls_name)):
         raise ReplacedTokensError(
-            f"{lm.spec.checkpoint} is loaded as {type(lm.model).__name__}, which has no replaced-token-detection "
-            f"head. Pick a discriminator checkpoint ({cls_name or 'a family with one'}).")
+            msg("replaced.loaded_which_has_replaced", checkpoint=lm.spec.checkpoint, name__=type(lm.model).__name__,
+                p=cls_name or 'a family with one'))
     missing = [k for k in lm.missing_keys if "prediction" in k]
     if missing:
         arch = next(iter(getattr(lm.model.config, "architectures", None) or ()), "another class")
         raise ReplacedTokensError(
-            f"{lm.spec.checkpoint} has no trained replaced-token-detection head (missing weights: "
-            f"{', '.join(missing[:3])}…): it was saved as {arch}, so the probabilities would be random. Pick a "
-            "discriminator checkpoint (e.g. one ending in -discriminator).")
+            msg("replaced.has_trained_replaced_token", checkpoint=lm.spec.checkpoint, p=', '.join(missing[:3]),
+                arch=arch))
 
 
 # ---------------------------------------------------------------------------------------------- scoring
@@ -190,16 +187,13 @@ def _corrupt(gen: LoadedModel, tok, ids: list[int], word_pos: list[list[int]], c
 
     # transformers' own question "does this model end in a vocabulary projection?" (an MLM head)
     if gen.model.get_output_embeddings() is None or gen.head_missing:
-        raise ReplacedTokensError(f"{gen.spec.checkpoint} has no trained masked-language-model head, so it cannot "
-                                  "sample replacements. Pick a generator checkpoint (e.g. one ending in -generator).")
+        raise ReplacedTokensError(msg("replaced.has_trained_masked_language", checkpoint=gen.spec.checkpoint))
     if gen.tokenizer.mask_token_id is None:
-        raise ReplacedTokensError(f"The tokenizer of {gen.spec.checkpoint} has no mask token: it cannot be a "
-                                  "generator.")
+        raise ReplacedTokensError(msg("replaced.tokenizer_has_mask_token", checkpoint=gen.spec.checkpoint))
     pieces = tok.convert_ids_to_tokens(ids)
     candidates = [w for w, pos in enumerate(word_pos) if any(ch.isalnum() for p in pos for ch in pieces[p])]
     if cfg.corrupt > len(candidates):
-        raise ReplacedTokensError(f"The text has {len(candidates)} word(s) that can be replaced; ask for at most "
-                                  f"{len(candidates)}, or write a longer sentence.")
+        raise ReplacedTokensError(msg("replaced.text_has_word_s", n_candidates=len(candidates)))
     rng = np.random.default_rng(cfg.seed)  # a per-call generator: never the process-wide RNG (a shared server)
     chosen = sorted(int(w) for w in rng.choice(candidates, size=cfg.corrupt, replace=False))
     positions = [p for w in chosen for p in word_pos[w]]
@@ -230,14 +224,13 @@ def score(lm: LoadedModel, cfg: RtdConfig, generator: LoadedModel | None = None)
     text, found = text_rules.strip_typed_specials(cfg.text)
     notes = [text_rules.removed_note(found)] if found else []
     if not any(ch.isalnum() for ch in text):
-        raise ReplacedTokensError("Without the special tokens the text has no words left: type a sentence.")
+        raise ReplacedTokensError(msg("replaced.without_special_tokens_text"))
     if cfg.corrupt:
         if generator is None:
-            raise ReplacedTokensError("Replacing words needs a generator: pick one, or set the words to replace to 0.")
+            raise ReplacedTokensError(msg("replaced.replacing_words_needs_generator"))
         if not _same_vocab(generator.tokenizer, tok):
-            raise ReplacedTokensError(f"{generator.spec.checkpoint} and {lm.spec.checkpoint} have different "
-                                      "vocabularies, so the generator's pieces mean nothing to the discriminator. "
-                                      "Pick a generator and a discriminator pretrained together.")
+            raise ReplacedTokensError(msg("replaced.have_different_vocabularies_so",
+                                          checkpoint=generator.spec.checkpoint, checkpoint2=lm.spec.checkpoint))
     enc = tok(text, add_special_tokens=True, return_offsets_mapping=True)
     ids = list(enc["input_ids"])
     wid = enc.word_ids()
@@ -245,8 +238,8 @@ def score(lm: LoadedModel, cfg: RtdConfig, generator: LoadedModel | None = None)
     truncation = None
     cap = lm.max_tokens
     if len(ids) > cap:  # keep the start and the closing special token
-        truncation = (f"The text is {len(ids)} tokens; {lm.spec.checkpoint} reads at most {cap} (with its special "
-                      f"tokens). Only the first {cap - 2} pieces are scored.")
+        truncation = (msg("replaced.text_tokens_reads_most", n_ids=len(ids), checkpoint=lm.spec.checkpoint, cap=cap,
+                          p=cap - 2))
         ids, wid, offsets = ids[:cap - 1] + ids[-1:], wid[:cap - 1] + wid[-1:], offsets[:cap - 1] + offsets[-1:]
     # words in reading order, each with its pieces' positions (the tokenizer's word_ids: None for specials)
     order: dict[int, int] = {}

@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
+from core.base.messages import Problem, msg
 from core.base.paths import ASSETS
 from core.base.settings import current
 from core.base.text import removed_note, strip_typed_specials
@@ -38,7 +39,7 @@ _STOP = set("the a an and or but of to in on at for with by from as is are was w
             "has have had do does did will would can could all after before when while into over".split())
 
 
-class PairError(ValueError):
+class PairError(Problem, ValueError):
     """The pair task cannot run for this model or input; the message says why and what to do."""
 
 
@@ -63,10 +64,9 @@ class PairConfig:
         limit = min(MAX_CHARS, current().max_text_chars)  # the server's limit (lower on the hosted demo)
         for name, s in (("A", self.a), ("B", self.b)):
             if not isinstance(s, str) or not s.strip():
-                raise ValueError(f"Sentence {name} is empty: write one sentence in each box.")
+                raise ValueError(msg("pair.sentence_empty_write_one", name=name))
             if len(s) > limit:
-                raise ValueError(f"Sentence {name} has {len(s):,} characters; the limit is {limit:,}. "
-                                 "Use one or two sentences per box.")
+                raise ValueError(msg("pair.sentence_has_characters_limit", name=name, n_s=len(s), limit=limit))
 
 
 @dataclass(frozen=True)
@@ -127,15 +127,13 @@ def check_pair(lm: LoadedModel) -> PairHead:
     head = pair_head(lm.spec.family)
     if head.kind is None:
         with_head = " or ".join(f"{f.label} ({f.pair_head.upper()})" for f in FAMILIES.values() if f.pair_head)
-        raise PairError(f"{head.note} Pick {with_head} in the sidebar to score sentence pairs.")
+        raise PairError(msg("pair.pick_sidebar_score_sentence", note=head.note, with_head=with_head))
     if pair_head_module(lm.model) is None:
-        raise PairError(f"{type(lm.model).__name__} has no {head.name} head: load the model for the "
-                        "'pretraining' task.")
+        raise PairError(msg("pair.has_head_load_model", name__=type(lm.model).__name__, name=head.name))
     missing = [k for k in lm.missing_keys if "seq_relationship" in k or "sop_classifier" in k]
     if missing:
-        raise PairError(f"{lm.spec.checkpoint} was saved without its {head.name} head ({', '.join(missing)} "
-                        "missing), so its scores would be random. Pick a checkpoint saved with the pretraining "
-                        "heads, such as the bundled encoderlab/* models or bert-base-uncased / albert-base-v2.")
+        raise PairError(msg("pair.was_saved_without_its", checkpoint=lm.spec.checkpoint, name=head.name,
+                            p=', '.join(missing)))
     return head
 
 
@@ -234,7 +232,7 @@ def other_topic(a: str, b: str, seed: int = 0, pool: Sequence[str] | None = None
     fresh = [s for s in pool if s.strip() not in (a.strip(), b.strip()) and not (_content_words(s) & used)]
     candidates = fresh or [s for s in pool if s.strip() not in (a.strip(), b.strip())]
     if not candidates:
-        raise PairError("No example sentence on another topic is available for the probe.")
+        raise PairError(msg("pair.example_sentence_another_topic"))
     return random.Random(seed).choice(candidates)
 
 
@@ -248,19 +246,18 @@ def predict_pair(lm: LoadedModel, cfg: PairConfig, probe: bool = True) -> PairRe
     a, found_a = strip_typed_specials(cfg.a)
     b, found_b = strip_typed_specials(cfg.b)
     if not a.strip() or not b.strip():
-        raise PairError(f"Sentence {'A' if not a.strip() else 'B'} holds only special tokens "
-                        f"({', '.join(found_a or found_b)}): write a sentence; the tokenizer adds [CLS] and [SEP] itself.")
+        raise PairError(msg("pair.sentence_holds_only_special", p='A' if not a.strip() else 'B',
+                            p2=', '.join(found_a or found_b)))
     notes = [removed_note(tuple(dict.fromkeys(found_a + found_b)), "the sentences")] if found_a or found_b else []
     pairs = [("(A, B)", a, b), ("(B, A)", b, a)]
     if probe:
         pairs.append(("(A, other topic)", a, other_topic(a, b, cfg.seed)))
     probs, tokens, cut = score_pairs(lm, [(f, s) for _, f, s in pairs])
     if any(cut):
-        notes.append(f"The pair is longer than the {lm.max_tokens} tokens {lm.spec.checkpoint} reads: the longer "
-                     "sentence was cut from its end until the pair fit (longest-first truncation).")
+        notes.append(msg("pair.pair_longer_than_tokens", max_tokens=lm.max_tokens, checkpoint=lm.spec.checkpoint))
     unk = lm.tokenizer.unk_token
     if any(unk in t for t in tokens):
-        notes.append(f"Some characters are unknown to this tokenizer and reach the model as {unk}.")
+        notes.append(msg("pair.some_characters_unknown_tokenizer", unk=unk))
     scores = tuple(PairScore(lbl, f, s, p, t, c) for (lbl, f, s), p, t, c in zip(pairs, probs, tokens, cut))
     return PairResult(lm.spec.checkpoint, lm.spec.family, head.kind, head.prob_label, scores,
                       (time.perf_counter() - t0) * 1000, tuple(notes))
@@ -275,39 +272,34 @@ def parse_pairs_csv(text: str, max_rows: int = MAX_ROWS) -> tuple[PairRow, ...]:
 
     max_rows = min(max_rows, current().max_batch_rows)  # the server's limit (lower on the hosted demo)
     if not text or not text.strip():
-        raise ValueError("The CSV is empty. Paste or upload rows with a header line `a,b,label`.")
+        raise ValueError(msg("pair.csv_empty_paste_upload"))
     try:
         reader = csv.DictReader(io.StringIO(text.strip().lstrip("\ufeff")))
         header = [h.strip().lower() for h in (reader.fieldnames or [])]
     except csv.Error as e:
-        raise ValueError(f"The CSV cannot be read ({e}). Use a header line `a,b,label` and quote cells with commas.")
+        raise ValueError(msg("pair.csv_cannot_read_use", e=e))
     missing = [c for c in ("a", "b", "label") if c not in header]
     if missing:
-        raise ValueError(f"The CSV lacks the column(s) {', '.join(missing)} (found: {', '.join(header) or 'none'}). "
-                         "The first line must be the header `a,b,label`: sentence A, sentence B, and 1 when B "
-                         "follows A in order, else 0.")
+        raise ValueError(msg("pair.csv_lacks_column_s", p=', '.join(missing), p2=', '.join(header) or 'none'))
     rows: list[PairRow] = []
     for n, raw in enumerate(reader, start=2):
         rec = {(k or "").strip().lower(): (v or "").strip() for k, v in raw.items() if isinstance(v, str) or v is None}
         if not any(rec.values()):
             continue
         if len(rows) >= max_rows:
-            raise ValueError(f"The CSV has more than {max_rows} rows; the limit is {max_rows}. Split it into "
-                             "smaller files.")
+            raise ValueError(msg("pair.csv_has_more_than", max_rows=max_rows))
         if not rec.get("a") or not rec.get("b"):
-            raise ValueError(f"Line {n}: sentence {'A' if not rec.get('a') else 'B'} is empty. Every row needs "
-                             "both sentences.")
+            raise ValueError(msg("pair.line_sentence_empty_every", n=n, p='A' if not rec.get('a') else 'B'))
         lab = rec.get("label", "").lower()
         if lab in POSITIVE:
             y = 1
         elif lab in NEGATIVE:
             y = 0
         else:
-            raise ValueError(f"Line {n}: label {rec.get('label')!r} is not 1 or 0 (1 = B follows A in order, "
-                             "0 = it does not).")
+            raise ValueError(msg("pair.line_label_not_b", n=n, p=rec.get('label')))
         rows.append(PairRow(rec["a"], rec["b"], y))
     if not rows:
-        raise ValueError("The CSV has a header but no rows.")
+        raise ValueError(msg("pair.csv_has_header_but"))
     return tuple(rows)
 
 
@@ -319,10 +311,10 @@ def score_batch(lm: LoadedModel, rows: Sequence[PairRow], threshold: float = 0.5
     Raises PairError when the model has no usable pair head, ValueError for a threshold outside (0, 1).
     """
     if not 0 < threshold < 1:
-        raise ValueError(f"The threshold must be between 0 and 1 (got {threshold}).")
+        raise ValueError(msg("pair.threshold_must_between_got", threshold=threshold))
     head = check_pair(lm)
     if not rows:
-        raise ValueError("No rows to score.")
+        raise ValueError(msg("pair.rows_score"))
     t0 = time.perf_counter()
     cleaned = [(strip_typed_specials(r.a), strip_typed_specials(r.b)) for r in rows]
     found = tuple(dict.fromkeys(tok for (_, fa), (_, fb) in cleaned for tok in fa + fb))

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from core.base.messages import msg
 from core.base.paths import ASSETS
 from core.registry import albert, bert, distilbert, generic, modernbert, roberta, xlm_roberta
 from core.registry.shape import shape
@@ -47,7 +48,7 @@ def family(key: str) -> Family:
     try:
         return FAMILIES[key]
     except KeyError:
-        raise ModelLoadError(f"Unknown family {key!r}. Choose one of: {', '.join(picker_families())}.") from None
+        raise ModelLoadError(msg("registry.unknown_family_choose_one", key=key, p=', '.join(picker_families()))) from None
 
 
 def picker_families() -> list[str]:
@@ -103,8 +104,7 @@ def bundled_id(family_key: str) -> str:
     """The id of the family's bundled model (encoderlab/NAME); ModelLoadError for a family that has none."""
     f = family(family_key)
     if not f.bundled:
-        raise ModelLoadError(f"EncoderLab ships no {f.label} model of its own: pick an official checkpoint "
-                             "(HF cache) or type a folder under Checkpoint → custom.")
+        raise ModelLoadError(msg("registry.encoderlab_ships_model_its", label=f.label))
     return f"encoderlab/{f.bundled}"
 
 
@@ -178,9 +178,7 @@ def attention_layers(model) -> list[tuple[int, Any]]:
     cfg = base.config
     fam = family_of_config(cfg)
     if not fam.head_output:
-        raise ModelLoadError(f"{type(model).__name__} is not a model of a family EncoderLab knows: where its "
-                             "attention heads' output projection lives is not known, so heads cannot be switched "
-                             "off or scored. Pick a model of a registered family.")
+        raise ModelLoadError(msg("registry.not_model_family_encoderlab", name__=type(model).__name__))
     suffix = "." + fam.head_output
     mods = [m for name, m in base.named_modules() if ("." + name).endswith(suffix)]  # in layer order
     n = int(cfg.num_hidden_layers)
@@ -189,8 +187,8 @@ def attention_layers(model) -> list[tuple[int, Any]]:
     groups = int(getattr(cfg, "num_hidden_groups", 0) or 0)
     if groups and len(mods) == groups:  # shared layers: one module per group, each applied at several depths
         return [(i, mods[int(i / (n / groups))]) for i in range(n)]
-    raise ModelLoadError(f"{type(model).__name__}: found {len(mods)} attention output projections for {n} layers "
-                         "(inner layer groups are not supported).")
+    raise ModelLoadError(msg("registry.found_attention_output_projections", name__=type(model).__name__,
+                             n_mods=len(mods), n=n))
 
 
 def encoder_layers(base_model) -> list | None:
@@ -213,12 +211,12 @@ def model_class(family_key: str, task: str, model_type: str):
     import transformers
 
     if task not in TASKS:
-        raise ModelLoadError(f"Unknown task {task!r}: use one of {', '.join(TASKS)}.")
+        raise ModelLoadError(msg("registry.unknown_task_use_one", task=task, p=', '.join(TASKS)))
     fam = FAMILIES.get(family_of_model_type(model_type) or "") or family(family_key)
     if task == "tokcls":  # every family has a *ForTokenClassification; the Auto class picks it from model_type
         return transformers.AutoModelForTokenClassification
     if task not in fam.classes:
-        raise ModelLoadError(f"The {fam.label} family has no model for the task {task!r}.")
+        raise ModelLoadError(msg("registry.family_has_model_task", label=fam.label, task=task))
     return getattr(transformers, fam.classes[task])
 
 
@@ -235,7 +233,7 @@ def official_config(checkpoint_id: str):
     name = checkpoint_id.replace("/", "__") + ".json"
     path = CONFIG_DIR / name
     if not path.exists():
-        raise ModelLoadError(f"No shipped config for {checkpoint_id!r} (looked for {path}).")
+        raise ModelLoadError(msg("registry.shipped_config_looked", checkpoint_id=checkpoint_id, path=path))
     d = json.loads(path.read_text())
     return transformers.AutoConfig.for_model(**d)
 

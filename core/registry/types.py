@@ -6,10 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from core.base.messages import Problem
 from core.base.paths import scrub
 
 
-class ModelLoadError(ValueError):
+class ModelLoadError(Problem, ValueError):
     """A checkpoint could not be resolved or loaded. The message names the problem and the fix."""
 
     def __str__(self) -> str:  # hosted mode: the message names no server path (core.base.paths.scrub)

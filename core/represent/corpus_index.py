@@ -41,6 +41,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from core.base.messages import Problem, msg
 from core.base.paths import scrub
 from core.base.settings import current
 from core.base.uploads import upload_text
@@ -63,7 +64,7 @@ CACHE_MB = 1024  # loaded indexes kept per process (LRU), by the size of their v
 INDEX_FILE, META_FILE, ARRAYS_FILE = "index.faiss", "meta.json", "rows.npz"
 
 
-class CorpusIndexError(ValueError):
+class CorpusIndexError(Problem, ValueError):
     """The corpus cannot be indexed or searched as asked; the message says why and what to do."""
 
 
@@ -99,7 +100,7 @@ def sentences_from_upload(raw: bytes, name: str = "upload.txt") -> tuple[str, ..
                        expect=f"a UTF-8 .txt file with one sentence per line ({MAX_SENTENCES:,} are indexed at most)")
     found = sentences_from_text(text)
     if not found:
-        raise CorpusIndexError(f"{name} has no text. Upload a .txt file with one sentence per line.")
+        raise CorpusIndexError(msg("corpus_index.has_text_upload_txt", name=name))
     return found
 
 
@@ -126,29 +127,27 @@ class IndexConfig:
     def __post_init__(self) -> None:
         cap = max_sentences_allowed()
         if self.source not in SOURCES:
-            raise CorpusIndexError(f"Unknown corpus source {self.source!r}: use 'bundled' (the bundled corpus) or "
-                                   "'text' (sentences you paste or upload).")
+            raise CorpusIndexError(msg("corpus_index.unknown_corpus_source_use", source=self.source))
         if isinstance(self.depth, bool) or not isinstance(self.depth, (int, np.integer)) or self.depth < 0:
-            raise CorpusIndexError(f"The depth must be a whole number from 0 (embeddings) up (got {self.depth!r}).")
+            raise CorpusIndexError(msg("corpus_index.depth_must_whole_number", depth=self.depth))
         if isinstance(self.max_sentences, bool) or not isinstance(self.max_sentences, (int, np.integer)) \
                 or not 1 <= self.max_sentences <= cap:
-            raise CorpusIndexError(f"Sentences to index must be from 1 to {cap:,} (got {self.max_sentences!r}).")
+            raise CorpusIndexError(msg("corpus_index.sentences_index_must_from", cap=cap,
+                                       max_sentences=self.max_sentences))
         if not isinstance(self.max_length, int) or not 8 <= self.max_length <= 512:
-            raise CorpusIndexError(f"The sentence length must be from 8 to 512 tokens (got {self.max_length!r}).")
+            raise CorpusIndexError(msg("corpus_index.sentence_length_must_from", max_length=self.max_length))
         if not isinstance(self.sentences, tuple):
             object.__setattr__(self, "sentences", tuple(self.sentences))
         if self.source == "text":
             clean = tuple(dict.fromkeys(str(s).strip() for s in self.sentences if str(s).strip()))
             if not clean:
-                raise CorpusIndexError("The corpus is empty: paste or upload text, one sentence per line.")
+                raise CorpusIndexError(msg("corpus_index.corpus_empty_paste_upload"))
             if len(clean) > self.max_sentences:
-                raise CorpusIndexError(f"The corpus has {len(clean):,} sentences; at most {self.max_sentences:,} can "
-                                       f"be indexed here. Use a sample (e.g. `head -n {self.max_sentences} "
-                                       "corpus.txt`) or split the corpus.")
+                raise CorpusIndexError(msg("corpus_index.corpus_has_sentences_most", n_clean=len(clean),
+                                           max_sentences=self.max_sentences))
             object.__setattr__(self, "sentences", clean)
         elif self.sentences:
-            raise CorpusIndexError("The bundled corpus takes no sentences of its own: choose source 'text' to index "
-                                   "yours.")
+            raise CorpusIndexError(msg("corpus_index.bundled_corpus_takes_sentences"))
 
     def corpus(self) -> tuple[str, ...]:
         """The sentences that are indexed: the text's, or an evenly spaced sample of the bundled train split (it
@@ -217,11 +216,11 @@ class CorpusIndex:
         CorpusIndexError when no sentence of the index has it."""
         w = str(word).strip().lower()
         if not w:
-            raise CorpusIndexError("Type a word to look for in the corpus.")
+            raise CorpusIndexError(msg("corpus_index.type_word_look_corpus"))
         found = self._word_sentences.get(w, ())
         if not found:
-            raise CorpusIndexError(f"'{word.strip()}' does not occur in the indexed corpus ({len(self.sentences):,} "
-                                   "sentences). Try another word, or index a larger sample or your own text.")
+            raise CorpusIndexError(msg("corpus_index.does_not_occur_indexed", p=word.strip(),
+                                       n_sentences=len(self.sentences)))
         return found
 
 
@@ -282,8 +281,7 @@ def build_index(lm: LoadedModel, cfg: IndexConfig, on_progress: Callable[..., No
     """
     depths = num_depths(lm)
     if cfg.depth >= depths:
-        raise CorpusIndexError(f"Depth {cfg.depth} is beyond this model: it has depths 0 (embeddings) to "
-                               f"{depths - 1} (the last layer).")
+        raise CorpusIndexError(msg("corpus_index.depth_beyond_model_has", depth=cfg.depth, p=depths - 1))
     t0 = time.perf_counter()
     sentences = cfg.corpus()
 
@@ -294,7 +292,7 @@ def build_index(lm: LoadedModel, cfg: IndexConfig, on_progress: Callable[..., No
     tv = token_vectors(lm, sentences, [int(cfg.depth)], max_length=cfg.max_length, batch_tokens=batch_tokens,
                        on_progress=vec_progress)
     if len(tv) == 0:
-        raise CorpusIndexError("The corpus gave no tokens to index (only spaces or special tokens?). Give it text.")
+        raise CorpusIndexError(msg("corpus_index.corpus_gave_tokens_index"))
     x = np.ascontiguousarray(tv.at(int(cfg.depth)), dtype=np.float32)  # (rows, H)
     _faiss().normalize_L2(x)  # in place: inner product = cosine
     if on_progress is not None:
@@ -475,38 +473,36 @@ def search(lm: LoadedModel, ci: CorpusIndex, query: str, word: int | str | None 
     empty query, a word the query does not have, or k out of range."""
     t0 = time.perf_counter()
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= MAX_K:
-        raise CorpusIndexError(f"Neighbours must be from 1 to {MAX_K} (got {k!r}).")
+        raise CorpusIndexError(msg("corpus_index.neighbours_must_from_got", MAX_K=MAX_K, k=k))
     if model_key(lm) != ci.model_key:
-        raise CorpusIndexError(scrub(f"This index was built with another model ({ci.checkpoint}); build an index "
-                                     f"with {lm.spec.checkpoint} first."))
+        raise CorpusIndexError(msg("corpus_index.other_model", built=scrub(ci.checkpoint),
+                                   checkpoint=scrub(lm.spec.checkpoint)))
     query = str(query)
     if not query.strip():
-        raise CorpusIndexError("The query sentence is empty: type a sentence, then click one of its words.")
+        raise CorpusIndexError(msg("corpus_index.query_sentence_empty_type"))
     words = query_words(query)
     tv = token_vectors(lm, [query], [ci.depth], max_length=ci.max_length)
     if position is not None:
         rows = np.where(tv.positions == int(position))[0]
         if not len(rows):
-            raise CorpusIndexError(f"Position {position} is not a token of the query (positions "
-                                   f"{', '.join(map(str, tv.positions.tolist()))}).")
+            raise CorpusIndexError(msg("corpus_index.position_not_token_query", position=position,
+                                       p=', '.join(map(str, tv.positions.tolist()))))
     else:
         if word is None:
-            raise CorpusIndexError("Say which word of the query to look for: click one of its words.")
+            raise CorpusIndexError(msg("corpus_index.say_which_word_query"))
         if isinstance(word, (int, np.integer)) and not isinstance(word, bool):
             w = int(word)
             if not 0 <= w < len(words):
-                raise CorpusIndexError(f"The query has {len(words)} words; word {w} is not one of them.")
+                raise CorpusIndexError(msg("corpus_index.query_has_words_word", n_words=len(words), w=w))
         else:
             wanted = str(word).strip().lower()
             w = next((i for i, (_, _, x) in enumerate(words) if x.lower() == wanted), -1)
             if w < 0:
-                raise CorpusIndexError(f"'{str(word).strip()}' is not a word of the query sentence. Click one of "
-                                       f"its words: {', '.join(x for _, _, x in words[:20])}.")
+                raise CorpusIndexError(msg("corpus_index.not_word_query_sentence", p=str(word).strip(),
+                                           p2=', '.join(x for _, _, x in words[:20])))
         rows = np.where(tv.word_index == w)[0]
         if not len(rows):
-            raise CorpusIndexError(f"'{words[w][2]}' has no token of its own for this model (it was cut at the "
-                                   f"{ci.max_length}-token limit or merged into a neighbouring piece); click another "
-                                   "word.")
+            raise CorpusIndexError(msg("corpus_index.has_token_its_own", p=words[w][2], max_length=ci.max_length))
     r = int(rows[0])  # the word's first piece
     q = np.ascontiguousarray(tv.at(ci.depth)[r:r + 1], dtype=np.float32)  # (1, H)
     _faiss().normalize_L2(q)

@@ -28,6 +28,7 @@ from typing import Sequence
 
 import numpy as np
 
+from core.base.messages import Problem, msg
 from core.base.uploads import upload_text
 from core.data.corpus import split_sentences
 from core.represent.token_vectors import MAX_SENTENCES, WORD_RE
@@ -48,7 +49,7 @@ CONJUNCTIONS = frozenset("and but or nor for so yet then".split())
 _CLAUSE_MARKS = re.compile(r"[,;:]")
 
 
-class ProbeError(ValueError):
+class ProbeError(Problem, ValueError):
     """The probes cannot run on this corpus or with these settings; the message says why and what to do."""
 
 
@@ -59,8 +60,7 @@ def prepare_corpus(sentences: Sequence[str]) -> tuple[str, ...]:
     out = tuple(dict.fromkeys(s for s in (" ".join(str(x).split()) for x in sentences)
                               if MIN_WORDS <= len(s.split()) <= MAX_WORDS))
     if not out:
-        raise ProbeError(f"The corpus has no sentence of {MIN_WORDS} to {MAX_WORDS} words: paste or upload text with "
-                         "one sentence per line (or paragraphs of full sentences).")
+        raise ProbeError(msg("probes.corpus_has_sentence_words", MIN_WORDS=MIN_WORDS, MAX_WORDS=MAX_WORDS))
     return out
 
 
@@ -68,10 +68,9 @@ def corpus_from_text(text: str) -> list[str]:
     """Sentences of pasted text: each line, split at sentence ends. Raises ProbeError for no text or too many."""
     sents = [s for line in str(text).splitlines() if line.strip() for s in split_sentences(line.strip())]
     if not sents:
-        raise ProbeError("The corpus is empty: paste or upload some text (one sentence per line).")
+        raise ProbeError(msg("probes.corpus_empty_paste_upload"))
     if len(sents) > MAX_SENTENCES:
-        raise ProbeError(f"The text has {len(sents):,} sentences; the most a corpus may have here is "
-                         f"{MAX_SENTENCES:,}. Use a part of it.")
+        raise ProbeError(msg("probes.text_has_sentences_most", n_sents=len(sents), MAX_SENTENCES=MAX_SENTENCES))
     return sents
 
 
@@ -144,8 +143,7 @@ def length_task(pool: Sequence[str], n: int, share: float = 0.2, seed: int = 0) 
     bins = np.searchsorted(edges, counts, side="right")  # bin b: edges[b-1] <= words < edges[b]
     present = [b for b in range(len(edges) + 1) if (bins == b).any()]
     if len(present) < 2:
-        raise ProbeError(f"{TASK_NAMES['length']}: every sentence of this corpus has about the same length, so there "
-                         "is nothing to tell apart. Use a corpus with short and long sentences.")
+        raise ProbeError(msg("probes.every_sentence_corpus_has", TASK_NAMES=TASK_NAMES['length']))
     per = min(n // len(present), min(int((bins == b).sum()) for b in present))
     if per * len(present) < MIN_ITEMS:
         raise _too_few("length", per * len(present), "sentences in balanced length bins")

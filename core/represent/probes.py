@@ -34,6 +34,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from core.base.messages import msg
 from core.base.paths import scrub
 from core.base.settings import current
 from core.models.cost import Cost, ForwardTiming
@@ -75,25 +76,26 @@ class ProbeConfig:
         tasks = tuple(dict.fromkeys(str(x) for x in (self.tasks or ())))
         object.__setattr__(self, "tasks", tasks)
         if not tasks:
-            raise ProbeError("Pick at least one task.")
+            raise ProbeError(msg("probes.pick_least_one_task"))
         bad = [x for x in tasks if x not in TASKS]
         if bad:
-            raise ProbeError(f"Unknown task(s) {', '.join(bad)}: use {', '.join(TASKS)}.")
+            raise ProbeError(msg("probes.unknown_task_s_use", p=', '.join(bad), p2=', '.join(TASKS)))
         top = max_per_task()
         if not MIN_PER_TASK <= int(self.per_task) <= top:
-            raise ProbeError(f"Sentences per task must be {MIN_PER_TASK} to {top:,}, got {self.per_task}.")
+            raise ProbeError(msg("probes.sentences_per_task_must", MIN_PER_TASK=MIN_PER_TASK, top=top,
+                                 per_task=self.per_task))
         object.__setattr__(self, "per_task", int(self.per_task))
         if not 0.1 <= float(self.heldout) <= 0.5:
-            raise ProbeError(f"The held-out share must be 0.1 to 0.5, got {self.heldout}.")
+            raise ProbeError(msg("probes.held_out_share_must", heldout=self.heldout))
         if not 16 <= int(self.max_length) <= 512:
-            raise ProbeError(f"Max length must be 16 to 512 tokens, got {self.max_length}.")
+            raise ProbeError(msg("probes.max_length_must_tokens", max_length=self.max_length))
         if not float(self.reg) > 0:
-            raise ProbeError(f"The probe's C (inverse regularisation) must be above 0, got {self.reg}.")
+            raise ProbeError(msg("probes.probe_s_c_inverse", reg=self.reg))
         if self.corpus is not None:
             object.__setattr__(self, "corpus", tuple(str(s) for s in self.corpus))
             if len(self.corpus) > MAX_SENTENCES:
-                raise ProbeError(f"{len(self.corpus):,} sentences is more than the {MAX_SENTENCES:,} a corpus may "
-                                 "have here: use a part of it.")
+                raise ProbeError(msg("probes.sentences_more_than_corpus", n_corpus=len(self.corpus),
+                                     MAX_SENTENCES=MAX_SENTENCES))
 
     def sentences(self) -> tuple[str, ...]:
         """The corpus's probe-able sentences (normalised whitespace, 4-60 words, no repeats)."""
@@ -137,9 +139,9 @@ def fit_probes(features: np.ndarray, labels: np.ndarray, heldout: np.ndarray, re
     labels = np.asarray(labels)
     train = ~np.asarray(heldout, dtype=bool)
     if not train.any() or train.all():
-        raise ProbeError("The split left no training or no held-out items: use more sentences per task.")
+        raise ProbeError(msg("probes.split_left_training_held"))
     if len(np.unique(labels[train])) < 2:
-        raise ProbeError("The training items all have the same label: use more sentences per task.")
+        raise ProbeError(msg("probes.training_items_all_have"))
     out = []
     for d in range(features.shape[0]):
         x = np.asarray(features[d], dtype=np.float64)

@@ -39,6 +39,7 @@ from typing import Callable, Sequence
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from core.base.messages import msg
 from core.models.loading import LoadedModel, ModelSpec, load
 from core.represent.bundled_corpus import corpus_sentences
 from core.represent.projector_maps import depth_maps, map_threads, normalise
@@ -84,38 +85,34 @@ class ProjectorConfig:
 
     def __post_init__(self) -> None:
         if self.what not in WHATS:
-            raise ValueError(f"Project {self.what!r}? Use 'word' (one word's occurrences) or 'sample' (every word "
-                             "of a sample of sentences).")
+            raise ValueError(msg("projector.project_use_word_one", what=self.what))
         if self.corpus not in CORPORA:
-            raise ValueError(f"Unknown corpus {self.corpus!r}: use 'bundled' or 'text' (your own text).")
+            raise ValueError(msg("projector.unknown_corpus_use_bundled", corpus=self.corpus))
         if self.method not in METHODS:
-            raise ValueError(f"Unknown method {self.method!r}: use 'pca' (fast), 'umap' or 'tsne'.")
+            raise ValueError(msg("projector.unknown_method_use_pca", method=self.method))
         if self.dims not in (2, 3):
-            raise ValueError(f"A map has 2 or 3 dimensions, not {self.dims!r}.")
+            raise ValueError(msg("projector.map_has_dimensions_not", dims=self.dims))
         if self.color not in COLORS:
-            raise ValueError(f"Colour by {self.color!r}? Use 'next_word', 'cluster' or 'layer'.")
+            raise ValueError(msg("projector.colour_use_next_word", color=self.color))
         cap = JOB_MAX_POINTS if self.method in JOB_METHODS else MAX_POINTS
         if not isinstance(self.max_points, int) or not MIN_POINTS <= self.max_points <= cap:
             extra = " (use PCA for more)" if self.method in JOB_METHODS else ""
-            raise ValueError(f"Max points must be a whole number from {MIN_POINTS} to {cap:,} for "
-                             f"{self.method.upper()}{extra}; got {self.max_points!r}.")
+            raise ValueError(msg("projector.max_points_must_whole", MIN_POINTS=MIN_POINTS, cap=cap,
+                                 p=self.method.upper(), extra=extra, max_points=self.max_points))
         if self.depths is not None:
             object.__setattr__(self, "depths", tuple(sorted({int(d) for d in self.depths})))
             if not self.depths or min(self.depths) < 0:
-                raise ValueError("Depths must be 0 (embeddings) or more, and at least one.")
+                raise ValueError(msg("projector.depths_must_embeddings_more"))
         if self.what == "word":
             w = self.word.strip() if isinstance(self.word, str) else ""
             if not w:
-                raise ValueError("Type the word to look at (for example bank, bat or play; one Chinese character "
-                                 "with a Chinese model).")
+                raise ValueError(msg("projector.type_word_look_example"))
             parts = WORD_RE.findall(w)
             if len(parts) != 1 or parts[0] != w:
-                raise ValueError(f"“{w}” is not one word: give a single word (letters or digits, no spaces), or a "
-                                 "single Chinese character (each one is its own word to these models).")
+                raise ValueError(msg("projector.not_one_word_give", w=w))
             object.__setattr__(self, "word", w)
         if self.corpus == "text" and not (isinstance(self.text, str) and self.text.strip()):
-            raise ValueError("The text is empty: paste or upload some text (one sentence per line is best), or "
-                             "use the bundled corpus.")
+            raise ValueError(msg("projector.text_empty_paste_upload_2"))
 
     @property
     def needs_joint(self) -> bool:
@@ -171,7 +168,7 @@ class Projection:
     def at(self, depth: int) -> np.ndarray:
         """(N, dims) coordinates at ``depth``."""
         if depth not in self.depths:
-            raise ValueError(f"Depth {depth} was not projected: this map has depths {list(self.depths)}.")
+            raise ValueError(msg("projector.depth_was_not_projected", depth=depth, p=list(self.depths)))
         return self.coords[self.depths.index(depth)]
 
 
@@ -205,10 +202,10 @@ def color_groups(p: Projection, color: str, depth: int, top: int = NEXT_WORD_COL
         return [ColorGroup("cluster", int(k), np.flatnonzero(c == k)) for k in range(p.k) if (c == k).any()]
     if color == "layer":
         if p.joint is None:
-            raise ValueError("This map was made without all depths together: project again with colour by layer.")
+            raise ValueError(msg("projector.map_was_made_without"))
         n = len(p)
         return [ColorGroup("layer", int(d), np.arange(i * n, (i + 1) * n)) for i, d in enumerate(p.depths)]
-    raise ValueError(f"Colour by {color!r}? Use one of {', '.join(COLORS)}.")
+    raise ValueError(msg("projector.colour_use_one", color=color, p=', '.join(COLORS)))
 
 
 # ---------------------------------------------------------------------------------------------- text
@@ -231,10 +228,9 @@ def corpus_of(cfg: ProjectorConfig) -> list[str]:
         return list(_bundled())
     sents = split_text(cfg.text)
     if not sents:
-        raise ValueError("The text is empty: paste or upload some text (one sentence per line is best).")
+        raise ValueError(msg("projector.text_empty_paste_upload"))
     if len(sents) > MAX_SENTENCES:
-        raise ValueError(f"The text has {len(sents):,} sentences; at most {MAX_SENTENCES:,} are read. Use a part "
-                         "of it.")
+        raise ValueError(msg("projector.text_has_sentences_most", n_sents=len(sents), MAX_SENTENCES=MAX_SENTENCES))
     return sents
 
 
@@ -249,11 +245,10 @@ def absent_message(word: str, sentences: Sequence[str], corpus: str) -> str:
     """What to say when ``word`` is not in the sentences: near spellings that are (difflib), and how to add text."""
     vocab = {m.group().lower() for s in sentences for m in WORD_RE.finditer(s)}
     near = difflib.get_close_matches(word.lower(), sorted(vocab), n=5, cutoff=0.75)
-    where = "the bundled corpus" if corpus == "bundled" else "your text"
-    msg = f"“{word}” does not occur in {where}."
+    where = msg("projector.where_bundled" if corpus == "bundled" else "projector.where_yours")
     if near:
-        msg += " Near spellings that do: " + ", ".join(near) + "."
-    return msg + " Pick another word, or choose “your text” as the corpus and paste sentences that use it."
+        return msg("projector.absent_near", word=word, where=where, near=", ".join(near))
+    return msg("projector.absent", word=word, where=where)
 
 
 def pick_sentences(cfg: ProjectorConfig, sentences: Sequence[str]) -> tuple[list[str], int]:
@@ -268,8 +263,7 @@ def pick_sentences(cfg: ProjectorConfig, sentences: Sequence[str]) -> tuple[list
         if not found:
             raise ValueError(absent_message(cfg.word, sentences, cfg.corpus))
         if total < MIN_POINTS:
-            raise ValueError(f"“{cfg.word}” occurs only {total} time(s); a map needs at least {MIN_POINTS}. Add "
-                             "sentences that use it (your text), or pick a more common word.")
+            raise ValueError(msg("projector.occurs_only_time_s", word=cfg.word, total=total, MIN_POINTS=MIN_POINTS))
         if total > cfg.max_points or len(found) > MAX_SENTENCES:
             rng.shuffle(found)
         keep, n = [], 0
@@ -290,7 +284,7 @@ def pick_sentences(cfg: ProjectorConfig, sentences: Sequence[str]) -> tuple[list
             keep.append(sentences[i])
             n += c
     if n < MIN_POINTS:
-        raise ValueError(f"The text has only {n} word(s); a map needs at least {MIN_POINTS}. Add more text.")
+        raise ValueError(msg("projector.text_has_only_word", n=n, MIN_POINTS=MIN_POINTS))
     return keep, n
 
 
@@ -315,7 +309,7 @@ def project(lm: LoadedModel, cfg: ProjectorConfig,
     depths_all = num_depths(lm)
     depths = cfg.depths if cfg.depths is not None else tuple(range(depths_all))
     if max(depths) >= depths_all:
-        raise ValueError(f"Depths go from 0 (embeddings) to {depths_all - 1} for this model, got {list(depths)}.")
+        raise ValueError(msg("projector.depths_go_from_embeddings", p=depths_all - 1, p2=list(depths)))
     sentences = corpus_of(cfg)
     report(0.0, f"finding the points in {len(sentences):,} sentences")
     chosen, found = pick_sentences(cfg, sentences)
@@ -331,8 +325,8 @@ def project(lm: LoadedModel, cfg: ProjectorConfig,
     if len(rows) > cfg.max_points:
         rows = np.sort(np.random.default_rng(cfg.seed).choice(rows, cfg.max_points, replace=False))
     if len(rows) < MIN_POINTS:
-        raise ValueError(f"Only {len(rows)} point(s) are left after reading (sentences cut at {cfg.max_length} "
-                         f"tokens lose their tail); a map needs at least {MIN_POINTS}. Use shorter sentences.")
+        raise ValueError(msg("projector.only_point_s_left", n_rows=len(rows), max_length=cfg.max_length,
+                             MIN_POINTS=MIN_POINTS))
     n = len(rows)
     width = SNIPPET_WORDS if n <= MANY_POINTS else SNIPPET_WORDS_MANY
     spans_of: dict[int, list[tuple[int, int]]] = {}
@@ -355,10 +349,9 @@ def project(lm: LoadedModel, cfg: ProjectorConfig,
                        joint=cfg.needs_joint)
     notes = []
     if truncated:
-        notes.append(f"{truncated} sentence(s) were cut at {cfg.max_length} tokens; words after the cut are "
-                     "not in the map.")
+        notes.append(msg("projector.sentence_s_were_cut", truncated=truncated, max_length=cfg.max_length))
     if cfg.what == "word" and found > n:
-        notes.append(f"{found:,} occurrences were found; a random {n:,} of them are shown (raise max points for more).")
+        notes.append(msg("projector.occurrences_were_found_random", found=found, n=n))
     report(1.0, "done")
     return Projection(checkpoint=lm.spec.checkpoint, family=lm.spec.family, what=cfg.what,
                       word=cfg.word if cfg.what == "word" else "", corpus=cfg.corpus, method=cfg.method,

@@ -22,6 +22,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from core.base.messages import msg
 from core.models.loading import LoadedModel
 from core.registry.shape import shape
 
@@ -64,7 +65,7 @@ class TokenVectors:
     def at(self, depth: int) -> np.ndarray:
         """(rows, H) vectors at ``depth`` (one of ``layers``)."""
         if depth not in self.layers:
-            raise ValueError(f"Depth {depth} was not kept: these vectors have depths {list(self.layers)}.")
+            raise ValueError(msg("vectors.depth_was_not_kept", depth=depth, p=list(self.layers)))
         return self.vectors[self.layers.index(depth)]
 
     def rows_of(self, word: str) -> np.ndarray:
@@ -105,21 +106,20 @@ def token_vectors(lm: LoadedModel, sentences: Sequence[str], layers: Sequence[in
 
     sentences = tuple(str(s) for s in sentences)
     if not sentences or not any(s.strip() for s in sentences):
-        raise ValueError("There is no text to read: give at least one non-empty sentence.")
+        raise ValueError(msg("vectors.there_text_read_give"))
     if len(sentences) > MAX_SENTENCES:
-        raise ValueError(f"{len(sentences):,} sentences is more than the {MAX_SENTENCES:,} this can index at once: "
-                         "use fewer (a sample) or split the corpus.")
+        raise ValueError(msg("vectors.sentences_more_than_can", n_sentences=len(sentences),
+                             MAX_SENTENCES=MAX_SENTENCES))
     if unit not in UNITS:
-        raise ValueError(f"Unit must be one of {', '.join(UNITS)}, got {unit!r}.")
+        raise ValueError(msg("vectors.unit_must_one_got", p=', '.join(UNITS), unit=unit))
     depths = num_depths(lm)
     layers = tuple(range(depths)) if layers is None else tuple(int(x) for x in layers)
     bad = [x for x in layers if not 0 <= x < depths]
     if bad or not layers:
-        raise ValueError(f"Depths must be 0 (embeddings) to {depths - 1} for this model, got {list(layers)}.")
+        raise ValueError(msg("vectors.depths_must_embeddings_model", p=depths - 1, p2=list(layers)))
     tok = lm.tokenizer
     if not getattr(tok, "is_fast", False):
-        raise ValueError("This needs a fast tokenizer (word alignment comes from its word_ids()); the model's "
-                         "folder has only a slow one. Save it with tokenizer.json.")
+        raise ValueError(msg("vectors.needs_fast_tokenizer_word"))
     max_length = min(int(max_length), lm.max_tokens)
     enc = tok(list(sentences), truncation=True, max_length=max_length, return_offsets_mapping=True,
               return_special_tokens_mask=True)

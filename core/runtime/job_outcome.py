@@ -13,6 +13,7 @@ import pickle
 import traceback
 from typing import Any, Callable
 
+from core.base.messages import carry, msg
 from core.models.devices import is_oom
 
 OOM_ADVICE = ("Lower the batch size, the maximum sequence length, the number of rows or the model size, "
@@ -53,9 +54,9 @@ class JobContext:
 
 def describe_error(e: BaseException, name: str) -> str:
     """The message a page shows for a failed job; out-of-memory says what to lower."""
-    text = f"{type(e).__name__}: {e}"
+    text = msg("jobs.failed_with", type=type(e).__name__, error=carry(e))
     if is_oom(e):  # the one out-of-memory test, fine-tune's and pretraining's too
-        return f"{name!r} ran out of memory ({text}). {OOM_ADVICE}"
+        return msg("jobs.out_of_memory", name=name, text=text)
     return text
 
 

@@ -37,9 +37,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from core.base import settings
+from core.base.messages import Problem, msg
 from core.models.devices import resolve_device
 from core.registry import ModelLoadError
-from core.runtime.job_outcome import OOM_ADVICE, JobContext, failed, run_job
+from core.runtime.job_outcome import JobContext, failed, run_job
 from core.runtime.job_worker import main_not_rerun_in_worker, worker_main, worker_threads
 from core.runtime.run_folders import evict_run_folders
 
@@ -49,7 +50,7 @@ CANCEL_GRACE_S = 60.0  # a cancelled worker may take this long to save its check
 SWEEP_EVERY_S = 30.0  # a finished job trims the run folders at most this often (core.runtime.run_folders)
 
 
-class QuotaError(ValueError):
+class QuotaError(Problem, ValueError):
     """A session asked for more jobs than the server allows it; the message says what to do."""
 
 
@@ -135,7 +136,7 @@ def resource_for(device: str, gpus_available: float | None = None) -> str:
     if gpus_available is None:
         return "gpu" if resolve_device(device).kind == "cuda" else "cpu"
     if device == "cuda" and not gpus_available:
-        raise ModelLoadError("No node of the Ray cluster has a GPU: pick device auto or cpu, or add a GPU worker.")
+        raise ModelLoadError(msg("jobs.node_ray_cluster_has"))
     return "gpu" if device in ("cuda", "auto") and gpus_available else "cpu"
 
 
@@ -157,12 +158,9 @@ def exit_message(code: int | None) -> str:
         except ValueError:
             signame = f"signal {sig}"
         if sig == getattr(signal, "SIGKILL", 9):
-            return (f"The job's worker process was killed ({signame}), most often because the machine ran out of "
-                    f"memory. {OOM_ADVICE}")
-        return f"The job's worker process ended on {signame}. Start it again; if it recurs, {OOM_ADVICE[0].lower()}" \
-               f"{OOM_ADVICE[1:]}"
-    return (f"The job's worker process exited (code {code}) without a result. Start it again; if it recurs, "
-            f"{OOM_ADVICE[0].lower()}{OOM_ADVICE[1:]}")
+            return msg("jobs.worker_killed", signame=signame)
+        return msg("jobs.worker_signal", signame=signame)
+    return msg("jobs.worker_exited", code=code)
 
 
 # ---------------------------------------------------------------------------------------------- runner
@@ -174,7 +172,7 @@ class JobRunner:
         self.limits = limits or default_limits()
         for k, v in self.limits.items():
             if v < 1:
-                raise ValueError(f"Job limit for {k!r} must be at least 1, got {v}.")
+                raise ValueError(msg("jobs.job_limit_must_least", k=k, v=v))
         self.workers = settings.current().job_workers if workers is None else workers
         self._jobs: dict[int, Job] = {}
         self._queue: list[tuple[Job, Any]] = []  # (job, fn or pickled fn)
@@ -196,7 +194,7 @@ class JobRunner:
         if device is not None:
             resource = resource_for(device, self.gpus_available())
         if resource not in self.limits:
-            raise ValueError(f"Unknown resource {resource!r}: use one of {', '.join(self.limits)}.")
+            raise ValueError(msg("jobs.unknown_resource_use_one", resource=resource, p=', '.join(self.limits)))
         s = settings.current()
         payload = self._payload(fn)
         with self._lock:
@@ -206,9 +204,8 @@ class JobRunner:
                 if len(mine) >= cap:
                     running = sum(j.status == RUNNING for j in mine)
                     raise QuotaError(
-                        f"You already have {running} job(s) running and {len(mine) - running} waiting; this server "
-                        f"allows {s.session_running} running and {s.session_queued} waiting per session. Wait for "
-                        "one to finish or cancel one, then start this again.")
+                        msg("jobs.you_already_have_job", running=running, p=len(mine) - running,
+                            session_running=s.session_running, session_queued=s.session_queued))
             job = Job(next(self._ids), name, resource, owner, in_process=payload is not None)
             if payload is not None:
                 job._cancel = self._context().Event()
@@ -255,7 +252,7 @@ class JobRunner:
         end = time.time() + timeout
         while not job.done:
             if time.time() > end:
-                raise TimeoutError(f"Job {job.name!r} still {job.status} after {timeout:.0f}s.")
+                raise TimeoutError(msg("jobs.job_still_after_s", name=job.name, status=job.status, timeout=timeout))
             time.sleep(0.02)
         return job
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from core.base import settings
+from core.base.messages import Problem, msg
 
 ROOM_PARAM = "room"  # ?room=CODE: the followers' link
 KEY_PARAM = "key"  # &key=SECRET: only in the presenter's own URL
@@ -43,7 +44,7 @@ STAY, APPLY, REFRESH, CLOSED = "stay", "apply", "refresh", "closed"
 BY_PRESENTER, BY_IDLE = "presenter", "idle"
 
 
-class RoomError(ValueError):
+class RoomError(Problem, ValueError):
     """A room call that cannot be done (wrong code, closed room, wrong key, a bad or too frequent sentence);
     the message says what happened and what to do."""
 
@@ -80,14 +81,13 @@ class RoomLimits:
     def __post_init__(self) -> None:
         for name in ("poll_s", "idle_s", "closed_keep_s", "presence_s", "rate_window_s"):
             if not getattr(self, name) > 0:
-                raise ValueError(f"RoomLimits.{name} must be above 0 (got {getattr(self, name)!r}).")
+                raise ValueError(msg("room.roomlimits_must_above_got", name=name, p=getattr(self, name)))
         for name in ("max_rooms", "max_members", "max_sentence_chars", "max_sentences", "member_sentences", "rate_n"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
-                raise ValueError(f"RoomLimits.{name} must be a whole number of at least 1 (got {value!r}).")
+                raise ValueError(msg("room.roomlimits_must_whole_number", name=name, value=value))
         if self.presence_s < self.poll_s:
-            raise ValueError(f"RoomLimits.presence_s ({self.presence_s}) must be at least the poll interval "
-                             f"({self.poll_s}), or following members drop out of the count between polls.")
+            raise ValueError(msg("room.roomlimits_presence_s_must", presence_s=self.presence_s, poll_s=self.poll_s))
 
 
 def limits() -> RoomLimits:

@@ -10,6 +10,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 
+from core.base.messages import msg
 from core.runtime.room import (
     BY_IDLE,
     BY_PRESENTER,
@@ -90,8 +91,7 @@ class InProcessStore(RoomStore):
         norm = normalize_code(code)
         r = self._rooms.get(norm)
         if r is None:
-            raise RoomError(f"There is no room with the code {norm or '(empty)'!r}. Check the code on the "
-                            "presenter's screen (letters and digits, no 0 or 1), or ask for the link again.")
+            raise RoomError(msg("room.there_room_code_check", p=norm or '(empty)'))
         return r
 
     def _open(self, code: str) -> _Room:
@@ -99,15 +99,13 @@ class InProcessStore(RoomStore):
         if r.closed_reason is not None:
             why = ("the presenter closed it" if r.closed_reason == BY_PRESENTER
                    else f"nothing happened in it for {self.limits.idle_s / 60:.0f} minutes")
-            raise RoomClosedError(f"Room {r.code} is closed: {why}. Your own session goes on; "
-                                  "ask the presenter for a new room's code to follow again.")
+            raise RoomClosedError(msg("room.room_closed_your_own", code=r.code, why=why))
         return r
 
     def _presenter(self, code: str, key: str) -> _Room:
         r = self._open(code)
         if not (isinstance(key, str) and hmac.compare_digest(_hash(key), r.key_hash)):
-            raise NotPresenterError(f"Only the presenter of room {r.code} can do this: the presenter's controls need "
-                                    "the key in the presenter's own link, which followers' links do not carry.")
+            raise NotPresenterError(msg("room.only_presenter_room_can", code=r.code))
         r.last_active = self._clock()
         return r
 
@@ -125,8 +123,7 @@ class InProcessStore(RoomStore):
             now = self._clock()
             self._sweep(now)
             if sum(r.closed_reason is None for r in self._rooms.values()) >= self.limits.max_rooms:
-                raise RoomError(f"This server has {self.limits.max_rooms} rooms open, the most it allows "
-                                "(ENCODERLAB_ROOM_MAX_ROOMS). Close a room you no longer use, or try again later.")
+                raise RoomError(msg("room.server_has_rooms_open", max_rooms=self.limits.max_rooms))
             while True:
                 code = "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LEN))
                 if code not in self._rooms:
@@ -151,8 +148,8 @@ class InProcessStore(RoomStore):
             if member not in r.members:
                 present = sum(now - m.seen <= self.limits.presence_s for m in r.members.values())
                 if present >= self.limits.max_members:
-                    raise RoomError(f"Room {r.code} is full ({self.limits.max_members} participants). "
-                                    "Ask the presenter to open a second room.")
+                    raise RoomError(msg("room.room_full_participants_ask", code=r.code,
+                                        max_members=self.limits.max_members))
                 # members gone for longer than presence_s make room for new ones (the dict stays bounded)
                 for gone in [k for k, m in r.members.items() if now - m.seen > self.limits.presence_s
                              and len(r.members) >= self.limits.max_members]:
@@ -184,7 +181,7 @@ class InProcessStore(RoomStore):
         with self._lock:
             r = self._open(code)
             if member not in r.members:
-                raise RoomError(f"Join room {r.code} before answering its polls.")
+                raise RoomError(msg("room.join_room_before_answering", code=r.code))
             votes = r.answers.setdefault(int(step), {})
             if choice is None:
                 votes.pop(member, None)
@@ -219,29 +216,28 @@ class InProcessStore(RoomStore):
     def submit(self, code: str, member: str, text: str) -> Submission:
         lim = self.limits
         if not isinstance(text, str) or not text.strip():
-            raise RoomError("The sentence is empty: type a sentence with [MASK] where a word should be predicted.")
+            raise RoomError(msg("room.sentence_empty_type_sentence"))
         if len(text) > lim.max_sentence_chars:
-            raise RoomError(f"The sentence has {len(text):,} characters; a room takes at most "
-                            f"{lim.max_sentence_chars}. Send one short sentence with [MASK] in it.")
+            raise RoomError(msg("room.sentence_has_characters_room", n_text=len(text),
+                                max_sentence_chars=lim.max_sentence_chars))
         with self._lock:
             r = self._open(code)
             now = self._clock()
             m = r.members.get(member)
             if m is None:
-                raise RoomError(f"Join room {r.code} before sending sentences to it.")
+                raise RoomError(msg("room.join_room_before_sending", code=r.code))
             if not r.collecting:
-                raise RoomError("The presenter is not asking for sentences right now.")
+                raise RoomError(msg("room.presenter_not_asking_sentences"))
             if m.n_sent >= lim.member_sentences:
-                raise RateLimitError(f"You have sent {m.n_sent} sentences, the most one participant may send to "
-                                     "this room.")
+                raise RateLimitError(msg("room.you_have_sent_sentences", n_sent=m.n_sent))
             while m.sent and now - m.sent[0] > lim.rate_window_s:
                 m.sent.popleft()
             if len(m.sent) >= lim.rate_n:
                 wait = lim.rate_window_s - (now - m.sent[0])
-                raise RateLimitError(f"Slow down: at most {lim.rate_n} sentences every {lim.rate_window_s:.0f} s. "
-                                     f"Try again in {max(1, round(wait))} s.")
+                raise RateLimitError(msg("room.slow_down_most_sentences", rate_n=lim.rate_n,
+                                         rate_window_s=lim.rate_window_s, p=max(1, round(wait))))
             if len(r.subs) >= lim.max_sentences:
-                raise RoomError(f"The room has {lim.max_sentences} sentences, the most it keeps.")
+                raise RoomError(msg("room.room_has_sentences_most", max_sentences=lim.max_sentences))
             sub = Submission(id=r.next_sid, member=member, text=text.strip(), at=time.time())
             r.next_sid += 1
             r.subs.append(sub)
@@ -264,13 +260,13 @@ class InProcessStore(RoomStore):
                     if r.picked == sid:
                         r.shared_version += 1
                     return
-            raise RoomError(f"Sentence {sid} is not in room {r.code}.")
+            raise RoomError(msg("room.sentence_not_room", sid=sid, code=r.code))
 
     def pick(self, code: str, key: str, sid: int | None) -> None:
         with self._lock:
             r = self._presenter(code, key)
             if sid is not None and not any(s.id == sid and not s.hidden for s in r.subs):
-                raise RoomError(f"Sentence {sid} is not in room {r.code} (or it is hidden).")
+                raise RoomError(msg("room.sentence_not_room_hidden", sid=sid, code=r.code))
             if r.picked != sid:
                 r.picked = sid
                 r.shared_version += 1

@@ -24,6 +24,7 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
+from core.base.messages import msg
 from core.runtime.artifacts import swap_in
 
 STATE_FILE = "trainer_state.json"
@@ -50,7 +51,7 @@ def pad(tokenizer, features: Sequence[dict[str, Sequence[int]]], fill: dict[str,
     )
 
     if not features:
-        raise ValueError("pad needs at least one row.")
+        raise ValueError(msg("train.pad_needs_least_one"))
     fill = dict(fill or {})
     tok_feats = [{k: list(v) for k, v in f.items() if k in TOKENIZER_FIELDS} for f in features]
     batch = dict(pad_without_fast_tokenizer_warning(tokenizer, tok_feats, padding=True, return_attention_mask=True,
@@ -156,9 +157,7 @@ def accelerator(device_kind: str, mixed_precision: str, error: type[Exception] =
     with _SLOT_LOCK:
         busy = [k for k, n in _SLOTS.items() if n and k != want]
         if busy:
-            raise error(f"Another training run in this server runs on {busy[0][0]} with precision {busy[0][1]}, "
-                        "and accelerate allows one setting per process. Start this run when it has finished, or "
-                        "use the same device and precision.")
+            raise error(msg("train.another_training_run_server", p=busy[0][0], p2=busy[0][1]))
         distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
         if AcceleratorState._shared_state and not distributed:
             cur = AcceleratorState()
@@ -215,7 +214,7 @@ def save_checkpoint(acc, folder: str | Path, rng, state: dict, tensors: dict[str
 
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
-        raise FileExistsError(f"Cannot write a checkpoint to {folder}: a file of that name is in the way.")
+        raise FileExistsError(msg("train.cannot_write_checkpoint_file", folder=folder))
     tmp = folder.with_name(folder.name + ".tmp")
     if acc.is_main_process:
         shutil.rmtree(tmp, ignore_errors=True)

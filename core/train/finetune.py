@@ -28,6 +28,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from core.base.messages import msg
 from core.data.datasets_local import DataError, LabelledData
 from core.data.token_data import token_metrics as score_tokens
 from core.models.devices import is_oom
@@ -167,7 +168,7 @@ def train(cfg: FinetuneConfig, data, out_dir: str | Path,
     ckpt_dir, model_dir = out / "checkpoint", out / "model"
     task = task_for(cfg, data)
     if len(data.train) < 2 or len(data.test) < 1:
-        raise DataError("The data needs at least two training rows and one held-out row.")
+        raise DataError(msg("finetune.data_needs_least_two"))
 
     # 1. One Accelerator: picks the device (CPU, GPU, or this process's share under `accelerate launch`),
     #    turns on bf16/fp16 autocast as asked (bf16 on GPU by default), and shards the batches across processes.
@@ -278,10 +279,8 @@ def train(cfg: FinetuneConfig, data, out_dir: str | Path,
                         loss_value = loss.item()
                         if not math.isfinite(loss_value):
                             raise FinetuneError(
-                                f"The training loss became {loss_value} at step {state['global_step'] + 1} (learning "
-                                f"rate {scheduler.get_last_lr()[0]:.2e}). Training stopped and no model was saved. "
-                                "Lower the learning rate (2e-5 to 5e-5 is usual), keep gradient clipping on (1.0), "
-                                "or use fp32.")
+                                msg("finetune.training_loss_became_step", loss_value=loss_value,
+                                    p=state['global_step'] + 1, p2=scheduler.get_last_lr()[0]))
                         acc.backward(loss)
                         if cfg.grad_clip > 0:
                             acc.clip_grad_norm_(model.parameters(), cfg.grad_clip)
@@ -400,16 +399,15 @@ def _save_checkpoint(acc, ckpt_dir: Path, state: dict, best_weights: dict | None
 
 def _load_checkpoint(acc, ckpt_dir: Path, cfg: FinetuneConfig, data: LabelledData, rng) -> tuple[dict, dict | None]:
     if not training.has_checkpoint(ckpt_dir):
-        raise FinetuneError(f"Nothing to resume: {ckpt_dir} has no checkpoint. Start a new run instead.")
+        raise FinetuneError(msg("finetune.nothing_resume_has_checkpoint", ckpt_dir=ckpt_dir))
     state = json.loads((ckpt_dir / training.STATE_FILE).read_text())
     if state["fingerprint"] != data.fingerprint():
-        raise FinetuneError("The checkpoint was trained on different data; resume with the same dataset or start anew.")
+        raise FinetuneError(msg("finetune.checkpoint_was_trained_different"))
     old = state["config"]
     changed = [k for k in ("task", "family", "checkpoint", "batch_size", "max_length", "pooling", "seed", "epochs",
                            "max_steps", "freeze_layers", "freeze_embeddings") if old.get(k) != getattr(cfg, k)]
     if changed:
-        raise FinetuneError(f"The checkpoint used different settings ({', '.join(changed)}); resume with the same "
-                            "settings or start a new run.")
+        raise FinetuneError(msg("finetune.checkpoint_used_different_settings", p=', '.join(changed)))
     state, tensors, arrays = training.load_checkpoint(acc, ckpt_dir, rng, tensors=("best",), arrays=("best_probs",))
     state["best_probs"] = arrays["best_probs"]
     return state, tensors["best"]

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Callable
 
 from core.base.fields import bounded, check_bounds, default_of
+from core.base.messages import Problem, msg
 from core.base.settings import current as current_settings
 from core.models.devices import resolve_device
 from core.models.loading import read_config, resolve
@@ -35,7 +36,7 @@ MAX_DROPOUT = 0.5
 HEAD_DROPOUT = 0.1  # EncoderLab's own heads (mean pooling, scalar mix) when FinetuneConfig.dropout is None
 
 
-class FinetuneError(RuntimeError):
+class FinetuneError(Problem, RuntimeError):
     """Training stopped for a reason the user can act on (NaN loss, out of memory, a bad resume).
 
     ``remedies`` names the entries of ``REMEDIES`` that would change the run's config (out of memory only), so a
@@ -94,53 +95,49 @@ class FinetuneConfig:
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:
-            raise ValueError(f"Task must be 'sequence' (classify whole texts) or 'token' (label every word), "
-                             f"got {self.task!r}.")
+            raise ValueError(msg("finetune.task_must_sequence_classify", task=self.task))
         if self.lr is None:
             object.__setattr__(self, "lr", TOKEN_LR if self.task == "token" else SEQUENCE_LR)
         if self.family not in FAMILIES:
-            raise ValueError(f"Unknown family {self.family!r}: choose one of {', '.join(FAMILIES)}.")
+            raise ValueError(msg("finetune.unknown_family_choose_one", family=self.family, p=', '.join(FAMILIES)))
         if not str(self.checkpoint).strip():
-            raise ValueError("No checkpoint: pick one in the sidebar or give a local model folder.")
+            raise ValueError(msg("finetune.checkpoint_pick_one_sidebar"))
         check_bounds(self)  # every bounded field above: ValueError naming it, its range and the value
         if self.pooling not in POOLINGS:
-            raise ValueError(f"Pooling must be one of {', '.join(POOLINGS)}, got {self.pooling!r}.")
+            raise ValueError(msg("finetune.pooling_must_one_got", p=', '.join(POOLINGS), pooling=self.pooling))
         if self.task == "token" and self.pooling == "mean":
-            raise ValueError("Mean pooling makes one vector per text, but token classification labels every word. "
-                             "Choose pooling 'cls' (the family's token head) or 'scalar_mix'.")
+            raise ValueError(msg("finetune.mean_pooling_makes_one"))
         if self.device not in ("auto", "cpu", "cuda"):
-            raise ValueError(f"Device must be auto, cpu or cuda, got {self.device!r}.")
+            raise ValueError(msg("finetune.device_must_auto_cpu", device=self.device))
         if self.precision not in PRECISIONS:
-            raise ValueError(f"Precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}.")
+            raise ValueError(msg("finetune.precision_must_one_got", p=', '.join(PRECISIONS),
+                                 precision=self.precision))
         if self.precision == "fp16" and _device_kind(self.device) != "cuda":
-            raise ValueError("fp16 mixed precision needs a CUDA GPU (it relies on a gradient scaler and fp16 kernels); "
-                             "this run is on the CPU. Choose 'bf16' (CPU autocast) or 'fp32'.")
+            raise ValueError(msg("finetune.fp_mixed_precision_needs"))
         if not isinstance(self.gradient_checkpointing, bool):
-            raise ValueError(f"Gradient checkpointing must be True or False, got {self.gradient_checkpointing!r}.")
+            raise ValueError(msg("finetune.gradient_checkpointing_must_true",
+                                 gradient_checkpointing=self.gradient_checkpointing))
 
     def advice(self, hidden_size: int | None = None) -> tuple[str, ...]:
         """Plain-English warnings about settings the third article advises against (the page shows them before
         Start). ``hidden_size`` below SMALL_HIDDEN (a mini) silences the lr-too-high note: small models need more."""
         out = []
         if self.max_length < ARTICLE_MIN_LENGTH:
-            out.append(f"Max length {self.max_length} is below {ARTICLE_MIN_LENGTH}. The article: shorten "
-                       f"max_seq_length to save memory, \"but do not go below {ARTICLE_MIN_LENGTH}\": longer texts "
-                       "are cut off and lose the context the model needs.")
+            out.append(msg("finetune.max_length_below_article", max_length=self.max_length,
+                           ARTICLE_MIN_LENGTH=ARTICLE_MIN_LENGTH))
         lo, hi = ARTICLE_TOKEN_LR if self.task == "token" else ARTICLE_LR
-        what = "sequence labelling" if self.task == "token" else "sequence classification"
         small = hidden_size is not None and hidden_size < SMALL_HIDDEN
         if self.lr < lo or (self.lr > hi and not small):
-            out.append(f"Learning rate {self.lr:.0e} is outside the article's {lo:.0e} to {hi:.0e} for {what}. "
-                       + ("Too high a rate can make the loss oscillate or diverge." if self.lr > hi else
-                          "Too low a rate learns little in a short run."))
+            out.append(msg("finetune.lr_too_high" if self.lr > hi else "finetune.lr_too_low", lr=self.lr, lo=lo, hi=hi,
+                           what=msg("finetune.what_token" if self.task == "token" else "finetune.what_sequence")))
         dlo, dhi = ARTICLE_DROPOUT
         if self.dropout is not None and not dlo <= self.dropout <= dhi:
-            out.append(f"Dropout {self.dropout:g} is outside the article's {dlo:g} to {dhi:g}.")
+            out.append(msg("finetune.dropout_outside_article_s", dropout=self.dropout, dlo=dlo, dhi=dhi))
         plo, phi = ARTICLE_PATIENCE
         if self.patience and not plo <= self.patience <= phi:
-            out.append(f"Early-stopping patience {self.patience} is outside the article's {plo} to {phi} evaluations.")
+            out.append(msg("finetune.early_stopping_patience_outside", patience=self.patience, plo=plo, phi=phi))
         if self.grad_clip == 0:
-            out.append("Gradient clipping is off. The article clips gradients (1.0) when the loss oscillates.")
+            out.append(msg("finetune.gradient_clipping_off_article"))
         return tuple(out)
 
 
@@ -221,7 +218,7 @@ REMEDIES: dict[str, tuple[str, Callable[[FinetuneConfig], FinetuneConfig]]] = {
 def apply_remedy(cfg: FinetuneConfig, name: str) -> FinetuneConfig:
     """``cfg`` with one of ``REMEDIES`` applied. Raises ValueError for an unknown name."""
     if name not in REMEDIES:
-        raise ValueError(f"Unknown remedy {name!r}: choose one of {', '.join(REMEDIES)}.")
+        raise ValueError(msg("finetune.unknown_remedy_choose_one", name=name, p=', '.join(REMEDIES)))
     return REMEDIES[name][1](cfg)
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from core.base.messages import msg
 from core.data.datasets_local import DataError, LabelledData, Split
 from core.data.token_data import TokenData, align_batch, words_tokenizer
 
@@ -59,8 +60,7 @@ class SequenceTask:
 
     def __init__(self, data):
         if not isinstance(data, LabelledData):
-            raise DataError("Sequence classification needs labelled texts (a table or a bundled set); token-labelled "
-                            "data goes with task 'token'.")
+            raise DataError(msg("finetune.sequence_classification_needs_labelled"))
         self.data = data
 
     def tokenizer(self, tokenizer):
@@ -103,8 +103,7 @@ class TokenTask(SequenceTask):
 
     def __init__(self, data):
         if not isinstance(data, TokenData):
-            raise DataError("Token classification needs word-labelled data (CoNLL/IOB or JSONL, or the bundled "
-                            "sample); labelled texts go with task 'sequence'.")
+            raise DataError(msg("finetune.token_classification_needs_word"))
         self.data = data
 
     def tokenizer(self, tokenizer):

@@ -10,6 +10,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from core import registry
+from core.base.messages import msg
 from core.models.devices import resolve_device
 from core.models.loading import BUILD_LOCK, ModelSpec, load
 from core.predict.classify import HEAD_FILE, META_FILE, mean_pool_classifier, scalar_mix_model
@@ -30,12 +31,10 @@ def freeze(model, cfg: FinetuneConfig) -> None:
     if cfg.freeze_layers:
         layers = registry.encoder_layers(base)
         if layers is None:
-            raise ValueError(f"{registry.family(cfg.family).label} shares one layer's weights across its whole depth, so "
-                             "freezing the first N layers would freeze all of them. Set 'freeze first N layers' to 0 "
-                             "(you can still freeze the embeddings).")
+            raise ValueError(msg("finetune.shares_one_layer_s", label=registry.family(cfg.family).label))
         if cfg.freeze_layers >= len(layers):
-            raise ValueError(f"This model has {len(layers)} layers; freezing {cfg.freeze_layers} would leave only "
-                             f"the head to train. Choose fewer than {len(layers)}.")
+            raise ValueError(msg("finetune.model_has_layers_freezing", n_layers=len(layers),
+                                 freeze_layers=cfg.freeze_layers))
         for layer in layers[:cfg.freeze_layers]:
             for p in layer.parameters():
                 p.requires_grad = False
@@ -76,14 +75,14 @@ def load_fresh(cfg: FinetuneConfig, data):
     if cfg.gradient_checkpointing:
         hf = model.backbone if hasattr(model, "backbone") else model
         if not getattr(hf, "supports_gradient_checkpointing", False):
-            raise ValueError(f"{type(hf).__name__} does not support gradient checkpointing; turn it off.")
+            raise ValueError(msg("finetune.does_not_support_gradient", name__=type(hf).__name__))
         # use_reentrant=False: torch's recommended form; it also keeps gradients flowing when the embeddings are
         # frozen (the reentrant form needs an input that requires grad).
         hf.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     bad = [n for n, p in model.named_parameters() if not p.isfinite().all()]
     if bad:
-        raise FinetuneError(f"The checkpoint holds NaN or infinite weights ({bad[0]}{' and more' if len(bad) > 1 else ''}), "
-                            "so every loss would be NaN. Pick another checkpoint.")
+        raise FinetuneError(msg("finetune.checkpoint_holds_nan_infinite", bad=bad[0],
+                                p=' and more' if len(bad) > 1 else ''))
     return model, lm.tokenizer
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
+from core.base.messages import msg
 from core.base.paths import REPO_ROOT
 from core.models.devices import is_oom, resolve_device
 from core.models.loading import read_config, resolve
@@ -99,7 +100,7 @@ def plan(cfg, names: tuple[str, ...] | None = None) -> list[tuple[str, str, Any,
     names = tuple(REMEDIES) if names is None else names
     unknown = [n for n in names if n not in REMEDIES]
     if unknown:
-        raise ValueError(f"Unknown remedies {unknown}: choose from {', '.join(REMEDIES)}.")
+        raise ValueError(msg("remedies.unknown_remedies_choose_from", unknown=unknown, p=', '.join(REMEDIES)))
     out = [(BASELINE, "as configured", cfg, True)]
     for n in names:
         c = apply_remedy(cfg, n)
@@ -118,7 +119,7 @@ def measure_remedies(cfg, data, steps: int = 6, names: tuple[str, ...] | None = 
     import torch  # lazy: torch loads in seconds; the page imports this module for its dataclasses
 
     if not isinstance(steps, int) or not 2 <= steps <= MAX_STEPS:
-        raise ValueError(f"Steps must be a whole number from 2 to {MAX_STEPS} (a short run), got {steps!r}.")
+        raise ValueError(msg("remedies.steps_must_whole_number", MAX_STEPS=MAX_STEPS, steps=steps))
     runs = plan(short_run(cfg, steps), names)
     kind = resolve_device(cfg.device).kind
     sub = data.subset(steps * cfg.batch_size, 8)
@@ -168,7 +169,7 @@ def _run_child(cfg, data, folder: Path, threads: int, on_progress, fraction: flo
             if on_progress:  # may raise JobCancelled: the child is killed below
                 on_progress(fraction, f"{_settings(cfg)} · {time.monotonic() - t0:,.0f}s")
             if time.monotonic() - t0 > CHILD_TIMEOUT_S:
-                raise TimeoutError(f"a remedy run took over {CHILD_TIMEOUT_S:.0f}s")
+                raise TimeoutError(msg("remedies.remedy_run_took_over", CHILD_TIMEOUT_S=CHILD_TIMEOUT_S))
     except BaseException:
         proc.kill()
         proc.wait()

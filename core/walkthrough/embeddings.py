@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from core.base.messages import msg
 from core.models.loading import LoadedModel
 from core.runtime.backend import model_op
 
@@ -72,11 +73,11 @@ def embedding_parts(lm: LoadedModel, text: str, text_b: str | None = None) -> Em
     import torch
 
     if not text or not text.strip():
-        raise ValueError("The text is empty: type a sentence to see the embeddings the encoder adds up.")
+        raise ValueError(msg("walkthrough.text_empty_type_sentence_2"))
     tok, base = lm.tokenizer, _base(lm.model)
     emb = getattr(base, "embeddings", None)
     if emb is None or not hasattr(emb, "word_embeddings") or not hasattr(emb, "position_embeddings"):
-        raise ValueError(f"{type(lm.model).__name__} has no BERT-style embedding layer (word + position tables).")
+        raise ValueError(msg("walkthrough.has_bert_style_embedding", name__=type(lm.model).__name__))
     limit = min(MAX_TEXT_TOKENS, lm.max_tokens)
     pair = bool(text_b and text_b.strip())
     full = tok(text, text_b if pair else None)["input_ids"]

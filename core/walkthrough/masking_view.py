@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from core.base.messages import msg
 from core.data.masking import IGNORE, mask_tokens, word_index, word_starts
 from core.models.loading import LoadedModel
 from core.registry import piece_kind
@@ -48,10 +49,10 @@ def _prepare(lm: LoadedModel, text: str):
     import torch
 
     if not text or not text.strip():
-        raise ValueError("The text is empty: type a sentence to mask.")
+        raise ValueError(msg("walkthrough.text_empty_type_sentence"))
     tok = lm.tokenizer
     if tok.mask_token_id is None:
-        raise ValueError(f"The tokenizer of {lm.spec.checkpoint} has no mask token: it cannot be masked for MLM.")
+        raise ValueError(msg("walkthrough.tokenizer_has_mask_token", checkpoint=lm.spec.checkpoint))
     ids = tok(text, truncation=True, max_length=min(MAX_TEXT_TOKENS, lm.max_tokens), return_tensors="pt")["input_ids"]
     special = torch.tensor([tok.get_special_tokens_mask(ids[0].tolist(), already_has_special_tokens=True)],
                            dtype=torch.bool)  # (1, seq)
@@ -114,7 +115,7 @@ def masking_shares(lm: LoadedModel, text: str, draws: int = 1000, seed: int = 0,
     import torch
 
     if not 1 <= draws <= 20_000:
-        raise ValueError(f"draws must be between 1 and 20000 (got {draws}).")
+        raise ValueError(msg("walkthrough.draws_must_between_got", draws=draws))
     ids, special, _, words, vocab = _prepare(lm, text)
     batch = ids.expand(draws, -1)  # (draws, seq)
     gen = torch.Generator().manual_seed(int(seed))

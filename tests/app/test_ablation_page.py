@@ -13,7 +13,9 @@ RESULT = {"attention": "attention.ab.result", "fill_mask": "fill_mask.ab.result"
 
 
 def _titles(at) -> list[str]:
-    return [json.loads(el.proto.spec)["layout"].get("title", {}).get("text", "") for el in at.get("plotly_chart")]
+    """Every chart's title, read as one line (app.kit.presenter.scale wraps a long title with <br>s)."""
+    return [json.loads(el.proto.spec)["layout"].get("title", {}).get("text", "").replace("<br>", " ")
+            for el in at.get("plotly_chart")]
 
 
 def _apply(at, scope: str, spec: str):
@@ -142,6 +144,7 @@ def test_head_importance_job_draws_both_maps_and_the_pruning_curve(attention_at)
 
     at = submit_attention(attention_at, "The cat sat on the [MASK] today.")
     at.selectbox(key="attention.imp.n_texts").set_value(16).run()
+    at.checkbox(key="attention.imp.exhaustive").check().run()  # off by default (the gradient ranking alone)
     at.button(key="attention.imp.go").click().run()
     assert not at.exception and not _errors(at), _errors(at)
     jid = at.session_state["jobs.attention.importance"][-1]

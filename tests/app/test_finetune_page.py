@@ -337,13 +337,14 @@ def test_advice_warns_below_64_before_start_and_remedy_settings_are_there(env):
     assert any(e.label == "Out of memory?" for e in at.expander)
     assert len(runner().jobs()) == 0 or all(j.done for j in runner().jobs())  # a link starts nothing
     at.radio(key="finetune.task").set_value("token").run()
-    assert at.radio(key="finetune.pooling").value == "cls"  # mean pooling has no per-word form
+    assert not [r for r in at.radio if r.key == "finetune.pooling"]  # no pooling for words (walk finding)
+    assert at.checkbox(key="finetune.tok_mix").value is False  # the family's token head, or the scalar mix
     assert any("below 64" in w.value for w in at.warning) and not at.exception
 
 
 def test_a_tiny_token_run_end_to_end(at):
     at.radio(key="finetune.task").set_value("token").run()
-    at.radio(key="finetune.pooling").set_value("scalar_mix")
+    at.checkbox(key="finetune.tok_mix").set_value(True)
     _start_tiny(at, "form_token", rows=32, test_rows=8, max_steps=3)
     _wait_all_jobs()
     at.run()

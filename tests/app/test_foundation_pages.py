@@ -140,7 +140,7 @@ def test_family_texts_in_english_are_the_registry_texts():
 def test_home_in_chinese(use_tiny_zoo):
     at = _open("home", state={"ui.lang": "zh"})
     assert at.title[0].value == "EncoderLab"
-    assert [s.value for s in at.subheader][:2] == ["模型家族", "页面"]
+    assert [s.value for s in at.subheader][:3] == ["从这里开始", "模型家族", "页面"]  # start here, above the table
     df = at.table[0].value
     assert list(df["模型家族"])[:4] == ["BERT", "RoBERTa", "ALBERT", "DistilBERT"]
     assert df["句对头"].tolist()[:4] == ["下一句预测 (NSP)", "无", "句序预测 (SOP)", "无"]

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from core.base.text import display_piece
 from core.inspect import ablation as ab
 from core.inspect.ablation import AblationConfig, AblationError, ablated
 from core.inspect.ablation_predict import PAIR_LABELS, ablate_classify, ablate_fill_mask, ablate_pair
@@ -181,10 +182,13 @@ def test_ablate_fill_mask(family, tiny_models):
     heads = AblationConfig(((0, 0), (0, 1), (1, 0), (1, 3)))
     r = ablate_fill_mask(lm, cfg, heads)
     assert r.kind == "fill_mask" and r.heads == heads.heads and r.mode == "zero" and len(r.labels) == 5
-    assert r.labels == tuple(c.text for c in r.before_result.masks[0].candidates)
+    def shown(c):  # a candidate as a person reads it (no Ġ/▁)
+        return display_piece(c.piece, lm.tokenizer)
+
+    assert r.labels == tuple(shown(c) for c in r.before_result.masks[0].candidates)
     assert rel_change(r.after, r.before) > 1e-4  # random tiny weights: small, but real, changes
     assert r.delta == pytest.approx(r.after[0] - r.before[0])
-    assert r.after_top == tuple((c.text, c.prob) for c in r.after_result.masks[0].candidates)
+    assert r.after_top == tuple((shown(c), c.prob) for c in r.after_result.masks[0].candidates)
     # the fill-mask fast path (masked last layer, packed linears) is ablated like the plain transformers forward
     enc = lm.tokenizer(r.before_result.model_text, return_tensors="pt")
     pos = r.before_result.mask_positions[0]

@@ -135,7 +135,7 @@ def test_npz_export_round_trips(loaded):
 
 # ---------------------------------------------------------------------------------------------- tokens
 def test_labels_and_punctuation():
-    assert display_label("Ġcat") == " cat" and display_label("▁") == "␣" and display_label("##s") == "##s"
+    assert display_label("Ġcat") == "cat" and display_label("▁") == "␣" and display_label("##s") == "##s"
     assert is_punct(",") and is_punct("Ġ.") and is_punct("。") and not is_punct("a,") and not is_punct("Ġ")
 
 

@@ -23,7 +23,7 @@ from core.train.pretrain.evaluate import evaluate
 from core.train.pretrain.zoo import HELDOUT_SEED, RECIPES
 from core.registry import bundled_families
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("zoo_bars")]  # one worker: the probe fixture runs once
 
 FAMILIES = [f.key for f in bundled_families()]
 

@@ -3,7 +3,8 @@
 The presenter starts a room; the followers join with the link; a poll on the walkthrough collects their three
 answers and the presenter's chart shows them; one follower breaks away; the presenter moves through three
 walkthrough steps and changes the fill-mask text, and the two who follow show the same step and text within the
-bound while the one who broke away stays where they were."""
+bound while the one who broke away stays where they were. The first follower is on a phone-sized screen: every chart
+title it shows stays inside its figure."""
 from __future__ import annotations
 
 import time
@@ -17,8 +18,21 @@ BOUND_S = 30.0
 TEXT = "The room follows the [MASK] of the presenter."
 
 
-def _follower(browser, url: str):
-    ctx = browser.new_context(viewport={"width": 1300, "height": 900})
+PHONE = {"width": 390, "height": 844}
+# Every chart title inside its figure: plotly never wraps one, and on a phone a long title ran off the right edge
+# (app.kit.presenter wraps it). Returns the titles that stick out, with their box and their figure's.
+TITLES_OUT = """() => [...document.querySelectorAll('[data-testid=stMain] .js-plotly-plot')].flatMap(p => {
+  const box = p.querySelector('.main-svg').getBoundingClientRect();
+  const main = document.querySelector('[data-testid=stMain]').getBoundingClientRect();
+  return [...p.querySelectorAll('.gtitle')].map(t => [t.textContent, t.getBoundingClientRect()]).filter(([_, b]) =>
+    b.left < box.left - 1 || b.right > box.right + 1 || b.top < box.top - 1 || b.right > main.right + 1)
+    .map(([text, b]) => [text, Math.round(b.left), Math.round(b.right), Math.round(box.left), Math.round(box.right)]);
+})"""
+CHART_TITLED = "() => document.querySelectorAll('[data-testid=stMain] .js-plotly-plot .gtitle').length > 0"
+
+
+def _follower(browser, url: str, viewport: dict | None = None):
+    ctx = browser.new_context(viewport=viewport or {"width": 1300, "height": 900})
     pg = ctx.new_page()
     errors: list[str] = []
     pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
@@ -56,7 +70,7 @@ def test_one_presenter_and_three_followers(page, browser):
     followers = []
     try:
         for i in range(3):  # one after the other (a shared test machine): each joins on Home, then follows
-            followers.append(_follower(browser, link))
+            followers.append(_follower(browser, link, PHONE if i == 0 else None))  # the first on a phone
             f = followers[-1][1]
             try:
                 _until(f, _step_is(1), timeout=90)
@@ -67,6 +81,13 @@ def test_one_presenter_and_three_followers(page, browser):
                 raise
             f.locator(".st-key-room-banner").get_by_text("Following the presenter").wait_for(timeout=30_000)
             assert "key=" not in f.url
+
+        # the phone: step 1's chart (a long title) stays inside its figure
+        phone = followers[0][1]
+        _until(phone, CHART_TITLED, timeout=90)
+        wait_idle(phone, 60)
+        screenshot(phone, "room-follower-phone-step1")
+        assert not phone.evaluate(TITLES_OUT), phone.evaluate(TITLES_OUT)
 
         # the poll: three answers, and the presenter's chart shows them
         for (_, f, _), choice in zip(followers, (1, 1, 2)):
@@ -109,6 +130,9 @@ def test_one_presenter_and_three_followers(page, browser):
             delays.append(time.monotonic() - t0)
             assert fbox.input_value() == TEXT
             f.locator('[data-testid="stMain"]').get_by_text("Joint fill").first.wait_for(timeout=60_000)
+        _until(phone, CHART_TITLED, timeout=60)  # the fill-mask chart's title, on the phone
+        screenshot(phone, "room-follower-phone-fill-mask")
+        assert not phone.evaluate(TITLES_OUT), phone.evaluate(TITLES_OUT)
         assert away.evaluate(_step_is(1)) and "On your own" in away.locator(".st-key-room-banner").inner_text()
         print(f"follow delays (s, click to follower's screen): {[round(d, 1) for d in delays]}")
         assert max(delays) <= BOUND_S

@@ -17,21 +17,22 @@ Every label comes from assets/i18n/ablation.toml.
 """
 from __future__ import annotations
 
-import html
 from typing import Any, Callable
 
 import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
-from app.kit import presenter, state
-from app.kit.i18n import t
+from app.kit import presenter, report, state
+from app.kit.i18n import explain, t
+from app.kit.plot_text import plot_text
 from app.kit.jobs_panel import job_section, start_job, submit_job
 from app.kit.loaders import get_model
 from app.kit.render import as_text, current_result, run_or_error
+from core.base.messages import carry
 from core.inspect.ablation import MODES, AblationConfig, AblationError, default_texts, format_heads, parse_heads
 from core.inspect.ablation_predict import AblatedPrediction, ablate_classify, ablate_fill_mask, ablate_pair
-from core.inspect.head_importance import importance_job
+from core.inspect.head_importance import exhaustive_seconds, importance_job
 from core.predict.fill_mask import FillMaskConfig, check_mlm, configs_from_lines, count_masks
 from core.predict.sentence_pair import PairConfig, check_pair, pair_head
 from core.registry import ModelLoadError, attention_layers
@@ -43,7 +44,7 @@ IMPORTANCE_TEXTS = (16, 64, 256)  # held-out sentences the importance job may us
 def _safe(text: str) -> str:
     """Model or user text for a plotly label: markup characters as entities (they show as typed)."""
     text = text if len(text) <= MAX_LABEL else text[: MAX_LABEL - 1] + "…"
-    return html.escape(text, quote=False)
+    return plot_text(text)
 
 
 def model_shape(model) -> tuple[int, int]:
@@ -92,7 +93,7 @@ def _from_text(scope: str, n_layers: int, n_heads: int) -> None:
     try:
         heads = parse_heads(st.session_state.get(k["spec"], ""), n_layers, n_heads)
     except AblationError as e:
-        st.session_state[k["error"]] = str(e)
+        st.session_state[k["error"]] = carry(e)
         return
     st.session_state.pop(k["error"], None)
     _set_heads(scope, n_layers, n_heads, heads)
@@ -119,7 +120,7 @@ def head_picker(scope: str, n_layers: int, n_heads: int) -> AblationConfig:
                       help=t("ablation.spec_help", layers=n_layers, heads=n_heads))
         c2.form_submit_button(t("ablation.apply"), on_click=_from_text, args=args, type="primary")
     if st.session_state.get(k["error"]):
-        st.error(st.session_state[k["error"]])
+        st.error(explain(st.session_state[k["error"]]))
     st.caption(t("ablation.grid_caption"))
     with st.container(height=min(44 * n_layers + 20, 480), border=False):
         for layer in range(n_layers):
@@ -150,11 +151,13 @@ def _mode_labels() -> Callable[[str], str]:
 def before_after_figure(p: AblatedPrediction) -> go.Figure:
     """Grouped bars: each compared label's probability with every head on, and with the chosen heads off."""
     labels = [_safe(x) for x in p.labels]
+    x = list(range(len(labels)))  # by position: two pieces that read the same ("Ġthe", "the") stay two groups
     fig = go.Figure()
-    fig.add_bar(name=t("ablation.before"), x=labels, y=[v * 100 for v in p.before], marker_color="#4C78A8",
-                text=[_pct(v) for v in p.before], textposition="outside")
-    fig.add_bar(name=t("ablation.after"), x=labels, y=[v * 100 for v in p.after], marker_color="#E45756",
-                text=[_pct(v) for v in p.after], textposition="outside")
+    fig.add_bar(name=t("ablation.before"), x=x, y=[v * 100 for v in p.before], marker_color="#4C78A8",
+                text=[_pct(v) for v in p.before], textposition="outside", hovertext=labels)
+    fig.add_bar(name=t("ablation.after"), x=x, y=[v * 100 for v in p.after], marker_color="#E45756",
+                text=[_pct(v) for v in p.after], textposition="outside", hovertext=labels)
+    fig.update_xaxes(tickvals=x, ticktext=labels)
     top = max([*p.before, *p.after, 1e-9])
     fig.update_layout(barmode="group", height=340, margin=dict(t=60, b=10, l=10, r=10),
                       yaxis=dict(title=t("ablation.prob"), ticksuffix="%", tickformat="~g",
@@ -189,11 +192,18 @@ def show_prediction(p: AblatedPrediction, n_heads: int, key: str) -> None:
         c2.metric(t("ablation.top_after"), as_text(p.answer_after),
                   delta=t("ablation.changed", before=as_text(p.answer_before)), delta_color="inverse",
                   delta_arrow="off")
-    st.plotly_chart(presenter.scale(before_after_figure(p)), width="stretch", key=key + ".fig")
+    fig = before_after_figure(p)
+    st.plotly_chart(presenter.scale(fig), width="stretch", key=key + ".fig")
     if p.after_top:
         st.caption(t("ablation.after_top", top=as_text(", ".join(f"{w} {_pct(q)}" for w, q in p.after_top))))
     st.caption(t("ablation.heads_off", heads=format_heads(p.heads, n_heads), n=len(p.heads),
                  mode=_mode_labels()(p.mode)))
+    report.record_view("ablation", t("report.page.ablation"),
+                       t("report.ablation_title", before=p.answer_before, after=p.answer_after),
+                       {t("report.in.heads"): format_heads(p.heads, n_heads), t("report.in.mode"): _mode_labels()(p.mode)},
+                       (key, p.kind, p.heads, p.mode, p.labels, p.before, p.after), figures=[fig],
+                       rows=[{t("report.col.label"): x, t("report.col.before"): _pct(b), t("report.col.after"): _pct(a)}
+                             for x, b, a in zip(p.labels, p.before, p.after)])
 
 
 def heads_panel(scope: str, n_layers: int, n_heads: int, compute: Callable[[AblationConfig], AblatedPrediction],
@@ -233,13 +243,16 @@ def attention_heads(lm, config) -> None:
         kind, task = "pair", "pretraining"
         make = lambda: PairConfig(config.text, config.text_b)  # noqa: E731
         st.markdown(t("ablation.what_pair", head=head.kind.upper()))
+    elif config.pair and count_masks(config.text_b):  # the masks are in B, which the fill-mask does not read
+        st.info(t("ablation.mask_in_b"))
+        return
     else:
         st.info(t("ablation.nothing_pair", head=head.kind.upper()) if head.kind else t("ablation.nothing"))
         return
     try:
         cfg = make()
     except ValueError as e:  # a text over the page's limit
-        st.error(str(e))
+        st.error(explain(e))
         return
     st.caption(t("ablation.numbering"))
     n_layers, n_heads = model_shape(lm.model)  # the same checkpoint: the task model has the same heads
@@ -262,7 +275,7 @@ def fill_mask_heads(lm, text: str, top_k: int, strategy: str, per_line: bool = F
             cfg = (configs_from_lines(text, top_k, strategy)[0] if per_line
                    else FillMaskConfig(text, top_k=top_k, strategy=strategy))
         except ValueError as e:
-            st.error(str(e))
+            st.error(explain(e))
             return
         if per_line:
             st.caption(t("ablation.first_line", text=as_text(cfg.text)))
@@ -277,7 +290,7 @@ def pair_heads(lm, a: str, b: str, seed: int = 0) -> None:
         try:
             cfg = PairConfig(a, b, seed=seed)
         except ValueError as e:
-            st.error(str(e))
+            st.error(explain(e))
             return
         n_layers, n_heads = model_shape(lm.model)
         heads_panel("sentence_pair", n_layers, n_heads, lambda ab: _ablate("pair", lm, cfg, ab),
@@ -291,7 +304,7 @@ def classify_heads(load_fm: Callable[[], Any], text: str, scope: str, made_from:
         try:
             fm = load_fm()
         except ModelLoadError as e:
-            st.error(str(e))
+            st.error(explain(e))
             return
         n_layers, n_heads = model_shape(fm.model)
         heads_panel(scope, n_layers, n_heads, lambda ab: ablate_classify(fm, text, None, ab),
@@ -334,32 +347,48 @@ def show_importance(r, key: str) -> None:
                      ex=f"{r.seconds_exhaustive:,.1f}",
                      x=f"{r.seconds_exhaustive / max(r.seconds_gradient, 1e-9):,.0f}"))
     c1, c2 = st.columns(2)
+    figs = [importance_heatmap(r.scores, t("ablation.imp.gradient_title"))]
     with c1:
-        st.plotly_chart(presenter.scale(importance_heatmap(r.scores, t("ablation.imp.gradient_title"))),
-                        width="stretch", key=key + ".grad")
+        st.plotly_chart(presenter.scale(figs[0]), width="stretch", key=key + ".grad")
     with c2:
         if r.exhaustive is not None:
             rho = "—" if r.spearman is None else f"{r.spearman:.2f}"
-            st.plotly_chart(presenter.scale(importance_heatmap(r.exhaustive, t("ablation.imp.exhaustive_title", rho=rho),
-                                                               "Magma")), width="stretch", key=key + ".exh")
+            figs.append(importance_heatmap(r.exhaustive, t("ablation.imp.exhaustive_title", rho=rho), "Magma"))
+            st.plotly_chart(presenter.scale(figs[-1]), width="stretch", key=key + ".exh")
         else:
             st.info(t("ablation.imp.no_exhaustive"))
     if r.pruning_fraction:
-        st.plotly_chart(presenter.scale(pruning_figure(r)), width="stretch", key=key + ".prune")
+        figs.append(pruning_figure(r))
+        st.plotly_chart(presenter.scale(figs[-1]), width="stretch", key=key + ".prune")
         st.caption(t("ablation.imp.pruning_caption", metric=r.metric))
+    report.record_view("importance", t("report.page.importance"), t("report.importance_title", id=r.checkpoint),
+                       {t("report.in.model"): r.checkpoint, t("report.in.texts"): r.n_texts,
+                        t("report.in.metric"): r.metric}, key, figures=figs)
 
 
-def importance_tab(spec) -> None:
+def importance_tab(spec, model=None, device: str = "cpu") -> None:
     """The Attention page's "Head importance" tab: a button that starts core.inspect.head_importance as a background
-    job, and the finished job's views (only the job made from this model and these options)."""
+    job, and the finished job's views (only the job made from this model and these options). The fast gradient
+    ranking is the default; the exhaustive check is opt-in, with its estimated time (``model``: the page's model,
+    for its shape; ``device``: where it runs) under its checkbox."""
     scope = "attention"
     st.caption(t("ablation.imp.intro"))
     ex_key, n_key = state.key(scope, "imp.exhaustive"), state.key(scope, "imp.n_texts")
-    st.session_state.setdefault(ex_key, True)
+    st.session_state.setdefault(ex_key, False)  # the gradient ranking alone: one backward pass, seconds
     st.session_state.setdefault(n_key, IMPORTANCE_TEXTS[1])
     c1, c2, c3 = st.columns([3, 1, 1], vertical_alignment="center")
     exhaustive = c1.checkbox(t("ablation.imp.exhaustive"), key=ex_key, help=t("ablation.imp.exhaustive_help"))
     n_texts = c2.selectbox(t("ablation.imp.n_texts"), IMPORTANCE_TEXTS, key=n_key, help=t("ablation.imp.n_texts_help"))
+    try:  # a model whose heads cannot be located (the generic family): no estimate; the job says why
+        n_layers, n_heads = model_shape(model) if model is not None else (0, 0)
+    except ModelLoadError:
+        n_layers = n_heads = 0
+    if n_layers:
+        cfg = getattr(model, "base_model", model).config
+        hidden = int(getattr(cfg, "hidden_size", None) or getattr(cfg, "dim", 0) or 768)
+        est = exhaustive_seconds(n_layers, n_heads, hidden, int(n_texts), device)
+        c1.caption(t("ablation.imp.exhaustive_estimate", s=f"{max(1, round(est)):,}", n=n_layers * n_heads,
+                     texts=int(n_texts)))
     asked = (spec, bool(exhaustive), int(n_texts))
     jobs_key = state.key(scope, "imp.jobs")
     if c3.button(t("ablation.imp.go"), key=state.key(scope, "imp.go"), type="primary"):

@@ -18,7 +18,7 @@ import streamlit as st
 from app.kit import presenter, report, state, urlstate
 from app.kit.cache import attention_flow, attention_word_groups
 from app.kit.exports import attention_npz
-from app.kit.i18n import t, t_or
+from app.kit.i18n import explain, t, t_or
 from app.kit.render import as_text
 from app.views.inspect.attention_figures import (
     STATS,
@@ -238,7 +238,7 @@ def heatmap_section(r: A.AttentionResult, lo: int, hi: int, layers: list[int], h
 
 def qk_section(r: A.AttentionResult, lo: int, hi: int, layers: list[int], heads: list[int]) -> None:
     if r.queries is None or r.keys is None:
-        st.warning(r.qk_note or t("attention.no_qk"))
+        st.warning(explain(r.qk_note) or t("attention.no_qk"))
         return
     st.caption(t("attention.qk_intro"))
     for name, opts in (("qk.layer", layers), ("qk.head", heads), ("qk.token", list(range(lo, hi)))):
@@ -356,7 +356,7 @@ def words_section(r: A.AttentionResult, config: A.AttentionConfig, tokenizer) ->
             g = attention_word_groups(tokenizer, r.checkpoint, config)
             m = word_attention(a, g)[0, 0]
         except ValueError as e:  # a slow tokenizer (no word ids), or groups of another text
-            st.error(str(e))
+            st.error(explain(e))
             return
         labels = list(g.words)
         merged = [i for i in g.merged()]
@@ -455,4 +455,6 @@ def record(r: A.AttentionResult, config: A.AttentionConfig, lo: int, hi: int, he
                                             head=st.session_state.get(K("head")))
     report.record(f"attention:{digest}", page=t("nav.attention"), title=t("attention.report.title"), inputs=inputs,
                   text=t("attention.summary", n=r.n_tokens, layers=r.n_layers, heads=r.n_heads, max=r.max_tokens),
-                  figures=[heatmap_fig, stats_fig])
+                  figures=[go.Figure(heatmap_fig).update_layout(  # axis titles; keys below, clear of the title
+                      xaxis_title=t("report.attention_x"), yaxis_title=t("report.attention_y"), xaxis_side="bottom",
+                      margin_t=60), stats_fig])

@@ -4,7 +4,6 @@ Token text reaches plotly only through ``safe()``: plotly reads a few HTML-like 
 so ``<``, ``>`` and ``&`` are written as entities and show as plain characters."""
 from __future__ import annotations
 
-import html
 import math
 
 import numpy as np
@@ -12,6 +11,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from app.kit.i18n import t
+from app.kit.plot_text import plot_text
 from core.inspect import attention as A
 
 GRID_CELL = 16  # a thumbnail is at most 16 x 16 (block-averaged)
@@ -26,7 +26,7 @@ def stat_label(name: str) -> str:
 
 def safe(text: str) -> str:
     """A token for a plotly label or hover: markup characters become entities, so they show as typed."""
-    return html.escape(text, quote=False)
+    return plot_text(text)
 
 
 def _ticks(labels: list[str], offset: int = 0) -> dict:
@@ -92,11 +92,22 @@ def thumbnail_grid(att: np.ndarray, focus: tuple[int, int]) -> go.Figure:
     return fig
 
 
+QK_STRIP_PX, QK_GAP_PX = 26, 40  # the query strip's height, the gap under it that holds the lower titles
+QK_MARGIN = dict(t=50, l=10, r=10, b=10)
+
+
 def qk_figure(v: A.QKView, labels: list[str], query_label: str) -> go.Figure:
     """The query/key view: q, each k, q*k (whose rows sum to q.k) and the softmax weights."""
     n, d = v.keys.shape
-    fig = make_subplots(rows=2, cols=3, row_heights=[0.06, 0.94], column_widths=[0.38, 0.38, 0.24],
-                        specs=[[{"colspan": 2}, None, None], [{}, {}, {}]], vertical_spacing=0.07,
+    # Laid out in pixels: the query strip keeps QK_STRIP_PX, and the gap under it holds the lower plots' titles
+    # (QK_GAP_PX) with nothing else in it: the strip's dimension numbers are not drawn (the keys' axis below has
+    # the same dimensions, numbered), so they cannot run into those titles.
+    height = max(360, 16 * n + 140)
+    area = height - QK_MARGIN["t"] - QK_MARGIN["b"]
+    gap = QK_GAP_PX / area
+    strip = QK_STRIP_PX / (area - QK_GAP_PX)
+    fig = make_subplots(rows=2, cols=3, row_heights=[strip, 1 - strip], column_widths=[0.38, 0.38, 0.24],
+                        specs=[[{"colspan": 2}, None, None], [{}, {}, {}]], vertical_spacing=gap,
                         horizontal_spacing=0.04,
                         subplot_titles=(t("attention.fig.qk_query", token=safe(query_label)),
                                         t("attention.fig.qk_keys"), t("attention.fig.qk_product"),
@@ -117,8 +128,9 @@ def qk_figure(v: A.QKView, labels: list[str], query_label: str) -> go.Figure:
     tick = _ticks(list(labels))
     for col in (1, 2, 3):
         fig.update_yaxes(autorange="reversed", row=2, col=col, **(tick if col == 1 else {"showticklabels": False}))
-    fig.update_yaxes(showticklabels=False, row=1, col=1)
-    fig.update_layout(height=max(360, 16 * n + 140), showlegend=False, margin=dict(t=50, l=10, r=10, b=10))
+    fig.update_yaxes(showticklabels=False, ticks="", row=1, col=1)
+    fig.update_xaxes(showticklabels=False, ticks="", row=1, col=1)
+    fig.update_layout(height=height, showlegend=False, margin=QK_MARGIN)
     return fig
 
 

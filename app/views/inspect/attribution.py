@@ -4,14 +4,18 @@ Labels come from assets/i18n/attribution.toml; core's own texts (target label, n
 them."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
 from app.kit import presenter, report
 from app.kit.exports import DIVERGING, NEGATIVE, POSITIVE, batch_to_csv, batch_to_html, tokens_html
-from app.kit.i18n import t, t_or
+from app.kit.i18n import explain, t, t_or
+from app.kit.plot_text import plot_texts
 from app.views.inspect.attention import option_labels
+from core.base.text import display_piece
 from core.inspect.attribution import AttributionResult, BatchResult, BatchRow
 from core.inspect.attribution_inputs import BASELINES, AttributionConfig
 from core.inspect.attribution_methods import METHODS
@@ -34,8 +38,19 @@ def baseline_label(key: str) -> str:
 
 
 def _labels(tokens: tuple[str, ...]) -> list[str]:
-    """Unique axis labels (plotly merges equal categories): '3·the'."""
-    return [f"{i}·{tok}" for i, tok in enumerate(tokens)]
+    """Unique axis labels (plotly merges equal categories): '3·the', shown as typed (no markup made of them)."""
+    return plot_texts(f"{i}·{tok}" for i, tok in enumerate(tokens))
+
+
+def shown_tokens(res: AttributionResult) -> tuple[str, ...]:
+    """The tokens as a person reads them (no Ġ/▁; core.base.text.display_piece), for charts, tables and exports."""
+    labels = getattr(res, "labels", ())  # a result kept from before this field, or a stand-in: made here
+    return tuple(labels) if len(labels) == len(res.tokens) else tuple(display_piece(p) for p in res.tokens)
+
+
+def for_export(res: AttributionResult) -> AttributionResult:
+    """``res`` with its tokens as a person reads them: the CSV and HTML exports write ``tokens`` as they are."""
+    return replace(res, tokens=shown_tokens(res))
 
 
 def _normalised(scores: np.ndarray) -> np.ndarray:
@@ -46,9 +61,10 @@ def _normalised(scores: np.ndarray) -> np.ndarray:
 def bar_chart(res: AttributionResult, method: str) -> go.Figure:
     """One method's attribution per token, green up / red down."""
     m = res.method(method)
-    fig = go.Figure(go.Bar(x=_labels(res.tokens), y=m.scores,
+    fig = go.Figure(go.Bar(x=_labels(shown_tokens(res)), y=m.scores,
                            marker_color=[POSITIVE if v >= 0 else NEGATIVE for v in m.scores],
-                           hovertemplate="%{x}: %{y:+.4f}<extra></extra>"))
+                           customdata=plot_texts(res.tokens),  # the raw piece
+                           hovertemplate="%{x} (%{customdata}): %{y:+.4f}<extra></extra>"))
     fig.update_layout(xaxis_title=t("attribution.fig.bar_x"),
                       yaxis_title=t("attribution.fig.bar_y", method=method_label(m.method)), margin=dict(t=30, b=10),
                       height=320)
@@ -58,7 +74,7 @@ def bar_chart(res: AttributionResult, method: str) -> go.Figure:
 def methods_heatmap(res: AttributionResult) -> go.Figure:
     """Every method for the same input, each scaled to its own max |value| so they can be compared."""
     z = np.stack([_normalised(m.scores) for m in res.methods])
-    fig = go.Figure(go.Heatmap(z=z, x=_labels(res.tokens), y=[method_label(m.method) for m in res.methods], zmin=-1,
+    fig = go.Figure(go.Heatmap(z=z, x=_labels(shown_tokens(res)), y=[method_label(m.method) for m in res.methods], zmin=-1,
                                zmax=1,
                                colorscale=DIVERGING, hovertemplate="%{y}<br>%{x}: %{z:+.2f}<extra></extra>"))
     fig.update_layout(margin=dict(t=30, b=10), height=120 + 40 * len(res.methods))
@@ -77,7 +93,7 @@ def correlation_heatmap(res: AttributionResult) -> go.Figure:
 def layer_heatmap(res: AttributionResult) -> go.Figure:
     """LayerIG at each encoder layer: tokens across, layers down (row-normalised)."""
     z = np.stack([_normalised(r) for r in res.layer_scores])
-    fig = go.Figure(go.Heatmap(z=z, x=_labels(res.tokens), y=list(res.layer_names), zmin=-1, zmax=1,
+    fig = go.Figure(go.Heatmap(z=z, x=_labels(shown_tokens(res)), y=list(res.layer_names), zmin=-1, zmax=1,
                                colorscale=DIVERGING, customdata=res.layer_scores,
                                hovertemplate="%{y}<br>%{x}: %{customdata:+.4f}<extra></extra>"))
     fig.update_layout(yaxis_autorange="reversed", margin=dict(t=30, b=10), height=140 + 30 * len(res.layer_names))
@@ -95,9 +111,9 @@ def show_result(res: AttributionResult, key: str) -> list[go.Figure]:
     if res.candidates:
         st.caption(t("attribution.candidates", words=" · ".join(f"`{w}` {p:.1%}" for w, p in res.candidates)))
     for note in res.notes:
-        st.warning(note)
+        st.warning(explain(note))
     if res.delta_warning:
-        st.warning(res.delta_warning)
+        st.warning(explain(res.delta_warning))
     for key_, why in res.skipped:
         name = method_label(key_) if key_ in METHODS else t("attribution.per_layer_method")
         st.info(t("attribution.skipped", method=name, why=why))
@@ -106,7 +122,7 @@ def show_result(res: AttributionResult, key: str) -> list[go.Figure]:
         extra = "" if m.delta is None else t("attribution.delta", delta=f"{m.delta:+.2e}")
         st.markdown(f"**{method_label(m.method)}** <small>({m.note}; {m.seconds:.2f}s{extra})</small>",
                     unsafe_allow_html=True)
-        st.html(tokens_html(res.tokens, m.scores, res.special))
+        st.html(tokens_html(shown_tokens(res), m.scores, res.special))
     shown = [m.method for m in res.methods]
     pick = st.selectbox(t("attribution.bar_of"), shown, format_func=option_labels(shown, method_label),
                         key=f"{key}.bar")
@@ -123,7 +139,7 @@ def show_result(res: AttributionResult, key: str) -> list[go.Figure]:
         st.subheader(t("attribution.per_layer"))
         figures.append(layer_heatmap(res))
         st.plotly_chart(presenter.scale(figures[-1]), key=f"{key}.layers")
-    single = BatchResult((BatchRow(" ".join(res.tokens)),), (res,), (None,))
+    single = BatchResult((BatchRow(" ".join(res.tokens)),), (for_export(res),), (None,))
     row = st.container(horizontal=True)  # the buttons side by side at their own widths
     row.download_button(t("attribution.download_csv"), batch_to_csv(single), "attribution.csv", "text/csv",
                        key=f"{key}.csv")
@@ -139,14 +155,15 @@ def show_batch(batch: BatchResult, key: str) -> None:
         if err:
             st.warning(t("attribution.batch_row_error", i=i, text=row.text[:60], error=err))
     row = st.container(horizontal=True)  # the buttons side by side at their own widths
-    row.download_button(t("attribution.download_csv"), batch_to_csv(batch), "attributions.csv", "text/csv",
+    shown = replace(batch, results=tuple(None if r is None else for_export(r) for r in batch.results))
+    row.download_button(t("attribution.download_csv"), batch_to_csv(shown), "attributions.csv", "text/csv",
                        key=f"{key}.csv")
-    row.download_button(t("attribution.download_standalone"), batch_to_html(batch), "attributions.html", "text/html",
+    row.download_button(t("attribution.download_standalone"), batch_to_html(shown), "attributions.html", "text/html",
                        key=f"{key}.html")
     for i, res in enumerate(batch.results[:20], start=1):
         if res is not None:
             st.markdown(f"**{i}.** {res.target_label}")
-            st.html(tokens_html(res.tokens, res.methods[0].scores, res.special))
+            st.html(tokens_html(shown_tokens(res), res.methods[0].scores, res.special))
 
 
 # ---------------------------------------------------------------------------------------------- the report
@@ -173,6 +190,6 @@ def record(res: AttributionResult, inputs: dict[str, str], figures: list[go.Figu
     """One attribution in the session report: a row per token with each method's score, and the figures."""
     token_col = t("attribution.report.token")
     rows = [{token_col: tok, **{method_label(m.method): f"{m.scores[i]:+.4f}" for m in res.methods}}
-            for i, tok in enumerate(res.tokens)]
+            for i, tok in enumerate(shown_tokens(res))]
     report.record(entry_id, page=t("nav.attribution"), title=t("attribution.report.title", target=res.target_label),
                   inputs=inputs, rows=rows, figures=figures)

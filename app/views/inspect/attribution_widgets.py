@@ -9,7 +9,7 @@ from typing import Callable
 import streamlit as st
 
 from app.kit import state, urlstate
-from app.kit.i18n import t, t_or
+from app.kit.i18n import explain, t, t_or
 from app.kit.loaders import model_or_error
 from app.kit.render import mini_note
 from app.views.inspect import attribution as ra
@@ -76,7 +76,7 @@ def model_for(target: str) -> LoadedModel | None:
             try:
                 spec = ModelSpec(m.family, m.path, st.session_state.get(state.DEVICE, "auto"))
             except ModelLoadError as e:
-                st.error(str(e))
+                st.error(explain(e))
                 return None
         elif not tuned:
             st.caption(t(f"attribution.random_head{'_token' if target == 'token' else ''}"))
@@ -215,17 +215,25 @@ def _duration(seconds: float) -> str:
     return t("attribution.estimate_min", m=f"{seconds / 60:.0f}")
 
 
-def show_estimate(where, lm: LoadedModel, cfg: AI.AttributionConfig | None) -> None:
+def show_estimate(where, lm: LoadedModel, cfg: AI.AttributionConfig | None, error: str | None = None,
+                  pressed: bool = False) -> None:
     """Beside Explain: about how many forward passes the picked methods and settings make, and about how long that
-    takes on this model (core.inspect.attribution_estimate.estimate). Nothing while the inputs are not valid yet (the
-    run's own check says why on Explain)."""
+    takes on this model (core.inspect.attribution_estimate.estimate). For inputs Explain would refuse, the reason
+    instead of a time (``error``: why the settings themselves were refused; ``pressed``: Explain was just pressed,
+    and the page's own error says why)."""
     if cfg is None:
+        if error and not pressed:  # settings refused (an empty text): the reason, not a time (pressed: the page's
+            where.caption(t("attribution.estimate_refused", why=error))  # error under the button says it)
         return
     try:
+        AI.prepare(lm, cfg)  # the check Explain runs first (one forward): a text it refuses gets no estimate
         est = AE.estimate(lm, cfg, _timing(lm, cfg))
-    except (ValueError, RuntimeError):  # an input the model refuses: Explain reports it with the fix
+    except (ValueError, RuntimeError) as e:  # an input the model refuses: say why instead of how long
+        if not pressed:
+            where.caption(t("attribution.estimate_refused", why=str(e)))
         return
     grad = t("attribution.estimate_grad", b=f"{est.backwards:,}") if est.backwards else ""
-    where.caption(t("attribution.estimate", n=f"{est.forwards:,}", grad=grad, time=_duration(est.seconds)),
+    first = t("attribution.estimate_first") if est.first_run else ""
+    where.caption(t("attribution.estimate", n=f"{est.forwards:,}", grad=grad, time=_duration(est.seconds)) + first,
                   help=t("attribution.estimate_help", rows=min(est.batch, AE.TIMING_ROWS),
                            factor=f"{BACKWARD_FACTOR:g}"))

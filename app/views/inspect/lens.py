@@ -3,13 +3,15 @@
 Labels come from assets/i18n/lens.toml. Every chart goes through presenter.scale."""
 from __future__ import annotations
 
+
 import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 from plotly.subplots import make_subplots
 
-from app.kit import presenter, state
-from app.kit.i18n import t
+from app.kit import presenter, report, state
+from app.kit.i18n import explain, t
+from app.kit.plot_text import plot_text
 from app.kit.render import as_text
 from core.inspect.lens import LensResult, MaskLens
 from core.inspect.tuned_lens import TuneReport
@@ -39,9 +41,10 @@ def lens_table(r: LensResult, m: MaskLens) -> go.Figure:
     labels = depth_labels(r.depths)
     k = len(m.rows[0])
     z = np.array([[c.prob for c in row] for row in m.rows])  # (D, k)
-    words = [[("<b>" + _cell(c.text) + "</b>") if c.token_id == m.answer.token_id else _cell(c.text) for c in row]
-             for row in m.rows]
-    full = [[c.text for c in row] for row in m.rows]
+    words = [[("<b>" + plot_text(_cell(c.text)) + "</b>") if c.token_id == m.answer.token_id
+              else plot_text(_cell(c.text)) for c in row] for row in m.rows]
+    full = [[f"{plot_text(c.text)} · {plot_text(c.piece)}" for c in row]
+            for row in m.rows]  # the hover: the word, then the tokenizer's own piece
     cols = [t("lens.choice", n=i + 1) for i in range(k)]
     top = max(float(z.max()), 1e-9)
     fmt = ".0%" if top >= 0.1 else ".1%" if top >= 0.01 else ".1e"  # a random model's 3e-05 is not "0%"
@@ -100,7 +103,7 @@ def show_result(r: LensResult) -> None:
     """The lens result: summary, notes, a mask picker when there are several, the table and the answer plot."""
     st.caption(t("lens.summary", n=len(r.tokens), depths=r.depths, layers=r.n_layers, ms=f"{r.latency_ms:,.0f}"))
     for note in r.notes + ((r.truncation,) if r.truncation else ()):
-        st.info(note)
+        st.info(explain(note))
     j = 0
     if len(r.masks) > 1:
         if st.session_state.get(K("mask")) not in range(len(r.masks)):  # an earlier text had more masks
@@ -109,11 +112,17 @@ def show_result(r: LensResult) -> None:
                          format_func=lambda i: t("lens.mask_option", n=i + 1, position=r.masks[i].position))
         j = j if j is not None and j < len(r.masks) else 0
     m = r.masks[j]
-    st.plotly_chart(presenter.scale(lens_table(r, m)), width="stretch", key=K("table"))
+    table, answer = lens_table(r, m), answer_plot(r, m)
+    st.plotly_chart(presenter.scale(table), width="stretch", key=K("table"))
     labels = depth_labels(r.depths)
     first, stays = _first_top(m)
-    st.markdown(t("lens.answer_line", word=as_text(m.answer.text), depth=labels[first], stays=labels[stays]))
-    st.plotly_chart(presenter.scale(answer_plot(r, m)), width="stretch", key=K("answer"))
+    line = t("lens.answer_line", word=as_text(m.answer.text), depth=labels[first], stays=labels[stays])
+    st.markdown(line)
+    st.plotly_chart(presenter.scale(answer), width="stretch", key=K("answer"))
+    report.record_view("lens", t("nav.lens"), t("report.lens_title", word=m.answer.text),
+                       {t("report.in.model"): r.checkpoint, t("report.in.text"): r.text,
+                        t("report.in.lens"): t(f"lens.mode_opt.{r.mode}")},
+                       (r.checkpoint, r.text, r.mode, r.lens_key, j), text=line, figures=[table, answer])
 
 
 def show_kl(rep: TuneReport) -> None:

@@ -239,4 +239,7 @@ def show_compare(cres: CompareResult, chosen: Sequence[str] = ()) -> None:
             st.metric(t("fill_mask.latency"), f"{r.latency_ms:,.1f} ms")
             mini_short(r.checkpoint)
             show_fill_result(r, key=k(f"cmp.{i}"), narrow=True)
+    if cres.first_ms:  # the latencies are warm: say so, and what the left-out first runs took
+        st.caption(t("fill_mask.cmp_timing", n=cres.repeats, first=", ".join(
+            f"{r.checkpoint} {ms:,.1f} ms" for r, ms in zip(cres.results, cres.first_ms))))
     minis_caption([r.checkpoint for r in cres.results])

@@ -11,8 +11,10 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app.kit import presenter, report
-from app.kit.i18n import t
+from app.kit.i18n import explain, t
+from app.kit.plot_text import plot_text, plot_texts
 from app.kit.render import as_text, shorten
+from core.base.text import display_piece
 from core.predict.fill_mask import FillMaskResult, MaskPrediction
 from core.predict.replaced_tokens import ReplacedTokensResult
 from core.predict.sentence_pair import BatchPairResult, PairResult
@@ -61,15 +63,19 @@ def mask_title(i: int, m: MaskPrediction) -> str:
 def topk_bar(m: MaskPrediction, title: str, height: int | None = None) -> go.Figure:
     """Horizontal bars of one mask's top-k pieces and probabilities (the masked original in green)."""
     cands = m.candidates
-    labels = [f"{c.piece}  " for c in cands]
+    # The words as a person reads them on the axis (no Ġ/▁), the tokenizer's own piece in the hover. Bars sit at
+    # positions, not at their labels: "Ġthe" and "the" are two pieces that both read "the".
+    labels = [plot_text(display_piece(c.piece)) + "  " for c in cands]
     colors = [TARGET_COLOR if m.original and c.token_id == m.original.token_id else PIECE_COLOR for c in cands]
-    fig = go.Figure(go.Bar(x=[c.prob for c in cands], y=labels, orientation="h", marker_color=colors,
-                           text=[fmt_prob(c.prob) for c in cands], textposition="outside", cliponaxis=False,
-                           hovertemplate="%{y}: %{x:.4f}<extra></extra>"))
+    fig = go.Figure(go.Bar(x=[c.prob for c in cands], y=list(range(len(cands))), orientation="h",
+                           marker_color=colors, text=[fmt_prob(c.prob) for c in cands], textposition="outside",
+                           cliponaxis=False, customdata=[[plot_text(c.piece)] for c in cands],
+                           hovertemplate="%{customdata[0]}: %{x:.4f}<extra></extra>"))
     top = max((c.prob for c in cands), default=1.0)
     # Room right of the longest bar for its value label ("outside" text is drawn past the bar's end).
     fig.update_layout(title=title, xaxis=dict(title=t("predict.probability"), range=[0, top * 1.3]),
-                      yaxis=dict(autorange="reversed", type="category"),
+                      yaxis=dict(autorange="reversed", tickvals=list(range(len(cands))), ticktext=labels,
+                                 automargin=True),
                       height=height or max(220, 60 + 22 * len(cands)), margin=dict(t=40, b=10, l=10, r=40))
     return fig
 
@@ -79,9 +85,9 @@ def show_fill_result(r: FillMaskResult, key: str, specials: tuple[str, ...] = ()
     """Tokenization, notes, the joint fill, and one top-k chart per mask (``narrow``: a compare column, where a
     chart title must be short to fit)."""
     if r.truncation:
-        st.warning(r.truncation)
+        st.warning(explain(r.truncation))
     for n in r.notes:
-        st.info(n)
+        st.info(explain(n))
     st.markdown(token_strip(r.tokens, r.mask_positions, specials), unsafe_allow_html=True)
     st.markdown(t("predict.joint_fill", how=strategy_label(r.strategy), text=as_text(r.filled_text)))
     per = t("predict.per_text_batch", n=r.batch_size) if r.batch_size > 1 else ""
@@ -92,10 +98,10 @@ def show_fill_result(r: FillMaskResult, key: str, specials: tuple[str, ...] = ()
         iterative = r.strategy == "iterative"  # filled independently, every mask is filled in the one pass
         st.dataframe(pd.DataFrame([{
             t("predict.col.mask"): i + 1, t("predict.col.position"): m.position,
-            t("predict.col.filled_with"): r.fill_pieces[i],
+            t("predict.col.filled_with"): display_piece(r.fill_pieces[i]),
             t("predict.col.prob_when_filled"): round(r.fill_probs[i], 4),
             **({t("predict.col.fill_step"): order[i]} if iterative else {}),
-            t("predict.col.own_top1"): m.candidates[0].piece,
+            t("predict.col.own_top1"): display_piece(m.candidates[0].piece),
             t("predict.col.own_top1_prob"): round(m.candidates[0].prob, 4),
             t("predict.col.entropy"): round(m.entropy, 2)} for i, m in enumerate(r.masks)]),
             hide_index=True, key=f"{key}.table")
@@ -109,7 +115,7 @@ def show_fill_result(r: FillMaskResult, key: str, specials: tuple[str, ...] = ()
 
 def _ranks(r: FillMaskResult) -> str:
     """Whole-word mode: "##bed #3 (2.1%), …", the rank of each original piece in its mask's distribution."""
-    return ", ".join(f"{m.original.piece} #{m.original_rank + 1} ({fmt_prob(m.original.prob)})" for m in r.masks
+    return ", ".join(f"{display_piece(m.original.piece)} #{m.original_rank + 1} ({fmt_prob(m.original.prob)})" for m in r.masks
                      if m.original is not None and m.original_rank is not None)
 
 
@@ -118,7 +124,7 @@ def pair_bars(r: PairResult) -> go.Figure:
     fig = go.Figure(go.Bar(x=[pair_label(s.label) for s in r.scores], y=[s.prob for s in r.scores],
                            text=[f"{s.prob:.1%}" for s in r.scores], textposition="outside",
                            marker_color=["#54A24B", "#E45756", "#B279A2"][:len(r.scores)],
-                           hovertext=[f"{s.first} ‖ {s.second}" for s in r.scores],
+                           hovertext=plot_texts(f"{s.first} ‖ {s.second}" for s in r.scores),
                            hovertemplate="%{hovertext}<br>%{y:.4f}<extra></extra>"))
     fig.add_hline(y=0.5, line_dash="dot", line_color="grey")
     fig.update_layout(yaxis=dict(title=prob_label(r.head, r.prob_label), range=[0, 1.1]), height=360,
@@ -149,7 +155,7 @@ def rtd_figure(r: ReplacedTokensResult) -> go.Figure:
     0.5 decision line; words the generator replaced are outlined in black."""
     ws = r.words
     x = list(range(len(ws)))  # by position: the same word twice stays two bars
-    words = [html.escape(w.text) for w in ws]  # plotly reads tags (<b>, <a href>) in its texts: user text is text
+    words = plot_texts(w.text for w in ws)  # plotly reads tags (<b>, <a href>) in its texts: user text is text
     fig = go.Figure(go.Bar(
         x=x, y=[w.prob for w in ws], marker=dict(color=[w.prob for w in ws], colorscale=RTD_SCALE, cmin=0, cmax=1,
                                                line=dict(color=["black" if w.replaced else "rgba(0,0,0,0)" for w in ws],
@@ -182,8 +188,8 @@ def rtd_rows(r: ReplacedTokensResult) -> list[dict]:
         if corrupted:
             row[t("replaced_tokens.col_replaced")] = w.replaced
             row[t("replaced_tokens.col_original")] = w.original or ""
-        row[t("replaced_tokens.col_pieces")] = " ".join(f"{r.tokens[p].piece} {r.tokens[p].prob:.2f}"
-                                                        for p in w.positions)
+        row[t("replaced_tokens.col_pieces")] = " ".join(
+            f"{display_piece(r.tokens[p].piece)} {r.tokens[p].prob:.2f}" for p in w.positions)
         rows.append(row)
     return rows
 
@@ -202,9 +208,9 @@ def rtd_summary(r: ReplacedTokensResult) -> str:
 def show_replaced(r: ReplacedTokensResult, key: str) -> None:
     """The scored sentence: what the discriminator read, the summary, the chart and the per-word table."""
     if r.truncation:
-        st.warning(r.truncation)
+        st.warning(explain(r.truncation))
     for n in r.notes:
-        st.info(n)
+        st.info(explain(n))
     st.markdown(t("replaced_tokens.read", text=as_text(r.text)))
     st.caption(rtd_summary(r))
     st.plotly_chart(presenter.scale(rtd_figure(r)), key=f"{key}.chart", width="stretch")
@@ -232,10 +238,11 @@ def fill_rows(results: Sequence[FillMaskResult], by: str | None = None) -> list[
                 row[t("predict.col.latency")] = f"{r.latency_ms:,.1f} ms"
             row[t("predict.col.mask")] = i + 1
             row[t("predict.col.position")] = m.position
-            row[t("predict.col.filled_with")] = r.fill_pieces[i]
+            row[t("predict.col.filled_with")] = display_piece(r.fill_pieces[i])
             if m.original is not None and m.original_rank is not None:
-                row[t("predict.col.original")] = f"{m.original.piece} #{m.original_rank + 1}"
-            row[t("predict.col.topk")] = " · ".join(f"{c.piece} {fmt_prob(c.prob)}" for c in m.candidates)
+                row[t("predict.col.original")] = f"{display_piece(m.original.piece)} #{m.original_rank + 1}"
+            row[t("predict.col.topk")] = " · ".join(f"{display_piece(c.piece)} {fmt_prob(c.prob)}"
+                                                   for c in m.candidates)
             rows.append(row)
     return rows
 

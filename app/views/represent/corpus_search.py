@@ -11,9 +11,11 @@ import html
 import plotly.graph_objects as go
 import streamlit as st
 
-from app.kit import presenter, state
+from app.kit import presenter, report, state
 from app.kit.i18n import t
+from app.kit.plot_text import plot_texts
 from app.kit.render import as_text
+from core.base.text import display_piece
 from core.represent.corpus_index import CorpusIndex, SearchResult
 
 PAGE = "corpus_search"
@@ -74,8 +76,8 @@ def neighbours_html(r: SearchResult) -> str:
         rows.append(f'<div class="cs-row" data-testid="cs-neighbour"><span class="cs-rank">{n.rank}</span>'
                     f'<span class="cs-sim" title="{html.escape(t("corpus_search.similarity"))}">{n.similarity:.3f}'
                     f'</span><span class="cs-sent">{_snippet(n.sentence, n.start, n.end)}</span>'
-                    f'<span class="cs-piece" title="{html.escape(t("corpus_search.piece"))}">'
-                    f'{html.escape(n.piece, quote=False)}</span>{tag}</div>')
+                    f'<span class="cs-piece" title="{html.escape(t("corpus_search.piece") + ": " + n.piece)}">'
+                    f'{html.escape(display_piece(n.piece), quote=False)}</span>{tag}</div>')
     head = (f'<div class="cs-row cs-head"><span class="cs-rank">#</span><span class="cs-sim">'
             f'{html.escape(t("corpus_search.similarity"))}</span><span class="cs-sent">'
             f'{html.escape(t("corpus_search.col_sentence"))}</span><span class="cs-piece">'
@@ -85,7 +87,7 @@ def neighbours_html(r: SearchResult) -> str:
 
 def histogram(r: SearchResult) -> go.Figure:
     """Bars: how many of the neighbours are each word (lower-cased), most frequent first."""
-    words = [html.escape(w, quote=False) for w, _ in r.histogram]  # plotly reads <b>, <br> in labels: escape
+    words = plot_texts(w for w, _ in r.histogram)  # plotly reads <b>, <br> in labels: escape
     counts = [c for _, c in r.histogram]
     fig = go.Figure(go.Bar(x=words, y=counts, marker_color=HIT, hovertemplate=t("corpus_search.hist_hover")
                            + "<extra></extra>"))
@@ -97,8 +99,17 @@ def histogram(r: SearchResult) -> go.Figure:
 
 
 def show_result(r: SearchResult) -> None:
-    st.caption(t("corpus_search.summary", k=len(r.neighbours), word=as_text(r.word), piece=as_text(r.piece),
-                 depth=depth_label(r.depth), rows=f"{r.corpus_rows:,}", n=f"{r.corpus_sentences:,}",
-                 kind=t(f"corpus_search.kind_short.{r.kind}"), ms=f"{r.latency_ms:,.0f}"))
+    summary = t("corpus_search.summary", k=len(r.neighbours), word=as_text(r.word),
+                piece=as_text(display_piece(r.piece)), depth=depth_label(r.depth), rows=f"{r.corpus_rows:,}",
+                n=f"{r.corpus_sentences:,}", kind=t(f"corpus_search.kind_short.{r.kind}"), ms=f"{r.latency_ms:,.0f}")
+    st.caption(summary)
     st.html(neighbours_html(r))
-    st.plotly_chart(presenter.scale(histogram(r)), width="stretch", key=K("hist"))
+    fig = histogram(r)
+    st.plotly_chart(presenter.scale(fig), width="stretch", key=K("hist"))
+    report.record_view("corpus_search", t("nav.corpus_search"), t("report.corpus_title", word=r.word),
+                       {t("report.in.model"): r.checkpoint, t("report.in.query"): r.query,
+                        t("report.in.word"): r.word, t("report.in.depth"): depth_label(r.depth)},
+                       (r.checkpoint, r.index_key, r.query, r.word_number, r.k), text=summary, figures=[fig],
+                       rows=[{t("report.col.rank"): n.rank, t("report.col.similarity"): f"{n.similarity:.3f}",
+                              t("report.col.word"): n.word, t("report.col.sentence"): n.sentence}
+                             for n in r.neighbours])

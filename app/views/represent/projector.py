@@ -10,20 +10,18 @@ only the shown depth's points carry hover text (the other depths are drawn faded
 bench/projector.py measures the bytes.
 
 User text (the snippets) is escaped: plotly reads <b>, <br>, <a> in hover text as markup and decodes entities,
-so html.escape shows it exactly as written. Labels come from assets/i18n/projector.toml; every chart goes through
-presenter.scale.
+so plot_text (app.kit.plot_text) shows it as written. Labels come from assets/i18n/projector.toml; every
+chart goes through presenter.scale.
 """
 from __future__ import annotations
-
-import functools
-import html
 
 import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
-from app.kit import presenter, state
-from app.kit.i18n import t
+from app.kit import presenter, report, state
+from app.kit.i18n import explain, t
+from app.kit.plot_text import plot_text, plot_texts
 from app.kit.render import as_text
 from core.represent.projector import MANY_POINTS, ColorGroup, Projection, color_groups
 
@@ -59,7 +57,7 @@ def group_label(g: ColorGroup) -> str:
 def hover_texts(p: Projection, idx: np.ndarray) -> list[str]:
     """The hover of each point: its word inside its context, the word in bold (up to MANY_POINTS points; above,
     in [brackets]: plotly's JSON writes each < > / as a 6-byte escape, so <b></b> costs 42 bytes a point)."""
-    esc = functools.partial(html.escape, quote=False)
+    esc = plot_text
     if len(p) <= MANY_POINTS:
         return [f"{esc(p.left[i])}<b>{esc(p.words[i])}</b>{esc(p.right[i])}" for i in idx]
     return [f"{esc(p.left[i])}[{esc(p.words[i])}]{esc(p.right[i])}" for i in idx]
@@ -70,10 +68,10 @@ def _hover(p: Projection, g: ColorGroup | None, idx: np.ndarray) -> dict:
     trace is one next word, else per point in customdata."""
     nxt = t("projector.next")
     if g is not None and g.kind in ("word", "end"):
-        name = html.escape(str(g.value), quote=False) if g.kind == "word" else t("projector.end")
+        name = plot_text(g.value) if g.kind == "word" else t("projector.end")
         return dict(text=hover_texts(p, idx), hovertemplate=f"%{{text}}<br>{nxt}: {name}<extra></extra>")
     end = t("projector.end")
-    return dict(text=hover_texts(p, idx), customdata=[p.next_words[i] or end for i in idx],
+    return dict(text=hover_texts(p, idx), customdata=plot_texts(p.next_words[i] or end for i in idx),
                 hovertemplate=f"%{{text}}<br>{nxt}: %{{customdata}}<extra>%{{fullData.name}}</extra>")
 
 
@@ -100,7 +98,7 @@ def map_figure(p: Projection, depth: int, color: str) -> go.Figure:
         for j, g in enumerate(groups):
             shown = int(g.value) == depth
             kw = _hover(p, None, np.arange(n)) if shown else dict(hoverinfo="skip")
-            fig.add_trace(_trace(p.dims, pts[g.index], name=group_label(g),
+            fig.add_trace(_trace(p.dims, pts[g.index], name=plot_text(group_label(g)),
                                  marker=_marker(p.dims, n, PALETTE[j % len(PALETTE)], 0.9 if shown else 0.18), **kw))
         lim = float(np.abs(pts).max()) * 1.05
     else:
@@ -108,10 +106,11 @@ def map_figure(p: Projection, depth: int, color: str) -> go.Figure:
         colors = iter(PALETTE)
         for g in groups:
             c = OTHER if g.kind == "other" else next(colors, OTHER)
-            fig.add_trace(_trace(p.dims, pts[g.index], name=group_label(g), marker=_marker(p.dims, n, c, 0.8),
+            fig.add_trace(_trace(p.dims, pts[g.index], name=plot_text(group_label(g)),
+                                 marker=_marker(p.dims, n, c, 0.8),
                                  **_hover(p, g if color == "next_word" else None, g.index)))
         lim = float(np.abs(p.coords).max()) * 1.05  # the same axes at every depth: the slider moves the points
-    title = (t("projector.title_word", word=html.escape(p.word), depth=depth_label(depth), method=p.method.upper())
+    title = (t("projector.title_word", word=plot_text(p.word), depth=depth_label(depth), method=p.method.upper())
              if p.what == "word" else t("projector.title_sample", n=f"{n:,}", depth=depth_label(depth),
                                         method=p.method.upper()))
     axis = dict(range=[-lim, lim], zeroline=False, showticklabels=False)  # the coordinates have no units to read
@@ -154,7 +153,7 @@ def show_projection(p: Projection) -> None:
     st.caption(t("projector.summary", what=what, sentences=f"{p.sentences_read:,}", k=p.k, method=p.method.upper(),
                  s=f"{p.seconds:,.1f}"))
     for note in p.notes:
-        st.info(note)
+        st.info(explain(note))
     c1, c2 = st.columns([1, 2])
     with c1:
         color = st.radio(t("projector.color"), ("next_word", "cluster", "layer"), key=K("color"), horizontal=True,
@@ -167,7 +166,8 @@ def show_projection(p: Projection) -> None:
     if color == "layer" and p.joint is None:
         st.info(t("projector.need_joint"))
         color = "next_word"
-    st.plotly_chart(presenter.scale(map_figure(p, depth, color)), width="stretch", key=K("map"),
+    fig = map_figure(p, depth, color)
+    st.plotly_chart(presenter.scale(fig), width="stretch", key=K("map"),
                     config={"displaylogo": False})
     i = p.depths.index(depth)
     line = t("projector.depth_line", depth=depth_label(depth), agree=f"{p.agreement[i]:.0%}",
@@ -175,5 +175,13 @@ def show_projection(p: Projection) -> None:
     if p.explained is not None:
         line += " " + t("projector.explained", share=f"{p.explained[i]:.0%}", dims=p.dims)
     st.markdown(line)
-    st.plotly_chart(presenter.scale(separation_figure(p, depth)), width="stretch", key=K("sep"))
+    sep = separation_figure(p, depth)
+    st.plotly_chart(presenter.scale(sep), width="stretch", key=K("sep"))
+    report.record_view("projector", t("nav.projector"), t("report.projector_title", what=what),
+                       {t("report.in.model"): p.checkpoint, t("report.in.corpus"): p.corpus,
+                        t("report.in.method"): p.method.upper(), t("report.in.depth"): depth_label(depth)},
+                       (p.checkpoint, p.what, p.word, p.corpus, p.method, p.dims, p.depths, len(p), depth, color),
+                       text=line, figures=[fig, sep],
+                       rows=[{t("report.col.depth"): depth_label(d), t("report.col.agreement"): f"{p.agreement[i]:.0%}",
+                              t("report.col.silhouette"): f"{p.silhouette[i]:.2f}"} for i, d in enumerate(p.depths)])
     st.caption(t("projector.sep_caption", k=p.k))

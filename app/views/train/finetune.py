@@ -6,7 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app.kit import state
-from app.kit.i18n import t, t_or
+from app.kit.i18n import explain, t, t_or
 from app.views.train import remedies as render_remedies
 from core.base.fields import Bounds, bounded_fields, default_of
 from core.data.datasets_local import HELD_OUT_FRACTION
@@ -103,8 +103,10 @@ def config_from_state(spec, task: str, strict: bool = False) -> FinetuneConfig |
     try:
         if spec is None:
             raise ValueError(t("finetune.need_model_and_data"))
-        return FinetuneConfig(spec.family, spec.checkpoint, device=spec.device, task=task,
-                              **{f: value(n, f) for n, f in CONFIG_KEYS.items()})
+        values = {f: value(n, f) for n, f in CONFIG_KEYS.items()}
+        if task == "token":  # no pooling for words: the family's token head, or the scalar mix (its own box)
+            values["pooling"] = "scalar_mix" if st.session_state.get(K("tok_mix")) else "cls"
+        return FinetuneConfig(spec.family, spec.checkpoint, device=spec.device, task=task, **values)
     except (ValueError, TypeError):
         if strict:
             raise
@@ -142,7 +144,7 @@ def advice(cfg: FinetuneConfig | None, hidden: int | None) -> None:
     if cfg is None:
         return
     for line in cfg.advice(hidden):
-        st.warning(line)
+        st.warning(explain(line))
 
 
 def oom_offer(run: dict, restart) -> None:

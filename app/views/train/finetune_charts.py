@@ -10,6 +10,7 @@ from plotly.subplots import make_subplots
 
 from app.kit import presenter
 from app.kit.i18n import t, t_or
+from app.kit.plot_text import plot_text, plot_texts
 from app.views.train.finetune import K
 from core.data.token_data import entity_spans
 from core.train.finetune import FinetuneResult
@@ -26,12 +27,19 @@ def curves(runs: list[tuple[str, list[dict]]], height: int = 360) -> go.Figure:
         color = palette[i % len(palette)]
         tr = [m for m in metrics if "loss" in m and m.get("loss") is not None]
         ev = [m for m in metrics if m.get(right) is not None]
-        fig.add_scatter(x=[m["step"] for m in tr], y=[m["loss"] for m in tr], name=name, legendgroup=name,
+        fig.add_scatter(x=[m["step"] for m in tr], y=[m["loss"] for m in tr], name=plot_text(name), legendgroup=name,
                         line=dict(color=color), row=1, col=1)
-        fig.add_scatter(x=[m["step"] for m in ev], y=[m[right] for m in ev], name=name, legendgroup=name,
-                        mode="lines+markers", line=dict(color=color), showlegend=False, row=1, col=2)
+        one = len(ev) == 1  # a lone point: a big marker with its value written on it, not a dot lost in the axes
+        fig.add_scatter(x=[m["step"] for m in ev], y=[m[right] for m in ev], name=plot_text(name), legendgroup=name,
+                        mode="markers+text" if one else "lines+markers", line=dict(color=color), showlegend=False,
+                        marker=dict(size=14 if one else 6), textposition="top center", cliponaxis=False,
+                        text=[f"{m[right]:.3f}" if token else f"{m[right]:.1%}" for m in ev] if one else None,
+                        row=1, col=2)
     fig.update_xaxes(title_text=t("finetune.fig.step"))
     fig.update_yaxes(range=[0, 1.02], row=1, col=2)
+    if runs and all(sum(m.get(right) is not None for m in metrics) <= 1 for _, metrics in runs):
+        fig.add_annotation(text=t("finetune.fig.one_eval"), xref="x2 domain", yref="y2 domain", x=0.5, y=0.02,
+                           showarrow=False, font=dict(size=12, color="#666"))
     fig.update_layout(height=height, margin=dict(t=40, b=10), legend=dict(orientation="h", y=-0.2))
     return fig
 
@@ -45,12 +53,19 @@ def live(job) -> None:
 
 
 def confusion(result: FinetuneResult) -> go.Figure:
-    names = list(result.label_names)
+    names = plot_texts(result.label_names)  # the file's own labels: shown as typed, never as markup
     fig = go.Figure(go.Heatmap(z=result.confusion, x=names, y=names, colorscale="Blues", text=result.confusion,
                                texttemplate="%{text}", hovertemplate=t("finetune.fig.cm_hover")))
     fig.update_layout(xaxis_title=t("finetune.fig.predicted"), yaxis_title=t("finetune.fig.true"),
                       yaxis_autorange="reversed", height=340, margin=dict(t=30, b=10))
     return fig
+
+
+def try_chart(label_names, probs) -> go.Figure:
+    """The try-it box's class probabilities, one bar per class (the data's own labels, shown as typed)."""
+    return go.Figure(go.Bar(x=plot_texts(label_names), y=probs, text=[f"{p:.1%}" for p in probs],
+                            textposition="outside")).update_layout(height=260, margin=dict(t=20, b=10),
+                                                                   yaxis_range=[0, 1.1])
 
 
 def stop_reason_label(reason: str) -> str:

@@ -7,15 +7,17 @@ import hashlib
 import pandas as pd
 import streamlit as st
 
-from app.kit.i18n import t, t_or
+from app.kit.i18n import explain, t, t_or
 from app.kit.loaders import bundled_data, get_model, glue_data, token_sample
 from app.kit.render import as_text
+from app.kit.uploads import upload_box
 from app.views.train.finetune import KEEP, TEST_FRAC, K, number
 from core import registry
 from core.data.datasets_local import (
     BUNDLED,
     GLUE_TASKS,
     MAX_UPLOAD_MB,
+    UPLOAD_KINDS,
     DataError,
     LabelledData,
     from_table,
@@ -56,12 +58,12 @@ def data_picker() -> LabelledData | None:
         else:
             data = _glue_picker()
     except DataError as e:
-        st.error(str(e))
+        st.error(explain(e))
         return None
     if data is None:
         return None
     for note in data.notes:
-        st.info(note)
+        st.info(explain(note))
     counts = ", ".join(f"{k}: {v}" for k, v in data.counts().items())
     st.caption(t("finetune.data_summary", train=len(data.train), test=len(data.test), counts=counts,
                  majority=f"{data.majority_rate():.1%}"))
@@ -69,14 +71,16 @@ def data_picker() -> LabelledData | None:
 
 
 def _upload() -> LabelledData | None:
-    up = st.file_uploader(t("finetune.upload"), type=["csv", "tsv", "jsonl"], key=K("upload"),
-                          help=t("finetune.upload_help"))
-    # Streamlit refuses a file over server.maxUploadSize with its own generic message: say the app's limit first.
-    st.caption(t("finetune.upload_limit", mb=f"{MAX_UPLOAD_MB:.0f}"))
+    # Any file is taken and refused here, under the box (app.kit.uploads); the caption says the app's limit.
+    up = upload_box(t("finetune.upload"), K("upload"), kinds=[*UPLOAD_KINDS, "json"], expect=t("uploads.expect.table"),
+                    limit=MAX_UPLOAD_MB, help=t("finetune.upload_help"),
+                    note=t("finetune.upload_limit", mb=f"{MAX_UPLOAD_MB:.0f}"))
     if up is None:
         st.info(t("finetune.upload_info"))
         return None
-    data = up.getvalue()
+    if not up.ok:  # the reason is under the box
+        return None
+    data = up.data
     df = read_table(data, up.name)
     cols = [str(c) for c in df.columns]
     guess = guess_columns(df)
@@ -129,21 +133,23 @@ def token_data_picker() -> TokenData | None:
             st.caption(t("finetune.tok.sample_caption", source=BUNDLED_TOKENS["source"],
                          licence=BUNDLED_TOKENS["licence"]))
         else:
-            up = st.file_uploader(t("finetune.tok.upload"), type=TOKEN_UPLOAD_KINDS, key=K("tok_upload"),
-                                  help=t("finetune.tok.upload_help"))
-            st.caption(t("finetune.upload_limit", mb=f"{MAX_UPLOAD_MB:.0f}"))
+            up = upload_box(t("finetune.tok.upload"), K("tok_upload"), kinds=TOKEN_UPLOAD_KINDS, limit=MAX_UPLOAD_MB,
+                            expect=t("uploads.expect.tokens"), help=t("finetune.tok.upload_help"),
+                            note=t("finetune.upload_limit", mb=f"{MAX_UPLOAD_MB:.0f}"))
             if up is None:
                 st.info(t("finetune.tok.upload_info"))
+                return None
+            if not up.ok:  # the reason is under the box
                 return None
             st.session_state.setdefault(K("tok_test_frac"), TEST_FRAC.default)
             frac = st.number_input(t("finetune.test_frac"), **TEST_FRAC.widget(), key=K("tok_test_frac"),
                                    persist_state=KEEP)
-            data = read_tokens(up.getvalue(), up.name, test_fraction=float(frac))
+            data = read_tokens(up.data, up.name, test_fraction=float(frac))
     except DataError as e:
-        st.error(as_text(str(e)))  # the message quotes the file's own line: shown as text
+        st.error(as_text(explain(e)))  # the message quotes the file's own line: shown as text
         return None
     for note in data.notes:
-        st.info(as_text(note))
+        st.info(as_text(explain(note)))
     st.caption(t("finetune.tok.summary", train=len(data.train), test=len(data.test),
                  words=f"{data.train.n_words:,}", tags=", ".join(data.label_names),
                  majority_tag=data.majority_tag(), majority=f"{data.majority_rate():.1%}"))
@@ -157,7 +163,7 @@ def split_table(spec, data: TokenData | None) -> None:
     try:
         tok = words_tokenizer(get_model(spec, "base").tokenizer)
     except (ModelLoadError, ValueError) as e:
-        st.error(str(e))
+        st.error(explain(e))
         return
     fam = registry.family(spec.family)
     st.markdown(t("finetune.tok.split_title", family=fam.label, kind=fam.tokenizer_kind))

@@ -3,11 +3,10 @@ across runs."""
 from __future__ import annotations
 
 import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
 
 from app.kit import presenter
-from app.kit.i18n import t
+from app.kit.i18n import explain, t
 from app.kit.loaders import finetuned
 from app.kit.model_choice import pick
 from app.views.inspect.ablation import classify_heads
@@ -20,6 +19,7 @@ from app.views.train.finetune_charts import (
     layer_weights_chart,
     stop_reason_label,
     tagged_html,
+    try_chart,
 )
 from app.views.train.finetune_report import record_prediction
 from core.predict.classify import classify, tag, zip_folder
@@ -48,11 +48,10 @@ def result_view(name: str, result: FinetuneResult) -> None:
     with right:
         st.markdown(t("finetune.worst_errors"))
         errs = result.worst_errors(10)
-        if errs:
+        if errs:  # a static table: the text wraps and every column stays in view (a data grid cut them off)
             cols = {c: t(f"finetune.col.{c}") for c in ("text", "true", "predicted", "confidence", "p_true")}
-            st.dataframe(pd.DataFrame(errs).rename(columns=cols), hide_index=True, height=300,
-                         column_config={cols["confidence"]: st.column_config.ProgressColumn(min_value=0, max_value=1),
-                                        cols["p_true"]: st.column_config.NumberColumn(format="%.2f")})
+            rows = [{**e, "confidence": f"{e['confidence']:.0%}", "p_true": f"{e['p_true']:.2f}"} for e in errs]
+            st.table(pd.DataFrame(rows).rename(columns=cols), hide_index=True)
         else:
             st.success(t("finetune.no_errors"))
     _mix_view(name, result)
@@ -74,12 +73,10 @@ def _try_it(name: str, result: FinetuneResult) -> None:
         try:
             fm = finetuned(result.model_dir, "cpu" if result.device == "cpu" else "auto")
         except ModelLoadError as e:
-            st.error(t("finetune.cannot_load", error=str(e)))
+            st.error(t("finetune.cannot_load", error=explain(e)))
             return
         probs = [float(p) for p in classify(fm, [text.strip()])[0]]
-        fig = go.Figure(go.Bar(x=list(fm.label_names), y=probs, text=[f"{p:.1%}" for p in probs],
-                               textposition="outside")).update_layout(height=260, margin=dict(t=20, b=10),
-                                                                      yaxis_range=[0, 1.1])
+        fig = try_chart(fm.label_names, probs)
         st.plotly_chart(presenter.scale(fig), key=K(f"try_chart.{name}"))
         record_prediction(name, result, text.strip(), list(fm.label_names), probs, fig)
         st.session_state[K(f"try_done.{name}")] = text.strip()
@@ -91,17 +88,34 @@ def _try_it(name: str, result: FinetuneResult) -> None:
 
 
 def compare(finished: list[tuple[str, FinetuneResult]]) -> None:
-    """A table and overlaid curves across this session's finished runs."""
-    rows = [dict(run=n, family=r.config.family, checkpoint=r.config.checkpoint, data=r.data_name,
-                 accuracy=round(r.accuracy, 4), macro_f1=round(r.macro_f1, 4), majority=round(r.majority_rate, 4),
-                 steps=r.steps, seconds=round(r.train_seconds, 1), samples_per_s=round(r.samples_per_s, 1),
-                 params_m=round(r.params_total / 1e6, 2), trained_m=round(r.params_trainable / 1e6, 2),
-                 lr=r.config.lr, batch=r.config.batch_size, max_len=r.config.max_length, pooling=r.config.pooling,
-                 device=r.device, task=t(f"finetune.task_opt.{r.config.task}"),
-                 entity_f1=None if r.token_metrics is None else round(r.token_metrics.f1, 4)) for n, r in finished]
-    df = pd.DataFrame(rows)
-    st.dataframe(df.rename(columns={c: t(f"finetune.col.{c}") for c in df.columns}), hide_index=True)
-    st.plotly_chart(presenter.scale(curves([(n, list(r.history) + list(r.evals)) for n, r in finished])), key=K("compare.curves"))
+    """A table and overlaid curves across this session's finished runs, one comparison per task: a sequence run's
+    accuracy and a token run's entity F1 measure different things, so they are never put side by side."""
+    tasks = [k for k in ("sequence", "token") if any(r.config.task == k for _, r in finished)]
+    st.caption(t("finetune.compare_like" if len(tasks) == 1 else "finetune.compare_split"))
+    for task in tasks:
+        runs = [(n, r) for n, r in finished if r.config.task == task]
+        if len(tasks) > 1:
+            st.markdown(t("finetune.compare_task", task=t(f"finetune.task_opt.{task}"), n=len(runs)))
+        df = pd.DataFrame([_compare_row(n, r) for n, r in runs])
+        st.dataframe(df.rename(columns={c: t(f"finetune.col.{c}") for c in df.columns}), hide_index=True,
+                     key=K(f"compare.table.{task}"))
+        st.plotly_chart(presenter.scale(curves([(n, list(r.history) + list(r.evals)) for n, r in runs])),
+                        key=K(f"compare.curves.{task}"))
+
+
+def _compare_row(n: str, r: FinetuneResult) -> dict:
+    """One run's row: what both tasks share, then its own task's measures (a token run has no pooling choice)."""
+    head = dict(run=n, family=r.config.family, checkpoint=r.config.checkpoint, data=r.data_name)
+    own = (dict(accuracy=round(r.accuracy, 4), macro_f1=round(r.macro_f1, 4), majority=round(r.majority_rate, 4))
+           if r.token_metrics is None else
+           dict(entity_f1=round(r.token_metrics.f1, 4), token_accuracy=round(r.token_metrics.token_accuracy, 4),
+                majority=round(r.token_metrics.majority_accuracy, 4)))
+    tail = dict(steps=r.steps, seconds=round(r.train_seconds, 1), samples_per_s=round(r.samples_per_s, 1),
+                params_m=round(r.params_total / 1e6, 2), trained_m=round(r.params_trainable / 1e6, 2),
+                lr=r.config.lr, batch=r.config.batch_size, max_len=r.config.max_length)
+    if r.token_metrics is None:
+        tail["pooling"] = r.config.pooling
+    return {**head, **own, **tail, "device": r.device}
 
 
 def _run_buttons(name: str, result) -> None:
@@ -177,7 +191,7 @@ def _tag_it(name: str, result: FinetuneResult, types: tuple[str, ...]) -> None:
     try:
         fm = finetuned(result.model_dir, "cpu" if result.device == "cpu" else "auto")
     except ModelLoadError as e:
-        st.error(t("finetune.cannot_load", error=str(e)))
+        st.error(t("finetune.cannot_load", error=explain(e)))
         return
     tagged = tag(fm, [text.strip()])[0]
     st.session_state[K(f"tag_done.{name}")] = text.strip()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from app.kit.i18n import lang, t
+from app.kit.i18n import explain, lang, t
 from app.kit.jobs_panel import job_section, start_job, submit_job
 from app.kit.render import record_once
 from core.train.remedies import ARTICLE_OOM, ARTICLE_OSCILLATION, MAX_STEPS, job
@@ -36,7 +36,7 @@ def remedies_table(res) -> pd.DataFrame:
     cpu = res.device == "cpu"
     rows = []
     for r in res.rows:
-        note = t("remedies.note.unchanged") if not r.changed else (r.error or "")
+        note = t("remedies.note.unchanged") if not r.changed else explain(r.error or "")
         row = {t("remedies.col.remedy"): t("remedies.baseline") if r.name == "baseline" else
                t(f"remedies.name.{r.name}"),
                t("remedies.col.settings"): r.settings,

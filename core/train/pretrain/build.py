@@ -13,6 +13,7 @@ from typing import Callable
 
 import torch
 
+from core.base.messages import msg
 from core.data.masking import WORD_MARKERS, mask_tokens
 from core.models.loading import BUILD_LOCK
 from core.models.tokenizer_build import bert_uncased_tokenizer, minilm_folder, save_tokenizer, train_tokenizer
@@ -40,7 +41,7 @@ def new_config(family: str, size: str, tokenizer):
     """A fresh config of the family's own class at ``size`` (its recipe's ``config``; ALBERT keeps E < H and one
     shared layer)."""
     if size not in SIZES:
-        raise ValueError(f"Unknown size {size!r}: use one of {', '.join(SIZES)}.")
+        raise ValueError(msg("pretrain.unknown_size_use_one_2", size=size, p=', '.join(SIZES)))
     return recipe(family).config(SIZES[size], tokenizer)
 
 
@@ -56,7 +57,7 @@ def from_minilm(family: str, tokenizer, fit: "MiniLMFit | None" = None, source: 
     from the bundled bert-mini, whose encoder has learned MLM). Raises ValueError for a family that has none."""
     start = recipe(family).from_minilm
     if start is None:
-        raise ValueError(f"{FAMILIES[family].label} has no start from MiniLM: use init 'scratch'.")
+        raise ValueError(msg("pretrain.has_start_from_minilm", label=FAMILIES[family].label))
     return STARTS[start](tokenizer, fit, source)
 
 
@@ -95,7 +96,7 @@ def distil_student(teacher, layers: tuple[int, ...] | None = None):
     n = tc.num_hidden_layers
     layers = tuple(layers) if layers is not None else tuple(range(0, n, 2))
     if any(not 0 <= i < n for i in layers):
-        raise ValueError(f"Student layers {layers} must be teacher layers 0..{n - 1}.")
+        raise ValueError(msg("pretrain.student_layers_must_teacher", layers=layers, p=n - 1))
     cfg = transformers.DistilBertConfig(
         vocab_size=tc.vocab_size, dim=tc.hidden_size, n_layers=len(layers), n_heads=tc.num_attention_heads,
         hidden_dim=tc.intermediate_size, max_position_embeddings=tc.max_position_embeddings,
@@ -138,7 +139,7 @@ def mlm_logits(model, family: str, hidden: torch.Tensor) -> torch.Tensor:
     """The family's MLM head on some positions' hidden states (n, hidden) -> (n, vocab)."""
     head = mlm_head(model) if family in FAMILIES else None
     if head is None:
-        raise ValueError(f"Unknown family {family!r}, or a model without an MLM head.")
+        raise ValueError(msg("pretrain.unknown_family_model_without", family=family))
     return head(hidden)
 
 
@@ -164,7 +165,7 @@ def mlm_bias(model, family: str | None = None) -> torch.nn.Parameter:
     """The MLM decoder's output bias (vocab,): the output embeddings' bias, transformers' generic handle on it."""
     out = model.get_output_embeddings()
     if out is None or getattr(out, "bias", None) is None:
-        raise ValueError(f"{type(model).__name__} has no MLM output bias.")
+        raise ValueError(msg("pretrain.has_mlm_output_bias", name__=type(model).__name__))
     return out.bias
 
 
@@ -367,7 +368,7 @@ def fit_to_minilm(albert, minilm, bert_tok, fit: MiniLMFit, head=None, teacher_h
     ids = [i for e in bert_tok([s for d in fit.docs for s in d], add_special_tokens=False)["input_ids"] for i in e]
     span = fit.max_len - 2
     if len(ids) <= span:
-        raise ValueError("The corpus is too small to fit ALBERT's shared layer to MiniLM.")
+        raise ValueError(msg("pretrain.corpus_too_small_fit"))
     # an AlbertModel: the recipe's embedding parts sit at its top level
     parts = recipe(family_of_model_type(albert.config.model_type)).embedding_parts
     named = [(training.under(n, parts), p) for n, p in albert.named_parameters()]

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
+from core.base.messages import msg
 from core.data.masking import Masked, mask_tokens, word_index, word_starts
 from core.registry import FAMILIES
 from core.train import common as training
@@ -156,7 +157,7 @@ def collate(instances: list[Instance], tokenizer, *, generator: torch.Generator 
     ids, att, types, words, pairs = pad(instances, tokenizer)
     if masked is None:
         if generator is None:
-            raise ValueError("collate needs a generator for dynamic masking, or a precomputed mask.")
+            raise ValueError(msg("pretrain.collate_needs_generator_dynamic"))
         masked = mask_tokens(ids, special_mask(ids, att, tokenizer), mask_id=tokenizer.mask_token_id,
                              vocab_size=vocab_size, generator=generator, mlm_probability=mlm_probability,
                              word_ids=words if whole_word else None)

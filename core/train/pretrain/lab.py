@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from core.base import settings
+from core.base.messages import msg
 from core.base.paths import zoo_dir
 from core.data.corpus import CORPUS_DIR, CorpusError, check_documents, decode_upload, parse_documents
 from core.models.devices import resolve_device
@@ -76,7 +77,8 @@ def prepare(req: LabRequest, workdir: str | Path | None = None, lim: LabLimits |
     corpus: str = str(CORPUS_DIR)
     if req.upload is not None:
         if len(req.upload) > MAX_UPLOAD_MB * 2**20:
-            raise CorpusError(f"{req.upload_name} is over {MAX_UPLOAD_MB} MB: upload a smaller text file.")
+            raise CorpusError(msg("pretrain.over_mb_upload_smaller", upload_name=req.upload_name,
+                                  MAX_UPLOAD_MB=MAX_UPLOAD_MB))
         docs = parse_documents(decode_upload(req.upload, req.upload_name))
         check_documents(docs, need_pairs=bool(req.pair and sw["pair"]))
         out.mkdir(parents=True, exist_ok=True)
@@ -86,16 +88,15 @@ def prepare(req: LabRequest, workdir: str | Path | None = None, lim: LabLimits |
     if req.distill:
         if not sw["distill"]:
             students = ", ".join(r.label for r in FAMILIES.values() if recipe(r.key).distils)
-            raise PretrainError(f"Distillation trains a student of a distilled family ({students}); "
-                                f"{FAMILIES[req.family].label} is not one.")
+            raise PretrainError(msg("pretrain.distillation_trains_student_distilled", students=students,
+                                    label=FAMILIES[req.family].label))
         teacher_family = FAMILIES[FAMILIES[req.family].distilled_from]
         teacher = zoo_dir() / teacher_family.bundled
         if not (teacher / "model.safetensors").exists():
-            raise PretrainError(f"Distillation needs the bundled mini {teacher_family.label} as its teacher: run "
-                                "`make models`.")
+            raise PretrainError(msg("pretrain.distillation_needs_bundled_mini", label=teacher_family.label))
         if "mini" not in lim.sizes:
-            raise PretrainError(f"The distilled student has half the mini {teacher_family.label}'s layers (size "
-                                f"'mini'), over this server's size limit ({lim.max_size!r}).")
+            raise PretrainError(msg("pretrain.distilled_student_has_half", label=teacher_family.label,
+                                    max_size=lim.max_size))
     return PretrainConfig(
         family=req.family, out=str(out / "model"), corpus=corpus, steps=req.steps, size=req.size,
         masking=req.masking, whole_word=req.whole_word, pair="auto" if (req.pair and sw["pair"]) else None,

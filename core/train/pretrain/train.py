@@ -29,6 +29,7 @@ from typing import Callable
 import torch
 
 from core.base.fields import bounded, check_bounds
+from core.base.messages import Problem, msg
 from core.data.corpus import (
     CORPUS_DIR,
     HELDOUT_FILE,
@@ -55,7 +56,7 @@ LOG_FILE = "pretrain_log.json"
 CKPT_DIR = "checkpoint"
 
 
-class PretrainError(ValueError):
+class PretrainError(Problem, ValueError):
     """The run cannot start or continue; the message says why and what to do. Checkpoints are kept."""
 
 
@@ -124,44 +125,43 @@ class PretrainConfig:
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
-            raise PretrainError(f"Unknown family {self.family!r}: use one of {', '.join(FAMILIES)}.")
+            raise PretrainError(msg("pretrain.unknown_family_use_one", family=self.family, p=', '.join(FAMILIES)))
         if self.size not in build.SIZES:
-            raise PretrainError(f"Unknown size {self.size!r}: use one of {', '.join(build.SIZES)}.")
+            raise PretrainError(msg("pretrain.unknown_size_use_one", size=self.size, p=', '.join(build.SIZES)))
         order = list(build.SIZES)
         if order.index(self.size) > order.index(self.max_size):
-            raise PretrainError(f"Size {self.size!r} is over the limit here ({self.max_size!r}). Pick a smaller one.")
+            raise PretrainError(msg("pretrain.size_over_limit_here", size=self.size, max_size=self.max_size))
         check_bounds(self, PretrainError)  # every bounded field above, with its range
         if self.steps > self.max_steps:
-            raise PretrainError(f"Steps must be between 1 and {self.max_steps} here (got {self.steps}).")
+            raise PretrainError(msg("pretrain.steps_must_between_here", max_steps=self.max_steps, steps=self.steps))
         if self.precision not in ("auto", "bf16", "fp32"):
-            raise PretrainError("precision must be 'auto', 'bf16' or 'fp32'.")
+            raise PretrainError(msg("pretrain.precision_must_auto_bf"))
         if self.masking not in ("static", "dynamic"):
-            raise PretrainError("masking must be 'static' or 'dynamic'.")
+            raise PretrainError(msg("pretrain.masking_must_static_dynamic"))
         if self.init not in ("scratch", "minilm") and not (Path(self.init) / "config.json").exists():
-            raise PretrainError("init must be 'scratch', 'minilm' or a model folder (with config.json) to continue.")
+            raise PretrainError(msg("pretrain.init_must_scratch_minilm"))
         rec = recipe(self.family)
         if self.encoder_from is not None and (self.init != "minilm"
                                               or not (Path(self.encoder_from) / "config.json").exists()):
-            raise PretrainError("encoder_from takes the encoder of a BERT folder (with config.json) for init 'minilm'.")
+            raise PretrainError(msg("pretrain.encoder_from_takes_encoder"))
         if self.init == "minilm" and rec.from_minilm is None:
             starts = ", ".join(f.label for k, f in FAMILIES.items() if recipe(k).from_minilm is not None)
-            raise PretrainError(f"init='minilm' starts from the MiniLM encoder: use it with {starts}"
-                                + (" (a distilled student starts from its teacher)." if rec.distils else "."))
+            raise PretrainError(msg("pretrain.minilm_distils" if rec.distils else "pretrain.minilm_with",
+                                    starts=starts))
         head = FAMILIES[self.family].pair_head
         if self.pair not in ("auto", None, "nsp", "sop"):
-            raise PretrainError("pair must be 'auto', None, 'nsp' or 'sop'.")
+            raise PretrainError(msg("pretrain.pair_must_auto_none"))
         if self.pair in ("nsp", "sop") and self.pair != head:
             has = f"has a {head.upper()} head" if head else "has no sentence-pair head"
             owners = " or ".join(f.label for f in families_with(pair_head=self.pair)) or "another family"
-            raise PretrainError(f"{FAMILIES[self.family].label} {has}: {self.pair.upper()} needs {owners}. "
-                                f"Switch {self.pair.upper()} off.")
+            raise PretrainError(msg("pretrain.needs_switch_off", label=FAMILIES[self.family].label, has=has,
+                                    p=self.pair.upper(), owners=owners))
         if self.fit_steps and not (rec.fits_to_minilm and self.init == "minilm"):
             fits = ", ".join(f.label for k, f in FAMILIES.items() if recipe(k).fits_to_minilm) or "none"
-            raise PretrainError(f"fit_steps fits a shared layer to MiniLM: use init minilm with a family that "
-                                f"shares its layers ({fits}).")
+            raise PretrainError(msg("pretrain.fit_steps_fits_shared", fits=fits))
         if self.teacher and not rec.distils:
             students = ", ".join(f.label for k, f in FAMILIES.items() if recipe(k).distils)
-            raise PretrainError(f"Distillation trains a student: pick a distilled family ({students}).")
+            raise PretrainError(msg("pretrain.distillation_trains_student_pick", students=students))
 
     @property
     def pair_objective(self) -> str | None:
@@ -271,7 +271,7 @@ def pretrain(cfg: PretrainConfig, on_step: Callable[[dict], None] | None = None,
         torch.set_num_threads(cfg.threads)
     fam, rec = FAMILIES[cfg.family], recipe(cfg.family)
     if cfg.teacher and not rec.distils:
-        raise PretrainError(f"{fam.label} is not distilled from a teacher: pick a family that is.")
+        raise PretrainError(msg("pretrain.not_distilled_from_teacher", label=fam.label))
     dev = resolve_device(cfg.device)
     # 1. one Accelerator (device, bf16 autocast on a GPU that has it; checkpoints through its save_state); seeds:
     #    instances, data order and masks have their own seeded generators; init and dropout draw the run's own
@@ -335,7 +335,7 @@ def pretrain(cfg: PretrainConfig, on_step: Callable[[dict], None] | None = None,
         eval_inst = make_instances(tokenize_documents(heldout_docs, tokenizer, cfg.family), tokenizer, pair=pair,
                                    max_len=cfg.max_len, seed=cfg.seed + 1, use_types=use_types)[:cfg.eval_instances]
         if not train_inst or not eval_inst:
-            raise CorpusError("The corpus gives no training or held-out instances: add more documents.")
+            raise CorpusError(msg("pretrain.corpus_gives_training_held"))
         static = _static_masks(train_inst, tokenizer, cfg) if cfg.masking == "static" else None
         unigram = unigram_top(train_inst, tokenizer)
         if cfg.prior_bias and teacher is None and cfg.init in ("scratch", "minilm"):  # only a fresh head
@@ -373,10 +373,10 @@ def pretrain(cfg: PretrainConfig, on_step: Callable[[dict], None] | None = None,
             while step < cfg.steps:
                 # 8a. the batch: a seeded permutation per epoch, so the order is a function of (seed, step)
                 first = step * cfg.batch_size
-                idx = []
+                idx, cur_epoch = [], -1
                 for j in range(first, first + cfg.batch_size):
                     epoch, pos = divmod(j, n)
-                    if not idx or epoch != cur_epoch:
+                    if epoch != cur_epoch:
                         cur_epoch = epoch
                         perm = torch.randperm(n, generator=torch.Generator().manual_seed(cfg.seed * 1000 + epoch))
                     idx.append(int(perm[pos]))

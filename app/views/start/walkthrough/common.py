@@ -11,7 +11,8 @@ import streamlit as st
 
 from app.kit import report, state, urlstate
 from app.kit.cache import param_breakdown
-from app.kit.i18n import t
+from app.kit.i18n import explain, t
+from app.kit.plot_text import plot_texts
 from app.kit.loaders import get_model
 from app.kit.render import pair_card_caption
 from core.inspect import attention as A
@@ -80,8 +81,8 @@ def chips(tokens, colors, titles=None) -> str:
 
 
 def axis_labels(tokens) -> list[str]:
-    """Unique axis labels: position and piece."""
-    return [f"{i}·{A.display_label(tok)}" for i, tok in enumerate(tokens)]
+    """Unique axis labels: position and piece (shown as typed in a chart: app.kit.plot_text)."""
+    return plot_texts(f"{i}·{A.display_label(tok)}" for i, tok in enumerate(tokens))
 
 
 def load(spec: ModelSpec, task: str, attentions: bool = False):
@@ -90,7 +91,7 @@ def load(spec: ModelSpec, task: str, attentions: bool = False):
         with st.spinner(t("common.loading", id=spec.checkpoint)):
             return get_model(spec, task, attentions)
     except ModelLoadError as e:
-        st.warning(t("walkthrough.missing_model", id=spec.checkpoint, error=str(e)))
+        st.warning(t("walkthrough.missing_model", id=spec.checkpoint, error=explain(e)))
         return None
 
 
@@ -106,7 +107,7 @@ def load_family(family: Family, task: str):
     try:
         spec = family_spec(family)
     except ModelLoadError as e:  # the family ships no bundled model and the sidebar holds none of it
-        st.warning(t("walkthrough.missing_model", id=family.label, error=str(e)))
+        st.warning(t("walkthrough.missing_model", id=family.label, error=explain(e)))
         return None
     return load(spec, task)
 

@@ -9,6 +9,7 @@ from app import nav
 from app.kit import urlstate
 from app.kit.i18n import t
 from app.room.polls import poll as room_poll
+from app.room.polls import presenting as room_presenting
 from app.views.start.walkthrough import (
     step_distil,
     step_finetune,
@@ -124,7 +125,8 @@ def question(step: int) -> None:
     choice = st.radio(t(f"walkthrough.s{step}.q"), list(range(N_OPTIONS)), index=None, key=K(f"q{step}"),
                       format_func=lambda j: t(f"walkthrough.s{step}.opt{j}"))
     # In a room the question is a poll: answers go to the room, the presenter sees them and reveals for everyone.
-    revealed = room_poll(step, choice, [t(f"walkthrough.s{step}.opt{j}") for j in range(N_OPTIONS)])
+    revealed = room_poll(step, choice, [t(f"walkthrough.s{step}.opt{j}") for j in range(N_OPTIONS)],
+                         BY_NUMBER[step].correct)
     if revealed is None:
         revealed = step in st.session_state[REVEAL]
         st.button(t("walkthrough.hide_answer") if revealed else t("walkthrough.show_answer"), key=K(f"reveal{step}"),
@@ -132,7 +134,9 @@ def question(step: int) -> None:
     if not revealed:
         return
     right = BY_NUMBER[step].correct
-    if choice is None:
+    if room_presenting():
+        pass  # the room's presenter does not answer: their poll panel marks and names the answer
+    elif choice is None:
         st.info(t("walkthrough.no_choice", answer=t(f"walkthrough.s{step}.opt{right}")))
     elif choice == right:
         st.success(t("walkthrough.right"))

@@ -11,7 +11,7 @@ import streamlit as st
 from plotly.subplots import make_subplots
 
 from app.kit import presenter, urlstate
-from app.kit.i18n import t
+from app.kit.i18n import explain, t
 from app.kit.loaders import get_model
 from app.views.start.walkthrough.common import K, Step, breakdowns, device, record
 from core.models.cards import bundled_card
@@ -35,7 +35,7 @@ def _params() -> None:
     try:
         bb, db = breakdowns((teacher.base_checkpoint, student.base_checkpoint))
     except (ValueError, ModelLoadError) as e:
-        st.error(str(e))
+        st.error(explain(e))
         return
     c = st.columns(3)
     c[0].metric(t("walkthrough.s5.bert_params"), f"{bb.backbone / 1e6:,.1f}M",
@@ -68,7 +68,7 @@ def render() -> None:
                 # the session keeps the result's fields as a mapping, as it did before the result had a type
                 st.session_state[K("s5.result")] = {f.name: getattr(m, f.name) for f in dataclasses.fields(m)}
             except ValueError as e:
-                st.error(str(e))
+                st.error(explain(e))
     res = st.session_state.get(K("s5.result"))
     if res is None:
         st.caption(t("walkthrough.s5.not_yet"))
@@ -83,7 +83,7 @@ def _draw(res: dict, n_sent: int) -> None:
                  bert=f"{sp.row(teacher).latency_ms:,.1f}", distil=f"{sp.row(student).latency_ms:,.1f}",
                  x=f"{speedup:.2f}", at=res["at"]))
     for err in res["errors"]:
-        st.error(err)
+        st.error(explain(err))
     rows = []
     for m in models:
         card = bundled_card(m.checkpoint).get("heldout", {})

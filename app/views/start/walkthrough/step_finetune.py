@@ -1,6 +1,7 @@
 """Step 6: fine-tuning with the seeds' settings against ten times the learning rate: two short runs of one model as
 background jobs (core.walkthrough.checks.lr_pair_plan on core.train.finetune), their live and final loss curves, their
-held-out accuracy and what the pair says (lr_verdict). Both models join the session's model picker."""
+held-out accuracy and what the pair says (lr_verdict, worded by verdict_text from what the runs measured: on the
+bundled minis the 10x run wins, core/walkthrough/lr_measure.py). Both models join the session's model picker."""
 from __future__ import annotations
 
 import time
@@ -10,7 +11,7 @@ import streamlit as st
 from plotly.subplots import make_subplots
 
 from app.kit import presenter, state, urlstate
-from app.kit.i18n import t
+from app.kit.i18n import explain, t
 from app.kit.jobs_panel import job_panel, runner
 from app.views.start.walkthrough.common import K, Step, device, record
 from core.registry import FAMILIES
@@ -95,12 +96,18 @@ def _live(job, kind: str) -> None:
 
 
 def _verdict(runs: dict) -> str:
-    good, high = runs["good"]["result"], runs["high"]["result"]
-    v = lr_verdict(good, high)
+    return verdict_text(lr_verdict(runs["good"]["result"], runs["high"]["result"]))
+
+
+def verdict_text(v) -> str:
+    """What the page says about the pair (a core.walkthrough.checks.LrVerdict): which run scored higher, and which
+    loss jumped more, each as the runs measured it."""
     if v.good is None or v.high is None:
         return t(f"walkthrough.s6.verdict.{v.kind}")
-    return t(f"walkthrough.s6.verdict.{v.kind}", good=f"{v.good:.1%}", high=f"{v.high:.1%}",
-             jg=f"{v.jitter_good:.3f}", jh=f"{v.jitter_high:.3f}", majority=f"{v.majority:.1%}")
+    nums = dict(good=f"{v.good:.1%}", high=f"{v.high:.1%}", jg=f"{v.jitter_good:.3f}", jh=f"{v.jitter_high:.3f}",
+                majority=f"{v.majority:.1%}")
+    return (t(f"walkthrough.s6.verdict.{v.kind}", **nums) + " "
+            + t("walkthrough.s6.jitter_more" if v.jumpier else "walkthrough.s6.jitter_less", **nums))
 
 
 def _collect(runs: dict) -> None:
@@ -140,7 +147,7 @@ def render() -> None:
         try:
             _start(model, float(lr), int(steps))
         except ValueError as e:
-            st.error(str(e))
+            st.error(explain(e))
         runs = st.session_state.get(K("s6.runs"))
     if not runs:
         st.caption(t("walkthrough.s6.not_yet"))
@@ -165,7 +172,7 @@ def render() -> None:
                 job_panel(run["job_id"], on_done=lambda j: st.rerun(), on_running=lambda j, k=kind: _live(j, k),
                           key=K(f"s6.job.{kind}"))
             elif run["error"] is not None:
-                st.error(t("walkthrough.s6.failed", error=run["error"]))
+                st.error(t("walkthrough.s6.failed", error=explain(run["error"])))
             else:
                 r = run["result"]
                 st.metric(t("walkthrough.s6.acc"), f"{r.accuracy:.1%}", t("walkthrough.s6.vs_majority",
@@ -189,7 +196,7 @@ def render() -> None:
                   t("walkthrough.s6.jitter"): round(jitter(r["result"].history) or 0.0, 4)
                   if r["result"] is not None else ""}
                  for k, r in runs.items()],
-           text=verdict.replace("**", ""), figures=[fig])
+           text=verdict, figures=[fig])
 
 
 STEP = Step(N, render, correct=0, links=("finetune",),

@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app.kit import presenter
-from app.kit.i18n import t
+from app.kit.i18n import explain, t
 from app.kit.loaders import model_or_error
 from app.views.predict.results import token_strip
 from app.views.start.walkthrough.common import TEXT, TEXT_B, K, Step, axis_labels, record, text_default
@@ -84,7 +84,7 @@ def render() -> None:
     try:
         r = embedding_parts(lm, a, b or None)
     except ValueError as e:
-        st.error(str(e))
+        st.error(explain(e))
         return
     specials = tuple(tok for tok, s in zip(r.tokens, r.special) if s)
     st.markdown(token_strip(r.tokens, (), specials), unsafe_allow_html=True)

@@ -8,7 +8,8 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app.kit import presenter, state, urlstate
-from app.kit.i18n import t
+from app.kit.i18n import explain, t
+from app.kit.plot_text import plot_text
 from app.views.start.walkthrough.common import K, Step, axis_labels, device, go_to, load, record, text_default
 from core.inspect import attention as A, attribution as AT, attribution_inputs as ATI
 from core.models.loading import ModelSpec
@@ -52,7 +53,7 @@ def _spec() -> ModelSpec | None:
         return ModelSpec(run["family"], run["result"].model_dir, device())
     spec = state.current_spec()
     if spec is None:
-        st.error(st.session_state.get(state.SPEC_ERROR) or t("common.pick_model"))
+        st.error(explain(st.session_state.get(state.SPEC_ERROR) or t("common.pick_model")))
     return spec
 
 
@@ -82,7 +83,7 @@ def render() -> None:
     try:
         att = A.compute_attention(lm, A.AttentionConfig(text, capture_qk=False))
     except ValueError as e:
-        st.error(str(e))
+        st.error(explain(e))
         return
     n_layers, n_heads = att.n_layers, att.n_heads
     _clamp(K("s7.layer"), range(1, n_layers + 1), n_layers)
@@ -116,7 +117,7 @@ def _attributions(lm, text: str, figs: list) -> tuple[list, list]:
     try:
         probs = ATI.prepare(lm, ATI.AttributionConfig(target="class", text=text)).candidates  # ((class, p), ...)
     except ValueError as e:
-        st.error(str(e))
+        st.error(explain(e))
         return figs, []
     names = [n for n, _ in probs]
     pred = int(np.argmax([p for _, p in probs]))
@@ -137,7 +138,7 @@ def _attributions(lm, text: str, figs: list) -> tuple[list, list]:
                                                             internal_batch_size=int(n_steps)))
                 st.session_state[K("s7.result")] = (key, res)
             except ValueError as e:
-                st.error(str(e))
+                st.error(explain(e))
     held = st.session_state.get(K("s7.result"))
     if held is None or held[0] != key:
         st.caption(t("walkthrough.s7.not_yet"))
@@ -147,11 +148,11 @@ def _attributions(lm, text: str, figs: list) -> tuple[list, list]:
     labels = axis_labels(res.tokens)
     bars = go.Figure(go.Bar(x=labels, y=scores, marker_color=["#54A24B" if s >= 0 else "#E45756" for s in scores],
                             hovertemplate="%{x}: %{y:+.4f}<extra></extra>"))
-    bars.update_layout(title=t("walkthrough.s7.bars_title", label=names[int(cls)]), height=340,
+    bars.update_layout(title=t("walkthrough.s7.bars_title", label=plot_text(names[int(cls)])), height=340,
                        yaxis_title=t("walkthrough.s7.attr_y"), margin=dict(t=40, b=10))
     st.plotly_chart(presenter.scale(bars), key=K("s7.bars"), width="stretch")
     if res.delta_warning:
-        st.warning(res.delta_warning)
+        st.warning(explain(res.delta_warning))
     rows = [{t("walkthrough.s1.col.token"): tok, t("walkthrough.s7.attr_y"): round(float(s), 4)}
             for tok, s in zip(res.tokens, scores)]
     return figs + [bars], rows

@@ -9,9 +9,11 @@ import streamlit as st
 from plotly.subplots import make_subplots
 
 from app.kit import presenter, urlstate
-from app.kit.i18n import t, t_or
+from app.kit.i18n import explain, t, t_or
+from app.kit.plot_text import plot_text, plot_texts
 from app.kit.loaders import model_or_error
 from app.views.start.walkthrough.common import TEXT, K, Step, chips, record, text_default
+from core.base.text import display_piece
 from core.predict.fill_mask import FillMaskConfig, fill_mask, words
 from core.registry import FAMILIES
 from core.walkthrough.masking_view import corrupt, masking_shares
@@ -45,7 +47,7 @@ def render() -> None:
         v = corrupt(lm, text, seed, whole_word=whole)
         shares = masking_shares(lm, text, draws=SHARE_DRAWS, seed=0, whole_word=whole)
     except ValueError as e:
-        st.error(str(e))
+        st.error(explain(e))
         return
     # Both rows in the legend's colours: a selected token has the colour of what is done to it, in either row
     colors = [ACTION_COLORS[a] if a else (SPECIAL_COLOR if s else ACTION_COLORS[""])
@@ -89,10 +91,10 @@ def render() -> None:
         try:
             res = fill_mask(lm, FillMaskConfig(text, top_k=TOP_K, word=int(idx)))
         except ValueError as e:
-            st.error(str(e))
+            st.error(explain(e))
             res = None
         if res is not None:
-            fig = _fill_figure(res)
+            fig = fill_figure(res)
             st.plotly_chart(presenter.scale(fig), key=K("s2.fill"), width="stretch")
             st.caption(fill_caption(res))
     _objectives()
@@ -123,18 +125,22 @@ def fill_caption(res) -> str:
     return text + " " + t(key, k=k, pieces=pieces)
 
 
-def _fill_figure(res) -> go.Figure:
+def fill_figure(res) -> go.Figure:
     """Top-5 of each masked piece, side by side; the original piece in green."""
     n = len(res.masks)
     fig = make_subplots(rows=1, cols=n, subplot_titles=[
-        t("walkthrough.s2.piece", i=i + 1, piece=m.original.piece if m.original else "?")
+        t("walkthrough.s2.piece", i=i + 1, piece=plot_text(display_piece(m.original.piece)) if m.original else "?")
         for i, m in enumerate(res.masks)])
     for c, m in enumerate(res.masks, start=1):
         colors = [GREEN if _is_original(m, x) else "#4C78A8" for x in m.candidates]
-        fig.add_trace(go.Bar(x=[x.prob for x in m.candidates], y=[x.piece for x in m.candidates], orientation="h",
-                             marker_color=colors, showlegend=False,
-                             hovertemplate="%{y}: %{x:.3f}<extra></extra>"), row=1, col=c)
-        fig.update_yaxes(autorange="reversed", type="category", row=1, col=c)
+        # bars by rank, labelled with the text each piece stands for (two pieces may read alike: "Ġthe", "the");
+        # the raw piece is in the hover
+        rows = list(range(len(m.candidates)))
+        fig.add_trace(go.Bar(x=[x.prob for x in m.candidates], y=rows, orientation="h",
+                             marker_color=colors, showlegend=False, customdata=plot_texts(x.piece for x in m.candidates),
+                             hovertemplate="%{customdata}: %{x:.3f}<extra></extra>"), row=1, col=c)
+        fig.update_yaxes(autorange="reversed", tickvals=rows,
+                         ticktext=plot_texts(display_piece(x.piece) for x in m.candidates), row=1, col=c)
     fig.update_xaxes(title_text=t("walkthrough.probability"))
     fig.update_layout(height=280, margin=dict(t=40, b=10))
     return fig

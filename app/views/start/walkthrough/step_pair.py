@@ -2,14 +2,14 @@
 SOP, asked of the registry) scores (A, B), (B, A) and (A, a sentence on another topic) (core.predict.sentence_pair)."""
 from __future__ import annotations
 
-import html
 
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
 from app.kit import presenter, urlstate
-from app.kit.i18n import t
+from app.kit.i18n import explain, t
+from app.kit.plot_text import plot_text
 from app.views.start.walkthrough.common import (
     K,
     Step,
@@ -38,7 +38,7 @@ def render() -> None:
     try:
         cfg = PairConfig(a, b)
     except ValueError as e:
-        st.error(str(e))
+        st.error(explain(e))
         return
     results = []
     for fam in pair_head_families():
@@ -48,7 +48,7 @@ def render() -> None:
         try:
             results.append(predict_pair(lm, cfg, probe=True))
         except ValueError as e:
-            st.error(str(e))
+            st.error(explain(e))
     st.caption(t("walkthrough.s3.no_head", families=t("walkthrough.list_sep").join(
         f.label for f in no_pair_head_families())))
     if not results:
@@ -62,7 +62,7 @@ def render() -> None:
         fig.add_bar(x=pair_names[:len(r.scores)], y=[s.prob for s in r.scores], name=name,
                     marker_color=COLORS[i % len(COLORS)], text=[f"{s.prob:.0%}" for s in r.scores],
                     textposition="outside",
-                    hovertemplate="%{x}: %{y:.3f}<extra>" + html.escape(name) + "</extra>")
+                    hovertemplate="%{x}: %{y:.3f}<extra>" + plot_text(name) + "</extra>")
     fig.add_hline(y=0.5, line_dash="dot", line_color="grey")
     fig.update_layout(barmode="group", height=360, yaxis=dict(range=[0, 1.1], title=t("walkthrough.s3.y")),
                       margin=dict(t=30, b=10), legend=dict(orientation="h", y=-0.2))

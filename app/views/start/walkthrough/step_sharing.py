@@ -3,14 +3,14 @@
 pair. The families compared are asked of the registry (core.walkthrough.checks.sharing_plan, sop_family)."""
 from __future__ import annotations
 
-import html
 
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
 from app.kit import presenter, urlstate
-from app.kit.i18n import t
+from app.kit.i18n import explain, t
+from app.kit.plot_text import plot_text
 from app.views.start.walkthrough.common import K, Step, breakdowns, load_family, pair_head_note, record
 from core.models.params import albert_factorization
 from core.predict.sentence_pair import PairConfig, predict_pair
@@ -30,7 +30,7 @@ def render() -> None:
     try:
         f = albert_factorization(int(v), int(h), int(e))
     except ValueError as err:
-        st.error(str(err))
+        st.error(explain(err))
     if f is not None:
         m = st.columns(3)
         m[0].metric(t("walkthrough.s4.full"), f"{f.full / 1e6:,.2f}M")
@@ -47,7 +47,7 @@ def render() -> None:
         try:
             rows_b = sharing_rows(breakdowns(plan.checkpoints))
         except (ValueError, ModelLoadError) as err:
-            st.error(str(err))
+            st.error(explain(err))
     fig = None
     rows = []
     if rows_b:
@@ -59,7 +59,7 @@ def render() -> None:
                                 (t("walkthrough.s4.applied"), applied, "#F58518")):
             fig.add_bar(x=ids, y=ys, name=name, marker_color=color, text=[f"{y:,.0f}M" for y in ys],
                         textposition="outside",
-                        hovertemplate="%{x}: %{y:,.1f}M<extra>" + html.escape(name) + "</extra>")
+                        hovertemplate="%{x}: %{y:,.1f}M<extra>" + plot_text(name) + "</extra>")
         fig.update_layout(barmode="group", height=380, yaxis_title=t("walkthrough.s4.y"), margin=dict(t=30, b=10),
                           legend=dict(orientation="h", y=-0.2))
         st.plotly_chart(presenter.scale(fig), key=K("s4.fig"), width="stretch")
@@ -95,7 +95,7 @@ def _sop() -> list[dict]:
     try:
         r = predict_pair(lm, PairConfig(sa, sb), probe=False)
     except ValueError as err:
-        st.error(str(err))
+        st.error(explain(err))
         return []
     m = st.columns(2)
     m[0].metric(t("walkthrough.s4.sop_ab", a=sa, b=sb), f"{r.scores[0].prob:.1%}")

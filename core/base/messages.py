@@ -1,0 +1,110 @@
+"""Messages core shows a person (its errors' texts and the notes it returns), with a stable ``kind`` and ``params``.
+
+``msg(kind, **params)`` is a ``Message``: a ``str`` whose text is the English template of ``kind`` in
+assets/i18n/errors.toml filled with ``params``, so the command line, the logs and ``str(err)`` read English as
+before. It also keeps ``kind`` and ``params``, from which the app writes the same message in the session's language
+(app.kit.i18n.explain). Errors carry one as their first argument::
+
+    raise FillMaskError(msg("fill_mask.no_mask", mask="[MASK]"))
+
+``Problem`` is the mixin the project's error classes use: ``err.kind`` and ``err.params`` read that first argument
+(None and {} for an error raised with a plain string). A param may itself be a Message or an error (a cause quoted
+inside a message): the app translates it too; a list or tuple param reads as its items joined by a space. Both languages live side by side in errors.toml
+(tests/core/test_walk_messages.py checks every kind used in core exists there with the same placeholders).
+"""
+from __future__ import annotations
+
+import tomllib
+from functools import lru_cache
+from typing import Any
+
+from core.base.paths import ASSETS
+
+ERRORS_FILE = ASSETS / "i18n" / "errors.toml"
+
+
+def _flatten(prefix: str, table: dict, out: dict[str, dict[str, str]]) -> None:
+    if "en" in table and isinstance(table["en"], str):
+        out[prefix] = {k: v for k, v in table.items() if isinstance(v, str)}
+        return
+    for k, v in table.items():
+        if isinstance(v, dict):
+            _flatten(f"{prefix}.{k}" if prefix else k, v, out)
+
+
+@lru_cache(maxsize=1)
+def templates() -> dict[str, dict[str, str]]:
+    """Every kind in errors.toml: kind -> {"en": template, "zh": template}."""
+    with ERRORS_FILE.open("rb") as fh:
+        out: dict[str, dict[str, str]] = {}
+        _flatten("", tomllib.load(fh), out)
+    return out
+
+
+def render(kind: str, lang: str, params: dict[str, Any]) -> str:
+    """The template of ``kind`` in ``lang`` (English when absent) filled with ``params``; an unknown kind or a
+    template that does not fit its params still gives readable text (the kind and the params)."""
+    entry = templates().get(kind, {})
+    template = entry.get(lang) or entry.get("en")
+    params = {k: " ".join(str(x) for x in v) if isinstance(v, (list, tuple)) else v for k, v in params.items()}
+    if template is None:
+        return f"{kind}: {params}" if params else kind
+    try:
+        return template.format(**params)
+    except (KeyError, IndexError, ValueError):
+        return f"{template} {params}"
+
+
+class Message(str):
+    """A message with a ``kind`` and ``params``; as a str it is the English text."""
+
+    kind: str
+    params: dict[str, Any]
+
+    def __new__(cls, kind: str, /, **params: Any) -> "Message":
+        obj = super().__new__(cls, render(kind, "en", params))
+        obj.kind, obj.params = kind, params
+        return obj
+
+    def __reduce__(self):  # a job's failure crosses a process (pickle): keep kind and params
+        return (_rebuild, (self.kind, dict(self.params)))
+
+
+def _rebuild(kind: str, params: dict[str, Any]) -> Message:
+    return Message(kind, **params)
+
+
+def msg(kind: str, /, **params: Any) -> Message:
+    """The message ``kind`` (a key of assets/i18n/errors.toml) with ``params``: English as a str."""
+    return Message(kind, **params)
+
+
+def message_of(x: Any) -> Any:
+    """The Message behind ``x`` (a Message, or an error raised with one), else ``x`` itself."""
+    if isinstance(x, Message):
+        return x
+    if isinstance(x, BaseException) and x.args and isinstance(x.args[0], Message):
+        return x.args[0]
+    return x
+
+
+class Problem:
+    """Mixin for the project's errors: ``kind`` and ``params`` of the Message the error was raised with."""
+
+    args: tuple
+
+    @property
+    def kind(self) -> str | None:
+        m = message_of(self)
+        return m.kind if isinstance(m, Message) else None
+
+    @property
+    def params(self) -> dict[str, Any]:
+        m = message_of(self)
+        return dict(m.params) if isinstance(m, Message) else {}
+
+
+def carry(e: BaseException) -> str:
+    """What an error wrapping ``e`` is raised with: ``e``'s Message (so its kind reaches the page), else ``str(e)``."""
+    m = message_of(e)
+    return m if isinstance(m, Message) else str(e)
