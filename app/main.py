@@ -11,6 +11,7 @@ if str(ROOT) not in sys.path:
 import streamlit as st  # noqa: E402
 
 from app.kit import presenter, state  # noqa: E402
+from app.kit.flow import PageEnd  # noqa: E402
 from app.nav import build_navigation, follow_deep_link  # noqa: E402
 from app.room import lifecycle as room  # noqa: E402
 from app.sidebar import model_picker, report_panel  # noqa: E402
@@ -44,6 +45,8 @@ model_picker()
 presenter.apply_style()
 try:
     page.run()
-finally:  # also when the page stopped early (st.stop): the sidebar keeps its report download
+except PageEnd:  # the page ended early (app.kit.flow.end_page, never st.stop(): that would stop the frame too)
+    pass
+finally:  # the sidebar keeps its report download, and the room hears from the presenter
     report_panel()
     room.end(page)  # the presenter publishes its page and inputs; a follower who changed something breaks away

@@ -5,6 +5,7 @@ from app.kit import urlstate
 from app.kit.i18n import explain, t
 from app.kit.loaders import get_model, model_or_error
 from app.kit.render import mini_note
+from app.kit.flow import end_page
 from app.views.inspect import ablation as render_ablation, attention as ra
 from core.inspect.attention import AttentionConfig, compare_attention, compute_attention, head_stats
 from core.models.loading import ModelSpec
@@ -23,7 +24,7 @@ st.title(t("attention.title"))
 st.caption(t("attention.intro"))
 lm = model_or_error(task="base", attentions=True)
 if lm is None:
-    st.stop()
+    end_page()
 
 with st.form(K("form")):
     text = st.text_area(t("attention.text"), key=K("text"), height=90)
@@ -37,7 +38,7 @@ if submitted or from_link or K("config") not in st.session_state:
         st.session_state[K("config")] = AttentionConfig(text, text_b, pair)
     except ValueError as e:
         st.error(explain(e))
-        st.stop()
+        end_page()
 config = st.session_state[K("config")]
 
 run_key = (lm.spec, config)
@@ -51,7 +52,7 @@ if not cached or cached[0] != run_key:
         ra.reset_view_state()
     except ValueError as e:  # too long for the model, or AttentionUnavailable (no weights returned)
         st.error(explain(e))
-        st.stop()
+        end_page()
 _, r, stats = st.session_state[K("result")]
 
 st.caption(t("attention.summary", n=r.n_tokens, layers=r.n_layers, heads=r.n_heads, max=r.max_tokens))
@@ -61,7 +62,7 @@ mini_note(r.checkpoint)
 picked = ra.filters(r)
 if picked is None:
     urlstate.publish()
-    st.stop()
+    end_page()
 lo, hi, layers, heads = picked
 ra.bind_focus(r, lo, hi, layers, heads)
 

@@ -7,6 +7,7 @@ from app.kit import presenter, state, urlstate
 from app.kit.i18n import explain, t
 from app.kit.jobs_panel import job_panel, runner
 from app.kit.uploads import upload_box
+from app.kit.flow import end_page
 from app.views.inspect import attribution as ra, attribution_widgets as ui
 from core.base.messages import carry
 from core.inspect import attribution as A, attribution_inputs as AI
@@ -21,7 +22,7 @@ target = ui.target_picker()
 lm = ui.model_for(target)
 if lm is None:
     urlstate.publish()
-    st.stop()
+    end_page()
 restored |= ui.bind_class(lm, target)
 class_label = ui.class_label(lm, target)
 ui.defaults("one", target, lm)

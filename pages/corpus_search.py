@@ -11,6 +11,7 @@ from app.kit.jobs_panel import job_panel, runner, submit_job
 from app.kit.loaders import model_or_error
 from app.kit.render import as_text, current_result, job_for, run_or_error, shorten
 from app.kit.uploads import upload_box
+from app.kit.flow import end_page
 from app.views.represent.corpus_search import PAGE, K, depth_label, show_index, show_result
 from core.base.messages import carry
 from core.base.settings import current as server_settings
@@ -39,7 +40,7 @@ st.title(t("corpus_search.title"))
 st.caption(t("corpus_search.intro"))
 lm = model_or_error(task="base")
 if lm is None:
-    st.stop()
+    end_page()
 
 cap = max_sentences_allowed()
 depths = num_depths(lm)
@@ -94,7 +95,7 @@ if chosen is None:
         st.error(explain(st.session_state[K("error")]))
     else:
         st.info(t("corpus_search.no_corpus"))
-    st.stop()
+    end_page()
 
 cfg = config(chosen, depth)
 key = index_key(lm, cfg)
@@ -118,7 +119,7 @@ if ci is None:  # not built for this model, corpus and depth: a background job b
             st.error(explain(e))
     if jid is not None:
         job_panel(jid, lambda j: None, key=K("job"))
-    st.stop()
+    end_page()
 
 show_index(ci)
 
@@ -165,7 +166,7 @@ if find.strip():
 query = st.text_input(t("corpus_search.query"), key=K("query"))
 words = query_words(query)
 pick = None
-if not words:  # no st.stop() here or below: the sidebar's report panel is drawn after the page
+if not words:
     st.info(t("corpus_search.no_words"))
 else:
     pick = st.pills(t("corpus_search.pick"), list(range(len(words))), key=word_key(query), selection_mode="single",

@@ -8,6 +8,7 @@ from app.kit.i18n import explain, t
 from app.kit.jobs_panel import job_panel, runner, submit_job
 from app.kit.loaders import model_or_error
 from app.kit.render import current_result, job_for, mini_note, run_or_error, stale_note
+from app.kit.flow import end_page
 from app.views.inspect.lens import K, show_kl, show_result
 from app.views.predict.fill_mask_widgets import DEFAULT_TEXT, example_list, use_example
 from core.base.messages import carry
@@ -29,7 +30,7 @@ if lm is not None:
         st.error(explain(e))
         lm = None
 if lm is None:
-    st.stop()
+    end_page()
 
 ex = example_list(state.current_spec())
 st.session_state.setdefault(K("text"), ex[0] if ex else DEFAULT_TEXT)

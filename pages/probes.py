@@ -10,6 +10,7 @@ from app.kit.jobs_panel import job_panel, submit_job
 from app.kit.loaders import model_or_error
 from app.kit.render import current_result, job_for, stale_note
 from app.kit.uploads import upload_box
+from app.kit.flow import end_page
 from app.views.represent.probes import K, show_result, task_name
 from core.base.messages import carry
 from core.represent.probe_tasks import TASKS, ProbeError, corpus_from_text, corpus_from_upload
@@ -56,7 +57,7 @@ st.title(t("probes.title"))
 st.caption(t("probes.intro"))
 lm = model_or_error(task="base")
 if lm is None:
-    st.stop()
+    end_page()
 
 # No form: the estimate under Run follows the tasks and sentences per task as they change (a form would send them
 # only on Run). Nothing heavy runs before Run: a change reruns the page, whose timing is kept per model.

@@ -9,6 +9,7 @@ from app.kit.jobs_panel import job_panel, runner, submit_job
 from app.kit.loaders import model_or_error
 from app.kit.render import current_result, job_for, stale_note
 from app.kit.uploads import upload_box
+from app.kit.flow import end_page
 from app.views.represent.projector import K, show_projection
 from core.base.messages import carry
 from core.represent.projector import (
@@ -30,7 +31,7 @@ st.title(t("projector.title"))
 st.caption(t("projector.intro"))
 lm = model_or_error(task="base")
 if lm is None:
-    st.stop()
+    end_page()
 
 with st.form(K("form")):
     c1, c2 = st.columns(2)

@@ -11,6 +11,7 @@ from app.kit.i18n import explain, t
 from app.kit.model_choice import awaiting_checkpoint, note_load
 from app.kit.render import runs_on_label, source_name
 from core.base.messages import carry
+from core.base.paths import zoo_dir
 from core.data.datasets_local import LabelledData, load_bundled, load_glue
 from core.data.token_data import TokenData, load_bundled_tokens
 from core.models.devices import resolve_device
@@ -24,7 +25,11 @@ POLL_S = 0.25  # how often the download's progress bar is redrawn
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)
-def _cached(family: str, checkpoint: str, device: str, task: str, attentions: bool, quant: str = "") -> LoadedModel:
+def _cached(family: str, checkpoint: str, device: str, task: str, attentions: bool, quant: str = "",
+            zoo: str = "") -> LoadedModel:
+    """``zoo``: only part of the key. A bundled id (encoderlab/NAME) names a folder of the zoo in use
+    (ENCODERLAB_ZOO): the same id in another zoo is another model (the tests' tiny zoo beside the real minis in one
+    process got the other zoo's cached model)."""
     lm = load(ModelSpec(family, checkpoint, device, quant), task=task, attentions=attentions)
     prepare_serving(lm)  # where predictions run elsewhere (Ray), that tier starts getting ready now
     return lm
@@ -33,8 +38,9 @@ def _cached(family: str, checkpoint: str, device: str, task: str, attentions: bo
 def get_model(spec: ModelSpec, task: str = "base", attentions: bool = False) -> LoadedModel:
     """Load through the process-wide cache. Raises ModelLoadError with a message for the page."""
     # Keyed on the device it resolves to: "auto" and "cuda" on a GPU host are one model, not two copies on the GPU.
+    zoo = str(zoo_dir()) if spec.checkpoint.startswith("encoderlab/") else ""
     return _cached(spec.family, spec.checkpoint, resolve_device(spec.device).torch_device, task, attentions,
-                   spec.quant)  # an int8 copy is its own entry, beside the fp32 one
+                   spec.quant, zoo)  # an int8 copy is its own entry, beside the fp32 one
 
 
 def model_or_error(task: str = "base", attentions: bool = False, spec: ModelSpec | None = None) -> LoadedModel | None:

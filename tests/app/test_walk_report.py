@@ -26,6 +26,31 @@ def test_corpus_search_keeps_the_report_panel_before_a_word_is_picked(cs_env):  
     assert "Session report · 1 recorded" in _panel_labels(at)
 
 
+def test_a_page_that_ends_early_keeps_the_report_panel():
+    """Attention with a refused text ends the page early (app.kit.flow.end_page): the sidebar's report panel, drawn
+    after the page, is still there (st.stop() made every later Streamlit call raise, so it vanished)."""
+    at = page_for("attention")
+    at.text_area(key="attention.text").set_value("")
+    at.button(key="FormSubmitter:attention.form-Show attention").click().run()
+    assert not at.exception, at.exception
+    assert at.error, "the empty text is refused on the page"
+    assert any(label.startswith("Session report") for label in _panel_labels(at)), _panel_labels(at)
+
+
+def test_no_page_calls_st_stop():
+    """st.stop() would end the frame around the page too (the report panel, the room's publishing): pages end early
+    with app.kit.flow.end_page."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    found = [f"{p.relative_to(root)}:{n.lineno}" for d in ("pages", "app") for p in sorted((root / d).rglob("*.py"))
+             for n in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+             if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "stop"
+             and isinstance(n.func.value, ast.Name) and n.func.value.id == "st"]
+    assert not found, found
+
+
 # ---------------------------------------------------------------------------------------------- the file itself
 def test_markdown_in_titles_texts_and_cells_is_rendered_not_shown_raw():
     from app.kit.render import as_text
