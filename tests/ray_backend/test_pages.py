@@ -62,5 +62,7 @@ def test_a_page_renders_the_same_on_both_backends(page, tiny_models, ray_backend
     assert there == here
     # the page's model went to a Serve deployment: a running application holds the folder the link named
     running = set(serve.status().applications)
-    assert any(name in running and recipe[1][0].checkpoint == params["custom"]
+    # (other tests of the "ray" group, in this process before this one, left recipes of other kinds: a recipe's
+    # first argument is a ModelSpec only for a loaded model)
+    assert any(name in running and getattr(recipe[1][0], "checkpoint", None) == params["custom"]
                for name, recipe in ray_backend.recipes.items()), (ray_backend.recipes, running)
