@@ -99,11 +99,6 @@ class AttentionResult:
 
 
 # ---------------------------------------------------------------------------------------------- running
-def display_label(token: str, tokenizer=None) -> str:
-    """A token piece for display: core.base.text.display_piece (no Ġ/▁ marks; a bare mark shows as ␣)."""
-    return display_piece(token, tokenizer)
-
-
 def is_punct(token: str) -> bool:
     """True when the piece (without word-start marks) is only Unicode punctuation (ASCII or CJK)."""
     t = token.replace("Ġ", "").replace("▁", "").replace("##", "").strip()

@@ -21,8 +21,8 @@ from typing import Sequence
 import numpy as np
 
 from core.base.messages import msg
-from core.base.text import strip_typed_specials
-from core.inspect.attention import AttentionConfig, display_label
+from core.base.text import display_piece, strip_typed_specials
+from core.inspect.attention import AttentionConfig
 
 HOW = ("sum", "mean")
 DIRECTIONS = ("from", "to")
@@ -142,7 +142,7 @@ def group_words(tokens: Sequence[str], word_ids: Sequence[int | None], sequence_
     b_start = None
     for gi, g in enumerate(groups):
         k = sub[g[0]]
-        labels = [display_label(tokens[i]) for i in g]
+        labels = [display_piece(tokens[i]) for i in g]
         pieces.append(" · ".join(labels))
         if k[0] == "special":
             words.append(tokens[g[0]])

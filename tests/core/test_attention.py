@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from app.kit.exports import attention_npz
+from core.base.text import display_piece
 from core.inspect.attention import (FLOW_MAP_MAX_TOKENS, PATTERNS, AttentionConfig, AttentionUnavailable, adjacent_similarity,
-                            compare_attention, compute_attention, display_label, find_heads, flow, head_stats, is_punct,
+                            compare_attention, compute_attention, find_heads, flow, head_stats, is_punct,
                             layer_similarity, position_limit, qk_view, relevance, residual_attention, rollout)
 from core.models.loading import ModelSpec, load
 from core.registry import FAMILIES, family_of_model
@@ -135,7 +136,7 @@ def test_npz_export_round_trips(loaded):
 
 # ---------------------------------------------------------------------------------------------- tokens
 def test_labels_and_punctuation():
-    assert display_label("Ġcat") == "cat" and display_label("▁") == "␣" and display_label("##s") == "##s"
+    assert display_piece("Ġcat") == "cat" and display_piece("▁") == "␣" and display_piece("##s") == "##s"
     assert is_punct(",") and is_punct("Ġ.") and is_punct("。") and not is_punct("a,") and not is_punct("Ġ")
 
 

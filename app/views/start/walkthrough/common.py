@@ -15,7 +15,7 @@ from app.kit.i18n import explain, t
 from app.kit.plot_text import plot_texts
 from app.kit.loaders import get_model
 from app.kit.render import pair_card_caption
-from core.inspect import attention as A
+from core.base.text import display_piece
 from core.models.loading import ModelSpec
 from core.registry import Family, ModelLoadError
 from core.walkthrough.checks import UnlearnedPairHead, pick_spec, unlearned_pair_head
@@ -82,7 +82,7 @@ def chips(tokens, colors, titles=None) -> str:
 
 def axis_labels(tokens) -> list[str]:
     """Unique axis labels: position and piece (shown as typed in a chart: app.kit.plot_text)."""
-    return plot_texts(f"{i}·{A.display_label(tok)}" for i, tok in enumerate(tokens))
+    return plot_texts(f"{i}·{display_piece(tok)}" for i, tok in enumerate(tokens))
 
 
 def load(spec: ModelSpec, task: str, attentions: bool = False):
