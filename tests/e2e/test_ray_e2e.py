@@ -122,8 +122,10 @@ def test_presenter_and_follower_on_two_front_ends_of_one_cluster(two_front_ends,
         box.fill(TEXT)
         pres.get_by_role("button", name="Predict").click()
         pres.locator('[data-testid="stMain"]').get_by_text("Joint fill").first.wait_for(timeout=180_000)
+        # the follower's page builds the model's widgets (its first Serve call on this front end) before the text
+        # box shows: on a loaded 2-core runner that took over 60 s once, so the same bound as the results' wait
         fol.wait_for_function("t => [...document.querySelectorAll('textarea')].some(a => a.value === t)", arg=TEXT,
-                              timeout=60_000)
+                              timeout=180_000)
         fol.locator('[data-testid="stMain"]').get_by_text("Joint fill").first.wait_for(timeout=180_000)
         wait_idle(fol, 60)
         screenshot(fol, "ray-follower-second-front-end")
