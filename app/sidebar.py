@@ -18,7 +18,7 @@ from core.models.devices import resolve_device
 from core.models.downloads import can_have_now
 from core.models.hosted import check_custom_checkpoint
 from core.models.loading import ModelSpec, resolve
-from core.registry import FAMILIES, ModelLoadError, family, picker_families
+from core.registry import FAMILIES, ModelLoadError, chinese_bundled, family, picker_families
 
 DEVICES = ("auto", "cpu", "cuda")
 QUANT = "sidebar.quant"  # True: the model's linears run int8 (core.compare.int8; CPU inference only)
@@ -121,6 +121,8 @@ def model_picker() -> ModelSpec | None:
     sb.markdown("### " + t("sidebar.model"))
     if locked:
         sb.caption(t("sidebar.pinned_note"))
+    if st.session_state.get(LANG_KEY) == "zh":  # the Chinese checkpoints first, above the (English) minis
+        _chinese_suggestion(sb)
     fam = sb.selectbox(t("sidebar.family"), picker_families(), key=state.FAMILY,
                        format_func=lambda k: t_or(f"families.{k}.label", family(k).label), disabled=locked)
     if family(fam).generic:  # what it is and how to pick one: a folder or Hub id typed under custom
@@ -175,8 +177,6 @@ def model_picker() -> ModelSpec | None:
         else:
             source.caption(t("sidebar.weights_from", source=source_name(res.source))
                                  + (f" — `{res.path}`" if res.path else ""))
-    if st.session_state.get(LANG_KEY) == "zh":
-        _chinese_suggestion(sb, fam)
     if not presenter.is_on():
         _offline_summary(sb)
     urlstate.publish()
@@ -189,20 +189,23 @@ def model_picker() -> ModelSpec | None:
 
 
 
-def _chinese_suggestion(sb, current_family: str) -> None:
-    """With 中文 chosen: offer the Chinese checkpoints that can be had here (bundled, a local folder, the HF cache,
-    or a download from a Hub that answers now), or say why they cannot."""
+def _chinese_suggestion(sb) -> None:
+    """With 中文 chosen: offer the Chinese checkpoints that can be had here, the bundled Chinese-capable model first
+    (it works offline), then the Hub's (a local folder, the HF cache, or a download from a Hub that answers now),
+    or say why the Hub's cannot be had."""
     zh = [(f.key, c.id) for f in FAMILIES.values() for c in f.checkpoints if c.language == "zh"]
+    own = [(fam, cid) for fam, cid in chinese_bundled() if can_have_now(resolve(cid).source)]
     current = st.session_state.get(state.CHECKPOINT)
-    if any(cid == current for _, cid in zh) or presenter.pinned():
+    if any(cid == current for _, cid in own + zh) or presenter.pinned():
         return
-    here = [(fam, cid) for fam, cid in zh if can_have_now(resolve(cid).source)]
+    here = own + [(fam, cid) for fam, cid in zh if can_have_now(resolve(cid).source)]
     if here:
         sb.info(t("sidebar.zh_suggest"))
         for fam, cid in here:
             sb.button(cid, key=f"sidebar.zh.{cid}", on_click=pick, args=(fam, cid), icon=":material/translate:")
-    else:
-        sb.caption(t("sidebar.zh_unavailable", ids=", ".join(f"`{cid}`" for _, cid in zh)))
+    if len(here) == len(own):  # none of the Hub's: why (the bundled one, if any, still reads Chinese)
+        sb.caption(t("zh_walk.hub_unavailable" if own else "sidebar.zh_unavailable",
+                     ids=", ".join(f"`{cid}`" for _, cid in zh)))
 
 
 def _offline_summary(sb) -> None:

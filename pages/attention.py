@@ -6,6 +6,7 @@ from app.kit.i18n import explain, t
 from app.kit.loaders import get_model, model_or_error
 from app.kit.render import mini_note
 from app.kit.flow import end_page
+from app.kit.zh_examples import fill_default
 from app.views.inspect import ablation as render_ablation, attention as ra
 from core.inspect.attention import AttentionConfig, compare_attention, compute_attention, head_stats
 from core.models.loading import ModelSpec
@@ -17,8 +18,9 @@ INPUTS = (urlstate.Field(K("text")), urlstate.Field(K("pair"), "bool"), urlstate
 
 # A link restores the text and the view options; the result-dependent fields are bound once the result is known.
 restored = urlstate.bind(INPUTS + ra.option_fields())
-for name, default in (("text", DEFAULT_TEXT), ("pair", False), ("text_b", "")):
+for name, default in (("pair", False), ("text_b", "")):
     st.session_state.setdefault(K(name), default)
+fill_default(K("text"), DEFAULT_TEXT, "attention")  # Chinese in 中文 with a Chinese-capable model
 
 st.title(t("attention.title"))
 st.caption(t("attention.intro"))

@@ -12,6 +12,7 @@ from app.kit.loaders import model_or_error
 from app.kit.render import as_text, current_result, job_for, run_or_error, shorten
 from app.kit.uploads import upload_box
 from app.kit.flow import end_page
+from app.kit.zh_examples import chinese_examples
 from app.views.represent.corpus_search import PAGE, K, depth_label, show_index, show_result
 from core.base.messages import carry
 from core.base.settings import current as server_settings
@@ -43,6 +44,7 @@ if lm is None:
     end_page()
 
 cap = max_sentences_allowed()
+lang = "zh" if chinese_examples(lm.spec) else "en"  # the bundled corpus in the model's and the page's language
 depths = num_depths(lm)
 if st.session_state.get(K("depth")) not in range(depths):  # a model with fewer layers: its own default
     st.session_state.pop(K("depth"), None)
@@ -53,7 +55,9 @@ depth = st.select_slider(t("corpus_search.depth"), options=list(range(depths)), 
 st.caption(t("corpus_search.depth_help"))
 with st.form(K("form")):
     if source == "bundled":
-        total = bundled_size()
+        total = bundled_size(lang)
+        if lang == "zh":
+            st.caption(t("zh_walk.corpus_zh", n=f"{total:,}"))
         sample = st.number_input(t("corpus_search.sample", total=f"{total:,}"), 1, min(cap, total),
                                  min(DEFAULT_SAMPLE, cap, total), step=500, key=K("sample"),
                                  help=t("corpus_search.sample_help"))
@@ -67,14 +71,15 @@ with st.form(K("form")):
 
 
 def config(chosen: dict, at: int) -> IndexConfig:
-    return IndexConfig(chosen["source"], chosen.get("sentences", ()), depth=int(at), max_sentences=chosen.get("n", cap))
+    return IndexConfig(chosen["source"], chosen.get("sentences", ()), depth=int(at), max_sentences=chosen.get("n", cap),
+                       lang=chosen.get("lang", "en"))
 
 
 if build:  # the corpus the form names now; an error forgets the earlier one (no index stays under a bad form)
     st.session_state.pop(K("error"), None)
     try:
         if source == "bundled":
-            chosen = dict(source="bundled", n=int(sample))
+            chosen = dict(source="bundled", n=int(sample), lang=lang)
         elif source == "paste":
             chosen = dict(source="text", sentences=sentences_from_text(text))
         elif upload is None:

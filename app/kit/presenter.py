@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from app.kit.fonts import font_updates
 from app.kit.i18n import t
 
 PRESENT = "ui.present"
@@ -117,7 +118,11 @@ def _legend_names(fig) -> dict[int, str]:
 def scale(fig):
     """A plotly figure for the screen: a copy that keeps its text inside it on a phone (``_narrow_fixes``) and, in
     presenter view, has projector-size fonts (the charts are the content); the figure itself where neither
-    changes anything. The caller's figure (also the report's) is never changed."""
+    changes anything. The caller's figure (also the report's) is never changed, but for the font families it
+    gets where it names none (``app.kit.fonts``: a CJK face for Chinese labels, which the report uses too)."""
+    fonts = font_updates(fig)
+    if fonts:  # on the figure itself: a copy of a projector map costs a third of a second; the report names them too
+        fig.update_layout(**fonts)
     fixes, names = _narrow_fixes(fig), _legend_names(fig)
     if not is_on() and not fixes and not names:
         return fig

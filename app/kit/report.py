@@ -22,6 +22,7 @@ from typing import Any, Sequence
 
 import streamlit as st
 
+from app.kit.fonts import font_updates
 from app.kit.i18n import lang, t
 
 ENTRIES = "report.entries"
@@ -145,6 +146,7 @@ def report_figure(fig_json: str):
     fig.update_xaxes(automargin=True)
     fig.update_yaxes(automargin=True)
     fig.update_layout(width=PNG_WIDTH, height=max(fig.layout.height or PNG_HEIGHT, 220), autosize=False)
+    fig.update_layout(**font_updates(fig))  # a CJK face for Chinese labels (kaleido's Chromium: app/kit/fonts.py)
     _fit_y_titles(fig)
     return fig
 

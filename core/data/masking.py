@@ -4,7 +4,9 @@ BERT's recipe: select 15% of the (non-special) tokens; of the selected, 80% beco
 token and 10% stay unchanged; the loss is computed on the selected positions only (labels elsewhere are -100).
 With whole-word masking the selection is made per word and covers every sub-token of a selected word, for
 WordPiece (``##`` continuations), byte-level BPE (``Ġ`` starts a word) and Unigram (``▁`` starts a word).
-The function is the same as transformers' ``DataCollatorForLanguageModeling`` / ``DataCollatorForWholeWordMask``
+Chinese has no word markers (each character is a token of its own, or several characters one piece): there the
+words are the 词 of core.base.segment (jieba), and ``segment_starts`` moves the word starts to them from the
+tokens' character offsets. The function is the same as transformers' ``DataCollatorForLanguageModeling`` / ``DataCollatorForWholeWordMask``
 in behaviour, but takes an explicit ``torch.Generator`` so static masks, dynamic masks and evaluation masks
 are reproducible.
 """
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 import torch
 
 from core.base.messages import msg
+from core.base.segment import han_words
 from core.registry import FAMILIES
 
 IGNORE = -100
@@ -42,6 +45,32 @@ def word_starts(tokens: list[str], kind: str) -> list[bool]:
         return [not t.startswith("##") for t in tokens]
     marker = WORD_MARKERS[kind]
     return [i == 0 or t.startswith(marker) for i, t in enumerate(tokens)]
+
+
+def segment_starts(text: str, offsets, starts: list[bool]) -> list[bool]:
+    """``starts`` (from ``word_starts``, for the tokens whose character spans in ``text`` are ``offsets``) with
+    Chinese words taken from the segmenter (core.base.segment): a token belongs to the Han word (词) its first
+    non-space character falls in, so every token of one 词 continues its first one, and a token entering a new 词
+    starts a word (a lone word-start marker before it, with no character of its own, opens that word). After a
+    词, any other token with a character starts a word of its own (Chinese puts no word-start marker before
+    "。" or "Python"); everything else keeps its piece-based start. A text without Han characters gets ``starts``
+    back unchanged."""
+    spans = han_words(text)
+    if not spans:
+        return list(starts)
+    word_at = {i: k for k, (a, b) in enumerate(spans) for i in range(a, b)}
+    out, prev_word, prev_empty = [], None, False
+    for n, ((a, b), s) in enumerate(zip(offsets, starts)):
+        while a < b and text[a].isspace():
+            a += 1
+        w = word_at.get(a) if a < b else None
+        if w is not None:
+            s = n == 0 or (w != prev_word and not (prev_empty and out[-1]))
+        elif a < b and prev_word is not None:
+            s = True
+        out.append(bool(s))
+        prev_word, prev_empty = w, a >= b
+    return out
 
 
 def word_index(starts: list[bool]) -> list[int]:

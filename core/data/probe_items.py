@@ -11,6 +11,9 @@ from core.base.messages import msg
 from core.base.paths import REPO_ROOT
 
 PROBE_PATH = REPO_ROOT / "tests" / "data" / "everyday_probe.tsv"
+# The everyday-Chinese probe: the same format, one Han character per blank (scripts/build_corpus_zh.py keeps its
+# sentences out of the Chinese corpus)
+ZH_PROBE_PATH = REPO_ROOT / "tests" / "data" / "everyday_probe_zh.tsv"
 
 
 @dataclass(frozen=True)

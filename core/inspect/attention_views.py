@@ -7,8 +7,10 @@
   over its pieces (each piece's row is a distribution, so their mean is one too). Rows still sum to 1.
 - ``word_groups``: which pieces make a word. It reads the fast tokenizer's own ``word_ids()`` and offsets, so it
   is the same for WordPiece (``##``), byte-level BPE (``Ġ``) and SentencePiece (``▁``): piece strings are never
-  parsed. Chinese, Japanese and Korean characters are a word each (byte-level BPE keeps a run of them as one
-  pre-token, and a character's bytes are several pieces: they are grouped back by the character they start in).
+  parsed. Chinese words are the 词 of core.base.segment (jieba): a piece belongs to the 词 its first character
+  falls in, whatever word ids the tokenizer gave (BERT gives each character its own). Japanese and Korean
+  characters are a word each (byte-level BPE keeps a run of them as one pre-token, and a character's bytes are
+  several pieces: they are grouped back by the character they start in).
   Special tokens ([CLS], [SEP], <s>, </s>) stay words of their own.
 
 Pure numpy on ``core.inspect.attention.AttentionResult.attentions`` (layers, heads, seq, seq), plus one tokenizer call.
@@ -21,12 +23,14 @@ from typing import Sequence
 import numpy as np
 
 from core.base.messages import msg
+from core.base.segment import han_words
 from core.base.text import display_piece, strip_typed_specials
 from core.inspect.attention import AttentionConfig
 
 HOW = ("sum", "mean")
 DIRECTIONS = ("from", "to")
-# Characters written without spaces between words: each one is a word here (the ranges core/predict/fill_mask.words uses).
+# Characters written without spaces between words: each one is a word here unless it is in a Chinese 词
+# (the ranges core/predict/fill_mask.words uses).
 _CJK_RANGES = ((0x3040, 0x30FF), (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF), (0xAC00, 0xD7AF),
                (0x20000, 0x2FFFF))
 
@@ -111,8 +115,23 @@ def group_words(tokens: Sequence[str], word_ids: Sequence[int | None], sequence_
     """Words from a fast tokenizer's encoding (pure: ``tokens``, ``word_ids()``, ``sequence_ids()``, offsets, and
     the one or two texts the offsets point into). A position whose word id is None is a special token."""
     keys: list[tuple] = []
+    han = [{i: k for k, (lo, hi) in enumerate(han_words(t)) for i in range(lo, hi)} for t in texts]
+    last_han: dict[tuple, tuple] = {}
     for i, (w, s, (a, b)) in enumerate(zip(word_ids, sequence_ids, offsets)):
-        keys.append(("special", i) if w is None else ("word", s or 0, w))
+        if w is None:
+            keys.append(("special", i))
+            continue
+        k = ("word", s or 0, w)
+        text, table = (texts[k[1]], han[k[1]]) if k[1] < len(texts) else ("", {})
+        while a < min(b, len(text)) and text[a].isspace():
+            a += 1
+        if a < b and a in table:  # a piece of a Chinese 词: grouped by the 词, across the tokenizer's word ids
+            last_han[k] = ("han", k[1], table[a])
+            keys.append(last_han[k])
+        elif a >= b and k in last_han:  # a byte piece with no character of its own, inside a 词
+            keys.append(last_han[k])
+        else:
+            keys.append(k)
     # split words that contain CJK characters into one word per character (by the character a piece starts in)
     spans: dict[tuple, tuple[int, int]] = {}
     for k, (a, b) in zip(keys, offsets):

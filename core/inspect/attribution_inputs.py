@@ -179,7 +179,7 @@ def prepare(lm: LoadedModel, cfg: AttributionConfig) -> Prepared:
             raise NotApplicable(msg("attribution.model_has_masked_language"))
         mask_pos = (ids[0] == tok.mask_token_id).nonzero().flatten().tolist()
         if not mask_pos:
-            raise ValueError(msg("attribution.text_has_mask_put", mask_token=fam.mask_token))
+            raise ValueError(msg("attribution.text_has_mask_put", mask_token=tok.mask_token))  # hfl: [MASK]
         if cfg.mask_index >= len(mask_pos):
             raise ValueError(msg("attribution.text_has_mask_s", n_mask_pos=len(mask_pos), p=cfg.mask_index + 1))
         pos = mask_pos[cfg.mask_index]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from core.data.probe_items import ProbeItem, load_probe
+from core.data.probe_items import ZH_PROBE_PATH, ProbeItem, load_probe
 from core.models import packed_linear
 from core.models.loading import LoadedModel, ModelSpec, load
 from core.predict.fill_mask import FillMaskConfig, fill_mask_batch
@@ -72,11 +72,17 @@ def during_training(family: str, items: tuple[ProbeItem, ...] | None = None):
     return on_eval
 
 
-def main() -> int:  # python -m core.predict.everyday_probe: the four bundled minis' scores
+__all__ = ["ZH_PROBE_PATH", "ProbeScore", "score", "during_training"]
+
+
+def main() -> int:  # python -m core.predict.everyday_probe: every bundled model on the English and Chinese probes
+    zh = load_probe(ZH_PROBE_PATH)
+    print(f"{'model':28s} {'English top-1 / top-5':>22s}   {'Chinese top-1 / top-5':>22s}")
     for fam in (f.key for f in bundled_families()):
         lm = load(ModelSpec(fam, bundled_id(fam), "cpu"), "mlm")
-        s = score(lm)
-        print(f"{bundled_id(fam):28s} top-1 {s.top1:6.1%}  top-5 {s.topk:6.1%}  ({s.items} sentences)")
+        en, cn = score(lm), score(lm, zh)
+        print(f"{bundled_id(fam):28s} {en.top1:9.1%} / {en.topk:6.1%}   {cn.top1:9.1%} / {cn.topk:6.1%}")
+    print(f"({len(load_probe())} English and {len(zh)} Chinese sentences; tests/data/everyday_probe*.tsv)")
     return 0
 
 

@@ -21,6 +21,7 @@ from core import registry
 from core.base import text as text_rules
 from core.base.messages import Problem, msg
 from core.base.paths import ASSETS
+from core.base.segment import regroup
 from core.base.settings import current
 from core.models import loading as models
 from core.models.loading import LoadedModel
@@ -157,8 +158,9 @@ def count_masks(text: str) -> int:
 
 
 def words(text: str) -> tuple[Word, ...]:
-    """The words a user can pick for whole-word masking (letters/digits; each CJK character is a word)."""
-    return tuple(Word(m.group(), m.start(), m.end()) for m in _WORD.finditer(text))
+    """The words a user can pick for whole-word masking: letters/digits; Chinese 词 from the segmenter
+    (core.base.segment: 中国, 首都, 北京); each other CJK character (kana, hangul) a word."""
+    return tuple(Word(text[a:b], a, b) for a, b in regroup(text, [m.span() for m in _WORD.finditer(text)]))
 
 
 def to_model_text(text: str, mask_token: str) -> tuple[str, tuple[str, ...]]:
@@ -170,8 +172,43 @@ def to_model_text(text: str, mask_token: str) -> tuple[str, tuple[str, ...]]:
     return MASK_PATTERN.sub(lambda _: mask_token, text), tuple(notes)
 
 
-def _script_notes(text: str, pieces: Sequence[str], offsets: Sequence[tuple[int, int]], tok) -> list[str]:
-    """Say what the tokenizer did with emoji, CJK, right-to-left and combining characters."""
+def _cjk(c: str) -> bool:
+    return unicodedata.east_asian_width(c) == "W" and c.isalpha()
+
+
+HAN_VOCAB = 2500  # Han pieces a Chinese vocabulary holds at least (the 2,500 common characters; bert-base-uncased: 488)
+_HAN_PIECES: dict[int, int] = {}  # id(tokenizer) -> its Han pieces (bounded: a few tokenizers per process)
+
+
+def _han_pieces(tok) -> int:
+    key = id(tok)
+    if key not in _HAN_PIECES:
+        if len(_HAN_PIECES) > 32:
+            _HAN_PIECES.clear()
+        vocab = getattr(tok, "get_vocab", dict)()
+        _HAN_PIECES[key] = sum(1 for p in vocab if (w := p.lstrip("#▁Ġ")) and all("\u4e00" <= c <= "\u9fff" for c in w))
+    return _HAN_PIECES[key]
+
+
+def reads_cjk(checkpoint: str, text: str, pieces: Sequence[str], offsets: Sequence[tuple[int, int]], tok) -> bool:
+    """Whether the model reads the CJK characters of ``text`` as text: a checkpoint the registry knows by its language
+    (zh or multi: the bundled XLM-R, bert-base-chinese, hfl's...; en: the minis); any other by its tokenizer, which
+    must keep every CJK character inside a piece of its own text (not [UNK], not a byte-level piece) and hold a
+    Chinese vocabulary (HAN_VOCAB pieces: bert-base-uncased's few hundred characters are not one)."""
+    lang = registry.language_of(checkpoint)
+    if lang is not None:
+        return lang in registry.CHINESE_LANGUAGES
+    unk = getattr(tok, "unk_token", None)
+    for i, c in enumerate(text):
+        if _cjk(c) and not any(s <= i < e and p != unk and c in p for p, (s, e) in zip(pieces, offsets)):
+            return False
+    return _han_pieces(tok) >= HAN_VOCAB
+
+
+def _script_notes(text: str, pieces: Sequence[str], offsets: Sequence[tuple[int, int]], tok,
+                  checkpoint: str = "") -> list[str]:
+    """Say what the tokenizer did with emoji, CJK (unless the model reads it: ``reads_cjk``), right-to-left and
+    combining characters."""
     notes: list[str] = []
     unk = tok.unk_token
     lost = sorted({text[s:e] for p, (s, e) in zip(pieces, offsets) if p == unk and e > s})
@@ -182,7 +219,7 @@ def _script_notes(text: str, pieces: Sequence[str], offsets: Sequence[tuple[int,
     if emoji and not lost:
         n = sum(1 for p, (s, e) in zip(pieces, offsets) if any(unicodedata.category(c) == "So" for c in text[s:e]))
         notes.append(msg("fill_mask.note_emoji", emoji="".join(dict.fromkeys(emoji)), n=n))
-    if any(unicodedata.east_asian_width(c) == "W" and c.isalpha() for c in text):
+    if any(_cjk(c) for c in text) and not reads_cjk(checkpoint, text, pieces, offsets, tok):
         notes.append(msg("fill_mask.note_cjk"))
     if any(unicodedata.bidirectional(c) in ("R", "AL") for c in text):
         notes.append(msg("fill_mask.note_rtl"))
@@ -275,7 +312,7 @@ def encode(lm: LoadedModel, cfg: FillMaskConfig) -> Encoded:
     enc = tok(model_text, add_special_tokens=False, return_offsets_mapping=True)
     ids, offsets = list(enc["input_ids"]), [tuple(o) for o in enc["offset_mapping"]]
     pieces = tok.convert_ids_to_tokens(ids)
-    notes = list(notes) + _script_notes(model_text, pieces, offsets, tok)
+    notes = list(notes) + _script_notes(model_text, pieces, offsets, tok, lm.spec.checkpoint)
     originals, masked_word = None, None
     if cfg.word is not None:
         w = words(model_text)[cfg.word]

@@ -108,6 +108,30 @@ def bundled_id(family_key: str) -> str:
     return f"encoderlab/{f.bundled}"
 
 
+CHINESE_LANGUAGES = ("zh", "multi")  # a Checkpoint.language / Family.bundled_language that reads Chinese
+
+
+def language_of(checkpoint: str) -> str | None:
+    """The language a known checkpoint reads ("en", "zh", "multi"): an official one's, or a bundled model's
+    (``encoderlab/NAME``: its family's ``bundled_language``); None for any other checkpoint (a folder, a Hub id)."""
+    info = checkpoint_info(checkpoint)
+    if info is not None:
+        return info.language
+    return next((f.bundled_language for f in FAMILIES.values() if f.bundled and checkpoint == bundled_id(f.key)),
+                None)
+
+
+def reads_chinese(checkpoint: str) -> bool:
+    """Whether a known checkpoint was trained on Chinese (its language is zh or multi)."""
+    return language_of(checkpoint) in CHINESE_LANGUAGES
+
+
+def chinese_bundled() -> list[tuple[str, str]]:
+    """(family, id) of the bundled models that read Chinese (offered first in 中文)."""
+    return [(f.key, bundled_id(f.key)) for f in FAMILIES.values()
+            if f.bundled and f.bundled_language in CHINESE_LANGUAGES]
+
+
 def piece_kind(tokenizer, family_key: str | None = None) -> str:
     """How this tokenizer marks words: "wordpiece", "bpe" or "unigram", read from the tokenizer's own model, so a
     checkpoint on another family's vocabulary (hfl's Chinese RoBERTa is WordPiece) is read right. The family's

@@ -13,6 +13,8 @@ FAMILY = Family(
         Checkpoint("bert-base-uncased", "bert", 110, "110M (BERT-Base)"),
         Checkpoint("bert-large-uncased", "bert", 340, "340M, also quoted as 334M (BERT-Large)"),
         Checkpoint("bert-base-chinese", "bert", None, language="zh"),
+        Checkpoint("hfl/chinese-macbert-base", "bert", None, language="zh", mlm_as_correction=True,
+                   note="MacBERT: whole-word and n-gram masking with similar words in place of [MASK]"),
     ),
     bundled="bert-mini", base_checkpoint="bert-base-uncased",
     summary="Bidirectional Transformer encoder; MLM (15%, 80/10/10) + NSP; WordPiece 30K.",

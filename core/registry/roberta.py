@@ -15,6 +15,8 @@ FAMILY = Family(
         Checkpoint("roberta-large", "roberta", 355, "355M (not in the articles; paper figure)"),
         Checkpoint("hfl/chinese-roberta-wwm-ext", "roberta", None, language="zh", model_type="bert",
                    note="RoBERTa-style training (whole-word masking, no NSP) on BERT code and a WordPiece vocab"),
+        Checkpoint("hfl/rbt3", "roberta", None, language="zh", model_type="bert",
+                   note="RoBERTa-wwm-ext cut to its first 3 layers and trained on: BERT code, WordPiece vocab"),
     ),
     bundled="roberta-mini", base_checkpoint="roberta-base",
     summary="BERT retrained longer on 10x data; no NSP; dynamic masking; byte-level BPE 50K.",

@@ -26,6 +26,9 @@ class Checkpoint:
     language: str = "en"
     model_type: str | None = None  # architecture when it differs from the family's (hfl's RoBERTa is BERT code)
     note: str = ""
+    # pretrained with similar words in place of [MASK] (MacBERT's "MLM as correction"): its MLM head never saw a mask
+    # token, so what it puts behind one is not a meaningful fill-mask answer (Fill-mask says so)
+    mlm_as_correction: bool = False
 
 
 @dataclass(frozen=True)
@@ -102,3 +105,6 @@ class Family:
     # --- the architecture as the Models page shows it, from a config: (label, config key) pairs present in it
     config_facts: tuple[tuple[str, str], ...] = ()
     generic: bool = False  # derived from a checkpoint's own config and tokenizer (core.registry.generic)
+    # the languages the bundled model reads, as Checkpoint.language ("en", "zh", "multi"): a Chinese-capable bundled
+    # model ("zh" or "multi") is offered first in 中文 and gets Chinese examples (core.registry.reads_chinese)
+    bundled_language: str = "en"

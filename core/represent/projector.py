@@ -41,9 +41,9 @@ from threadpoolctl import threadpool_limits
 
 from core.base.messages import msg
 from core.models.loading import LoadedModel, ModelSpec, load
-from core.represent.bundled_corpus import corpus_sentences
+from core.represent.bundled_corpus import LANGS as BUNDLED_LANGS, corpus_sentences
 from core.represent.projector_maps import depth_maps, map_threads, normalise
-from core.represent.token_vectors import MAX_SENTENCES, WORD_RE, num_depths, token_vectors
+from core.represent.token_vectors import MAX_SENTENCES, num_depths, sentence_words, token_vectors
 
 WHATS = ("word", "sample")
 CORPORA = ("bundled", "text")
@@ -82,8 +82,11 @@ class ProjectorConfig:
     max_points: int = DEFAULT_POINTS
     seed: int = 0
     max_length: int = 128  # tokens per sentence
+    lang: str = "en"  # the bundled corpus's language: "zh" reads assets/corpus/zh (held-out split)
 
     def __post_init__(self) -> None:
+        if self.lang not in BUNDLED_LANGS:
+            raise ValueError(msg("projector.unknown_corpus_use_bundled", corpus=self.lang))
         if self.what not in WHATS:
             raise ValueError(msg("projector.project_use_word_one", what=self.what))
         if self.corpus not in CORPORA:
@@ -107,8 +110,7 @@ class ProjectorConfig:
             w = self.word.strip() if isinstance(self.word, str) else ""
             if not w:
                 raise ValueError(msg("projector.type_word_look_example"))
-            parts = WORD_RE.findall(w)
-            if len(parts) != 1 or parts[0] != w:
+            if sentence_words(w) != [(0, len(w))]:  # one word (a Chinese 词 is one: 北京)
                 raise ValueError(msg("projector.not_one_word_give", w=w))
             object.__setattr__(self, "word", w)
         if self.corpus == "text" and not (isinstance(self.text, str) and self.text.strip()):
@@ -209,9 +211,15 @@ def color_groups(p: Projection, color: str, depth: int, top: int = NEXT_WORD_COL
 
 
 # ---------------------------------------------------------------------------------------------- text
-@functools.lru_cache(maxsize=1)  # one corpus, ~48k lines: read once per process
-def _bundled() -> tuple[str, ...]:
-    return tuple(corpus_sentences("train"))
+@functools.lru_cache(maxsize=2)  # one corpus per language (English: ~48k lines), read once per process
+def _bundled(lang: str = "en") -> tuple[str, ...]:
+    # Chinese: the zh corpus's held-out split (never trained on by the bundled XLM-R), as corpus search reads it
+    return tuple(corpus_sentences("heldout" if lang == "zh" else "train", lang))
+
+
+def bundled_count(lang: str = "en") -> int:
+    """Sentences of the bundled corpus the projector reads in ``lang``."""
+    return len(_bundled(lang))
 
 
 def split_text(text: str) -> list[str]:
@@ -225,7 +233,7 @@ def split_text(text: str) -> list[str]:
 def corpus_of(cfg: ProjectorConfig) -> list[str]:
     """The sentences the config reads. Raises ValueError for no text or too many sentences."""
     if cfg.corpus == "bundled":
-        return list(_bundled())
+        return list(_bundled(cfg.lang))
     sents = split_text(cfg.text)
     if not sents:
         raise ValueError(msg("projector.text_empty_paste_upload"))
@@ -238,12 +246,12 @@ def _count(sentence: str, w: str) -> int:
     low = sentence.lower()
     if w not in low:
         return 0
-    return sum(1 for m in WORD_RE.finditer(low) if m.group() == w)
+    return sum(1 for a, b in sentence_words(low) if low[a:b] == w)
 
 
 def absent_message(word: str, sentences: Sequence[str], corpus: str) -> str:
     """What to say when ``word`` is not in the sentences: near spellings that are (difflib), and how to add text."""
-    vocab = {m.group().lower() for s in sentences for m in WORD_RE.finditer(s)}
+    vocab = {s[a:b].lower() for s in sentences for a, b in sentence_words(s)}
     near = difflib.get_close_matches(word.lower(), sorted(vocab), n=5, cutoff=0.75)
     where = msg("projector.where_bundled" if corpus == "bundled" else "projector.where_yours")
     if near:
@@ -279,7 +287,7 @@ def pick_sentences(cfg: ProjectorConfig, sentences: Sequence[str]) -> tuple[list
     for i in order:
         if n >= cfg.max_points or len(keep) >= MAX_SENTENCES:
             break
-        c = len(WORD_RE.findall(sentences[i]))
+        c = len(sentence_words(sentences[i]))
         if c:
             keep.append(sentences[i])
             n += c
@@ -334,7 +342,7 @@ def project(lm: LoadedModel, cfg: ProjectorConfig,
     for r in rows:
         s = int(tv.sentence_ids[r])
         if s not in spans_of:
-            spans_of[s] = [m.span() for m in WORD_RE.finditer(tv.sentences[s])]
+            spans_of[s] = sentence_words(tv.sentences[s])
         lft, rgt, nxt = _context(tv.sentences[s], int(tv.word_index[r]), spans_of[s], width)
         left.append(lft)
         right.append(rgt)

@@ -8,8 +8,9 @@ one row per word instead (the mean of its pieces), which is what "the vectors of
 
 transformers has no corpus-level feature extractor that keeps word alignment (the ``feature-extraction`` pipeline
 returns one padded array per text, with specials and no word ids), so the batching and the alignment are here. Words
-are the same for every family: runs of letters/digits, each CJK character and each punctuation mark on its own
-(``WORD_RE``). The
+are the same for every family: runs of letters/digits, each punctuation mark on its own, each CJK character on
+its own except Chinese ones, which make up the 词 of core.base.segment (``sentence_words``: ``WORD_RE`` regrouped
+by jieba). The
 tokenizers' own ``word_ids()`` would disagree (ALBERT's Metaspace keeps "muddy." as one word, with its leading
 space); a piece belongs to the word its first non-space character falls in (from the fast tokenizer's offsets).
 """
@@ -23,13 +24,20 @@ from typing import Callable, Sequence
 import numpy as np
 
 from core.base.messages import msg
+from core.base.segment import regroup
 from core.models.loading import LoadedModel
 from core.registry.shape import shape
 
 MAX_SENTENCES = 20_000  # the largest corpus a page may index (issue #18: up to 20k sentences)
 UNITS = ("piece", "word")
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
-WORD_RE = re.compile(rf"[{_CJK}]|[^\W{_CJK}]+|[^\w\s]")  # a CJK character is a word of its own, as BERT splits it
+WORD_RE = re.compile(rf"[{_CJK}]|[^\W{_CJK}]+|[^\w\s]")  # a CJK character apart, as BERT splits it (then: 词)
+
+
+def sentence_words(text: str) -> list[tuple[int, int]]:
+    """Character spans of the words of ``text`` as everything built on these vectors counts them: ``WORD_RE``'s,
+    with Chinese characters regrouped into their 词 (core.base.segment: 北京 is one word, not two)."""
+    return regroup(text, [m.span() for m in WORD_RE.finditer(text)])
 
 
 @dataclass(frozen=True, eq=False)
@@ -136,7 +144,7 @@ def token_vectors(lm: LoadedModel, sentences: Sequence[str], layers: Sequence[in
     # Per sentence: which positions are kept (non-special, not empty), the word each falls in and the words' spans.
     keep_pos, word_of, span_of = {}, {}, {}
     for i, sent in enumerate(sentences):
-        spans = [m.span() for m in WORD_RE.finditer(sent)]
+        spans = sentence_words(sent)
         word_starts = [a for a, _ in spans]
         special = enc["special_tokens_mask"][i]
         offs = enc["offset_mapping"][i]

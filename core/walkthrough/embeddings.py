@@ -87,7 +87,10 @@ def embedding_parts(lm: LoadedModel, text: str, text_b: str | None = None) -> Em
     seq = ids.shape[1]
     seg_table = getattr(emb, "token_type_embeddings", None)
     type_vocab = int(seg_table.num_embeddings) if seg_table is not None else 0
-    segments = "none" if seg_table is None else ("single" if type_vocab == 1 else "ab")
+    # A/B segments only when the tokenizer gives them: a table of two rows behind a tokenizer without token type ids
+    # (the bundled XLM-R: multilingual-e5 keeps MiniLM's two rows) adds its first row to every token, as RoBERTa's one
+    gives_types = "token_type_ids" in getattr(tok, "model_input_names", ("token_type_ids",))
+    segments = "none" if seg_table is None else ("ab" if type_vocab > 1 and gives_types else "single")
     types = enc.get("token_type_ids")
     if types is None or segments != "ab":
         types = torch.zeros_like(ids)

@@ -3,14 +3,15 @@
 ``corrupt`` and ``masking_shares`` show BERT's masking on one sentence with the very function pretraining uses
 (``core.data.masking.mask_tokens``): 15% of the non-special tokens selected, of those 80% replaced by the
 mask token, 10% by a random token, 10% left unchanged; a new ``torch.Generator`` seed gives a new (dynamic) mask;
-whole-word masking selects every sub-token of a word together.
+whole-word masking selects every sub-token of a word together, and every token of a Chinese 词 (core.base.segment).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from core.base.messages import msg
-from core.data.masking import IGNORE, mask_tokens, word_index, word_starts
+from core.base.segment import has_han
+from core.data.masking import IGNORE, mask_tokens, segment_starts, word_index, word_starts
 from core.models.loading import LoadedModel
 from core.registry import piece_kind
 from core.walkthrough.embeddings import MAX_TEXT_TOKENS
@@ -53,7 +54,10 @@ def _prepare(lm: LoadedModel, text: str):
     tok = lm.tokenizer
     if tok.mask_token_id is None:
         raise ValueError(msg("walkthrough.tokenizer_has_mask_token", checkpoint=lm.spec.checkpoint))
-    ids = tok(text, truncation=True, max_length=min(MAX_TEXT_TOKENS, lm.max_tokens), return_tensors="pt")["input_ids"]
+    chinese = has_han(text) and getattr(tok, "is_fast", False)  # 词 need the tokens' character offsets
+    enc = tok(text, truncation=True, max_length=min(MAX_TEXT_TOKENS, lm.max_tokens), return_tensors="pt",
+              return_offsets_mapping=chinese)
+    ids = enc["input_ids"]
     special = torch.tensor([tok.get_special_tokens_mask(ids[0].tolist(), already_has_special_tokens=True)],
                            dtype=torch.bool)  # (1, seq)
     tokens = tok.convert_ids_to_tokens(ids[0].tolist())
@@ -61,6 +65,8 @@ def _prepare(lm: LoadedModel, text: str):
     words = list(range(len(tokens)))
     if inner:
         starts = word_starts([tokens[i] for i in inner], piece_kind(tok, lm.spec.family))
+        if chinese:
+            starts = segment_starts(text, [tuple(enc["offset_mapping"][0, i].tolist()) for i in inner], starts)
         for i, first in zip(inner, word_index(starts)):
             words[i] = inner[first]
     return ids, special, tokens, torch.tensor([words]), len(tok)

@@ -20,7 +20,8 @@ def carded_zoo(tiny_models, tmp_path, monkeypatch):
     for fam, name in BUNDLED_NAMES.items():
         dst = zoo / name
         shutil.copytree(tiny_models[fam], dst)
-        shutil.copy(ASSETS / "models" / BUNDLED_NAMES[fam] / "encoderlab_card.json", dst)
+        if (card := ASSETS / "models" / name / "encoderlab_card.json").exists():  # xlmr-e5-small: once trained
+            shutil.copy(card, dst)
     monkeypatch.setenv("ENCODERLAB_ZOO", str(zoo))
     return zoo
 
@@ -62,7 +63,9 @@ def test_the_committed_cards_heads():
     from app.kit.render import head_learned
     from core.models.cards import bundled_card
 
-    for fam, name in BUNDLED_NAMES.items():
+    from core.registry.pretraining import zoo_recipes
+
+    for name in zoo_recipes():  # the zoo's minis (the bundled XLM-R's card has no unigram bar: test_zh_walk.py)
         assert head_learned(f"encoderlab/{name}", "mlm") is True, name
     assert head_learned("encoderlab/bert-mini", "nsp") is True
     held = bundled_card("encoderlab/albert-mini")["heldout"]

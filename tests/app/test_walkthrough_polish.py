@@ -41,7 +41,8 @@ def carded_zoo(tiny_models, tmp_path, monkeypatch):
     for fam, name in BUNDLED_NAMES.items():
         dst = zoo / name
         shutil.copytree(tiny_models[fam], dst)
-        shutil.copy(ASSETS / "models" / name / "encoderlab_card.json", dst)
+        if (card := ASSETS / "models" / name / "encoderlab_card.json").exists():  # xlmr-e5-small: once trained
+            shutil.copy(card, dst)
     # albert-mini's SOP numbers as they were before #16's retraining (46.6% against a 53.4% majority), so the
     # steps' "did not learn" note is tested whatever the committed card says; the tests below also set a learned one
     card, path = _albert_card(zoo)

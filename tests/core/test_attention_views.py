@@ -117,8 +117,9 @@ def test_word_view_for_a_pair(loaded):
     assert b is not None and g.words[b] == "It" and g.groups[b][0] == r.sentence_b_start
 
 
-def test_word_view_chinese_each_character_is_a_word(loaded):
-    """Chinese with the WordPiece tokenizer and a byte-level BPE one: one word per character either way."""
+def test_word_view_chinese_words_are_the_segmenters(loaded):
+    """Chinese with the WordPiece tokenizer and a byte-level BPE one: the words are the 词 of core.base.segment
+    (喜欢 is one word of two characters) either way, punctuation a word of its own."""
     text = "我喜欢猫。"
     for fam in ("bert", "roberta"):
         lm = loaded[fam]
@@ -127,7 +128,7 @@ def test_word_view_chinese_each_character_is_a_word(loaded):
         g = word_groups(lm.tokenizer, cfg)
         chars = [w for w, s in zip(g.words, g.special) if not s]
         assert "".join(chars) == text, (fam, g.words)
-        assert all(len(c) == 1 for c in chars), (fam, g.words)
+        assert chars == ["我", "喜欢", "猫", "。"], (fam, g.words)
         if fam == "roberta":  # bytes: three pieces per character, merged back
             assert any(len(grp) > 1 for grp, s in zip(g.groups, g.special) if not s)
         np.testing.assert_allclose(word_attention(r.attentions, g).sum(-1), 1.0, atol=5e-3)

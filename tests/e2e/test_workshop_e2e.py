@@ -49,11 +49,39 @@ def test_a_shared_link_shows_the_same_prediction(page, browser):
         ctx.close()
 
 
+# Each Han character of an element's text drawn on a canvas in the element's own font, compared with the missing-glyph
+# box (U+10FFFD, a private-use code point no font draws) and with each other: where no font has the characters,
+# they all come out as that same box (#30: "Chinese glyphs show as empty boxes").
+GLYPHS_JS = """el => {
+  const cs = getComputedStyle(el);
+  const canvas = document.createElement('canvas');
+  canvas.width = 64; canvas.height = 64;
+  const ctx = canvas.getContext('2d');
+  const draw = s => {
+    ctx.clearRect(0, 0, 64, 64);
+    ctx.font = `${cs.fontWeight} 40px ${cs.fontFamily}`;
+    ctx.textBaseline = 'top';
+    ctx.fillText(s, 4, 4);
+    return ctx.getImageData(0, 0, 64, 64).data.join(',');
+  };
+  const han = [...new Set([...el.textContent].filter(c => /\\p{Script=Han}/u.test(c)))].slice(0, 8);
+  const box = draw('\\u{10FFFD}');
+  const drawn = han.map(draw);
+  return {font: cs.fontFamily, han: han.join(''), boxes: han.filter((c, i) => drawn[i] === box).join(''),
+          distinct: new Set(drawn).size};
+}"""
+
+
 def test_chinese_interface(page):
     open_page(page, "fill-mask?lang=zh")
     nav = page.locator('[data-testid="stSidebarNav"]')
     assert catalog()["nav.fill_mask"]["zh"] in nav.inner_text()
     assert catalog()["sidebar.family"]["zh"] in page.locator('[data-testid="stSidebar"]').inner_text()
+    # the Chinese labels are drawn with real glyphs, not the missing-glyph box (a CJK font is installed and reached)
+    for where in ('[data-testid="stSidebarNav"]', '[data-testid="stMain"] h1'):
+        got = page.locator(where).first.evaluate(GLYPHS_JS)
+        assert len(got["han"]) >= 2, got
+        assert not got["boxes"] and got["distinct"] == len(got["han"]), f"Chinese drawn as boxes in {where}: {got}"
     screenshot(page, "zh")
 
 

@@ -33,7 +33,7 @@ from app.views.inspect.attention_figures import (
     stat_label,
     thumbnail_grid,
 )
-from app.views.inspect.bertviz_embed import build_view, fit_payload
+from app.views.inspect.bertviz_embed import CONTROLS, LAYOUTS, build_view, default_layout, fit_payload
 from core.inspect import attention as A
 from core.inspect.attention_views import DIRECTIONS, HOW, SelectionConfig, selection_attention, word_attention
 from core.registry import FAMILIES, bundled_families, bundled_id, family
@@ -105,7 +105,7 @@ def settings_box(label: str, expanded: bool = False):
 
 
 VIEW_KEYS = ("range", "layers", "heads", "layer", "head", "qk.layer", "qk.head", "qk.token", "mix.layer", "flow",
-             "w.sel.words", "w.sel.tokens")
+             "w.sel.words", "w.sel.tokens", "layout")
 
 
 def reset_view_state() -> None:
@@ -146,8 +146,10 @@ def show(fig: go.Figure, name: str, **kw):
 # ---------------------------------------------------------------------------------------------- sections
 @st.cache_data(max_entries=6, show_spinner=False)
 def cached_view(kind: str, att: np.ndarray, labels: tuple[str, ...], b_start: int | None, layers: tuple[int, ...],
-                heads: tuple[int, ...], dark: bool, title: str = "Attention"):
-    return build_view(kind, att, list(labels), b_start, list(layers), list(heads), dark=dark, title=title)
+                heads: tuple[int, ...], dark: bool, title: str = "Attention", layout: str = "vertical",
+                controls: tuple[tuple[str, str], ...] = ()):
+    return build_view(kind, att, list(labels), b_start, list(layers), list(heads), dark=dark, title=title,
+                      layout=layout, controls=controls)
 
 
 def filters(r: A.AttentionResult) -> tuple[int, int, list[int], list[int]] | None:
@@ -182,6 +184,16 @@ def bertviz_section(r: A.AttentionResult, lo: int, hi: int, layers: list[int], h
     kind = st.segmented_control(t("attention.view"), list(VIEW_KINDS), key=K("view"), required=True,
                                 format_func=option_labels(VIEW_KINDS, lambda k: t(f"attention.view_kind.{k}")))
     kind = kind or "head"
+    layout = "vertical"
+    if kind == "head":  # a long CJK sentence opens across the page (bertviz #18); reset with each new result
+        config = st.session_state.get(K("config"))
+        st.session_state.setdefault(K("layout"), default_layout(list(r.labels[lo:hi]), getattr(config, "text", "")))
+        with presenter.settings():
+            layout = st.segmented_control(t("zh_fonts.layout"), list(LAYOUTS), key=K("layout"), required=True,
+                                          help=t("zh_fonts.layout_help"), format_func=option_labels(
+                                              LAYOUTS, lambda x: t(f"zh_fonts.layout_opt.{x}"))) or "vertical"
+        if layout == "horizontal":
+            st.caption(t("zh_fonts.horizontal_caption"))
     b = r.sentence_b_start if r.sentence_b_start is not None and lo < r.sentence_b_start < hi else None
     shipped, heads_shipped = fit_payload(layers, heads, hi - lo, b is not None)
     cut = []
@@ -194,7 +206,8 @@ def bertviz_section(r: A.AttentionResult, lo: int, hi: int, layers: list[int], h
     sub = r.attentions[:, :, lo:hi, lo:hi]
     with st.spinner(t("attention.building_view")):
         view = cached_view(kind, sub, tuple(r.labels[lo:hi]), None if b is None else b - lo, tuple(shipped),
-                           tuple(heads_shipped), dark_theme(), t("attention.view_title"))
+                           tuple(heads_shipped), dark_theme(), t("attention.view_title"), layout,
+                           tuple((c, t(f"zh_fonts.control.c{i}")) for i, c in enumerate(CONTROLS)))
     st.iframe(view.html, height=view.height, alt=f"bertviz {kind} view")  # i18n: ok (the iframe's title, not shown)
     rows = t("attention.view_rows_cut") if (lo, hi) != (0, r.n_tokens) else t("attention.view_all_tokens")
     st.caption(t("attention.view_caption", kind=t(f"attention.view_kind.{kind}"), mb=f"{view.size_bytes / 1e6:.2f}",

@@ -12,6 +12,7 @@ from app.kit import state, urlstate
 from app.kit.i18n import explain, t, t_or
 from app.kit.loaders import model_or_error
 from app.kit.render import mini_note
+from app.kit.zh_examples import fill_default
 from app.views.inspect import attribution as ra
 from core.inspect import attribution_estimate as AE, attribution_inputs as AI, attribution_methods as AM
 from core.models.cost import BACKWARD_FACTOR, ForwardTiming
@@ -111,15 +112,17 @@ def class_label(lm: LoadedModel, target: str) -> Callable[[int], str]:
 
 def defaults(prefix: str, target: str, lm: LoadedModel) -> None:
     """Widget defaults, set once (a link's values were restored into session state before this)."""
-    mask = lm.family.mask_token
+    mask = lm.tokenizer.mask_token or lm.family.mask_token  # the tokenizer's: hfl's Chinese RoBERTa is [MASK]
     text = {"mask": f"The capital of France is {mask}, a city on the Seine.", "pair": "She opened the door.",
             "class": "The film was a delight from start to finish.",
             "token": "Anna flew from Paris to Tokyo on Monday."}[target]
     for name, value in ((f"{prefix}.methods", DEFAULT_METHODS), (f"{prefix}.baseline", "pad"),
                         (f"{prefix}.n_steps", 50), (f"{prefix}.ibs", 50), (f"{prefix}.samples", 200),
-                        (f"{prefix}.mask_index", 1), (f"{prefix}.word_index", 1), ("layer_steps", 20),
-                        ("text_b", "It creaked loudly."), (f"text.{target}", text)):
+                        (f"{prefix}.mask_index", 1), (f"{prefix}.word_index", 1), ("layer_steps", 20)):
         st.session_state.setdefault(K(name), value)
+    # the texts: Chinese ones in 中文 with a Chinese-capable model (an untouched example follows the model)
+    fill_default(K("text_b"), "It creaked loudly.", "attr_pair_b", lm.spec)
+    fill_default(K(f"text.{target}"), text, f"attr_{target}", lm.spec, **({"mask": mask} if target == "mask" else {}))
 
 
 def target_widgets(prefix: str, target: str, lm: LoadedModel) -> dict:

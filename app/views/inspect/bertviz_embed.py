@@ -10,7 +10,13 @@ then changed, nothing else:
    zero (``.012`` rather than ``0.012000000104308128``), and every ``<``, ``>`` and ``&`` inside strings
    escaped as ``\\u003c``…, so no token (e.g. ``</script>``) can end the script or become markup. The views
    insert tokens with d3/jQuery ``.text()``, so they show as plain text.
-3. Light/dark colours follow the app's theme (see THEME_JS).
+3. Light/dark colours follow the app's theme (see THEME_JS); text is drawn in app.kit.fonts' stack (a CJK face
+   for Chinese tokens).
+
+The head view also has a horizontal layout (``layout="horizontal"``, bertviz issue #18), for long CJK sentences:
+bertviz 1.4.1 has no such option (its head_view.js lays tokens out in two columns, one row of 22.5 px each), so
+bertviz still builds the page, its controls and parameters, and only the drawing code after ``const params``
+is swapped for head_view_horizontal.js (next to this file).
 
 No streamlit import here: bench/attention.py builds the same HTML.
 """
@@ -20,9 +26,11 @@ import functools
 import json
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
+from app.kit.fonts import FONT_STACK
 from core.base.paths import ASSETS
 
 VENDOR = ASSETS / "vendor"
@@ -37,12 +45,18 @@ VENDOR_SHA256 = {
 PAYLOAD_BUDGET = 3_200_000
 DECIMALS = 3
 VIEWS = ("head", "model")
+LAYOUTS = ("vertical", "horizontal")  # of the head view: bertviz's own, or head_view_horizontal.js
+HORIZONTAL_JS = Path(__file__).with_name("head_view_horizontal.js")
+# The horizontal head view's sizes (px), shared with its JS so the iframe's height is known here.
+H_TEXT, H_TOP, H_GAP, H_MIN_COL, H_MAX_COL, H_MAX_CHARS = 15, 30, 170, 20, 48, 12
+LONG_CJK_TOKENS = 24  # a text of at least this many tokens, half of them CJK, opens in the horizontal layout
 
 THEME_CSS = ("html,body{margin:0;padding:4px;}"
              "html.light body{background:var(--app-bg,#ffffff);color:#31333f;}"
              "html.dark body{background:var(--app-bg,#0e1117);color:#fafafa;}"
              "html.dark select{background:var(--app-bg,#0e1117);color:#fafafa;}"
-             "html.dark svg text{fill:#fafafa;}")
+             "html.dark svg text{fill:#fafafa;}"
+             f"html,body,svg text{{font-family:{FONT_STACK};}}")
 # The theme is baked in from st.context.theme, which Streamlit reports wrongly on a session's first run
 # (streamlit#11920). Embedded in the app (a same-origin iframe), the view checks the app's actual background;
 # opened on its own (the standalone download), it keeps the baked one.
@@ -124,6 +138,7 @@ class ViewHTML:
     heads: tuple[int, ...]
     n_tokens: int
     height: int  # px the view needs (for the iframe)
+    layout: str = "vertical"  # the head view's: bertviz's own, or "horizontal" (head_view_horizontal.js)
 
     @property
     def size_bytes(self) -> int:
@@ -162,7 +177,72 @@ def _rewrite_params(js: str, layers: list[int], heads: list[int], decimals: int)
     return js[:a] + rest[:-1] + ',"attention":[' + ",".join(blocks) + "]};" + js[line_end:]
 
 
-def _height(kind: str, n_tokens: int, n_layers: int, total_heads: int) -> int:
+def wide(c: str) -> bool:
+    """A CJK character (Han, kana, Hangul, their punctuation and full-width forms): one em wide, upright when
+    written top to bottom."""
+    o = ord(c)
+    return 0x2E80 <= o <= 0xA4CF or 0xAC00 <= o <= 0xD7AF or 0xF900 <= o <= 0xFAFF or 0xFF00 <= o <= 0xFFEF \
+        or 0x20000 <= o <= 0x3FFFF
+
+
+def default_layout(labels: list[str], text: str = "") -> str:
+    """The head view's layout for these tokens (of ``text``): horizontal for a long CJK text, where bertviz's
+    vertical one would be one tall strip: at least LONG_CJK_TOKENS tokens, and half of them with a CJK character
+    or half of the text's characters CJK (a tokenizer that lacks them writes [UNK]); vertical otherwise."""
+    cjk = sum(any(wide(c) for c in label) for label in labels)
+    chars = [c for c in text if not c.isspace()]
+    cjk_text = bool(chars) and 2 * sum(wide(c) for c in chars) >= len(chars)
+    return "horizontal" if len(labels) >= LONG_CJK_TOKENS and (2 * cjk >= len(labels) or cjk_text) else "vertical"
+
+
+def _label_px(labels: list[str]) -> int:
+    """Height of a row of labels written top to bottom: the longest (cut at H_MAX_CHARS), a CJK character one em,
+    a Latin one (turned sideways) at most 0.7 em."""
+    def one(label: str) -> float:
+        shown = label if len(label) <= H_MAX_CHARS else label[:H_MAX_CHARS - 1] + "…"
+        return sum(H_TEXT if wide(c) else 0.7 * H_TEXT for c in shown)
+    return int(max([2 * H_TEXT] + [one(x) for x in labels])) + 10
+
+
+def _rows(labels: list[str], b: int | None) -> list[tuple[list[str], list[str]]]:
+    """(top row, bottom row) of each of bertviz's attention filters, in its order (all; with a pair also A->A,
+    B->B, A->B, B->A)."""
+    if b is None:
+        return [(labels, labels)]
+    a_, b_ = labels[:b], labels[b:]
+    return [(labels, labels), (a_, a_), (b_, b_), (a_, b_), (b_, a_)]
+
+
+def _horizontal(js: str, labels: list[str], b: int | None) -> str:
+    """bertviz's head-view JS with its drawing code (everything after the ``const params`` line, inside its
+    ``requirejs`` callback) replaced by head_view_horizontal.js."""
+    cut = js.index("\n", js.index("const params = "))
+    layout = {"text_size": H_TEXT, "top": H_TOP, "gap": H_GAP, "min_col": H_MIN_COL, "max_col": H_MAX_COL,
+              "max_chars": H_MAX_CHARS, "label_px": [[_label_px(t), _label_px(u)] for t, u in _rows(labels, b)]}
+    return (js[:cut + 1] + f"    const HLAYOUT = {json.dumps(layout)};\n"
+            + HORIZONTAL_JS.read_text(encoding="utf-8") + "\n});\n")
+
+
+# bertviz's own control text in the view's <div> (its layer and attention-filter selects), which the page writes in
+# the session's language: "Layer:" and "Attention:" before the selects, the filter's options after.
+CONTROLS = ("Layer", "Attention", "All", "Sentence A -> Sentence A", "Sentence B -> Sentence B",
+            "Sentence A -> Sentence B", "Sentence B -> Sentence A")
+
+
+def translate_controls(div: str, names: dict[str, str]) -> str:
+    """bertviz's view <div> with the text of its controls (CONTROLS) replaced by ``names`` (escaped)."""
+    for old, new in names.items():
+        safe = new.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+        if old in ("Layer", "Attention"):
+            div = div.replace(f"{old}: <select", f"{safe} <select", 1)
+        else:
+            div = div.replace(f">{old}</option>", f">{safe}</option>", 1)
+    return div
+
+
+def _height(kind: str, n_tokens: int, n_layers: int, total_heads: int, horizontal_rows=None) -> int:
+    if horizontal_rows is not None:  # controls, then head boxes, labels, lines, labels, and a scroll bar
+        return max(H_TOP + _label_px(t) + H_GAP + _label_px(u) for t, u in horizontal_rows) + 6 + 40 + 30
     # bertviz's own layout constants (head_view.js / model_view.js)
     if kind == "head":
         return int(n_tokens * 22.5 + 30 + 70)
@@ -174,15 +254,21 @@ def _height(kind: str, n_tokens: int, n_layers: int, total_heads: int) -> int:
 
 def build_view(kind: str, attentions: np.ndarray, labels: list[str], sentence_b_start: int | None = None,
                layers: list[int] | None = None, heads: list[int] | None = None, dark: bool = False,
-               decimals: int = DECIMALS, title: str = "Attention") -> ViewHTML:
+               decimals: int = DECIMALS, title: str = "Attention", layout: str = "vertical",
+               controls: tuple[tuple[str, str], ...] = ()) -> ViewHTML:
     """The bertviz ``kind`` view ("head" or "model") of ``attentions`` (layers, heads, seq, seq) as one offline
-    HTML page. ``labels`` are the display tokens; ``layers``/``heads`` filter what is shipped (default all).
-    Raises ValueError on an unknown view or a mismatch between tokens and attention."""
+    HTML page. ``labels`` are the display tokens; ``layers``/``heads`` filter what is shipped (default all);
+    ``layout`` ("vertical" or "horizontal") is the head view's; ``controls`` are (bertviz's English, the session's
+    language) pairs for the text of its controls (CONTROLS). Raises ValueError on an unknown view or layout or a
+    mismatch between tokens and attention."""
     import torch  # lazy: torch loads in ~2 s, only a bertviz view needs it here
     from bertviz import head_view, model_view  # lazy: optional, only the Attention page's view
 
     if kind not in VIEWS:
         raise ValueError(f"Unknown view {kind!r}: use 'head' or 'model'.")
+    if layout not in LAYOUTS:
+        raise ValueError(f"Unknown layout {layout!r}: use 'vertical' or 'horizontal'.")
+    horizontal = kind == "head" and layout == "horizontal"
     n_layers, n_heads, n, _ = attentions.shape
     if len(labels) != n:
         raise ValueError(f"{len(labels)} tokens for attention over {n} positions.")
@@ -201,7 +287,10 @@ def build_view(kind: str, attentions: np.ndarray, labels: list[str], sentence_b_
         out = model_view(tensors, list(labels), sentence_b_start=sentence_b_start, prettify_tokens=False,
                          display_mode=mode, html_action="return")
     div, js = _split_bertviz(out.data)
+    div = translate_controls(div, dict(controls))
     js = _rewrite_params(js, layers, heads, decimals)
+    if horizontal:
+        js = _horizontal(js, list(labels), sentence_b_start)
     safe_title = title.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     html = ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
             f"<title>{safe_title}</title><style>{THEME_CSS}</style>"
@@ -211,4 +300,6 @@ def build_view(kind: str, attentions: np.ndarray, labels: list[str], sentence_b_
     if "cdnjs" in html or re.search(r"<script[^>]+src=", html):
         raise RuntimeError("the offline view still loads a script from elsewhere")
     return ViewHTML(html=html, kind=kind, layers=tuple(layers), heads=tuple(heads), n_tokens=n,
-                    height=_height(kind, n, len(layers), len(heads)))
+                    height=_height(kind, n, len(layers), len(heads),
+                                   _rows(list(labels), sentence_b_start) if horizontal else None),
+                    layout=layout if kind == "head" else "vertical")

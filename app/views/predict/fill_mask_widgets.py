@@ -12,13 +12,15 @@ from app.kit.i18n import t
 from app.kit.loaders import get_model, model_or_error
 from app.kit.model_choice import known_checkpoints
 from app.kit.render import current_result, entry_id, mini_short, minis_caption, run_or_error, shorten, yes_no
+from app.kit.zh_examples import chinese_examples
 from app.views.predict.results import record_fill, record_rtd, show_fill_result, show_replaced, strategy_label
 from core import registry
+from core.base.segment import has_han
 from core.base.fields import bounds
 from core.models.loading import ModelSpec, resolve
 from core.predict.fill_mask import MAX_TOP_K, STRATEGIES, CompareResult, FillMaskResult, examples, words
 from core.predict.replaced_tokens import RTD_TASK, RtdConfig, role as rtd_role, rtd_class, score
-from core.registry import FAMILIES, checkpoint_info
+from core.registry import FAMILIES
 
 P = "fill_mask"
 DEFAULT_TEXT = "The capital of France is [MASK]."
@@ -41,10 +43,21 @@ def page_model(kind: str | None):
 
 
 def example_list(spec) -> list[str]:
-    """Example sentences in the checkpoint's language first (Chinese ones for a Chinese checkpoint)."""
-    info = checkpoint_info(spec.checkpoint) if spec else None
-    lang = info.language if info else "en"
+    """Example sentences in the checkpoint's language first: Chinese ones for a Chinese checkpoint, and for a
+    multilingual one (the bundled XLM-R) in 中文."""
+    lang = (registry.language_of(spec.checkpoint) if spec else None) or "en"
+    if lang == "multi":
+        lang = "zh" if chinese_examples(spec) else "en"
     return examples(lang) + examples("zh" if lang == "en" else "en")
+
+
+def example_default(key: str, ex: Sequence[str], fallback: str = DEFAULT_TEXT) -> None:
+    """Give a text box its first example; an untouched example in the other language (the model or the language
+    changed since) follows, a typed text stays."""
+    first = ex[0] if ex else fallback
+    cur = st.session_state.get(key)
+    if cur is None or (cur in (fallback, *ex) and has_han(cur) != has_han(first)):
+        st.session_state[key] = first
 
 
 def use_example(src: str, dst: str) -> None:

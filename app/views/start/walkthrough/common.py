@@ -15,10 +15,13 @@ from app.kit.i18n import explain, t
 from app.kit.plot_text import plot_texts
 from app.kit.loaders import get_model
 from app.kit.render import pair_card_caption
+from app.kit.zh_examples import fill_default
+from app.views.predict.results import token_strip
 from core.base.text import display_piece
 from core.models.loading import ModelSpec
 from core.registry import Family, ModelLoadError
 from core.walkthrough.checks import UnlearnedPairHead, pick_spec, unlearned_pair_head
+from core.walkthrough.embeddings import EmbeddingParts, embedding_parts
 
 PAGE = "walkthrough"
 
@@ -43,11 +46,15 @@ class Step:
     fields: tuple[urlstate.Field, ...] = ()  # what a link keeps of this step's inputs
     keep: tuple[str, ...] = ()  # widget keys whose value must outlive the steps where the widget is not drawn
     hint: Callable[[], str] | None = None  # the "try this" text when it depends on the models (default: s<n>.try)
+    quiz: Callable[[str], str] | None = None  # the check question's text of a part (q, opt0.., answer) when it
+    # depends on the model (default: walkthrough.s<n>.<part>)
 
 
-def text_default(key: str, entry: str) -> None:
-    """Fill a text box once with the example sentence ``walkthrough.<entry>``."""
-    st.session_state.setdefault(key, t(f"walkthrough.{entry}"))
+def text_default(key: str, entry: str, spec: ModelSpec | None = None) -> None:
+    """Fill a text box with the example sentence ``walkthrough.<entry>``, or its Chinese one (zh_walk.<entry>) in
+    中文 with a Chinese-capable model (``spec``, default the sidebar's); an example still untouched follows a change
+    of model or language."""
+    fill_default(key, t(f"walkthrough.{entry}"), entry.removeprefix("example."), spec)
 
 
 def go_to(step: int) -> None:
@@ -122,7 +129,8 @@ def noise_hint(note: UnlearnedPairHead) -> str:
     """What to do about a pair head that did not learn: pick the family's full checkpoint (once it can be had)."""
     if note.full is None:
         return t("common.mini_get_full")
-    return t("walkthrough.noise_full_here" if note.full_here else "walkthrough.noise_full_get", id=note.full)
+    return t("zh_polish.noise_full_here" if note.full_here else "zh_polish.noise_full_get", id=note.full,
+             label=t("sidebar.checkpoint"))  # the list as the sidebar names it in this language
 
 
 def noise_numbers(note: UnlearnedPairHead) -> dict[str, str]:
@@ -140,3 +148,16 @@ def pair_head_note(checkpoint: str, head: str) -> UnlearnedPairHead | None:
         return None
     st.warning(t("walkthrough.pair_noise", **noise_numbers(note), hint=noise_hint(note)), icon=":material/warning:")
     return note
+
+
+def pair_strip(lm, a: str, b: str | None) -> EmbeddingParts | None:
+    """The text (or pair) as ``lm`` reads it, drawn as a token strip with its special tokens marked (steps 1 and
+    3); None after showing the error of a text the model refuses."""
+    try:
+        r = embedding_parts(lm, a, b)
+    except ValueError as e:
+        st.error(explain(e))
+        return None
+    st.markdown(token_strip(r.tokens, (), tuple(tok for tok, sp in zip(r.tokens, r.special) if sp)),
+                unsafe_allow_html=True)
+    return r

@@ -119,14 +119,20 @@ def try_this(step: int) -> None:
     st.info(hint() if hint is not None else t(f"walkthrough.s{step}.try"), icon=":material/lightbulb:")
 
 
+def quiz_text(step: int, part: str) -> str:
+    """A part of the check question (q, opt0.., answer): the step's own when it depends on the model."""
+    quiz = BY_NUMBER[step].quiz
+    return quiz(part) if quiz is not None else t(f"walkthrough.s{step}.{part}")
+
+
 def question(step: int) -> None:
     """The check question: three options, and the answer (with a verdict on the choice) on reveal."""
     st.markdown("#### " + t("walkthrough.check"))
-    choice = st.radio(t(f"walkthrough.s{step}.q"), list(range(N_OPTIONS)), index=None, key=K(f"q{step}"),
-                      format_func=lambda j: t(f"walkthrough.s{step}.opt{j}"))
+    options = [quiz_text(step, f"opt{j}") for j in range(N_OPTIONS)]
+    choice = st.radio(quiz_text(step, "q"), list(range(N_OPTIONS)), index=None, key=K(f"q{step}"),
+                      format_func=lambda j: options[j])
     # In a room the question is a poll: answers go to the room, the presenter sees them and reveals for everyone.
-    revealed = room_poll(step, choice, [t(f"walkthrough.s{step}.opt{j}") for j in range(N_OPTIONS)],
-                         BY_NUMBER[step].correct)
+    revealed = room_poll(step, choice, options, BY_NUMBER[step].correct)
     if revealed is None:
         revealed = step in st.session_state[REVEAL]
         st.button(t("walkthrough.hide_answer") if revealed else t("walkthrough.show_answer"), key=K(f"reveal{step}"),
@@ -137,12 +143,12 @@ def question(step: int) -> None:
     if room_presenting():
         pass  # the room's presenter does not answer: their poll panel marks and names the answer
     elif choice is None:
-        st.info(t("walkthrough.no_choice", answer=t(f"walkthrough.s{step}.opt{right}")))
+        st.info(t("walkthrough.no_choice", answer=options[right]))
     elif choice == right:
         st.success(t("walkthrough.right"))
     else:
-        st.warning(t("walkthrough.wrong", answer=t(f"walkthrough.s{step}.opt{right}")))
-    st.markdown(t(f"walkthrough.s{step}.answer"))
+        st.warning(t("walkthrough.wrong", answer=options[right]))
+    st.markdown(quiz_text(step, "answer"))
 
 
 def mark_done(step: int) -> None:

@@ -10,9 +10,10 @@ import plotly.graph_objects as go
 import streamlit as st
 from plotly.subplots import make_subplots
 
-from app.kit import presenter, urlstate
+from app.kit import presenter, state, urlstate
 from app.kit.i18n import explain, t
 from app.kit.loaders import get_model
+from app.kit.zh_examples import chinese_examples
 from app.views.start.walkthrough.common import K, Step, breakdowns, device, record
 from core.models.cards import bundled_card
 from core.registry import FAMILIES, ModelLoadError, family
@@ -47,6 +48,8 @@ def _params() -> None:
 
 
 def render() -> None:
+    if chinese_examples():  # the Chinese-capable model has no bundled teacher: what this step shows instead
+        st.info(t("zh_walk.s5.not_applicable", id=state.current_spec().checkpoint))
     pair = distillation_pair()
     for mid in pair.missing:
         st.warning(t("walkthrough.s5.missing", id=mid))

@@ -13,6 +13,7 @@ from plotly.subplots import make_subplots
 from app.kit import presenter, state, urlstate
 from app.kit.i18n import explain, t
 from app.kit.jobs_panel import job_panel, runner
+from app.kit.zh_examples import chinese_examples
 from app.views.start.walkthrough.common import K, Step, device, record
 from core.registry import FAMILIES
 from core.train.finetune import job_fn, job_resource, runs_root
@@ -131,6 +132,8 @@ def render() -> None:
         st.session_state[K("s6.model")] = default
     st.session_state.setdefault(K("s6.lr"), DEFAULT_LR)
     st.session_state.setdefault(K("s6.steps"), STEPS[2])
+    if chinese_examples():  # English data only: say so, and that the Chinese-capable model can still be picked
+        st.info(t("zh_walk.s6.english_data", id=state.current_spec().checkpoint))
     model = st.selectbox(t("walkthrough.s6.model"), opts, key=K("s6.model"), format_func=_label,
                          help=t("walkthrough.s6.model_help"))
     with presenter.settings():

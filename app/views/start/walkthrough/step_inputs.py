@@ -9,11 +9,9 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app.kit import presenter
-from app.kit.i18n import explain, t
+from app.kit.i18n import t
 from app.kit.loaders import model_or_error
-from app.views.predict.results import token_strip
-from app.views.start.walkthrough.common import TEXT, TEXT_B, K, Step, axis_labels, record, text_default
-from core.walkthrough.embeddings import embedding_parts
+from app.views.start.walkthrough.common import TEXT, TEXT_B, K, Step, axis_labels, pair_strip, record, text_default
 
 N = 1
 PART_COLORS = {"token": "#4C78A8", "segment": "#B279A2", "position": "#72B7B2", "output": "#F58518"}
@@ -81,18 +79,18 @@ def render() -> None:
     lm = model_or_error("mlm")
     if lm is None:
         return
-    try:
-        r = embedding_parts(lm, a, b or None)
-    except ValueError as e:
-        st.error(explain(e))
+    r = pair_strip(lm, a, b or None)
+    if r is None:
         return
-    specials = tuple(tok for tok, s in zip(r.tokens, r.special) if s)
-    st.markdown(token_strip(r.tokens, (), specials), unsafe_allow_html=True)
     tok = lm.tokenizer
     st.caption(t("walkthrough.s1.specials", cls=tok.cls_token, sep=tok.sep_token, n=len(r.tokens)))
     if r.truncated:
         st.warning(t("walkthrough.s1.truncated", n=len(r.tokens)))
-    st.info(t(SEG_NOTE[r.segments], family=lm.family.label))
+    if r.segments == "single" and r.type_vocab_size > 1:  # the bundled XLM-R: two rows, the tokenizer asks for one
+        st.info(t("zh_walk.s1.seg_unused", id=lm.spec.checkpoint, n=r.type_vocab_size,
+                  seps=f"`{tok.sep_token * lm.family.pair_separators}`"))
+    else:
+        st.info(t(SEG_NOTE[r.segments], family=lm.family.label))
     if r.factorized:
         st.info(t("walkthrough.s1.factorized", e=r.embedding_size, h=r.hidden_size))
     x = axis_labels(r.tokens)

@@ -10,9 +10,11 @@ import streamlit as st
 from app.kit import presenter, state, urlstate
 from app.kit.i18n import explain, t
 from app.kit.plot_text import plot_text
+from app.kit.zh_examples import chinese_examples
 from app.views.start.walkthrough.common import K, Step, axis_labels, device, go_to, load, record, text_default
 from core.inspect import attention as A, attribution as AT, attribution_inputs as ATI
 from core.models.loading import ModelSpec
+from core.registry import FAMILIES
 from core.walkthrough.checks import is_cls_classifier
 
 N = 7
@@ -20,6 +22,7 @@ SOURCES = ("step6", "step6_high", "session", "sidebar")  # session: fine-tuned o
 RUNS = {"step6": "good", "step6_high": "high"}
 ATTR_STEPS = (2, 200, 20)  # lo, hi, default of the attribution's steps
 ATTR_METHOD = "lig"  # integrated gradients on the embeddings (core.inspect.attribution's method key)
+SPECIALS = K("s7.specials")  # (cls, sep) of the model the heatmap last showed, for "try this" drawn after render()
 
 
 def _spec() -> ModelSpec | None:
@@ -69,6 +72,7 @@ def _clamp(key: str, valid, default) -> None:
 
 
 def render() -> None:
+    st.session_state.pop(SPECIALS, None)
     spec = _spec()
     if spec is None:
         return
@@ -78,8 +82,9 @@ def render() -> None:
         return
     name = next((m.label for m in state.session_models() if m.path == spec.checkpoint), spec.checkpoint)
     st.caption(t("walkthrough.s7.model", id=name, family=lm.family.label))
-    text_default(K("s7.text"), "example.gloss")
-    text = st.text_input(t("walkthrough.s7.text"), key=K("s7.text"))
+    st.session_state[SPECIALS] = (lm.tokenizer.cls_token or "[CLS]", lm.tokenizer.sep_token or "[SEP]")
+    text_default(K("s7.text"), "example.gloss", spec)  # a classifier fine-tuned on English glosses gets English
+    text = st.text_input(text_label(spec, name), key=K("s7.text"))
     try:
         att = A.compute_attention(lm, A.AttentionConfig(text, capture_qk=False))
     except ValueError as e:
@@ -99,7 +104,9 @@ def render() -> None:
     heat = go.Figure(go.Heatmap(z=z, x=labels, y=labels, colorscale="Blues", zmin=0,
                                 hovertemplate=t("walkthrough.s7.hover") + "<extra></extra>"))
     which = t("walkthrough.s7.mean_heads") if head < 0 else str(head + 1)
-    heat.update_layout(title=t("walkthrough.s7.heat_title", layer=layer, head=which), height=460,
+    title = (t("zh_polish.s7.heat_title_mean", layer=layer) if head < 0
+             else t("walkthrough.s7.heat_title", layer=layer, head=which))
+    heat.update_layout(title=title, height=460,
                        yaxis=dict(autorange="reversed"), margin=dict(t=40, b=10),
                        xaxis_title=t("walkthrough.s7.keys"), yaxis_title=t("walkthrough.s7.queries"))
     st.plotly_chart(presenter.scale(heat), key=K("s7.heat"), width="stretch")
@@ -108,9 +115,40 @@ def render() -> None:
         st.info(t("walkthrough.s7.not_classifier"))
     else:
         figs, rows = _attributions(lm, text, figs)
-    record(N, {t("walkthrough.in.model"): spec.checkpoint, t("walkthrough.s7.text"): text,
+    record(N, {t("walkthrough.in.model"): spec.checkpoint, text_label(spec, name): text,
                t("walkthrough.s7.layer"): layer, t("walkthrough.s7.head"): which}, rows=rows, figures=figs,
            same=(spec.checkpoint, text))
+
+
+def text_label(spec: ModelSpec, name: str) -> str:
+    """The text box's label: a short English definition for the WordNet classifiers, any Chinese text for a
+    model that reads Chinese in 中文."""
+    if chinese_examples(spec):
+        return t("zh_polish.s7.text_zh", id=name)
+    return t("walkthrough.s7.text")
+
+
+def hint() -> str:
+    """"Try this": in 中文 with a sidebar model that reads Chinese (the Layer lens and Corpus search use it), the
+    special tokens of the models it names and a Chinese word of the Chinese corpus to click."""
+    spec = state.current_spec()
+    if spec is None or not chinese_examples(spec):
+        return t("walkthrough.s7.try")
+    family = FAMILIES.get(spec.family)
+    specials = family.specials if family is not None else {}
+    shown = st.session_state.get(SPECIALS)  # the heatmap's model (step 6's run, say), else the sidebar's
+    cls, sep = shown or (specials.get("cls_token", "[CLS]"), specials.get("sep_token", "[SEP]"))
+    mask = family.mask_token if family is not None else "[MASK]"
+    return t("zh_polish.s7.try", cls=cls, sep=sep, mask=mask, word=t("zh_polish.s7.word"),
+             sense=t("zh_polish.s7.word_sense"))
+
+
+def quiz(part: str) -> str:
+    """The check question naming the separator of the model the heatmap last showed ([SEP], </s>)."""
+    if part == "q":
+        shown = st.session_state.get(SPECIALS)
+        return t("zh_polish.s7.q", sep=shown[1] if shown else "[SEP]")
+    return t(f"walkthrough.s7.{part}")
 
 
 def _attributions(lm, text: str, figs: list) -> tuple[list, list]:
@@ -158,7 +196,7 @@ def _attributions(lm, text: str, figs: list) -> tuple[list, list]:
     return figs + [bars], rows
 
 
-STEP = Step(N, render, correct=1, links=("attention", "attribution", "lens", "corpus-search"),
+STEP = Step(N, render, correct=1, hint=hint, quiz=quiz, links=("attention", "attribution", "lens", "corpus-search"),
             fields=(urlstate.Field(K("s7.source"), choices=SOURCES), urlstate.Field(K("s7.text"), max_len=500)),
             keep=(K("s7.source"), K("s7.tuned"), K("s7.text"), K("s7.layer"), K("s7.head"), K("s7.class"),
                   K("s7.n_steps")))

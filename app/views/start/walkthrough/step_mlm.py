@@ -11,8 +11,10 @@ from plotly.subplots import make_subplots
 from app.kit import presenter, urlstate
 from app.kit.i18n import explain, t, t_or
 from app.kit.plot_text import plot_text, plot_texts
+from app.kit.words_line import word_line
 from app.kit.loaders import model_or_error
 from app.views.start.walkthrough.common import TEXT, K, Step, chips, record, text_default
+from core.base.segment import has_han
 from core.base.text import display_piece
 from core.predict.fill_mask import FillMaskConfig, fill_mask, words
 from core.registry import FAMILIES
@@ -25,6 +27,8 @@ HISTORY = 6  # masks kept in the "same sentence, new mask" table
 SHARE_DRAWS = 2000
 TOP_K = 5  # bars per masked piece in the fill-mask chart
 GREEN = "#54A24B"  # the fill-mask chart's bar of the original piece
+BERT_MASK = "[MASK]"  # the mask token the step's texts name (BERT's); the loaded tokenizer's is shown where it differs
+MASK_TOKEN = K("s2.mask_token")  # the last loaded model's mask token, for the check question drawn after render()
 
 
 def _remask() -> None:
@@ -36,6 +40,7 @@ def render() -> None:
     text = st.text_input(t("walkthrough.your_sentence"), key=TEXT)
     lm = model_or_error("mlm")
     if lm is None:
+        st.session_state.pop(MASK_TOKEN, None)  # the question names BERT's [MASK] again
         return
     seed = st.session_state.setdefault(K("s2.seed"), 1)
     st.session_state.setdefault(K("s2.whole_word"), False)
@@ -52,12 +57,18 @@ def render() -> None:
     # Both rows in the legend's colours: a selected token has the colour of what is done to it, in either row
     colors = [ACTION_COLORS[a] if a else (SPECIAL_COLOR if s else ACTION_COLORS[""])
               for a, s in zip(v.actions, v.special)]
-    titles = [t(f"walkthrough.s2.action.{a or 'none'}") for a in v.actions]
+    mask = lm.tokenizer.mask_token or BERT_MASK
+    st.session_state[MASK_TOKEN] = mask
+    titles = [action_title(a, mask) for a in v.actions]
     st.markdown(t("walkthrough.s2.original", seed=seed))
     st.markdown(chips(v.tokens, colors, titles), unsafe_allow_html=True)
+    if (line := word_line(text)) is not None:  # the 词 whole-word masking selects, under the token strip
+        st.caption(line + ("  \n" + t("zh_words.whole_word") if whole else ""))
     st.markdown(t("walkthrough.s2.model_reads"))
     st.markdown(chips(v.corrupted, colors, titles), unsafe_allow_html=True)
     st.caption(t("walkthrough.s2.legend"))
+    if mask != BERT_MASK:
+        st.caption(t("zh_polish.s2.mask_note", id=lm.spec.checkpoint, token=mask))
     n_sel = len(v.selected)
     st.markdown(t("walkthrough.s2.counts", n=n_sel, cand=v.candidates, mask=v.count("mask"),
                   random=v.count("random"), keep=v.count("keep")))
@@ -75,7 +86,7 @@ def render() -> None:
     m = st.columns(4)
     m[0].metric(t("walkthrough.s2.m.selected"), f"{shares.selected:.1%}",
                 help=t("walkthrough.s2.m.help", n=shares.draws))
-    m[1].metric(t("walkthrough.s2.m.mask"), f"{shares.mask:.1%}")
+    m[1].metric(t("zh_polish.s2.m_mask", token=mask), f"{shares.mask:.1%}")
     m[2].metric(t("walkthrough.s2.m.random"), f"{shares.random:.1%}")
     m[3].metric(t("walkthrough.s2.m.keep"), f"{shares.keep:.1%}")
 
@@ -84,7 +95,8 @@ def render() -> None:
     fig = None
     if ws:
         if st.session_state.get(K("s2.word"), len(ws)) >= len(ws):  # first visit, or a shorter sentence now
-            long_words = [i for i, w in enumerate(ws) if w.text.isalpha() and len(w.text) > 3]
+            long_words = [i for i, w in enumerate(ws) if w.text.isalpha()
+                          and (len(w.text) > 3 or (has_han(w.text) and len(w.text) > 1))]  # 北京, not 的
             st.session_state[K("s2.word")] = long_words[-1] if long_words else 0
         idx = st.selectbox(t("walkthrough.s2.pick_word"), list(range(len(ws))), key=K("s2.word"),
                            format_func=lambda i: ws[i].text)
@@ -100,9 +112,23 @@ def render() -> None:
     _objectives()
     record(N, {t("walkthrough.in.model"): lm.spec.checkpoint, t("walkthrough.your_sentence"): text,
                t("walkthrough.s2.col.pass"): seed, t("walkthrough.s2.whole_word"): whole},
-           text=t("walkthrough.s2.report", reads=" ".join(v.corrupted), sel=f"{shares.selected:.1%}",
+           text=t("zh_polish.s2.report", token=mask, reads=" ".join(v.corrupted), sel=f"{shares.selected:.1%}",
                   mask=f"{shares.mask:.1%}", random=f"{shares.random:.1%}", keep=f"{shares.keep:.1%}"),
            figures=[fig] if fig is not None else [], same=(lm.spec.checkpoint, text))
+
+
+def action_title(action: str, mask: str) -> str:
+    """A token chip's hover: what masking did to it, naming the tokenizer's own mask token."""
+    if action == "mask":
+        return t("zh_polish.s2.action_mask", token=mask)
+    return t(f"walkthrough.s2.action.{action or 'none'}")
+
+
+def quiz(part: str) -> str:
+    """The check question, its options naming the mask token of the model the step last loaded."""
+    if part.startswith("opt"):
+        return t(f"zh_polish.s2.{part}", token=st.session_state.get(MASK_TOKEN, BERT_MASK))
+    return t(f"walkthrough.s2.{part}")
 
 
 def _is_original(m, candidate) -> bool:
@@ -155,5 +181,5 @@ def _objectives() -> None:
                                for f in FAMILIES.values()]), hide_index=True, width="stretch")
 
 
-STEP = Step(N, render, correct=2, links=("fill-mask", "pretrain"),
+STEP = Step(N, render, correct=2, quiz=quiz, links=("fill-mask", "pretrain"),
             fields=(urlstate.Field(K("s2.whole_word"), "bool"),), keep=(K("s2.whole_word"), K("s2.word")))

@@ -7,22 +7,25 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from app.kit import presenter, urlstate
-from app.kit.i18n import explain, t
+from app.kit import presenter, state, urlstate
+from app.kit.i18n import explain, t, t_or
 from app.kit.plot_text import plot_text
 from app.views.start.walkthrough.common import (
     K,
     Step,
     family_spec,
+    load,
     load_family,
     noise_hint,
     noise_numbers,
     pair_head_note,
+    pair_strip,
     record,
     text_default,
 )
+from core.base.segment import has_han
 from core.predict.sentence_pair import PairConfig, predict_pair
-from core.registry import ModelLoadError
+from core.registry import ModelLoadError, family, pair_head_module, reads_chinese
 from core.walkthrough.checks import no_pair_head_families, pair_head_families, unlearned_pair_head
 
 N = 3
@@ -40,8 +43,12 @@ def render() -> None:
     except ValueError as e:
         st.error(explain(e))
         return
-    results = []
+    _sidebar_without_head(a, b)
+    results, english = [], []
     for fam in pair_head_families():
+        if has_han(a + b) and not _reads_chinese(fam):  # an English mini's pair head on Chinese: not run
+            english.append(family_spec(fam).checkpoint)
+            continue
         lm = load_family(fam, "pretraining")
         if lm is None:
             continue
@@ -51,6 +58,8 @@ def render() -> None:
             st.error(explain(e))
     st.caption(t("walkthrough.s3.no_head", families=t("walkthrough.list_sep").join(
         f.label for f in no_pair_head_families())))
+    if english:
+        st.info(t("zh_walk.s3.minis_english", ids=t("walkthrough.list_sep").join(english)))
     if not results:
         return
     pair_names = [t("walkthrough.s3.pair_ab"), t("walkthrough.s3.pair_ba"), t("walkthrough.s3.pair_other")]
@@ -78,9 +87,39 @@ def render() -> None:
     record(N, {t("walkthrough.sentence_a"): a, t("walkthrough.sentence_b"): b}, rows=rows, figures=[fig])
 
 
+def _reads_chinese(fam) -> bool:
+    try:
+        return reads_chinese(family_spec(fam).checkpoint)
+    except ModelLoadError:
+        return False
+
+
+def _sidebar_without_head(a: str, b: str) -> None:
+    """The sidebar's model has no NSP/SOP head (XLM-R, RoBERTa): say so, and show what it can, the pair as it
+    reads it (core.walkthrough.embeddings: the same encoding step 1 draws)."""
+    spec = state.current_spec()
+    if spec is None or family(spec.family).pair_head is not None:
+        return
+    lm = load(spec, "mlm")
+    if lm is None or pair_head_module(lm.model) is not None:
+        return
+    st.markdown(t("zh_walk.s3.no_head", id=spec.checkpoint, note=t_or(f"families.{lm.family.key}.pair_head_note",
+                                                                         lm.family.pair_head_note)))
+    r = pair_strip(lm, a, b)
+    if r is None:
+        return
+    tok = lm.tokenizer
+    st.caption(t("zh_walk.s3.pair_tokens_types" if r.has_segments else "zh_walk.s3.pair_tokens", n=len(r.tokens),
+                 cls=tok.cls_token, sep=tok.sep_token, seps=tok.sep_token * lm.family.pair_separators))
+    st.divider()
+
+
 def hint() -> str:
     """The "try this" text: it compares the two heads' (B, A) bars, unless a head in use did not learn (a bundled
     mini's, by its card): then it says that head's bars are noise and what to read instead."""
+    a, b = st.session_state.get(K("s3.a")) or "", st.session_state.get(K("s3.b")) or ""
+    if has_han(a + b) and not any(_reads_chinese(fam) for fam in pair_head_families()):
+        return t("zh_walk.s3.try")  # no pair head runs on this Chinese pair: what to try instead
     notes, learned = [], 0
     for fam in pair_head_families():
         try:

@@ -8,10 +8,11 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from app.kit import presenter, urlstate
+from app.kit import presenter, state, urlstate
 from app.kit.i18n import explain, t
 from app.kit.plot_text import plot_text
-from app.views.start.walkthrough.common import K, Step, breakdowns, load_family, pair_head_note, record
+from app.kit.zh_examples import chinese_examples
+from app.views.start.walkthrough.common import K, Step, breakdowns, load, load_family, pair_head_note, record
 from core.models.params import albert_factorization
 from core.predict.sentence_pair import PairConfig, predict_pair
 from core.registry import ModelLoadError
@@ -39,6 +40,8 @@ def render() -> None:
         m[2].metric(t("walkthrough.s4.ratio"), f"{f.ratio:,.1f}×")
         st.caption(t("walkthrough.s4.parts", ve=f"{f.vocab * f.embedding / 1e6:,.2f}M",
                      eh=f"{f.embedding * f.hidden / 1e6:,.3f}M"))
+    if chinese_examples():  # the Chinese-capable model in the sidebar: its own vocabulary in the same sum
+        _sidebar_vocab()
 
     st.markdown("#### " + t("walkthrough.s4.share_title"))
     plan = sharing_plan()
@@ -79,6 +82,20 @@ def render() -> None:
            if f is not None else "")
 
 
+ALBERT_E = 128  # ALBERT-base's embedding size
+
+
+def _sidebar_vocab() -> None:
+    spec = state.current_spec()
+    lm = load(spec, "mlm") if spec is not None else None
+    if lm is None:
+        return
+    v, h = int(lm.model.config.vocab_size), int(lm.model.config.hidden_size)
+    f = albert_factorization(v, h, min(ALBERT_E, h))
+    st.info(t("zh_walk.s4.vocab", id=spec.checkpoint, v=f"{v:,}", h=h, ve=f"{f.full / 1e6:,.1f}M", e=f.embedding,
+              fact=f"{f.factorized / 1e6:,.1f}M", ratio=f"{f.ratio:,.1f}"))
+
+
 def _size(col, name: str) -> int:
     lo, hi, default, step = SIZES[name]
     st.session_state.setdefault(K(name), default)
@@ -92,6 +109,8 @@ def _sop() -> list[dict]:
     if lm is None:
         return []
     sa, sb = t("walkthrough.example.sop_a"), t("walkthrough.example.sop_b")
+    if chinese_examples():  # Chinese everywhere else in this walkthrough: say why this pair is English
+        st.caption(t("zh_walk.s4.sop_english", id=lm.spec.checkpoint))
     try:
         r = predict_pair(lm, PairConfig(sa, sb), probe=False)
     except ValueError as err:

@@ -1,0 +1,77 @@
+"""中文 end to end, offline, on the REAL bundled models (assets/models, not the tiny zoo): the sidebar offers the
+bundled Chinese-capable model first, Fill-mask fills a Chinese blank with Chinese characters drawn with real glyphs,
+and the Walkthrough's seven steps run on Chinese examples (each step screenshotted: tests/e2e/screenshots/zh-walk-*)."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from app.kit.i18n import catalog
+from tests.e2e.browser import open_page, screenshot, wait_idle
+from tests.e2e.conftest import start_streamlit, stop_streamlit
+from tests.e2e.test_workshop_e2e import GLYPHS_JS
+
+XLMR = "encoderlab/xlmr-e5-small"
+
+
+@pytest.fixture(scope="module")
+def zh_page(browser, tmp_path_factory):
+    env = {k: v for k, v in os.environ.items() if k != "ENCODERLAB_ZOO"}  # the real bundled models
+    env.update({"HF_HUB_OFFLINE": "1", "ENCODERLAB_RUNS": str(tmp_path_factory.mktemp("runs")),
+                "PYTHONUNBUFFERED": "1"})
+    url, proc = start_streamlit(env, tmp_path_factory.mktemp("server") / "streamlit.log")
+    ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
+    try:
+        pg = ctx.new_page()
+        pg.base_url = url  # what tests.e2e.browser.open_page reads, as conftest's page fixture sets it
+        yield pg
+    finally:
+        ctx.close()
+        stop_streamlit(proc)
+
+
+def _no_boxes(el) -> dict:
+    got = el.evaluate(GLYPHS_JS)
+    assert len(got["han"]) >= 2 and not got["boxes"] and got["distinct"] == len(got["han"]), got
+    return got
+
+
+def test_fill_mask_in_chinese_on_the_bundled_chinese_model(zh_page):
+    page = zh_page
+    open_page(page, "fill-mask?lang=zh")
+    bar = page.locator('[data-testid="stSidebar"]')
+    offered = [b.strip() for b in bar.get_by_role("button").all_inner_texts() if "/" in b]
+    assert offered and offered[0].endswith(XLMR), offered  # the bundled one first, before any Hub checkpoint
+    bar.get_by_role("button", name=XLMR).click()
+    wait_idle(page, 120)
+    main = page.locator('[data-testid="stMain"]')
+    main.get_by_label(catalog()["fill_mask.text_label"]["zh"]).fill("我们用筷[MASK]吃饭。")
+    main.get_by_role("button", name=catalog()["fill_mask.predict"]["zh"]).click()
+    main.locator(".js-plotly-plot .ytick text").first.wait_for(timeout=180_000)
+    wait_idle(page, 60)
+    answers = [t.strip() for t in main.locator(".js-plotly-plot").first.locator(".ytick text").evaluate_all(
+        "els => els.map(e => e.textContent)")]
+    assert len(answers) == 5 and all(len(a) == 1 and "\u4e00" <= a <= "\u9fff" for a in answers), answers
+    _no_boxes(main.locator(".js-plotly-plot").first.locator(".yaxislayer-above"))  # the chart's Chinese answers
+    _no_boxes(main.locator(".encoderlab-tokens").first)  # the token strip
+    screenshot(page, "zh-fill-mask-xlmr")
+
+
+def test_the_walkthrough_in_chinese_on_the_bundled_chinese_model(zh_page):
+    page = zh_page
+    open_page(page, "walkthrough?lang=zh")  # a new page load is a new session: pick the Chinese model again
+    page.locator('[data-testid="stSidebar"]').get_by_role("button", name=XLMR).click()
+    wait_idle(page, 120)
+    main = page.locator('[data-testid="stMain"]')
+    main.get_by_text(f"{XLMR} · XLM-RoBERTa").first.wait_for(timeout=60_000)
+    nxt = catalog()["walkthrough.next"]["zh"]
+    for step in range(1, 8):
+        wait_idle(page, 120)
+        assert not main.locator('[data-testid="stException"]').count(), f"step {step} raised"
+        _no_boxes(main.locator("h2").first)
+        if step in (1, 2):  # the step's own text is a Chinese example, tokenized by the Chinese model
+            _no_boxes(main.locator(".encoderlab-tokens").first)
+        screenshot(page, f"zh-walk-{step}")
+        if step < 7:
+            main.get_by_role("button", name=nxt).first.click()
