@@ -14,6 +14,7 @@ import re
 import statistics
 import time
 import unicodedata
+import weakref
 from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
@@ -21,7 +22,7 @@ from core import registry
 from core.base import text as text_rules
 from core.base.messages import Problem, msg
 from core.base.paths import ASSETS
-from core.base.segment import regroup
+from core.base.segment import is_han, regroup
 from core.base.settings import current
 from core.models import loading as models
 from core.models.loading import LoadedModel
@@ -177,17 +178,22 @@ def _cjk(c: str) -> bool:
 
 
 HAN_VOCAB = 2500  # Han pieces a Chinese vocabulary holds at least (the 2,500 common characters; bert-base-uncased: 488)
-_HAN_PIECES: dict[int, int] = {}  # id(tokenizer) -> its Han pieces (bounded: a few tokenizers per process)
+# tokenizer -> its Han pieces; weak keys: an entry goes with its tokenizer (an id() key could be reused by another)
+_HAN_PIECES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _han_pieces(tok) -> int:
-    key = id(tok)
-    if key not in _HAN_PIECES:
-        if len(_HAN_PIECES) > 32:
-            _HAN_PIECES.clear()
-        vocab = getattr(tok, "get_vocab", dict)()
-        _HAN_PIECES[key] = sum(1 for p in vocab if (w := p.lstrip("#▁Ġ")) and all("\u4e00" <= c <= "\u9fff" for c in w))
-    return _HAN_PIECES[key]
+    try:
+        return _HAN_PIECES[tok]
+    except (KeyError, TypeError):
+        pass
+    vocab = getattr(tok, "get_vocab", dict)()
+    n = sum(1 for p in vocab if (w := p.lstrip("#▁Ġ")) and all(is_han(c) for c in w))
+    try:
+        _HAN_PIECES[tok] = n
+    except TypeError:  # not weak-referenceable: counted again next time
+        pass
+    return n
 
 
 def reads_cjk(checkpoint: str, text: str, pieces: Sequence[str], offsets: Sequence[tuple[int, int]], tok) -> bool:
