@@ -18,9 +18,15 @@ import html
 import json
 import re
 import shutil
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from core.data.probe_items import ZH_PROBE_PATH  # noqa: E402
+from core.represent.bundled_corpus import ZH_DIR  # noqa: E402
+
 HAN = re.compile(r"[\u4e00-\u9fff]")
 SOURCES = {  # package: (licence as its copyright file states it, what was read)
     "fortunes-zh": ("GPL-3.0+", "/usr/share/games/fortunes/{chinese,tang300,song100}"),
@@ -74,11 +80,11 @@ def probe_strings(path: Path) -> list[str]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default=str(ROOT / "assets" / "corpus" / "zh"))
+    ap.add_argument("--out", default=str(ZH_DIR))
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    probe = probe_strings(ROOT / "tests" / "data" / "everyday_probe_zh.tsv")
+    probe = probe_strings(ZH_PROBE_PATH)
     seen: set[str] = set()
     split: dict[str, dict[str, list[str]]] = {"train": {}, "heldout": {}}
     dropped = 0
