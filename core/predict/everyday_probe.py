@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from core.data.probe_items import ZH_PROBE_PATH, ProbeItem, load_probe
 from core.models import packed_linear
+from core.models.cards import bundled_card
 from core.models.loading import LoadedModel, ModelSpec, load
 from core.predict.fill_mask import FillMaskConfig, fill_mask_batch
 from core.registry import bundled_families, bundled_id
@@ -75,14 +76,19 @@ def during_training(family: str, items: tuple[ProbeItem, ...] | None = None):
 __all__ = ["ZH_PROBE_PATH", "ProbeScore", "score", "during_training"]
 
 
-def main() -> int:  # python -m core.predict.everyday_probe: every bundled model on the English and Chinese probes
+def main() -> int:  # python -m core.predict.everyday_probe: every bundled model on the two probes, beside its bars
     zh = load_probe(ZH_PROBE_PATH)
-    print(f"{'model':28s} {'English top-1 / top-5':>22s}   {'Chinese top-1 / top-5':>22s}")
+    print(f"{'model':28s} {'English top-1 / top-5':>22s}   {'Chinese top-1 / top-5':>22s}   goal bar (from the card)")
     for fam in (f.key for f in bundled_families()):
         lm = load(ModelSpec(fam, bundled_id(fam), "cpu"), "mlm")
         en, cn = score(lm), score(lm, zh)
-        print(f"{bundled_id(fam):28s} {en.top1:9.1%} / {en.topk:6.1%}   {cn.top1:9.1%} / {cn.topk:6.1%}")
-    print(f"({len(load_probe())} English and {len(zh)} Chinese sentences; tests/data/everyday_probe*.tsv)")
+        bars = bundled_card(bundled_id(fam)).get("bars", {})
+        goal = "; ".join(f"{name} {bar:.0%}: {'met' if got >= bar else 'missed'}"
+                         for name, bar, got in (("English top-5", bars.get("probe_top5"), en.topk),
+                                                ("Chinese top-5", bars.get("probe_zh_top5"), cn.topk)) if bar)
+        print(f"{bundled_id(fam):28s} {en.top1:9.1%} / {en.topk:6.1%}   {cn.top1:9.1%} / {cn.topk:6.1%}   {goal}")
+    print(f"({len(load_probe())} English and {len(zh)} Chinese sentences; tests/data/everyday_probe*.tsv; the pair "
+          "heads' bars are on the cards)")
     return 0
 
 

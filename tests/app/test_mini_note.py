@@ -59,7 +59,7 @@ def test_card_numbers_and_heads(unlearned_sop):
 
 def test_the_committed_cards_heads():
     """The committed minis' own cards: MLM above its bar for all four, NSP above chance; the SOP head as its card
-    measured it (tests/core/test_zoo_bars.py holds the numbers to their bars)."""
+    measured it (tests/core/test_model_quality.py holds the numbers to their bars)."""
     from app.kit.render import head_learned
     from core.models.cards import bundled_card
 

@@ -13,7 +13,7 @@ from core.base.segment import is_han
 from core.data.probe_items import load_probe
 from core.models import e5_import
 from core.models.loading import ModelSpec, load
-from core.predict.everyday_probe import ZH_PROBE_PATH, score
+from core.predict.everyday_probe import ZH_PROBE_PATH
 from core.predict.fill_mask import FillMaskConfig, fill_mask
 
 FOLDER = REPO_ROOT / "assets" / "models" / "xlmr-e5-small"
@@ -75,31 +75,6 @@ def test_it_fills_a_chinese_blank(xlmr):
     got = [c.text.strip() for c in r.masks[0].candidates]
     assert all(len(g) == 1 and is_han(g) for g in got), got
     assert "<unk>" not in xlmr.tokenizer.tokenize("我每天早上喝一杯牛奶。")
-
-
-@pytest.fixture(scope="module")
-def probes(xlmr):
-    return score(xlmr, load_probe(ZH_PROBE_PATH)), score(xlmr)
-
-
-def test_the_probe_scores_are_the_cards(probes):
-    """Both probes measured live on the built model equal its card (a stale card, or a build that changed the
-    model without its card, fails)."""
-    zh, en = probes
-    card = json.loads((FOLDER / "encoderlab_card.json").read_text())
-    for got, said in ((zh, card["probe_zh"]), (en, card["probe"])):
-        assert got.items == said["items"] >= 150
-        assert abs(got.topk - said["top5"]) < 0.5 / got.items and abs(got.top1 - said["top1"]) < 0.5 / got.items
-
-
-def test_the_chinese_probe_bar(probes):
-    """#30's bar: top-5 >= 60% on the everyday-Chinese probe. Missed by the committed model: reported as an expected
-    failure with its numbers (pytest -rx shows it), as the README and the card say; the day a retrained model meets
-    it, the test passes."""
-    zh = probes[0]
-    if zh.topk < 0.60:
-        pytest.xfail(f"encoderlab/xlmr-e5-small: everyday-Chinese probe top-5 {zh.topk:.1%}, bar 60%: missed")
-    assert zh.topk >= 0.60
 
 
 def test_the_chinese_corpus_never_holds_the_probe():
