@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 PORT ?= 8501
 
-.PHONY: run test install install-test chromium bench models clean gpu-check
+.PHONY: run test lint install install-test chromium bench models clean gpu-check
 
 $(VENV)/.installed: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -35,12 +35,21 @@ run: install
 
 # Every test: the non-browser ones on two workers (pytest-xdist), then the browser tests on their own (each starts
 # a real server and Chromium, and some compare timings, which a second worker beside them would skew).
+# The non-browser tests run shuffled (pytest-randomly) with a fixed seed: no test may depend on another's order, and
+# a failure still reproduces; `make test RANDOM_SEED=<n>` shakes the order another way.
 TEST_ENV := HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
-test: install-test
+RANDOM_SEED ?= 45
+test: install-test lint
 	@rc=0; \
-	$(TEST_ENV) $(PY) -m pytest -q -p no:cacheprovider --durations=25 -n 2 --dist loadgroup -m "not e2e" tests || rc=1; \
-	$(TEST_ENV) $(PY) -m pytest -q -p no:cacheprovider --durations=25 -m e2e tests || rc=1; \
+	$(TEST_ENV) $(PY) -m pytest -q -p no:cacheprovider --durations=25 -n 2 --dist loadgroup --randomly-seed=$(RANDOM_SEED) -m "not e2e" tests || rc=1; \
+	$(TEST_ENV) $(PY) -m pytest -q -p no:cacheprovider --durations=25 -p no:randomly -m e2e tests || rc=1; \
 	exit $$rc
+
+# ruff (lint, then the format check) and mypy on core/, as pyproject.toml sets them; make test runs this first
+lint: install-test
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(PY) -m mypy
 
 bench: install
 	$(PY) bench/speed.py

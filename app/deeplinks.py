@@ -6,6 +6,7 @@ then tries / (streamlit#7074; the client's candidates are the page's path and it
 alone. The redirect keeps the link's query, and app/main.py then switches to the page it named
 (``nav.PAGE_PARAM``, see nav.follow_deep_link), so the view and the address bar end up exactly as the link was.
 """
+
 from __future__ import annotations
 
 from urllib.parse import urlencode
@@ -26,7 +27,7 @@ class DeepLinkRedirect:
     async def __call__(self, scope, receive, send):
         if scope["type"] == "http" and scope["method"] in ("GET", "HEAD"):
             root = scope.get("root_path", "").rstrip("/")
-            path = scope["path"][len(root):] if root and scope["path"].startswith(root) else scope["path"]
+            path = scope["path"][len(root) :] if root and scope["path"].startswith(root) else scope["path"]
             name = path.strip("/")
             accept = dict(scope.get("headers", ())).get(b"accept", b"")
             if name in PAGE_URLS and b"text/html" in accept:
@@ -35,4 +36,3 @@ class DeepLinkRedirect:
                 await RedirectResponse(target, status_code=307)(scope, receive, send)
                 return
         await self.app(scope, receive, send)
-

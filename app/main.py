@@ -1,4 +1,5 @@
 """EncoderLab entry point: `streamlit run app/main.py`."""
+
 from __future__ import annotations
 
 import sys
@@ -18,7 +19,9 @@ from app.sidebar import model_picker, report_panel  # noqa: E402
 from core.models.loading import BUILD_LOCK  # noqa: E402
 
 # A local favicon: a :material/...: icon here would be fetched from a font CDN, which a workshop room lacks.
-st.set_page_config(page_title="EncoderLab", page_icon=str(ROOT / "assets" / "icon.png"), layout="wide")  # i18n: ok (the name)
+st.set_page_config(
+    page_title="EncoderLab", page_icon=str(ROOT / "assets" / "icon.png"), layout="wide"
+)  # i18n: ok (the name)
 state.init()
 state.init_language()
 
@@ -30,15 +33,23 @@ def _transformers_imported() -> bool:
     with BUILD_LOCK:
         import transformers  # lazy: under BUILD_LOCK, so one thread resolves its lazy imports
 
-        for name in ("AutoConfig", "AutoTokenizer", "AutoModel", "AutoModelForMaskedLM",
-                     "AutoModelForSequenceClassification", "AutoModelForTokenClassification"):
+        for name in (
+            "AutoConfig",
+            "AutoTokenizer",
+            "AutoModel",
+            "AutoModelForMaskedLM",
+            "AutoModelForSequenceClassification",
+            "AutoModelForTokenClassification",
+        ):
             getattr(transformers, name)
     return True
 
 
 _transformers_imported()
 
-page = st.navigation(build_navigation(), expanded=True)  # all pages listed: collapsed, the last sections hid behind "View N more"
+page = st.navigation(
+    build_navigation(), expanded=True
+)  # all pages listed: collapsed, the last sections hid behind "View N more"
 follow_deep_link()  # a link to /<page> that app/serve.py sent to the root first: open that page, with its query
 room.begin(page)  # ?room=CODE: join, and the room's banner (a follower's poll follows the presenter)
 model_picker()

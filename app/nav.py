@@ -1,4 +1,5 @@
 """The pages EncoderLab can show, in order. A page appears only once its file exists."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,5 +1,6 @@
 """EncoderLab's server: ``streamlit run app/serve.py`` serves app/main.py behind one redirect (app/deeplinks.py),
 so a shared link to /<page> opens without the client's base-path probes failing in the console."""
+
 from __future__ import annotations
 
 import sys

@@ -1,6 +1,7 @@
 """The sidebar every page shares: the model picker (family, checkpoint: bundled, official, this session's,
 custom; device) and the workshop controls (language, presenter view, pinned model, session report).
 All of it is kept in the URL (app/kit/urlstate.py), so a link reproduces the choice."""
+
 from __future__ import annotations
 
 import threading
@@ -22,8 +23,6 @@ from core.registry import FAMILIES, ModelLoadError, chinese_bundled, family, pic
 
 DEVICES = ("auto", "cpu", "cuda")
 QUANT = "sidebar.quant"  # True: the model's linears run int8 (core.compare.int8; CPU inference only)
-
-
 
 
 def _checkpoint_options(fam: str) -> list[str]:
@@ -94,14 +93,21 @@ def report_panel() -> None:
                 button = st.empty()  # goes once the file is ready, so only the download shows
                 if button.button(t("sidebar.report_build"), key="sidebar.report_build", icon=":material/description:"):
                     bar = st.progress(0.0, text=t("sidebar.report_building", n=len(items)))
-                    html = report.build_html(items, on_progress=lambda f: bar.progress(
-                        f, text=t("sidebar.report_building", n=len(items))))
+                    html = report.build_html(
+                        items, on_progress=lambda f: bar.progress(f, text=t("sidebar.report_building", n=len(items)))
+                    )
                     bar.empty()
                     button.empty()
                     built = st.session_state[REPORT_BUILT] = (made_from, html.encode("utf-8"))
             if built is not None and built[0] == made_from:
-                st.download_button(t("sidebar.report_download"), data=built[1], file_name="encoderlab-session.html",
-                                   mime="text/html", key="sidebar.report_dl", icon=":material/download:")
+                st.download_button(
+                    t("sidebar.report_download"),
+                    data=built[1],
+                    file_name="encoderlab-session.html",
+                    mime="text/html",
+                    key="sidebar.report_dl",
+                    icon=":material/download:",
+                )
             if st.button(t("sidebar.report_clear"), key="sidebar.report_clear"):
                 report.clear()
                 st.session_state.pop(REPORT_BUILT, None)
@@ -123,19 +129,31 @@ def model_picker() -> ModelSpec | None:
         sb.caption(t("sidebar.pinned_note"))
     if st.session_state.get(LANG_KEY) == "zh":  # the Chinese checkpoints first, above the (English) minis
         _chinese_suggestion(sb)
-    fam = sb.selectbox(t("sidebar.family"), picker_families(), key=state.FAMILY,
-                       format_func=lambda k: t_or(f"families.{k}.label", family(k).label), disabled=locked)
+    fam = sb.selectbox(
+        t("sidebar.family"),
+        picker_families(),
+        key=state.FAMILY,
+        format_func=lambda k: t_or(f"families.{k}.label", family(k).label),
+        disabled=locked,
+    )
     if family(fam).generic:  # what it is and how to pick one: a folder or Hub id typed under custom
         sb.caption(t_or(f"families.{fam}.summary", family(fam).summary))
     opts = _checkpoint_options(fam)
     if st.session_state.get(state.CHECKPOINT) not in opts:
         st.session_state[state.CHECKPOINT] = opts[0]
-    choice = sb.selectbox(t("sidebar.checkpoint"), opts, key=state.CHECKPOINT, format_func=_label, disabled=locked,
-                          help=t("sidebar.checkpoint_help"))  # what "(bundled)" means: the label stays short
+    choice = sb.selectbox(
+        t("sidebar.checkpoint"),
+        opts,
+        key=state.CHECKPOINT,
+        format_func=_label,
+        disabled=locked,
+        help=t("sidebar.checkpoint_help"),
+    )  # what "(bundled)" means: the label stays short
     checkpoint = choice
     if choice == CUSTOM_OPTION:
-        checkpoint = sb.text_input(t("sidebar.custom_input"), key=state.CUSTOM, disabled=locked,
-                                   placeholder=t("sidebar.custom_placeholder")).strip()
+        checkpoint = sb.text_input(
+            t("sidebar.custom_input"), key=state.CUSTOM, disabled=locked, placeholder=t("sidebar.custom_placeholder")
+        ).strip()
     # Nothing typed in the custom box yet (the generic family starts here): not an error, a step still to take. It
     # is said once, under the box; the page's main area shows only a pointer here (AWAITING, awaiting_checkpoint).
     awaiting = choice == CUSTOM_OPTION and not checkpoint
@@ -170,23 +188,17 @@ def model_picker() -> ModelSpec | None:
         if failed:
             source.error(t("sidebar.load_failed", id=as_text(spec.checkpoint), error=explain(failed)))
         elif res.source == "unavailable":
-            source.warning(t("sidebar.unavailable", id=as_text(spec.checkpoint),
-                                   tried=as_text("; ".join(res.tried))))
+            source.warning(t("sidebar.unavailable", id=as_text(spec.checkpoint), tried=as_text("; ".join(res.tried))))
         elif not can_have_now(res.source):  # downloads allowed, but the Hub does not answer: say so here
             source.warning(t("sidebar.hub_unreachable", id=as_text(spec.checkpoint)))
         else:
-            source.caption(t("sidebar.weights_from", source=source_name(res.source))
-                                 + (f" — `{res.path}`" if res.path else ""))
+            source.caption(
+                t("sidebar.weights_from", source=source_name(res.source)) + (f" — `{res.path}`" if res.path else "")
+            )
     if not presenter.is_on():
         _offline_summary(sb)
     urlstate.publish()
     return spec
-
-
-
-
-
-
 
 
 def _chinese_suggestion(sb) -> None:
@@ -204,8 +216,12 @@ def _chinese_suggestion(sb) -> None:
         for fam, cid in here:
             sb.button(cid, key=f"sidebar.zh.{cid}", on_click=pick, args=(fam, cid), icon=":material/translate:")
     if len(here) == len(own):  # none of the Hub's: why (the bundled one, if any, still reads Chinese)
-        sb.caption(t("zh_walk.hub_unavailable" if own else "sidebar.zh_unavailable",
-                     ids=", ".join(f"`{cid}`" for _, cid in zh)))
+        sb.caption(
+            t(
+                "zh_walk.hub_unavailable" if own else "sidebar.zh_unavailable",
+                ids=", ".join(f"`{cid}`" for _, cid in zh),
+            )
+        )
 
 
 def _offline_summary(sb) -> None:

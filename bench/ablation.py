@@ -14,6 +14,7 @@ bundled model of are skipped, with a line saying so.
 
 Torch threads default to 1 on CPU (see bench/fill_mask.py: more threads than free cores spin-wait).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,19 +35,21 @@ from core.compare.speed import timed as bench_timed  # noqa: E402
 from core.inspect import ablation as ab  # noqa: E402
 from core.inspect import ablation_predict as abp  # noqa: E402
 from core.inspect import head_importance as hi  # noqa: E402
-from core.predict.fill_mask import FillMaskConfig, fill_mask_batch  # noqa: E402
 from core.models.loading import LoadedModel, ModelSpec, load  # noqa: E402
 from core.models.tiny import tiny_config  # noqa: E402
-from core.registry import FAMILIES, bundled_id, official_config  # noqa: E402
 from core.models.tokenizer_build import bert_uncased_tokenizer  # noqa: E402
+from core.predict.fill_mask import FillMaskConfig, fill_mask_batch  # noqa: E402
+from core.registry import FAMILIES, bundled_id, official_config  # noqa: E402
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "7"))
 DEVICE = os.environ.get("BENCH_DEVICE", "cpu")
 DEVICE_TYPE = torch.device(DEVICE).type
 THREADS = int(os.environ.get("BENCH_THREADS", "1"))
 SUBSET = int(os.environ.get("BENCH_SUBSET", "8"))
-TEXT = ("The old lighthouse keeper climbed the narrow stairs every evening to light the [MASK] lamp, "
-        "while the storm kept pounding the rocks below the tower all night until dawn")
+TEXT = (
+    "The old lighthouse keeper climbed the narrow stairs every evening to light the [MASK] lamp, "
+    "while the storm kept pounding the rocks below the tower all night until dawn"
+)
 
 
 def build_base(quick: bool = False) -> LoadedModel:
@@ -56,9 +59,15 @@ def build_base(quick: bool = False) -> LoadedModel:
     tok = bert_uncased_tokenizer()
     cfg = tiny_config("bert", len(tok), tok) if quick else official_config("bert-base-uncased")
     model = transformers.BertForMaskedLM(cfg).eval().to(DEVICE)
-    return LoadedModel(model=model, tokenizer=tok,
-                       spec=ModelSpec("bert", f"{'tiny BERT' if quick else 'bert-base-uncased'} (random weights)",
-                                      DEVICE_TYPE), task="mlm", source="random init", path="", device=DEVICE)
+    return LoadedModel(
+        model=model,
+        tokenizer=tok,
+        spec=ModelSpec("bert", f"{'tiny BERT' if quick else 'bert-base-uncased'} (random weights)", DEVICE_TYPE),
+        task="mlm",
+        source="random init",
+        path="",
+        device=DEVICE,
+    )
 
 
 def timed(fn) -> float:
@@ -93,13 +102,18 @@ def recompute(lm: LoadedModel) -> None:
         t["ablated"].append(timed(ablated_recompute))
         t["whole"].append(timed(whole))
     m = {k: statistics.median(v) for k, v in t.items()}
-    print(f"(a) fill-mask, {lm.spec.checkpoint}, {n} tokens, {len(heads.heads)} heads zeroed, "
-          f"median of {ROUNDS} rounds")
+    print(
+        f"(a) fill-mask, {lm.spec.checkpoint}, {n} tokens, {len(heads.heads)} heads zeroed, median of {ROUNDS} rounds"
+    )
     print(f"    baseline: one normal fill-mask (fill_mask_batch)        {m['normal'] * 1000:8.1f} ms  1.00x")
-    print(f"    one ablated recompute (hooks + decoder tap)             {m['ablated'] * 1000:8.1f} ms  "
-          f"{m['ablated'] / m['normal']:.2f}x  (target <= 1.2x)")
-    print(f"    ablate_fill_mask (normal + ablated, what a page calls)  {m['whole'] * 1000:8.1f} ms  "
-          f"{m['whole'] / m['normal']:.2f}x")
+    print(
+        f"    one ablated recompute (hooks + decoder tap)             {m['ablated'] * 1000:8.1f} ms  "
+        f"{m['ablated'] / m['normal']:.2f}x  (target <= 1.2x)"
+    )
+    print(
+        f"    ablate_fill_mask (normal + ablated, what a page calls)  {m['whole'] * 1000:8.1f} ms  "
+        f"{m['whole'] / m['normal']:.2f}x"
+    )
 
 
 def importance(lm, label: str, n_texts: int = 64) -> None:
@@ -121,8 +135,10 @@ def importance(lm, label: str, n_texts: int = 64) -> None:
     note = "" if len(subset) == n_heads else f", extrapolated from {len(subset)} heads + baseline"
     print(f"(b) {label}: {n_heads} heads, {len(texts)} held-out sentences")
     print(f"    baseline: exhaustive single-head ablation  {exhaustive:8.2f} s  ({per_eval:.3f} s per head{note})")
-    print(f"    gradient importance (one backward/batch)   {r.seconds_gradient:8.2f} s  "
-          f"speed-up {exhaustive / r.seconds_gradient:.1f}x  (expected > 50x for 144 heads)")
+    print(
+        f"    gradient importance (one backward/batch)   {r.seconds_gradient:8.2f} s  "
+        f"speed-up {exhaustive / r.seconds_gradient:.1f}x  (expected > 50x for 144 heads)"
+    )
 
 
 def main() -> None:

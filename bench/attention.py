@@ -13,6 +13,7 @@ Run: .venv/bin/python bench/attention.py  [--quick]
 ``--quick``: the same views and ratios on a tiny random BERT (core.models.tiny: 2 layers x 4 heads) at 32 and 64
 tokens, and MiniLM at 32 tokens (seconds; tests/test_bench_quick.py runs it).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,12 +32,17 @@ from bertviz import head_view, model_view  # noqa: E402
 
 from app.views.inspect.bertviz_embed import build_view, fit_payload  # noqa: E402
 from core.inspect.attention import AttentionConfig, compute_attention  # noqa: E402
-from core.models.loading import LoadedModel, ModelSpec  # noqa: E402
-from core.models.loading import load  # noqa: E402
+from core.models.loading import (  # noqa: E402
+    LoadedModel,
+    ModelSpec,
+    load,  # noqa: E402
+)
 from core.models.tiny import tiny_config  # noqa: E402
-from core.models.tokenizer_build import minilm_folder  # noqa: E402
+from core.models.tokenizer_build import (
+    bert_uncased_tokenizer,  # noqa: E402
+    minilm_folder,  # noqa: E402
+)
 from core.registry import official_config  # noqa: E402
-from core.models.tokenizer_build import bert_uncased_tokenizer  # noqa: E402
 
 WORDS = "the cat sat on the mat and then it slept for a long time in the warm sun".split()  # one WordPiece each
 
@@ -50,8 +56,15 @@ def build(quick: bool = False) -> LoadedModel:
     cfg._attn_implementation = "eager"  # as core.models.loading.load(..., attentions=True) does
     model = transformers.BertModel(cfg, add_pooling_layer=False).eval()
     name = "tiny BERT" if quick else "bert-base-uncased"
-    return LoadedModel(model=model, tokenizer=tok, spec=ModelSpec("bert", f"{name} (random weights)", "cpu"),
-                       task="base", source="random init", path="", device="cpu")
+    return LoadedModel(
+        model=model,
+        tokenizer=tok,
+        spec=ModelSpec("bert", f"{name} (random weights)", "cpu"),
+        task="base",
+        source="random init",
+        path="",
+        device="cpu",
+    )
 
 
 def text_of(n_tokens: int) -> str:
@@ -66,7 +79,7 @@ def timed(fn):
 
 def plain(kind: str, att, labels: list[str], layers: list[int]) -> tuple[int, float]:
     """Plain bertviz on the attention a model returns (float32 tensors, (1, heads, n, n) per layer)."""
-    tensors = [torch.from_numpy(att[i:i + 1].astype("float32")) for i in layers]
+    tensors = [torch.from_numpy(att[i : i + 1].astype("float32")) for i in layers]
     fn = head_view if kind == "head" else model_view
     out, sec = timed(lambda: fn(tensors, labels, html_action="return"))
     data = out.data
@@ -81,8 +94,10 @@ def main() -> None:
     sizes, mini_tokens = ((32, 64), 32) if args.quick else ((128, 512), 128)
     n_layers, n_heads = lm.model.config.num_hidden_layers, lm.model.config.num_attention_heads
     print(f"{lm.spec.checkpoint} ({n_layers} layers x {n_heads} heads), eager attention, torch {torch.__version__}")
-    print(f"{'tokens':>6} {'view':>5} {'layers':>6} | {'ours MB':>8} {'ours s':>7} | {'bertviz MB':>10} {'bertviz s':>9} "
-          f"| {'size ours/bertviz':>17} {'time ours/bertviz':>17}")
+    print(
+        f"{'tokens':>6} {'view':>5} {'layers':>6} | {'ours MB':>8} {'ours s':>7} | {'bertviz MB':>10} {'bertviz s':>9} "
+        f"| {'size ours/bertviz':>17} {'time ours/bertviz':>17}"
+    )
     worst = 0.0
     for n in sizes:
         r = compute_attention(lm, AttentionConfig(text_of(n)))
@@ -92,12 +107,16 @@ def main() -> None:
         layers, heads = fit_payload(list(range(r.n_layers)), list(range(r.n_heads)), n, pair=False)
         assert len(heads) == r.n_heads
         for kind in ("head", "model"):
-            view, ours_s = timed(lambda: build_view(kind, att, labels, layers=layers))
+            view, ours_s = timed(
+                lambda kind=kind, att=att, labels=labels, layers=layers: build_view(kind, att, labels, layers=layers)
+            )
             base_b, base_s = plain(kind, att, labels, layers)
             ratio = view.size_bytes / base_b
             worst = max(worst, ratio)
-            print(f"{n:>6} {kind:>5} {len(layers):>6} | {view.size_bytes / 1e6:>8.2f} {ours_s:>7.2f} | "
-                  f"{base_b / 1e6:>10.2f} {base_s:>9.2f} | {ratio:>16.3f}x {ours_s / base_s:>16.2f}x")
+            print(
+                f"{n:>6} {kind:>5} {len(layers):>6} | {view.size_bytes / 1e6:>8.2f} {ours_s:>7.2f} | "
+                f"{base_b / 1e6:>10.2f} {base_s:>9.2f} | {ratio:>16.3f}x {ours_s / base_s:>16.2f}x"
+            )
     print(f"worst size ratio on the same layers: ours/bertviz = {worst:.3f}x (target <= 0.333x)")
     # Random weights spread attention evenly (every weight ~1/n). Trained heads are peaked, and weights that
     # round to 0 cost 2 bytes: the offline real MiniLM (6 x 12, pretrained) on the same 128 tokens.
@@ -105,9 +124,11 @@ def main() -> None:
     r = compute_attention(mini, AttentionConfig(text_of(mini_tokens)))
     view, ours_s = timed(lambda: build_view("head", r.attentions, list(r.labels)))
     base_b, base_s = plain("head", r.attentions, list(r.labels), list(range(r.n_layers)))
-    print(f"pretrained MiniLM, {mini_tokens} tokens, head view, all {r.n_layers} layers: ours {view.size_bytes / 1e6:.2f} MB "
-          f"in {ours_s:.2f}s, bertviz {base_b / 1e6:.2f} MB in {base_s:.2f}s: ours/bertviz = "
-          f"{view.size_bytes / base_b:.3f}x size, {ours_s / base_s:.2f}x time")
+    print(
+        f"pretrained MiniLM, {mini_tokens} tokens, head view, all {r.n_layers} layers: ours {view.size_bytes / 1e6:.2f} MB "
+        f"in {ours_s:.2f}s, bertviz {base_b / 1e6:.2f} MB in {base_s:.2f}s: ours/bertviz = "
+        f"{view.size_bytes / base_b:.3f}x size, {ours_s / base_s:.2f}x time"
+    )
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ Run: .venv/bin/python bench/attribution.py  [--quick] [BENCH_DEVICE=cuda] [BENCH
 ``--quick``: the same three on a tiny random BERT classifier (core.models.tiny), 1 round (seconds;
 tests/test_bench_quick.py runs it).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,8 +37,8 @@ from core.inspect.attribution import attribute  # noqa: E402
 from core.inspect.attribution_inputs import AttributionConfig, prepare  # noqa: E402
 from core.models.loading import LoadedModel, ModelSpec  # noqa: E402
 from core.models.tiny import tiny_config  # noqa: E402
-from core.registry import official_config  # noqa: E402
 from core.models.tokenizer_build import bert_uncased_tokenizer  # noqa: E402
+from core.registry import official_config  # noqa: E402
 
 N_STEPS = 50
 WORDS = "the cat sat on the mat and then it slept for a long time in the warm sun".split()  # one WordPiece each
@@ -52,8 +53,15 @@ def build(device: str, quick: bool = False) -> LoadedModel:
     cfg.num_labels = 2
     model = transformers.BertForSequenceClassification(cfg).eval().to(device)
     name = "tiny BERT" if quick else "bert-base-uncased"
-    return LoadedModel(model=model, tokenizer=tok, spec=ModelSpec("bert", f"{name} (random weights)", "cpu"),
-                       task="seqcls", source="random init", path="", device=device)
+    return LoadedModel(
+        model=model,
+        tokenizer=tok,
+        spec=ModelSpec("bert", f"{name} (random weights)", "cpu"),
+        task="seqcls",
+        source="random init",
+        path="",
+        device=device,
+    )
 
 
 def sync(device: str) -> None:
@@ -70,8 +78,15 @@ def main() -> None:
     torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "1")))
     lm = build(device, args.quick)
     text = " ".join(WORDS[i % len(WORDS)] for i in range(30))  # 30 words + [CLS] [SEP] = 32 tokens
-    cfg = AttributionConfig(target="class", text=text, class_index=1, methods=("lig",), n_steps=N_STEPS,
-                            internal_batch_size=N_STEPS, baseline="pad")
+    cfg = AttributionConfig(
+        target="class",
+        text=text,
+        class_index=1,
+        methods=("lig",),
+        n_steps=N_STEPS,
+        internal_batch_size=N_STEPS,
+        baseline="pad",
+    )
     prep = prepare(lm, cfg)
     seq = prep.ids.shape[1]
     assert seq == 32, seq
@@ -95,8 +110,9 @@ def main() -> None:
             return model(input_ids=ids, **{k: v.expand(ids.shape[0], -1) for k, v in extra.items()}).logits[:, 1]
 
         lig = LayerIntegratedGradients(f, model.bert.embeddings.word_embeddings)
-        lig.attribute(prep.ids, baselines=base_ids, n_steps=N_STEPS, internal_batch_size=1,
-                      return_convergence_delta=True)
+        lig.attribute(
+            prep.ids, baselines=base_ids, n_steps=N_STEPS, internal_batch_size=1, return_convergence_delta=True
+        )
 
     def timed(fn) -> float:
         sync(device)
@@ -108,16 +124,20 @@ def main() -> None:
     floor(), ours()  # warm-up (allocator, first-call imports)
     times: dict[str, list[float]] = {"floor": [], "ours": [], "captum": []}
     for r in range(rounds):
-        for name in (("floor", "ours") if r % 2 == 0 else ("ours", "floor")):
+        for name in ("floor", "ours") if r % 2 == 0 else ("ours", "floor"):
             times[name].append(timed(floor if name == "floor" else ours))
         if r == 0:  # 50 sequential passes: slow on a CPU, so once
             times["captum"].append(timed(captum_ibs1))
     med = {k: statistics.median(v) for k, v in times.items()}
-    print(f"device={device} threads={torch.get_num_threads()} model={lm.spec.checkpoint} "
-          f"seq={seq} n_steps={N_STEPS} rounds={rounds} (captum: 1 run)")
+    print(
+        f"device={device} threads={torch.get_num_threads()} model={lm.spec.checkpoint} "
+        f"seq={seq} n_steps={N_STEPS} rounds={rounds} (captum: 1 run)"
+    )
     for k, v in times.items():
         print(f"  {k:<7} median {med[k]:.3f}s  runs: " + ", ".join(f"{t:.3f}" for t in v))
-    print(f"ours/floor (one batched fwd+bwd over {N_STEPS} inputs) = {med['ours'] / med['floor']:.2f}x  (target <= 1.30x)")
+    print(
+        f"ours/floor (one batched fwd+bwd over {N_STEPS} inputs) = {med['ours'] / med['floor']:.2f}x  (target <= 1.30x)"
+    )
     print(f"ours/captum LayerIG internal_batch_size=1 = {med['ours'] / med['captum']:.2f}x")
 
 

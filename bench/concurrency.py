@@ -22,6 +22,7 @@ worker process would spend most of the run importing torch) and timed alone for 
 tests/test_bench_quick.py runs it). Every job is cancelled and waited for, and
 worker processes are daemons: nothing is left running.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,9 +42,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import numpy as np  # noqa: E402
 
-from core.predict.fill_mask import FillMaskConfig, examples, fill_mask  # noqa: E402
 from core.models.loading import LoadedModel, ModelSpec, load  # noqa: E402
-from core.registry import official_config
+from core.predict.fill_mask import FillMaskConfig, examples, fill_mask  # noqa: E402
+from core.registry import official_config  # noqa: E402
 from core.runtime.serving import stats  # noqa: E402
 
 TOL = 1e-5
@@ -116,27 +117,36 @@ def sessions(lm: LoadedModel, cfgs: list[FillMaskConfig], ref: dict, n: int, rou
     after = stats(lm, "fill_mask")
     a = np.array(lat) * 1000
     calls = after.calls - before.calls
-    return dict(p50=float(np.percentile(a, 50)), p95=float(np.percentile(a, 95)), thr=len(lat) / wall,
-                bad=bad[0], worst=worst[0], calls=len(lat),
-                per_batch=(calls / max(1, after.batches - before.batches)) if calls else 1.0)
+    return dict(
+        p50=float(np.percentile(a, 50)),
+        p95=float(np.percentile(a, 95)),
+        thr=len(lat) / wall,
+        bad=bad[0],
+        worst=worst[0],
+        calls=len(lat),
+        per_batch=(calls / max(1, after.batches - before.batches)) if calls else 1.0,
+    )
 
 
 def row(label: str, m: dict, lone: dict) -> str:
-    return (f"| {label} | {m['p50']:.1f} ms ({m['p50'] / lone['p50']:.2f}×) | {m['p95']:.1f} ms "
-            f"({m['p95'] / lone['p95']:.2f}×) | {m['thr']:.1f}/s ({m['thr'] / lone['thr']:.2f}×) | "
-            f"{m['per_batch']:.1f} | {m['bad']} (max Δp {m['worst']:.1e}) |")
+    return (
+        f"| {label} | {m['p50']:.1f} ms ({m['p50'] / lone['p50']:.2f}×) | {m['p95']:.1f} ms "
+        f"({m['p95'] / lone['p95']:.2f}×) | {m['thr']:.1f}/s ({m['thr'] / lone['thr']:.2f}×) | "
+        f"{m['per_batch']:.1f} | {m['bad']} (max Δp {m['worst']:.1e}) |"
+    )
 
 
 def start_finetune(device: str, workers: bool, out: Path):
     """A fine-tune of bert-mini on the bundled drug reviews, long enough to outlast the measurement."""
     from core.data.datasets_local import load_bundled
+    from core.runtime.jobs import JobRunner
     from core.train.finetune import job_fn
     from core.train.finetune_config import FinetuneConfig
-    from core.runtime.jobs import JobRunner
 
     r = JobRunner({"cpu": 2, "gpu": 1}, workers=workers)
-    cfg = FinetuneConfig("bert", "encoderlab/bert-mini", epochs=1, max_steps=2000, batch_size=8, max_length=64,
-                         patience=0, device=device)
+    cfg = FinetuneConfig(
+        "bert", "encoderlab/bert-mini", epochs=1, max_steps=2000, batch_size=8, max_length=64, patience=0, device=device
+    )
     job = r.submit("bench fine-tune", job_fn(cfg, load_bundled("drugreview").subset(6400, 32), out), device=device)
     end = time.time() + 300
     while sum(1 for m in job.metrics if m.get("kind") == "train") < 2 and not job.done and time.time() < end:
@@ -160,10 +170,10 @@ def rss_mb() -> float:
 def soak(lm: LoadedModel, cfgs: list[FillMaskConfig], device: str) -> None:
     """300 predictions, 20 training jobs and 50 sessions opened and closed; process memory before and after."""
     from core.data.datasets_local import load_bundled
-    from core.train.finetune import job_fn, runs_root
-    from core.train.finetune_config import FinetuneConfig
     from core.runtime.jobs import JobRunner
     from core.runtime.run_folders import SessionSweeper
+    from core.train.finetune import job_fn, runs_root
+    from core.train.finetune_config import FinetuneConfig
 
     runs = Path(tempfile.mkdtemp(prefix="encoderlab-bench-runs-"))
     os.environ["ENCODERLAB_RUNS"] = str(runs)
@@ -175,8 +185,16 @@ def soak(lm: LoadedModel, cfgs: list[FillMaskConfig], device: str) -> None:
     sweeper = SessionSweeper(r, lambda sid: live.get(sid, False))
 
     def train_job(owner: str, i: int):
-        cfg = FinetuneConfig("bert", "encoderlab/bert-mini", epochs=1, max_steps=2, batch_size=8, max_length=64,
-                             patience=0, device=device)
+        cfg = FinetuneConfig(
+            "bert",
+            "encoderlab/bert-mini",
+            epochs=1,
+            max_steps=2,
+            batch_size=8,
+            max_length=64,
+            patience=0,
+            device=device,
+        )
         return r.submit(f"soak {i}", job_fn(cfg, data, runs_root(owner) / f"run{i}"), device=device, owner=owner)
 
     for c in cfgs:  # warm-up: every text once, one training job
@@ -193,8 +211,12 @@ def soak(lm: LoadedModel, cfgs: list[FillMaskConfig], device: str) -> None:
         live[sid] = True
         sweeper.remember(owner, sid)
         out = [None] * 6
-        ts = [threading.Thread(target=lambda k=k: out.__setitem__(k, fill_mask(lm, cfgs[(s + k) % len(cfgs)])))
-              for k in range(6)]
+        ts = [
+            threading.Thread(
+                target=lambda k=k, out=out, s=s: out.__setitem__(k, fill_mask(lm, cfgs[(s + k) % len(cfgs)]))
+            )
+            for k in range(6)
+        ]
         for t in ts:
             t.start()
         for t in ts:
@@ -225,11 +247,15 @@ def soak(lm: LoadedModel, cfgs: list[FillMaskConfig], device: str) -> None:
     failed = [j.error for j in jobs if j.status == "error"]
     dropped = sum(j.status == "cancelled" for j in gate_jobs)
     left = sum(p.stat().st_size for p in runs.rglob("*") if p.is_file()) / 2**20
-    print(f"\nsoak: {preds} predictions, {trained} training jobs done ({len(failed)} failed{': ' + failed[0] if failed else ''}), "
-          f"50 sessions opened and closed ({dropped} of the {len(gate_jobs)} jobs left queued by a closed tab were "
-          f"cancelled), {time.perf_counter() - t0:.0f} s")
-    print(f"  process memory (RSS) after warm-up {warm:.0f} MB, at the end {end:.0f} MB: growth {end - warm:+.0f} MB "
-          "(target < 100 MB)")
+    print(
+        f"\nsoak: {preds} predictions, {trained} training jobs done ({len(failed)} failed{': ' + failed[0] if failed else ''}), "
+        f"50 sessions opened and closed ({dropped} of the {len(gate_jobs)} jobs left queued by a closed tab were "
+        f"cancelled), {time.perf_counter() - t0:.0f} s"
+    )
+    print(
+        f"  process memory (RSS) after warm-up {warm:.0f} MB, at the end {end:.0f} MB: growth {end - warm:+.0f} MB "
+        "(target < 100 MB)"
+    )
     print(f"  job table {len(r.jobs())} entries (keep 10), run folders left {left:.1f} MB")
 
 
@@ -259,14 +285,20 @@ def main() -> None:
     # the machine is shared: of three lone runs, the one with the median p50 is the baseline
     lone = sorted((sessions(lm, cfgs, ref, 1, args.rounds * 2) for _ in range(3)), key=lambda m: m["p50"])[1]
     nparams = sum(p.numel() for p in lm.model.parameters()) / 1e6
-    print(f"model: {lm.spec.checkpoint} ({nparams:.1f}M parameters), device {lm.device}, torch threads "
-          f"{torch.get_num_threads()}, {os.cpu_count()} CPU cores; {len(cfgs)} example sentences; {args.rounds} calls "
-          f"per session; window {os.environ.get('ENCODERLAB_BATCH_WINDOW_MS', '5')} ms, largest batch "
-          f"{os.environ.get('BENCH_MAX_BATCH', '32')}")
-    print(f"baseline: a lone caller, batching off: p50 {lone['p50']:.1f} ms, p95 {lone['p95']:.1f} ms, "
-          f"{lone['thr']:.1f} calls/s\n")
-    print("| sessions at once | p50 (vs lone) | p95 (vs lone) | throughput (vs lone) | requests per forward | "
-          "mismatches |")
+    print(
+        f"model: {lm.spec.checkpoint} ({nparams:.1f}M parameters), device {lm.device}, torch threads "
+        f"{torch.get_num_threads()}, {os.cpu_count()} CPU cores; {len(cfgs)} example sentences; {args.rounds} calls "
+        f"per session; window {os.environ.get('ENCODERLAB_BATCH_WINDOW_MS', '5')} ms, largest batch "
+        f"{os.environ.get('BENCH_MAX_BATCH', '32')}"
+    )
+    print(
+        f"baseline: a lone caller, batching off: p50 {lone['p50']:.1f} ms, p95 {lone['p95']:.1f} ms, "
+        f"{lone['thr']:.1f} calls/s\n"
+    )
+    print(
+        "| sessions at once | p50 (vs lone) | p95 (vs lone) | throughput (vs lone) | requests per forward | "
+        "mismatches |"
+    )
     print("|---|---|---|---|---|---|")
     for on in (False, True):
         batching(on)
@@ -275,7 +307,7 @@ def main() -> None:
             print(row(f"{n}, batching {'on' if on else 'off'}", m, lone), flush=True)
     batching(True)
     if not args.no_finetune:
-        for workers in ((False,) if args.quick else (True, False)):
+        for workers in (False,) if args.quick else (True, False):
             out = Path(tempfile.mkdtemp(prefix="encoderlab-bench-ft-"))
             r, job = start_finetune(args.device, workers, out)
             s0, t0 = train_steps(job), time.perf_counter()
@@ -287,15 +319,31 @@ def main() -> None:
             r.cancel(job.id)
             r.wait(job, timeout=180)
             where = "worker process" if workers else "thread of this process"
-            print(row(f"8 + a fine-tune ({where}; its steps/s {alone:.2f} before, {rate:.2f} meanwhile)", m, lone),
-                  flush=True)
+            print(
+                row(f"8 + a fine-tune ({where}; its steps/s {alone:.2f} before, {rate:.2f} meanwhile)", m, lone),
+                flush=True,
+            )
     if args.soak:
         soak(lm, cfgs, args.device)
     if args.watch:
         print("\nwatching a fine-tune (tests/e2e/test_concurrency_e2e.py, a real server in Chromium):", flush=True)
-        subprocess.run([sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider",
-                        "tests/e2e/test_concurrency_e2e.py", "-k", "watching"], cwd=ROOT, check=False,
-                       env={**os.environ, "ENCODERLAB_BENCH_WATCH": "1"})
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-q",
+                "-s",
+                "-p",
+                "no:cacheprovider",
+                "tests/e2e/test_concurrency_e2e.py",
+                "-k",
+                "watching",
+            ],
+            cwd=ROOT,
+            check=False,
+            env={**os.environ, "ENCODERLAB_BENCH_WATCH": "1"},
+        )
 
 
 if __name__ == "__main__":

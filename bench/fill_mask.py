@@ -14,6 +14,7 @@ instead of 64 (seconds; tests/test_bench_quick.py runs it).
 Torch threads default to 1 on CPU: on a shared 2-core machine more threads than free cores makes every method
 spin-wait (10x slower here) and buries the ratios in noise; all methods run with the same setting.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,11 +32,11 @@ import transformers  # noqa: E402
 
 from core.compare.speed import timed as bench_timed  # noqa: E402
 from core.models import packed_linear  # noqa: E402
-from core.predict.fill_mask import FillMaskConfig, examples, fill_mask, fill_mask_batch  # noqa: E402
 from core.models.loading import LoadedModel, ModelSpec  # noqa: E402
 from core.models.tiny import tiny_config  # noqa: E402
-from core.registry import official_config  # noqa: E402
 from core.models.tokenizer_build import bert_uncased_tokenizer  # noqa: E402
+from core.predict.fill_mask import FillMaskConfig, examples, fill_mask, fill_mask_batch  # noqa: E402
+from core.registry import official_config  # noqa: E402
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "5"))
 DEVICE = os.environ.get("BENCH_DEVICE", "cpu")
@@ -54,8 +55,15 @@ def build(quick: bool = False) -> LoadedModel:
     cfg = tiny_config("bert", len(tok), tok) if quick else official_config("bert-base-uncased")
     model = transformers.BertForMaskedLM(cfg).eval().to(DEVICE)
     name = "tiny BERT" if quick else "bert-base-uncased"
-    return LoadedModel(model=model, tokenizer=tok, spec=ModelSpec("bert", f"{name} (random weights)", DEVICE_TYPE),
-                       task="mlm", source="random init", path="", device=DEVICE)
+    return LoadedModel(
+        model=model,
+        tokenizer=tok,
+        spec=ModelSpec("bert", f"{name} (random weights)", DEVICE_TYPE),
+        task="mlm",
+        source="random init",
+        path="",
+        device=DEVICE,
+    )
 
 
 def timed(fn) -> float:
@@ -64,9 +72,11 @@ def timed(fn) -> float:
 
 def unpacked(fn):
     """``fn`` with packed linears switched off: the default kernels that transformers uses."""
+
     def run(*a):
         with packed_linear.off():
             return fn(*a)
+
     return run
 
 
@@ -76,15 +86,21 @@ def latency(lm: LoadedModel, pipe, sentences: list[str], label: str) -> float:
     model, tok = lm.model, lm.tokenizer
     pre = [tok(s, return_tensors="pt").to(DEVICE) for s in sentences]
     cfgs = [FillMaskConfig(s, top_k=TOP_K) for s in sentences]
-    print(f"{label}: {len(sentences)} texts ({min(len(p['input_ids'][0]) for p in pre)}-"
-          f"{max(len(p['input_ids'][0]) for p in pre)} tokens), one [MASK] each")
+    print(
+        f"{label}: {len(sentences)} texts ({min(len(p['input_ids'][0]) for p in pre)}-"
+        f"{max(len(p['input_ids'][0]) for p in pre)} tokens), one [MASK] each"
+    )
 
     def encoder(i: int) -> None:
         with torch.inference_mode():
             model.bert(**pre[i])
 
-    methods = {"ours": lambda i: fill_mask(lm, cfgs[i]), "pipeline": lambda i: pipe(sentences[i]),
-               "encoder": encoder, "ours, default linears": unpacked(lambda i: fill_mask(lm, cfgs[i]))}
+    methods = {
+        "ours": lambda i: fill_mask(lm, cfgs[i]),
+        "pipeline": lambda i: pipe(sentences[i]),
+        "encoder": encoder,
+        "ours, default linears": unpacked(lambda i: fill_mask(lm, cfgs[i])),
+    }
     for i in range(len(sentences)):  # warm up every path once
         for f in methods.values():
             f(i)
@@ -95,15 +111,17 @@ def latency(lm: LoadedModel, pipe, sentences: list[str], label: str) -> float:
     for _ in range(ROUNDS):
         for i in range(len(sentences)):
             for name, f in methods.items():
-                times[name][i].append(timed(lambda: f(i)))
+                times[name][i].append(timed(lambda f=f, i=i: f(i)))
     med = {m: sum(statistics.median(t) for t in ts) / len(ts) for m, ts in times.items()}
     for m in methods:
         print(f"  {m:22s} {med[m] * 1000:8.2f} ms / text (median per text, mean over texts)")
     print(f"  fill-mask latency: ours/pipeline = {med['ours'] / med['pipeline']:.2f}x (target <= 0.75x)")
     print(f"  fill-mask latency: ours/bare encoder forward = {med['ours'] / med['encoder']:.2f}x (target <= 1.1x)")
     if packed_linear.available():
-        print(f"  (ours with the default linears: {med['ours, default linears'] / med['pipeline']:.2f}x the "
-              f"pipeline, {med['ours, default linears'] / med['encoder']:.2f}x the encoder)")
+        print(
+            f"  (ours with the default linears: {med['ours, default linears'] / med['pipeline']:.2f}x the "
+            f"pipeline, {med['ours, default linears'] / med['encoder']:.2f}x the encoder)"
+        )
     return med["pipeline"]
 
 
@@ -117,12 +135,15 @@ def main() -> None:
     n_batch = 8 if args.quick else 64
     lm = build(args.quick)
     model = lm.model
-    sentences = [s for s in examples("en") if s.count("[MASK]") == 1][:3 if args.quick else None]
-    pipe = transformers.pipeline("fill-mask", model=model, tokenizer=lm.tokenizer, device=torch.device(DEVICE),
-                                 top_k=TOP_K)
-    print(f"model: {lm.spec.checkpoint}, {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M "
-          f"params; torch {torch.__version__}, device {DEVICE}"
-          f"{'' if DEVICE_TYPE != 'cpu' else f' ({torch.get_num_threads()} threads)'}; top_k={TOP_K}, {ROUNDS} rounds")
+    sentences = [s for s in examples("en") if s.count("[MASK]") == 1][: 3 if args.quick else None]
+    pipe = transformers.pipeline(
+        "fill-mask", model=model, tokenizer=lm.tokenizer, device=torch.device(DEVICE), top_k=TOP_K
+    )
+    print(
+        f"model: {lm.spec.checkpoint}, {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M "
+        f"params; torch {torch.__version__}, device {DEVICE}"
+        f"{'' if DEVICE_TYPE != 'cpu' else f' ({torch.get_num_threads()} threads)'}; top_k={TOP_K}, {ROUNDS} rounds"
+    )
     pipe_one = latency(lm, pipe, sentences, "the example sentences (the target)")
     # The same sentences, each followed by four unmasked ones: a paragraph-length input, where the forward is
     # bound by arithmetic rather than by reading the weights, shows the other regime.
@@ -137,21 +158,29 @@ def main() -> None:
         one.append(timed(lambda: [fill_mask(lm, c) for c in batch]))
         many.append(timed(lambda: fill_mask_batch(lm, batch)))
     ratio = statistics.median(a / b for a, b in zip(one, many))
-    print(f"batch of {n_batch} (the example sentences, repeated): ours one at a time "
-          f"{n_batch / statistics.median(one):.1f} sentences/s; ours batched {n_batch / statistics.median(many):.1f} "
-          f"sentences/s; the pipeline one at a time {1 / pipe_one:.1f} sentences/s (from the latency runs above)")
-    print(f"  throughput: batch of {n_batch} / ours one at a time = {ratio:.2f}x (target >= 3x; median of {ROUNDS} "
-          f"per-round ratios)")
-    print(f"  throughput: batch of {n_batch} / the pipeline one at a time = "
-          f"{pipe_one / (statistics.median(many) / n_batch):.2f}x")
+    print(
+        f"batch of {n_batch} (the example sentences, repeated): ours one at a time "
+        f"{n_batch / statistics.median(one):.1f} sentences/s; ours batched {n_batch / statistics.median(many):.1f} "
+        f"sentences/s; the pipeline one at a time {1 / pipe_one:.1f} sentences/s (from the latency runs above)"
+    )
+    print(
+        f"  throughput: batch of {n_batch} / ours one at a time = {ratio:.2f}x (target >= 3x; median of {ROUNDS} "
+        f"per-round ratios)"
+    )
+    print(
+        f"  throughput: batch of {n_batch} / the pipeline one at a time = "
+        f"{pipe_one / (statistics.median(many) / n_batch):.2f}x"
+    )
     # Why batching buys little on a CPU once one sentence is fast: the arithmetic rate each achieves
     # (2 x tokens x encoder weights, an estimate that ignores attention scores and the skipped last-layer work).
     tokens = sum(len(lm.tokenizer(c.text)["input_ids"]) for c in batch)
     weights = sum(p.numel() for n, p in model.bert.encoder.named_parameters() if n.endswith("weight"))
     gflop = 2 * tokens * weights / 1e9
-    print(f"  arithmetic rate: batched {gflop / statistics.median(many):.0f} GFLOP/s, one at a time "
-          f"{gflop / statistics.median(one):.0f} GFLOP/s ({gflop:.0f} GFLOP for the {n_batch}); the limit here: "
-          f"{peak_gflops():.0f} GFLOP/s for one large matrix product (2048 x 768 by 768 x 3072)")
+    print(
+        f"  arithmetic rate: batched {gflop / statistics.median(many):.0f} GFLOP/s, one at a time "
+        f"{gflop / statistics.median(one):.0f} GFLOP/s ({gflop:.0f} GFLOP for the {n_batch}); the limit here: "
+        f"{peak_gflops():.0f} GFLOP/s for one large matrix product (2048 x 768 by 768 x 3072)"
+    )
 
 
 def peak_gflops() -> float:

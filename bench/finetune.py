@@ -25,6 +25,7 @@ Two more parts (``--parts seq,token,ckpt``, all by default):
 ``--quick``: every part, small: a BERT 1x32, 32 rows, 1 round of 2 steps, max length 64; the checkpointing part on a
 BERT 2x32 at max length 64, 2 steps per run; no GPU bert-base part (seconds; tests/test_bench_quick.py runs it).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -61,7 +62,8 @@ def trainer_samples_per_s(folder: Path, data, cfg, group_by_length: bool, out: P
 
     tok = transformers.AutoTokenizer.from_pretrained(str(folder))
     model = transformers.BertForSequenceClassification.from_pretrained(
-        str(folder), num_labels=data.num_labels, ignore_mismatched_sizes=True)
+        str(folder), num_labels=data.num_labels, ignore_mismatched_sizes=True
+    )
     enc = tok(list(data.train.texts), truncation=True, max_length=cfg.max_length)
 
     class DS(Dataset):
@@ -69,19 +71,40 @@ def trainer_samples_per_s(folder: Path, data, cfg, group_by_length: bool, out: P
             return len(data.train)
 
         def __getitem__(self, i):
-            return {"input_ids": enc["input_ids"][i], "token_type_ids": enc["token_type_ids"][i],
-                    "attention_mask": enc["attention_mask"][i], "labels": data.train.labels[i]}
+            return {
+                "input_ids": enc["input_ids"][i],
+                "token_type_ids": enc["token_type_ids"][i],
+                "attention_mask": enc["attention_mask"][i],
+                "labels": data.train.labels[i],
+            }
 
     args = transformers.TrainingArguments(
-        output_dir=str(out), per_device_train_batch_size=cfg.batch_size, num_train_epochs=cfg.epochs,
+        output_dir=str(out),
+        per_device_train_batch_size=cfg.batch_size,
+        num_train_epochs=cfg.epochs,
         max_steps=cfg.max_steps or -1,
-        learning_rate=cfg.lr, warmup_steps=cfg.warmup_ratio, weight_decay=cfg.weight_decay,  # float < 1 = ratio
-        max_grad_norm=cfg.grad_clip, seed=cfg.seed, eval_strategy="no", save_strategy="no", report_to=[],
-        logging_strategy="no", use_cpu=cfg.device == "cpu", bf16=cfg.precision == "bf16",
+        learning_rate=cfg.lr,
+        warmup_steps=cfg.warmup_ratio,
+        weight_decay=cfg.weight_decay,  # float < 1 = ratio
+        max_grad_norm=cfg.grad_clip,
+        seed=cfg.seed,
+        eval_strategy="no",
+        save_strategy="no",
+        report_to=[],
+        logging_strategy="no",
+        use_cpu=cfg.device == "cpu",
+        bf16=cfg.precision == "bf16",
         train_sampling_strategy="group_by_length" if group_by_length else "random",
-        disable_tqdm=True, dataloader_num_workers=0)
-    trainer = transformers.Trainer(model=model, args=args, train_dataset=DS(), processing_class=tok,
-                                   data_collator=transformers.DataCollatorWithPadding(tok))
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+    )
+    trainer = transformers.Trainer(
+        model=model,
+        args=args,
+        train_dataset=DS(),
+        processing_class=tok,
+        data_collator=transformers.DataCollatorWithPadding(tok),
+    )
     out_ = trainer.train()
     return float(out_.metrics["train_samples_per_second"]), precision_of(trainer.accelerator.mixed_precision)
 
@@ -95,7 +118,8 @@ def trainer_token_samples_per_s(folder: Path, data, cfg, group_by_length: bool, 
 
     tok = words_tokenizer(transformers.AutoTokenizer.from_pretrained(str(folder)))
     model = transformers.BertForTokenClassification.from_pretrained(
-        str(folder), num_labels=data.num_labels, ignore_mismatched_sizes=True)
+        str(folder), num_labels=data.num_labels, ignore_mismatched_sizes=True
+    )
     rows = align_batch(tok, data.train.words, data.train.tags, data.label2id, cfg.max_length)
     keys = ("input_ids", "labels", "token_type_ids")
 
@@ -107,72 +131,127 @@ def trainer_token_samples_per_s(folder: Path, data, cfg, group_by_length: bool, 
             return {k: rows[i][k] for k in keys if k in rows[i]}
 
     args = transformers.TrainingArguments(
-        output_dir=str(out), per_device_train_batch_size=cfg.batch_size, num_train_epochs=cfg.epochs,
-        max_steps=cfg.max_steps or -1, learning_rate=cfg.lr, warmup_steps=cfg.warmup_ratio,
-        weight_decay=cfg.weight_decay, max_grad_norm=cfg.grad_clip, seed=cfg.seed, eval_strategy="no",
-        save_strategy="no", report_to=[], logging_strategy="no", use_cpu=cfg.device == "cpu",
-        bf16=cfg.precision == "bf16", train_sampling_strategy="group_by_length" if group_by_length else "random",
-        disable_tqdm=True, dataloader_num_workers=0)
-    trainer = transformers.Trainer(model=model, args=args, train_dataset=DS(), processing_class=tok,
-                                   data_collator=transformers.DataCollatorForTokenClassification(tok))
+        output_dir=str(out),
+        per_device_train_batch_size=cfg.batch_size,
+        num_train_epochs=cfg.epochs,
+        max_steps=cfg.max_steps or -1,
+        learning_rate=cfg.lr,
+        warmup_steps=cfg.warmup_ratio,
+        weight_decay=cfg.weight_decay,
+        max_grad_norm=cfg.grad_clip,
+        seed=cfg.seed,
+        eval_strategy="no",
+        save_strategy="no",
+        report_to=[],
+        logging_strategy="no",
+        use_cpu=cfg.device == "cpu",
+        bf16=cfg.precision == "bf16",
+        train_sampling_strategy="group_by_length" if group_by_length else "random",
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+    )
+    trainer = transformers.Trainer(
+        model=model,
+        args=args,
+        train_dataset=DS(),
+        processing_class=tok,
+        data_collator=transformers.DataCollatorForTokenClassification(tok),
+    )
     out_ = trainer.train()
     return float(out_.metrics["train_samples_per_second"]), precision_of(trainer.accelerator.mixed_precision)
 
 
 def token_part(folder: Path, device: str, rounds: int, steps: int, tmp: Path) -> None:
-    from core.train.finetune_config import FinetuneConfig
     from core.data.token_data import load_bundled_tokens
+    from core.train.finetune_config import FinetuneConfig
 
     data = load_bundled_tokens()
-    cfg = FinetuneConfig("bert", str(folder), task="token", epochs=1, lr=5e-5, batch_size=16, max_length=128,
-                         patience=0, device=device, precision="fp32", max_steps=steps)
-    print(f"\n# token classification · {data.name}: {len(data.train)} sentences · batch {cfg.batch_size} · "
-          f"{steps} steps per round · {device} fp32")
+    cfg = FinetuneConfig(
+        "bert",
+        str(folder),
+        task="token",
+        epochs=1,
+        lr=5e-5,
+        batch_size=16,
+        max_length=128,
+        patience=0,
+        device=device,
+        precision="fp32",
+        max_steps=steps,
+    )
+    print(
+        f"\n# token classification · {data.name}: {len(data.train)} sentences · batch {cfg.batch_size} · "
+        f"{steps} steps per round · {device} fp32"
+    )
     got: dict[str, list[float]] = {"trainer": [], "trainer_grouped": [], "ours": []}
     for k in range(rounds):
-        for name, fn, a in (("trainer", trainer_token_samples_per_s, (folder, data, cfg, False, tmp / f"tt{k}")),
-                            ("ours", ours_samples_per_s, (cfg, data, tmp / f"ot{k}")),
-                            ("trainer_grouped", trainer_token_samples_per_s, (folder, data, cfg, True, tmp / f"tg{k}"))):
+        for name, fn, a in (
+            ("trainer", trainer_token_samples_per_s, (folder, data, cfg, False, tmp / f"tt{k}")),
+            ("ours", ours_samples_per_s, (cfg, data, tmp / f"ot{k}")),
+            ("trainer_grouped", trainer_token_samples_per_s, (folder, data, cfg, True, tmp / f"tg{k}")),
+        ):
             sps, used = measured(fn, *a)
             if used != "fp32":
                 raise SystemExit(f"precision mismatch: {name} ran in {used}; the comparison is void")
             got[name].append(sps)
     best = {k: max(v) for k, v in got.items()}
     fmt = lambda v: " ".join(f"{x:6.1f}" for x in v)  # noqa: E731
-    print(f"  Trainer + DataCollatorForTokenClassification                  {fmt(got['trainer'])}   best "
-          f"{best['trainer']:6.1f}")
-    print(f"  Trainer + DataCollatorForTokenClassification, group_by_length {fmt(got['trainer_grouped'])}   best "
-          f"{best['trainer_grouped']:6.1f}")
-    print(f"  core.train.finetune task 'token' (dynamic padding, grouped)          {fmt(got['ours'])}   best "
-          f"{best['ours']:6.1f}")
-    print(f"[token] ours/Trainer = {best['ours'] / best['trainer']:.2f}x (best rounds; target >= 1.0x)   "
-          f"ours/Trainer(group_by_length) = {best['ours'] / best['trainer_grouped']:.2f}x")
+    print(
+        f"  Trainer + DataCollatorForTokenClassification                  {fmt(got['trainer'])}   best "
+        f"{best['trainer']:6.1f}"
+    )
+    print(
+        f"  Trainer + DataCollatorForTokenClassification, group_by_length {fmt(got['trainer_grouped'])}   best "
+        f"{best['trainer_grouped']:6.1f}"
+    )
+    print(
+        f"  core.train.finetune task 'token' (dynamic padding, grouped)          {fmt(got['ours'])}   best "
+        f"{best['ours']:6.1f}"
+    )
+    print(
+        f"[token] ours/Trainer = {best['ours'] / best['trainer']:.2f}x (best rounds; target >= 1.0x)   "
+        f"ours/Trainer(group_by_length) = {best['ours'] / best['trainer_grouped']:.2f}x"
+    )
 
 
 def checkpointing_part(device: str, tmp: Path, steps: int = 6, quick: bool = False) -> None:
     from core.data.datasets_local import load_bundled
+    from core.models.tiny import make_tiny
     from core.train.finetune_config import FinetuneConfig
     from core.train.remedies import measure_remedies
-    from core.models.tiny import make_tiny
 
     hidden, layers, max_length, batch = (32, 2, 64, 8) if quick else (256, 4, 256, 16)
-    folder = make_tiny("bert", tmp / "ckpt-model", task="base", hidden=hidden, layers=layers, heads=4, ffn=4 * hidden,
-                       max_pos=512)
-    cfg = FinetuneConfig("bert", str(folder), epochs=1, lr=5e-5, batch_size=batch, max_length=max_length, patience=0,
-                         device=device, precision="fp32")
+    folder = make_tiny(
+        "bert", tmp / "ckpt-model", task="base", hidden=hidden, layers=layers, heads=4, ffn=4 * hidden, max_pos=512
+    )
+    cfg = FinetuneConfig(
+        "bert",
+        str(folder),
+        epochs=1,
+        lr=5e-5,
+        batch_size=batch,
+        max_length=max_length,
+        patience=0,
+        device=device,
+        precision="fp32",
+    )
     res = measure_remedies(cfg, load_bundled("drugreview"), steps=steps, names=("gradient_checkpointing",))
     base, ck = res.rows
     for r in (base, ck):
         if r.error:
             raise SystemExit(f"{r.name} failed: {r.error}")
-    print(f"\n# gradient checkpointing · BERT {layers}x{hidden} · drug reviews, batch {batch}, max length {max_length} · "
-          f"{steps} steps per run, "
-          f"each in a fresh process · {res.device} · memory: {res.memory_kind}")
+    print(
+        f"\n# gradient checkpointing · BERT {layers}x{hidden} · drug reviews, batch {batch}, max length {max_length} · "
+        f"{steps} steps per run, "
+        f"each in a fresh process · {res.device} · memory: {res.memory_kind}"
+    )
     for r in (base, ck):
         extra = f" (training added {r.train_mb:,.0f} MB)" if res.device == "cpu" else ""
         print(f"  {r.name:<24} peak {r.peak_mb:8,.0f} MB{extra} · {r.steps_per_s:6.2f} steps/s")
-    print(f"[ckpt] checkpointing/off: memory {ck.memory_ratio:.2f}x (of what training added) · speed "
-          f"{ck.speed_ratio:.2f}x (baseline: the same run without checkpointing)")
+    print(
+        f"[ckpt] checkpointing/off: memory {ck.memory_ratio:.2f}x (of what training added) · speed "
+        f"{ck.speed_ratio:.2f}x (baseline: the same run without checkpointing)"
+    )
 
 
 def ours_samples_per_s(cfg, data, out: Path) -> tuple[float, str]:
@@ -197,9 +276,12 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--precisions", default="", help="comma-separated: fp32,bf16 (default: fp32 on CPU, both on GPU)")
     ap.add_argument("--skip-gpu-base", action="store_true", help="skip the bert-base-size bf16 vs fp32 part")
-    ap.add_argument("--parts", default="seq,token,ckpt",
-                    help="seq: sequence classification vs Trainer; token: token classification vs Trainer; "
-                         "ckpt: gradient checkpointing on vs off")
+    ap.add_argument(
+        "--parts",
+        default="seq,token,ckpt",
+        help="seq: sequence classification vs Trainer; token: token classification vs Trainer; "
+        "ckpt: gradient checkpointing on vs off",
+    )
     ap.add_argument("--quick", action="store_true", help="every part on tiny models, 1 round of 2 steps: seconds")
     args = ap.parse_args()
     if args.quick:
@@ -218,21 +300,32 @@ def run(args, parts: set[str], tmp: Path) -> None:
     import transformers
 
     from core.data.datasets_local import load_bundled
-    from core.train.finetune_data import LengthGroupedBatches, padding_saved
-    from core.train.finetune_config import FinetuneConfig
     from core.models.tiny import make_tiny
+    from core.train.finetune_config import FinetuneConfig
+    from core.train.finetune_data import LengthGroupedBatches, padding_saved
 
     transformers.logging.set_verbosity_error()
-    folder = make_tiny("bert", tmp / "model", task="base", hidden=args.hidden, layers=args.layers, heads=4,
-                       ffn=4 * args.hidden, max_pos=512)
+    folder = make_tiny(
+        "bert",
+        tmp / "model",
+        task="base",
+        hidden=args.hidden,
+        layers=args.layers,
+        heads=4,
+        ffn=4 * args.hidden,
+        max_pos=512,
+    )
     data = load_bundled("drugreview").subset(args.rows, 16 if args.quick else 64)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     precisions = [p for p in (args.precisions or ("fp32,bf16" if device == "cuda" else "fp32")).split(",") if p]
-    cfg = FinetuneConfig("bert", str(folder), epochs=1, lr=5e-5, batch_size=16, max_length=args.max_length,
-                         patience=0, device=device)
-    print(f"# fine-tune throughput · BERT {args.layers}x{args.hidden} (bert-base-uncased vocab) · "
-          f"{len(data.train)} drug reviews · batch {cfg.batch_size} · max length {cfg.max_length} · "
-          f"torch threads {torch.get_num_threads()} · {device} · precision {', '.join(precisions)}")
+    cfg = FinetuneConfig(
+        "bert", str(folder), epochs=1, lr=5e-5, batch_size=16, max_length=args.max_length, patience=0, device=device
+    )
+    print(
+        f"# fine-tune throughput · BERT {args.layers}x{args.hidden} (bert-base-uncased vocab) · "
+        f"{len(data.train)} drug reviews · batch {cfg.batch_size} · max length {cfg.max_length} · "
+        f"torch threads {torch.get_num_threads()} · {device} · precision {', '.join(precisions)}"
+    )
 
     # The CPU here is shared, so load swings between runs: alternate the three in rounds of the same step budget
     # and compare each one's best round (the least disturbed), plus the median of the per-round ratios.
@@ -248,10 +341,11 @@ def run(args, parts: set[str], tmp: Path) -> None:
         used: dict[str, set[str]] = {k: set() for k in rounds}
         for k in range(args.rounds):
             c = FinetuneConfig(**{**cfg.__dict__, "max_steps": args.steps, "precision": prec})
-            for name, fn, a in (("trainer", trainer_samples_per_s, (folder, data, c, False, tmp / f"trainer{prec}{k}")),
-                                ("ours", ours_samples_per_s, (c, data, tmp / f"ours{prec}{k}")),
-                                ("trainer_grouped", trainer_samples_per_s,
-                                 (folder, data, c, True, tmp / f"trainer-g{prec}{k}"))):
+            for name, fn, a in (
+                ("trainer", trainer_samples_per_s, (folder, data, c, False, tmp / f"trainer{prec}{k}")),
+                ("ours", ours_samples_per_s, (c, data, tmp / f"ours{prec}{k}")),
+                ("trainer_grouped", trainer_samples_per_s, (folder, data, c, True, tmp / f"trainer-g{prec}{k}")),
+            ):
                 sps, p = measured(fn, *a)
                 rounds[name].append(sps)
                 used[name].add(p)
@@ -262,32 +356,45 @@ def run(args, parts: set[str], tmp: Path) -> None:
         fmt = lambda v: " ".join(f"{x:6.1f}" for x in v)  # noqa: E731
         tag = f"[{device} {prec}]"
         print(f"{tag} {args.rounds} rounds of {args.steps} steps each, samples/s per round:")
-        print(f"  {tag} Trainer (dynamic padding)                  {fmt(rounds['trainer'])}   "
-              f"best {best['trainer']:6.1f}")
-        print(f"  {tag} Trainer (dynamic padding, group_by_length) {fmt(rounds['trainer_grouped'])}   "
-              f"best {best['trainer_grouped']:6.1f}")
-        print(f"  {tag} core.train.finetune (dynamic padding, grouped)   {fmt(rounds['ours'])}   "
-              f"best {best['ours']:6.1f}")
-        print(f"{tag} ours/Trainer = {best['ours'] / best['trainer']:.2f}x (best rounds; median per-round ratio "
-              f"{med:.2f}x)   ours/Trainer(group_by_length) = {best['ours'] / best['trainer_grouped']:.2f}x   "
-              f"({time.perf_counter() - t:.0f}s)")
+        print(
+            f"  {tag} Trainer (dynamic padding)                  {fmt(rounds['trainer'])}   best {best['trainer']:6.1f}"
+        )
+        print(
+            f"  {tag} Trainer (dynamic padding, group_by_length) {fmt(rounds['trainer_grouped'])}   "
+            f"best {best['trainer_grouped']:6.1f}"
+        )
+        print(
+            f"  {tag} core.train.finetune (dynamic padding, grouped)   {fmt(rounds['ours'])}   best {best['ours']:6.1f}"
+        )
+        print(
+            f"{tag} ours/Trainer = {best['ours'] / best['trainer']:.2f}x (best rounds; median per-round ratio "
+            f"{med:.2f}x)   ours/Trainer(group_by_length) = {best['ours'] / best['trainer_grouped']:.2f}x   "
+            f"({time.perf_counter() - t:.0f}s)"
+        )
 
     tok = transformers.AutoTokenizer.from_pretrained(str(folder))
     full = load_bundled("drugreview")
-    print("\n# padding on variable-length data: all 600 training reviews, batch 16 (share of pad tokens avoided "
-          "against padding every batch to max length)")
+    print(
+        "\n# padding on variable-length data: all 600 training reviews, batch 16 (share of pad tokens avoided "
+        "against padding every batch to max length)"
+    )
     for max_len in (128, 256, 512):
         lengths = [len(x) for x in tok(list(full.train.texts), truncation=True, max_length=max_len)["input_ids"]]
         plain = padding_saved(lengths, 16, max_len, group=False)
         grouped = padding_saved(lengths, 16, max_len, group=True)
         real = sum(lengths)
         grouped_tokens = sum(len(b) * max(lengths[i] for i in b) for b in LengthGroupedBatches(lengths, 16, 0))
-        print(f"max length {max_len:3d}: dynamic padding saves {plain:5.1%}, + length grouping saves {grouped:5.1%} "
-              f"(pad share of the grouped batches: {1 - real / grouped_tokens:5.1%})")
+        print(
+            f"max length {max_len:3d}: dynamic padding saves {plain:5.1%}, + length grouping saves {grouped:5.1%} "
+            f"(pad share of the grouped batches: {1 - real / grouped_tokens:5.1%})"
+        )
 
     if not torch.cuda.is_available() or args.skip_gpu_base:
-        print("\n# GPU bert-base part skipped: " + ("asked to" if args.skip_gpu_base else "no CUDA device here") +
-              " (on a GPU it compares bf16 with fp32 for a bert-base-size model).")
+        print(
+            "\n# GPU bert-base part skipped: "
+            + ("asked to" if args.skip_gpu_base else "no CUDA device here")
+            + " (on a GPU it compares bf16 with fp32 for a bert-base-size model)."
+        )
         return
     print("\n# GPU: bert-base-size (12x768) on 2,000 examples, bf16 autocast vs fp32")
     big = make_tiny("bert", tmp / "base", task="base", hidden=768, layers=12, heads=12, ffn=3072, max_pos=512)
@@ -296,15 +403,19 @@ def run(args, parts: set[str], tmp: Path) -> None:
     labels = (rows.train.labels + rows.test.labels) * 3
     from core.data.datasets_local import LabelledData, Split
 
-    d2 = LabelledData("drugreview x3", Split(texts[:2000], labels[:2000]), rows.test, rows.label_names, rows.source,
-                      rows.licence)
+    d2 = LabelledData(
+        "drugreview x3", Split(texts[:2000], labels[:2000]), rows.test, rows.label_names, rows.source, rows.licence
+    )
     for prec in ("fp32", "bf16"):
         torch.cuda.reset_peak_memory_stats()
-        c = FinetuneConfig("bert", str(big), epochs=1, batch_size=32, max_length=256, precision=prec, device="cuda",
-                           patience=0)
+        c = FinetuneConfig(
+            "bert", str(big), epochs=1, batch_size=32, max_length=256, precision=prec, device="cuda", patience=0
+        )
         sps, used = measured(ours_samples_per_s, c, d2, tmp / f"gpu-{prec}")
-        print(f"[cuda {used}] core.train.finetune bert-base size: {sps:8.1f} samples/s · peak memory "
-              f"{torch.cuda.max_memory_allocated() / 2**30:.2f} GiB")
+        print(
+            f"[cuda {used}] core.train.finetune bert-base size: {sps:8.1f} samples/s · peak memory "
+            f"{torch.cuda.max_memory_allocated() / 2**30:.2f} GiB"
+        )
 
 
 if __name__ == "__main__":

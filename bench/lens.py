@@ -15,6 +15,7 @@ a tuned lens of 3 steps on 16 held-out sentences (seconds; tests/test_bench_quic
 has no bundled model of are skipped in part 2, with a line saying so.
 Torch threads default to 1 on CPU (see bench/fill_mask.py for why).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,13 +33,13 @@ import torch  # noqa: E402
 import transformers  # noqa: E402
 
 from core.compare.speed import timed as bench_timed  # noqa: E402
-from core.predict.fill_mask import FillMaskConfig, examples, fill_mask_batch, mlm_head  # noqa: E402
 from core.inspect.lens import LensConfig, lens  # noqa: E402
 from core.inspect.tuned_lens import TuneConfig, tune
 from core.models.loading import LoadedModel, ModelSpec, load  # noqa: E402
 from core.models.tiny import tiny_config  # noqa: E402
-from core.registry import FAMILIES, bundled_families, bundled_id, official_config  # noqa: E402
 from core.models.tokenizer_build import bert_uncased_tokenizer  # noqa: E402
+from core.predict.fill_mask import FillMaskConfig, examples, fill_mask_batch, mlm_head  # noqa: E402
+from core.registry import FAMILIES, bundled_families, bundled_id, official_config  # noqa: E402
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "15"))
 DEVICE = os.environ.get("BENCH_DEVICE", "cpu")
@@ -61,8 +62,15 @@ def base_model(quick: bool = False) -> LoadedModel:
     cfg = tiny_config("bert", len(tok), tok) if quick else official_config("bert-base-uncased")
     model = transformers.BertForMaskedLM(cfg).eval().to(DEVICE)
     name = "tiny BERT" if quick else "bert-base-uncased"
-    return LoadedModel(model=model, tokenizer=tok, task="mlm", source="random init", path="",
-                       spec=ModelSpec("bert", f"{name} (random weights)", DEVICE_TYPE), device=DEVICE)
+    return LoadedModel(
+        model=model,
+        tokenizer=tok,
+        task="mlm",
+        source="random init",
+        path="",
+        spec=ModelSpec("bert", f"{name} (random weights)", DEVICE_TYPE),
+        device=DEVICE,
+    )
 
 
 def text_of(lm: LoadedModel, n: int = TOKENS) -> str:
@@ -106,11 +114,15 @@ def ratio(lm: LoadedModel, label: str, with_plain: bool = False) -> float:
             times[name].append(timed(f))
     med = {m: statistics.median(ts) for m, ts in times.items()}
     r = statistics.median(a / b for a, b in zip(times["lens"], times["fill-mask"]))  # per-round ratios
-    print(f"{label}: {n_tok} tokens, {res.depths} depths; fill-mask {med['fill-mask'] * 1000:.1f} ms, lens "
-          f"{med['lens'] * 1000:.1f} ms -> lens / fill-mask = {r:.2f}x (target <= 1.3x)")
+    print(
+        f"{label}: {n_tok} tokens, {res.depths} depths; fill-mask {med['fill-mask'] * 1000:.1f} ms, lens "
+        f"{med['lens'] * 1000:.1f} ms -> lens / fill-mask = {r:.2f}x (target <= 1.3x)"
+    )
     if with_plain:
-        print(f"  the plain way (output_hidden_states + the head once per depth): {med['plain lens'] * 1000:.1f} ms "
-              f"= {med['plain lens'] / med['fill-mask']:.2f}x fill-mask, {med['plain lens'] / med['lens']:.2f}x the lens")
+        print(
+            f"  the plain way (output_hidden_states + the head once per depth): {med['plain lens'] * 1000:.1f} ms "
+            f"= {med['plain lens'] / med['fill-mask']:.2f}x fill-mask, {med['plain lens'] / med['lens']:.2f}x the lens"
+        )
     return r
 
 
@@ -121,11 +133,15 @@ def kl_table(quick: bool = False) -> None:
     t0 = time.perf_counter()
     _, rep = tune(lm, cfg, save=False)
     total = time.perf_counter() - t0
-    print(f"tuned lens for {lm.spec.checkpoint}: {rep.steps} steps x {cfg.batch_size} sentences, training "
-          f"{rep.seconds:.1f} s ({rep.seconds / max(1, rep.steps) * 1000:.0f} ms/step), with the held-out measurement "
-          f"{total:.1f} s; train KL {rep.loss_first:.3f} -> {rep.loss_last:.3f} nats")
-    print(f"held-out KL(last layer || lens) per depth, nats, over {rep.heldout_positions} masked positions "
-          f"({cfg.heldout_sentences} sentences):")
+    print(
+        f"tuned lens for {lm.spec.checkpoint}: {rep.steps} steps x {cfg.batch_size} sentences, training "
+        f"{rep.seconds:.1f} s ({rep.seconds / max(1, rep.steps) * 1000:.0f} ms/step), with the held-out measurement "
+        f"{total:.1f} s; train KL {rep.loss_first:.3f} -> {rep.loss_last:.3f} nats"
+    )
+    print(
+        f"held-out KL(last layer || lens) per depth, nats, over {rep.heldout_positions} masked positions "
+        f"({cfg.heldout_sentences} sentences):"
+    )
     print(f"  {'depth':>12s} {'raw':>8s} {'tuned':>8s} {'tuned/raw':>10s}")
     for d, (a, b) in enumerate(zip(rep.kl_raw, rep.kl_tuned)):
         name = "embeddings" if d == 0 else f"layer {d}"
@@ -143,10 +159,15 @@ def main() -> None:
         ROUNDS, TUNE_STEPS = 2, 3
     if DEVICE_TYPE == "cpu":
         torch.set_num_threads(THREADS)
-    print(f"torch {torch.__version__}, device {DEVICE}"
-          f"{'' if DEVICE_TYPE != 'cpu' else f' ({torch.get_num_threads()} threads)'}; top_k={TOP_K}, {ROUNDS} rounds")
-    ratio(base_model(args.quick), f"{'tiny BERT' if args.quick else 'bert-base-uncased'} config, random weights",
-          with_plain=True)
+    print(
+        f"torch {torch.__version__}, device {DEVICE}"
+        f"{'' if DEVICE_TYPE != 'cpu' else f' ({torch.get_num_threads()} threads)'}; top_k={TOP_K}, {ROUNDS} rounds"
+    )
+    ratio(
+        base_model(args.quick),
+        f"{'tiny BERT' if args.quick else 'bert-base-uncased'} config, random weights",
+        with_plain=True,
+    )
     for fam in FAMILIES.values():
         if not fam.bundled:
             print(f"{fam.label}: skipped, EncoderLab bundles no {fam.label} model (assets/models)")

@@ -12,6 +12,7 @@ documents (seconds;
 tests/test_bench_quick.py runs it). The family defaults to the first one with a bundled mini (core.registry);
 a family without one is refused with a message.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,14 +33,29 @@ from core.train.common import cpu_bf16_native  # noqa: E402
 from core.train.pretrain.train import PretrainConfig, pretrain  # noqa: E402
 
 
-def one_run(family: str, precision: str, steps: int, threads: int, documents: int = 300, batch: int = 16,
-            max_len: int = 64) -> float:
+def one_run(
+    family: str, precision: str, steps: int, threads: int, documents: int = 300, batch: int = 16, max_len: int = 64
+) -> float:
     folder = ASSETS / "models" / FAMILIES[family].bundled
     stamps: list[float] = []
     with tempfile.TemporaryDirectory() as out:
-        cfg = PretrainConfig(family=family, out=out, init=str(folder), size="mini", steps=steps, batch_size=batch,
-                             max_len=max_len, lr=1e-4, masking="dynamic", eval_every=0, checkpoint_every=0,
-                             threads=threads, precision=precision, max_documents=documents, resume=False)
+        cfg = PretrainConfig(
+            family=family,
+            out=out,
+            init=str(folder),
+            size="mini",
+            steps=steps,
+            batch_size=batch,
+            max_len=max_len,
+            lr=1e-4,
+            masking="dynamic",
+            eval_every=0,
+            checkpoint_every=0,
+            threads=threads,
+            precision=precision,
+            max_documents=documents,
+            resume=False,
+        )
         pretrain(cfg, on_step=lambda e: stamps.append(time.perf_counter()))
     gaps = [b - a for a, b in zip(stamps, stamps[1:])][9:]
     return statistics.median(gaps)
@@ -57,19 +73,25 @@ def main() -> int:
     if a.quick:
         a.steps, a.rounds, a.threads, documents, batch, max_len = 12, 1, 1, 40, 4, 32
     if not family(a.family).bundled:
-        print(f"bench/pretrain.py skipped: EncoderLab bundles no {family(a.family).label} model to continue "
-              f"(families with one: {', '.join(f.key for f in bundled_families())})")
+        print(
+            f"bench/pretrain.py skipped: EncoderLab bundles no {family(a.family).label} model to continue "
+            f"(families with one: {', '.join(f.key for f in bundled_families())})"
+        )
         return 0
-    print(f"CPU bf16 instructions: {cpu_bf16_native()}; {a.family} mini, batch {batch} x {max_len}, {a.threads} thread(s), "
-          f"{a.steps} steps per run, {a.rounds} round(s)")
+    print(
+        f"CPU bf16 instructions: {cpu_bf16_native()}; {a.family} mini, batch {batch} x {max_len}, {a.threads} thread(s), "
+        f"{a.steps} steps per run, {a.rounds} round(s)"
+    )
     times: dict[str, list[float]] = {"fp32": [], "bf16": []}
     for r in range(a.rounds):
-        for p in (("fp32", "bf16") if r % 2 == 0 else ("bf16", "fp32")):
+        for p in ("fp32", "bf16") if r % 2 == 0 else ("bf16", "fp32"):
             times[p].append(one_run(a.family, p, a.steps, a.threads, documents, batch, max_len))
             print(f"  round {r + 1} {p}: {times[p][-1] * 1000:.0f} ms/step", flush=True)
     fp32, bf16 = min(times["fp32"]), min(times["bf16"])
-    print(f"step time, fastest round: fp32 {fp32 * 1000:.0f} ms, bf16 {bf16 * 1000:.0f} ms; "
-          f"bf16 is {fp32 / bf16:.2f}x faster (baseline: fp32)")
+    print(
+        f"step time, fastest round: fp32 {fp32 * 1000:.0f} ms, bf16 {bf16 * 1000:.0f} ms; "
+        f"bf16 is {fp32 / bf16:.2f}x faster (baseline: fp32)"
+    )
     return 0
 
 

@@ -13,6 +13,7 @@ Run: .venv/bin/python bench/probes.py  [BENCH_PER_TASK=2000] [BENCH_TASKS=length
 
 Torch threads default to 1 on CPU (a shared 2-core machine: more threads than free cores spin-wait).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,11 +29,11 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from core.base.paths import zoo_dir  # noqa: E402
+from core.models.loading import ModelSpec, load  # noqa: E402
 from core.represent import probe_tasks as PT  # noqa: E402
 from core.represent import probes as P  # noqa: E402
 from core.represent.token_vectors import num_depths  # noqa: E402
-from core.models.loading import ModelSpec, load  # noqa: E402
-from core.base.paths import zoo_dir  # noqa: E402
 
 PER_TASK = int(os.environ.get("BENCH_PER_TASK", "2000"))
 TASKS = tuple(t for t in os.environ.get("BENCH_TASKS", ",".join(PT.TASKS)).split(",") if t)
@@ -51,10 +52,14 @@ def bare_forward(lm, sentences, max_length: int, batch_tokens: int = 8192) -> fl
         while i < len(order):
             width = len(enc["input_ids"][order[min(len(order) - 1, i)]])
             take = max(1, batch_tokens // max(width, 1))
-            rows = order[i:i + take]
+            rows = order[i : i + take]
             width = max(len(enc["input_ids"][r]) for r in rows)
-            batch = lm.tokenizer.pad({k: [enc[k][r] for r in rows] for k in enc.keys()}, padding="max_length",
-                                     max_length=width, return_tensors="pt")
+            batch = lm.tokenizer.pad(
+                {k: [enc[k][r] for r in rows] for k in enc.keys()},
+                padding="max_length",
+                max_length=width,
+                return_tensors="pt",
+            )
             lm.model(**{k: v.to(lm.device) for k, v in batch.items()})
             i += take
     return time.perf_counter() - t0
@@ -75,10 +80,14 @@ def main() -> None:
     tasks = P.build_tasks(cfg, pool)
     build_s = time.perf_counter() - t
     depths = num_depths(lm)
-    print(f"bert-mini, {depths} depths (embeddings included), {PER_TASK:,} items per task from {len(pool):,} "
-          f"corpus sentences, device {DEVICE}, torch threads {torch.get_num_threads()}; tasks built in {build_s:.1f} s")
-    print(f"{'task':<24}{'items':>7}{'forward s':>11}{'vectors s':>11}{'probes s':>10}{'total/forward':>15}"
-          f"   best depth (held-out acc, majority)")
+    print(
+        f"bert-mini, {depths} depths (embeddings included), {PER_TASK:,} items per task from {len(pool):,} "
+        f"corpus sentences, device {DEVICE}, torch threads {torch.get_num_threads()}; tasks built in {build_s:.1f} s"
+    )
+    print(
+        f"{'task':<24}{'items':>7}{'forward s':>11}{'vectors s':>11}{'probes s':>10}{'total/forward':>15}"
+        f"   best depth (held-out acc, majority)"
+    )
     tot_fwd = tot_vec = tot_fit = 0.0
     for task in tasks:
         fwd = bare_forward(lm, task.sentences, cfg.max_length)
@@ -93,13 +102,19 @@ def main() -> None:
         fit = time.perf_counter() - t
         best = int(np.argmax(acc))
         tot_fwd, tot_vec, tot_fit = tot_fwd + fwd, tot_vec + vec, tot_fit + fit
-        print(f"{PT.TASK_NAMES[task.name]:<24}{len(task):>7,}{fwd:>11.1f}{vec:>11.1f}{fit:>10.1f}"
-              f"{(vec + fit) / fwd:>14.2f}x   {best} ({acc[best]:.3f}, {P.majority_rate(labels, held):.3f})")
-    print(f"{'all tasks':<24}{'':>7}{tot_fwd:>11.1f}{tot_vec:>11.1f}{tot_fit:>10.1f}"
-          f"{(tot_vec + tot_fit) / tot_fwd:>14.2f}x")
-    print(f"\nProbe training for every depth, {len(tasks)} tasks x {PER_TASK:,} items: {build_s + tot_vec + tot_fit:.1f} s "
-          f"in all ({tot_vec:.1f} s reading vectors, {tot_fit:.1f} s fitting probes), "
-          f"{(build_s + tot_vec + tot_fit) / tot_fwd:.2f}x a bare forward over the same sentences.")
+        print(
+            f"{PT.TASK_NAMES[task.name]:<24}{len(task):>7,}{fwd:>11.1f}{vec:>11.1f}{fit:>10.1f}"
+            f"{(vec + fit) / fwd:>14.2f}x   {best} ({acc[best]:.3f}, {P.majority_rate(labels, held):.3f})"
+        )
+    print(
+        f"{'all tasks':<24}{'':>7}{tot_fwd:>11.1f}{tot_vec:>11.1f}{tot_fit:>10.1f}"
+        f"{(tot_vec + tot_fit) / tot_fwd:>14.2f}x"
+    )
+    print(
+        f"\nProbe training for every depth, {len(tasks)} tasks x {PER_TASK:,} items: {build_s + tot_vec + tot_fit:.1f} s "
+        f"in all ({tot_vec:.1f} s reading vectors, {tot_fit:.1f} s fitting probes), "
+        f"{(build_s + tot_vec + tot_fit) / tot_fwd:.2f}x a bare forward over the same sentences."
+    )
 
 
 if __name__ == "__main__":

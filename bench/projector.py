@@ -19,6 +19,7 @@ Run: .venv/bin/python bench/projector.py  [BENCH_POINTS=n] [BENCH_BASE=n] [BENCH
 ``--quick``: 2,000 points against 500, 1 relayout round (seconds; tests/test_bench_quick.py runs it). Without
 Chromium or playwright the bench says so and stops.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,21 +47,35 @@ POINTS = int(os.environ.get("BENCH_POINTS", "50000"))
 BASE = int(os.environ.get("BENCH_BASE", "5000"))
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "5"))
 CHROMIUM = os.environ.get("ENCODERLAB_CHROMIUM", "/usr/bin/chromium")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--no-first-run"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
 
 PAGE = """<!doctype html><html><head><meta charset="utf-8"><script>{js}</script></head>
 <body style="margin:0"><div id="plot" style="width:1200px;height:620px"></div>
 <script>window.FIG = {fig};</script></body></html>"""
 
 TWO_FRAMES = "new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))"
-PAINT = """async () => { const t0 = performance.now();
+PAINT = (
+    """async () => { const t0 = performance.now();
   await Plotly.newPlot('plot', FIG.data, FIG.layout, {displaylogo: false});
-  await """ + TWO_FRAMES + """; return performance.now() - t0; }"""
-RELAYOUT = """async (zoom) => { const t0 = performance.now();
+  await """
+    + TWO_FRAMES
+    + """; return performance.now() - t0; }"""
+)
+RELAYOUT = (
+    """async (zoom) => { const t0 = performance.now();
   await Plotly.relayout('plot', zoom ? {'xaxis.range': [-0.5, 0.5], 'yaxis.range': [-0.5, 0.5]}
                                      : {'xaxis.range': [-3, 3], 'yaxis.range': [-3, 3]});
-  await """ + TWO_FRAMES + """; return performance.now() - t0; }"""
+  await """
+    + TWO_FRAMES
+    + """; return performance.now() - t0; }"""
+)
 
 
 def figure(n: int, lm) -> go.Figure:
@@ -79,8 +94,17 @@ def figure(n: int, lm) -> go.Figure:
 def as_svg(fig: go.Figure) -> go.Figure:
     out = go.Figure(layout=fig.layout)
     for tr in fig.data:
-        out.add_trace(go.Scatter(x=tr.x, y=tr.y, mode="markers", name=tr.name, text=tr.text,
-                                 hovertemplate=tr.hovertemplate, marker=tr.marker.to_plotly_json()))
+        out.add_trace(
+            go.Scatter(
+                x=tr.x,
+                y=tr.y,
+                mode="markers",
+                name=tr.name,
+                text=tr.text,
+                hovertemplate=tr.hovertemplate,
+                marker=tr.marker.to_plotly_json(),
+            )
+        )
     return out
 
 
@@ -89,8 +113,12 @@ def payload(fig: go.Figure) -> tuple[str, dict]:
     d = json.loads(spec)
     coords = sum(len(json.dumps(tr.get(a))) for tr in d["data"] for a in ("x", "y", "z") if a in tr)
     text = sum(len(to_json_plotly(tr.get(a, []))) for tr in d["data"] for a in ("text", "customdata"))  # as sent
-    return spec, {"bytes": len(spec.encode()), "coords": coords, "text": text,
-                  "points": sum(len(tr.get("text", [])) for tr in d["data"])}
+    return spec, {
+        "bytes": len(spec.encode()),
+        "coords": coords,
+        "text": text,
+        "points": sum(len(tr.get("text", [])) for tr in d["data"]),
+    }
 
 
 def browser_times(browser, spec: str) -> tuple[float, float]:
@@ -130,7 +158,9 @@ def main() -> None:
         print("bench/projector.py skipped: playwright is not installed here (requirements-test.txt)")
         return
     if not Path(CHROMIUM).is_file():
-        print(f"bench/projector.py skipped: no Chromium at {CHROMIUM} (ENCODERLAB_CHROMIUM; scripts/install_chromium.sh)")
+        print(
+            f"bench/projector.py skipped: no Chromium at {CHROMIUM} (ENCODERLAB_CHROMIUM; scripts/install_chromium.sh)"
+        )
         return
 
     lm = load(ModelSpec("bert", "encoderlab/bert-mini", "cpu"), "base")
@@ -150,17 +180,25 @@ def main() -> None:
             rows[label] = dict(size, paint=paint, relayout=relayout, canvases=canvases)
         browser.close()
     base = rows[next(iter(rows))]
-    print(f"\n{'figure':26s} {'points':>7s} {'payload':>10s} {'coords':>9s} {'hover':>9s} {'paint':>9s} "
-          f"{'relayout':>9s}  canvases")
+    print(
+        f"\n{'figure':26s} {'points':>7s} {'payload':>10s} {'coords':>9s} {'hover':>9s} {'paint':>9s} "
+        f"{'relayout':>9s}  canvases"
+    )
     for label, r in rows.items():
-        print(f"{label:26s} {r['points']:7,d} {r['bytes'] / 1e6:8.2f}MB {r['coords'] / 1e6:7.2f}MB "
-              f"{r['text'] / 1e6:7.2f}MB {r['paint']:7.0f}ms {r['relayout']:7.0f}ms  {r['canvases']}")
+        print(
+            f"{label:26s} {r['points']:7,d} {r['bytes'] / 1e6:8.2f}MB {r['coords'] / 1e6:7.2f}MB "
+            f"{r['text'] / 1e6:7.2f}MB {r['paint']:7.0f}ms {r['relayout']:7.0f}ms  {r['canvases']}"
+        )
     gl, svg = rows[big], rows[f"{k(POINTS)} Scatter (SVG)"]
-    print(f"\n{big} / {next(iter(rows))}: payload {gl['bytes'] / base['bytes']:.1f}x, first paint "
-          f"{gl['paint'] / base['paint']:.1f}x, relayout {gl['relayout'] / base['relayout']:.1f}x "
-          f"(points {gl['points'] / base['points']:.1f}x)")
-    print(f"Scatter (SVG) / Scattergl at {k(POINTS)}: first paint {svg['paint'] / gl['paint']:.1f}x, "
-          f"relayout {svg['relayout'] / gl['relayout']:.1f}x")
+    print(
+        f"\n{big} / {next(iter(rows))}: payload {gl['bytes'] / base['bytes']:.1f}x, first paint "
+        f"{gl['paint'] / base['paint']:.1f}x, relayout {gl['relayout'] / base['relayout']:.1f}x "
+        f"(points {gl['points'] / base['points']:.1f}x)"
+    )
+    print(
+        f"Scatter (SVG) / Scattergl at {k(POINTS)}: first paint {svg['paint'] / gl['paint']:.1f}x, "
+        f"relayout {svg['relayout'] / gl['relayout']:.1f}x"
+    )
 
 
 if __name__ == "__main__":

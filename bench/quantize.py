@@ -15,6 +15,7 @@ without a bundled mini, with a line saying so.
 ``--quick``: part 1 on each family's tiny config (core.models.tiny) at batch 2 x 16, 1 round, 1 thread; part 2 on
 the first bundled mini only (seconds; tests/test_bench_quick.py runs it).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,7 +36,8 @@ from core.compare.speed import ARTICLE_FAMILIES  # noqa: E402
 from core.models.int8 import disk_bytes, memory_bytes, quantize_int8  # noqa: E402
 from core.models.loading import ModelSpec, load  # noqa: E402
 from core.models.tiny import tiny_config  # noqa: E402
-from core.registry import FAMILIES as REG, bundled_id, official_config  # noqa: E402
+from core.registry import FAMILIES as REG  # noqa: E402
+from core.registry import bundled_id, official_config
 
 FAMILIES = ARTICLE_FAMILIES  # bert, roberta, albert, distilbert (not the bundled XLM-R: in no article's comparison)
 
@@ -67,17 +69,22 @@ def main() -> None:
     transformers.logging.set_verbosity_error()
     fams = [f for f in args.families.split(",") if f]
     mb = lambda b: b / 2**20  # noqa: E731
-    print(f"# int8 vs fp32 · {'tiny' if args.quick else 'base-size'} configs, random weights · batch {args.batch} x {args.seq_len} tokens · "
-          f"median of {args.rounds} interleaved rounds · CPU ({os.cpu_count()} cores here)")
+    print(
+        f"# int8 vs fp32 · {'tiny' if args.quick else 'base-size'} configs, random weights · batch {args.batch} x {args.seq_len} tokens · "
+        f"median of {args.rounds} interleaved rounds · CPU ({os.cpu_count()} cores here)"
+    )
     built = {}
     for fam in fams:
         fp = build_base(fam, args.quick)
         q = quantize_int8(fp)
         built[fam] = (fp, q)
-        print(f"{REG[fam].base_checkpoint:<26} params {sum(p.numel() for p in fp.parameters()) / 1e6:6.1f}M · disk "
-              f"fp32 {mb(disk_bytes(fp)):7.1f} MB int8 {mb(disk_bytes(q)):7.1f} MB ({disk_bytes(q) / disk_bytes(fp):.2f}x)"
-              f" · memory fp32 {mb(memory_bytes(fp)):7.1f} MB int8 {mb(memory_bytes(q)):7.1f} MB "
-              f"({memory_bytes(q) / memory_bytes(fp):.2f}x)", flush=True)
+        print(
+            f"{REG[fam].base_checkpoint:<26} params {sum(p.numel() for p in fp.parameters()) / 1e6:6.1f}M · disk "
+            f"fp32 {mb(disk_bytes(fp)):7.1f} MB int8 {mb(disk_bytes(q)):7.1f} MB ({disk_bytes(q) / disk_bytes(fp):.2f}x)"
+            f" · memory fp32 {mb(memory_bytes(fp)):7.1f} MB int8 {mb(memory_bytes(q)):7.1f} MB "
+            f"({memory_bytes(q) / memory_bytes(fp):.2f}x)",
+            flush=True,
+        )
     lat: dict[tuple[str, str, int], float] = {}
     for threads in [int(x) for x in args.threads.split(",") if x]:
         torch.set_num_threads(threads)
@@ -90,25 +97,36 @@ def main() -> None:
         print(f"\n[{threads} thread{'s' if threads > 1 else ''}] encoder latency, ms per batch (median)")
         for fam in fams:
             f32, i8 = lat[(fam, "fp32", threads)], lat[(fam, "int8", threads)]
-            print(f"  {REG[fam].label:<11} fp32 {f32:8.1f}  int8 {i8:8.1f}  int8 speedup {f32 / i8:5.2f}x (baseline: "
-                  f"the same model in fp32)", flush=True)
+            print(
+                f"  {REG[fam].label:<11} fp32 {f32:8.1f}  int8 {i8:8.1f}  int8 speedup {f32 / i8:5.2f}x (baseline: "
+                f"the same model in fp32)",
+                flush=True,
+            )
         if "bert" in fams:
             base = lat[("bert", "fp32", threads)]
             for fam in fams:
-                print(f"  {REG[fam].label:<11} int8 vs BERT-base fp32: {base / lat[(fam, 'int8', threads)]:5.2f}x as fast")
+                print(
+                    f"  {REG[fam].label:<11} int8 vs BERT-base fp32: {base / lat[(fam, 'int8', threads)]:5.2f}x as fast"
+                )
 
     if "albert" in fams and "bert" in fams:
         a_fp, a_q = built["albert"]
         b_fp, b_q = built["bert"]
         print("\n# the article: ALBERT with quantization 'often brings unexpectedly good cost-effectiveness'")
         for threads in sorted({k[2] for k in lat}):
-            print(f"  [{threads}t] ALBERT-base int8: {mb(memory_bytes(a_q)):.1f} MB, "
-                  f"{lat[('albert', 'int8', threads)]:.0f} ms · BERT-base int8: {mb(memory_bytes(b_q)):.1f} MB, "
-                  f"{lat[('bert', 'int8', threads)]:.0f} ms · ALBERT int8 is {memory_bytes(b_fp) / memory_bytes(a_q):.1f}x "
-                  f"smaller than BERT-base fp32 and {lat[('bert', 'fp32', threads)] / lat[('albert', 'int8', threads)]:.2f}x "
-                  "as fast"
-                  + (f"; DistilBERT int8: {mb(memory_bytes(built['distilbert'][1])):.1f} MB, "
-                     f"{lat[('distilbert', 'int8', threads)]:.0f} ms" if "distilbert" in fams else ""))
+            print(
+                f"  [{threads}t] ALBERT-base int8: {mb(memory_bytes(a_q)):.1f} MB, "
+                f"{lat[('albert', 'int8', threads)]:.0f} ms · BERT-base int8: {mb(memory_bytes(b_q)):.1f} MB, "
+                f"{lat[('bert', 'int8', threads)]:.0f} ms · ALBERT int8 is {memory_bytes(b_fp) / memory_bytes(a_q):.1f}x "
+                f"smaller than BERT-base fp32 and {lat[('bert', 'fp32', threads)] / lat[('albert', 'int8', threads)]:.2f}x "
+                "as fast"
+                + (
+                    f"; DistilBERT int8: {mb(memory_bytes(built['distilbert'][1])):.1f} MB, "
+                    f"{lat[('distilbert', 'int8', threads)]:.0f} ms"
+                    if "distilbert" in fams
+                    else ""
+                )
+            )
 
     if args.skip_minis:
         return
@@ -121,11 +139,13 @@ def main() -> None:
         spec = ModelSpec(fam, bundled_id(fam), "cpu")
         fp, q = load(spec, "mlm"), load(ModelSpec(fam, bundled_id(fam), "cpu", "int8"), "mlm")
         r = compare_models(fp, q, QuantConfig(seq_len=args.seq_len, batch=args.batch, repeats=args.rounds))
-        print(f"  {bundled_id(fam):<26} top-1 agreement {r.agreement:5.1%} (examples {r.agree_examples:.0%} of "
-              f"{r.n_examples}, held-out {r.agree_heldout:.0%} of {r.n_heldout}) · held-out top-1 fp32 "
-              f"{r.fp32.heldout_top1:.1%} int8 {r.int8.heldout_top1:.1%} · top-5 fp32 {r.fp32.heldout_top5:.1%} int8 "
-              f"{r.int8.heldout_top5:.1%} · disk {r.disk_ratio:.2f}x · latency {r.speedup:.2f}x faster (1 thread)",
-              flush=True)
+        print(
+            f"  {bundled_id(fam):<26} top-1 agreement {r.agreement:5.1%} (examples {r.agree_examples:.0%} of "
+            f"{r.n_examples}, held-out {r.agree_heldout:.0%} of {r.n_heldout}) · held-out top-1 fp32 "
+            f"{r.fp32.heldout_top1:.1%} int8 {r.int8.heldout_top1:.1%} · top-5 fp32 {r.fp32.heldout_top5:.1%} int8 "
+            f"{r.int8.heldout_top5:.1%} · disk {r.disk_ratio:.2f}x · latency {r.speedup:.2f}x faster (1 thread)",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -22,14 +22,15 @@ Run: .venv/bin/python bench/representations.py  [BENCH_SENTENCES=20000] [BENCH_A
 Torch and faiss threads default to 1 on CPU: on a shared 2-core machine more threads than free cores spin-wait and
 bury the ratios in noise (bench/fill_mask.py); every method runs with the same setting.
 """
+
 from __future__ import annotations
 
 import argparse
 import hashlib
 import os
-import tempfile
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -41,11 +42,11 @@ import faiss  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from core.represent import corpus_index as cx  # noqa: E402
-from core.compare.speed import timed as bench_timed  # noqa: E402
-from core.represent.corpus_index import model_key  # noqa: E402
-from core.models.loading import ModelSpec, load  # noqa: E402
 from core.base.paths import zoo_dir  # noqa: E402
+from core.compare.speed import timed as bench_timed  # noqa: E402
+from core.models.loading import ModelSpec, load  # noqa: E402
+from core.represent import corpus_index as cx  # noqa: E402
+from core.represent.corpus_index import model_key  # noqa: E402
 from core.represent.token_vectors import token_vectors  # noqa: E402
 
 SENTENCES = int(os.environ.get("BENCH_SENTENCES", "20000"))
@@ -80,8 +81,8 @@ def bare_forward(lm, sentences, max_length: int = 128) -> int:
             ids = torch.full((len(batch), longest), pad, dtype=torch.long)
             attn = torch.zeros((len(batch), longest), dtype=torch.long)
             for r, i in enumerate(batch):
-                ids[r, :len(ids_all[i])] = torch.tensor(ids_all[i])
-                attn[r, :len(ids_all[i])] = 1
+                ids[r, : len(ids_all[i])] = torch.tensor(ids_all[i])
+                attn[r, : len(ids_all[i])] = 1
             model(input_ids=ids.to(DEVICE), attention_mask=attn.to(DEVICE))
             k = j
     return sum(len(x) for x in ids_all)
@@ -105,12 +106,16 @@ def part_a(lm, depth: int) -> None:
         idx.append(i)
         ratios.append(f / i)  # throughput ratio: (tokens / i) / (tokens / f)
     ci = cx.build_index(lm, cfg)
-    print(f"(a) indexing {len(sentences):,} bundled sentences ({tokens:,} tokens with specials, {len(ci):,} indexed "
-          f"rows) at depth {depth}, {ROUNDS} rounds, interleaved")
+    print(
+        f"(a) indexing {len(sentences):,} bundled sentences ({tokens:,} tokens with specials, {len(ci):,} indexed "
+        f"rows) at depth {depth}, {ROUNDS} rounds, interleaved"
+    )
     print(f"  bare forward (baseline)  {tokens / statistics.median(fwd):9,.0f} tokens/s")
     print(f"  build_index (ours)       {tokens / statistics.median(idx):9,.0f} tokens/s  ({ci.kind})")
-    print(f"  indexing throughput: ours/bare forward = {statistics.median(ratios):.2f}x (target >= 0.8x; median of "
-          f"{ROUNDS} per-round ratios: {', '.join(f'{r:.2f}' for r in ratios)})")
+    print(
+        f"  indexing throughput: ours/bare forward = {statistics.median(ratios):.2f}x (target >= 0.8x; median of "
+        f"{ROUNDS} per-round ratios: {', '.join(f'{r:.2f}' for r in ratios)})"
+    )
 
 
 def corpus_vectors(lm, depth: int) -> tuple[np.ndarray, tuple[str, ...], np.ndarray, float]:
@@ -136,7 +141,7 @@ def per_query(index, q: np.ndarray, k: int = 10) -> tuple[list[float], np.ndarra
     times, found = [], []
     for i in range(len(q)):
         t0 = time.perf_counter()
-        _, ids = index.search(q[i:i + 1], k)
+        _, ids = index.search(q[i : i + 1], k)
         times.append(time.perf_counter() - t0)
         found.append(ids[0])
     return times, np.stack(found)
@@ -146,8 +151,10 @@ def part_b(lm, depth: int) -> None:
     x, sentences, sid, secs = corpus_vectors(lm, depth)
     n, d = x.shape
     made = f"computed in {secs:,.0f} s ({n / secs:,.0f} rows/s)" if secs else f"read from {CACHE}"
-    print(f"(b) query latency: {len(sentences):,} bundled sentences -> {n:,} rows x {d} (real bert-mini vectors at "
-          f"depth {depth}, {made}); {QUERIES} queries, one at a time, k=10")
+    print(
+        f"(b) query latency: {len(sentences):,} bundled sentences -> {n:,} rows x {d} (real bert-mini vectors at "
+        f"depth {depth}, {made}); {QUERIES} queries, one at a time, k=10"
+    )
     t0 = time.perf_counter()
     exact, kind_e, _, _ = cx.make_faiss_index(x, flat_max=n)
     t_exact = time.perf_counter() - t0
@@ -155,8 +162,10 @@ def part_b(lm, depth: int) -> None:
     ivf, kind_i, nlist, nprobe = cx.make_faiss_index(x, flat_max=n - 1)
     t_ivf = time.perf_counter() - t0
     assert (kind_e, kind_i) == ("exact", "ivf")
-    print(f"  building: exact {t_exact:.1f} s; IVF {t_ivf:.1f} s (k-means on {min(n, 64 * nlist):,} rows, "
-          f"nlist={nlist}, nprobe={nprobe})")
+    print(
+        f"  building: exact {t_exact:.1f} s; IVF {t_ivf:.1f} s (k-means on {min(n, 64 * nlist):,} rows, "
+        f"nlist={nlist}, nprobe={nprobe})"
+    )
     q = x[np.random.default_rng(0).choice(n, QUERIES, replace=False)]
     per_query(exact, q[:10])
     te, truth = per_query(exact, q)
@@ -176,11 +185,26 @@ def part_b(lm, depth: int) -> None:
         print(f"    nprobe={p:<3d} median {statistics.median(tp) * 1000:6.2f} ms, recall@10 {rp:.3f}")
     ivf.nprobe = nprobe
     # End to end, as the page calls it: the query sentence's forward at the depth, then faiss.
-    ci = cx.CorpusIndex(key="bench", model_key=model_key(lm), checkpoint=lm.spec.checkpoint,
-                        family=lm.spec.family, depth=depth, num_depths=0, kind="exact", nlist=0, nprobe=0,
-                        max_length=128, sentences=sentences, sentence_ids=sid, positions=np.zeros(n, np.int32),
-                        word_index=np.zeros(n, np.int32), starts=np.zeros(n, np.int32), ends=np.zeros(n, np.int32),
-                        pieces=("",) * n, index=exact)
+    ci = cx.CorpusIndex(
+        key="bench",
+        model_key=model_key(lm),
+        checkpoint=lm.spec.checkpoint,
+        family=lm.spec.family,
+        depth=depth,
+        num_depths=0,
+        kind="exact",
+        nlist=0,
+        nprobe=0,
+        max_length=128,
+        sentences=sentences,
+        sentence_ids=sid,
+        positions=np.zeros(n, np.int32),
+        word_index=np.zeros(n, np.int32),
+        starts=np.zeros(n, np.int32),
+        ends=np.zeros(n, np.int32),
+        pieces=("",) * n,
+        index=exact,
+    )
     picks = [sentences[i] for i in np.random.default_rng(1).choice(len(sentences), 20, replace=False)]
     cx.search(lm, ci, picks[0], 0)
     e2e_exact = [timed(lambda s=s: cx.search(lm, ci, s, 0)) for s in picks]
@@ -202,9 +226,11 @@ def main() -> None:
     faiss.omp_set_num_threads(THREADS)
     lm = load(ModelSpec("bert", str(zoo_dir() / "bert-mini"), DEVICE), "base")
     depth = cx.default_depth(lm)
-    print(f"model: bundled bert-mini ({sum(p.numel() for p in lm.model.parameters()) / 1e6:.1f}M params, "
-          f"{cx.num_depths(lm) - 1} layers, hidden {lm.model.config.hidden_size}); torch {torch.__version__}, faiss "
-          f"{faiss.__version__}, device {DEVICE}, {THREADS} thread(s)")
+    print(
+        f"model: bundled bert-mini ({sum(p.numel() for p in lm.model.parameters()) / 1e6:.1f}M params, "
+        f"{cx.num_depths(lm) - 1} layers, hidden {lm.model.config.hidden_size}); torch {torch.__version__}, faiss "
+        f"{faiss.__version__}, device {DEVICE}, {THREADS} thread(s)"
+    )
     part_a(lm, depth)
     part_b(lm, depth)
 

@@ -17,6 +17,7 @@ Run: .venv/bin/python bench/room.py  [BENCH_CHANGES=n] [BENCH_N=10,50] [--quick]
 scaled down; seconds; tests/test_bench_quick.py runs it).
 Target: p95 <= 1.5 s at N = 50 with the default poll interval.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -94,8 +95,15 @@ def run(n: int, poll_s: float, changes: int, seed: int = 0, gap_s: tuple[float, 
     wall0 = time.monotonic()
     pages = ("walkthrough", "fill-mask", "attention")
     for i in range(changes):
-        state = R.PresenterState.of(pages[i % 3], {"walkthrough.step": str(i % 7 + 1), "family": "bert",
-                                                   "fill_mask.text": f"Change {i} of the [MASK].", "lang": "en"})
+        state = R.PresenterState.of(
+            pages[i % 3],
+            {
+                "walkthrough.step": str(i % 7 + 1),
+                "family": "bert",
+                "fill_mask.text": f"Change {i} of the [MASK].",
+                "lang": "en",
+            },
+        )
         v = store.publish(made.code, made.key, state)
         published[v] = time.monotonic()
         time.sleep(rng.uniform(*gap_s))
@@ -107,9 +115,15 @@ def run(n: int, poll_s: float, changes: int, seed: int = 0, gap_s: tuple[float, 
     delays = [seen_at[(m, v)] - t for v, t in published.items() for m in members if (m, v) in seen_at]
     missed = n * len(published) - len(delays)
     follower_cpu = statistics.mean(cpu[m] for m in members)
-    return {"n": n, "delays": delays, "missed": missed, "cpu_per_s": follower_cpu / wall, "idle_cpu_per_s":
-            cpu["idle"] / wall, "polls_per_s": statistics.mean(polls[m] for m in members) / wall,
-            "cpu_per_poll_us": 1e6 * follower_cpu / max(1, statistics.mean(polls[m] for m in members))}
+    return {
+        "n": n,
+        "delays": delays,
+        "missed": missed,
+        "cpu_per_s": follower_cpu / wall,
+        "idle_cpu_per_s": cpu["idle"] / wall,
+        "polls_per_s": statistics.mean(polls[m] for m in members) / wall,
+        "cpu_per_poll_us": 1e6 * follower_cpu / max(1, statistics.mean(polls[m] for m in members)),
+    }
 
 
 def main() -> None:
@@ -120,20 +134,26 @@ def main() -> None:
     poll_s, gap_s = R.limits().poll_s, (1.5, 2.5)
     if quick:
         CHANGES, NS, poll_s, gap_s = 3, (2, 10), 0.2, (0.3, 0.5)
-    print(f"room bench: default poll interval {poll_s:.2f} s (ENCODERLAB_ROOM_POLL_S), {CHANGES} presenter changes "
-          f"{gap_s[0]}-{gap_s[1]} s apart, followers at random phases; {os.cpu_count()} CPUs")
+    print(
+        f"room bench: default poll interval {poll_s:.2f} s (ENCODERLAB_ROOM_POLL_S), {CHANGES} presenter changes "
+        f"{gap_s[0]}-{gap_s[1]} s apart, followers at random phases; {os.cpu_count()} CPUs"
+    )
     print(f"baseline 'ideal poller' (same interval, no work): median {poll_s / 2:.3f} s, p95 {0.95 * poll_s:.3f} s")
     ok = True
     for n in NS:
         r = run(n, poll_s, CHANGES, gap_s=gap_s)
         med, hi = statistics.median(r["delays"]), p95(r["delays"])
         ok &= hi <= TARGET_P95 and r["missed"] == 0
-        print(f"N={n:>3}: {len(r['delays'])} follows ({r['missed']} missed)  delay median {med:.3f} s "
-              f"({med / (poll_s / 2):.2f}x baseline)  p95 {hi:.3f} s ({hi / (0.95 * poll_s):.2f}x baseline)  "
-              f"max {max(r['delays']):.3f} s  [target p95 <= {TARGET_P95} s: {'met' if hi <= TARGET_P95 else 'MISSED'}]")
-        print(f"        CPU per follower: {1e3 * r['cpu_per_s']:.3f} ms per second ({100 * r['cpu_per_s']:.4f}% of a "
-              f"core; {r['cpu_per_poll_us']:.0f} us per poll, {r['polls_per_s']:.2f} polls/s)  vs idle poller "
-              f"{1e3 * r['idle_cpu_per_s']:.3f} ms/s ({r['cpu_per_s'] / max(r['idle_cpu_per_s'], 1e-9):.1f}x)")
+        print(
+            f"N={n:>3}: {len(r['delays'])} follows ({r['missed']} missed)  delay median {med:.3f} s "
+            f"({med / (poll_s / 2):.2f}x baseline)  p95 {hi:.3f} s ({hi / (0.95 * poll_s):.2f}x baseline)  "
+            f"max {max(r['delays']):.3f} s  [target p95 <= {TARGET_P95} s: {'met' if hi <= TARGET_P95 else 'MISSED'}]"
+        )
+        print(
+            f"        CPU per follower: {1e3 * r['cpu_per_s']:.3f} ms per second ({100 * r['cpu_per_s']:.4f}% of a "
+            f"core; {r['cpu_per_poll_us']:.0f} us per poll, {r['polls_per_s']:.2f} polls/s)  vs idle poller "
+            f"{1e3 * r['idle_cpu_per_s']:.3f} ms/s ({r['cpu_per_s'] / max(r['idle_cpu_per_s'], 1e-9):.1f}x)"
+        )
     print("all targets met" if ok else "TARGET MISSED")
 
 

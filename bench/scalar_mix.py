@@ -17,6 +17,7 @@ Run: .venv/bin/python bench/scalar_mix.py  [BENCH_STEPS=30] [BENCH_SEEDS=3] [BEN
 ``--quick``: 2 steps, seed 0 only, the WordNet topics only (seconds; tests/test_bench_quick.py runs it). Each
 dataset ends with each pooling's accuracy as a ratio to ``cls`` (the baseline).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -63,17 +64,23 @@ def main() -> None:
     if DEVICE == "cpu":
         torch.set_num_threads(THREADS)  # a shared small machine: more threads than free cores only spin
     family = MODEL.split("/")[-1].split("-")[0]
-    print(f"model {MODEL}, {STEPS} steps x batch {BATCH}, max length {MAX_LEN}, lr {LR:g} (scalar mix: x100), "
-          f"seeds 0..{SEEDS - 1}, device {DEVICE}, torch threads {torch.get_num_threads()}")
+    print(
+        f"model {MODEL}, {STEPS} steps x batch {BATCH}, max length {MAX_LEN}, lr {LR:g} (scalar mix: x100), "
+        f"seeds 0..{SEEDS - 1}, device {DEVICE}, torch threads {torch.get_num_threads()}"
+    )
     t_all = time.perf_counter()
     for name in DATASETS:
         data = load_bundled(name)
         per_epoch = len(data.train) // BATCH
         if STEPS >= per_epoch:
-            sys.exit(f"BENCH_STEPS={STEPS} would pass an epoch end ({per_epoch} steps) and evaluate twice; keep "
-                     f"it below {per_epoch} so each run is scored once.")
-        print(f"\n{name}: {len(data.train)} train / {len(data.test)} held-out, {data.num_labels} classes, "
-              f"majority baseline {data.majority_rate():.3f}")
+            sys.exit(
+                f"BENCH_STEPS={STEPS} would pass an epoch end ({per_epoch} steps) and evaluate twice; keep "
+                f"it below {per_epoch} so each run is scored once."
+            )
+        print(
+            f"\n{name}: {len(data.train)} train / {len(data.test)} held-out, {data.num_labels} classes, "
+            f"majority baseline {data.majority_rate():.3f}"
+        )
         print(f"{'pooling':<12}{'accuracy':>18}{'macro-F1':>18}  per seed{'':<16}s/run")
         weights: list[tuple[float, ...]] = []
         mean_acc: dict[str, float] = {}
@@ -82,9 +89,19 @@ def main() -> None:
             for seed in range(SEEDS):
                 out = tempfile.mkdtemp(prefix="bench-mix-")
                 try:
-                    cfg = FinetuneConfig(family=family, checkpoint=MODEL, epochs=1, max_steps=STEPS, lr=LR,
-                                         batch_size=BATCH, max_length=MAX_LEN, seed=seed, pooling=pooling,
-                                         patience=0, device=DEVICE)
+                    cfg = FinetuneConfig(
+                        family=family,
+                        checkpoint=MODEL,
+                        epochs=1,
+                        max_steps=STEPS,
+                        lr=LR,
+                        batch_size=BATCH,
+                        max_length=MAX_LEN,
+                        seed=seed,
+                        pooling=pooling,
+                        patience=0,
+                        device=DEVICE,
+                    )
                     t0 = time.perf_counter()
                     res = train(cfg, data, out)
                     secs.append(time.perf_counter() - t0)
@@ -97,16 +114,21 @@ def main() -> None:
                     weights.append(res.layer_weights)
             (ma, sa), (mf, sf) = mean_std(accs), mean_std(f1s)
             mean_acc[pooling] = ma
-            print(f"{pooling:<12}{ma:>11.3f} ± {sa:.3f}{mf:>11.3f} ± {sf:.3f}  "
-                  f"{' '.join(f'{a:.3f}' for a in accs):<24}{statistics.fmean(secs):6.0f}")
-        print("accuracy against cls (baseline): " + ", ".join(
-            f"{p} {mean_acc[p] / mean_acc['cls']:.2f}x" if mean_acc["cls"] > 0 else f"{p} -" for p in POOLINGS))
+            print(
+                f"{pooling:<12}{ma:>11.3f} ± {sa:.3f}{mf:>11.3f} ± {sf:.3f}  "
+                f"{' '.join(f'{a:.3f}' for a in accs):<24}{statistics.fmean(secs):6.0f}"
+            )
+        print(
+            "accuracy against cls (baseline): "
+            + ", ".join(
+                f"{p} {mean_acc[p] / mean_acc['cls']:.2f}x" if mean_acc["cls"] > 0 else f"{p} -" for p in POOLINGS
+            )
+        )
         if weights:
             mean_w = [statistics.fmean(w[i] for w in weights) for i in range(len(weights[0]))]
             sd_w = [statistics.stdev(w[i] for w in weights) if len(weights) > 1 else 0.0 for i in range(len(mean_w))]
             labels = ["emb"] + [f"L{i}" for i in range(1, len(mean_w))]
-            print("scalar-mix layer weights (mean ± std over seeds; an even mix is "
-                  f"{1 / len(mean_w):.3f}):")
+            print(f"scalar-mix layer weights (mean ± std over seeds; an even mix is {1 / len(mean_w):.3f}):")
             print("  " + "  ".join(f"{lab} {m:.3f}±{s:.3f}" for lab, m, s in zip(labels, mean_w, sd_w)))
     print(f"\ntotal {time.perf_counter() - t_all:,.0f} s")
 

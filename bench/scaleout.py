@@ -28,6 +28,7 @@ down at the end. scripts/gpu_check.sh runs ``--device cuda``.
 calls per path; Ray (2 CPUs) is still started and shut down (tens of seconds, most of it Ray's and the
 deployments' startup; tests/test_bench_quick.py runs it when ray is installed).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,8 +48,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import numpy as np  # noqa: E402
 
 import core.runtime.backend as backend  # noqa: E402
-from core.predict.fill_mask import FillMaskConfig, examples, fill_mask  # noqa: E402
 from core.models.loading import LoadedModel, ModelSpec, load  # noqa: E402
+from core.predict.fill_mask import FillMaskConfig, examples, fill_mask  # noqa: E402
 
 TOL = 1e-5
 TARGET_SCALE = 1.6
@@ -101,8 +102,9 @@ def settings_for(device: str, replicas: int):
     from core.runtime.backend.ray_settings import RaySettings
 
     if device == "cuda":  # two replicas share the one GPU; one replica has it all
-        return RaySettings(cpus=2, replicas=replicas, replica_cpus=1, replica_threads=1,
-                           replica_gpus=1.0 if replicas == 1 else 0.5)
+        return RaySettings(
+            cpus=2, replicas=replicas, replica_cpus=1, replica_threads=1, replica_gpus=1.0 if replicas == 1 else 0.5
+        )
     return RaySettings(cpus=2, replicas=replicas, replica_cpus=1, replica_threads=1)
 
 
@@ -140,8 +142,9 @@ class Deployments:
         return self.backend
 
 
-def throughput(lm: LoadedModel, cfgs: list[FillMaskConfig], ref: dict, b: Counting, callers: int,
-               warmup: float, duration: float) -> dict:
+def throughput(
+    lm: LoadedModel, cfgs: list[FillMaskConfig], ref: dict, b: Counting, callers: int, warmup: float, duration: float
+) -> dict:
     """``callers`` threads calling fill-mask in a loop on ``b``; requests completed per second after the warm-up,
     and requests per forward (as bench/concurrency.py: requests / forwards) over the same seconds."""
     backend.use(b)
@@ -182,8 +185,14 @@ def throughput(lm: LoadedModel, cfgs: list[FillMaskConfig], ref: dict, b: Counti
     if errors:
         raise RuntimeError(f"a caller failed: {type(errors[0]).__name__}: {errors[0]}") from errors[0]
     per_forward = len(sizes) / sum(1 / k for k in sizes) if sizes else 0.0
-    return dict(thr=(n1 - n0) / (t1 - t0), requests=n1 - n0, seconds=t1 - t0, mismatches=b1 - b0,
-                per_forward=per_forward, largest_batch=max(sizes, default=0))
+    return dict(
+        thr=(n1 - n0) / (t1 - t0),
+        requests=n1 - n0,
+        seconds=t1 - t0,
+        mismatches=b1 - b0,
+        per_forward=per_forward,
+        largest_batch=max(sizes, default=0),
+    )
 
 
 def lone(lm: LoadedModel, cfgs: list[FillMaskConfig], ref: dict, paths: dict, n: int) -> dict:
@@ -202,8 +211,10 @@ def lone(lm: LoadedModel, cfgs: list[FillMaskConfig], ref: dict, paths: dict, n:
             res = fill_mask(lm, c)
             ms[p].append((time.perf_counter() - t0) * 1000)
             bad[p] += not same(res, ref[c.text])
-    return {p: dict(median_ms=statistics.median(v), p90_ms=float(np.percentile(v, 90)), calls=len(v),
-                    mismatches=bad[p]) for p, v in ms.items()}
+    return {
+        p: dict(median_ms=statistics.median(v), p90_ms=float(np.percentile(v, 90)), calls=len(v), mismatches=bad[p])
+        for p, v in ms.items()
+    }
 
 
 def main() -> None:
@@ -256,40 +267,56 @@ def main() -> None:
         ray1 = deps.with_replicas(1)
         res = ray.cluster_resources()
         nparams = sum(p.numel() for p in lm.model.parameters()) / 1e6
-        print(f"model: {lm.spec.checkpoint} ({nparams:.1f}M parameters, task {lm.task}), device {args.device}; "
-              f"{os.cpu_count()} CPU cores here (load average {os.getloadavg()[0]:.1f}); a local Ray of "
-              f"{res.get('CPU', 0):g} CPUs{', %g GPUs' % res['GPU'] if res.get('GPU') else ''} (up in "
-              f"{ray_start_s:.1f} s, not counted); {len(cfgs)} example sentences; batch window "
-              f"{os.environ.get('ENCODERLAB_BATCH_WINDOW_MS', '5')} ms, largest batch "
-              f"{os.environ.get('ENCODERLAB_MAX_BATCH', '32')}", flush=True)
+        gpus = f", {res['GPU']:g} GPUs" if res.get("GPU") else ""
+        print(
+            f"model: {lm.spec.checkpoint} ({nparams:.1f}M parameters, task {lm.task}), device {args.device}; "
+            f"{os.cpu_count()} CPU cores here (load average {os.getloadavg()[0]:.1f}); a local Ray of "
+            f"{res.get('CPU', 0):g} CPUs{gpus} (up in "
+            f"{ray_start_s:.1f} s, not counted); {len(cfgs)} example sentences; batch window "
+            f"{os.environ.get('ENCODERLAB_BATCH_WINDOW_MS', '5')} ms, largest batch "
+            f"{os.environ.get('ENCODERLAB_MAX_BATCH', '32')}",
+            flush=True,
+        )
         print(f"replicas: {settings_for(args.device, 1)}; the replica reports {deps.where}", flush=True)
-        print(f"this process: torch threads set to {torch.get_num_threads()} for the in-process side "
-              "(like for like with replica_threads=1)\n", flush=True)
+        print(
+            f"this process: torch threads set to {torch.get_num_threads()} for the in-process side "
+            "(like for like with replica_threads=1)\n",
+            flush=True,
+        )
 
         # 2. the overhead of one lone call (with the 1-replica deployment up)
         lo = lone(lm, cfgs, ref, {"in-process": inproc, "ray": ray1}, args.lone)
         ip, rp = lo["in-process"]["median_ms"], lo["ray"]["median_ms"]
         limit = TARGET_FACTOR * ip + TARGET_ADD_MS
         over_ok = rp <= limit
-        print(f"one lone fill-mask: {args.lone} sequential calls per path, interleaved call by call (baseline: "
-              f"in-process, torch threads 1 in this process):")
+        print(
+            f"one lone fill-mask: {args.lone} sequential calls per path, interleaved call by call (baseline: "
+            f"in-process, torch threads 1 in this process):"
+        )
         for p, m in lo.items():
-            print(f"  {p:11s} median {m['median_ms']:6.2f} ms, p90 {m['p90_ms']:6.2f} ms, "
-                  f"{m['mismatches']} mismatches")
-        print(f"  overhead: ray/in-process = {rp / ip:.2f}x (+{rp - ip:.2f} ms); target ray <= {TARGET_FACTOR} x "
-              f"in-process + {TARGET_ADD_MS:g} ms = {limit:.2f} ms: {'PASS' if over_ok else 'MISS'}\n", flush=True)
+            print(f"  {p:11s} median {m['median_ms']:6.2f} ms, p90 {m['p90_ms']:6.2f} ms, {m['mismatches']} mismatches")
+        print(
+            f"  overhead: ray/in-process = {rp / ip:.2f}x (+{rp - ip:.2f} ms); target ray <= {TARGET_FACTOR} x "
+            f"in-process + {TARGET_ADD_MS:g} ms = {limit:.2f} ms: {'PASS' if over_ok else 'MISS'}\n",
+            flush=True,
+        )
 
         # 1. throughput, 1 against 2 replicas, alternating 1,2,2,1,...
         order = [n for r in range(args.rounds) for n in ((1, 2) if r % 2 == 0 else (2, 1))]
         runs: list[dict] = []
-        print(f"throughput: {args.callers} callers calling fill-mask in a loop, {args.warmup:g} s warm-up + "
-              f"{args.duration:g} s counted per run; replicas in the order {', '.join(map(str, order))} "
-              "(baseline: 1 replica)")
+        print(
+            f"throughput: {args.callers} callers calling fill-mask in a loop, {args.warmup:g} s warm-up + "
+            f"{args.duration:g} s counted per run; replicas in the order {', '.join(map(str, order))} "
+            "(baseline: 1 replica)"
+        )
 
         def show(label: str, m: dict) -> None:
-            print(f"  {label}: {m['thr']:7.1f} requests/s ({m['requests']} in {m['seconds']:.1f} s), "
-                  f"{m['per_forward']:.1f} requests per forward (largest {m['largest_batch']}), "
-                  f"{m['mismatches']} mismatches", flush=True)
+            print(
+                f"  {label}: {m['thr']:7.1f} requests/s ({m['requests']} in {m['seconds']:.1f} s), "
+                f"{m['per_forward']:.1f} requests per forward (largest {m['largest_batch']}), "
+                f"{m['mismatches']} mismatches",
+                flush=True,
+            )
 
         for n in order:
             m = throughput(lm, cfgs, ref, deps.with_replicas(n), args.callers, args.warmup, args.duration)
@@ -304,21 +331,52 @@ def main() -> None:
         ratio = thr2 / thr1 if thr1 else float("nan")  # nan: 1 replica served nothing (a starved machine)
         scale_ok = ratio >= TARGET_SCALE
         gpu = " (replica_gpus 1 against 0.5 each, one GPU)" if args.device == "cuda" else ""
-        print(f"  1 replica {thr1:.1f} requests/s, 2 replicas {thr2:.1f} requests/s{gpu}, medians of "
-              f"{args.rounds} runs each")
-        print(f"  scale-out: 2 replicas / 1 replica = {ratio:.2f}x throughput; target >= {TARGET_SCALE}x: "
-              f"{'PASS' if scale_ok else 'MISS'}")
-        print(f"  (deploying took {', '.join(f'{s:.1f}' for s in deps.deploy_s)} s; load average now "
-              f"{os.getloadavg()[0]:.1f})", flush=True)
-        out = dict(device=args.device, model=lm.spec.checkpoint, callers=args.callers, duration_s=args.duration,
-                   warmup_s=args.warmup, rounds=args.rounds, ray_cpus=res.get("CPU"), ray_gpus=res.get("GPU", 0),
-                   torch_threads_here=torch.get_num_threads(), replica_threads=1, ray_start_s=ray_start_s,
-                   deploy_s=deps.deploy_s, replicas_seen=deps.where,
-                   throughput=dict(runs=runs, one_replica=thr1, two_replicas=thr2, ratio=ratio,
-                                   target=TARGET_SCALE, passed=scale_ok, inprocess_reference=here),
-                   overhead=dict(inprocess_median_ms=ip, ray_median_ms=rp, ratio=rp / ip, limit_ms=limit,
-                                 target=f"ray <= {TARGET_FACTOR} x in-process + {TARGET_ADD_MS:g} ms",
-                                 passed=over_ok, paths=lo))
+        print(
+            f"  1 replica {thr1:.1f} requests/s, 2 replicas {thr2:.1f} requests/s{gpu}, medians of "
+            f"{args.rounds} runs each"
+        )
+        print(
+            f"  scale-out: 2 replicas / 1 replica = {ratio:.2f}x throughput; target >= {TARGET_SCALE}x: "
+            f"{'PASS' if scale_ok else 'MISS'}"
+        )
+        print(
+            f"  (deploying took {', '.join(f'{s:.1f}' for s in deps.deploy_s)} s; load average now "
+            f"{os.getloadavg()[0]:.1f})",
+            flush=True,
+        )
+        out = dict(
+            device=args.device,
+            model=lm.spec.checkpoint,
+            callers=args.callers,
+            duration_s=args.duration,
+            warmup_s=args.warmup,
+            rounds=args.rounds,
+            ray_cpus=res.get("CPU"),
+            ray_gpus=res.get("GPU", 0),
+            torch_threads_here=torch.get_num_threads(),
+            replica_threads=1,
+            ray_start_s=ray_start_s,
+            deploy_s=deps.deploy_s,
+            replicas_seen=deps.where,
+            throughput=dict(
+                runs=runs,
+                one_replica=thr1,
+                two_replicas=thr2,
+                ratio=ratio,
+                target=TARGET_SCALE,
+                passed=scale_ok,
+                inprocess_reference=here,
+            ),
+            overhead=dict(
+                inprocess_median_ms=ip,
+                ray_median_ms=rp,
+                ratio=rp / ip,
+                limit_ms=limit,
+                target=f"ray <= {TARGET_FACTOR} x in-process + {TARGET_ADD_MS:g} ms",
+                passed=over_ok,
+                paths=lo,
+            ),
+        )
     finally:
         backend.use(None)
         ray.shutdown()  # the whole local Ray, Serve and its replicas with it

@@ -5,6 +5,7 @@ Usage: .venv/bin/python bench/speed.py [--seq-len 128 --batch 8 --repeats 5] [--
 batch 1 x 16 tokens, 2 repeats (seconds; tests/test_bench_quick.py runs it). Other options pass through to
 ``python -m core.compare.speed``.
 """
+
 import argparse
 import sys
 from pathlib import Path

@@ -14,6 +14,7 @@ give them), so the ratios are ~1.00x unless assets/models is modified; held-out 
 with the unigram baseline from those (core's measure tokenizes the whole training corpus for it: minutes), no
 everyday held-out split; the probe as in the full run (tests/test_bench_quick.py runs it).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,16 +47,22 @@ from core.train.pretrain.zoo import HELDOUT_SEED, RECIPES, measure, probe_refere
 
 def default_baseline() -> str:
     """The commit before the newest change to a bundled model's weights."""
-    out = subprocess.run(["git", "log", "-2", "--format=%H", "--", "assets/models/*/model.safetensors"], cwd=ROOT,
-                         capture_output=True, text=True, check=True).stdout.split()
+    out = subprocess.run(
+        ["git", "log", "-2", "--format=%H", "--", "assets/models/*/model.safetensors"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     if len(out) < 2:
         raise SystemExit("No earlier version of the bundled weights in this checkout's history: pass --baseline.")
     return out[0] + "~1"
 
 
 def extract(rev: str, dest: Path) -> Path:
-    raw = subprocess.run(["git", "archive", "--format=tar", rev, "assets/models"], cwd=ROOT, capture_output=True,
-                         check=True).stdout
+    raw = subprocess.run(
+        ["git", "archive", "--format=tar", rev, "assets/models"], cwd=ROOT, capture_output=True, check=True
+    ).stdout
     with tarfile.open(fileobj=BytesIO(raw)) as tar:
         tar.extractall(dest, filter="data")
     return dest / "assets" / "models"
@@ -68,8 +75,7 @@ def quick_measure(folder: Path, family: str, docs: int = 40) -> dict:
     cfg_d = json.loads((folder / LOG_FILE).read_text())["config"]
     held = load_documents(CORPUS_DIR / HELDOUT_FILE)[:docs]
     kw = dict(pair=cfg_d.get("pair_objective"), max_len=cfg_d["max_len"], use_types=FAMILIES[family].token_types)
-    inst = make_instances(tokenize_documents(held, loaded.tokenizer, family), loaded.tokenizer, seed=HELDOUT_SEED,
-                          **kw)
+    inst = make_instances(tokenize_documents(held, loaded.tokenizer, family), loaded.tokenizer, seed=HELDOUT_SEED, **kw)
     ev = evaluate(loaded.model, family, loaded.tokenizer, inst, unigram_top(inst, loaded.tokenizer))
     return {"heldout": ev, "heldout_everyday": None, "probe": score(loaded)}
 
@@ -100,14 +106,23 @@ def main() -> int:
             family = RECIPES[name]["family"]
             t = time.perf_counter()
             rows = []
-            for label, root in (("old", old_root), ("new", ROOT / "assets" / "models")):
+            for root in (old_root, ROOT / "assets" / "models"):
                 m = quick_measure(root / name, family) if a.quick else measure(root / name, family)
                 h, e, p = m["heldout"], m["heldout_everyday"], m["probe"]
-                rows.append({"probe top-1": p.top1, "probe top-5": p.topk, "held-out top-1": h["mlm_top1"],
-                             "held-out top-5": h["mlm_top5"],
-                             "everyday held-out top-5": e["mlm_top5"] if e else float("nan"),
-                             **({"pair accuracy": h["pair_acc"], "pair majority": h["pair_majority"]}
-                                if "pair_acc" in h else {})})
+                rows.append(
+                    {
+                        "probe top-1": p.top1,
+                        "probe top-5": p.topk,
+                        "held-out top-1": h["mlm_top1"],
+                        "held-out top-5": h["mlm_top5"],
+                        "everyday held-out top-5": e["mlm_top5"] if e else float("nan"),
+                        **(
+                            {"pair accuracy": h["pair_acc"], "pair majority": h["pair_majority"]}
+                            if "pair_acc" in h
+                            else {}
+                        ),
+                    }
+                )
             print(f"\n{name} ({time.perf_counter() - t:.0f} s)")
             for k in rows[0]:
                 o, n = rows[0][k], rows[1][k]

@@ -1,13 +1,15 @@
 """Attention: bertviz views (offline), heatmaps, a query/key view, head statistics, rollout/flow, comparison."""
+
 import streamlit as st
 
 from app.kit import urlstate
+from app.kit.flow import end_page
 from app.kit.i18n import explain, t
 from app.kit.loaders import get_model, model_or_error
 from app.kit.render import mini_note
-from app.kit.flow import end_page
 from app.kit.zh_examples import fill_default
-from app.views.inspect import ablation as render_ablation, attention as ra
+from app.views.inspect import ablation as render_ablation
+from app.views.inspect import attention as ra
 from core.inspect.attention import AttentionConfig, compare_attention, compute_attention, head_stats
 from core.models.loading import ModelSpec
 from core.registry import ModelLoadError
@@ -49,8 +51,11 @@ if not cached or cached[0] != run_key:
     try:
         with st.spinner(t("attention.running")):
             res = compute_attention(lm, config)
-            st.session_state[K("result")] = (run_key, res, head_stats(res.attentions, res.cls_mask, res.sep_mask,
-                                                                    res.punct_mask))
+            st.session_state[K("result")] = (
+                run_key,
+                res,
+                head_stats(res.attentions, res.cls_mask, res.sep_mask, res.punct_mask),
+            )
         ra.reset_view_state()
     except ValueError as e:  # too long for the model, or AttentionUnavailable (no weights returned)
         st.error(explain(e))
@@ -68,9 +73,23 @@ if picked is None:
 lo, hi, layers, heads = picked
 ra.bind_focus(r, lo, hi, layers, heads)
 
-tabs = st.tabs([t(f"attention.tab.{name}") for name in
-                ("bertviz", "heatmaps", "qk", "stats", "mixing", "words", "compare", "ablation", "importance",
-                 "export")])
+tabs = st.tabs(
+    [
+        t(f"attention.tab.{name}")
+        for name in (
+            "bertviz",
+            "heatmaps",
+            "qk",
+            "stats",
+            "mixing",
+            "words",
+            "compare",
+            "ablation",
+            "importance",
+            "export",
+        )
+    ]
+)
 with tabs[0]:
     ra.bertviz_section(r, lo, hi, layers, heads)
 with tabs[1]:

@@ -1,16 +1,19 @@
 """Attributions: which input tokens drive a masked word, the NSP/SOP decision, a classifier's class or one word's tag
 (captum). Widgets: app/views/inspect/attribution_widgets.py (the methods from core.inspect.attribution_methods); drawing:
 app/views/inspect/attribution.py."""
+
 import streamlit as st
 
 from app.kit import presenter, state, urlstate
+from app.kit.flow import end_page
 from app.kit.i18n import explain, t
 from app.kit.jobs_panel import job_panel, runner
 from app.kit.uploads import upload_box
-from app.kit.flow import end_page
-from app.views.inspect import attribution as ra, attribution_widgets as ui
+from app.views.inspect import attribution as ra
+from app.views.inspect import attribution_widgets as ui
 from core.base.messages import carry
-from core.inspect import attribution as A, attribution_inputs as AI
+from core.inspect import attribution as A
+from core.inspect import attribution_inputs as AI
 from core.runtime.jobs import resource_for
 
 K = ui.K
@@ -30,8 +33,9 @@ ui.defaults("batch", target, lm)
 
 
 def start(name: str, fn) -> None:
-    job = runner().submit(t(f"attribution.job.{name}"), fn, resource=resource_for(lm.spec.device),
-                          owner=state.session_id())
+    job = runner().submit(
+        t(f"attribution.job.{name}"), fn, resource=resource_for(lm.spec.device), owner=state.session_id()
+    )
     st.session_state[K(f"{name}.job")] = job.id
 
 
@@ -55,8 +59,11 @@ with tab_one:
         label = t("attribution.sentence_a") if target == "pair" else t("attribution.text")
         # Each target keeps its own text while another target is shown (Streamlit drops an undrawn widget's value).
         text = st.text_area(label, key=K(f"text.{target}"), persist_state="session")
-        text_b = st.text_input(t("attribution.sentence_b"), key=K("text_b"), persist_state="session") \
-            if target == "pair" else ""
+        text_b = (
+            st.text_input(t("attribution.sentence_b"), key=K("text_b"), persist_state="session")
+            if target == "pair"
+            else ""
+        )
         tw = ui.target_widgets("one", target, lm)
         go_row = st.container(horizontal=True, vertical_alignment="center", gap="medium")  # the button's own width
         go = go_row.button(t("attribution.go"), type="primary", key=K("go"))
@@ -65,7 +72,9 @@ with tab_one:
         cfg, cfg_error = AI.AttributionConfig(target=target, text=text, text_b=text_b, **tw, **sw), None
     except ValueError as e:
         cfg, cfg_error = None, carry(e)
-    ui.show_estimate(go_row, lm, cfg, cfg_error, pressed=go)  # beside Explain: the passes and time these settings will take
+    ui.show_estimate(
+        go_row, lm, cfg, cfg_error, pressed=go
+    )  # beside Explain: the passes and time these settings will take
     if go or restored:  # a link runs what the button would have run with the same inputs (and only that)
         try:
             if cfg is None:
@@ -90,8 +99,9 @@ with tab_batch:
     with presenter.settings():
         sw_b = ui.method_settings("batch", lm)
     with st.form(K("batch.form")):
-        upload = upload_box(t("attribution.csv_file"), K("batch.file"), kinds=["csv"],
-                            expect=t("uploads.expect.attribution_csv"))
+        upload = upload_box(
+            t("attribution.csv_file"), K("batch.file"), kinds=["csv"], expect=t("uploads.expect.attribution_csv")
+        )
         tw_b = ui.target_widgets("batch", target, lm)
         go_b = st.form_submit_button(t("attribution.go_batch"), type="primary")
     settings = dict(target=target, **tw_b, **sw_b)
@@ -110,8 +120,11 @@ with tab_batch:
             st.session_state[K("batch.run")] = batch_run
     if K("batch.job") in st.session_state:
         if st.session_state.get(K("batch.run")) == batch_run:
-            job_panel(st.session_state[K("batch.job")], lambda j: ra.show_batch(j.result, K("batch_result")),
-                      key=K("batch.panel"))
+            job_panel(
+                st.session_state[K("batch.job")],
+                lambda j: ra.show_batch(j.result, K("batch_result")),
+                key=K("batch.panel"),
+            )
         else:
             st.info(t("attribution.stale_batch"))
 urlstate.publish()  # the widgets drawn in this run hold their values now: the address bar links to this view

@@ -1,17 +1,18 @@
 """Corpus search: index a corpus at one layer (a background job; the index is saved), click a word of a sentence,
 see its nearest contexts in the corpus and which words they are. Logic in core/represent/corpus_index.py, drawing in
 app/views/represent/corpus_search.py."""
+
 import hashlib
 
 import streamlit as st
 
 from app.kit import presenter
+from app.kit.flow import end_page
 from app.kit.i18n import explain, t
 from app.kit.jobs_panel import job_panel, runner, submit_job
 from app.kit.loaders import model_or_error
 from app.kit.render import as_text, current_result, job_for, run_or_error, shorten
 from app.kit.uploads import upload_box
-from app.kit.flow import end_page
 from app.kit.zh_examples import chinese_examples
 from app.views.represent.corpus_search import PAGE, K, depth_label, show_index, show_result
 from core.base.messages import carry
@@ -48,31 +49,60 @@ lang = "zh" if chinese_examples(lm.spec) else "en"  # the bundled corpus in the 
 depths = num_depths(lm)
 if st.session_state.get(K("depth")) not in range(depths):  # a model with fewer layers: its own default
     st.session_state.pop(K("depth"), None)
-source = st.radio(t("corpus_search.source"), SOURCES, key=K("source"), horizontal=True,
-                  format_func=lambda s: t(f"corpus_search.source_opt.{s}"))
-depth = st.select_slider(t("corpus_search.depth"), options=list(range(depths)), value=default_depth(lm), key=K("depth"),
-                         format_func=depth_label)
+source = st.radio(
+    t("corpus_search.source"),
+    SOURCES,
+    key=K("source"),
+    horizontal=True,
+    format_func=lambda s: t(f"corpus_search.source_opt.{s}"),
+)
+depth = st.select_slider(
+    t("corpus_search.depth"),
+    options=list(range(depths)),
+    value=default_depth(lm),
+    key=K("depth"),
+    format_func=depth_label,
+)
 st.caption(t("corpus_search.depth_help"))
 with st.form(K("form")):
     if source == "bundled":
         total = bundled_size(lang)
         if lang == "zh":
             st.caption(t("zh_walk.corpus_zh", n=f"{total:,}"))
-        sample = st.number_input(t("corpus_search.sample", total=f"{total:,}"), 1, min(cap, total),
-                                 min(DEFAULT_SAMPLE, cap, total), step=500, key=K("sample"),
-                                 help=t("corpus_search.sample_help"))
+        sample = st.number_input(
+            t("corpus_search.sample", total=f"{total:,}"),
+            1,
+            min(cap, total),
+            min(DEFAULT_SAMPLE, cap, total),
+            step=500,
+            key=K("sample"),
+            help=t("corpus_search.sample_help"),
+        )
     elif source == "paste":
-        text = st.text_area(t("corpus_search.paste", n=f"{cap:,}"), key=K("text"), height=150,
-                            placeholder=t("corpus_search.paste_placeholder"))
+        text = st.text_area(
+            t("corpus_search.paste", n=f"{cap:,}"),
+            key=K("text"),
+            height=150,
+            placeholder=t("corpus_search.paste_placeholder"),
+        )
     else:
-        upload = upload_box(t("corpus_search.upload", n=f"{cap:,}", mb=f"{server_settings().max_upload_mb:g}"),
-                            K("upload"), kinds=["txt"], expect=t("uploads.expect.sentences"))
+        upload = upload_box(
+            t("corpus_search.upload", n=f"{cap:,}", mb=f"{server_settings().max_upload_mb:g}"),
+            K("upload"),
+            kinds=["txt"],
+            expect=t("uploads.expect.sentences"),
+        )
     build = st.form_submit_button(t("corpus_search.build"), type="primary")
 
 
 def config(chosen: dict, at: int) -> IndexConfig:
-    return IndexConfig(chosen["source"], chosen.get("sentences", ()), depth=int(at), max_sentences=chosen.get("n", cap),
-                       lang=chosen.get("lang", "en"))
+    return IndexConfig(
+        chosen["source"],
+        chosen.get("sentences", ()),
+        depth=int(at),
+        max_sentences=chosen.get("n", cap),
+        lang=chosen.get("lang", "en"),
+    )
 
 
 if build:  # the corpus the form names now; an error forgets the earlier one (no index stays under a bad form)
@@ -116,9 +146,19 @@ if ci is None:  # not built for this model, corpus and depth: a background job b
             again = st.button(t("corpus_search.build_depth", depth=depth_label(depth)), key=K("build_depth"))
     if idle and (again or build):
         try:
-            jid = submit_job(PAGE, t("corpus_search.job_name", id=lm.spec.checkpoint, depth=depth_label(depth),
-                                     n=f"{len(cfg.corpus()):,}"), index_job(lm.spec, cfg), device=lm.spec.device,
-                             jobs_key=K("jobs"), asked=(lm.spec, key)).id
+            jid = submit_job(
+                PAGE,
+                t(
+                    "corpus_search.job_name",
+                    id=lm.spec.checkpoint,
+                    depth=depth_label(depth),
+                    n=f"{len(cfg.corpus()):,}",
+                ),
+                index_job(lm.spec, cfg),
+                device=lm.spec.device,
+                jobs_key=K("jobs"),
+                asked=(lm.spec, key),
+            ).id
             slot.empty()
         except ValueError as e:  # QuotaError: too many jobs for this session
             st.error(explain(e))
@@ -156,8 +196,9 @@ def on_found(sel_key: str, word: str) -> None:
 st.subheader(t("corpus_search.query_head"))
 st.session_state.setdefault(K("query"), ci.sentences[0])
 c1, c2 = st.columns([1, 2])
-find = c1.text_input(t("corpus_search.find"), key=K("find"), placeholder=t("corpus_search.find_placeholder"),
-                     on_change=on_find)
+find = c1.text_input(
+    t("corpus_search.find"), key=K("find"), placeholder=t("corpus_search.find_placeholder"), on_change=on_find
+)
 if find.strip():
     try:
         found = ci.sentences_with(find)
@@ -165,17 +206,27 @@ if find.strip():
         c2.error(explain(e))
     else:
         sel = K(f"found.{ci.key}.{find.strip().lower()}")
-        c2.selectbox(t("corpus_search.found", word=as_text(find.strip()), n=f"{len(found):,}"),
-                     list(found[:FOUND_SHOWN]), key=sel, format_func=lambda i: shorten(ci.sentences[i], 120),
-                     on_change=on_found, args=(sel, find))
+        c2.selectbox(
+            t("corpus_search.found", word=as_text(find.strip()), n=f"{len(found):,}"),
+            list(found[:FOUND_SHOWN]),
+            key=sel,
+            format_func=lambda i: shorten(ci.sentences[i], 120),
+            on_change=on_found,
+            args=(sel, find),
+        )
 query = st.text_input(t("corpus_search.query"), key=K("query"))
 words = query_words(query)
 pick = None
 if not words:
     st.info(t("corpus_search.no_words"))
 else:
-    pick = st.pills(t("corpus_search.pick"), list(range(len(words))), key=word_key(query), selection_mode="single",
-                    format_func=lambda i: as_text(words[i][2]))
+    pick = st.pills(
+        t("corpus_search.pick"),
+        list(range(len(words))),
+        key=word_key(query),
+        selection_mode="single",
+        format_func=lambda i: as_text(words[i][2]),
+    )
     with presenter.settings():
         k = st.slider(t("corpus_search.k"), 1, MAX_NEIGHBOURS, 10, key=K("k"))
     if pick is None:

@@ -2,6 +2,7 @@
 for a family with a discriminator (ELECTRA), which words look replaced (replaced token detection).
 
 Text and options live in the URL; a link with a text (or a sentence and word) shows its predictions at once."""
+
 import streamlit as st
 
 from app.kit import presenter, state, urlstate
@@ -82,8 +83,15 @@ with tab_type:
     if lm is not None:
         specials = tuple(lm.tokenizer.all_special_tokens)
         example_default(k("text"), ex)  # Chinese in 中文 with a Chinese-capable model
-        st.selectbox(t("fill_mask.example"), ex, index=None, placeholder=t("fill_mask.example_placeholder"),
-                     key=k("example"), on_change=use_example, args=(k("example"), k("text")))
+        st.selectbox(
+            t("fill_mask.example"),
+            ex,
+            index=None,
+            placeholder=t("fill_mask.example_placeholder"),
+            key=k("example"),
+            on_change=use_example,
+            args=(k("example"), k("text")),
+        )
         with st.form(k("form")):
             text = st.text_area(t("fill_mask.text_label"), key=k("text"), height=90)
             with presenter.settings():
@@ -92,9 +100,16 @@ with tab_type:
             go = st.form_submit_button(t("fill_mask.predict"), type="primary")
         asked = (lm.spec, text, top_k, strategy, per_line)
         if go or (from_link_type and text.strip()):  # a shared link shows its predictions without a click
-            results = run_or_error(k("result"), lambda: fill_mask_batch(
-                lm, configs_from_lines(text, top_k, strategy) if per_line
-                else [FillMaskConfig(text, top_k=top_k, strategy=strategy)]), made_from=asked)
+            results = run_or_error(
+                k("result"),
+                lambda: fill_mask_batch(
+                    lm,
+                    configs_from_lines(text, top_k, strategy)
+                    if per_line
+                    else [FillMaskConfig(text, top_k=top_k, strategy=strategy)],
+                ),
+                made_from=asked,
+            )
             if results:
                 record_typed(lm.spec.checkpoint, text, top_k, strategy, per_line, results)
         results = current_result(k("result"), asked)
@@ -123,15 +138,22 @@ with tab_word:
             if st.session_state.get(k("word")) not in range(len(ws)):  # a shorter sentence than the last one
                 st.session_state.pop(k("word"), None)
             with st.form(k("word_form")):
-                idx = st.selectbox(t("fill_mask.word"), list(range(len(ws))), key=k("word"),
-                                   format_func=lambda i: t("fill_mask.word_option", word=ws[i].text, n=i + 1))
+                idx = st.selectbox(
+                    t("fill_mask.word"),
+                    list(range(len(ws))),
+                    key=k("word"),
+                    format_func=lambda i: t("fill_mask.word_option", word=ws[i].text, n=i + 1),
+                )
                 with presenter.settings():
                     top_k, strategy = options_row("word")
                 go = st.form_submit_button(t("fill_mask.mask_predict"), type="primary")
             asked = (lm.spec, plain, idx, top_k, strategy)
             if go or from_link_word:
-                res = run_or_error(k("word_result"), lambda: fill_mask(
-                    lm, FillMaskConfig(plain, top_k=top_k, strategy=strategy, word=idx)), made_from=asked)
+                res = run_or_error(
+                    k("word_result"),
+                    lambda: fill_mask(lm, FillMaskConfig(plain, top_k=top_k, strategy=strategy, word=idx)),
+                    made_from=asked,
+                )
                 if res is not None:
                     record_word(lm.spec.checkpoint, plain, idx, ws[idx].text, top_k, strategy, res)
             res = current_result(k("word_result"), asked)
@@ -146,8 +168,9 @@ with tab_cmp:
     example_default(k("cmp_text"), ex)
     st.session_state.setdefault(k("cmp.top_k"), DEFAULT_TOP_K)
     with st.form(k("cmp_form")):
-        chosen = st.multiselect(t("fill_mask.cmp_models"), opts, max_selections=4, format_func=fmt_option,
-                                key=k("cmp_models"))
+        chosen = st.multiselect(
+            t("fill_mask.cmp_models"), opts, max_selections=4, format_func=fmt_option, key=k("cmp_models")
+        )
         ctext = st.text_input(t("fill_mask.cmp_text"), key=k("cmp_text"))
         with presenter.settings():
             ctop = st.slider(t("fill_mask.top_k"), 1, MAX_TOP_K, key=k("cmp.top_k"))
@@ -155,6 +178,7 @@ with tab_cmp:
     device = spec.device if spec else "auto"
     asked = (tuple(chosen), ctext, ctop, device)
     if go:
+
         def _compare():
             if not 2 <= len(chosen) <= 4:
                 raise ValueError(t("fill_mask.cmp_count", n=len(chosen)))
@@ -162,6 +186,7 @@ with tab_cmp:
             models = [get_model(spec_of(o, device), "mlm") for o in chosen]
             with st.spinner(t("fill_mask.cmp_running")):
                 return compare(models, cfg)
+
         cres = run_or_error(k("cmp_result"), _compare, made_from=asked)
         if cres is not None:
             record_compare(chosen, ctext, ctop, cres)

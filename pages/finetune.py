@@ -4,6 +4,7 @@ classification), with live curves, results and run comparison.
 Every option is kept in the URL (a link restores the data choice and the hyperparameters, but never starts a
 run: only the Start button does); the hyperparameters beyond the first row fold away in presenter view; each
 finished run (and each try-it prediction) goes into the session report."""
+
 from __future__ import annotations
 
 import time
@@ -16,9 +17,17 @@ from app.kit.i18n import explain, t
 from app.kit.jobs_panel import job_panel, runner
 from app.views.train import (
     finetune as view,
+)
+from app.views.train import (
     finetune_charts as charts,
+)
+from app.views.train import (
     finetune_data as data_view,
+)
+from app.views.train import (
     finetune_report as run_report,
+)
+from app.views.train import (
     finetune_results as results,
 )
 from core import registry
@@ -47,26 +56,43 @@ START, ARTICLES = view.starting_settings(HIDDEN, TASK)
 # key: (default, URL field). Every widget below is keyed K(key) and starts from its default; a number's range is
 # its config field's (view.bounds_of), in the URL as in the widget.
 DEFAULT = {n: default_of(FinetuneConfig, f) for n, f in view.CONFIG_KEYS.items()}
-DEFAULT.update({view.PRESET_KEYS[f]: v for f, v in START.items()}, dropout=view.OWN_DROPOUT, rows=0, test_rows=0,
-               test_frac=None)  # test_frac: set where the upload's widget is drawn
-OPTIONS = {n: (DEFAULT[n], urlstate.Field.of(K(n), view.bounds_of(n)))
-           for n in ("epochs", "max_steps", "warmup", "wd", "clip", "freeze_n", "seed", "patience", "evals", "rows",
-                     "test_rows", "test_frac")}
-OPTIONS.update({
-    "task": ("sequence", urlstate.Field(K("task"), choices=TASKS)),
-    "source": (DEFAULT_DATA, urlstate.Field(K("source"), choices=data_view.SOURCES)),
-    "tok_source": ("sample", urlstate.Field(K("tok_source"), choices=data_view.TOKEN_SOURCES)),
-    "glue_task": (None, urlstate.Field(K("glue_task"), choices=tuple(GLUE_TASKS))),
-    "lr": (DEFAULT["lr"], urlstate.Field(K("lr"), "float", choices=LRS)),
-    "batch": (DEFAULT["batch"], urlstate.Field(K("batch"), "int", choices=BATCHES)),
-    "max_len": (DEFAULT["max_len"], urlstate.Field(K("max_len"), "int", choices=MAX_LENS)),
-    "pooling": (DEFAULT["pooling"], urlstate.Field(K("pooling"), choices=POOLINGS)),
-    "tok_mix": (False, urlstate.Field(K("tok_mix"), "bool")),  # token runs: the scalar mix, or the family's head
-    "freeze_emb": (DEFAULT["freeze_emb"], urlstate.Field(K("freeze_emb"), "bool")),
-    "grad_ckpt": (DEFAULT["grad_ckpt"], urlstate.Field(K("grad_ckpt"), "bool")),
-    "precision": (DEFAULT["precision"], urlstate.Field(K("precision"), choices=PRECISIONS)),
-    "dropout": (view.OWN_DROPOUT, urlstate.Field(K("dropout"), "float", choices=view.DROPOUTS)),
-})
+DEFAULT.update(
+    {view.PRESET_KEYS[f]: v for f, v in START.items()}, dropout=view.OWN_DROPOUT, rows=0, test_rows=0, test_frac=None
+)  # test_frac: set where the upload's widget is drawn
+OPTIONS = {
+    n: (DEFAULT[n], urlstate.Field.of(K(n), view.bounds_of(n)))
+    for n in (
+        "epochs",
+        "max_steps",
+        "warmup",
+        "wd",
+        "clip",
+        "freeze_n",
+        "seed",
+        "patience",
+        "evals",
+        "rows",
+        "test_rows",
+        "test_frac",
+    )
+}
+OPTIONS.update(
+    {
+        "task": ("sequence", urlstate.Field(K("task"), choices=TASKS)),
+        "source": (DEFAULT_DATA, urlstate.Field(K("source"), choices=data_view.SOURCES)),
+        "tok_source": ("sample", urlstate.Field(K("tok_source"), choices=data_view.TOKEN_SOURCES)),
+        "glue_task": (None, urlstate.Field(K("glue_task"), choices=tuple(GLUE_TASKS))),
+        "lr": (DEFAULT["lr"], urlstate.Field(K("lr"), "float", choices=LRS)),
+        "batch": (DEFAULT["batch"], urlstate.Field(K("batch"), "int", choices=BATCHES)),
+        "max_len": (DEFAULT["max_len"], urlstate.Field(K("max_len"), "int", choices=MAX_LENS)),
+        "pooling": (DEFAULT["pooling"], urlstate.Field(K("pooling"), choices=POOLINGS)),
+        "tok_mix": (False, urlstate.Field(K("tok_mix"), "bool")),  # token runs: the scalar mix, or the family's head
+        "freeze_emb": (DEFAULT["freeze_emb"], urlstate.Field(K("freeze_emb"), "bool")),
+        "grad_ckpt": (DEFAULT["grad_ckpt"], urlstate.Field(K("grad_ckpt"), "bool")),
+        "precision": (DEFAULT["precision"], urlstate.Field(K("precision"), choices=PRECISIONS)),
+        "dropout": (view.OWN_DROPOUT, urlstate.Field(K("dropout"), "float", choices=view.DROPOUTS)),
+    }
+)
 FIELDS = tuple(f for _, f in OPTIONS.values())
 
 restored = urlstate.bind(FIELDS)  # before the widgets: a link's values become their state
@@ -81,8 +107,16 @@ if restored:
 runs: list[dict] = st.session_state.setdefault(K("runs"), [])
 
 st.subheader(t("finetune.h_data"))
-task = st.radio(t("finetune.task"), TASKS, key=K("task"), persist_state=KEEP, horizontal=True,
-                format_func=lambda v: t(f"finetune.task_opt.{v}"), on_change=view.task_changed, args=(HIDDEN,))
+task = st.radio(
+    t("finetune.task"),
+    TASKS,
+    key=K("task"),
+    persist_state=KEEP,
+    horizontal=True,
+    format_func=lambda v: t(f"finetune.task_opt.{v}"),
+    on_change=view.task_changed,
+    args=(HIDDEN,),
+)
 if task == "token":
     data = data_view.token_data_picker()
     with st.expander(t("finetune.tok.split_expander"), expanded=True):
@@ -94,7 +128,9 @@ st.subheader(t("finetune.h_settings"))
 if spec is None:
     st.error(explain(st.session_state.get(state.SPEC_ERROR) or t("common.pick_model")))
 else:
-    st.markdown(t("finetune.model_line", id=spec.checkpoint, family=registry.family(spec.family).label, device=spec.device))
+    st.markdown(
+        t("finetune.model_line", id=spec.checkpoint, family=registry.family(spec.family).label, device=spec.device)
+    )
 view.presets(HIDDEN, START, ARTICLES, task)
 # Enter in a number box never queues a run (only Start does). One form per task: the task switch's callback moves
 # the lr (and preset) to the new task's; a new form draws from those values (an old one could submit its own).
@@ -102,8 +138,14 @@ with st.form(K("form") if task == "sequence" else K("form_token"), enter_to_subm
     c = st.columns(4)
     number(c[0], "epochs")
     number(c[1], "max_steps")
-    c[2].select_slider(t("finetune.lr"), LRS, format_func=lambda v: f"{v:.0e}", key=K("lr"), persist_state=KEEP,
-                       help=t("finetune.lr_help"))
+    c[2].select_slider(
+        t("finetune.lr"),
+        LRS,
+        format_func=lambda v: f"{v:.0e}",
+        key=K("lr"),
+        persist_state=KEEP,
+        help=t("finetune.lr_help"),
+    )
     if task == "token":
         c[2].caption(t("finetune.tok.lr_note"))
     c[3].select_slider(t("finetune.batch"), BATCHES, key=K("batch"), persist_state=KEEP)
@@ -117,11 +159,22 @@ with st.form(K("form") if task == "sequence" else K("form_token"), enter_to_subm
         # Pooling only for texts (a token run tags each word: its head, or a scalar mix); never redrawn with other
         # options per task: that submits stale form values (Streamlit 1.67, seen in Chromium).
         if task == "sequence":
-            c[0].radio(t("finetune.pooling"), POOLINGS, key=K("pooling"), persist_state=KEEP, horizontal=True,
-                       format_func=lambda p: t(f"finetune.pooling_opt.{p}"), help=t("finetune.pooling_help"))
+            c[0].radio(
+                t("finetune.pooling"),
+                POOLINGS,
+                key=K("pooling"),
+                persist_state=KEEP,
+                horizontal=True,
+                format_func=lambda p: t(f"finetune.pooling_opt.{p}"),
+                help=t("finetune.pooling_help"),
+            )
         else:
-            c[0].checkbox(t("finetune.pooling_opt.scalar_mix"), key=K("tok_mix"), persist_state=KEEP,
-                          help=t("finetune.tok.no_pooling"))
+            c[0].checkbox(
+                t("finetune.pooling_opt.scalar_mix"),
+                key=K("tok_mix"),
+                persist_state=KEEP,
+                help=t("finetune.tok.no_pooling"),
+            )
         c[1].checkbox(t("finetune.freeze_emb"), key=K("freeze_emb"), persist_state=KEEP)
         number(c[2], "freeze_n")
         number(c[3], "seed")
@@ -131,11 +184,25 @@ with st.form(K("form") if task == "sequence" else K("form_token"), enter_to_subm
         number(c[2], "rows")
         number(c[3], "test_rows")
         c = st.columns(4)  # the article's remedies when memory runs out or the model overfits
-        c[0].checkbox(t("finetune.grad_ckpt"), key=K("grad_ckpt"), persist_state=KEEP, help=t("finetune.grad_ckpt_help"))
-        c[1].selectbox(t("finetune.precision"), PRECISIONS, key=K("precision"), persist_state=KEEP,
-                       format_func=lambda p: t(f"finetune.precision_opt.{p}"), help=t("finetune.precision_help"))
-        c[2].select_slider(t("finetune.dropout"), view.DROPOUTS, key=K("dropout"), persist_state=KEEP,
-                           format_func=view.dropout_label, help=t("finetune.dropout_help"))
+        c[0].checkbox(
+            t("finetune.grad_ckpt"), key=K("grad_ckpt"), persist_state=KEEP, help=t("finetune.grad_ckpt_help")
+        )
+        c[1].selectbox(
+            t("finetune.precision"),
+            PRECISIONS,
+            key=K("precision"),
+            persist_state=KEEP,
+            format_func=lambda p: t(f"finetune.precision_opt.{p}"),
+            help=t("finetune.precision_help"),
+        )
+        c[2].select_slider(
+            t("finetune.dropout"),
+            view.DROPOUTS,
+            key=K("dropout"),
+            persist_state=KEEP,
+            format_func=view.dropout_label,
+            help=t("finetune.dropout_help"),
+        )
         c[3].caption(t("finetune.article_regularise"))
     preview = view.config_from_state(spec, task)  # the settings as they stand (a form applies edits on Start)
     view.advice(preview, HIDDEN)
@@ -146,8 +213,12 @@ view.oom_panel(preview, data)
 def submit(cfg, run_data) -> None:
     name = f"run{len(runs) + 1}-{cfg.family}"
     out = runs_root(state.session_id()) / f"{name}-{time.strftime('%H%M%S')}"
-    job = runner().submit(t("finetune.job_name", name=name), job_fn(cfg, run_data, out),
-                          resource=job_resource(cfg), owner=state.session_id())
+    job = runner().submit(
+        t("finetune.job_name", name=name),
+        job_fn(cfg, run_data, out),
+        resource=job_resource(cfg),
+        owner=state.session_id(),
+    )
     runs.append(dict(name=name, job_id=job.id, cfg=cfg, data=run_data, out=str(out), result=None))
 
 
@@ -167,9 +238,12 @@ for run in reversed(runs):
     job = runner().get(run["job_id"])
     if run["result"] is None and job is not None and job.status == "done":
         run["result"] = job.result  # kept in the session: later errors cannot lose it
-        state.register_session_model(f"{run['name']} ({run['data'].name})", run["cfg"].family,
-                                     job.result.model_dir,
-                                     kind="fine-tuned-token" if run["cfg"].task == "token" else "fine-tuned")
+        state.register_session_model(
+            f"{run['name']} ({run['data'].name})",
+            run["cfg"].family,
+            job.result.model_dir,
+            kind="fine-tuned-token" if run["cfg"].task == "token" else "fine-tuned",
+        )
         run_report.record_run(job.id, run["name"], job.result, len(run["data"].train))  # once, when it finishes
         st.rerun()  # once, so the sidebar picker (drawn before this page) lists the new model
     with st.expander(f"{run['name']} · {run['cfg'].checkpoint} · {run['data'].name}", expanded=run is runs[-1]):
@@ -178,13 +252,20 @@ for run in reversed(runs):
             continue
 
         def resume(r=run) -> None:
-            j = runner().submit(t("finetune.job_name_resumed", name=r["name"]),
-                                job_fn(r["cfg"], r["data"], r["out"], resume=True),
-                                resource=job_resource(r["cfg"]), owner=state.session_id())
+            j = runner().submit(
+                t("finetune.job_name_resumed", name=r["name"]),
+                job_fn(r["cfg"], r["data"], r["out"], resume=True),
+                resource=job_resource(r["cfg"]),
+                owner=state.session_id(),
+            )
             r["job_id"] = j.id
 
-        job_panel(run["job_id"], on_done=lambda j: st.rerun(), on_running=charts.live,  # result picked up above
-                  key=K(f"job.{run['name']}"))
+        job_panel(
+            run["job_id"],
+            on_done=lambda j: st.rerun(),
+            on_running=charts.live,  # result picked up above
+            key=K(f"job.{run['name']}"),
+        )
         if job is not None and job.status == "error" and view.is_oom_error(job.error):
             view.oom_offer(run, lambda r, remedy: submit(apply_remedy(r["cfg"], remedy), r["data"]))
         if job is not None and job.status == "cancelled" and (Path(run["out"]) / "checkpoint").exists():

@@ -1,4 +1,5 @@
 """Home: what EncoderLab is, the families, the pages, and the device in use."""
+
 import pandas as pd
 import streamlit as st
 
@@ -34,8 +35,15 @@ def _start_here() -> None:
         st.caption(t("home.start.first_model", model=t("sidebar.model")))
     with workshop:
         st.markdown(t("home.start.workshop"))
-        st.markdown(t("home.start.ws_steps", walk=_title_of("walkthrough"), presenter=t("sidebar.presenter"),
-                      start=t("room.start"), join=t("room.join_title")))
+        st.markdown(
+            t(
+                "home.start.ws_steps",
+                walk=_title_of("walkthrough"),
+                presenter=t("sidebar.presenter"),
+                start=t("room.start"),
+                join=t("room.join_title"),
+            )
+        )
         _links("walkthrough")
 
 
@@ -55,16 +63,25 @@ st.markdown(t("home.intro"))
 _start_here()
 
 st.subheader(t("home.families"))
-st.table(pd.DataFrame([{  # a table, not a data grid: the longer texts wrap instead of being cut
-    t("home.col.family"): f.label,
-    t("home.col.idea"): t_or(f"families.{f.key}.summary", f.summary),
-    t("home.col.objectives"): t_or(f"families.{f.key}.objectives", " + ".join(f.objectives)),
-    t("home.col.pair_head"): t_or(f"families.{f.key}.pair_head",
-                                  PAIR_HEADS[f.pair_head] if f.pair_head else "none"),
-    t("home.col.tokenizer"): f.tokenizer_kind,
-    t("home.col.mask_token"): f.mask_token,
-    t("home.col.checkpoints"): ", ".join(c.id for c in f.checkpoints),
-} for f in FAMILIES.values()]), hide_index=True)
+st.table(
+    pd.DataFrame(
+        [
+            {  # a table, not a data grid: the longer texts wrap instead of being cut
+                t("home.col.family"): f.label,
+                t("home.col.idea"): t_or(f"families.{f.key}.summary", f.summary),
+                t("home.col.objectives"): t_or(f"families.{f.key}.objectives", " + ".join(f.objectives)),
+                t("home.col.pair_head"): t_or(
+                    f"families.{f.key}.pair_head", PAIR_HEADS[f.pair_head] if f.pair_head else "none"
+                ),
+                t("home.col.tokenizer"): f.tokenizer_kind,
+                t("home.col.mask_token"): f.mask_token,
+                t("home.col.checkpoints"): ", ".join(c.id for c in f.checkpoints),
+            }
+            for f in FAMILIES.values()
+        ]
+    ),
+    hide_index=True,
+)
 
 st.subheader(t("home.pages"))
 for p in available_pages():

@@ -1,14 +1,15 @@
 """Layer lens: the MLM head's top-k at the mask after every layer (raw or tuned lens), the last layer's answer
 across depth, and a tuned lens trained in a background job with its held-out KL per depth.
 Logic in core/inspect/lens.py, drawing in app/views/inspect/lens.py."""
+
 import streamlit as st
 
 from app.kit import presenter, state
+from app.kit.flow import end_page
 from app.kit.i18n import explain, t
 from app.kit.jobs_panel import job_panel, runner, submit_job
 from app.kit.loaders import model_or_error
 from app.kit.render import current_result, job_for, mini_note, run_or_error, stale_note
-from app.kit.flow import end_page
 from app.views.inspect.lens import K, show_kl, show_result
 from app.views.predict.fill_mask_widgets import example_default, example_list, use_example
 from core.base.messages import carry
@@ -34,15 +35,28 @@ if lm is None:
 
 ex = example_list(state.current_spec())
 example_default(K("text"), ex)  # Chinese in 中文 with a Chinese-capable model
-st.selectbox(t("lens.example"), ex, index=None, placeholder=t("lens.example_placeholder"), key=K("example"),
-             on_change=use_example, args=(K("example"), K("text")))
+st.selectbox(
+    t("lens.example"),
+    ex,
+    index=None,
+    placeholder=t("lens.example_placeholder"),
+    key=K("example"),
+    on_change=use_example,
+    args=(K("example"), K("text")),
+)
 with st.form(K("form")):
     text = st.text_area(t("lens.text"), key=K("text"), height=80)
     with presenter.settings():
         top_k = st.slider(t("lens.top_k"), 1, MAX_K, 5, key=K("top_k"))
     go = st.form_submit_button(t("lens.show"), type="primary")
-mode = st.radio(t("lens.mode"), MODES, key=K("mode"), horizontal=True, help=t("lens.mode_help"),
-                format_func=lambda m: t(f"lens.mode_opt.{m}"))
+mode = st.radio(
+    t("lens.mode"),
+    MODES,
+    key=K("mode"),
+    horizontal=True,
+    help=t("lens.mode_help"),
+    format_func=lambda m: t(f"lens.mode_opt.{m}"),
+)
 
 key = model_key(lm)
 report = tuned_report(lm)
@@ -59,14 +73,19 @@ ready = mode == "raw" or report is not None
 error = st.session_state.get(K("error"), (None, ""))
 if error[0] == want:  # kept, so the message stays on screen across reruns (the job panel's, the mode switch)
     st.error(explain(error[1]))
-elif st.session_state.get(K("submitted")) == want and ready and (
-        go or st.session_state.get(K("result.made_from")) != asked):
+elif (
+    st.session_state.get(K("submitted")) == want
+    and ready
+    and (go or st.session_state.get(K("result.made_from")) != asked)
+):
+
     def _run():
         try:
             return lens(lm, LensConfig(text, top_k=int(top_k), mode=mode))
         except ValueError as e:  # e.g. masks too far apart for the model's window
             st.session_state[K("error")] = (want, carry(e))
             raise
+
     run_or_error(K("result"), _run, made_from=asked)
 
 if mode == "tuned" and report is None:  # no tuned lens yet: train one in the background
@@ -83,16 +102,25 @@ if mode == "tuned" and report is None:  # no tuned lens yet: train one in the ba
         if train:
             try:
                 fn = tune_job(lm.spec, TuneConfig(steps=int(steps)))
-                jid = submit_job("lens", t("lens.job_name", id=lm.spec.checkpoint), fn, device=lm.spec.device,
-                                 jobs_key=K("jobs"), asked=(lm.spec, key)).id
+                jid = submit_job(
+                    "lens",
+                    t("lens.job_name", id=lm.spec.checkpoint),
+                    fn,
+                    device=lm.spec.device,
+                    jobs_key=K("jobs"),
+                    asked=(lm.spec, key),
+                ).id
                 slot.empty()
             except ValueError as e:  # QuotaError: too many jobs for this session
                 st.error(explain(e))
     if jid is not None:
+
         def _done(j):
-            st.success(t("lens.trained", steps=j.result.steps, s=f"{j.result.seconds:,.0f}",
-                         n=j.result.heldout_positions))
+            st.success(
+                t("lens.trained", steps=j.result.steps, s=f"{j.result.seconds:,.0f}", n=j.result.heldout_positions)
+            )
             show_kl(j.result)
+
         job_panel(jid, _done, key=K("job"))
 
 res = current_result(K("result"), asked)

@@ -3,6 +3,7 @@
 The family, the objectives, the corpus choice, the size, the steps and the seed are kept in the URL (a link
 restores them but never starts a run: only the Pretrain button does); size, steps and seed fold away in
 presenter view; each finished run goes into the session report."""
+
 import time
 from dataclasses import replace
 
@@ -35,20 +36,29 @@ fam = st.session_state[K("family")]
 sw = switches(fam)
 # The pair / distillation checkboxes are keyed per family (switching family starts from that family's
 # default); in the URL they are one parameter each, read for the family in the link.
-restored |= urlstate.bind((
-    urlstate.Field(K("corpus"), choices=CORPORA),
-    urlstate.Field(K("masking"), choices=MASKINGS),
-    urlstate.Field(K("wwm"), "bool"),
-    urlstate.Field(K(f"pair.{fam}"), "bool", choices=None if sw["pair"] else (False,), param=K("pair")),
-    urlstate.Field(K(f"distill.{fam}"), "bool", choices=None if sw["distill"] else (False,), param=K("distill")),
-    urlstate.Field(K("size"), choices=tuple(lim.sizes)),
-    urlstate.Field.of(K("steps"), STEPS),
-    urlstate.Field.of(K("seed"), SEED),
-))
+restored |= urlstate.bind(
+    (
+        urlstate.Field(K("corpus"), choices=CORPORA),
+        urlstate.Field(K("masking"), choices=MASKINGS),
+        urlstate.Field(K("wwm"), "bool"),
+        urlstate.Field(K(f"pair.{fam}"), "bool", choices=None if sw["pair"] else (False,), param=K("pair")),
+        urlstate.Field(K(f"distill.{fam}"), "bool", choices=None if sw["distill"] else (False,), param=K("distill")),
+        urlstate.Field(K("size"), choices=tuple(lim.sizes)),
+        urlstate.Field.of(K("steps"), STEPS),
+        urlstate.Field.of(K("seed"), SEED),
+    )
+)
 lab = lambda f: default_of(LabRequest, f)  # noqa: E731 (the lab's defaults)
-for name, default in (("corpus", "bundled"), ("masking", lab("masking")), ("wwm", lab("whole_word")),
-                      (f"pair.{fam}", bool(sw["pair"])), (f"distill.{fam}", False), ("size", lim.sizes[0]),
-                      ("steps", min(lab("steps"), lim.max_steps)), ("seed", lab("seed"))):
+for name, default in (
+    ("corpus", "bundled"),
+    ("masking", lab("masking")),
+    ("wwm", lab("whole_word")),
+    (f"pair.{fam}", bool(sw["pair"])),
+    (f"distill.{fam}", False),
+    ("size", lim.sizes[0]),
+    ("steps", min(lab("steps"), lim.max_steps)),
+    ("seed", lab("seed")),
+):
     st.session_state.setdefault(K(name), default)
 if st.session_state[K("size")] not in lim.sizes:  # the server's limits changed since this session chose it
     st.session_state[K("size")] = lim.sizes[0]
@@ -63,17 +73,26 @@ if restored:
 
 c1, c2 = st.columns(2)
 fam = c1.selectbox(t("pretrain.family"), list(FAMILIES), format_func=lambda k: FAMILIES[k].label, key=K("family"))
-corpus = c2.radio(t("pretrain.corpus"), CORPORA, key=K("corpus"), horizontal=True,
-                  format_func=lambda c: t(f"pretrain.corpus_opt.{c}"))
+corpus = c2.radio(
+    t("pretrain.corpus"), CORPORA, key=K("corpus"), horizontal=True, format_func=lambda c: t(f"pretrain.corpus_opt.{c}")
+)
 with st.form("pretrain.form"):
     c1, c2 = st.columns(2)
-    masking = c1.radio(t("pretrain.masking"), MASKINGS, key=K("masking"), help=t("pretrain.masking_help"),
-                       format_func=lambda m: t(f"pretrain.masking_opt.{m}"))
+    masking = c1.radio(
+        t("pretrain.masking"),
+        MASKINGS,
+        key=K("masking"),
+        help=t("pretrain.masking_help"),
+        format_func=lambda m: t(f"pretrain.masking_opt.{m}"),
+    )
     whole_word = c1.checkbox(t("pretrain.wwm"), key=K("wwm"))
     pair_label = t_or(f"pretrain.pair_label.{str(sw['pair']).lower()}", sw["pair_label"])
-    pair = c2.checkbox(t("pretrain.pair", head=sw["pair"], label=pair_label) if sw["pair"]
-                       else t("pretrain.pair_none"), disabled=not sw["pair"], key=K(f"pair.{fam}"),
-                       help=t_or(f"pretrain.pair_note.{fam}", sw["pair_note"]))
+    pair = c2.checkbox(
+        t("pretrain.pair", head=sw["pair"], label=pair_label) if sw["pair"] else t("pretrain.pair_none"),
+        disabled=not sw["pair"],
+        key=K(f"pair.{fam}"),
+        help=t_or(f"pretrain.pair_note.{fam}", sw["pair_note"]),
+    )
     distill = c2.checkbox(t("pretrain.distill"), disabled=not sw["distill"], key=K(f"distill.{fam}"))
     with presenter.settings():
         c1, c2, c3 = st.columns(3)
@@ -82,17 +101,32 @@ with st.form("pretrain.form"):
         seed = c3.number_input(t("pretrain.seed"), **SEED.widget(), key=K("seed"))
     upload = None
     if corpus == "upload":
-        upload = upload_box(t("pretrain.upload"), K("upload"), kinds=None, expect=t("uploads.expect.corpus"),
-                            limit=MAX_UPLOAD_MB, lenient=True)  # odd bytes become U+FFFD, and the box says how many
+        upload = upload_box(
+            t("pretrain.upload"),
+            K("upload"),
+            kinds=None,
+            expect=t("uploads.expect.corpus"),
+            limit=MAX_UPLOAD_MB,
+            lenient=True,
+        )  # odd bytes become U+FFFD, and the box says how many
     go_btn = st.form_submit_button(t("pretrain.go"), type="primary")
 
 if go_btn and (upload is None or upload.ok):  # a refused file: its reason is under the box
     try:
         if corpus == "upload" and upload is None:
             raise CorpusError(t("pretrain.need_upload"))
-        req = LabRequest(family=fam, steps=int(steps), size=size, masking=masking, whole_word=whole_word,
-                         pair=pair, distill=distill, upload=upload.data if upload else None,
-                         upload_name=upload.name if upload else "upload.txt", seed=int(seed))
+        req = LabRequest(
+            family=fam,
+            steps=int(steps),
+            size=size,
+            masking=masking,
+            whole_word=whole_word,
+            pair=pair,
+            distill=distill,
+            upload=upload.data if upload else None,
+            upload_name=upload.name if upload else "upload.txt",
+            seed=int(seed),
+        )
         n = len(state.job_ids(PAGE)) + 1
         # under the session's runs folder, so its size and age bounds (core.runtime.run_folders.evict_run_folders) apply
         cfg = prepare(req, workdir=runs_root(state.session_id()) / f"pretrain{n}-{fam}-{time.strftime('%H%M%S')}")
@@ -119,5 +153,7 @@ if len(finished) > 1:
     c = st.columns(2)
     for k, metric in enumerate(("heldout_top5", "nsp_acc", "sop_acc", "mlm_acc")):
         if any(metric in m for j in finished for m in j.metrics):
-            c[k % 2].plotly_chart(presenter.scale(curves(finished, metric)), width="stretch", key=f"pretrain.cmp.{metric}")
+            c[k % 2].plotly_chart(
+                presenter.scale(curves(finished, metric)), width="stretch", key=f"pretrain.cmp.{metric}"
+            )
 urlstate.publish()  # the defaults set above, on the first visit, too

@@ -1,16 +1,17 @@
 """Layer probes: a linear probe per task and depth, trained in a background job, plotted against depth with the
 majority baselines and the word task's selectivity. Logic in core/represent/probes.py, drawing in app/views/represent/probes.py."""
+
 import hashlib
 import time
 
 import streamlit as st
 
+from app.kit.flow import end_page
 from app.kit.i18n import explain, t
 from app.kit.jobs_panel import job_panel, submit_job
 from app.kit.loaders import model_or_error
 from app.kit.render import current_result, job_for, stale_note
 from app.kit.uploads import upload_box
-from app.kit.flow import end_page
 from app.views.represent.probes import K, show_result, task_name
 from core.base.messages import carry
 from core.represent.probe_tasks import TASKS, ProbeError, corpus_from_text, corpus_from_upload
@@ -30,7 +31,9 @@ from core.represent.probes import (
 from core.represent.token_vectors import num_depths
 
 SOURCES = ("bundled", "paste", "upload")
-TIMINGS = K("estimate.timings")  # model spec -> core.represent.probes.ProbeTiming: timed once per model, kept for the session
+TIMINGS = K(
+    "estimate.timings"
+)  # model spec -> core.represent.probes.ProbeTiming: timed once per model, kept for the session
 TIMINGS_KEEP = 8  # at most this many per session; the oldest goes first
 
 
@@ -49,8 +52,10 @@ def show_estimate(where, lm, tasks, per_task) -> None:
     est = estimate(cfg, num_depths(lm), cache[lm.spec])
     secs = est.seconds
     took = t("probes.estimate_s", s=f"{secs:.0f}") if secs < 90 else t("probes.estimate_min", m=f"{secs / 60:.0f}")
-    where.caption(t("probes.estimate", n=f"{est.sentences:,}", fits=f"{est.fits:,}", time=took),
-                  help=t("probes.estimate_help", rows=TIMING_SENTENCES))
+    where.caption(
+        t("probes.estimate", n=f"{est.sentences:,}", fits=f"{est.fits:,}", time=took),
+        help=t("probes.estimate_help", rows=TIMING_SENTENCES),
+    )
 
 
 st.title(t("probes.title"))
@@ -62,13 +67,26 @@ if lm is None:
 # No form: the estimate under Run follows the tasks and sentences per task as they change (a form would send them
 # only on Run). Nothing heavy runs before Run: a change reruns the page, whose timing is kept per model.
 with st.container(border=True, key=K("form")):
-    source = st.radio(t("probes.corpus"), SOURCES, key=K("source"), horizontal=True, help=t("probes.corpus_help"),
-                      format_func=lambda s: t(f"probes.corpus_opt.{s}"))
+    source = st.radio(
+        t("probes.corpus"),
+        SOURCES,
+        key=K("source"),
+        horizontal=True,
+        help=t("probes.corpus_help"),
+        format_func=lambda s: t(f"probes.corpus_opt.{s}"),
+    )
     text = st.text_area(t("probes.paste"), key=K("text"), height=100)
     upload = upload_box(t("probes.upload"), K("upload"), kinds=["txt"], expect=t("uploads.expect.sentences"))
     tasks = st.multiselect(t("probes.tasks"), TASKS, default=list(TASKS), key=K("tasks"), format_func=task_name)
-    per_task = st.number_input(t("probes.per_task"), MIN_PER_TASK, max_per_task(), DEFAULT_PER_TASK, step=100,
-                               key=K("per_task"), help=t("probes.per_task_help"))
+    per_task = st.number_input(
+        t("probes.per_task"),
+        MIN_PER_TASK,
+        max_per_task(),
+        DEFAULT_PER_TASK,
+        step=100,
+        key=K("per_task"),
+        help=t("probes.per_task_help"),
+    )
     go = st.button(t("probes.run"), type="primary", key=K("run"))
     estimate_slot = st.empty()  # under the button: filled below, once the form is drawn
 
@@ -80,8 +98,11 @@ if go and not (source == "upload" and upload and not upload.ok):  # a refused fi
     try:
         if source == "upload" and upload is None:
             raise ValueError(t("probes.no_upload"))
-        corpus = None if source == "bundled" else (corpus_from_text(text) if source == "paste"
-                                                   else corpus_from_upload(raw, upload.name))
+        corpus = (
+            None
+            if source == "bundled"
+            else (corpus_from_text(text) if source == "paste" else corpus_from_upload(raw, upload.name))
+        )
         cfg = ProbeConfig(tasks=tuple(tasks), per_task=int(per_task), corpus=corpus)
         if corpus is not None:
             build_tasks(cfg)  # a corpus too small for a task says so here, not after a job
@@ -89,8 +110,14 @@ if go and not (source == "upload" and upload and not upload.ok):  # a refused fi
         if found is not None:  # this model on these inputs was probed before: no job
             st.session_state[K("result")], st.session_state[K("result.made_from")] = found, want
         else:
-            submit_job("probes", t("probes.job_name", id=lm.spec.checkpoint), probe_job(lm.spec, cfg),
-                       device=lm.spec.device, jobs_key=K("jobs"), asked=want)
+            submit_job(
+                "probes",
+                t("probes.job_name", id=lm.spec.checkpoint),
+                probe_job(lm.spec, cfg),
+                device=lm.spec.device,
+                jobs_key=K("jobs"),
+                asked=want,
+            )
     except ValueError as e:  # ProbeError (bad corpus, settings), QuotaError (too many jobs)
         st.session_state[K("error")] = (want, carry(e))
 

@@ -1,6 +1,7 @@
 """Sentence pair: BERT's NSP and ALBERT's SOP heads on (A, B), (B, A) and (A, other topic); batch CSV scoring.
 
 The pair and the options live in the URL; a link with sentences A and B shows their scores at once."""
+
 import streamlit as st
 
 from app.kit import presenter, state, urlstate
@@ -56,8 +57,12 @@ def _example_label(name: str) -> str:
     return t(f"sentence_pair.example_csv.{EXAMPLE_CSVS[name].removesuffix('.csv')}")
 
 
-PAIR_FIELDS = (urlstate.Field(k("a"), max_len=MAX_CHARS), urlstate.Field(k("b"), max_len=MAX_CHARS),
-               urlstate.Field(k("probe"), "bool"), urlstate.Field(k("seed"), "int", lo=0, hi=SEED_MAX))
+PAIR_FIELDS = (
+    urlstate.Field(k("a"), max_len=MAX_CHARS),
+    urlstate.Field(k("b"), max_len=MAX_CHARS),
+    urlstate.Field(k("probe"), "bool"),
+    urlstate.Field(k("seed"), "int", lo=0, hi=SEED_MAX),
+)
 FIELDS = PAIR_FIELDS + (urlstate.Field(k("threshold"), "float", lo=0.05, hi=0.95),)
 
 st.title(t("sentence_pair.title"))
@@ -65,8 +70,9 @@ st.caption(t("sentence_pair.intro"))
 restored = urlstate.bind(FIELDS)
 from_link = bool(restored & {f.key for f in PAIR_FIELDS})
 if k("threshold") in restored:  # the slider moves in steps of 0.05
-    st.session_state[k("threshold")] = round(round(st.session_state[k("threshold")] / THRESHOLD_STEP)
-                                             * THRESHOLD_STEP, 2)
+    st.session_state[k("threshold")] = round(
+        round(st.session_state[k("threshold")] / THRESHOLD_STEP) * THRESHOLD_STEP, 2
+    )
 with st.expander(t("sentence_pair.each_family")):
     for f in FAMILIES.values():
         st.markdown(f"- **{f.label}**: {t_or(f'families.{f.key}.pair_head_note', f.pair_head_note)}")
@@ -106,13 +112,21 @@ if lm is not None:
             go = st.form_submit_button(t("sentence_pair.score_with", head=head_name), type="primary")
         asked = (lm.spec, a, b, probe, int(seed))
         if go or from_link:  # a shared link shows its scores without a click
-            res = run_or_error(k("result"), lambda: predict_pair(lm, PairConfig(a, b, seed=int(seed)), probe=probe),
-                               made_from=asked)
+            res = run_or_error(
+                k("result"), lambda: predict_pair(lm, PairConfig(a, b, seed=int(seed)), probe=probe), made_from=asked
+            )
             if res is not None:
-                record_pair(entry_id(f"{P}:pair", lm.spec.checkpoint, a, b, probe, int(seed)),
-                            {t("sentence_pair.in.model"): lm.spec.checkpoint, t("sentence_pair.in.a"): a,
-                             t("sentence_pair.in.b"): b, t("sentence_pair.in.probe"): yes_no(probe),
-                             t("sentence_pair.in.seed"): int(seed)}, res)
+                record_pair(
+                    entry_id(f"{P}:pair", lm.spec.checkpoint, a, b, probe, int(seed)),
+                    {
+                        t("sentence_pair.in.model"): lm.spec.checkpoint,
+                        t("sentence_pair.in.a"): a,
+                        t("sentence_pair.in.b"): b,
+                        t("sentence_pair.in.probe"): yes_no(probe),
+                        t("sentence_pair.in.seed"): int(seed),
+                    },
+                    res,
+                )
         res = current_result(k("result"), asked)
         if res is not None:
             for n in res.notes:
@@ -125,8 +139,10 @@ if lm is not None:
                 for col, s in zip(cols, res.scores):
                     col.metric(f"{prob_label(res.head, res.prob_label)} {pair_label(s.label)}", f"{s.prob:.1%}")
                     col.caption(as_text(f"{s.first} ‖ {s.second}"))
-            st.markdown(token_strip(res.scores[0].tokens, specials=tuple(lm.tokenizer.all_special_tokens)),
-                        unsafe_allow_html=True)
+            st.markdown(
+                token_strip(res.scores[0].tokens, specials=tuple(lm.tokenizer.all_special_tokens)),
+                unsafe_allow_html=True,
+            )
             st.caption(t("sentence_pair.latency", ms=f"{res.latency_ms:,.1f}", n=len(res.scores)))
             if learned:
                 st.markdown(t("sentence_pair.reading"))
@@ -134,27 +150,43 @@ if lm is not None:
 
     with tab_batch:
         st.markdown(t("sentence_pair.batch_intro", max_rows=MAX_ROWS))
-        st.selectbox(t("sentence_pair.example_file"), list(EXAMPLE_CSVS), index=None,
-                     placeholder=t("sentence_pair.example_placeholder"), key=k("example_csv"),
-                     on_change=_load_example_csv, format_func=_example_label)
+        st.selectbox(
+            t("sentence_pair.example_file"),
+            list(EXAMPLE_CSVS),
+            index=None,
+            placeholder=t("sentence_pair.example_placeholder"),
+            key=k("example_csv"),
+            on_change=_load_example_csv,
+            format_func=_example_label,
+        )
         st.session_state.setdefault(k("threshold"), 0.5)
         with st.form(k("batch_form")):
-            pasted = st.text_area(t("sentence_pair.csv"), key=k("csv"), height=160,
-                                  placeholder=t("sentence_pair.csv_placeholder"))
-            upload = upload_box(t("sentence_pair.upload"), k("upload"), kinds=["csv"],
-                                expect=t("uploads.expect.pairs_csv"))
+            pasted = st.text_area(
+                t("sentence_pair.csv"), key=k("csv"), height=160, placeholder=t("sentence_pair.csv_placeholder")
+            )
+            upload = upload_box(
+                t("sentence_pair.upload"), k("upload"), kinds=["csv"], expect=t("uploads.expect.pairs_csv")
+            )
             with presenter.settings():
-                threshold = st.slider(t("sentence_pair.threshold", label=head_prob), 0.05, 0.95, step=THRESHOLD_STEP,
-                                      key=k("threshold"))
+                threshold = st.slider(
+                    t("sentence_pair.threshold", label=head_prob), 0.05, 0.95, step=THRESHOLD_STEP, key=k("threshold")
+                )
             go_batch = st.form_submit_button(t("sentence_pair.score_all"), type="primary")
         text = upload.text if upload is not None else pasted  # a refused file: None, and its reason under the box
         batch_asked = (lm.spec, text, threshold)
         if go_batch and text is not None:
+
             def _submit():  # missing columns, too many rows, bad labels: start_job says which and how to fix
                 rows = parse_pairs_csv(text)
-                return submit_job(P, t("sentence_pair.job_name", head=head_name, n=len(rows)),
-                                  lambda ctx: score_batch(lm, rows, threshold=threshold, progress=ctx.progress),
-                                  resource=resource_for(lm.spec.device), jobs_key=k("batch_for"), asked=batch_asked)
+                return submit_job(
+                    P,
+                    t("sentence_pair.job_name", head=head_name, n=len(rows)),
+                    lambda ctx: score_batch(lm, rows, threshold=threshold, progress=ctx.progress),
+                    resource=resource_for(lm.spec.device),
+                    jobs_key=k("batch_for"),
+                    asked=batch_asked,
+                )
+
             start_job(k("batch_for"), _submit)
 
         def show_batch(job) -> None:
@@ -165,17 +197,27 @@ if lm is not None:
             c3.metric(t("sentence_pair.time"), f"{bres.latency_ms / 1000:,.2f} s")
             bprob = prob_label(bres.head, bres.prob_label)
             mini_note(bres.checkpoint, bres.head)  # a measured accuracy: drawn, with what the mini's head is
-            st.caption(t("sentence_pair.batch_caption", model=bres.checkpoint, label=bprob,
-                         threshold=f"{bres.threshold:.2f}"))
+            st.caption(
+                t("sentence_pair.batch_caption", model=bres.checkpoint, label=bprob, threshold=f"{bres.threshold:.2f}")
+            )
             if bres.truncated_rows:
                 st.warning(t("sentence_pair.truncated_rows", n=bres.truncated_rows))
             for n in bres.notes:
                 st.info(explain(n))
             st.plotly_chart(presenter.scale(confusion_fig(bres)), key=k(f"confusion.{job.id}"), width="stretch")
             st.dataframe(batch_table(bres), hide_index=True, key=k(f"table.{job.id}"))
-            record_once(k("recorded"), f"{P}:batch:{job.id}", lambda: batch_report(bres, {
-                t("sentence_pair.in.model"): bres.checkpoint, t("sentence_pair.rows"): len(bres.rows),
-                t("sentence_pair.in.threshold"): f"{bres.threshold:.2f}"}))
+            record_once(
+                k("recorded"),
+                f"{P}:batch:{job.id}",
+                lambda: batch_report(
+                    bres,
+                    {
+                        t("sentence_pair.in.model"): bres.checkpoint,
+                        t("sentence_pair.rows"): len(bres.rows),
+                        t("sentence_pair.in.threshold"): f"{bres.threshold:.2f}",
+                    },
+                ),
+            )
 
         job_section(k("batch_for"), batch_asked, show_batch, key=k("batch"))
 

@@ -1,6 +1,7 @@
 """Walkthrough: the arc of the seed articles in seven steps, each with an explanation, a live widget on the same core
 as the page it points to, a "try this" prompt and a check question. Progress is kept per browser session; the
 step and each step's inputs are in the URL. The steps are app/views/start/walkthrough/step_*.py."""
+
 import streamlit as st
 
 from app.kit import urlstate

@@ -5,6 +5,7 @@
 Needs those Debian packages installed (apt-get install wordnet-base python3-doc bible-kjv bible-kjv-text).
 The committed corpus is what tests and `make models` read; this script is how it was made.
 """
+
 from __future__ import annotations
 
 import argparse

@@ -8,6 +8,7 @@ made. Sentences: runs of text ending in 。！？； with at least 8 Han charact
 deduplicated. Held out: sha1(sentence) % 100 < 5. Any sentence that holds an item of the Chinese everyday probe
 (tests/data/everyday_probe_zh.tsv, with any accepted answer filled in) is dropped, so the probe is never trained on.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,8 +32,10 @@ HAN = re.compile(r"[\u4e00-\u9fff]")
 SOURCES = {  # package: (licence as its copyright file states it, what was read)
     "fortunes-zh": ("GPL-3.0+", "/usr/share/games/fortunes/{chinese,tang300,song100}"),
     "debian-reference-zh-cn": ("GPL-2+", "/usr/share/debian-reference/*.zh-cn.html"),
-    "manpages-zh": ("GFDL-1.2+ / GPL-2.0+ / BSD-2-Clause / CC0-1.0 / public domain (per page; see the copyright file)",
-                    "/usr/share/man/zh_CN/man*/*.gz"),
+    "manpages-zh": (
+        "GFDL-1.2+ / GPL-2.0+ / BSD-2-Clause / CC0-1.0 / public domain (per page; see the copyright file)",
+        "/usr/share/man/zh_CN/man*/*.gz",
+    ),
 }
 
 
@@ -61,8 +64,11 @@ def read_sources() -> dict[str, list[str]]:
         docs["debian-reference-zh-cn/" + Path(f).name] = sentences(html.unescape(re.sub(r"<[^>]+>", "", t)))
     for f in sorted(glob.glob("/usr/share/man/zh_CN/man*/*.gz")):
         t = gzip.open(f).read().decode("utf-8", "replace")
-        lines = [re.sub(r"\\f[BIRP]|\\\(..|\\-|\\&|\\e", "", x) for x in t.splitlines()
-                 if not x.startswith((".\\\"", "'\\\""))]
+        lines = [
+            re.sub(r"\\f[BIRP]|\\\(..|\\-|\\&|\\e", "", x)
+            for x in t.splitlines()
+            if not x.startswith(('.\\"', "'\\\""))
+        ]
         docs["manpages-zh/" + Path(f).name] = sentences("\n".join("" if x.startswith(".") else x for x in lines))
     return docs
 
@@ -98,8 +104,12 @@ def main() -> None:
                 continue
             part = "heldout" if int(hashlib.sha1(s.encode()).hexdigest(), 16) % 100 < 5 else "train"
             split[part].setdefault(doc, []).append(s)
-    manifest: dict = {"format": "one sentence per line, blank line between documents",
-                      "heldout_rule": "sha1(sentence) % 100 < 5", "probe_sentences_dropped": dropped, "sources": {}}
+    manifest: dict = {
+        "format": "one sentence per line, blank line between documents",
+        "heldout_rule": "sha1(sentence) % 100 < 5",
+        "probe_sentences_dropped": dropped,
+        "sources": {},
+    }
     for part, docs in split.items():
         (out / f"{part}.txt").write_text("\n\n".join("\n".join(v) for v in docs.values()) + "\n", encoding="utf-8")
         for pkg in SOURCES:

@@ -8,6 +8,7 @@ name lists (written for the project, CC0: no third-party text). Seeded, so a reb
 Each template fills slots with names drawn from the lists; multi-word names get B- then I- tags. The held-out
 sentences use the same templates and lists but other draws, so some names in them were never seen in training.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -16,20 +17,117 @@ from pathlib import Path
 
 OUT = Path(__file__).resolve().parents[1] / "assets" / "data" / "tokens"
 
-FIRST = ["Anna", "Tomasz", "Mei", "Oluwaseun", "Ingrid", "Rafael", "Priya", "Jonas", "Aiko", "Kwame", "Sofia",
-         "Dmitri", "Leila", "Mateo", "Hannah", "Arjun", "Chloe", "Bartholomew", "Yusuf", "Greta", "Nikolai",
-         "Beatriz", "Samuel", "Fatima", "Lars", "Amara", "Henrik", "Valentina", "Kenji", "Zofia"]
-LAST = ["Kowalczyk", "Okonkwo", "Lindqvist", "Fernandes", "Nakamura", "Achterberg", "Patel", "Moreau",
-        "Schwarzenegger", "Mensah", "Rossi", "Ivanova", "Haddad", "Brennan", "Oyelaran", "Gustafsson",
-        "Vasquez", "Thorvaldsen", "Abernathy", "Castellanos"]
-PLACES = ["Lisbon", "Krakow", "Nairobi", "Osaka", "Reykjavik", "Montevideo", "Edinburgh", "Ljubljana", "Hanoi",
-          "Winnipeg", "New York", "Buenos Aires", "San Sebastian", "Kuala Lumpur", "Cape Town", "Rio de Janeiro",
-          "Tasmania", "Patagonia", "Bavaria", "the Alps", "Norway", "Ghana", "Peru", "Vietnam"]
-ORGS = ["Northwind Bakery", "the Riverside Library", "Bluefin Labs", "Harbor Hospital", "Greenleaf Cooperative",
-        "the city council", "Maple Street School", "Orion Airlines", "Copperfield Bank", "the Starlight Theatre",
-        "Pinecrest University", "Atlas Logistics", "the Hilltop Choir", "Sunrise Radio", "Quillon Software"]
-MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
-          "November", "December"]
+FIRST = [
+    "Anna",
+    "Tomasz",
+    "Mei",
+    "Oluwaseun",
+    "Ingrid",
+    "Rafael",
+    "Priya",
+    "Jonas",
+    "Aiko",
+    "Kwame",
+    "Sofia",
+    "Dmitri",
+    "Leila",
+    "Mateo",
+    "Hannah",
+    "Arjun",
+    "Chloe",
+    "Bartholomew",
+    "Yusuf",
+    "Greta",
+    "Nikolai",
+    "Beatriz",
+    "Samuel",
+    "Fatima",
+    "Lars",
+    "Amara",
+    "Henrik",
+    "Valentina",
+    "Kenji",
+    "Zofia",
+]
+LAST = [
+    "Kowalczyk",
+    "Okonkwo",
+    "Lindqvist",
+    "Fernandes",
+    "Nakamura",
+    "Achterberg",
+    "Patel",
+    "Moreau",
+    "Schwarzenegger",
+    "Mensah",
+    "Rossi",
+    "Ivanova",
+    "Haddad",
+    "Brennan",
+    "Oyelaran",
+    "Gustafsson",
+    "Vasquez",
+    "Thorvaldsen",
+    "Abernathy",
+    "Castellanos",
+]
+PLACES = [
+    "Lisbon",
+    "Krakow",
+    "Nairobi",
+    "Osaka",
+    "Reykjavik",
+    "Montevideo",
+    "Edinburgh",
+    "Ljubljana",
+    "Hanoi",
+    "Winnipeg",
+    "New York",
+    "Buenos Aires",
+    "San Sebastian",
+    "Kuala Lumpur",
+    "Cape Town",
+    "Rio de Janeiro",
+    "Tasmania",
+    "Patagonia",
+    "Bavaria",
+    "the Alps",
+    "Norway",
+    "Ghana",
+    "Peru",
+    "Vietnam",
+]
+ORGS = [
+    "Northwind Bakery",
+    "the Riverside Library",
+    "Bluefin Labs",
+    "Harbor Hospital",
+    "Greenleaf Cooperative",
+    "the city council",
+    "Maple Street School",
+    "Orion Airlines",
+    "Copperfield Bank",
+    "the Starlight Theatre",
+    "Pinecrest University",
+    "Atlas Logistics",
+    "the Hilltop Choir",
+    "Sunrise Radio",
+    "Quillon Software",
+]
+MONTHS = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+]
 DAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
 
 # {PER} a person, {LOC} a place, {ORG} an organisation, {DATE} a date; the rest of the words are tagged O.
@@ -76,7 +174,9 @@ def date(rng: random.Random) -> str:
 def fill(slot: str, rng: random.Random) -> str:
     if slot == "PER":
         r = rng.random()
-        return rng.choice(FIRST) if r < 0.3 else rng.choice(LAST) if r < 0.4 else f"{rng.choice(FIRST)} {rng.choice(LAST)}"
+        return (
+            rng.choice(FIRST) if r < 0.3 else rng.choice(LAST) if r < 0.4 else f"{rng.choice(FIRST)} {rng.choice(LAST)}"
+        )
     if slot == "LOC":
         return rng.choice(PLACES)
     if slot == "ORG":
@@ -107,8 +207,9 @@ def build(n_train: int = 240, n_test: int = 60, seed: int = 0, out: Path = OUT) 
     seen: set[str] = set()
     sents: list[list[tuple[str, str]]] = []
     while len(sents) < n_train + n_test:
-        s = sentence(TEMPLATES[len(sents) % len(TEMPLATES)] if len(sents) < len(TEMPLATES) else rng.choice(TEMPLATES),
-                     rng)
+        s = sentence(
+            TEMPLATES[len(sents) % len(TEMPLATES)] if len(sents) < len(TEMPLATES) else rng.choice(TEMPLATES), rng
+        )
         key = " ".join(w for w, _ in s)
         if key not in seen:  # no sentence in both splits
             seen.add(key)

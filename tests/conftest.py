@@ -1,4 +1,5 @@
 """Shared fixtures: tiny random models of every family, saved as real folders (real from_pretrained path)."""
+
 from __future__ import annotations
 
 import os
@@ -13,7 +14,8 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from core.registry import FAMILIES as _REGISTRY, GENERIC, bundled_families  # noqa: E402
+from core.registry import FAMILIES as _REGISTRY  # noqa: E402
+from core.registry import GENERIC, bundled_families  # noqa: E402
 
 # Every registered family, read from the registry: a family added there is tested here with no edit.
 FAMILIES = tuple(_REGISTRY)
@@ -83,8 +85,12 @@ def family(request) -> str:
     return request.param
 
 
+E2E_TIMEOUT = 300  # s: a browser test starts a real server and Chromium, so it gets more than the default 120 s
+
+
 def pytest_collection_modifyitems(config, items):
-    """Every browser test is slow; a test marked gpu skips where torch sees no CUDA device."""
+    """Every browser test is slow and gets E2E_TIMEOUT (unless it sets its own); a test marked gpu skips where torch
+    sees no CUDA device."""
     import torch
 
     no_cuda = pytest.mark.skip(reason="needs a CUDA GPU (scripts/gpu_check.sh runs these on one)")
@@ -92,5 +98,6 @@ def pytest_collection_modifyitems(config, items):
         if "tests/e2e/" in item.nodeid.replace("\\", "/") or item.nodeid.startswith("e2e/"):
             item.add_marker(pytest.mark.slow)
             item.add_marker(pytest.mark.e2e)
+            item.add_marker(pytest.mark.timeout(E2E_TIMEOUT))  # a test's own timeout marker is closer and wins
         if "gpu" in item.keywords and not torch.cuda.is_available():
             item.add_marker(no_cuda)

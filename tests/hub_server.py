@@ -11,6 +11,7 @@ and ``cut_after`` drops the connection once that many bytes of one file body hav
 halfway), for the next ``cuts`` bodies (then downloads go through again).
 Every request is recorded in ``requests`` so a test can tell a cached load from a download.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -40,7 +41,7 @@ class HubServer:
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
-    def __enter__(self) -> "HubServer":
+    def __enter__(self) -> HubServer:
         self._thread.start()
         return self
 
@@ -104,7 +105,9 @@ class HubServer:
 
             def _serve(self, head: bool) -> None:
                 path = unquote(urlparse(self.path).path)
-                hub.requests.append((self.command, path if "Range" not in self.headers else f"{path} ({self.headers['Range']})"))
+                hub.requests.append(
+                    (self.command, path if "Range" not in self.headers else f"{path} ({self.headers['Range']})")
+                )
                 m = re.fullmatch(r"/api/models/(.+?)/revision/([^/]+)", path)
                 if m:
                     return self._info(m.group(1))
@@ -169,7 +172,7 @@ class HubServer:
                         except OSError:
                             pass
                         return
-                    part = data[sent:sent + chunk]
+                    part = data[sent : sent + chunk]
                     self.wfile.write(part)
                     sent += len(part)
                     if hub.throttle_bps and len(data) >= LFS_MIN:

@@ -5,6 +5,7 @@ subprocess from the repository root, must exit 0 and must print a ratio line. A 
 and must have ``--quick`` in its argparse. They share one xdist group: they time things, and two at once on a
 2-core machine would fight for the CPU.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -60,6 +61,7 @@ def test_xdist_groups_hold(request):
 
 
 @pytest.mark.xdist_group("bench")  # one at a time, beside the other worker's tests
+@pytest.mark.timeout(TIMEOUT_S + 60)  # outlasts the subprocess's own TIMEOUT_S, so its output is reported
 @pytest.mark.parametrize("bench", BENCHES, ids=[b.stem for b in BENCHES])
 def test_bench_quick(bench: Path):
     src = bench.read_text()
@@ -71,8 +73,14 @@ def test_bench_quick(bench: Path):
     # other xdist worker's tests on a 2-core machine, where a second thread only spin-waits
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}
     try:
-        run = subprocess.run([sys.executable, str(bench), "--quick"], cwd=ROOT, env=env, capture_output=True,
-                             text=True, timeout=TIMEOUT_S)
+        run = subprocess.run(
+            [sys.executable, str(bench), "--quick"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT_S,
+        )
     except subprocess.TimeoutExpired as e:
         pytest.fail(f"{bench.name} --quick ran past {TIMEOUT_S} s; its output so far:\n{e.stdout}\n{e.stderr}")
     out = run.stdout + run.stderr

@@ -4,6 +4,7 @@ read from the files.
 A build, a GPU run and `docker compose up` are not checked here (no engine, no GPU); scripts/gpu_check.sh covers the
 GPU side.
 """
+
 from __future__ import annotations
 
 import fnmatch
@@ -116,14 +117,28 @@ def _ignored(path: str, patterns: list[str]) -> bool:
 
 
 def test_dockerignore_keeps_history_environments_and_run_folders_out():
-    patterns = [ln.strip() for ln in (ROOT / ".dockerignore").read_text().splitlines()
-                if ln.strip() and not ln.startswith("#")]
+    patterns = [
+        ln.strip() for ln in (ROOT / ".dockerignore").read_text().splitlines() if ln.strip() and not ln.startswith("#")
+    ]
     assert not any(p.startswith("!") for p in patterns)
-    for out in (".git/HEAD", ".venv/bin/python", "runs/x/model.safetensors", "core/__pycache__/models.cpython-312.pyc",
-                "tests/e2e/screenshots/home.png", ".pytest_cache/v"):
+    for out in (
+        ".git/HEAD",
+        ".venv/bin/python",
+        "runs/x/model.safetensors",
+        "core/__pycache__/models.cpython-312.pyc",
+        "tests/e2e/screenshots/home.png",
+        ".pytest_cache/v",
+    ):
         assert _ignored(out, patterns), out
-    for keep in ("app/main.py", "core/models/loading.py", "requirements.txt", "requirements-ray.txt",
-                 "assets/models/bert-mini/config.json", ".streamlit/config.toml", "assets/i18n/home.toml"):
+    for keep in (
+        "app/main.py",
+        "core/models/loading.py",
+        "requirements.txt",
+        "requirements-ray.txt",
+        "assets/models/bert-mini/config.json",
+        ".streamlit/config.toml",
+        "assets/i18n/home.toml",
+    ):
         assert not _ignored(keep, patterns), keep
 
 
@@ -188,8 +203,10 @@ def test_compose_worker_reserves_a_gpu(compose):
     worker = compose["services"]["worker"]
     assert "--num-gpus=1" in _command(worker)
     devices = (((worker.get("deploy") or {}).get("resources") or {}).get("reservations") or {}).get("devices") or []
-    assert any(d.get("driver") == "nvidia" and "gpu" in d.get("capabilities", []) and d.get("count", 1) in (1, "all")
-               for d in devices), devices
+    assert any(
+        d.get("driver") == "nvidia" and "gpu" in d.get("capabilities", []) and d.get("count", 1) in (1, "all")
+        for d in devices
+    ), devices
 
 
 def test_compose_every_service_mounts_the_shared_runs_volume_where_encoderlab_runs_points(compose):

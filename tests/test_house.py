@@ -8,18 +8,32 @@
   function, only the heavy or optional third-party packages of LAZY, each with its reason, may be imported.
 docs/architecture.md draws the same layers; a test below checks it names each of them.
 """
+
 from __future__ import annotations
 
 import ast
+import io
 import sys
+import tokenize
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-CORE_LAYERS = ("base", "registry", "models", "runtime", "data", "predict", "represent", "inspect", "train",
-               "compare", "walkthrough")
+CORE_LAYERS = (
+    "base",
+    "registry",
+    "models",
+    "runtime",
+    "data",
+    "predict",
+    "represent",
+    "inspect",
+    "train",
+    "compare",
+    "walkthrough",
+)
 APP_LAYERS = ("kit", "nav", "room", "views", "sidebar", "main")  # app.serve and app.deeplinks sit with main
 
 # Third-party packages a function may import where it needs them, and why they are not imported at the top.
@@ -88,8 +102,10 @@ def _imports(mod: str, path: Path):
             if node.level:
                 up = pkg.split(".")[: len(pkg.split(".")) - (node.level - 1)]
                 base = ".".join(up + ([base] if base else []))
-            items = [(f"{base}.{a.name}" if _resolve(f"{base}.{a.name}") == f"{base}.{a.name}" else base, a.name)
-                     for a in node.names]
+            items = [
+                (f"{base}.{a.name}" if _resolve(f"{base}.{a.name}") == f"{base}.{a.name}" else base, a.name)
+                for a in node.names
+            ]
         else:
             continue
         for target, name in items:
@@ -115,8 +131,9 @@ def layer(mod: str) -> tuple[str, int] | None:
 def test_every_core_and_app_module_belongs_to_a_layer():
     loose = [m for m in MODULES if m.count(".") >= 1 and layer(m) and layer(m)[1] < 0]
     assert not loose, f"modules outside the declared layers (add the package to the layers or move them): {loose}"
-    top_level = [m for m in MODULES if m.startswith("core.") and m.count(".") == 1 and m.split(".")[1] not in
-                 CORE_LAYERS]
+    top_level = [
+        m for m in MODULES if m.startswith("core.") and m.count(".") == 1 and m.split(".")[1] not in CORE_LAYERS
+    ]
     assert not top_level, f"loose modules in core/ (put each in a package): {top_level}"
 
 
@@ -173,9 +190,12 @@ def test_no_import_cycles():
 
 
 def test_no_private_names_imported():
-    private = [f"{src}:{line} imports {name} from {dst}" for src, items in EDGES.items()
-               for line, dst, name, _top, _third in items
-               if name and dst and dst != src and name.startswith("_") and not name.startswith("__")]
+    private = [
+        f"{src}:{line} imports {name} from {dst}"
+        for src, items in EDGES.items()
+        for line, dst, name, _top, _third in items
+        if name and dst and dst != src and name.startswith("_") and not name.startswith("__")
+    ]
     assert not private, "\n".join(private)
 
 
@@ -186,28 +206,40 @@ OPTIONAL_MODULES = {
 
 
 def test_project_modules_are_imported_at_the_top():
-    nested = [f"{src}:{line} imports {dst} inside a function" for src, items in EDGES.items()
-              for line, dst, _name, top, _third in items
-              if dst and dst != src and not top and dst not in OPTIONAL_MODULES]
+    nested = [
+        f"{src}:{line} imports {dst} inside a function"
+        for src, items in EDGES.items()
+        for line, dst, _name, top, _third in items
+        if dst and dst != src and not top and dst not in OPTIONAL_MODULES
+    ]
     assert not nested, "\n".join(nested)
 
 
 def test_only_heavy_or_optional_packages_are_imported_inside_functions():
     stdlib = set(sys.stdlib_module_names) | {"__future__"}
-    wrong = [f"{src}:{line} imports {third} inside a function" for src, items in EDGES.items()
-             for line, _dst, _name, top, third in items
-             if third and not top and third not in LAZY and third not in stdlib]
-    stdlib_nested = [f"{src}:{line} imports {third} inside a function" for src, items in EDGES.items()
-                     for line, _dst, _name, top, third in items if third in stdlib and not top
-                     and third not in ("multiprocessing", "resource", "signal")]  # platform-specific or spawn-only
+    wrong = [
+        f"{src}:{line} imports {third} inside a function"
+        for src, items in EDGES.items()
+        for line, _dst, _name, top, third in items
+        if third and not top and third not in LAZY and third not in stdlib
+    ]
+    stdlib_nested = [
+        f"{src}:{line} imports {third} inside a function"
+        for src, items in EDGES.items()
+        for line, _dst, _name, top, third in items
+        if third in stdlib and not top and third not in ("multiprocessing", "resource", "signal")
+    ]  # platform-specific or spawn-only
     assert not wrong, "add a reason to LAZY or import it at the top:\n" + "\n".join(wrong)
     assert not stdlib_nested, "the standard library is cheap to import: at the top\n" + "\n".join(stdlib_nested)
 
 
-@pytest.mark.parametrize("bad, expect", [
-    ({"core.base.x": [(1, "core.models.loading", None, True, None)]}, "a layer above"),
-    ({"core.models.x": [(1, "app.kit.state", None, True, None)]}, "core never imports app"),
-])
+@pytest.mark.parametrize(
+    "bad, expect",
+    [
+        ({"core.base.x": [(1, "core.models.loading", None, True, None)]}, "a layer above"),
+        ({"core.models.x": [(1, "app.kit.state", None, True, None)]}, "core never imports app"),
+    ],
+)
 def test_the_layer_check_can_fail(monkeypatch, bad, expect):
     monkeypatch.setattr(sys.modules[__name__], "EDGES", bad)
     with pytest.raises(AssertionError, match=expect):
@@ -215,8 +247,10 @@ def test_the_layer_check_can_fail(monkeypatch, bad, expect):
 
 
 def test_the_cycle_check_can_fail(monkeypatch):
-    fake = {"core.base.a": [(1, "core.base.b", None, False, None)], "core.base.b": [(1, "core.base.a", None, True,
-                                                                                      None)]}
+    fake = {
+        "core.base.a": [(1, "core.base.b", None, False, None)],
+        "core.base.b": [(1, "core.base.a", None, True, None)],
+    }
     monkeypatch.setattr(sys.modules[__name__], "MODULES", {m: Path("x.py") for m in fake})
     monkeypatch.setattr(sys.modules[__name__], "EDGES", fake)
     assert _cycles() == [["core.base.a", "core.base.b"]]
@@ -229,23 +263,39 @@ def test_architecture_doc_names_every_layer():
     assert not missing, f"docs/architecture.md does not draw: {missing}"
 
 
-# Modules a little over 500 lines that do one job, and what it is (still capped at 600).
+# Modules a little over STATEMENTS that do one job, and what it is (still capped at ONE_JOB_STATEMENTS).
 ONE_JOB = {
     "core/represent/corpus_index.py": "one faiss index: build, save, load and search it",
     "core/predict/fill_mask.py": "fill-mask: encode, one batched forward, decode the top-k",
     "core/train/pretrain/train.py": "the pretraining loop, one linear step-commented function and its config",
     "core/train/pretrain/zoo.py": "rebuilding the bundled models and measuring their cards",
 }
+# A file's length is counted in statements (logical lines: what tokenize ends with NEWLINE), not in physical lines,
+# so that the formatter's wrapping (ruff format splits a long call over several lines) never decides whether a file
+# does one job. The limits are the old 500 / 600 / 200 physical lines at this code's ratio of about 1.4 lines to a
+# statement, before ruff format: every module within the old limits is within these.
+STATEMENTS, ONE_JOB_STATEMENTS, PAGE_STATEMENTS = 350, 420, 140
+
+
+def statements(source: str) -> int:
+    """How many logical lines (statements, a docstring as one) ``source`` holds: comments and wrapping are free."""
+    return sum(t.type == tokenize.NEWLINE for t in tokenize.generate_tokens(io.StringIO(source).readline))
+
+
+def test_statements_counts_logical_lines_not_wrapping():
+    wrapped = "x = f(\n    1,\n    2,\n)\n# a comment\n\ny = 3\n"
+    assert statements(wrapped) == 2 and statements("x = f(1, 2)\ny = 3\n") == 2
+    assert statements('"""A doc\nstring."""\nimport os\n') == 2
 
 
 def test_no_long_modules():
-    """One job per file: no module in core/ or app/ over 500 lines unless ONE_JOB says which one job it does (and
-    then 600 at most); pages stay under 200."""
+    """One job per file: no module in core/ or app/ over STATEMENTS statements unless ONE_JOB says which one job it
+    does (and then ONE_JOB_STATEMENTS at most); pages stay under PAGE_STATEMENTS."""
     long = []
     for m, p in MODULES.items():
-        n = sum(1 for _ in p.open(encoding="utf-8"))
+        n = statements(p.read_text(encoding="utf-8"))
         rel = str(p.relative_to(ROOT))
-        limit = 200 if m.startswith("pages") else 600 if rel in ONE_JOB else 500
+        limit = PAGE_STATEMENTS if m.startswith("pages") else ONE_JOB_STATEMENTS if rel in ONE_JOB else STATEMENTS
         if n > limit:
-            long.append(f"{p.relative_to(ROOT)}: {n} lines")
+            long.append(f"{p.relative_to(ROOT)}: {n} statements (at most {limit})")
     assert not long, "\n".join(long)

@@ -1,5 +1,6 @@
 """The README and docs/*.md: every relative link (and image) points at a file a fresh clone has (no ../shared,
 nothing outside the repo); the README stays short, opens on its two set-up commands and links every docs page."""
+
 from __future__ import annotations
 
 import re
@@ -70,7 +71,8 @@ def test_architecture_document_is_in_the_repo():
 
 def test_link_check_catches_a_link_outside_the_repo():
     assert _relative_links("see [x](../shared/docs/architecture.md) and [y](https://example.org)") == [
-        "../shared/docs/architecture.md"]
+        "../shared/docs/architecture.md"
+    ]
 
 
 def test_link_check_reads_images_anchors_and_titles():
@@ -83,8 +85,10 @@ def test_link_check_reports_a_missing_file(tmp_path):
     (tmp_path / "there.md").write_text("x", encoding="utf-8")
     doc = tmp_path / "README.md"
     doc.write_text("[ok](there.md) [gone](missing.md) ![out](../outside.png)", encoding="utf-8")
-    assert _broken_links(doc, tmp_path) == ["README.md links missing.md, which a clone does not have",
-                                            "README.md links ../outside.png, outside the repository"]
+    assert _broken_links(doc, tmp_path) == [
+        "README.md links missing.md, which a clone does not have",
+        "README.md links ../outside.png, outside the repository",
+    ]
 
 
 CODE_PATH = re.compile(r"(?<![\w./-])((?:core|app|pages|bench|tests|scripts)/[\w./-]*\w)")
@@ -93,8 +97,7 @@ CODE_PATH = re.compile(r"(?<![\w./-])((?:core|app|pages|bench|tests|scripts)/[\w
 def _missing_code_paths(text: str, root: Path = ROOT) -> list[str]:
     """Paths into the code (core/x.py, app/kit/, bench/speed.py ...) a page names that the checkout lacks (a
     name without a suffix may be a module written without .py)."""
-    return sorted({p for p in CODE_PATH.findall(text)
-                   if not (root / p).exists() and not (root / f"{p}.py").exists()})
+    return sorted({p for p in CODE_PATH.findall(text) if not (root / p).exists() and not (root / f"{p}.py").exists()})
 
 
 @pytest.mark.parametrize("doc", [ROOT / "README.md", *DOCS], ids=lambda p: p.name)
@@ -105,4 +108,5 @@ def test_code_paths_named_in_the_docs_exist(doc: Path):
 
 def test_code_path_check_reports_a_moved_module():
     assert _missing_code_paths("see core/models/loading.py, core/walkthrough_checks.py and app/kit/") == [
-        "core/walkthrough_checks.py"]
+        "core/walkthrough_checks.py"
+    ]

@@ -8,6 +8,7 @@ punctuation and the CJK characters U+4E00..U+9FA5). bert-base-chinese's repo has
 hfl's repos ship vocab.txt with a bare ``{"init_inputs": []}`` config, special_tokens_map.json and an empty
 added_tokens.json, so the tokenizer class comes from config.json's model_type alone. Weights are random.
 """
+
 from __future__ import annotations
 
 import json
@@ -56,8 +57,9 @@ def make_standin(cid: str, out: Path, seed: int = 0) -> Path:
         (out / "special_tokens_map.json").write_text(json.dumps(SPECIALS))
         (out / "added_tokens.json").write_text("{}")
     else:
-        tok = transformers.BertTokenizer(vocab=str(out / "vocab.txt"), do_lower_case=False,
-                                         tokenize_chinese_chars=True, model_max_length=512)
+        tok = transformers.BertTokenizer(
+            vocab=str(out / "vocab.txt"), do_lower_case=False, tokenize_chinese_chars=True, model_max_length=512
+        )
         tok.save_pretrained(str(out))
     return out
 

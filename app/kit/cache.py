@@ -1,6 +1,7 @@
 """The app's one cache of computed results: the st.cache_data / st.cache_resource wrappers views call instead of
 computing themselves (models and data sets load through app.kit.loaders). Each wrapper calls one core function;
 the cache is process-wide, shared by every session (a result depends only on its inputs)."""
+
 from __future__ import annotations
 
 import threading

@@ -5,6 +5,7 @@ for a person is the app's job.
 The attribution palette (diverging: red pushes the explained score down, green up) lives here too, and the
 Attributions page's charts take it from here, so the page and its exports always agree.
 """
+
 from __future__ import annotations
 
 import csv
@@ -57,20 +58,24 @@ def tokens_html(tokens: tuple[str, ...], scores: np.ndarray, special: np.ndarray
     spans = []
     for i, (t, s) in enumerate(zip(tokens, scores)):
         sp = special is not None and bool(special[i])
-        style = f"background:{color(float(s), scale)};padding:2px 3px;margin:1px;border-radius:3px;" + \
-                ("opacity:.55;font-style:italic;" if sp else "")
-        spans.append(f'<span class="attr-tok" style="{style}" title="{html.escape(f"{s:+.4f}")}">'
-                     f"{html.escape(t)}</span>")
+        style = f"background:{color(float(s), scale)};padding:2px 3px;margin:1px;border-radius:3px;" + (
+            "opacity:.55;font-style:italic;" if sp else ""
+        )
+        spans.append(
+            f'<span class="attr-tok" style="{style}" title="{html.escape(f"{s:+.4f}")}">{html.escape(t)}</span>'
+        )
     return '<div class="attr-line" style="line-height:2;font-family:monospace">' + " ".join(spans) + "</div>"
 
 
 def batch_to_html(batch: BatchResult) -> str:
     """A standalone HTML page (no scripts, no external resources) of every row's coloured tokens."""
-    parts = ["<!doctype html><html><head><meta charset='utf-8'><title>EncoderLab attributions</title>",
-             "<style>body{font-family:sans-serif;margin:2em}h3{margin-bottom:.2em}.m{color:#555;font-size:.9em}"
-             ".err{color:#b00}</style></head><body><h1>Attributions</h1>",
-             "<p class='m'>Green pushes the explained score up, red pushes it down; faded tokens are special "
-             "tokens kept fixed in the baseline.</p>"]
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'><title>EncoderLab attributions</title>",
+        "<style>body{font-family:sans-serif;margin:2em}h3{margin-bottom:.2em}.m{color:#555;font-size:.9em}"
+        ".err{color:#b00}</style></head><body><h1>Attributions</h1>",
+        "<p class='m'>Green pushes the explained score up, red pushes it down; faded tokens are special "
+        "tokens kept fixed in the baseline.</p>",
+    ]
     for i, (row, res, err) in enumerate(zip(batch.rows, batch.results, batch.errors), start=1):
         parts.append(f"<h3>{i}. {html.escape(row.text)}</h3>")
         if res is None:
@@ -87,10 +92,15 @@ def batch_to_html(batch: BatchResult) -> str:
 def attention_npz(result: AttentionResult) -> bytes:
     """The raw attention (and q/k when captured) as a compressed .npz file, with tokens and masks."""
     buf = io.BytesIO()
-    arrays = dict(attentions=result.attentions, tokens=np.array(result.tokens, dtype=str),
-                  cls_mask=result.cls_mask, sep_mask=result.sep_mask, punct_mask=result.punct_mask,
-                  sentence_b_start=np.array(-1 if result.sentence_b_start is None else result.sentence_b_start),
-                  checkpoint=np.array(result.checkpoint))
+    arrays = dict(
+        attentions=result.attentions,
+        tokens=np.array(result.tokens, dtype=str),
+        cls_mask=result.cls_mask,
+        sep_mask=result.sep_mask,
+        punct_mask=result.punct_mask,
+        sentence_b_start=np.array(-1 if result.sentence_b_start is None else result.sentence_b_start),
+        checkpoint=np.array(result.checkpoint),
+    )
     if result.queries is not None and result.keys is not None:
         arrays.update(queries=result.queries, keys=result.keys)
     np.savez_compressed(buf, **arrays)

@@ -6,6 +6,7 @@ nothing after a page stopped early, so the report panel vanished from the sideba
 yet (Corpus search before a word is picked, Attention after a refused text). A page calls ``end_page()`` instead:
 its own exception, which main.py catches around ``page.run()``, so the frame still draws.
 """
+
 from __future__ import annotations
 
 from typing import NoReturn

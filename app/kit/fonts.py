@@ -6,6 +6,7 @@ shapes for 直, 骨, 说 …), or empty boxes where no CJK font is installed at 
 scripts/install_chromium.sh install fonts-noto-cjk). Naming the Simplified Chinese cut first among the CJK faces
 picks it wherever it is installed; the families after it are what other systems have.
 """
+
 from __future__ import annotations
 
 # the app's own face first (Streamlit's theme: "Source Sans"), then the CJK faces, then the generic family

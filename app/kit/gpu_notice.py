@@ -1,4 +1,5 @@
 """The warning for a GPU that torch cannot use (core.models.devices): in full on Home, one line in the sidebar."""
+
 from __future__ import annotations
 
 import shutil
@@ -20,9 +21,17 @@ def diagnosis() -> GpuDiagnosis | None:
 
 
 def _fields(d: GpuDiagnosis) -> dict:
-    return dict(gpus=d.gpu_summary, driver=d.driver, cuda=d.driver_cuda, torch=d.torch_version,
-                torch_cuda=d.torch_cuda or "-", min_driver=d.min_driver, build=d.build, command=d.command,
-                value=d.value)
+    return dict(
+        gpus=d.gpu_summary,
+        driver=d.driver,
+        cuda=d.driver_cuda,
+        torch=d.torch_version,
+        torch_cuda=d.torch_cuda or "-",
+        min_driver=d.min_driver,
+        build=d.build,
+        command=d.command,
+        value=d.value,
+    )
 
 
 def gpu_warning() -> None:
@@ -31,8 +40,16 @@ def gpu_warning() -> None:
     if d is None:
         return
     f = _fields(d)
-    st.warning("\n\n".join([t("home.gpu_unusable.seen", **f), t(f"home.gpu_unusable.{d.problem}", **f),
-                            t(f"home.gpu_unusable.fix.{d.fix}", **f)]), icon=":material/memory:")
+    st.warning(
+        "\n\n".join(
+            [
+                t("home.gpu_unusable.seen", **f),
+                t(f"home.gpu_unusable.{d.problem}", **f),
+                t(f"home.gpu_unusable.fix.{d.fix}", **f),
+            ]
+        ),
+        icon=":material/memory:",
+    )
 
 
 def sidebar_gpu_line(sb) -> None:

@@ -9,12 +9,12 @@ Each ``assets/i18n/<namespace>.toml`` holds entries with both languages side by 
 ``t("fill_mask.title")`` returns the entry in the language chosen in the sidebar; ``{name}`` placeholders are
 filled from keyword arguments. A missing language falls back to English (tests/app/test_i18n.py fails first).
 """
+
 from __future__ import annotations
 
-import tomllib
 from functools import lru_cache
 
-from core.base.messages import Message, message_of, render
+from core.base.messages import Message, message_of, read_catalogue, render
 from core.base.paths import ASSETS, scrub
 
 I18N_DIR = ASSETS / "i18n"
@@ -23,22 +23,13 @@ DEFAULT_LANG = "en"
 LANG_KEY = "ui.lang"  # session-state key (also the URL parameter "lang")
 
 
-def _flatten(prefix: str, table: dict, out: dict[str, dict[str, str]]) -> None:
-    if any(k in LANGS for k in table):
-        out[prefix] = {k: v for k, v in table.items() if k in LANGS}
-        return
-    for k, v in table.items():
-        if isinstance(v, dict):
-            _flatten(f"{prefix}.{k}", v, out)
-
-
 @lru_cache(maxsize=1)
 def catalog() -> dict[str, dict[str, str]]:
-    """Every entry of every translation file: "namespace.key" -> {"en": ..., "zh": ...}."""
+    """Every entry of every translation file: "namespace.key" -> {"en": ..., "zh": ...} (each file read by
+    core.base.messages.read_catalogue, the one reader of assets/i18n)."""
     out: dict[str, dict[str, str]] = {}
     for f in sorted(I18N_DIR.glob("*.toml")):
-        with f.open("rb") as fh:
-            _flatten(f.stem, tomllib.load(fh), out)
+        out.update(read_catalogue(f, f.stem))
     return out
 
 
@@ -87,6 +78,12 @@ def explain(x: object) -> str:
     m = message_of(x)
     if not isinstance(m, Message):
         return scrub(str(x))
-    params = {k: explain(v) if isinstance(v, (Message, BaseException)) else
-              [explain(x) for x in v] if isinstance(v, (list, tuple)) else v for k, v in m.params.items()}
+    params = {
+        k: explain(v)
+        if isinstance(v, (Message, BaseException))
+        else [explain(x) for x in v]
+        if isinstance(v, (list, tuple))
+        else v
+        for k, v in m.params.items()
+    }
     return scrub(render(m.kind, lang(), params))

@@ -1,12 +1,14 @@
 """A job's live panel (progress bar with step/ETA, optional live metrics, Cancel, then the result) and the "job
 section" every page with a background job draws: submit (``submit_job``, or ``start_job`` that shows a refusal),
 then the panel of the job made from what the form asks now, or why none shows (``job_section``)."""
+
 from __future__ import annotations
 
 import dataclasses
 import threading
 from collections import Counter
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import streamlit as st
 
@@ -79,8 +81,9 @@ def _fmt_eta(job: Job) -> str:
     return "" if eta is None else t("common.job_eta", s=f"{eta:,.0f}")
 
 
-def job_panel(job_id: int, on_done: Callable[[Job], None], on_running: Callable[[Job], None] | None = None,
-              key: str = "job") -> None:
+def job_panel(
+    job_id: int, on_done: Callable[[Job], None], on_running: Callable[[Job], None] | None = None, key: str = "job"
+) -> None:
     """Poll ``job_id`` every POLL_S seconds; draw progress and Cancel; call ``on_done(job)`` when it has finished."""
     r = runner()
     job = r.get(job_id)
@@ -91,11 +94,19 @@ def job_panel(job_id: int, on_done: Callable[[Job], None], on_running: Callable[
     def _panel() -> None:
         j = r.get(job_id)
         if j.status == QUEUED:
-            st.info(t("common.job_queued", place=r.queue_position(j), resource=j.resource.upper(),
-                      limit=r.limits[j.resource]))
+            st.info(
+                t(
+                    "common.job_queued",
+                    place=r.queue_position(j),
+                    resource=j.resource.upper(),
+                    limit=r.limits[j.resource],
+                )
+            )
         if not j.done:
-            st.progress(j.progress, text=t("common.progress", name=j.name, message=j.message, s=f"{j.elapsed:,.0f}")
-                        + _fmt_eta(j))
+            st.progress(
+                j.progress,
+                text=t("common.progress", name=j.name, message=j.message, s=f"{j.elapsed:,.0f}") + _fmt_eta(j),
+            )
             if st.button(t("common.cancel"), key=f"{key}.cancel.{job_id}"):
                 r.cancel(job_id)
                 st.rerun()
@@ -131,11 +142,20 @@ def _watch(job_id: int, panel: Callable[[], None]) -> Callable[[], None]:
         j = runner().get(job_id)
         if j is not None and j.done:
             st.rerun()  # redraw the whole page once, without the polling fragment
+
     return run
 
 
-def submit_job(page: str, name: str, fn: Callable, *, device: str | None = None, resource: str | None = "cpu",
-               jobs_key: str | None = None, asked: Any = None) -> Job:
+def submit_job(
+    page: str,
+    name: str,
+    fn: Callable,
+    *,
+    device: str | None = None,
+    resource: str | None = "cpu",
+    jobs_key: str | None = None,
+    asked: Any = None,
+) -> Job:
     """Queue ``fn`` as this session's job, listed under ``page`` (state.job_ids); ``device`` ("auto", "cpu",
     "cuda") decides the resource (core.runtime.jobs.resource_for), else ``resource``. With ``jobs_key`` the job is
     remembered as made from ``asked`` (``job_section`` shows it while the form asks the same). Raises ValueError
@@ -158,8 +178,9 @@ def start_job(jobs_key: str, submit: Callable[[], Job]) -> Job | None:
         return None
 
 
-def job_section(jobs_key: str, asked: Any, on_done: Callable[[Job], None], key: str,
-                on_running: Callable[[Job], None] | None = None) -> bool:
+def job_section(
+    jobs_key: str, asked: Any, on_done: Callable[[Job], None], key: str, on_running: Callable[[Job], None] | None = None
+) -> bool:
     """The panel of the latest job made from ``asked`` (then ``on_done(job)``); else why no result shows, when the
     session has results of other settings (render.stale_note). Returns whether a job's panel was drawn."""
     jid = job_for(jobs_key, asked)

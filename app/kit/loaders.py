@@ -1,5 +1,6 @@
 """Cached loading: models (one copy per process, shared by every session, never mutated in place), fine-tuned
 runs' models and the data sets the pages read. Views call these; they never load anything themselves."""
+
 from __future__ import annotations
 
 import threading
@@ -25,8 +26,9 @@ POLL_S = 0.25  # how often the download's progress bar is redrawn
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)
-def _cached(family: str, checkpoint: str, device: str, task: str, attentions: bool, quant: str = "",
-            zoo: str = "") -> LoadedModel:
+def _cached(
+    family: str, checkpoint: str, device: str, task: str, attentions: bool, quant: str = "", zoo: str = ""
+) -> LoadedModel:
     """``zoo``: only part of the key. A bundled id (encoderlab/NAME) names a folder of the zoo in use
     (ENCODERLAB_ZOO): the same id in another zoo is another model (the tests' tiny zoo beside the real minis in one
     process got the other zoo's cached model)."""
@@ -39,8 +41,9 @@ def get_model(spec: ModelSpec, task: str = "base", attentions: bool = False) -> 
     """Load through the process-wide cache. Raises ModelLoadError with a message for the page."""
     # Keyed on the device it resolves to: "auto" and "cuda" on a GPU host are one model, not two copies on the GPU.
     zoo = str(zoo_dir()) if spec.checkpoint.startswith("encoderlab/") else ""
-    return _cached(spec.family, spec.checkpoint, resolve_device(spec.device).torch_device, task, attentions,
-                   spec.quant, zoo)  # an int8 copy is its own entry, beside the fp32 one
+    return _cached(
+        spec.family, spec.checkpoint, resolve_device(spec.device).torch_device, task, attentions, spec.quant, zoo
+    )  # an int8 copy is its own entry, beside the fp32 one
 
 
 def model_or_error(task: str = "base", attentions: bool = False, spec: ModelSpec | None = None) -> LoadedModel | None:
@@ -69,8 +72,15 @@ def model_or_error(task: str = "base", attentions: bool = False, spec: ModelSpec
 
 
 def source_banner(lm: LoadedModel) -> None:
-    st.caption(t("common.source_banner", id=lm.spec.checkpoint, family=lm.family.label, source=source_name(lm.source),
-                 device=runs_on_label(lm)))  # "cpu, int8" for the int8 copy
+    st.caption(
+        t(
+            "common.source_banner",
+            id=lm.spec.checkpoint,
+            family=lm.family.label,
+            source=source_name(lm.source),
+            device=runs_on_label(lm),
+        )
+    )  # "cpu, int8" for the int8 copy
 
 
 def download_with_progress(checkpoint: str) -> None:

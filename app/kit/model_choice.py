@@ -1,6 +1,7 @@
 """What the sidebar's model picker shares with the pages (below the sidebar, so pages and app.kit read it without
 importing app.sidebar): the checkpoints it lists, picking one from a page, whether it still waits for a custom id,
 and a page's failed load shown where the sidebar shows the weights' source."""
+
 from __future__ import annotations
 
 import threading
@@ -23,8 +24,11 @@ def known_checkpoints(fam: str) -> list[str]:
     """The family's bundled model, this session's models and the official ids (what the picker lists); the generic
     family has none of its own: a folder or Hub id typed under custom."""
     f = family(fam)
-    return [*([bundled_id(fam)] if f.bundled else []), *(m.path for m in state.session_models(fam)),
-            *(c.id for c in f.checkpoints)]
+    return [
+        *([bundled_id(fam)] if f.bundled else []),
+        *(m.path for m in state.session_models(fam)),
+        *(c.id for c in f.checkpoints),
+    ]
 
 
 def pick(fam: str, checkpoint: str) -> None:

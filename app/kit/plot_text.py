@@ -4,10 +4,12 @@ would be drawn bold. Every user string (class labels, tokens, typed text, file n
 ``plot_text`` on its way into a figure: ``<``, ``>`` and ``&`` become entities, which Plotly shows as typed.
 Template text of our own (``%{x}``, ``<br>``, ``<extra>``) is not passed through it.
 """
+
 from __future__ import annotations
 
 import html
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 
 def plot_text(text: Any) -> str:

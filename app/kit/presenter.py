@@ -5,6 +5,7 @@ that is a plain container; in presenter view it is a collapsed expander, so the 
 and the instructor can still open the settings. A pinned model locks the sidebar picker for everyone who opens
 the presenter's link.
 """
+
 from __future__ import annotations
 
 import streamlit as st
@@ -102,7 +103,8 @@ def _narrow_fixes(fig) -> dict:
     if legend.orientation == "h" and legend.y is not None and legend.y < 0 and legend.yref != "container":
         fixes.update(legend_yref="container", legend_y=0, legend_yanchor="bottom")
     if fig.layout.xaxis.automargin is None and any(
-            isinstance(v, str) for tr in fig.data if getattr(tr, "x", None) is not None for v in tr.x[:1]):
+        isinstance(v, str) for tr in fig.data if getattr(tr, "x", None) is not None for v in tr.x[:1]
+    ):
         fixes["xaxis_automargin"] = True  # named categories turn on a narrow plot: the last ran off the right edge
     return fixes
 
@@ -111,8 +113,11 @@ def _legend_names(fig) -> dict[int, str]:
     """Long trace names in a horizontal legend, wrapped (a legend entry never wraps: on a phone it was cut off)."""
     if fig.layout.legend.orientation != "h":
         return {}
-    return {i: wrap_text(tr.name, LEGEND_WRAP) for i, tr in enumerate(fig.data)
-            if tr.name and wrap_text(tr.name, LEGEND_WRAP) != tr.name}
+    return {
+        i: wrap_text(tr.name, LEGEND_WRAP)
+        for i, tr in enumerate(fig.data)
+        if tr.name and wrap_text(tr.name, LEGEND_WRAP) != tr.name
+    }
 
 
 def scale(fig):
@@ -135,8 +140,13 @@ def scale(fig):
         big.data[i].name = name
     if is_on():
         # Streamlit's chart theme sets the axes' and legend's own sizes, which win over layout.font: set them too.
-        big.update_layout(font_size=CHART_FONT, title_font_size=CHART_FONT + 6, hoverlabel_font_size=CHART_FONT,
-                          legend_font_size=CHART_FONT, legend_title_font_size=CHART_FONT)
+        big.update_layout(
+            font_size=CHART_FONT,
+            title_font_size=CHART_FONT + 6,
+            hoverlabel_font_size=CHART_FONT,
+            legend_font_size=CHART_FONT,
+            legend_title_font_size=CHART_FONT,
+        )
         big.update_xaxes(tickfont_size=CHART_FONT, title_font_size=CHART_FONT)
         big.update_yaxes(tickfont_size=CHART_FONT, title_font_size=CHART_FONT)
         if big.layout.height:

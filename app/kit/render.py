@@ -2,11 +2,13 @@
 
 Every label comes from assets/i18n/predict.toml (``predict.params.*``, ``predict.speed.*``).
 """
+
 from __future__ import annotations
 
 import hashlib
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import plotly.graph_objects as go
 import streamlit as st
@@ -30,15 +32,30 @@ def params_bar(rows: list[ParamBreakdown]) -> go.Figure:
     fig = go.Figure()
     for part in PARTS:
         label = t(f"predict.params.part.{part}")
-        fig.add_bar(name=label, x=names, y=[getattr(r, part) / 1e6 for r in rows], marker_color=PART_COLORS[part],
-                    hovertemplate="%{x}<br>" + label + ": %{y:.2f}M<extra></extra>")
+        fig.add_bar(
+            name=label,
+            x=names,
+            y=[getattr(r, part) / 1e6 for r in rows],
+            marker_color=PART_COLORS[part],
+            hovertemplate="%{x}<br>" + label + ": %{y:.2f}M<extra></extra>",
+        )
     claimed = [(r.checkpoint, r.claim_m) for r in rows if r.claim_m is not None]
     if claimed:
-        fig.add_scatter(name=t("predict.params.claim"), x=[c for c, _ in claimed], y=[m for _, m in claimed],
-                        mode="markers", marker=dict(symbol="line-ew-open", size=28, line=dict(width=3, color="black")),
-                        hovertemplate="%{x}<br>" + t("predict.params.claimed") + ": %{y}M<extra></extra>")
-    fig.update_layout(barmode="stack", yaxis_title=t("predict.params.y"), legend_title=t("predict.params.legend"),
-                      margin=dict(t=30, b=10), height=420)
+        fig.add_scatter(
+            name=t("predict.params.claim"),
+            x=[c for c, _ in claimed],
+            y=[m for _, m in claimed],
+            mode="markers",
+            marker=dict(symbol="line-ew-open", size=28, line=dict(width=3, color="black")),
+            hovertemplate="%{x}<br>" + t("predict.params.claimed") + ": %{y}M<extra></extra>",
+        )
+    fig.update_layout(
+        barmode="stack",
+        yaxis_title=t("predict.params.y"),
+        legend_title=t("predict.params.legend"),
+        margin=dict(t=30, b=10),
+        height=420,
+    )
     return fig
 
 
@@ -46,22 +63,44 @@ def speed_chart(result) -> go.Figure:
     """Latency (bars) per family from a core.compare.speed.SpeedResult."""
     rows = result.rows
     fig = go.Figure()
-    fig.add_bar(x=[r.label for r in rows], y=[r.latency_ms for r in rows], name=t("predict.speed.latency_name"),
-                error_y=dict(type="data", array=[r.latency_std_ms for r in rows]))
+    fig.add_bar(
+        x=[r.label for r in rows],
+        y=[r.latency_ms for r in rows],
+        name=t("predict.speed.latency_name"),
+        error_y=dict(type="data", array=[r.latency_std_ms for r in rows]),
+    )
     # The values sit above each error bar's top (a bar's own "outside" text would be struck through by it).
     tops = [r.latency_ms + r.latency_std_ms for r in rows]
-    fig.add_scatter(x=[r.label for r in rows], y=tops, mode="text", text=[f"{r.latency_ms:,.1f} ms" for r in rows],
-                    textposition="top center", hoverinfo="skip", showlegend=False, cliponaxis=False)
-    fig.update_layout(yaxis_title=t("predict.speed.latency_y"), margin=dict(t=30, b=10), height=380, showlegend=False,
-                      yaxis_range=[0, max(tops, default=1.0) * 1.18 or 1.0])
+    fig.add_scatter(
+        x=[r.label for r in rows],
+        y=tops,
+        mode="text",
+        text=[f"{r.latency_ms:,.1f} ms" for r in rows],
+        textposition="top center",
+        hoverinfo="skip",
+        showlegend=False,
+        cliponaxis=False,
+    )
+    fig.update_layout(
+        yaxis_title=t("predict.speed.latency_y"),
+        margin=dict(t=30, b=10),
+        height=380,
+        showlegend=False,
+        yaxis_range=[0, max(tops, default=1.0) * 1.18 or 1.0],
+    )
     return fig
 
 
 def throughput_chart(result) -> go.Figure:
     rows = result.rows
     fig = go.Figure()
-    fig.add_bar(x=[r.label for r in rows], y=[r.throughput for r in rows], marker_color="#54A24B",
-                text=[f"{r.throughput:,.1f}/s" for r in rows], textposition="outside")
+    fig.add_bar(
+        x=[r.label for r in rows],
+        y=[r.throughput for r in rows],
+        marker_color="#54A24B",
+        text=[f"{r.throughput:,.1f}/s" for r in rows],
+        textposition="outside",
+    )
     fig.update_layout(yaxis_title=t("predict.speed.throughput_y"), margin=dict(t=30, b=10), height=380)
     return fig
 
@@ -184,8 +223,14 @@ def minis_caption(checkpoints) -> None:
         return
     corpus = card.get("corpus", {})
     sources = ", ".join(t_or(f"common.corpus.{src}", src) for src in corpus.get("sources", ()))
-    st.caption(t("common.minis_compare", words=f"{corpus.get('train_words', 0) / 1e3:,.0f}k", sources=sources,
-                 hint=_get_full()))
+    st.caption(
+        t(
+            "common.minis_compare",
+            words=f"{corpus.get('train_words', 0) / 1e3:,.0f}k",
+            sources=sources,
+            hint=_get_full(),
+        )
+    )
 
 
 def mini_short(checkpoint: str) -> None:
@@ -209,17 +254,34 @@ def mini_note(checkpoint: str, head: str | None = None) -> bool:
         return True
     held, corpus = card.get("heldout", {}), card.get("corpus", {})
     sources = ", ".join(t_or(f"common.corpus.{src}", src) for src in corpus.get("sources", ()))
-    size = t("common.mini_size", params=f"{card.get('params', 0) / 1e6:.1f}M",
-             layers=card.get("arch", {}).get("layers", "?"), words=f"{corpus.get('train_words', 0) / 1e3:,.0f}k",
-             sources=sources) if "train_words" in corpus else \
-        t("zh_walk.mini_size", params=f"{card.get('params', 0) / 1e6:.1f}M",  # the XLM-R's card: no word count
-          layers=card.get("arch", {}).get("layers", "?"))
+    size = (
+        t(
+            "common.mini_size",
+            params=f"{card.get('params', 0) / 1e6:.1f}M",
+            layers=card.get("arch", {}).get("layers", "?"),
+            words=f"{corpus.get('train_words', 0) / 1e3:,.0f}k",
+            sources=sources,
+        )
+        if "train_words" in corpus
+        else t(
+            "zh_walk.mini_size",
+            params=f"{card.get('params', 0) / 1e6:.1f}M",  # the XLM-R's card: no word count
+            layers=card.get("arch", {}).get("layers", "?"),
+        )
+    )
     if head in ("nsp", "sop") and "pair_acc" in held:
-        score = t("common.mini_pair_score", head=head.upper(), acc=f"{held['pair_acc']:.1%}",
-                  majority=f"{held.get('pair_majority', 0.5):.1%}")
+        score = t(
+            "common.mini_pair_score",
+            head=head.upper(),
+            acc=f"{held['pair_acc']:.1%}",
+            majority=f"{held.get('pair_majority', 0.5):.1%}",
+        )
     elif "mlm_top5" in held:
-        score = t("common.mini_mlm_score", top5=f"{held['mlm_top5']:.1%}", unigram=f"{held['unigram_top5']:.1%}") \
-            if "unigram_top5" in held else t("zh_walk.mini_mlm_score", top5=f"{held['mlm_top5']:.1%}")
+        score = (
+            t("common.mini_mlm_score", top5=f"{held['mlm_top5']:.1%}", unigram=f"{held['unigram_top5']:.1%}")
+            if "unigram_top5" in held
+            else t("zh_walk.mini_mlm_score", top5=f"{held['mlm_top5']:.1%}")
+        )
         if "top5" in card.get("probe", {}):
             score += "; " + t("common.mini_probe_score", probe=f"{card['probe']['top5']:.0%}")
         if "top5" in card.get("probe_zh", {}):  # the bundled Chinese-capable model's everyday-Chinese probe
@@ -229,8 +291,9 @@ def mini_note(checkpoint: str, head: str | None = None) -> bool:
     full = _full_checkpoint(card.get("family", ""))
     hint = t("common.mini_use_full", id=full, checkpoint=t("sidebar.checkpoint")) if full else _get_full()
     if head_learned(checkpoint, head) is False:
-        st.warning(t("common.mini_not_learned", id=checkpoint, head=(head or "").upper(), size=size, score=score,
-                     hint=hint))
+        st.warning(
+            t("common.mini_not_learned", id=checkpoint, head=(head or "").upper(), size=size, score=score, hint=hint)
+        )
         return False
     full_text = t("common.mini_line", id=checkpoint, size=size, score=score, hint=hint)
     if _note_in_full(checkpoint):
@@ -270,5 +333,12 @@ def pair_card_caption(checkpoint: str, head: str) -> None:
     """A bundled model's held-out NSP/SOP accuracy from its card, so a mini's scores are read for what they are."""
     card = bundled_card(checkpoint).get("heldout", {})
     if "pair_acc" in card:
-        st.caption(t("common.pair_card", id=checkpoint, head=head.upper(), acc=f"{card['pair_acc']:.0%}",
-                     majority=f"{card.get('pair_majority', 0.5):.0%}"))
+        st.caption(
+            t(
+                "common.pair_card",
+                id=checkpoint,
+                head=head.upper(),
+                acc=f"{card['pair_acc']:.0%}",
+                majority=f"{card.get('pair_majority', 0.5):.0%}",
+            )
+        )

@@ -5,6 +5,7 @@ bar (drawing the figures is most of it), then offers the download. Entries are k
 browser session (at most MAX_ENTRIES, oldest dropped); an entry recorded again under the same ``entry_id``
 replaces the old one, so a page may record from code that reruns.
 """
+
 from __future__ import annotations
 
 import base64
@@ -16,9 +17,10 @@ import re
 import tempfile
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import streamlit as st
 
@@ -50,20 +52,45 @@ class Entry:
     room: bool = False  # recorded while following a room: the presenter's inputs, not this session's own doing
 
 
-def record(entry_id: str, page: str, title: str, inputs: dict[str, Any], *, rows: Sequence[dict] = (),
-           text: str = "", figures: Sequence = ()) -> None:
+def record(
+    entry_id: str,
+    page: str,
+    title: str,
+    inputs: dict[str, Any],
+    *,
+    rows: Sequence[dict] = (),
+    text: str = "",
+    figures: Sequence = (),
+) -> None:
     """Add (or replace) one entry of this session's report. ``figures`` are plotly figures."""
     entries: dict[str, Entry] = st.session_state.setdefault(ENTRIES, {})
     entries.pop(entry_id, None)
-    entries[entry_id] = Entry(entry_id, page, title, {str(k): str(v) for k, v in inputs.items()},
-                              tuple(dict(r) for r in rows), text, tuple(f.to_json() for f in figures),
-                              _dt.datetime.now().strftime("%Y-%m-%d %H:%M:%S"), following_room())
+    entries[entry_id] = Entry(
+        entry_id,
+        page,
+        title,
+        {str(k): str(v) for k, v in inputs.items()},
+        tuple(dict(r) for r in rows),
+        text,
+        tuple(f.to_json() for f in figures),
+        _dt.datetime.now().strftime("%Y-%m-%d %H:%M:%S"),
+        following_room(),
+    )
     while len(entries) > MAX_ENTRIES:
         entries.pop(next(iter(entries)))
 
 
-def record_view(kind: str, page: str, title: str, inputs: dict[str, Any], made_from: Any, *,
-                rows: Sequence[dict] = (), text: str = "", figures: Sequence = ()) -> None:
+def record_view(
+    kind: str,
+    page: str,
+    title: str,
+    inputs: dict[str, Any],
+    made_from: Any,
+    *,
+    rows: Sequence[dict] = (),
+    text: str = "",
+    figures: Sequence = (),
+) -> None:
     """Record the result a view draws. Its entry id is ``kind`` and a digest of ``made_from`` (what the result was
     made from: model, input, options; language-independent), so the view may call this on every rerun: an entry
     already here is kept as it is (no figure serialised again), a new result adds its own entry."""
@@ -91,7 +118,7 @@ def clear() -> None:
 
 
 PNG_WIDTH, PNG_HEIGHT = 900, 480
-_PNG_CACHE: "OrderedDict[str, bytes]" = OrderedDict()  # figure JSON digest -> PNG, process-wide
+_PNG_CACHE: OrderedDict[str, bytes] = OrderedDict()  # figure JSON digest -> PNG, process-wide
 _PNG_CACHE_MAX = 256  # about 256 x 60 kB; the oldest drawing is evicted first
 _PNG_LOCK = threading.Lock()
 log = logging.getLogger(__name__)
@@ -165,18 +192,27 @@ def figure_pngs(fig_jsons: Sequence[str], on_progress=None) -> tuple[list[bytes 
     # Chunks so a long report shows progress; each chunk is one kaleido call (one browser start).
     chunk = 16
     for start in range(0, len(todo), chunk):
-        part = todo[start:start + chunk]
+        part = todo[start : start + chunk]
         with tempfile.TemporaryDirectory() as tmp:
             paths = [Path(tmp) / f"fig{i}.png" for i in part]
             try:
                 figs = [report_figure(fig_jsons[i]) for i in part]
                 # the size explicitly: kaleido ignores the layout's and would draw every figure at 700 x 500
-                pio.write_images(figs, paths, format="png", width=[f.layout.width for f in figs],
-                                 height=[f.layout.height for f in figs], scale=1)
+                pio.write_images(
+                    figs,
+                    paths,
+                    format="png",
+                    width=[f.layout.width for f in figs],
+                    height=[f.layout.height for f in figs],
+                    scale=1,
+                )
             except Exception as e:  # noqa: BLE001 - no Chrome/Chromium here, kaleido missing, or a bad figure
                 error = f"{type(e).__name__}: {e}".strip()
-                log.warning("session report: %d figure(s) could not be drawn as PNG: %s",  # i18n: ok (server log)
-                            len(part), error)
+                log.warning(
+                    "session report: %d figure(s) could not be drawn as PNG: %s",  # i18n: ok (server log)
+                    len(part),
+                    error,
+                )
                 continue
             for i, path in zip(part, paths):
                 out[i] = path.read_bytes() if path.exists() else None
@@ -189,8 +225,10 @@ def figure_pngs(fig_jsons: Sequence[str], on_progress=None) -> tuple[list[bytes 
             on_progress(min(start + chunk, len(todo)) / len(todo))
     if error is None and any(png is None for png in out):
         error = "kaleido wrote no file"
-        log.warning("session report: kaleido wrote no PNG for %d figure(s)",  # i18n: ok (server log)
-                    sum(png is None for png in out))
+        log.warning(
+            "session report: kaleido wrote no PNG for %d figure(s)",  # i18n: ok (server log)
+            sum(png is None for png in out),
+        )
     return out, error
 
 
@@ -239,29 +277,34 @@ def _table(rows: Sequence[dict], markdown: bool = True) -> str:
     for r in rows:
         cols += [c for c in r if c not in cols]
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in cols)
-    body = "".join("<tr>" + "".join(f"<td>{cell(r.get(c, ''))}</td>" for c in cols) + "</tr>"
-                   for r in rows)
+    body = "".join("<tr>" + "".join(f"<td>{cell(r.get(c, ''))}</td>" for c in cols) + "</tr>" for r in rows)
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
 def build_html(items: Sequence[Entry], on_progress=None) -> str:
     """The whole report as one self-contained HTML string (figures inlined as base64 PNG). ``on_progress(f)`` is
     called with the share of figures drawn so far."""
-    parts = [f"<!doctype html><html lang='{lang()}'><head><meta charset='utf-8'>",
-             f"<title>{html.escape(t('report.doc_title'))}</title><style>{_STYLE}</style></head><body>",
-             f"<h1>{html.escape(t('report.doc_title'))}</h1>",
-             "<p class='meta'>" + html.escape(t("report.doc_meta", n=len(items),
-                                                at=_dt.datetime.now().strftime("%Y-%m-%d %H:%M"))) + "</p>"]
+    parts = [
+        f"<!doctype html><html lang='{lang()}'><head><meta charset='utf-8'>",
+        f"<title>{html.escape(t('report.doc_title'))}</title><style>{_STYLE}</style></head><body>",
+        f"<h1>{html.escape(t('report.doc_title'))}</h1>",
+        "<p class='meta'>"
+        + html.escape(t("report.doc_meta", n=len(items), at=_dt.datetime.now().strftime("%Y-%m-%d %H:%M")))
+        + "</p>",
+    ]
     drawn, error = figure_pngs([f for e in items for f in e.figures], on_progress)
     pngs = iter(drawn)
     for e in items:
         where = f" · {html.escape(t('report.from_room'))}" if e.room else ""
-        parts.append(f"<section><div class='page'>{html.escape(e.page)} · {html.escape(e.at)}{where}</div>"
-                     f"<h2>{markdown_html(e.title)}</h2>")
+        parts.append(
+            f"<section><div class='page'>{html.escape(e.page)} · {html.escape(e.at)}{where}</div>"
+            f"<h2>{markdown_html(e.title)}</h2>"
+        )
         if e.inputs:
-            parts.append(f"<h3>{html.escape(t('report.inputs'))}</h3>"
-                         + _table([{t("report.field"): k, t("report.value"): v} for k, v in e.inputs.items()],
-                                markdown=False))
+            parts.append(
+                f"<h3>{html.escape(t('report.inputs'))}</h3>"
+                + _table([{t("report.field"): k, t("report.value"): v} for k, v in e.inputs.items()], markdown=False)
+            )
         if e.text or e.rows:
             parts.append(f"<h3>{html.escape(t('report.results'))}</h3>")
         if e.text:

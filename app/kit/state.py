@@ -1,4 +1,5 @@
 """Session-state keys, initialised in one place and namespaced by page ("page.name")."""
+
 from __future__ import annotations
 
 import uuid

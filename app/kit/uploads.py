@@ -8,11 +8,12 @@ message is the current file's, so it goes when the file is removed or replaced. 
 `server.maxUploadSize` never reaches the script: the box refuses it itself, so the caption under every box says
 the limit.
 """
+
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import streamlit as st
 
@@ -52,8 +53,15 @@ def limit_mb(limit: float | None = None) -> float:
     return server_settings().max_upload_mb if limit is None else limit
 
 
-def read(data: bytes, name: str, *, kinds: Sequence[str] | None, expect: str, limit: float | None = None,
-         lenient: bool = False) -> Upload:
+def read(
+    data: bytes,
+    name: str,
+    *,
+    kinds: Sequence[str] | None,
+    expect: str,
+    limit: float | None = None,
+    lenient: bool = False,
+) -> Upload:
     """``data`` read as an upload (no widget): an Upload with its text, or with the reason it is refused."""
     try:
         text = read_upload(data, name, kinds=kinds, limit_mb=limit_mb(limit), expect=expect, lenient=lenient)
@@ -62,16 +70,28 @@ def read(data: bytes, name: str, *, kinds: Sequence[str] | None, expect: str, li
     return Upload(name, data, text)
 
 
-def upload_box(label: str, key: str, *, kinds: Sequence[str] | None, expect: str, limit: float | None = None,
-               lenient: bool = False, help: str | None = None, note: str | None = None) -> Upload | None:
+def upload_box(
+    label: str,
+    key: str,
+    *,
+    kinds: Sequence[str] | None,
+    expect: str,
+    limit: float | None = None,
+    lenient: bool = False,
+    help: str | None = None,
+    note: str | None = None,
+) -> Upload | None:
     """Draw an upload box taking any file; None when it is empty. A refused file's reason is shown under the box
     (and is the returned Upload's ``error``); ``kinds``: the extensions taken (None: any text file); ``expect``:
     what to upload, for the messages; ``note``: the caption under the box (default: the kinds and the limit)."""
     up = st.file_uploader(label, type=None, key=key, help=help)
     mb, box = f"{limit_mb(limit):g}", f"{st.get_option('server.maxUploadSize'):g}"
     if note is None:
-        note = (t("uploads.limit", kinds=", ".join(f".{k}" for k in kinds), mb=mb, box=box) if kinds
-                else t("uploads.limit_any", mb=mb, box=box))
+        note = (
+            t("uploads.limit", kinds=", ".join(f".{k}" for k in kinds), mb=mb, box=box)
+            if kinds
+            else t("uploads.limit_any", mb=mb, box=box)
+        )
     st.caption(note)
     if up is None:
         return None

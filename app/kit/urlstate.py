@@ -36,10 +36,12 @@ Why not Streamlit's own binding (``bind="query-params"`` on a widget, Streamlit 
   checkboxes keyed per family.
 So this module restores (with the notice), publishes, and lets rooms replay a URL; widgets carry no ``bind``.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import streamlit as st
 
@@ -65,7 +67,7 @@ class Field:
     bounds: Bounds | None = None  # a range declared on a config field (core.base.fields); checked besides lo/hi
 
     @classmethod
-    def of(cls, key: str, bounds: Bounds, **kw) -> "Field":
+    def of(cls, key: str, bounds: Bounds, **kw) -> Field:
         """A numeric field with the range (and kind) of a config field: ``Field.of(k, bounds(Cfg, "seed"))``."""
         return cls(key, "int" if bounds.kind is int else "float", lo=bounds.low, hi=bounds.high, bounds=bounds, **kw)
 
@@ -125,8 +127,12 @@ def _run() -> dict:
     run_id = id(ctx.cursors) if ctx is not None else 0  # a fresh cursors dict each run
     run = st.session_state.get(_RUN)
     if run is None or run["id"] != run_id:
-        run = {"id": run_id, "url": st.query_params.to_dict(),
-               "published": dict(st.session_state.get(_PUBLISHED, {})), "fields": {}}
+        run = {
+            "id": run_id,
+            "url": st.query_params.to_dict(),
+            "published": dict(st.session_state.get(_PUBLISHED, {})),
+            "fields": {},
+        }
         st.session_state[_RUN] = run
     return run
 

@@ -1,5 +1,6 @@
 """The 词 line: a text's Chinese word segmentation (core.base.segment), shown next to its tokenization so the
 word boundaries whole-word masking uses can be seen. Nothing is shown for text without Han characters."""
+
 from __future__ import annotations
 
 from app.kit.i18n import t
@@ -14,7 +15,7 @@ def segmented(text: str) -> str:
 
 
 def word_line(text: str) -> str | None:
-    """"Words (词, cut by jieba): 中国 | 的 | ..." in the session's language, or None when ``text`` has no Han
+    """ "Words (词, cut by jieba): 中国 | 的 | ..." in the session's language, or None when ``text`` has no Han
     characters (English keeps its page as it was)."""
     if not has_han(text or ""):
         return None

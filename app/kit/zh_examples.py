@@ -4,6 +4,7 @@ Chinese examples (assets/i18n/zh_walk.toml, ``zh_walk.example.*``) instead of th
 
 A text box keeps what the person typed: ``fill_default`` replaces a box's value only while it is still one of the
 two examples (so changing the model or the language swaps an untouched example, never a typed text)."""
+
 from __future__ import annotations
 
 import streamlit as st

@@ -1,5 +1,6 @@
 """The room's banners above the page: the presenter's (code, link, QR code, following count), a follower's (polls the
 store every poll_s and switches to the presenter's page, like a deep link), and the closed room's notice."""
+
 from __future__ import annotations
 
 from urllib.parse import urlsplit
@@ -31,12 +32,16 @@ def closed_banner() -> None:
     a follower, that the presenter ended it (or it closed by itself) and that their own session goes on."""
     why, code = st.session_state[CLOSED], st.session_state[CODE]
     if is_presenter():
-        st.info(t("room.closed_by_you" if why == R.BY_PRESENTER else "room.closed_idle_presenter", code=code),
-                icon=":material/door_front:")
+        st.info(
+            t("room.closed_by_you" if why == R.BY_PRESENTER else "room.closed_idle_presenter", code=code),
+            icon=":material/door_front:",
+        )
         st.button(t("room.closed_dismiss"), key="room.leave_closed", on_click=leave, icon=":material/check:")
         return
-    st.warning(t("room.closed_presenter" if why == R.BY_PRESENTER else "room.closed_idle", code=code),
-               icon=":material/door_front:")
+    st.warning(
+        t("room.closed_presenter" if why == R.BY_PRESENTER else "room.closed_idle", code=code),
+        icon=":material/door_front:",
+    )
     st.button(t("room.leave"), key="room.leave_closed", on_click=leave, icon=":material/logout:")
 
 
@@ -115,12 +120,23 @@ def follower_banner() -> None:
     c1, c2 = box.columns([5, 1], vertical_alignment="center")
     if following:
         c1.info(t("room.following", code=code, page=where), icon=":material/cast_connected:")
-        c2.button(t("room.break_away"), key="room.break_away", on_click=_break_away, icon=":material/call_split:",
-                  width="stretch")
+        c2.button(
+            t("room.break_away"),
+            key="room.break_away",
+            on_click=_break_away,
+            icon=":material/call_split:",
+            width="stretch",
+        )
     else:
         c1.warning(t("room.on_your_own", code=code, page=where), icon=":material/person:")
-        c2.button(t("room.catch_up"), key="room.catch_up", on_click=_catch_up, type="primary",
-                  icon=":material/fast_forward:", width="stretch")
+        c2.button(
+            t("room.catch_up"),
+            key="room.catch_up",
+            on_click=_catch_up,
+            type="primary",
+            icon=":material/fast_forward:",
+            width="stretch",
+        )
 
 
 @st.fragment(run_every=2 * R.limits().poll_s)

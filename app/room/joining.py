@@ -1,5 +1,6 @@
 """Getting into a room: from the URL (?room=CODE, &key=SECRET for the presenter), the followers' link and its QR
 code, and the sidebar's Start / Join / Close controls."""
+
 from __future__ import annotations
 
 import os
@@ -138,9 +139,12 @@ def sidebar_controls(sb) -> None:
     if in_room():
         return
     if presenter.is_on():
-        sb.button(t("room.start"), key="room.start", on_click=_start, icon=":material/groups:",
-                  help=t("room.start_help"))
+        sb.button(
+            t("room.start"), key="room.start", on_click=_start, icon=":material/groups:", help=t("room.start_help")
+        )
         return
     with sb.expander(t("room.join_title")):
-        st.text_input(t("room.join_code"), key=JOIN_INPUT, max_chars=12, placeholder="ABC123")  # i18n: ok (an example code)
+        st.text_input(
+            t("room.join_code"), key=JOIN_INPUT, max_chars=12, placeholder="ABC123"
+        )  # i18n: ok (an example code)
         st.button(t("room.join"), key="room.join", on_click=_join_typed, icon=":material/login:")

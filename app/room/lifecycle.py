@@ -4,6 +4,7 @@
   keeps those parameters in the address bar, and draws the banner (app.room.banners).
 - ``end`` publishes the presenter's state (page + query parameters, as every page already keeps its inputs in the
   URL) to the store; for a follower it notices that they changed something themself and breaks away."""
+
 from __future__ import annotations
 
 import streamlit as st

@@ -1,5 +1,6 @@
 """The walkthrough's check question as a room poll: followers' answers go to the store; the presenter sees them as
 a bar chart and reveals the answer for everyone."""
+
 from __future__ import annotations
 
 import plotly.graph_objects as go
@@ -57,16 +58,31 @@ def tally_chart(tally: R.Tally, options: list[str], correct: int | None = None) 
     labels = [presenter.wrap_text(o, WRAP) for o in shown]  # every word kept, the first ones included
     if correct is not None:
         labels[correct] = f'<span style="color:{RIGHT}"><b>✓ ' + labels[correct] + "</b></span>"
-    colors = [BAR] * len(options) if correct is None else [RIGHT if i == correct else OTHER for i in range(len(options))]
+    colors = (
+        [BAR] * len(options) if correct is None else [RIGHT if i == correct else OTHER for i in range(len(options))]
+    )
     lines = [lab.count("<br>") + 1 for lab in labels]
-    fig = go.Figure(go.Bar(x=list(tally.counts), y=list(range(len(options))), orientation="h", marker_color=colors,
-                           text=[str(c) for c in tally.counts], textposition="auto", customdata=shown,
-                           hovertemplate="%{customdata}: %{x}<extra></extra>"))
-    fig.update_layout(xaxis_title=t("room.poll_x"),
-                      yaxis=dict(autorange="reversed", automargin=True, tickmode="array",
-                                 tickvals=list(range(len(options))), ticktext=labels),
-                      xaxis=dict(rangemode="tozero", dtick=1 if max(tally.counts, default=0) < 10 else None),
-                      margin=dict(t=10, b=10, l=10, r=10), height=90 + sum(max(60, 18 * n + 24) for n in lines))
+    fig = go.Figure(
+        go.Bar(
+            x=list(tally.counts),
+            y=list(range(len(options))),
+            orientation="h",
+            marker_color=colors,
+            text=[str(c) for c in tally.counts],
+            textposition="auto",
+            customdata=shown,
+            hovertemplate="%{customdata}: %{x}<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        xaxis_title=t("room.poll_x"),
+        yaxis=dict(
+            autorange="reversed", automargin=True, tickmode="array", tickvals=list(range(len(options))), ticktext=labels
+        ),
+        xaxis=dict(rangemode="tozero", dtick=1 if max(tally.counts, default=0) < 10 else None),
+        margin=dict(t=10, b=10, l=10, r=10),
+        height=90 + sum(max(60, 18 * n + 24) for n in lines),
+    )
     return fig
 
 
@@ -90,11 +106,18 @@ def _poll_panel(step: int, options: list[str], correct: int | None) -> None:
     revealed = step in view.revealed
     right = correct if revealed else None
     box.markdown("##### " + t("room.poll_title", n=tally.answered, following=view.following))
-    box.plotly_chart(presenter.scale(tally_chart(tally, options, right)), key=f"room.poll_chart.{step}",
-                     config={"displayModeBar": False})
+    box.plotly_chart(
+        presenter.scale(tally_chart(tally, options, right)),
+        key=f"room.poll_chart.{step}",
+        config={"displayModeBar": False},
+    )
     if right is not None:
         box.success(t("room.poll_answer", answer=options[right]), icon=":material/check_circle:")
-    if box.button(t("room.hide_answer") if revealed else t("room.reveal"), key=f"room.reveal.{step}",
-                  type="secondary" if revealed else "primary", icon=":material/visibility:"):
+    if box.button(
+        t("room.hide_answer") if revealed else t("room.reveal"),
+        key=f"room.reveal.{step}",
+        type="secondary" if revealed else "primary",
+        icon=":material/visibility:",
+    ):
         _toggle_reveal(step, not revealed)
         st.rerun(scope="app")  # the answer below the chart is drawn by the page

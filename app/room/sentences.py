@@ -1,5 +1,6 @@
 """The room's sentences on the Fill-mask page: followers send sentences with a [MASK]; the presenter sees them with the
 model's top prediction each (app.kit.cache.top_fills), shows one to everyone or hides any."""
+
 from __future__ import annotations
 
 import streamlit as st
@@ -69,8 +70,7 @@ def sentences_panel(lm) -> None:
         st.subheader(t("room.sentences_title"))
         on_key = "room.collect_toggle"
         st.session_state[on_key] = view.collecting
-        st.toggle(t("room.collect"), key=on_key, on_change=_set_collecting, args=(on_key,),
-                  help=t("room.collect_help"))
+        st.toggle(t("room.collect"), key=on_key, on_change=_set_collecting, args=(on_key,), help=t("room.collect_help"))
         _sentences_list(lm)
         return
     # A follower's part goes under their banner, above the page: on a phone the page's output runs for thousands of
@@ -131,8 +131,20 @@ def _sentences_list(lm) -> None:
             c1.markdown(("~~" if s.hidden else "") + as_text(s.text) + ("~~" if s.hidden else ""))
             c1.caption(_prediction_line(preds[s.text]))
             if not s.hidden:
-                c2.button(t("room.pick"), key=f"room.pick.{s.id}", on_click=_pick, args=(s.id,),
-                          icon=":material/cast:", disabled=view.picked is not None and view.picked.id == s.id,
-                          width="stretch")
-            c3.button(t("room.unhide") if s.hidden else t("room.hide"), key=f"room.hide.{s.id}", on_click=_hide,
-                      args=(s.id, not s.hidden), icon=":material/visibility_off:", width="stretch")
+                c2.button(
+                    t("room.pick"),
+                    key=f"room.pick.{s.id}",
+                    on_click=_pick,
+                    args=(s.id,),
+                    icon=":material/cast:",
+                    disabled=view.picked is not None and view.picked.id == s.id,
+                    width="stretch",
+                )
+            c3.button(
+                t("room.unhide") if s.hidden else t("room.hide"),
+                key=f"room.hide.{s.id}",
+                on_click=_hide,
+                args=(s.id, not s.hidden),
+                icon=":material/visibility_off:",
+                width="stretch",
+            )

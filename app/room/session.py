@@ -3,6 +3,7 @@ session state under the keys below, and the store every room module calls (core.
 backend). The room's modules: lifecycle (begin and end of every run), joining, banners, polls, sentences.
 Every store call goes through core.runtime.room; its errors (ValueError) are shown with st.error.
 """
+
 from __future__ import annotations
 
 import streamlit as st

@@ -14,19 +14,27 @@ gives a ``Bounds`` whose ``widget()`` is the keyword arguments of ``st.number_in
 ``lo``/``hi`` a URL field takes (app/kit/urlstate.py), and ``add_argument`` puts the default and the range check on an
 argparse option. A bound may be a callable (read when checked: a server limit set by an environment variable).
 """
+
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import numbers
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Union
+from typing import Any, ClassVar, Protocol
 
 from core.base.messages import msg
 
-Number = Union[int, float]
-Limit = Union[Number, Callable[[], Number], None]
+Number = int | float
+Limit = Number | Callable[[], Number] | None
 KEY = "encoderlab.bounds"  # the metadata key a bounded field keeps its Bounds under
+
+
+class Dataclass(Protocol):
+    """A dataclass instance, as ``dataclasses.fields`` takes it (typeshed's ``_typeshed.DataclassInstance``)."""
+
+    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
 
 
 @dataclass(frozen=True)
@@ -40,7 +48,7 @@ class Bounds:
     default: Any
     lo: Limit = None
     hi: Limit = None
-    kind: type = float
+    kind: type[int] | type[float] = float
     step: Number | None = None
     stops: tuple[Number, ...] | None = None
     label: str = ""
@@ -63,12 +71,14 @@ class Bounds:
     def range_text(self) -> str:
         """The range in words: "from 0 to 0.5", "in (0, 1)", ">= 0"."""
         lo, hi = self.low, self.high
-        fmt = (lambda v: f"{v:,}") if self.kind is int else (lambda v: f"{v:g}")
+        fmt: Callable[[Number], str] = (lambda v: f"{v:,}") if self.kind is int else (lambda v: f"{v:g}")
         if lo is not None and hi is not None:
             if not (self.open_lo or self.open_hi):
                 return msg("fields.range_from_to", lo=fmt(lo), hi=fmt(hi))
-            return msg("fields.range_in", interval=f"{'(' if self.open_lo else '['}{fmt(lo)}, {fmt(hi)}"
-                       f"{')' if self.open_hi else ']'}")
+            return msg(
+                "fields.range_in",
+                interval=f"{'(' if self.open_lo else '['}{fmt(lo)}, {fmt(hi)}{')' if self.open_hi else ']'}",
+            )
         if lo is not None:
             return f"{'>' if self.open_lo else '>='} {fmt(lo)}"
         if hi is not None:
@@ -83,13 +93,24 @@ class Bounds:
         hint = f" ({self.hint})" if self.hint else ""
         ok_type = isinstance(value, numbers.Integral if whole else numbers.Real) and not isinstance(value, bool)
         if not ok_type or value != value:  # NaN is a float that fails every comparison
-            return msg("fields.whole_out_of_range" if whole else "fields.not_a_number", name=self.label or self.name,
-                       range=self.range_text(), value=value, hint=hint)
+            return msg(
+                "fields.whole_out_of_range" if whole else "fields.not_a_number",
+                name=self.label or self.name,
+                range=self.range_text(),
+                value=value,
+                hint=hint,
+            )
         lo, hi = self.low, self.high
-        if (lo is not None and (value <= lo if self.open_lo else value < lo)) or \
-                (hi is not None and (value >= hi if self.open_hi else value > hi)):
-            return msg("fields.whole_out_of_range" if whole else "fields.out_of_range", name=self.label or self.name,
-                       range=self.range_text(), value=value, hint=hint)
+        if (lo is not None and (value <= lo if self.open_lo else value < lo)) or (
+            hi is not None and (value >= hi if self.open_hi else value > hi)
+        ):
+            return msg(
+                "fields.whole_out_of_range" if whole else "fields.out_of_range",
+                name=self.label or self.name,
+                range=self.range_text(),
+                value=value,
+                hint=hint,
+            )
         return None
 
     def check(self, value: Any, error: type[Exception] = ValueError) -> None:
@@ -114,24 +135,47 @@ class Bounds:
         try:
             value = self.kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not {'a whole number' if self.kind is int else 'a number'}")
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not {'a whole number' if self.kind is int else 'a number'}"
+            ) from None
         problem = self.problem(value)
         if problem:
             raise argparse.ArgumentTypeError(problem)
         return value
 
 
-def bounded(default: Any, lo: Limit = None, hi: Limit = None, *, step: Number | None = None,
-            stops: tuple[Number, ...] | None = None, label: str = "", hint: str = "", open_lo: bool = False,
-            open_hi: bool = False, kind: type | None = None) -> Any:
+def bounded(
+    default: Any,
+    lo: Limit = None,
+    hi: Limit = None,
+    *,
+    step: Number | None = None,
+    stops: tuple[Number, ...] | None = None,
+    label: str = "",
+    hint: str = "",
+    open_lo: bool = False,
+    open_hi: bool = False,
+    kind: type[int] | type[float] | None = None,
+) -> Any:
     """A dataclass field with a default and a range (see ``Bounds``). ``kind`` defaults to the default's type
     (int or float); a default of None makes the field optional (None allowed) and needs ``kind``."""
     if kind is None:
         if default is None:
             raise TypeError("bounded(None, ...) needs kind=int or kind=float")
         kind = int if isinstance(default, int) and not isinstance(default, bool) else float
-    b = Bounds(default, lo, hi, kind, step, tuple(stops) if stops else None, label, hint, open_lo, open_hi,
-               none_ok=default is None)
+    b = Bounds(
+        default,
+        lo,
+        hi,
+        kind,
+        step,
+        tuple(stops) if stops else None,
+        label,
+        hint,
+        open_lo,
+        open_hi,
+        none_ok=default is None,
+    )
     if not (callable(lo) or callable(hi)):  # a declaration mistake, caught when the class is defined
         bad = [v for v in ([] if default is None else [default]) + list(b.stops or ()) if b.problem(v)]
         if bad:
@@ -139,13 +183,14 @@ def bounded(default: Any, lo: Limit = None, hi: Limit = None, *, step: Number | 
     return dataclasses.field(default=default, metadata={KEY: b})
 
 
-def bounded_fields(cls) -> dict[str, Bounds]:
+def bounded_fields(cls: Dataclass | type[Dataclass]) -> dict[str, Bounds]:
     """Every bounded field of the dataclass ``cls`` (or an instance), by name, in declaration order."""
-    return {f.name: dataclasses.replace(f.metadata[KEY], name=f.name)
-            for f in dataclasses.fields(cls) if KEY in f.metadata}
+    return {
+        f.name: dataclasses.replace(f.metadata[KEY], name=f.name) for f in dataclasses.fields(cls) if KEY in f.metadata
+    }
 
 
-def bounds(cls, name: str) -> Bounds:
+def bounds(cls: Dataclass | type[Dataclass], name: str) -> Bounds:
     """The Bounds of field ``name`` of the dataclass ``cls``; KeyError names the bounded fields there are."""
     found = bounded_fields(cls)
     if name not in found:
@@ -153,7 +198,7 @@ def bounds(cls, name: str) -> Bounds:
     return found[name]
 
 
-def default_of(cls, name: str) -> Any:
+def default_of(cls: type[Dataclass], name: str) -> Any:
     """The declared default of field ``name`` of the dataclass ``cls`` (bounded or not)."""
     for f in dataclasses.fields(cls):
         if f.name == name:
@@ -165,13 +210,15 @@ def default_of(cls, name: str) -> Any:
     raise KeyError(f"{cls.__name__} has no field {name!r}")
 
 
-def check_bounds(obj, error: type[Exception] = ValueError) -> None:
+def check_bounds(obj: Dataclass, error: type[Exception] = ValueError) -> None:
     """Check every bounded field of the dataclass instance ``obj``; raise ``error`` for the first one out of range."""
     for name, b in bounded_fields(obj).items():
         b.check(getattr(obj, name), error)
 
 
-def add_argument(parser: argparse.ArgumentParser, cls, name: str, flag: str | None = None, **kwargs) -> None:
+def add_argument(
+    parser: argparse.ArgumentParser, cls: type[Dataclass], name: str, flag: str | None = None, **kwargs: Any
+) -> None:
     """``parser.add_argument`` for field ``name`` of ``cls``: its default, and for a bounded field its type and
     range check (so ``--warmup-ratio 2`` is refused by argparse with the range). ``flag`` defaults to
     ``--name-with-dashes``; other keyword arguments (help, choices) go to argparse."""

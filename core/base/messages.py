@@ -9,36 +9,53 @@ before. It also keeps ``kind`` and ``params``, from which the app writes the sam
 
 ``Problem`` is the mixin the project's error classes use: ``err.kind`` and ``err.params`` read that first argument
 (None and {} for an error raised with a plain string). A param may itself be a Message or an error (a cause quoted
-inside a message): the app translates it too; a list or tuple param reads as its items joined by a space. Both languages live side by side in errors.toml
-(tests/core/test_walk_messages.py checks every kind used in core exists there with the same placeholders).
+inside a message): the app translates it too; a list or tuple param reads as its items joined by a space. Both
+languages live side by side in errors.toml (tests/core/test_messages.py checks every kind used in core exists
+there; tests/app/test_i18n.py that each has both languages with the same placeholders).
 """
+
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Callable
 from functools import lru_cache
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeVar
 
+from core.base.caches import register as register_cache
 from core.base.paths import ASSETS
 
 ERRORS_FILE = ASSETS / "i18n" / "errors.toml"
+LANGUAGES = ("en", "zh")
 
 
-def _flatten(prefix: str, table: dict, out: dict[str, dict[str, str]]) -> None:
-    if "en" in table and isinstance(table["en"], str):
-        out[prefix] = {k: v for k, v in table.items() if isinstance(v, str)}
+def _flatten(prefix: str, table: dict[str, Any], out: dict[str, dict[str, str]]) -> None:
+    if any(k in LANGUAGES for k in table):
+        out[prefix] = {k: v for k, v in table.items() if k in LANGUAGES}
         return
     for k, v in table.items():
         if isinstance(v, dict):
             _flatten(f"{prefix}.{k}" if prefix else k, v, out)
 
 
+def read_catalogue(path: Path, namespace: str = "") -> dict[str, dict[str, str]]:
+    """The entries of one translation file of assets/i18n: "namespace.key" -> {"en": text, "zh": text} (bare keys
+    when ``namespace`` is ""). The one reader of these files (core's messages, app.kit.i18n's catalog, the upload
+    reasons): a table with an "en" or a "zh" is an entry, kept even when one language is missing, so that
+    tests/app/test_i18n.py sees it."""
+    with path.open("rb") as fh:
+        out: dict[str, dict[str, str]] = {}
+        _flatten(namespace, tomllib.load(fh), out)
+    return out
+
+
 @lru_cache(maxsize=1)
 def templates() -> dict[str, dict[str, str]]:
     """Every kind in errors.toml: kind -> {"en": template, "zh": template}."""
-    with ERRORS_FILE.open("rb") as fh:
-        out: dict[str, dict[str, str]] = {}
-        _flatten("", tomllib.load(fh), out)
-    return out
+    return read_catalogue(ERRORS_FILE)
+
+
+register_cache(__name__, templates.cache_clear)
 
 
 def render(kind: str, lang: str, params: dict[str, Any]) -> str:
@@ -61,12 +78,13 @@ class Message(str):
     kind: str
     params: dict[str, Any]
 
-    def __new__(cls, kind: str, /, **params: Any) -> "Message":
+    def __new__(cls, kind: str, /, **params: Any) -> Message:
         obj = super().__new__(cls, render(kind, "en", params))
         obj.kind, obj.params = kind, params
         return obj
 
-    def __reduce__(self):  # a job's failure crosses a process (pickle): keep kind and params
+    # a job's failure crosses a process (pickle): keep kind and params
+    def __reduce__(self) -> tuple[Callable[..., Message], tuple[str, dict[str, Any]]]:
         return (_rebuild, (self.kind, dict(self.params)))
 
 
@@ -79,7 +97,10 @@ def msg(kind: str, /, **params: Any) -> Message:
     return Message(kind, **params)
 
 
-def message_of(x: Any) -> Any:
+T = TypeVar("T")
+
+
+def message_of(x: T) -> Message | T:
     """The Message behind ``x`` (a Message, or an error raised with one), else ``x`` itself."""
     if isinstance(x, Message):
         return x
@@ -91,7 +112,7 @@ def message_of(x: Any) -> Any:
 class Problem:
     """Mixin for the project's errors: ``kind`` and ``params`` of the Message the error was raised with."""
 
-    args: tuple
+    args: tuple[Any, ...]
 
     @property
     def kind(self) -> str | None:

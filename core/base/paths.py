@@ -4,6 +4,7 @@ one function that takes those paths out of a message shown in hosted mode (``scr
 Lives at the bottom of core (base) because an error's text is scrubbed wherever it is raised, the registry's
 ``ModelLoadError`` included.
 """
+
 from __future__ import annotations
 
 import os

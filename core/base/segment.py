@@ -19,6 +19,7 @@ cut is used (dictionary plus its HMM for words the dictionary lacks), so "中国
 A text holding Japanese kana is Japanese: its kanji are not cut by a Chinese dictionary, each stays a word of its
 own (as before this module existed).
 """
+
 from __future__ import annotations
 
 import functools
@@ -26,6 +27,10 @@ import logging
 import re
 import threading
 import warnings
+from collections.abc import Iterable
+from typing import Any
+
+from core.base.caches import register as register_cache
 
 # CJK Unified Ideographs, Extension A, Compatibility Ideographs, Extensions B-H (the supplementary planes)
 HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003ffff"
@@ -34,17 +39,19 @@ _KANA = re.compile("[\u3040-\u30ff\u31f0-\u31ff\uff66-\uff9f]")
 _OTHER_WORD = re.compile(rf"(?:[^\W_{HAN}][\u0300-\u036f]*)+")  # letters/digits (with combining accents), not Han
 
 _LOCK = threading.Lock()
-_CUTTER = None
+_CUTTER: Any = None  # a jieba.Tokenizer once built (jieba has no type hints: Any)
 
 
-def _cutter():
+def _cutter() -> Any:
     """jieba's tokenizer, built once (thread-safe) from the dictionary in its wheel, with no cache file and no log."""
     global _CUTTER
     if _CUTTER is not None:
         return _CUTTER
     with _LOCK:
         if _CUTTER is None:
-            with warnings.catch_warnings():  # an old setuptools warns that pkg_resources (which jieba tries) is deprecated
+            with (
+                warnings.catch_warnings()
+            ):  # an old setuptools warns that pkg_resources (which jieba tries) is deprecated
                 warnings.simplefilter("ignore")
                 import jieba  # lazy: 0.7 s to build its prefix dictionary; only Chinese text needs it
 
@@ -74,6 +81,9 @@ def _cut_run(run: str) -> tuple[int, ...]:
     return lengths if sum(lengths) == len(run) else (1,) * len(run)
 
 
+register_cache(__name__, _cut_run.cache_clear)
+
+
 def han_words(text: str) -> list[tuple[int, int]]:
     """Spans of the Han words of ``text``, in order: each run of Han characters cut by jieba (in a text with kana,
     one per character)."""
@@ -83,7 +93,7 @@ def han_words(text: str) -> list[tuple[int, int]]:
     out = []
     for m in _HAN_RUN.finditer(text):
         a = m.start()
-        for n in ((1,) * (m.end() - a) if japanese else _cut_run(m.group())):
+        for n in (1,) * (m.end() - a) if japanese else _cut_run(m.group()):
             out.append((a, a + n))
             a += n
     return out
@@ -97,17 +107,17 @@ def word_spans(text: str) -> list[tuple[int, int]]:
     return sorted(spans)
 
 
-def regroup(text: str, spans) -> list[tuple[int, int]]:
+def regroup(text: str, spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
     """``spans`` (another splitter's words of ``text``, in order) with each Han character moved into its jieba
     word: a span's Han part becomes the whole Han word(s) it touches, its other parts stay spans of their own, and
     a Han word touched by consecutive spans appears once. Text without Han characters comes back unchanged."""
     hw = han_words(text)
     if not hw:
-        return [tuple(s) for s in spans]
-    word_at = {}
-    for k, (a, b) in enumerate(hw):
+        return [(a, b) for a, b in spans]
+    word_at: dict[int, int] = {}  # character -> the index of its Han word in hw
+    for n, (a, b) in enumerate(hw):
         for i in range(a, b):
-            word_at[i] = k
+            word_at[i] = n
     out: list[tuple[int, int]] = []
     for a, b in spans:
         i = a

@@ -6,6 +6,7 @@ environment takes effect without a restart of the module. A bad value raises Val
 ``ENCODERLAB_HOSTED=1`` (on in the Docker image) turns on the hosted limits: the custom-checkpoint box takes Hub
 ids only, messages never show server paths, and texts, batches, attribution steps, epochs and uploads are capped.
 """
+
 from __future__ import annotations
 
 import os

@@ -7,9 +7,11 @@ clean their text here, so the same input gets the same treatment and the same no
 ``check_text`` is the one empty-text and length-limit check the configs run on a typed text.
 ``display_piece`` is the one way a tokenizer piece is shown to a person (charts, tables, exports).
 """
+
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from core.base.messages import msg
 from core.base.settings import current
@@ -56,7 +58,7 @@ _MARKERS = ("Ġ", "▁")
 BARE_MARK = "␣"  # what a piece that stands for a space alone (a bare "Ġ" / "▁") shows
 
 
-def display_piece(piece: str, tokenizer=None) -> str:
+def display_piece(piece: str, tokenizer: Any = None) -> str:  # a transformers tokenizer (Any to mypy)
     """How a person reads one tokenizer piece: the text it stands for, never the markers "Ġ" or "▁".
 
     With ``tokenizer``, its own ``convert_tokens_to_string`` decides (byte-level BPE turns "Ġcap" into " cap" and

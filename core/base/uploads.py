@@ -13,15 +13,18 @@ instead of refusing (pretraining text: a few odd bytes do not spoil a run; the a
 reader's own error class with the English text. The app (app/kit/uploads.py) shows the message in the session's
 language from ``UploadError.reason`` and ``params``.
 """
+
 from __future__ import annotations
 
 import codecs
-import tomllib
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from core.base import settings
+from core.base.caches import register as register_cache
+from core.base.messages import read_catalogue
 from core.base.paths import ASSETS
 
 MESSAGES_FILE = ASSETS / "i18n" / "uploads.toml"
@@ -32,9 +35,11 @@ _CONTROL = frozenset([*range(0, 8), *range(14, 27), *range(28, 32)])  # not \t \
 
 @lru_cache(maxsize=1)
 def _english() -> dict[str, str]:
-    with MESSAGES_FILE.open("rb") as fh:
-        table = tomllib.load(fh)["rejected"]
-    return {reason: entry["en"] for reason, entry in table.items()}
+    entries = read_catalogue(MESSAGES_FILE)
+    return {key.removeprefix("rejected."): entry["en"] for key, entry in entries.items() if key.startswith("rejected.")}
+
+
+register_cache(__name__, _english.cache_clear)
 
 
 class UploadError(ValueError):
@@ -59,14 +64,26 @@ def looks_binary(data: bytes) -> bool:
     return bool(head) and sum(b in _CONTROL for b in head) > len(head) / 100
 
 
-def read_upload(data: bytes, name: str, *, kinds: Sequence[str] | None = None, limit_mb: float | None = None,
-                expect: str = "a UTF-8 text file", lenient: bool = False) -> str:
+def read_upload(
+    data: bytes,
+    name: str,
+    *,
+    kinds: Sequence[str] | None = None,
+    limit_mb: float | None = None,
+    expect: str = "a UTF-8 text file",
+    lenient: bool = False,
+) -> str:
     """``data`` as text (UTF-8, a BOM dropped; UTF-16 with a BOM). Raises UploadError saying what is wrong and
     what to upload instead (``expect``); ``kinds``: the extensions taken (None: any)."""
     ext = extension(name)
     if kinds is not None and ext not in {k.lower().lstrip(".") for k in kinds}:
-        raise UploadError("wrong_type", name=name, ext=f".{ext}" if ext else "?",
-                          kinds=", ".join(f".{k.lstrip('.')}" for k in kinds), expect=expect)
+        raise UploadError(
+            "wrong_type",
+            name=name,
+            ext=f".{ext}" if ext else "?",
+            kinds=", ".join(f".{k.lstrip('.')}" for k in kinds),
+            expect=expect,
+        )
     limit = settings.current().max_upload_mb if limit_mb is None else limit_mb
     mb = len(data) / 2**20
     if mb > limit:
@@ -82,15 +99,21 @@ def read_upload(data: bytes, name: str, *, kinds: Sequence[str] | None = None, l
         try:
             text = data.decode("utf-8-sig", errors="replace" if lenient else "strict")
         except UnicodeDecodeError as e:
-            line = data[:e.start].count(b"\n") + 1
+            line = data[: e.start].count(b"\n") + 1
             raise UploadError("not_utf8", name=name, line=line, byte=f"{e.start:,}", ext=f".{ext or 'txt'}") from None
     if not text.strip():
         raise UploadError("empty", name=name, expect=expect)
     return text
 
 
-def upload_text(data: bytes, name: str, *, error: type[ValueError] = ValueError,
-                expect: str = "a UTF-8 text file", limit_mb: float | None = None) -> str:
+def upload_text(
+    data: bytes,
+    name: str,
+    *,
+    error: type[ValueError] = ValueError,
+    expect: str = "a UTF-8 text file",
+    limit_mb: float | None = None,
+) -> str:
     """``read_upload`` for core's readers: raises ``error`` (a ValueError subclass) with the English message."""
     try:
         return read_upload(data, name, limit_mb=limit_mb, expect=expect)

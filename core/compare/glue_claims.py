@@ -11,6 +11,7 @@ on this machine.
 and ``full_run(task, samples_per_s)`` says what a run of the table's kind would take: the task's training set x 3
 epochs at a measured speed.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,14 +25,27 @@ GLUE_COLUMNS = ("mnli", "qqp", "qnli", "sst2", "cola")
 COLUMN_LABELS = {"mnli": "MNLI-m", "qqp": "QQP", "qnli": "QNLI", "sst2": "SST-2", "cola": "CoLA"}
 # family key -> (the article's model name, its five figures in GLUE_COLUMNS order): registry data (Family.glue_claim)
 GLUE_CLAIMS: dict[str, tuple[str, tuple[float, ...]]] = {
-    f.key: (f.glue_claim.model, f.glue_claim.figures) for f in FAMILIES.values() if f.glue_claim is not None}
+    f.key: (f.glue_claim.model, f.glue_claim.figures) for f in FAMILIES.values() if f.glue_claim is not None
+}
 CLAIM_SOURCE = "the third seed article, section 4.2 (performance benchmarks, 性能基准对比)"
 # GLUE's training sets (examples), from the GLUE paper (Wang et al., 2019), and the epochs BERT's recipe uses.
-TRAIN_EXAMPLES = {"mnli": 392_702, "qqp": 363_846, "qnli": 104_743, "sst2": 67_349, "cola": 8_551,
-                  "mrpc": 3_668, "rte": 2_490, "wnli": 635}
+TRAIN_EXAMPLES = {
+    "mnli": 392_702,
+    "qqp": 363_846,
+    "qnli": 104_743,
+    "sst2": 67_349,
+    "cola": 8_551,
+    "mrpc": 3_668,
+    "rte": 2_490,
+    "wnli": 635,
+}
 FULL_EPOCHS = 3
-META_FILE = "encoderlab_finetune.json"  # what core.train.finetune_model.save_model writes (core.predict.classify.META_FILE)
-MAX_RUNS = 200  # run folders read at most per call (a runs root can grow: core.runtime.run_folders.evict_run_folders trims it)
+META_FILE = (
+    "encoderlab_finetune.json"  # what core.train.finetune_model.save_model writes (core.predict.classify.META_FILE)
+)
+MAX_RUNS = (
+    200  # run folders read at most per call (a runs root can grow: core.runtime.run_folders.evict_run_folders trims it)
+)
 
 
 def claims_rows() -> list[dict]:
@@ -85,14 +99,21 @@ def read_run(model_dir: str | Path) -> MeasuredRun | None:
         task = cfg.get("task", "sequence")
         token = task == "token" and meta.get("entity_f1") is not None
         return MeasuredRun(
-            path=str(Path(model_dir)), family=str(cfg["family"]), checkpoint=str(cfg["checkpoint"]),
-            data=str(meta.get("data", "")), task=task, glue_task=_glue_task(str(meta.get("data", ""))),
+            path=str(Path(model_dir)),
+            family=str(cfg["family"]),
+            checkpoint=str(cfg["checkpoint"]),
+            data=str(meta.get("data", "")),
+            task=task,
+            glue_task=_glue_task(str(meta.get("data", ""))),
             metric="entity F1" if token else "accuracy",
             value=float(meta["entity_f1"] if token else meta["accuracy"]),
             macro_f1=None if meta.get("macro_f1") is None else float(meta["macro_f1"]),
-            steps=int(meta.get("steps", 0)), seed=int(cfg.get("seed", 0)), batch_size=int(cfg.get("batch_size", 0)),
+            steps=int(meta.get("steps", 0)),
+            seed=int(cfg.get("seed", 0)),
+            batch_size=int(cfg.get("batch_size", 0)),
             max_length=int(cfg.get("max_length", 0)),
-            samples_per_s=None if meta.get("samples_per_s") is None else float(meta["samples_per_s"]))
+            samples_per_s=None if meta.get("samples_per_s") is None else float(meta["samples_per_s"]),
+        )
     except (OSError, ValueError, KeyError, TypeError):
         return None
 

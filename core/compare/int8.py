@@ -8,13 +8,14 @@ sentences, assets/corpus/heldout.txt, with one single-piece word masked in each)
 top-1/top-5 on those masked words.
 
 """
+
 from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable
 
 from core.base.messages import msg
 from core.base.paths import ASSETS
@@ -24,10 +25,12 @@ from core.models.loading import ModelSpec, load
 from core.predict.fill_mask import FillMaskConfig, FillMaskError, check_mlm, encode, examples, fill_mask_batch, words
 
 HELDOUT = ASSETS / "corpus" / "heldout.txt"
-ARTICLE_CLAIM = ("对于部署环境苛刻的场景，ALBERT配合量化往往能带来意想不到的性价比提升。",
-                 "For demanding deployments, ALBERT with quantization often brings unexpectedly good "
-                 "cost-effectiveness.")
+ARTICLE_CLAIM = (
+    "对于部署环境苛刻的场景，ALBERT配合量化往往能带来意想不到的性价比提升。",
+    "For demanding deployments, ALBERT with quantization often brings unexpectedly good cost-effectiveness.",
+)
 ARTICLE_SOURCE = "the third seed article, 4.3 (model selection: the closing advice)"
+
 
 # ---------------------------------------------------------------------------------------------- the probe
 def probe_examples() -> list[str]:
@@ -147,8 +150,9 @@ def _heldout_scores(results) -> tuple[float, float]:
     return sum(r == 0 for r in ranks) / n, sum(r < 5 for r in ranks) / n
 
 
-def time_encoder(model, vocab_size: int, batch: int, seq_len: int, repeats: int,
-                 others: list | None = None) -> list[list[float]]:
+def time_encoder(
+    model, vocab_size: int, batch: int, seq_len: int, repeats: int, others: list | None = None
+) -> list[list[float]]:
     """Seconds per encoder forward over random ids (batch, seq_len), for ``model`` and each of ``others``, timed
     round-robin (one forward each per round, after one warm-up) so that load on a shared machine hits all alike."""
     import torch
@@ -169,8 +173,9 @@ def time_encoder(model, vocab_size: int, batch: int, seq_len: int, repeats: int,
     return out
 
 
-def compare_models(fp32_lm, int8_lm, cfg: QuantConfig,
-                   on_progress: Callable[[float, str], None] | None = None) -> QuantResult:
+def compare_models(
+    fp32_lm, int8_lm, cfg: QuantConfig, on_progress: Callable[[float, str], None] | None = None
+) -> QuantResult:
     """Measure a loaded fp32 model against its int8 copy (same tokenizer); see the module docstring."""
     import torch
 
@@ -197,23 +202,42 @@ def compare_models(fp32_lm, int8_lm, cfg: QuantConfig,
     sides = {}
     for (name, lm), s in zip((("fp32", fp32_lm), ("int8", int8_lm)), lat):
         top1, top5 = _heldout_scores(res[name][1]) if held else (None, None)
-        sides[name] = QuantSide(name, disk_bytes(lm.model), memory_bytes(lm.model), statistics.median(s) * 1000,
-                                statistics.pstdev(s) * 1000 if len(s) > 1 else 0.0, top1, top5)
+        sides[name] = QuantSide(
+            name,
+            disk_bytes(lm.model),
+            memory_bytes(lm.model),
+            statistics.median(s) * 1000,
+            statistics.pstdev(s) * 1000 if len(s) > 1 else 0.0,
+            top1,
+            top5,
+        )
     tick(1.0, "done")
-    return QuantResult(checkpoint=fp32_lm.spec.checkpoint, family=fp32_lm.spec.family, fp32=sides["fp32"],
-                       int8=sides["int8"], agree_examples=agree_ex, agree_heldout=agree_h, n_examples=len(a_ex),
-                       n_heldout=len(a_h), quantized_linears=quantized_linears(int8_lm.model), seq_len=max_len,
-                       batch=cfg.batch, repeats=cfg.repeats, threads=torch.get_num_threads(), disagreements=diffs)
+    return QuantResult(
+        checkpoint=fp32_lm.spec.checkpoint,
+        family=fp32_lm.spec.family,
+        fp32=sides["fp32"],
+        int8=sides["int8"],
+        agree_examples=agree_ex,
+        agree_heldout=agree_h,
+        n_examples=len(a_ex),
+        n_heldout=len(a_h),
+        quantized_linears=quantized_linears(int8_lm.model),
+        seq_len=max_len,
+        batch=cfg.batch,
+        repeats=cfg.repeats,
+        threads=torch.get_num_threads(),
+        disagreements=diffs,
+    )
 
 
-def measure_quantization(spec: ModelSpec, cfg: QuantConfig,
-                         on_progress: Callable[[float, str], None] | None = None) -> QuantResult:
+def measure_quantization(
+    spec: ModelSpec, cfg: QuantConfig, on_progress: Callable[[float, str], None] | None = None
+) -> QuantResult:
     """Load ``spec``'s MLM model in fp32 and in int8 (CPU) and compare them; returns a QuantResult.
 
     A background job (core.runtime.jobs.progress_job): it loads its own copies, never the app's cached model. Raises
     ModelLoadError / QuantizeError / FillMaskError (ValueErrors) with a message for the page.
     """
-
 
     if on_progress:
         on_progress(0.0, "loading fp32 and int8 copies")
@@ -229,16 +253,19 @@ def measure_quantization(spec: ModelSpec, cfg: QuantConfig,
 def format_result(r: QuantResult) -> str:
     mb = lambda b: f"{b / 2**20:.1f} MB"  # noqa: E731
     pct = lambda v: "–" if v is None else f"{v:.0%}"  # noqa: E731
-    return "\n".join([
-        f"{r.checkpoint} ({r.family}): {r.quantized_linears} linears int8 · batch {r.batch} x {r.seq_len} · "
-        f"{r.threads} thread(s) · median of {r.repeats}",
-        f"  disk   fp32 {mb(r.fp32.disk_bytes)}  int8 {mb(r.int8.disk_bytes)}  ({r.disk_ratio:.2f}x)",
-        f"  memory fp32 {mb(r.fp32.memory_bytes)}  int8 {mb(r.int8.memory_bytes)}  ({r.memory_ratio:.2f}x)",
-        f"  latency fp32 {r.fp32.latency_ms:.1f} ms  int8 {r.int8.latency_ms:.1f} ms  (int8 {r.speedup:.2f}x faster)",
-        f"  top-1 agreement: examples {pct(r.agree_examples)} of {r.n_examples}, held-out {pct(r.agree_heldout)} "
-        f"of {r.n_heldout}",
-        f"  held-out top-1 fp32 {pct(r.fp32.heldout_top1)} int8 {pct(r.int8.heldout_top1)} · top-5 fp32 "
-        f"{pct(r.fp32.heldout_top5)} int8 {pct(r.int8.heldout_top5)}"])
+    return "\n".join(
+        [
+            f"{r.checkpoint} ({r.family}): {r.quantized_linears} linears int8 · batch {r.batch} x {r.seq_len} · "
+            f"{r.threads} thread(s) · median of {r.repeats}",
+            f"  disk   fp32 {mb(r.fp32.disk_bytes)}  int8 {mb(r.int8.disk_bytes)}  ({r.disk_ratio:.2f}x)",
+            f"  memory fp32 {mb(r.fp32.memory_bytes)}  int8 {mb(r.int8.memory_bytes)}  ({r.memory_ratio:.2f}x)",
+            f"  latency fp32 {r.fp32.latency_ms:.1f} ms  int8 {r.int8.latency_ms:.1f} ms  (int8 {r.speedup:.2f}x faster)",
+            f"  top-1 agreement: examples {pct(r.agree_examples)} of {r.n_examples}, held-out {pct(r.agree_heldout)} "
+            f"of {r.n_heldout}",
+            f"  held-out top-1 fp32 {pct(r.fp32.heldout_top1)} int8 {pct(r.int8.heldout_top1)} · top-5 fp32 "
+            f"{pct(r.fp32.heldout_top5)} int8 {pct(r.int8.heldout_top5)}",
+        ]
+    )
 
 
 def probe_sources() -> tuple[Path, Path]:

@@ -4,13 +4,14 @@ Random weights of the real configs (timing does not depend on the values). Model
 one forward each per round, so that a noisy shared machine slows them all alike; the median is reported.
 Run from the command line: ``python -m core.compare.speed --seq-len 128 --batch 8``.
 """
+
 from __future__ import annotations
 
 import argparse
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from core.base.fields import add_argument, bounded, bounds, default_of
 from core.base.messages import msg
@@ -48,7 +49,7 @@ class SpeedConfig:
         timeable = [k for k, f in FAMILIES.items() if f.base_checkpoint]
         unknown = [f for f in self.families if f not in timeable]
         if unknown:
-            raise ValueError(msg("speed.cannot_time_use_families", unknown=unknown, p=', '.join(timeable)))
+            raise ValueError(msg("speed.cannot_time_use_families", unknown=unknown, p=", ".join(timeable)))
         check_timing_shape(self.seq_len, self.batch, self.repeats)
 
 
@@ -167,14 +168,27 @@ def measure_speed(cfg: SpeedConfig, on_progress: Callable[[float, str], None] | 
         model, mcfg, _, _ = built[fam]
         s = samples[fam]
         med = statistics.median(s)
-        rows.append(SpeedRow(
-            family=fam, label=FAMILIES[fam].label, checkpoint=FAMILIES[fam].base_checkpoint,
-            params=sum(p.numel() for p in model.parameters()),
-            layers=shape(mcfg).layers,
-            latency_ms=med * 1000, latency_std_ms=(statistics.pstdev(s) * 1000 if len(s) > 1 else 0.0),
-            throughput=cfg.batch / med, samples_ms=tuple(x * 1000 for x in s)))
-    return SpeedResult(rows=tuple(rows), seq_len=cfg.seq_len, batch=cfg.batch, repeats=cfg.repeats,
-                       device=dev.kind, device_name=dev.name)
+        rows.append(
+            SpeedRow(
+                family=fam,
+                label=FAMILIES[fam].label,
+                checkpoint=FAMILIES[fam].base_checkpoint,
+                params=sum(p.numel() for p in model.parameters()),
+                layers=shape(mcfg).layers,
+                latency_ms=med * 1000,
+                latency_std_ms=(statistics.pstdev(s) * 1000 if len(s) > 1 else 0.0),
+                throughput=cfg.batch / med,
+                samples_ms=tuple(x * 1000 for x in s),
+            )
+        )
+    return SpeedResult(
+        rows=tuple(rows),
+        seq_len=cfg.seq_len,
+        batch=cfg.batch,
+        repeats=cfg.repeats,
+        device=dev.kind,
+        device_name=dev.name,
+    )
 
 
 def _forward(model, ids, mask, kind: str) -> float:
@@ -191,9 +205,11 @@ def _forward(model, ids, mask, kind: str) -> float:
 
 
 def format_result(res: SpeedResult) -> str:
-    lines = [f"device: {res.device} ({res.device_name}); batch {res.batch} x {res.seq_len} tokens; "
-             f"median of {res.repeats} rounds; {res.note}",
-             f"{'family':<12}{'params':>10}{'layers':>8}{'ms/batch':>12}{'seq/s':>10}"]
+    lines = [
+        f"device: {res.device} ({res.device_name}); batch {res.batch} x {res.seq_len} tokens; "
+        f"median of {res.repeats} rounds; {res.note}",
+        f"{'family':<12}{'params':>10}{'layers':>8}{'ms/batch':>12}{'seq/s':>10}",
+    ]
     for r in res.rows:
         lines.append(f"{r.label:<12}{r.params / 1e6:>9.1f}M{r.layers:>8}{r.latency_ms:>12.1f}{r.throughput:>10.1f}")
     for pair, measured, text, claim in res.comparisons():
@@ -208,8 +224,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--device", default="auto")
     ap.add_argument("--families", default=",".join(default_of(SpeedConfig, "families")))
     a = ap.parse_args(argv)
-    cfg = SpeedConfig(families=tuple(a.families.split(",")), seq_len=a.seq_len, batch=a.batch, repeats=a.repeats,
-                      device=a.device)
+    cfg = SpeedConfig(
+        families=tuple(a.families.split(",")), seq_len=a.seq_len, batch=a.batch, repeats=a.repeats, device=a.device
+    )
     print(format_result(measure_speed(cfg, lambda f, m: print(f"  [{f:5.0%}] {m}", flush=True))))
 
 

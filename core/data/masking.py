@@ -10,6 +10,7 @@ tokens' character offsets. The function is the same as transformers' ``DataColla
 in behaviour, but takes an explicit ``torch.Generator`` so static masks, dynamic masks and evaluation masks
 are reproducible.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -40,7 +41,7 @@ def word_starts(tokens: list[str], kind: str) -> list[bool]:
     continues the word before it (so BPE/Unigram punctuation glued to a word goes with that word).
     """
     if kind not in WORD_MARKERS:
-        raise ValueError(msg("masking.unknown_tokenizer_kind_use", p=kind, p2=', '.join(WORD_MARKERS)))
+        raise ValueError(msg("masking.unknown_tokenizer_kind_use", p=kind, p2=", ".join(WORD_MARKERS)))
     if kind == "wordpiece":
         return [not t.startswith("##") for t in tokens]
     marker = WORD_MARKERS[kind]
@@ -59,7 +60,8 @@ def segment_starts(text: str, offsets, starts: list[bool]) -> list[bool]:
     if not spans:
         return list(starts)
     word_at = {i: k for k, (a, b) in enumerate(spans) for i in range(a, b)}
-    out, prev_word, prev_empty = [], None, False
+    out: list[bool] = []
+    prev_word, prev_empty = None, False
     for n, ((a, b), s) in enumerate(zip(offsets, starts)):
         while a < b and text[a].isspace():
             a += 1
@@ -89,9 +91,18 @@ class Masked:
     labels: torch.Tensor  # (batch, seq) original id at selected positions, -100 elsewhere
 
 
-def mask_tokens(input_ids: torch.Tensor, special: torch.Tensor, *, mask_id: int, vocab_size: int,
-                generator: torch.Generator, mlm_probability: float = 0.15, word_ids: torch.Tensor | None = None,
-                mask_ratio: float = 0.8, random_ratio: float = 0.1) -> Masked:
+def mask_tokens(
+    input_ids: torch.Tensor,
+    special: torch.Tensor,
+    *,
+    mask_id: int,
+    vocab_size: int,
+    generator: torch.Generator,
+    mlm_probability: float = 0.15,
+    word_ids: torch.Tensor | None = None,
+    mask_ratio: float = 0.8,
+    random_ratio: float = 0.1,
+) -> Masked:
     """Corrupt a batch for MLM; pure (inputs are not modified) and deterministic for a given generator state.
 
     input_ids, special: (batch, seq); ``special`` is True at [CLS]/[SEP]/padding, which are never selected.
@@ -99,8 +110,14 @@ def mask_tokens(input_ids: torch.Tensor, special: torch.Tensor, *, mask_id: int,
     Returns the corrupted ids and the labels (-100 where not selected). Raises ValueError on bad ratios.
     """
     if not 0.0 <= mlm_probability <= 1.0 or mask_ratio < 0 or random_ratio < 0 or mask_ratio + random_ratio > 1:
-        raise ValueError(msg("masking.mlm_probability_must_mask", mlm_probability=mlm_probability,
-                             mask_ratio=mask_ratio, random_ratio=random_ratio))
+        raise ValueError(
+            msg(
+                "masking.mlm_probability_must_mask",
+                mlm_probability=mlm_probability,
+                mask_ratio=mask_ratio,
+                random_ratio=random_ratio,
+            )
+        )
     if input_ids.shape != special.shape:
         raise ValueError(msg("masking.input_ids_special_differ", p=tuple(input_ids.shape), p2=tuple(special.shape)))
     draw = torch.rand(input_ids.shape, generator=generator)  # (batch, seq)

@@ -1,6 +1,7 @@
 """The everyday-English probe's items (tests/data/everyday_probe.tsv: sentences written for this project, CC0, each
 with one [MASK] and its acceptable answers) and the normalisation that checks the corpus never contains them.
 Scoring a model on them is core.predict.everyday_probe."""
+
 from __future__ import annotations
 
 import re
@@ -33,8 +34,9 @@ def load_probe(path: str | Path = PROBE_PATH) -> tuple[ProbeItem, ...]:
         parts = line.split("\t")
         if len(parts) != 3 or parts[0].count("[MASK]") != 1 or not parts[1].strip():
             raise ValueError(msg("everyday.line_want_sentence_one", path=path, n=n))
-        items.append(ProbeItem(parts[0].strip(), frozenset(a.strip().lower() for a in parts[1].split("|")),
-                               parts[2].strip()))
+        items.append(
+            ProbeItem(parts[0].strip(), frozenset(a.strip().lower() for a in parts[1].split("|")), parts[2].strip())
+        )
     return tuple(items)
 
 

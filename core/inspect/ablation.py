@@ -16,6 +16,7 @@ core.runtime.serving's batcher (core.inspect.ablation_predict calls the batch fu
 Heads are 0-based ``(layer, head)`` tuples in code and 0-based "L3H7" in text (as bertviz, the Attention page and
 TransformerLens number them).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -23,13 +24,15 @@ import re
 import threading
 import weakref
 from collections import OrderedDict
-from contextlib import contextmanager
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
+from core.base.caches import register as register_cache
 from core.base.messages import Problem, carry, msg
 from core.data.corpus import CORPUS_DIR, HELDOUT_FILE
 from core.models.loading import max_tokens
@@ -68,8 +71,7 @@ def parse_heads(spec: str, n_layers: int, n_heads: int) -> Heads:
             raise AblationError(msg("ablation.not_head_write_l", raw=raw, p=_range_text(n_layers, n_heads)))
         layer, head = m.group(1), m.group(2)
         if layer is not None and not 0 <= int(layer) < n_layers:
-            raise AblationError(msg("ablation.there_layer", raw=raw, p=int(layer),
-                                    p2=_range_text(n_layers, n_heads)))
+            raise AblationError(msg("ablation.there_layer", raw=raw, p=int(layer), p2=_range_text(n_layers, n_heads)))
         if head is not None and not 0 <= int(head) < n_heads:
             raise AblationError(msg("ablation.there_head", raw=raw, p=int(head), p2=_range_text(n_layers, n_heads)))
         layers = [int(layer)] if layer is not None else range(n_layers)
@@ -106,7 +108,7 @@ class AblationConfig:
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
-            raise AblationError(msg("ablation.unknown_ablation_mode_use", mode=self.mode, p=', '.join(MODES)))
+            raise AblationError(msg("ablation.unknown_ablation_mode_use", mode=self.mode, p=", ".join(MODES)))
         try:
             heads = tuple(sorted({(int(la), int(h)) for la, h in self.heads}))
         except (TypeError, ValueError):
@@ -119,8 +121,7 @@ class AblationConfig:
         """Raise AblationError when a head is outside the model (layers x heads)."""
         bad = [(la, h) for la, h in self.heads if la >= n_layers or h >= n_heads]
         if bad:
-            raise AblationError(msg("ablation.outside_model", p=format_heads(bad),
-                                    p2=_range_text(n_layers, n_heads)))
+            raise AblationError(msg("ablation.outside_model", p=format_heads(bad), p2=_range_text(n_layers, n_heads)))
 
 
 # ---------------------------------------------------------------------------------------------- hooks
@@ -128,12 +129,20 @@ class AblationConfig:
 # shared model, hence these hooks. One module-level pre-hook per attention output projection (and one on the
 # embeddings, which resets a shared layer's per-forward depth counter); they read the calling context's _ACTIVE and do
 # nothing when it is None or belongs to another model, so a forward outside ``ablated`` is exactly the normal one.
-_ACTIVE: ContextVar["_State | None"] = ContextVar("encoderlab_ablation", default=None)
+_ACTIVE: ContextVar[_State | None] = ContextVar("encoderlab_ablation", default=None)
 _INSTALL_LOCK = threading.Lock()
-_LAYOUT: "weakref.WeakKeyDictionary[Any, _Layout]" = weakref.WeakKeyDictionary()  # model -> where its heads are
+_LAYOUT: weakref.WeakKeyDictionary[Any, _Layout] = weakref.WeakKeyDictionary()  # model -> where its heads are
 MEANS_CACHE = 8  # head_means results kept per model (least recently used evicted); freed with the model
-_MEANS: "weakref.WeakKeyDictionary[Any, OrderedDict]" = weakref.WeakKeyDictionary()
+_MEANS: weakref.WeakKeyDictionary[Any, OrderedDict] = weakref.WeakKeyDictionary()
 _MEANS_LOCK = threading.Lock()
+
+
+def _forget_means() -> None:
+    with _MEANS_LOCK:
+        _MEANS.clear()
+
+
+register_cache(__name__, _forget_means)  # not _LAYOUT: it records the hooks installed on each model
 MEAN_TEXTS = 128  # held-out sentences head_means reads by default
 MEAN_CHUNK = 16
 
@@ -223,7 +232,7 @@ def layout(model) -> _Layout:
         emb = _embeddings(model)
         inner = next((m for m in model.modules() if hasattr(m, "base_model") and hasattr(m, "config")), model)
         cfg = inner.base_model.config
-        n_heads = int(getattr(cfg, "num_attention_heads", 0) or getattr(cfg, "n_heads"))
+        n_heads = int(getattr(cfg, "num_attention_heads", 0) or cfg.n_heads)
         hidden = layers[0][1].in_features
         depths: dict = {}
         for d, m in layers:
@@ -233,8 +242,9 @@ def layout(model) -> _Layout:
                 m.register_forward_pre_hook(_pre_hook)
         if _reset_hook not in emb._forward_pre_hooks.values():
             emb.register_forward_pre_hook(_reset_hook)
-        lay = _Layout(len(layers), n_heads, hidden // n_heads, {m: tuple(v) for m, v in depths.items()},
-                      frozenset({id(emb)}))
+        lay = _Layout(
+            len(layers), n_heads, hidden // n_heads, {m: tuple(v) for m, v in depths.items()}, frozenset({id(emb)})
+        )
         _LAYOUT[model] = lay
         return lay
 
@@ -281,18 +291,24 @@ def head_means(lm, texts: Sequence[str] | None = None) -> np.ndarray:
     lay = layout(model)
     dev = _param(model).device
     limit = min(128, max_tokens(model, tok) if hasattr(tok, "model_max_length") else 128)
-    st = _State(lay, capture={d: [torch.zeros(lay.n_heads * lay.head_dim, dtype=torch.float64), 0]
-                              for d in range(lay.n_layers)})
+    st = _State(
+        lay, capture={d: [torch.zeros(lay.n_heads * lay.head_dim, dtype=torch.float64), 0] for d in range(lay.n_layers)}
+    )
     with torch.inference_mode(), _activate(st):
         for i in range(0, len(texts), MEAN_CHUNK):
-            enc = tok(list(texts[i:i + MEAN_CHUNK]), truncation=True, max_length=limit, padding=True,
-                      return_tensors="pt")
+            enc = tok(
+                list(texts[i : i + MEAN_CHUNK]), truncation=True, max_length=limit, padding=True, return_tensors="pt"
+            )
             enc = {k: v.to(dev) for k, v in enc.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
             st.capture_mask = enc["attention_mask"].bool()
             st.calls.clear()
             base_model(model)(**enc)
-    out = np.stack([(s / max(c, 1)).numpy().reshape(lay.n_heads, lay.head_dim) for s, c in
-                    (st.capture[d] for d in range(lay.n_layers))]).astype(np.float32)
+    out = np.stack(
+        [
+            (s / max(c, 1)).numpy().reshape(lay.n_heads, lay.head_dim)
+            for s, c in (st.capture[d] for d in range(lay.n_layers))
+        ]
+    ).astype(np.float32)
     out.setflags(write=False)
     with _MEANS_LOCK:
         cache = _MEANS.setdefault(model, OrderedDict())
@@ -341,13 +357,18 @@ def ablated(lm, cfg: AblationConfig, means: np.ndarray | None = None) -> Iterato
         if means is None:
             means = head_means(lm)
         if tuple(np.shape(means)) != (lay.n_layers, lay.n_heads, lay.head_dim):
-            raise AblationError(msg("ablation.head_means_have_shape", p=tuple(np.shape(means)),
-                                    p2=(lay.n_layers, lay.n_heads, lay.head_dim)))
+            raise AblationError(
+                msg(
+                    "ablation.head_means_have_shape",
+                    p=tuple(np.shape(means)),
+                    p2=(lay.n_layers, lay.n_heads, lay.head_dim),
+                )
+            )
     with _activate(_state_for(model, lay, cfg, means)):
         yield
 
 
-def gated(model, gate) -> "contextmanager":
+def gated(model, gate) -> AbstractContextManager[_State]:
     """Forwards of ``model`` in this context multiply each head's output by ``gate`` ((layers, heads) or
     (batch, layers, heads), usually ones with requires_grad: core.inspect.head_importance)."""
     return _activate(_State(layout(model), gate=gate))

@@ -4,6 +4,7 @@ class with heads switched off (core.inspect.ablation's hooks), before and after,
 Ablated forwards never go through core.runtime.serving (its batcher runs other sessions' calls on the leader
 thread, where this context's ablation does not hold): the ablate_* functions call the batch functions directly.
 """
+
 from __future__ import annotations
 
 import threading
@@ -85,22 +86,33 @@ def ablate_fill_mask(lm: LoadedModel, cfg, ab: AblationConfig, means: np.ndarray
     # the ablated run's own top-k where a word is in it (the very numbers its FillMaskResult shows), the tapped
     # distribution for the words that left it (0 when there was no decoder to tap)
     own = {c.token_id: c.prob for c in first_a.candidates}
-    after_p = tuple(own[c.token_id] if c.token_id in own else float(row[c.token_id]) if row is not None else 0.0
-                    for c in first_b.candidates)
+    after_p = tuple(
+        own[c.token_id] if c.token_id in own else float(row[c.token_id]) if row is not None else 0.0
+        for c in first_b.candidates
+    )
     return AblatedPrediction(
-        kind="fill_mask", heads=ab.heads, mode=ab.mode, labels=labels, before=before_p, after=after_p,
-        answer_before=labels[0], answer_after=shown[first_a.candidates[0].token_id],
-        delta=after_p[0] - before_p[0], after_top=tuple((shown[c.token_id], c.prob) for c in first_a.candidates),
-        before_result=before, after_result=after)
+        kind="fill_mask",
+        heads=ab.heads,
+        mode=ab.mode,
+        labels=labels,
+        before=before_p,
+        after=after_p,
+        answer_before=labels[0],
+        answer_after=shown[first_a.candidates[0].token_id],
+        delta=after_p[0] - before_p[0],
+        after_top=tuple((shown[c.token_id], c.prob) for c in first_a.candidates),
+        before_result=before,
+        after_result=after,
+    )
 
 
 _TAP_LOCK = threading.Lock()
 
 
-_TAPS: "weakref.WeakKeyDictionary[Any, bool]" = weakref.WeakKeyDictionary()
+_TAPS: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
 
 
-_TAP: ContextVar["Any"] = ContextVar("encoderlab_ablation_tap", default=None)
+_TAP: ContextVar[Any] = ContextVar("encoderlab_ablation_tap", default=None)
 
 
 def _tap_hook(mod, args):
@@ -134,16 +146,28 @@ def _pair_now(lm, cfg):
     a, found_a = strip_typed_specials(cfg.a)
     b, found_b = strip_typed_specials(cfg.b)
     if not a.strip() or not b.strip():
-        raise sp.PairError(msg("ablation.sentence_holds_only_special", p='A' if not a.strip() else 'B',
-                               p2=', '.join(found_a or found_b)))
+        raise sp.PairError(
+            msg(
+                "ablation.sentence_holds_only_special",
+                p="A" if not a.strip() else "B",
+                p2=", ".join(found_a or found_b),
+            )
+        )
     notes = [removed_note(tuple(dict.fromkeys(found_a + found_b)), "the sentences")] if found_a or found_b else []
     pairs = [("(A, B)", a, b), ("(B, A)", b, a)]
     # score_pairs_now, not score_pairs: the batcher would run this call on another session's thread, where this
     # context's ablation does not hold
     probs, tokens, cut = sp.score_pairs_now(lm, [(f, s_) for _, f, s_ in pairs])
     scores = tuple(sp.PairScore(lbl, f, s_, p, t, c) for (lbl, f, s_), p, t, c in zip(pairs, probs, tokens, cut))
-    return head, sp.PairResult(lm.spec.checkpoint, lm.spec.family, head.kind, head.prob_label, scores,
-                               (time.perf_counter() - t0) * 1000, tuple(notes))
+    return head, sp.PairResult(
+        lm.spec.checkpoint,
+        lm.spec.family,
+        head.kind,
+        head.prob_label,
+        scores,
+        (time.perf_counter() - t0) * 1000,
+        tuple(notes),
+    )
 
 
 PAIR_LABELS = {"nsp": ("IsNext", "NotNext"), "sop": ("in order", "swapped")}
@@ -163,14 +187,26 @@ def ablate_pair(lm: LoadedModel, cfg, ab: AblationConfig, means: np.ndarray | No
     pb, pa = before.scores[0].prob, after.scores[0].prob
     bp, ap = (pb, 1 - pb), (pa, 1 - pa)
     ib, ia = (0 if pb >= 0.5 else 1), (0 if pa >= 0.5 else 1)
-    return AblatedPrediction(kind="pair", heads=ab.heads, mode=ab.mode, labels=labels, before=bp, after=ap,
-                             answer_before=labels[ib], answer_after=labels[ia], delta=ap[ib] - bp[ib], after_top=(),
-                             before_result=before, after_result=after)
+    return AblatedPrediction(
+        kind="pair",
+        heads=ab.heads,
+        mode=ab.mode,
+        labels=labels,
+        before=bp,
+        after=ap,
+        answer_before=labels[ib],
+        answer_after=labels[ia],
+        delta=ap[ib] - bp[ib],
+        after_top=(),
+        before_result=before,
+        after_result=after,
+    )
 
 
 @model_op
-def ablate_classify(fm, text: str, text_b: str | None, ab: AblationConfig,
-                    means: np.ndarray | None = None) -> AblatedPrediction:
+def ablate_classify(
+    fm, text: str, text_b: str | None, ab: AblationConfig, means: np.ndarray | None = None
+) -> AblatedPrediction:
     """A fine-tuned classifier's (core.predict.classify.FinetunedModel) class probabilities for ``text`` (and
     ``text_b`` for a pair task) before and after; labels are its class names. Raises AblationError for an empty text."""
     if not isinstance(text, str) or not text.strip():
@@ -183,7 +219,15 @@ def ablate_classify(fm, text: str, text_b: str | None, ab: AblationConfig,
         after = classify_now(fm, [text], tb)[0]
     labels = tuple(fm.label_names)
     ib, ia = int(np.argmax(before)), int(np.argmax(after))
-    return AblatedPrediction(kind="classify", heads=ab.heads, mode=ab.mode, labels=labels,
-                             before=tuple(float(x) for x in before), after=tuple(float(x) for x in after),
-                             answer_before=labels[ib], answer_after=labels[ia],
-                             delta=float(after[ib] - before[ib]), after_top=())
+    return AblatedPrediction(
+        kind="classify",
+        heads=ab.heads,
+        mode=ab.mode,
+        labels=labels,
+        before=tuple(float(x) for x in before),
+        after=tuple(float(x) for x in after),
+        answer_before=labels[ib],
+        answer_after=labels[ia],
+        delta=float(after[ib] - before[ib]),
+        after_top=(),
+    )

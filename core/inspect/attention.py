@@ -12,6 +12,7 @@
 - ``layer_similarity``: how alike each layer's heads are to the same heads in every other layer (correlation).
 - ``qk_view``: the query/key "neuron view" of one head for one query token, from the captured q and k.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -32,7 +33,6 @@ MAX_TOKENS = 512  # the most the Attention page shows: (layers, heads, n, n) map
 # row (e.g. [CLS]'s relevance, n problems) takes ~2.5 s at 32 tokens; the full map (n^2 problems) ~4 s at 16.
 FLOW_MAX_TOKENS = 32
 FLOW_MAP_MAX_TOKENS = 16
-
 
 
 class AttentionUnavailable(Problem, ValueError):
@@ -57,7 +57,7 @@ class AttentionConfig:
         for name, s in (("Sentence A" if self.pair else "The text", self.text), ("Sentence B", self.text_b)):
             clean, found = strip_typed_specials(s)
             if found and not clean.strip():
-                raise ValueError(msg("attention.holds_only_special_tokens", name=name, p=', '.join(found)))
+                raise ValueError(msg("attention.holds_only_special_tokens", name=name, p=", ".join(found)))
 
 
 @dataclass(frozen=True, eq=False)
@@ -122,6 +122,7 @@ def _capture_qk(model, names: tuple[str, str]):
         def hook(_module, _inputs, output):
             if threading.get_ident() == owner:
                 store[kind].append(output.detach().float().cpu())
+
         return hook
 
     for name, module in model.named_modules():
@@ -169,8 +170,8 @@ def compute_attention(lm, config: AttentionConfig) -> AttentionResult:
     inputs = {k: v.to(lm.device) for k, v in enc.items() if k in accepted and k != "special_tokens_mask"}
     impl = getattr(model.config, "_attn_implementation", None)
     qk_names = qk_modules(model)
-    want_qk = config.capture_qk and qk_names is not None
-    handles, store = _capture_qk(model, qk_names) if want_qk else ([], {"q": [], "k": []})
+    want_qk = qk_names if config.capture_qk else None  # the q/k projections' names, when asked for and known
+    handles, store = _capture_qk(model, want_qk) if want_qk is not None else ([], {"q": [], "k": []})
     try:
         with torch.inference_mode():
             out = model(**inputs, output_attentions=True)
@@ -180,17 +181,24 @@ def compute_attention(lm, config: AttentionConfig) -> AttentionResult:
     atts = getattr(out, "attentions", None)
     if not atts or any(a is None for a in atts):
         raise AttentionUnavailable(
-            msg("attention.returned_attention_weights_runs", checkpoint=lm.spec.checkpoint, impl=impl))
+            msg("attention.returned_attention_weights_runs", checkpoint=lm.spec.checkpoint, impl=impl)
+        )
     att = torch.stack([a[0].float().cpu() for a in atts]).numpy().astype(np.float16)  # (L, H, n, n)
     n_layers, n_heads = att.shape[0], att.shape[1]
     queries = keys = None
     qk_note = "" if config.capture_qk else "q and k were not asked for (capture_qk=False)."
     if config.capture_qk and qk_names is None:
         qk_note = lm.family.qk_note or "This family fuses its query and key projections: there is no q/k view."
-    elif want_qk and (len(store["q"]) != n_layers or len(store["k"]) != n_layers):
-        qk_note = (msg("attention.captured_query_key_projections", n_items=len(store['q']),
-                       n_items2=len(store['k']), n_layers=n_layers, qk_names=qk_names[0], qk_names2=qk_names[1]))
-    elif want_qk:
+    elif want_qk is not None and (len(store["q"]) != n_layers or len(store["k"]) != n_layers):
+        qk_note = msg(
+            "attention.captured_query_key_projections",
+            n_items=len(store["q"]),
+            n_items2=len(store["k"]),
+            n_layers=n_layers,
+            qk_names=want_qk[0],
+            qk_names2=want_qk[1],
+        )
+    elif want_qk is not None:
         queries = np.stack([_split_heads(q, n_heads) for q in store["q"]]).astype(np.float16)
         keys = np.stack([_split_heads(k, n_heads) for k in store["k"]]).astype(np.float16)
     special = enc["special_tokens_mask"][0].numpy().astype(bool)
@@ -198,10 +206,22 @@ def compute_attention(lm, config: AttentionConfig) -> AttentionResult:
     sep_mask = np.array([i == tok.sep_token_id for i in ids]) & special
     punct_mask = np.array([is_punct(t) for t in tokens]) & ~special
     return AttentionResult(
-        tokens=tokens, labels=tuple(display_piece(t, tok) for t in tokens), attentions=att, queries=queries, keys=keys,
-        sentence_b_start=b_start, cls_mask=cls_mask, sep_mask=sep_mask, punct_mask=punct_mask,
-        family=lm.spec.family, checkpoint=lm.spec.checkpoint, model_type=str(model.config.model_type),
-        max_tokens=limit, qk_note=qk_note, notes=(removed_note(found),) if found else ())
+        tokens=tokens,
+        labels=tuple(display_piece(t, tok) for t in tokens),
+        attentions=att,
+        queries=queries,
+        keys=keys,
+        sentence_b_start=b_start,
+        cls_mask=cls_mask,
+        sep_mask=sep_mask,
+        punct_mask=punct_mask,
+        family=lm.spec.family,
+        checkpoint=lm.spec.checkpoint,
+        model_type=str(model.config.model_type),
+        max_tokens=limit,
+        qk_note=qk_note,
+        notes=(removed_note(found),) if found else (),
+    )
 
 
 # ---------------------------------------------------------------------------------------------- head statistics
@@ -235,7 +255,7 @@ class HeadStats:
         if pattern == "broad":
             return self.entropy / max(np.log2(self.n_tokens), 1e-9)
         if pattern not in PATTERNS:
-            raise ValueError(msg("attention.unknown_pattern_use_one", pattern=pattern, p=', '.join(PATTERNS)))
+            raise ValueError(msg("attention.unknown_pattern_use_one", pattern=pattern, p=", ".join(PATTERNS)))
         return getattr(self, pattern)
 
 
@@ -246,8 +266,10 @@ def head_stats(att: np.ndarray, cls_mask: np.ndarray, sep_mask: np.ndarray, punc
     idx = np.arange(n)
     dist = np.abs(idx[:, None] - idx[None, :]).astype(np.float64)
     masks = [np.asarray(m, dtype=bool) for m in (cls_mask, sep_mask, punct_mask)]
-    out = {k: np.zeros((n_layers, n_heads)) for k in ("entropy", "distance", "cls", "sep", "punct", "previous",
-                                                       "next", "self")}
+    out = {
+        k: np.zeros((n_layers, n_heads))
+        for k in ("entropy", "distance", "cls", "sep", "punct", "previous", "next", "self")
+    }
     for layer in range(n_layers):
         a = np.asarray(att[layer], dtype=np.float64)  # (heads, n, n)
         safe_a = np.where(a > 0, a, 1.0)
@@ -275,7 +297,7 @@ def find_heads(stats: HeadStats, pattern: str, threshold: float = 0.5) -> list[H
     if not 0.0 <= threshold <= 1.0:
         raise ValueError(msg("attention.threshold_outside_share_attention", threshold=threshold))
     s = stats.share(pattern)
-    hits = [HeadMatch(int(l), int(h), float(s[l, h])) for l, h in zip(*np.nonzero(s >= threshold))]
+    hits = [HeadMatch(int(layer), int(h), float(s[layer, h])) for layer, h in zip(*np.nonzero(s >= threshold))]
     return sorted(hits, key=lambda m: -m.score)
 
 
@@ -320,7 +342,7 @@ def flow(att: np.ndarray, rows: list[int] | None = None, max_tokens: int | None 
                 if aug[layer, i, j] > 0:
                     g.add_edge((layer + 1, i), (layer, j), capacity=float(aug[layer, i, j]))
     out = np.full((n, n), np.nan)
-    for i in (range(n) if rows is None else rows):
+    for i in range(n) if rows is None else rows:
         for j in range(n):
             out[i, j] = nx.maximum_flow_value(g, (n_layers, i), (0, j), flow_func=shortest_augmenting_path)
     return out
@@ -382,8 +404,9 @@ def model_attention(r: AttentionResult, stats: HeadStats | None = None) -> Model
     return ModelAttention(r, stats, sim, adjacent_similarity(sim))
 
 
-def compare_attention(r: AttentionResult, stats: HeadStats, other_lm, config: AttentionConfig
-                      ) -> tuple[ModelAttention, ModelAttention]:
+def compare_attention(
+    r: AttentionResult, stats: HeadStats, other_lm, config: AttentionConfig
+) -> tuple[ModelAttention, ModelAttention]:
     """Run ``other_lm`` (a LoadedModel with eager attention) on the same config and return both sides. Raises what
     compute_attention raises."""
     return model_attention(r, stats), model_attention(compute_attention(other_lm, config))

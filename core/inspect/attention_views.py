@@ -15,10 +15,11 @@
 
 Pure numpy on ``core.inspect.attention.AttentionResult.attentions`` (layers, heads, seq, seq), plus one tokenizer call.
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -31,8 +32,14 @@ HOW = ("sum", "mean")
 DIRECTIONS = ("from", "to")
 # Characters written without spaces between words: each one is a word here unless it is in a Chinese 词
 # (the ranges core/predict/fill_mask.words uses).
-_CJK_RANGES = ((0x3040, 0x30FF), (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF), (0xAC00, 0xD7AF),
-               (0x20000, 0x2FFFF))
+_CJK_RANGES = (
+    (0x3040, 0x30FF),
+    (0x3400, 0x4DBF),
+    (0x4E00, 0x9FFF),
+    (0xF900, 0xFAFF),
+    (0xAC00, 0xD7AF),
+    (0x20000, 0x2FFFF),
+)
 
 
 def is_cjk(ch: str) -> bool:
@@ -54,7 +61,7 @@ class SelectionConfig:
         if not self.positions:
             raise ValueError(msg("attention.token_selected_pick_least"))
         if self.how not in HOW:
-            raise ValueError(msg("attention.unknown_way_combine_use", how=self.how, p=', '.join(HOW)))
+            raise ValueError(msg("attention.unknown_way_combine_use", how=self.how, p=", ".join(HOW)))
         if self.direction not in DIRECTIONS:
             raise ValueError(msg("attention.unknown_direction_use_from", direction=self.direction))
 
@@ -110,8 +117,13 @@ def _segments(text: str, start: int, end: int) -> list[int]:
     return out
 
 
-def group_words(tokens: Sequence[str], word_ids: Sequence[int | None], sequence_ids: Sequence[int | None],
-                offsets: Sequence[tuple[int, int]], texts: Sequence[str]) -> WordGroups:
+def group_words(
+    tokens: Sequence[str],
+    word_ids: Sequence[int | None],
+    sequence_ids: Sequence[int | None],
+    offsets: Sequence[tuple[int, int]],
+    texts: Sequence[str],
+) -> WordGroups:
     """Words from a fast tokenizer's encoding (pure: ``tokens``, ``word_ids()``, ``sequence_ids()``, offsets, and
     the one or two texts the offsets point into). A position whose word id is None is a special token."""
     keys: list[tuple] = []
@@ -175,8 +187,14 @@ def group_words(tokens: Sequence[str], word_ids: Sequence[int | None], sequence_
         hi = max(offsets[i][1] for i in g)
         word = text[lo:hi].strip() if hi > lo else ""
         words.append(word or "".join(labels).strip() or tokens[g[0]])
-    return WordGroups(words=tuple(words), pieces=tuple(pieces), groups=tuple(tuple(g) for g in groups),
-                      special=tuple(special), sentence_b_start=b_start, n_tokens=len(tokens))
+    return WordGroups(
+        words=tuple(words),
+        pieces=tuple(pieces),
+        groups=tuple(tuple(g) for g in groups),
+        special=tuple(special),
+        sentence_b_start=b_start,
+        n_tokens=len(tokens),
+    )
 
 
 def word_groups(tokenizer, config: AttentionConfig) -> WordGroups:
@@ -192,8 +210,13 @@ def word_groups(tokenizer, config: AttentionConfig) -> WordGroups:
         texts.append(strip_typed_specials(config.text_b)[0])
     enc = tokenizer(*texts, return_offsets_mapping=True, truncation=False)
     ids = enc["input_ids"]
-    return group_words(tokenizer.convert_ids_to_tokens(ids), enc.word_ids(), enc.sequence_ids(),
-                       [tuple(o) for o in enc["offset_mapping"]], texts)
+    return group_words(
+        tokenizer.convert_ids_to_tokens(ids),
+        enc.word_ids(),
+        enc.sequence_ids(),
+        [tuple(o) for o in enc["offset_mapping"]],
+        texts,
+    )
 
 
 def word_attention(att: np.ndarray, groups: WordGroups) -> np.ndarray:

@@ -12,14 +12,16 @@ The methods are a registry, core.inspect.attribution_methods.METHODS (key, label
 this module runs the methods a config names, compares them, and runs a batch of rows read from a CSV. The CSV and
 HTML exports of the results are the app's (app.kit.exports).
 """
+
 from __future__ import annotations
 
 import csv
 import io
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -92,8 +94,12 @@ class AttributionResult:
             return None
         scale = max(abs(self.f_x - self.f_baseline), 1e-6)
         if abs(m.delta) > DELTA_WARN * scale and abs(m.delta) > 1e-4:
-            return (msg("attribution.integrated_gradients_convergence_delta", delta=m.delta, p=abs(m.delta) / scale,
-                        p2=self.f_x - self.f_baseline))
+            return msg(
+                "attribution.integrated_gradients_convergence_delta",
+                delta=m.delta,
+                p=abs(m.delta) / scale,
+                p2=self.f_x - self.f_baseline,
+            )
         return None
 
 
@@ -103,10 +109,20 @@ class AttributionResult:
 def _run_method(key: str, prep: Prepared, cfg: AttributionConfig, tick: Callable[[], None]) -> MethodAttribution:
     """One registered method on the prepared input (core.inspect.attribution_methods runs captum)."""
     m = METHODS[key]
-    inputs = Inputs(embeds=prep.embeds, base=prep.base, special=prep.special, f_x=prep.f_x, f_b=prep.f_b,
-                    forward=Scorer(prep.lm.model, prep, tick), module_on=lambda model: module_scorer(model, prep),
-                    model=prep.lm.model, cfg=cfg, batch=forward_batch(cfg, prep.embeds.shape[1]), tick=tick,
-                    baseline_label=BASELINES[cfg.baseline])
+    inputs = Inputs(
+        embeds=prep.embeds,
+        base=prep.base,
+        special=prep.special,
+        f_x=prep.f_x,
+        f_b=prep.f_b,
+        forward=Scorer(prep.lm.model, prep, tick),
+        module_on=lambda model: module_scorer(model, prep),
+        model=prep.lm.model,
+        cfg=cfg,
+        batch=forward_batch(cfg, prep.embeds.shape[1]),
+        tick=tick,
+        baseline_label=BASELINES[cfg.baseline],
+    )
     t0 = time.perf_counter()
     out = m.run(inputs)
     scores = out.scores
@@ -171,14 +187,19 @@ def attribute(lm: LoadedModel, cfg: AttributionConfig, progress: Progress | None
             skipped.append((key, carry(e)))
         done[0] = start + weights[key]
     if not methods:
-        raise NotApplicable(msg("attribution.all_skipped", reasons=[msg("attribution.skipped_one", label=METHODS[k].label,
-                                                                        why=why) for k, why in skipped]))
+        raise NotApplicable(
+            msg(
+                "attribution.all_skipped",
+                reasons=[msg("attribution.skipped_one", label=METHODS[k].label, why=why) for k, why in skipped],
+            )
+        )
     layer_scores, layer_names, notes = None, (), list(prep.notes)
     if cfg.layer_steps:
         base_done = done[0]
         try:
             layer_scores, layer_names = layer_attributions(
-                prep, cfg, lambda fr, msg: report((base_done + fr * layer_cost) / total, msg))
+                prep, cfg, lambda fr, msg: report((base_done + fr * layer_cost) / total, msg)
+            )
         except NotApplicable as e:
             skipped.append(("layers", str(e)))
     keep = ~prep.special
@@ -191,11 +212,24 @@ def attribute(lm: LoadedModel, cfg: AttributionConfig, progress: Progress | None
     mark_warm(lm.model)  # the next estimate on this model need not warn of the first run's one-off costs
     tokens = tuple(lm.tokenizer.convert_ids_to_tokens(prep.ids[0].tolist()))
     return AttributionResult(
-        family=lm.spec.family, checkpoint=lm.spec.checkpoint, target=cfg.target, target_label=prep.target_label,
-        tokens=tokens, labels=tuple(display_piece(p, lm.tokenizer) for p in tokens), special=prep.special,
-        f_x=f_x, f_baseline=f_b, baseline=cfg.baseline, methods=tuple(methods), rank_corr=corr,
-        layer_scores=layer_scores, layer_names=layer_names, candidates=prep.candidates, skipped=tuple(skipped),
-        notes=tuple(notes))
+        family=lm.spec.family,
+        checkpoint=lm.spec.checkpoint,
+        target=cfg.target,
+        target_label=prep.target_label,
+        tokens=tokens,
+        labels=tuple(display_piece(p, lm.tokenizer) for p in tokens),
+        special=prep.special,
+        f_x=f_x,
+        f_baseline=f_b,
+        baseline=cfg.baseline,
+        methods=tuple(methods),
+        rank_corr=corr,
+        layer_scores=layer_scores,
+        layer_names=layer_names,
+        candidates=prep.candidates,
+        skipped=tuple(skipped),
+        notes=tuple(notes),
+    )
 
 
 # ------------------------------------------------------------------------------------------------ batch
@@ -226,7 +260,7 @@ def read_batch_csv(data: str | bytes) -> tuple[BatchRow, ...]:
     reader = csv.DictReader(io.StringIO(data))
     cols = [c.strip().lower() for c in (reader.fieldnames or [])]
     if "text" not in cols:
-        raise ValueError(msg("attribution.csv_needs_text_column", p=', '.join(cols) or 'none'))
+        raise ValueError(msg("attribution.csv_needs_text_column", p=", ".join(cols) or "none"))
     rows = []
     for n, raw in enumerate(reader, start=2):
         r = {(k or "").strip().lower(): (v or "").strip() for k, v in raw.items()}
@@ -244,8 +278,9 @@ def read_batch_csv(data: str | bytes) -> tuple[BatchRow, ...]:
 
 
 @model_op
-def attribute_batch(lm: LoadedModel, rows: tuple[BatchRow, ...], settings: dict[str, Any],
-                    progress: Progress | None = None) -> BatchResult:
+def attribute_batch(
+    lm: LoadedModel, rows: tuple[BatchRow, ...], settings: dict[str, Any], progress: Progress | None = None
+) -> BatchResult:
     """Attribute each row: ``settings`` are AttributionConfig fields (target, methods, baseline, ...) without the
     text; each row brings its text, text_b, and optionally its word and class.
 
@@ -256,8 +291,10 @@ def attribute_batch(lm: LoadedModel, rows: tuple[BatchRow, ...], settings: dict[
     results: list[AttributionResult | None] = []
     errors: list[str | None] = []
     for i, row in enumerate(rows):
+
         def sub(frac: float, msg: str, i=i) -> None:
             report((i + frac) / len(rows), f"row {i + 1}/{len(rows)}: {msg}")
+
         try:
             params = {**settings, "layer_steps": 0, "text": row.text, "text_b": row.text_b}
             if row.word:
@@ -277,7 +314,7 @@ def check_batch_settings(settings: dict[str, Any]) -> None:
     """Raise ValueError (with the fix) when batch settings are invalid, before any row runs."""
     bad = {"text", "text_b"} & set(settings)
     if bad:
-        raise ValueError(msg("attribution.batch_settings_must_not", p=', '.join(sorted(bad))))
+        raise ValueError(msg("attribution.batch_settings_must_not", p=", ".join(sorted(bad))))
     try:
         AttributionConfig(**settings, text="check", text_b="check")
     except TypeError as e:

@@ -5,6 +5,7 @@ than they say: it may import captum (seconds), and its first backward passes and
 costs (autograd buffers, kernel choice). ``Estimate.first_run`` says so, for the page to say it too;
 core.inspect.attribution.attribute calls ``mark_warm`` when a run has finished.
 """
+
 from __future__ import annotations
 
 import sys
@@ -101,11 +102,17 @@ def estimate(lm, cfg, timing: ForwardTiming) -> Estimate:
     seq, batch = _plan(lm, cfg)
     n_layers = shape(lm.model.config).depths  # as core.inspect.attribution counts them
     parts = run_costs(cfg, seq, batch, n_layers)
-    return Estimate(sum(c.forwards for c in parts), sum(c.backwards for c in parts),
-                    sum(timing.seconds(c) for c in parts), seq, batch, first_run=first_run(lm.model))
+    return Estimate(
+        sum(c.forwards for c in parts),
+        sum(c.backwards for c in parts),
+        sum(timing.seconds(c) for c in parts),
+        seq,
+        batch,
+        first_run=first_run(lm.model),
+    )
 
 
-_WARM: "weakref.WeakSet" = weakref.WeakSet()  # models an attribution run has finished on, in this process
+_WARM: weakref.WeakSet = weakref.WeakSet()  # models an attribution run has finished on, in this process
 
 
 def mark_warm(model) -> None:

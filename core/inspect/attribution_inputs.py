@@ -8,10 +8,12 @@ scalar; ``Scorer`` computes it from word-embedding vectors (``inputs_embeds``) o
 by zeros; special tokens keep their own. core.inspect.attribution runs the methods on what this module prepares,
 and core.inspect.attribution_estimate sizes a run before it starts.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -23,8 +25,12 @@ from core.models.loading import LoadedModel
 from core.predict.fill_mask import MASK_PATTERN, MAX_MASKS, count_masks
 from core.registry import mlm_head
 
-TARGETS = {"mask": "a masked word", "pair": "the NSP/SOP decision", "class": "a classifier's class",
-           "token": "one word's tag (a token classifier)"}
+TARGETS = {
+    "mask": "a masked word",
+    "pair": "the NSP/SOP decision",
+    "class": "a classifier's class",
+    "token": "one word's tag (a token classifier)",
+}
 BASELINES = {"pad": "[PAD] embedding", "mask": "[MASK] embedding", "zeros": "zero vector"}
 PAIR_CLASSES = {"nsp": ("B follows A", "B is random"), "sop": ("in order", "swapped")}  # by Family.pair_head
 TOKEN_BUDGET = 16384  # tokens per forward batch; bounds memory for long inputs whatever the batch size asked
@@ -53,7 +59,7 @@ class AttributionConfig:
 
     def __post_init__(self) -> None:
         if self.target not in TARGETS:
-            raise ValueError(msg("attribution.unknown_target_use_one", target=self.target, p=', '.join(TARGETS)))
+            raise ValueError(msg("attribution.unknown_target_use_one", target=self.target, p=", ".join(TARGETS)))
         if not self.text.strip():
             raise ValueError(msg("attribution.input_empty_type_sentence"))
         if self.target == "pair" and not self.text_b.strip():
@@ -62,16 +68,16 @@ class AttributionConfig:
             raise ValueError(msg("attribution.pick_least_one_attribution"))
         bad = [m for m in self.methods if m not in METHODS]  # the registry's keys
         if bad:
-            raise ValueError(msg("attribution.unknown_method_s_use", p=', '.join(bad), p2=', '.join(METHODS)))
+            raise ValueError(msg("attribution.unknown_method_s_use", p=", ".join(bad), p2=", ".join(METHODS)))
         if self.baseline not in BASELINES:
-            raise ValueError(msg("attribution.unknown_baseline_use_one", baseline=self.baseline,
-                                 p=', '.join(BASELINES)))
+            raise ValueError(
+                msg("attribution.unknown_baseline_use_one", baseline=self.baseline, p=", ".join(BASELINES))
+            )
         top = min(1000, current().max_attribution_steps)  # the server's limit (lower on the hosted demo)
         if not 2 <= self.n_steps <= top:
             raise ValueError(msg("attribution.n_steps_must_between", top=top, n_steps=self.n_steps))
         if not 1 <= self.internal_batch_size <= 1000:
-            raise ValueError(msg("attribution.internal_batch_size_must",
-                                 internal_batch_size=self.internal_batch_size))
+            raise ValueError(msg("attribution.internal_batch_size_must", internal_batch_size=self.internal_batch_size))
         if not 10 <= self.n_samples <= 5000:
             raise ValueError(msg("attribution.kernelshap_lime_samples_must", n_samples=self.n_samples))
         if not 0 <= self.layer_steps <= min(300, top):
@@ -142,8 +148,9 @@ def word_id(lm: LoadedModel, word: str, at_start: bool) -> int:
         raise ValueError(msg("attribution.not_model_s_vocabulary", w=w, unk_token=tok.unk_token))
     if len(ids) > 1:
         pieces = tok.convert_ids_to_tokens(ids)
-        raise ValueError(msg("attribution.sub_tokens_here_but", w=w, n_ids=len(ids), p=' + '.join(pieces),
-                             pieces=pieces[0]))
+        raise ValueError(
+            msg("attribution.sub_tokens_here_but", w=w, n_ids=len(ids), p=" + ".join(pieces), pieces=pieces[0])
+        )
     if tok.unk_token_id is not None and ids[0] == tok.unk_token_id:
         raise ValueError(msg("attribution.not_model_s_vocabulary_2", w=w))
     return int(ids[0])
@@ -173,6 +180,8 @@ def prepare(lm: LoadedModel, cfg: AttributionConfig) -> Prepared:
     with torch.no_grad():
         out = model(input_ids=ids, **extra)
 
+    score: Callable[..., Any]  # the model's output -> the attributed scalar per batch row (each branch binds its own)
+    names_: tuple[str, ...]
     if cfg.target == "mask":
         logits = _mlm_logits(out)
         if logits is None or logits.dim() != 3:
@@ -185,8 +194,9 @@ def prepare(lm: LoadedModel, cfg: AttributionConfig) -> Prepared:
         pos = mask_pos[cfg.mask_index]
         probs = torch.softmax(logits[0, pos].float(), -1)
         top = torch.topk(probs, 8)
-        candidates = tuple((display_piece(tok.convert_ids_to_tokens(int(i)), tok), float(p))
-                           for p, i in zip(top.values, top.indices))
+        candidates = tuple(
+            (display_piece(tok.convert_ids_to_tokens(int(i)), tok), float(p)) for p, i in zip(top.values, top.indices)
+        )
         at_start = pos == 1
         a = word_id(lm, cfg.word, at_start) if cfg.word.strip() else int(top.indices[0])
         a_tok = display_piece(tok.convert_ids_to_tokens(a), tok)
@@ -200,10 +210,13 @@ def prepare(lm: LoadedModel, cfg: AttributionConfig) -> Prepared:
             def score(o, pos=pos, a=a, b=b):
                 lg = _mlm_logits(o)
                 return lg[:, pos, a] - lg[:, pos, b]
+
             label = f"logit({a_tok!r}) − logit({b_tok!r}) at {where}: why {a_tok!r} rather than {b_tok!r}"
         else:
+
             def score(o, pos=pos, a=a):
                 return _mlm_logits(o)[:, pos, a]
+
             label = f"logit of {a_tok!r} at {where}"
         if lm.head_missing:
             notes.append(msg("attribution.checkpoint_has_trained_mlm"))
@@ -215,18 +228,22 @@ def prepare(lm: LoadedModel, cfg: AttributionConfig) -> Prepared:
             raise NotApplicable(msg("attribution.model_was_loaded_without", p=fam.pair_head.upper()))
         names_ = PAIR_CLASSES[fam.pair_head]
         if cfg.class_index >= len(names_):
-            raise ValueError(msg("attribution.head_has_classes_class", p=fam.pair_head.upper(),
-                                 class_index=cfg.class_index))
+            raise ValueError(
+                msg("attribution.head_has_classes_class", p=fam.pair_head.upper(), class_index=cfg.class_index)
+            )
         c = cfg.class_index
         probs = torch.softmax(logits[0].float(), -1)
         candidates = tuple((n, float(p)) for n, p in zip(names_, probs))
 
         def score(o, c=c):
             return _pair_logits(o)[:, c]
+
         label = f"{fam.pair_head.upper()} logit of '{names_[c]}'"
         if lm.head_missing:
             notes.append(msg("attribution.checkpoint_has_trained_head", p=fam.pair_head.upper()))
-    elif cfg.target == "token":  # the logit of the predicted tag at one word's first piece (core.train.finetune task "token")
+    elif (
+        cfg.target == "token"
+    ):  # the logit of the predicted tag at one word's first piece (core.train.finetune task "token")
         logits = getattr(out, "logits", None)
         if logits is None or logits.dim() != 3:
             raise NotApplicable(msg("attribution.model_has_token_classification"))
@@ -243,6 +260,7 @@ def prepare(lm: LoadedModel, cfg: AttributionConfig) -> Prepared:
 
         def score(o, pos=pos, c=c):
             return o.logits[:, pos, c]
+
         piece = display_piece(tok.convert_ids_to_tokens(int(ids[0, pos])), tok)
         label = f"logit of tag '{names_[c]}' at word {cfg.word_index + 1} ({piece!r})"
     else:
@@ -251,8 +269,7 @@ def prepare(lm: LoadedModel, cfg: AttributionConfig) -> Prepared:
             raise NotApplicable(msg("attribution.model_has_sequence_classification"))
         n = logits.shape[-1]
         if cfg.class_index >= n:
-            raise ValueError(msg("attribution.classifier_has_classes_class", n=n, p=n - 1,
-                                 class_index=cfg.class_index))
+            raise ValueError(msg("attribution.classifier_has_classes_class", n=n, p=n - 1, class_index=cfg.class_index))
         id2label = getattr(model.config, "id2label", None) or {}
         names_ = tuple(str(id2label.get(i, f"class {i}")) for i in range(n))
         probs = torch.softmax(logits[0].float(), -1)
@@ -261,6 +278,7 @@ def prepare(lm: LoadedModel, cfg: AttributionConfig) -> Prepared:
 
         def score(o, c=c):
             return o.logits[:, c]
+
         label = f"logit of class '{names_[c]}'"
         if lm.head_missing:
             notes.append(msg("attribution.checkpoint_s_classification_head"))

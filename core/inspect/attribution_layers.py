@@ -2,10 +2,12 @@
 layer heatmap of the Attributions page). LayerIG hooks modules, so it runs on a deep copy of the model that lives only
 for the call; a layer shared across depth (ALBERT) is refused, since one hooked module cannot tell its passes apart.
 """
+
 from __future__ import annotations
 
 import copy
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -30,8 +32,14 @@ def _encoder_layers(model) -> tuple[list, list[str]] | None:
     emb = getattr(base, "embeddings", None)
     # the embeddings' last op (their norm), not the embeddings module itself: some embeddings modules are called
     # with input_ids=None when fed inputs_embeds, and LayerIG needs a module whose output it can replace
-    emb = next((getattr(emb, n_) for n_ in ("LayerNorm", "norm", "layer_norm")
-                if isinstance(getattr(emb, n_, None), torch.nn.Module)), emb)
+    emb = next(
+        (
+            getattr(emb, n_)
+            for n_ in ("LayerNorm", "norm", "layer_norm")
+            if isinstance(getattr(emb, n_, None), torch.nn.Module)
+        ),
+        emb,
+    )
     mods = ([emb] if emb is not None else []) + list(layers)
     names = (["embeddings"] if emb is not None else []) + [f"layer {i + 1}" for i in range(n)]
     return mods, names
@@ -57,8 +65,9 @@ def _hookable(mods: list, probe: Callable[[], Any]) -> list:
         if torch.is_tensor(o) or (isinstance(o, tuple) and o and all(torch.is_tensor(x) for x in o)):
             picked.append(mod)
             continue
-        norms = [m for m in mod.modules()
-                 if isinstance(m, torch.nn.LayerNorm) or "layernorm" in type(m).__name__.lower()]
+        norms = [
+            m for m in mod.modules() if isinstance(m, torch.nn.LayerNorm) or "layernorm" in type(m).__name__.lower()
+        ]
         if not norms:
             raise NotApplicable(msg("attribution.returns_tensor_output_layerig", name__=type(mod).__name__))
         picked.append(norms[-1])

@@ -11,12 +11,14 @@ function of embeddings on the shared model (which no runner may hook), and a fac
 module over another model, for the methods that must hook modules (they work on a deep copy that lives only for
 the call). captum does the attribution itself in every runner.
 """
+
 from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -89,20 +91,21 @@ def batch_calls(rows: int, batch: int) -> int:
 def _integrated_gradients(i: Inputs) -> Output:
     from captum.attr import IntegratedGradients  # lazy: captum is slow to import, only a run needs it
 
-    attr = IntegratedGradients(i.forward).attribute(i.embeds, baselines=i.base, n_steps=i.cfg.n_steps,
-                                                    internal_batch_size=i.batch)
+    attr = IntegratedGradients(i.forward).attribute(
+        i.embeds, baselines=i.base, n_steps=i.cfg.n_steps, internal_batch_size=i.batch
+    )
     # captum's convergence delta, from the f(x), f(baseline) we already have (saves its two extra forwards)
     delta = float(attr.detach().double().sum()) - (i.f_x - i.f_b)
-    return Output(per_token(attr, "sum"), delta,
-                  f"{i.baseline_label} baseline, {i.cfg.n_steps} steps, batch {i.batch}")
+    return Output(per_token(attr, "sum"), delta, f"{i.baseline_label} baseline, {i.cfg.n_steps} steps, batch {i.batch}")
 
 
 def _saliency(i: Inputs) -> Output:
     from captum.attr import Saliency  # lazy: captum is slow to import, only a run needs it
 
     attr = Saliency(i.forward).attribute(i.embeds.clone().requires_grad_(), abs=True)
-    return Output(per_token(attr, "sum"), note="|gradient| summed over embedding dimensions: magnitude only, "
-                                               "never negative")
+    return Output(
+        per_token(attr, "sum"), note="|gradient| summed over embedding dimensions: magnitude only, never negative"
+    )
 
 
 def _input_x_gradient(i: Inputs) -> Output:
@@ -124,18 +127,19 @@ def _deeplift(i: Inputs) -> Output:
     scores, delta = per_token(attr, "sum"), float(d.flatten()[0])
     gap = i.f_x - i.f_b
     if abs(delta) > DEEPLIFT_TOLERANCE * abs(gap) + 1e-4:
-        raise NotApplicable(
-            msg("attribution.deeplift_ran_but_its", p=float(scores.sum()), gap=gap))
-    return Output(scores, delta, "attention's products and LayerNorm follow plain gradients (no DeepLift rule): "
-                                 "check the delta")
+        raise NotApplicable(msg("attribution.deeplift_ran_but_its", p=float(scores.sum()), gap=gap))
+    return Output(
+        scores, delta, "attention's products and LayerNorm follow plain gradients (no DeepLift rule): check the delta"
+    )
 
 
 def _occlusion(i: Inputs) -> Output:
     from captum.attr import Occlusion  # lazy: captum is slow to import, only a run needs it
 
     dim = i.embeds.shape[2]
-    attr = Occlusion(i.forward).attribute(i.embeds, sliding_window_shapes=(1, dim), strides=(1, dim),
-                                          baselines=i.base, perturbations_per_eval=i.batch)
+    attr = Occlusion(i.forward).attribute(
+        i.embeds, sliding_window_shapes=(1, dim), strides=(1, dim), baselines=i.base, perturbations_per_eval=i.batch
+    )
     return Output(per_token(attr, "mean"), note="f(x) − f(x with one token replaced by the baseline)")
 
 
@@ -157,7 +161,8 @@ def _kernel_shap(i: Inputs) -> Output:
 
     fmask, gen = _token_features(i)
     attr = _seeded_kernel_shap(KernelShap, i.forward, gen).attribute(
-        i.embeds, baselines=i.base, feature_mask=fmask, n_samples=i.cfg.n_samples, perturbations_per_eval=i.batch)
+        i.embeds, baselines=i.base, feature_mask=fmask, n_samples=i.cfg.n_samples, perturbations_per_eval=i.batch
+    )
     return Output(per_token(attr, "mean"), note=f"{i.cfg.n_samples} coalitions of tokens replaced by the baseline")
 
 
@@ -173,15 +178,17 @@ def _lime(i: Inputs) -> Output:
         z = pert_interp.float().flatten()
         cos = float(z.sum() / (math.sqrt(float(z.numel())) * max(float(z.norm()), 1e-9)))
         d = (1.0 - cos) * 100.0  # LIME's text explainer: cosine distance x 100, kernel width 25
-        return math.exp(-(d ** 2) / (25.0 ** 2))
+        return math.exp(-(d**2) / (25.0**2))
 
     def perturb(original_inp, **kw):  # captum's default draw (each feature kept with p = 0.5), seeded
         keep = torch.bernoulli(torch.full((1, kw["num_interp_features"]), 0.5), generator=gen)
         return keep.to(device=device).long()
 
-    attr = Lime(i.forward, interpretable_model=SkLearnRidge(alpha=0.1), similarity_func=similarity,
-                perturb_func=perturb).attribute(i.embeds, baselines=i.base, feature_mask=fmask,
-                                                n_samples=i.cfg.n_samples, perturbations_per_eval=i.batch)
+    attr = Lime(
+        i.forward, interpretable_model=SkLearnRidge(alpha=0.1), similarity_func=similarity, perturb_func=perturb
+    ).attribute(
+        i.embeds, baselines=i.base, feature_mask=fmask, n_samples=i.cfg.n_samples, perturbations_per_eval=i.batch
+    )
     return Output(per_token(attr, "mean"), note=f"ridge fit on {i.cfg.n_samples} perturbations, LIME's text kernel")
 
 
@@ -213,13 +220,21 @@ def deeplift_module_check(model) -> str | None:
     from captum.attr._core.deep_lift import SUPPORTED_NON_LINEAR  # lazy: captum is slow to import, only a run needs it
 
     act_like = ("gelu", "silu", "swish", "mish", "quickgelu", "activation")
-    unsupported = sorted({type(m).__name__ for m in model.modules()
-                          if not list(m.children()) and type(m) not in SUPPORTED_NON_LINEAR
-                          and any(a in type(m).__name__.lower() for a in act_like)})
+    unsupported = sorted(
+        {
+            type(m).__name__
+            for m in model.modules()
+            if not list(m.children())
+            and type(m) not in SUPPORTED_NON_LINEAR
+            and any(a in type(m).__name__.lower() for a in act_like)
+        }
+    )
     if unsupported:
-        return (f"DeepLift's rescale rule covers ReLU, ELU, LeakyReLU, Sigmoid, Tanh and Softmax modules; this model's "
-                f"feed-forward uses {', '.join(unsupported)}, for which captum would silently fall back to plain "
-                "gradients, so the result would not be DeepLift. Use Integrated Gradients (the same idea, exact).")
+        return (
+            f"DeepLift's rescale rule covers ReLU, ELU, LeakyReLU, Sigmoid, Tanh and Softmax modules; this model's "
+            f"feed-forward uses {', '.join(unsupported)}, for which captum would silently fall back to plain "
+            "gradients, so the result would not be DeepLift. Use Integrated Gradients (the same idea, exact)."
+        )
     return None
 
 
@@ -232,8 +247,11 @@ def deeplift_check(model, i: Inputs) -> str | None:
     if why:
         return why
     calls: dict[int, int] = {}
-    hooks = [m.register_forward_hook(lambda mod, _i, _o: calls.__setitem__(id(mod), calls.get(id(mod), 0) + 1))
-             for m in model.modules() if type(m) in SUPPORTED_NON_LINEAR]
+    hooks = [
+        m.register_forward_hook(lambda mod, _i, _o: calls.__setitem__(id(mod), calls.get(id(mod), 0) + 1))
+        for m in model.modules()
+        if type(m) in SUPPORTED_NON_LINEAR
+    ]
     try:
         with torch.no_grad():
             i.module_on(model)(i.embeds)
@@ -241,8 +259,10 @@ def deeplift_check(model, i: Inputs) -> str | None:
         for h in hooks:
             h.remove()
     if any(v > 1 for v in calls.values()):
-        return ("This model runs the same layer module several times (cross-layer parameter sharing); captum's "
-                "DeepLift stores one input per module, so it cannot follow repeated calls. Use Integrated Gradients.")
+        return (
+            "This model runs the same layer module several times (cross-layer parameter sharing); captum's "
+            "DeepLift stores one input per module, so it cannot follow repeated calls. Use Integrated Gradients."
+        )
     return None
 
 
@@ -250,8 +270,10 @@ def unavailable_methods(model) -> dict[str, str]:
     """Methods that cannot apply to this model, with the reason, known from its modules alone (no forward pass):
     a page offers the rest, so nothing is refused only after a long run."""
     if getattr(model, "encoderlab_quant", ""):  # core.compare.int8: int8 linears have no backward
-        grad = ("This model runs int8 linears (core.compare.int8), which have no gradients: untick int8 (CPU) in the "
-                "sidebar for gradient methods, or use occlusion, KernelSHAP or LIME.")
+        grad = (
+            "This model runs int8 linears (core.compare.int8), which have no gradients: untick int8 (CPU) in the "
+            "sidebar for gradient methods, or use occlusion, KernelSHAP or LIME."
+        )
         return {k: grad for k, m in METHODS.items() if m.gradients}
     why = deeplift_module_check(model)
     return {"deeplift": why} if why else {}
@@ -262,36 +284,70 @@ def _one(seq, cfg, batch) -> Cost:
     return Cost(1, 1, 1)
 
 
-METHODS: dict[str, Method] = {m.key: m for m in (
-    # The key is "lig" from when this entry was labelled "Layer Integrated Gradients"; it stays because links,
-    # CSV exports and other modules name it. What runs is captum's IntegratedGradients on the word-embedding
-    # output, which is exactly LayerIntegratedGradients on the embedding layer (the per-layer heatmap runs
-    # LayerIntegratedGradients at each encoder layer).
-    Method("lig", "Integrated Gradients (on the embeddings)",
-           "IG on the word embeddings (= LayerIG of the embedding layer); the scores add up to f(x) − f(baseline). "
-           "n_steps forward + backward passes.",
-           _integrated_gradients, lambda seq, cfg, bs: Cost(cfg.n_steps, cfg.n_steps, batch_calls(cfg.n_steps, bs)),
-           settings=("baseline", "n_steps", "internal_batch_size")),
-    Method("saliency", "Saliency",
-           "|gradient| at the input: a magnitude, no baseline. 1 forward + backward pass.",
-           _saliency, _one),
-    Method("ixg", "Input × Gradient",
-           "Embedding × gradient at the input, no baseline. 1 forward + backward pass.",
-           _input_x_gradient, _one),
-    Method("deeplift", "DeepLift",
-           "Rescale rules from the baseline, only where the model's units have rules. 1 forward + backward pass.",
-           _deeplift, lambda seq, cfg, bs: Cost(3, 2, 1), settings=("baseline",)),
-    Method("occlusion", "Occlusion",
-           "f(x) − f(x with one token set to its baseline). 1 forward pass per token.",
-           _occlusion, lambda seq, cfg, bs: Cost(seq + 1, 0, batch_calls(seq, bs) + 1),
-           settings=("baseline", "internal_batch_size"), gradients=False),
-    Method("kernelshap", "KernelSHAP",
-           "A Shapley-kernel fit over coalitions of tokens kept or set to the baseline. 1 forward pass per sample.",
-           _kernel_shap, lambda seq, cfg, bs: Cost(cfg.n_samples, 0, batch_calls(cfg.n_samples, bs)),
-           settings=("baseline", "n_samples", "internal_batch_size", "seed"), gradients=False),
-    Method("lime", "LIME",
-           "A ridge fit over random token subsets, LIME's text kernel. 1 forward pass per sample.",
-           _lime, lambda seq, cfg, bs: Cost(cfg.n_samples, 0, batch_calls(cfg.n_samples, bs)),
-           settings=("baseline", "n_samples", "internal_batch_size", "seed"), gradients=False),
-)}
-
+METHODS: dict[str, Method] = {
+    m.key: m
+    for m in (
+        # The key is "lig" from when this entry was labelled "Layer Integrated Gradients"; it stays because links,
+        # CSV exports and other modules name it. What runs is captum's IntegratedGradients on the word-embedding
+        # output, which is exactly LayerIntegratedGradients on the embedding layer (the per-layer heatmap runs
+        # LayerIntegratedGradients at each encoder layer).
+        Method(
+            "lig",
+            "Integrated Gradients (on the embeddings)",
+            "IG on the word embeddings (= LayerIG of the embedding layer); the scores add up to f(x) − f(baseline). "
+            "n_steps forward + backward passes.",
+            _integrated_gradients,
+            lambda seq, cfg, bs: Cost(cfg.n_steps, cfg.n_steps, batch_calls(cfg.n_steps, bs)),
+            settings=("baseline", "n_steps", "internal_batch_size"),
+        ),
+        Method(
+            "saliency",
+            "Saliency",
+            "|gradient| at the input: a magnitude, no baseline. 1 forward + backward pass.",
+            _saliency,
+            _one,
+        ),
+        Method(
+            "ixg",
+            "Input × Gradient",
+            "Embedding × gradient at the input, no baseline. 1 forward + backward pass.",
+            _input_x_gradient,
+            _one,
+        ),
+        Method(
+            "deeplift",
+            "DeepLift",
+            "Rescale rules from the baseline, only where the model's units have rules. 1 forward + backward pass.",
+            _deeplift,
+            lambda seq, cfg, bs: Cost(3, 2, 1),
+            settings=("baseline",),
+        ),
+        Method(
+            "occlusion",
+            "Occlusion",
+            "f(x) − f(x with one token set to its baseline). 1 forward pass per token.",
+            _occlusion,
+            lambda seq, cfg, bs: Cost(seq + 1, 0, batch_calls(seq, bs) + 1),
+            settings=("baseline", "internal_batch_size"),
+            gradients=False,
+        ),
+        Method(
+            "kernelshap",
+            "KernelSHAP",
+            "A Shapley-kernel fit over coalitions of tokens kept or set to the baseline. 1 forward pass per sample.",
+            _kernel_shap,
+            lambda seq, cfg, bs: Cost(cfg.n_samples, 0, batch_calls(cfg.n_samples, bs)),
+            settings=("baseline", "n_samples", "internal_batch_size", "seed"),
+            gradients=False,
+        ),
+        Method(
+            "lime",
+            "LIME",
+            "A ridge fit over random token subsets, LIME's text kernel. 1 forward pass per sample.",
+            _lime,
+            lambda seq, cfg, bs: Cost(cfg.n_samples, 0, batch_calls(cfg.n_samples, bs)),
+            settings=("baseline", "n_samples", "internal_batch_size", "seed"),
+            gradients=False,
+        ),
+    )
+}

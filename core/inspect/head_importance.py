@@ -7,12 +7,14 @@ Loss: MLM cross-entropy on the bundled held-out text with a fixed-seed 15% maski
 fine-tuned classifier's cross-entropy on its eval set. The gates use core.inspect.ablation's hooks, so the same thread
 safety holds: a job computing importance never changes another session's forwards.
 """
+
 from __future__ import annotations
 
 import functools
 import time
-from dataclasses import dataclass
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch  # core.data.masking and core.models.masked_forward load it anyway
@@ -21,11 +23,10 @@ import torch.nn.functional as F
 from core.base.messages import Problem, carry, msg
 from core.data.masking import mask_tokens
 from core.inspect.ablation import AblationConfig, ablated, base_model, default_texts, gated, layout
-from core.models.loading import ModelSpec, load
+from core.models.loading import LoadedModel, ModelSpec, load
 from core.models.masked_forward import masked_logits
-from core.predict.classify import load_finetuned
-from core.predict.fill_mask import check_mlm
-from core.registry import mlm_head
+from core.predict.classify import FinetunedModel, load_finetuned
+from core.predict.fill_mask import check_mlm, mlm_head  # the head or FillMaskError (check_mlm ran first)
 
 Progress = Callable[..., None]  # progress(fraction, message); a job's ctx.progress also raises on Cancel
 PRUNING_FRACTIONS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
@@ -61,10 +62,10 @@ MASK_SEED = 0
 
 @dataclass
 class _Chunk:
-    enc: dict  # input_ids, attention_mask (+ token_type_ids for pairs), on the model's device
-    rows: object = None  # MLM: masked positions (rows, cols) and their original ids
-    cols: object = None
-    labels: object = None  # MLM: (M,) original ids; classify: (B,) class ids
+    enc: dict[str, Any]  # input_ids, attention_mask (+ token_type_ids for pairs), on the model's device
+    rows: torch.Tensor | None = None  # MLM: masked positions (rows, cols) and their original ids
+    cols: torch.Tensor | None = None
+    labels: torch.Tensor = field(kw_only=True)  # MLM: (M,) original ids; classify: (B,) class ids
 
 
 def _is_classifier(lm) -> bool:
@@ -78,16 +79,29 @@ def _mlm_chunks(lm, texts: Sequence[str]) -> list[_Chunk]:
         raise ImportanceError(msg("importance.tokenizer_has_mask_token", checkpoint=lm.spec.checkpoint))
     dev = next(model.parameters()).device
     gen = torch.Generator().manual_seed(MASK_SEED)
-    out = []
+    out: list[_Chunk] = []
     for i in range(0, len(texts), CHUNK):
-        enc = tok(list(texts[i:i + CHUNK]), truncation=True, max_length=MAX_LEN, padding=True, return_tensors="pt",
-                  return_special_tokens_mask=True)
+        enc = tok(
+            list(texts[i : i + CHUNK]),
+            truncation=True,
+            max_length=MAX_LEN,
+            padding=True,
+            return_tensors="pt",
+            return_special_tokens_mask=True,
+        )
         special = enc["special_tokens_mask"].bool() | (enc["attention_mask"] == 0)
-        m = mask_tokens(enc["input_ids"], special, mask_id=tok.mask_token_id, vocab_size=int(model.config.vocab_size),
-                        generator=gen)
+        m = mask_tokens(
+            enc["input_ids"], special, mask_id=tok.mask_token_id, vocab_size=int(model.config.vocab_size), generator=gen
+        )
         rows, cols = (m.labels != -100).nonzero(as_tuple=True)
-        out.append(_Chunk({"input_ids": m.input_ids.to(dev), "attention_mask": enc["attention_mask"].to(dev)},
-                          rows.to(dev), cols.to(dev), m.labels[rows, cols].to(dev)))
+        out.append(
+            _Chunk(
+                {"input_ids": m.input_ids.to(dev), "attention_mask": enc["attention_mask"].to(dev)},
+                rows.to(dev),
+                cols.to(dev),
+                labels=m.labels[rows, cols].to(dev),
+            )
+        )
     if sum(len(c.labels) for c in out) == 0:
         raise ImportanceError(msg("importance.token_was_masked_give"))
     return out
@@ -97,11 +111,12 @@ def _cls_chunks(fm, texts, texts_b, labels) -> list[_Chunk]:
     dev = next(fm.model.parameters()).device
     out = []
     for i in range(0, len(texts), CHUNK):
-        tb = None if texts_b is None else list(texts_b[i:i + CHUNK])
-        enc = fm.tokenizer(list(texts[i:i + CHUNK]), tb, truncation=True, max_length=fm.max_length, padding=True,
-                           return_tensors="pt")
+        tb = None if texts_b is None else list(texts_b[i : i + CHUNK])
+        enc = fm.tokenizer(
+            list(texts[i : i + CHUNK]), tb, truncation=True, max_length=fm.max_length, padding=True, return_tensors="pt"
+        )
         enc = {k: v.to(dev) for k, v in enc.items() if k in fm.tokenizer.model_input_names}
-        out.append(_Chunk(enc, labels=torch.as_tensor(list(labels[i:i + CHUNK]), dtype=torch.long, device=dev)))
+        out.append(_Chunk(enc, labels=torch.as_tensor(list(labels[i : i + CHUNK]), dtype=torch.long, device=dev)))
     return out
 
 
@@ -148,6 +163,7 @@ def _gradient(lm, chunks, classifier: bool, lay, progress) -> np.ndarray:
             else:
                 if not len(c.labels):
                     continue
+                assert head is not None  # set above for an MLM model
                 h = base_model(model)(**c.enc).last_hidden_state  # (b, t, H)
                 tok_loss = F.cross_entropy(head(h[c.rows, c.cols]).float(), c.labels, reduction="none")  # (M,)
                 counts = torch.zeros(b, device=dev).index_add_(0, c.rows, torch.ones_like(tok_loss))
@@ -159,10 +175,17 @@ def _gradient(lm, chunks, classifier: bool, lay, progress) -> np.ndarray:
     return scores.numpy()
 
 
-def head_importance(lm, texts: Sequence[str] | None = None, batch=None, exhaustive: bool = True,
-                    pruning: bool = True, progress: Progress | None = None, *,
-                    fractions: Sequence[float] = PRUNING_FRACTIONS,
-                    seeds: Sequence[int] = RANDOM_SEEDS) -> ImportanceResult:
+def head_importance(
+    lm,
+    texts: Sequence[str] | None = None,
+    batch=None,
+    exhaustive: bool = True,
+    pruning: bool = True,
+    progress: Progress | None = None,
+    *,
+    fractions: Sequence[float] = PRUNING_FRACTIONS,
+    seeds: Sequence[int] = RANDOM_SEEDS,
+) -> ImportanceResult:
     """Gradient importance of every head of ``lm``.
 
     ``lm`` a LoadedModel with an MLM head: MLM loss on ``texts`` (default: MLM_TEXTS bundled held-out sentences)
@@ -179,18 +202,23 @@ def head_importance(lm, texts: Sequence[str] | None = None, batch=None, exhausti
             raise ImportanceError(msg("importance.classifier_s_importance_needs"))
         b_texts, b_texts_b, b_labels = batch
         if not len(b_texts) or len(b_texts) != len(b_labels):
-            raise ImportanceError(msg("importance.eval_set_has_texts", n_b_texts=len(b_texts),
-                                      n_b_labels=len(b_labels)))
+            raise ImportanceError(
+                msg("importance.eval_set_has_texts", n_b_texts=len(b_texts), n_b_labels=len(b_labels))
+            )
         if b_texts_b is not None and len(b_texts_b) != len(b_texts):
             raise ImportanceError(msg("importance.eval_set_s_second"))
         if not all(0 <= int(y) < len(lm.label_names) for y in b_labels):
             raise ImportanceError(msg("importance.labels_must_class_numbers", p=len(lm.label_names) - 1))
         n = len(b_texts)
-        chunks = _cls_chunks(lm, b_texts[:MAX_TEXTS], None if b_texts_b is None else b_texts_b[:MAX_TEXTS],
-                             b_labels[:MAX_TEXTS])
+        chunks = _cls_chunks(
+            lm, b_texts[:MAX_TEXTS], None if b_texts_b is None else b_texts_b[:MAX_TEXTS], b_labels[:MAX_TEXTS]
+        )
         n = min(n, MAX_TEXTS)
-        checkpoint = str(getattr(lm.model, "name_or_path", "") or
-                         getattr(getattr(lm.model, "config", None), "_name_or_path", "") or "fine-tuned classifier")
+        checkpoint = str(
+            getattr(lm.model, "name_or_path", "")
+            or getattr(getattr(lm.model, "config", None), "_name_or_path", "")
+            or "fine-tuned classifier"
+        )
     else:
         try:
             check_mlm(lm)
@@ -209,7 +237,7 @@ def head_importance(lm, texts: Sequence[str] | None = None, batch=None, exhausti
     lay = layout(lm.model)
     n_heads = lay.n_layers * lay.n_heads
     steps = 1 + (n_heads if exhaustive else 0) + ((len(fractions) * (1 + len(seeds))) if pruning else 0)
-    done = [0]
+    done: list[float] = [0]
 
     def report(message: str, units: float = 1.0) -> None:
         done[0] += units
@@ -224,8 +252,7 @@ def head_importance(lm, texts: Sequence[str] | None = None, batch=None, exhausti
             return loss, loss
 
     t0 = time.perf_counter()
-    scores = _gradient(lm, chunks, classifier, lay,
-                       None if progress is None else (lambda f, m: progress(f / steps, m)))
+    scores = _gradient(lm, chunks, classifier, lay, None if progress is None else (lambda f, m: progress(f / steps, m)))
     seconds_gradient = time.perf_counter() - t0
     report("gradient importance done")
     flat_heads = [(la, h) for la in range(lay.n_layers) for h in range(lay.n_heads)]
@@ -244,12 +271,14 @@ def head_importance(lm, texts: Sequence[str] | None = None, batch=None, exhausti
         rho = float(spearmanr(scores.ravel(), ex.ravel()).statistic)
         if not np.isfinite(rho):  # constant scores or losses (e.g. a model that ignores its heads)
             rho = None
-    fr, p_imp, p_rand = (), (), ()
+    fr: tuple[float, ...] = ()
+    p_imp: tuple[float, ...] = ()
+    p_rand: tuple[float, ...] = ()
     if pruning:
         order = [flat_heads[i] for i in np.argsort(scores.ravel(), kind="stable")]  # least important first
         fr = tuple(float(f) for f in fractions)
         ks = [int(round(f * n_heads)) for f in fr]
-        metric_at = {}
+        metric_at: dict[tuple[tuple[int, int], ...], float] = {}  # pruned heads -> the metric without them
 
         def metric(heads) -> float:
             key = tuple(sorted(heads))
@@ -266,16 +295,26 @@ def head_importance(lm, texts: Sequence[str] | None = None, batch=None, exhausti
             report(f"pruning in random order (seed {sd})", len(fr))
         p_rand = tuple(float(x) for x in np.mean(rand, axis=0))
     scores.setflags(write=False)
-    return ImportanceResult(checkpoint=checkpoint, task="classify" if classifier else "mlm", scores=scores,
-                            exhaustive=ex, spearman=rho, pruning_fraction=fr, pruning_importance=p_imp,
-                            pruning_random=p_rand, metric="accuracy" if classifier else "MLM loss", n_texts=n,
-                            seconds_gradient=seconds_gradient, seconds_exhaustive=seconds_ex)
+    return ImportanceResult(
+        checkpoint=checkpoint,
+        task="classify" if classifier else "mlm",
+        scores=scores,
+        exhaustive=ex,
+        spearman=rho,
+        pruning_fraction=fr,
+        pruning_importance=p_imp,
+        pruning_random=p_rand,
+        metric="accuracy" if classifier else "MLM loss",
+        n_texts=n,
+        seconds_gradient=seconds_gradient,
+        seconds_exhaustive=seconds_ex,
+    )
 
 
 # What the exhaustive check costs, per unit of work (one pass over one text, per layer, per hidden_size²): measured
 # on the bundled bert-mini (6 layers x 12 heads, hidden 384, 64 held-out texts), whose 73 passes (one per head, and
 # the unablated one) took 33 s on a 2-core CPU. A GPU runs these small batches about this many times faster.
-CPU_SECONDS_PER_UNIT = 33.0 / (73 * 64 * 6 * 384 ** 2)
+CPU_SECONDS_PER_UNIT = 33.0 / (73 * 64 * 6 * 384**2)
 GPU_SPEEDUP = 10.0
 
 
@@ -284,23 +323,41 @@ def exhaustive_seconds(n_layers: int, n_heads: int, hidden: int, n_texts: int, d
     on ``device`` for a model of ``n_layers`` x ``n_heads`` heads and width ``hidden``. A rough estimate, for the
     page to show beside the check's checkbox: a pass costs ~ layers x hidden² per text."""
     passes = n_layers * n_heads + 1
-    seconds = passes * n_texts * n_layers * hidden ** 2 * CPU_SECONDS_PER_UNIT
+    seconds = passes * n_texts * n_layers * hidden**2 * CPU_SECONDS_PER_UNIT
     return seconds / GPU_SPEEDUP if str(device).startswith(("cuda", "mps")) else seconds
 
 
-def importance_job(family: str, checkpoint: str, device: str = "auto", texts: Sequence[str] | None = None,
-                   exhaustive: bool = True, pruning: bool = True, finetuned_dir: str | None = None, batch=None):
+def importance_job(
+    family: str,
+    checkpoint: str,
+    device: str = "auto",
+    texts: Sequence[str] | None = None,
+    exhaustive: bool = True,
+    pruning: bool = True,
+    finetuned_dir: str | None = None,
+    batch=None,
+):
     """A picklable core.runtime.jobs function fn(ctx): loads the model itself (the MLM model of (family, checkpoint), or the
     fine-tuned classifier in ``finetuned_dir`` with its eval ``batch`` = (texts, texts_b or None, labels)), reports
     ctx.progress (which also raises on Cancel) and returns an ImportanceResult."""
     if batch is not None:
         batch = (tuple(batch[0]), None if batch[1] is None else tuple(batch[1]), tuple(int(y) for y in batch[2]))
-    return functools.partial(_run_job, family, checkpoint, device, None if texts is None else tuple(texts),
-                             exhaustive, pruning, finetuned_dir, batch)
+    return functools.partial(
+        _run_job,
+        family,
+        checkpoint,
+        device,
+        None if texts is None else tuple(texts),
+        exhaustive,
+        pruning,
+        finetuned_dir,
+        batch,
+    )
 
 
 def _run_job(family, checkpoint, device, texts, exhaustive, pruning, finetuned_dir, batch, ctx) -> ImportanceResult:
     ctx.progress(0.0, "loading the model")
+    lm: FinetunedModel | LoadedModel
     if finetuned_dir:
         lm = load_finetuned(finetuned_dir, device)
     else:

@@ -9,6 +9,7 @@ same layers and kernels (core.models.masked_forward, packed linears on CPU), the
 With ``mode="tuned"`` each intermediate depth first goes through the translator a tuned lens learnt for it
 (core.inspect.tuned_lens: training, saving and loading them).
 """
+
 from __future__ import annotations
 
 import time
@@ -101,8 +102,7 @@ def lens(lm: LoadedModel, cfg: LensConfig, tuned=None) -> LensResult:
             tuned, report = found
             key = report.key
         if tuned.n_layers != n_layers(lm.model):
-            raise LensError(msg("lens.these_translators_layers_model", n_layers=tuned.n_layers,
-                                p=n_layers(lm.model)))
+            raise LensError(msg("lens.these_translators_layers_model", n_layers=tuned.n_layers, p=n_layers(lm.model)))
     tok, model = lm.tokenizer, lm.model
     enc = encode(lm, cfg.fill_config())
     L = n_layers(model)
@@ -131,13 +131,31 @@ def lens(lm: LoadedModel, cfg: LensConfig, tuned=None) -> LensResult:
     ans_p_l, ranks_l, kl_l = ans_p[..., 0].tolist(), ranks.tolist(), kl.tolist()
     masks = []
     for j, pos in enumerate(enc.mask_positions):
-        rows = tuple(tuple(Candidate(i, pieces[i], texts[i], float(p)) for i, p in zip(ti[dd][j], tp[dd][j]))
-                     for dd in range(d))
-        masks.append(MaskLens(position=pos, rows=rows, answer=rows[L][0],
-                              answer_rank=tuple(int(ranks_l[dd][j]) for dd in range(d)),
-                              answer_prob=tuple(float(ans_p_l[dd][j]) for dd in range(d)),
-                              kl=tuple(float(kl_l[dd][j]) for dd in range(d))))
-    return LensResult(checkpoint=lm.spec.checkpoint, family=lm.spec.family, text=cfg.text, model_text=enc.model_text,
-                      tokens=tuple(tok.convert_ids_to_tokens(list(enc.ids))), mask_positions=enc.mask_positions,
-                      n_layers=L, mode=cfg.mode, masks=tuple(masks), latency_ms=(time.perf_counter() - t0) * 1000,
-                      notes=enc.notes, truncation=enc.truncation, lens_key=key)
+        rows = tuple(
+            tuple(Candidate(i, pieces[i], texts[i], float(p)) for i, p in zip(ti[dd][j], tp[dd][j])) for dd in range(d)
+        )
+        masks.append(
+            MaskLens(
+                position=pos,
+                rows=rows,
+                answer=rows[L][0],
+                answer_rank=tuple(int(ranks_l[dd][j]) for dd in range(d)),
+                answer_prob=tuple(float(ans_p_l[dd][j]) for dd in range(d)),
+                kl=tuple(float(kl_l[dd][j]) for dd in range(d)),
+            )
+        )
+    return LensResult(
+        checkpoint=lm.spec.checkpoint,
+        family=lm.spec.family,
+        text=cfg.text,
+        model_text=enc.model_text,
+        tokens=tuple(tok.convert_ids_to_tokens(list(enc.ids))),
+        mask_positions=enc.mask_positions,
+        n_layers=L,
+        mode=cfg.mode,
+        masks=tuple(masks),
+        latency_ms=(time.perf_counter() - t0) * 1000,
+        notes=enc.notes,
+        truncation=enc.truncation,
+        lens_key=key,
+    )

@@ -1,6 +1,7 @@
 """The depth-wise forward and the MLM head that the raw lens (core.inspect.lens) and the tuned lens
 (core.inspect.tuned_lens) share: hidden states at chosen positions after every layer, computed with
 core.models.masked_forward's layers and packed linears (so the last row is Fill-mask's own), and the head on them."""
+
 from __future__ import annotations
 
 import torch

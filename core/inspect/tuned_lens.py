@@ -18,6 +18,7 @@ translators are kept in a small per-process LRU (LENS_CACHE entries).
 Why not a library: the ``tuned-lens`` package targets decoder LMs (it reads GPT-style final norms and unembeddings)
 and does not know BERT-style MLM heads; transformers has no lens at all.
 """
+
 from __future__ import annotations
 
 import functools
@@ -27,12 +28,14 @@ import random
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
 
+from core.base.caches import register as register_cache
 from core.base.messages import carry, msg
 from core.base.paths import scrub
 from core.base.settings import current
@@ -103,7 +106,7 @@ class TuneReport:
         return json.dumps(asdict(self), indent=1)
 
     @classmethod
-    def from_json(cls, text: str) -> "TuneReport":
+    def from_json(cls, text: str) -> TuneReport:
         d = json.loads(text)
         d["kl_raw"], d["kl_tuned"] = tuple(d["kl_raw"]), tuple(d["kl_tuned"])
         return cls(**d)
@@ -139,8 +142,14 @@ def TunedLens(layers: int, hidden: int):  # noqa: N802 - a class in all but name
 def _masked_batch(tok, sentences: Sequence[str], max_length: int, mask_prob: float, gen, device: str):
     """Tokenize, replace ~mask_prob of each sentence's real tokens (at least one) by the mask token.
     Returns ids (B, T), attention (B, T), rows (M,), cols (M,)."""
-    enc = tok(list(sentences), truncation=True, max_length=max_length, padding=True, return_tensors="pt",
-              return_special_tokens_mask=True)
+    enc = tok(
+        list(sentences),
+        truncation=True,
+        max_length=max_length,
+        padding=True,
+        return_tensors="pt",
+        return_special_tokens_mask=True,
+    )
     ids, attn, special = enc["input_ids"], enc["attention_mask"], enc["special_tokens_mask"]
     real = (attn == 1) & (special == 0)
     pick = (torch.rand(ids.shape, generator=gen) < mask_prob) & real
@@ -170,13 +179,14 @@ def _kl_per_depth(model, states, tuned, lin=None):
     return (target.exp()[None] * (target[None] - logp)).sum(-1).mean(-1)  # (L,)
 
 
-def measure_kl(lm: LoadedModel, tuned=None, sentences: Sequence[str] | None = None, cfg: TuneConfig | None = None,
-               batch: int = 32) -> tuple[tuple[float, ...], int]:
+def measure_kl(
+    lm: LoadedModel, tuned=None, sentences: Sequence[str] | None = None, cfg: TuneConfig | None = None, batch: int = 32
+) -> tuple[tuple[float, ...], int]:
     """KL(last layer || lens) per depth 0..L (nats, the last is 0), averaged over the masked positions of
     ``sentences`` (default: the held-out split's first cfg.heldout_sentences), masks drawn from cfg.seed.
     Returns (kl per depth, positions). ``tuned`` None measures the raw lens."""
     cfg = cfg or TuneConfig()
-    sentences = list(sentences if sentences is not None else corpus_sentences("heldout")[:cfg.heldout_sentences])
+    sentences = list(sentences if sentences is not None else corpus_sentences("heldout")[: cfg.heldout_sentences])
     if not sentences:
         raise LensError(msg("lens.held_out_sentences_measure"))
     model, tok = lm.model, lm.tokenizer
@@ -184,19 +194,25 @@ def measure_kl(lm: LoadedModel, tuned=None, sentences: Sequence[str] | None = No
     total, count = None, 0
     with torch.inference_mode():
         for i in range(0, len(sentences), batch):
-            ids, attn, rows, cols = _masked_batch(tok, sentences[i:i + batch], cfg.max_length, cfg.mask_prob, gen,
-                                                  lm.device)
+            ids, attn, rows, cols = _masked_batch(
+                tok, sentences[i : i + batch], cfg.max_length, cfg.mask_prob, gen, lm.device
+            )
             states = _teacher_states(model, ids, attn, rows, cols)
             kl = _kl_per_depth(model, states, tuned) * len(rows)
             total = kl if total is None else total + kl
             count += len(rows)
+    assert total is not None  # sentences is not empty (checked above): one batch at least
     per = (total / count).tolist()
     return tuple(float(v) for v in per) + (0.0,), count
 
 
-def train_tuned_lens(lm: LoadedModel, cfg: TuneConfig | None = None,
-                     on_step: Callable[[int, int, float], None] | None = None,
-                     should_stop: Callable[[], bool] | None = None, sentences: Sequence[str] | None = None):
+def train_tuned_lens(
+    lm: LoadedModel,
+    cfg: TuneConfig | None = None,
+    on_step: Callable[[int, int, float], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    sentences: Sequence[str] | None = None,
+):
     """Train one affine translator per intermediate depth on the corpus's train split (or ``sentences``).
 
     Returns (TunedLens, losses per step). ``on_step(step, steps, loss)`` after each step; ``should_stop()`` true
@@ -261,8 +277,16 @@ def lens_dir(lm: LoadedModel) -> Path:
     return lens_root() / f"{lm.spec.family}-{model_key(lm)}"
 
 
-_CACHE: "OrderedDict[tuple[str, str], tuple[Any, TuneReport, int]]" = OrderedDict()  # (lens, report, file version)
+_CACHE: OrderedDict[tuple[str, str], tuple[Any, TuneReport, int]] = OrderedDict()  # (lens, report, file version)
 _CACHE_LOCK = threading.Lock()
+
+
+def _forget_all() -> None:
+    with _CACHE_LOCK:
+        _CACHE.clear()
+
+
+register_cache(__name__, _forget_all)  # not _tuned_cls: a lens made before a reset must stay a TunedLens
 
 
 def save_tuned(lm: LoadedModel, tuned, report: TuneReport) -> None:
@@ -270,8 +294,10 @@ def save_tuned(lm: LoadedModel, tuned, report: TuneReport) -> None:
     from safetensors.torch import save_file  # lazy: only saving and loading translators needs it
 
     def fill(tmp: Path) -> None:
-        save_file({"weight": tuned.weight.detach().cpu().contiguous(),
-                   "bias": tuned.bias.detach().cpu().contiguous()}, str(tmp / WEIGHTS_FILE))
+        save_file(
+            {"weight": tuned.weight.detach().cpu().contiguous(), "bias": tuned.bias.detach().cpu().contiguous()},
+            str(tmp / WEIGHTS_FILE),
+        )
         (tmp / REPORT_FILE).write_text(report.to_json())
 
     artifacts.write_folder(lens_dir(lm), fill)
@@ -321,8 +347,13 @@ def tuned_report(lm: LoadedModel) -> TuneReport | None:
 
 
 # ---------------------------------------------------------------------------------------------- training run
-def tune(lm: LoadedModel, cfg: TuneConfig | None = None, on_progress: Callable[..., None] | None = None,
-         should_stop: Callable[[], bool] | None = None, save: bool = True) -> tuple[Any, TuneReport]:
+def tune(
+    lm: LoadedModel,
+    cfg: TuneConfig | None = None,
+    on_progress: Callable[..., None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    save: bool = True,
+) -> tuple[Any, TuneReport]:
     """Train a tuned lens, measure raw vs tuned KL on the held-out split, save it beside the model (``save``).
     ``on_progress(fraction, message, **metrics)``. Returns (TunedLens, TuneReport)."""
     cfg = cfg or TuneConfig()
@@ -340,11 +371,21 @@ def tune(lm: LoadedModel, cfg: TuneConfig | None = None, on_progress: Callable[.
         on_progress(0.92, "measuring raw and tuned KL on held-out text")
     kl_raw, n = measure_kl(lm, None, cfg=cfg)
     kl_tuned, _ = measure_kl(lm, tuned, cfg=cfg)
-    report = TuneReport(key=model_key(lm), checkpoint=scrub(lm.spec.checkpoint), family=lm.spec.family,
-                        n_layers=n_layers(lm.model), steps=len(losses), seconds=round(seconds, 2),
-                        loss_first=losses[0] if losses else math.nan,
-                        loss_last=sum(losses[-10:]) / max(1, len(losses[-10:])) if losses else math.nan,
-                        kl_raw=kl_raw, kl_tuned=kl_tuned, heldout_positions=n, config=asdict(cfg), created=time.time())
+    report = TuneReport(
+        key=model_key(lm),
+        checkpoint=scrub(lm.spec.checkpoint),
+        family=lm.spec.family,
+        n_layers=n_layers(lm.model),
+        steps=len(losses),
+        seconds=round(seconds, 2),
+        loss_first=losses[0] if losses else math.nan,
+        loss_last=sum(losses[-10:]) / max(1, len(losses[-10:])) if losses else math.nan,
+        kl_raw=kl_raw,
+        kl_tuned=kl_tuned,
+        heldout_positions=n,
+        config=asdict(cfg),
+        created=time.time(),
+    )
     if save:
         save_tuned(lm, tuned, report)
     if on_progress is not None:

@@ -1,5 +1,6 @@
 """The bundled models' cards (encoderlab_card.json, written by core.train.pretrain.zoo), and the one rule for a pair
 head that learned nothing."""
+
 from __future__ import annotations
 
 import json

@@ -2,6 +2,7 @@
 seconds on this model and device, from two timed plain forwards (a line: a fixed cost per call plus a cost per row).
 Every estimate shown before a run starts prices its model work here: Attributions (core.inspect.attribution_estimate)
 and Layer probes (core.represent.probes)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -35,7 +36,7 @@ class ForwardTiming:
     rows_s: float
 
     @classmethod
-    def per_row(cls, seconds: float) -> "ForwardTiming":
+    def per_row(cls, seconds: float) -> ForwardTiming:
         """A line with no per-call overhead: ``seconds`` for every row (what a timed batch divided by its rows
         gives)."""
         return cls(seq=0, rows=2, one_s=seconds, rows_s=2 * seconds)

@@ -7,6 +7,7 @@ no word said. A CPU-only wheel, or a container started without ``--gpus``, looks
 the GPUs) with torch's own build, and says what is wrong and what fixes it. The pure functions take nvidia-smi's
 text and torch's state as arguments, so every case can be checked on a machine without a GPU.
 """
+
 from __future__ import annotations
 
 import os
@@ -16,6 +17,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict
 
 from core.registry import ModelLoadError
 
@@ -69,25 +71,36 @@ class GpuDiagnosis:
 
     def message(self) -> str:
         """The diagnosis in English (the app shows its translations of the same fields)."""
-        seen = (f"nvidia-smi sees {self.gpu_summary} (driver {self.driver}, CUDA up to {self.driver_cuda}), "
-                "but torch cannot use it, so EncoderLab runs on the CPU.")
+        seen = (
+            f"nvidia-smi sees {self.gpu_summary} (driver {self.driver}, CUDA up to {self.driver_cuda}), "
+            "but torch cannot use it, so EncoderLab runs on the CPU."
+        )
         why = {
             "cpu_build": f"torch {self.torch_version} is a CPU-only build.",
-            "driver_too_old": (f"torch {self.torch_version} is built for CUDA {self.torch_cuda}, which needs NVIDIA "
-                               f"driver >= {self.min_driver}."),
-            "not_visible": (f"torch {self.torch_version} (CUDA {self.torch_cuda}) fits this driver but finds no "
-                            "device."),
+            "driver_too_old": (
+                f"torch {self.torch_version} is built for CUDA {self.torch_cuda}, which needs NVIDIA "
+                f"driver >= {self.min_driver}."
+            ),
+            "not_visible": (
+                f"torch {self.torch_version} (CUDA {self.torch_cuda}) fits this driver but finds no device."
+            ),
         }[self.problem]
         fix = {
             "install": f"install torch's CUDA {self.build} build: {self.command}",
-            "driver_or_install": (f"update the NVIDIA driver to >= {self.min_driver}, or install torch's CUDA "
-                                  f"{self.build} build, which this driver runs: {self.command}"),
+            "driver_or_install": (
+                f"update the NVIDIA driver to >= {self.min_driver}, or install torch's CUDA "
+                f"{self.build} build, which this driver runs: {self.command}"
+            ),
             "driver": f"update the NVIDIA driver to >= {self.min_driver}",
-            "driver_then_install": (f"update the NVIDIA driver to >= {self.min_driver}, then install torch's CUDA "
-                                    f"{self.build} build: {self.command}"),
+            "driver_then_install": (
+                f"update the NVIDIA driver to >= {self.min_driver}, then install torch's CUDA "
+                f"{self.build} build: {self.command}"
+            ),
             "visible_devices": f"CUDA_VISIBLE_DEVICES={self.value!r} hides every GPU: unset it or set it to 0",
-            "check_access": ("check that this process can open the GPU (in Docker: --gpus all with the NVIDIA "
-                             f"Container Toolkit); `{self.command}` prints torch's reason"),
+            "check_access": (
+                "check that this process can open the GPU (in Docker: --gpus all with the NVIDIA "
+                f"Container Toolkit); `{self.command}` prints torch's reason"
+            ),
         }[self.fix]
         return f"{seen} {why} Fix: {fix}."
 
@@ -119,41 +132,81 @@ def _key(v: str) -> tuple[int, ...]:
 
 def _pip(build: str) -> str:
     # uninstall first: pip counts an installed 2.13.0 of another build as already satisfying torch==2.13.0
-    return (f".venv/bin/pip uninstall -y torch && .venv/bin/pip install torch=={TORCH_VERSION_PIN} "
-            f"--index-url https://download.pytorch.org/whl/{TORCH_CUDA_BUILDS[build]}")
+    return (
+        f".venv/bin/pip uninstall -y torch && .venv/bin/pip install torch=={TORCH_VERSION_PIN} "
+        f"--index-url https://download.pytorch.org/whl/{TORCH_CUDA_BUILDS[build]}"
+    )
 
 
-def diagnose(smi: str | None, cuda_available: bool, torch_version: str, torch_cuda: str | None,
-             visible_devices: str | None = None) -> GpuDiagnosis | None:
+class _Seen(TypedDict):
+    """The GpuDiagnosis fields every diagnosis shares (what nvidia-smi and torch report)."""
+
+    gpus: tuple[str, ...]
+    driver: str
+    driver_cuda: str
+    torch_version: str
+    torch_cuda: str | None
+
+
+def diagnose(
+    smi: str | None,
+    cuda_available: bool,
+    torch_version: str,
+    torch_cuda: str | None,
+    visible_devices: str | None = None,
+) -> GpuDiagnosis | None:
     """What is wrong when nvidia-smi (its text ``smi``) shows a GPU and torch (``cuda_available``, built with
     CUDA ``torch_cuda``, None for a CPU build) cannot use it; None when there is nothing to say (no GPU seen, or
     torch uses it)."""
     seen = parse_nvidia_smi(smi or "")
     if seen is None or cuda_available:
         return None
-    base = dict(gpus=seen.gpus, driver=seen.driver or "?", driver_cuda=seen.cuda or "?",
-                torch_version=torch_version, torch_cuda=torch_cuda)
+    base = _Seen(
+        gpus=seen.gpus,
+        driver=seen.driver or "?",
+        driver_cuda=seen.cuda or "?",
+        torch_version=torch_version,
+        torch_cuda=torch_cuda,
+    )
     dmajor, tmajor = _major(seen.cuda), _major(torch_cuda)
     # The torch 2.13 CUDA builds this driver runs: those up to its CUDA version first, then (minor-version
     # compatibility) a newer one of the same major release; the last in the list is the one to suggest.
     builds = sorted(TORCH_CUDA_BUILDS, key=_key)
-    fits = [c for c in builds if seen.cuda and _key(c) <= _key(seen.cuda)] or \
-        [c for c in builds if dmajor is not None and _major(c) == dmajor][:1]
+    fits = [c for c in builds if seen.cuda and _key(c) <= _key(seen.cuda)] or [
+        c for c in builds if dmajor is not None and _major(c) == dmajor
+    ][:1]
     if torch_cuda is None:
         if fits:
             return GpuDiagnosis("cpu_build", fix="install", build=fits[-1], command=_pip(fits[-1]), **base)
-        return GpuDiagnosis("cpu_build", fix="driver_then_install", min_driver=MIN_DRIVER["12"], build="12.6",
-                            command=_pip("12.6"), **base)
+        return GpuDiagnosis(
+            "cpu_build",
+            fix="driver_then_install",
+            min_driver=MIN_DRIVER["12"],
+            build="12.6",
+            command=_pip("12.6"),
+            **base,
+        )
     need = MIN_DRIVER.get(str(tmajor), "")
     if dmajor is not None and tmajor is not None and dmajor < tmajor:
         if fits:
-            return GpuDiagnosis("driver_too_old", fix="driver_or_install", min_driver=need, build=fits[-1],
-                                command=_pip(fits[-1]), **base)
+            return GpuDiagnosis(
+                "driver_too_old",
+                fix="driver_or_install",
+                min_driver=need,
+                build=fits[-1],
+                command=_pip(fits[-1]),
+                **base,
+            )
         return GpuDiagnosis("driver_too_old", fix="driver", min_driver=need, **base)
     if visible_devices is not None and visible_devices.strip() in ("", "-1", "none", "void", "NoDevFiles"):
         return GpuDiagnosis("not_visible", fix="visible_devices", value=visible_devices, min_driver=need, **base)
-    return GpuDiagnosis("not_visible", fix="check_access", min_driver=need,
-                        command='.venv/bin/python -c "import torch; torch.cuda.init()"', **base)
+    return GpuDiagnosis(
+        "not_visible",
+        fix="check_access",
+        min_driver=need,
+        command='.venv/bin/python -c "import torch; torch.cuda.init()"',
+        **base,
+    )
 
 
 def run_nvidia_smi(timeout: float = 10.0) -> str | None:
@@ -175,8 +228,13 @@ def gpu_diagnosis() -> GpuDiagnosis | None:
     smi = run_nvidia_smi()
     if smi is None:
         return None
-    return diagnose(smi, torch.cuda.is_available(), torch.__version__.split("+")[0], torch.version.cuda,
-                    os.environ.get("CUDA_VISIBLE_DEVICES"))
+    return diagnose(
+        smi,
+        torch.cuda.is_available(),
+        torch.__version__.split("+")[0],
+        torch.version.cuda,
+        os.environ.get("CUDA_VISIBLE_DEVICES"),
+    )
 
 
 if __name__ == "__main__":  # python -m core.models.devices: the same check from the command line

@@ -10,6 +10,7 @@ turn it into ``DownloadProgress`` (size, speed, ETA) for a progress bar. A cut c
 with what was fetched; the Hub cache keeps only complete files under the snapshot (a partial one stays an
 ``.incomplete`` blob that the next try resumes), so a later load never meets a half-written model.
 """
+
 from __future__ import annotations
 
 import logging
@@ -17,20 +18,33 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 from urllib.parse import urlparse
 
+from core.base.caches import register as register_cache
 from core.base.messages import Problem, msg
 from core.base.settings import hosted
 
 TRUE = ("1", "true", "yes", "on")
 FALSE = ("0", "false", "no", "off")
 # what a model folder needs, by the names transformers looks for; weights as safetensors only
-ALLOW_PATTERNS = ("config.json", "*.safetensors", "*.safetensors.index.json", "tokenizer.json",
-                  "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json", "vocab.txt",
-                  "vocab.json", "merges.txt", "spiece.model", "sentencepiece.bpe.model", "*.spm")
+ALLOW_PATTERNS = (
+    "config.json",
+    "*.safetensors",
+    "*.safetensors.index.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab.txt",
+    "vocab.json",
+    "merges.txt",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+    "*.spm",
+)
 REACH_TIMEOUT_S = 2.0  # a machine with no network is told so within this
 log = logging.getLogger(__name__)
 
@@ -68,7 +82,9 @@ class DownloadProgress:
             return "reading the file list…"
         eta = self.eta_s
         left = "" if eta is None else f" · about {eta:,.0f} s left"
-        return f"{self.done_bytes / 1e6:,.1f} of {self.total_bytes / 1e6:,.1f} MB · {self.rate_bps / 1e6:,.1f} MB/s{left}"
+        return (
+            f"{self.done_bytes / 1e6:,.1f} of {self.total_bytes / 1e6:,.1f} MB · {self.rate_bps / 1e6:,.1f} MB/s{left}"
+        )
 
 
 def endpoint() -> str:
@@ -84,8 +100,9 @@ def policy() -> Policy:
         return Policy(False, "ENCODERLAB_ALLOW_DOWNLOAD=0 is set")
 
     if hosted() and allow not in TRUE:
-        return Policy(False, "this is the hosted server, and its operator has not allowed downloads "
-                             "(ENCODERLAB_ALLOW_DOWNLOAD=1)")
+        return Policy(
+            False, "this is the hosted server, and its operator has not allowed downloads (ENCODERLAB_ALLOW_DOWNLOAD=1)"
+        )
     return Policy(True, f"from {endpoint()}")
 
 
@@ -98,8 +115,9 @@ def reachable(timeout: float = REACH_TIMEOUT_S) -> bool:
     port = url.port or (443 if url.scheme == "https" else 80)
     deadline = time.monotonic() + timeout
     found: list = []
-    th = threading.Thread(target=_resolve_into, args=(found, url.hostname or "", port), daemon=True,
-                          name="hub-reachable")
+    th = threading.Thread(
+        target=_resolve_into, args=(found, url.hostname or "", port), daemon=True, name="hub-reachable"
+    )
     th.start()
     th.join(timeout)
     if not found or isinstance(found[0], Exception):
@@ -135,7 +153,7 @@ def hub_reachable_recently(ttl: float = REACH_TTL_S) -> bool:
     to offer only checkpoints that can be downloaded now, without a connect on every script run."""
     now = time.monotonic()
     with _RECENT_LOCK:
-        if (_RECENT["at"] is not None and _RECENT["endpoint"] == endpoint() and now - _RECENT["at"] < ttl):
+        if _RECENT["at"] is not None and _RECENT["endpoint"] == endpoint() and now - _RECENT["at"] < ttl:
             return _RECENT["ok"]
     ok = reachable()
     with _RECENT_LOCK:
@@ -147,6 +165,9 @@ def forget_reachability() -> None:
     """Drop the remembered answer of ``hub_reachable_recently`` (tests; a network that just came back)."""
     with _RECENT_LOCK:
         _RECENT.update(at=None, endpoint=None, ok=False)
+
+
+register_cache(__name__, forget_reachability)
 
 
 def can_have_now(source: str) -> bool:
@@ -212,8 +233,9 @@ def _tqdm_class(meter: _Meter):
     return Reporting
 
 
-def download(repo_id: str, progress: Callable[[DownloadProgress], None] | None = None,
-             cache_dir: str | Path | None = None) -> Path:
+def download(
+    repo_id: str, progress: Callable[[DownloadProgress], None] | None = None, cache_dir: str | Path | None = None
+) -> Path:
     """Download ``repo_id``'s loadable files into the Hugging Face cache; return the snapshot folder.
 
     ``progress`` is called from download threads with the running totals. Raises DownloadError when downloads
@@ -223,8 +245,9 @@ def download(repo_id: str, progress: Callable[[DownloadProgress], None] | None =
     if not pol.allowed:
         raise DownloadError(msg("download.downloads_off_here_use", reason=pol.reason))
     if not reachable():
-        raise DownloadError(msg("download.network_hub_cannot_reached", p=endpoint(),
-                                REACH_TIMEOUT_S=REACH_TIMEOUT_S, repo_id=repo_id))
+        raise DownloadError(
+            msg("download.network_hub_cannot_reached", p=endpoint(), REACH_TIMEOUT_S=REACH_TIMEOUT_S, repo_id=repo_id)
+        )
     import httpx2  # huggingface_hub's own HTTP client: its errors are what a cut connection raises
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import (
@@ -237,8 +260,14 @@ def download(repo_id: str, progress: Callable[[DownloadProgress], None] | None =
 
     meter = _Meter(progress)
     try:
-        path = snapshot_download(repo_id, allow_patterns=list(ALLOW_PATTERNS), cache_dir=cache_dir,
-                                 endpoint=endpoint(), tqdm_class=_tqdm_class(meter), max_workers=4)
+        path = snapshot_download(
+            repo_id,
+            allow_patterns=list(ALLOW_PATTERNS),
+            cache_dir=cache_dir,
+            endpoint=endpoint(),
+            tqdm_class=_tqdm_class(meter),
+            max_workers=4,
+        )
     except GatedRepoError:
         raise DownloadError(msg("download.gated_hub_accept_its", repo_id=repo_id)) from None
     except RepositoryNotFoundError:
@@ -247,8 +276,15 @@ def download(repo_id: str, progress: Callable[[DownloadProgress], None] | None =
         got = meter.progress()
         of = f" of {got.total_bytes / 1e6:,.1f} MB" if got.total_bytes else ""
         raise DownloadError(
-            msg("download.download_stopped_after_mb", repo_id=repo_id, p=got.done_bytes / 1e6, of=of,
-                name__=type(e).__name__, e=e)) from None
+            msg(
+                "download.download_stopped_after_mb",
+                repo_id=repo_id,
+                p=got.done_bytes / 1e6,
+                of=of,
+                name__=type(e).__name__,
+                e=e,
+            )
+        ) from None
     folder = Path(path)
     if not (folder / "config.json").exists() or not any(folder.glob("*.safetensors")):
         raise DownloadError(msg("download.hub_has_config_json", repo_id=repo_id))

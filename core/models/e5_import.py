@@ -16,6 +16,7 @@ file format, hence this reader.
 rows and the tokenizer's pieces both shrink, ids are renumbered in ``kept`` order, and text is tokenized with the
 kept pieces only (a piece no longer there is spelled with smaller ones).
 """
+
 from __future__ import annotations
 
 import json
@@ -86,16 +87,16 @@ def read_e5(path: str | Path | None = None) -> E5File:
     p += (n + 1) * 4
     scores = np.frombuffer(raw, np.float32, n, p).copy()
     p += n * 4
-    blob = raw[p:p + bloblen]
+    blob = raw[p : p + bloblen]
     p += bloblen
-    pieces = [blob[offs[i]:offs[i + 1]].decode("utf-8") for i in range(n)]
+    pieces = [blob[offs[i] : offs[i + 1]].decode("utf-8") for i in range(n)]
     take("i")  # the normalisation map's entries: NFKC in tokenizers covers them (the embedding check shows it)
     norm_bytes = take("I")
     p += norm_bytes
     tensors = {}
     for _ in range(take("i")):
         name_len = take("H")
-        name = raw[p:p + name_len].decode()
+        name = raw[p : p + name_len].decode()
         p += name_len
         dtype = raw[p]
         p += 1
@@ -103,8 +104,9 @@ def read_e5(path: str | Path | None = None) -> E5File:
         tensors[name] = (dtype, count, off)
     if qk != QK:
         raise ValueError(f"unexpected quant block {qk}")
-    meta = dict(hidden=hidden, layers=layers, heads=heads, ff=ff, vocab=vocab, positions=positions, types=types,
-                eps=eps)
+    meta = dict(
+        hidden=hidden, layers=layers, heads=heads, ff=ff, vocab=vocab, positions=positions, types=types, eps=eps
+    )
     return E5File(meta, pieces, scores, tensors, raw)
 
 
@@ -119,9 +121,14 @@ def state_dict(e5: E5File, keep: np.ndarray) -> dict[str, np.ndarray]:
     sd["roberta.embeddings.token_type_embeddings.weight"] = e5.f32("emb.type").reshape(-1, h)
     sd["roberta.embeddings.LayerNorm.weight"] = e5.f32("emb.ln.w")
     sd["roberta.embeddings.LayerNorm.bias"] = e5.f32("emb.ln.b")
-    parts = (("q", "attention.self.query", h, h), ("k", "attention.self.key", h, h),
-             ("v", "attention.self.value", h, h), ("ao", "attention.output.dense", h, h),
-             ("fi", "intermediate.dense", ff, h), ("fo", "output.dense", h, ff))
+    parts = (
+        ("q", "attention.self.query", h, h),
+        ("k", "attention.self.key", h, h),
+        ("v", "attention.self.value", h, h),
+        ("ao", "attention.output.dense", h, h),
+        ("fi", "intermediate.dense", ff, h),
+        ("fo", "output.dense", h, ff),
+    )
     for layer in range(m["layers"]):
         pre = f"roberta.encoder.layer.{layer}."
         for src, dst, rows, cols in parts:
@@ -137,11 +144,21 @@ def config(e5: E5File, vocab_size: int):
     from transformers import XLMRobertaConfig
 
     m = e5.meta
-    return XLMRobertaConfig(vocab_size=vocab_size, hidden_size=m["hidden"], num_hidden_layers=m["layers"],
-                            num_attention_heads=m["heads"], intermediate_size=m["ff"],
-                            max_position_embeddings=m["positions"] + 2, type_vocab_size=m["types"],
-                            layer_norm_eps=m["eps"], pad_token_id=1, bos_token_id=0, eos_token_id=2,
-                            architectures=["XLMRobertaForMaskedLM"], tie_word_embeddings=True)
+    return XLMRobertaConfig(
+        vocab_size=vocab_size,
+        hidden_size=m["hidden"],
+        num_hidden_layers=m["layers"],
+        num_attention_heads=m["heads"],
+        intermediate_size=m["ff"],
+        max_position_embeddings=m["positions"] + 2,
+        type_vocab_size=m["types"],
+        layer_norm_eps=m["eps"],
+        pad_token_id=1,
+        bos_token_id=0,
+        eos_token_id=2,
+        architectures=["XLMRobertaForMaskedLM"],
+        tie_word_embeddings=True,
+    )
 
 
 def tokenizer(e5: E5File, keep: np.ndarray):
@@ -159,15 +176,24 @@ def tokenizer(e5: E5File, keep: np.ndarray):
     tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first")
     tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="first")
     tok.post_processor = processors.TemplateProcessing(
-        single="<s> $A </s>", pair="<s> $A </s> </s> $B </s>", special_tokens=[("<s>", 0), ("</s>", 2)])
+        single="<s> $A </s>", pair="<s> $A </s> </s> $B </s>", special_tokens=[("<s>", 0), ("</s>", 2)]
+    )
     mask = e5.pieces[int(keep[-1])]
     if mask != "<mask>":
         raise ValueError("the last kept id must be <mask>")
     # <mask> swallows the space before it, as in XLM-R's own tokenizer ("北<mask>" and "is <mask>" both work)
     tok.add_special_tokens([AddedToken("<mask>", lstrip=True, special=True, normalized=False)])
-    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>",
-                                   sep_token="</s>", cls_token="<s>", pad_token="<pad>", mask_token="<mask>",
-                                   model_max_length=int(e5.meta["positions"]))
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token="<s>",
+        eos_token="</s>",
+        unk_token="<unk>",
+        sep_token="</s>",
+        cls_token="<s>",
+        pad_token="<pad>",
+        mask_token="<mask>",
+        model_max_length=int(e5.meta["positions"]),
+    )
 
 
 def assemble(folder: str | Path, trained: dict | None = None, keep: np.ndarray | None = None) -> None:

@@ -2,6 +2,7 @@
 
 Used at Docker build time: ``python -m core.models.fetch_weights [ids...]``. Needs network; prints what it got.
 """
+
 from __future__ import annotations
 
 import sys

@@ -7,6 +7,7 @@ downloads are allowed (``ENCODERLAB_ALLOW_DOWNLOAD=1``), any well-formed id. A p
 Folders the server itself made or ships (bundled models, this session's runs, the HF cache) still load: the
 picker names them, never the visitor.
 """
+
 from __future__ import annotations
 
 import re
@@ -41,8 +42,14 @@ def allowlist() -> tuple[str, ...]:
 
 def looks_like_path(text: str) -> bool:
     t = text.strip()
-    return (t.startswith(("/", ".", "~", "\\")) or "\\" in t or ".." in t or t.count("/") > 1
-            or re.match(r"^[A-Za-z]:", t) is not None or t in (".", ".."))
+    return (
+        t.startswith(("/", ".", "~", "\\"))
+        or "\\" in t
+        or ".." in t
+        or t.count("/") > 1
+        or re.match(r"^[A-Za-z]:", t) is not None
+        or t in (".", "..")
+    )
 
 
 def check_custom_checkpoint(text: str) -> None:

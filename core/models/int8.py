@@ -13,6 +13,7 @@ torchao is not among the pinned requirements, and its CPU int8 path (``quantize_
 fuses it: measured here on a 768x3072 + 3072x768 pair, batch 8x128, 1 thread: fp32 144 ms, torchao 4,294 ms,
 quantize_dynamic 76 ms. So the deprecated API is used and only its two deprecation warnings are silenced.
 """
+
 from __future__ import annotations
 
 import io
@@ -21,13 +22,16 @@ import warnings
 from core.base.messages import Problem, msg
 
 QUANT_MODES = ("", "int8")
-MARK = "encoderlab_quant"  # attribute set on a quantized model (core.models.packed_linear then leaves its linears alone)
+MARK = (
+    "encoderlab_quant"  # attribute set on a quantized model (core.models.packed_linear then leaves its linears alone)
+)
 
 # Narrow, process-wide filters (warnings.catch_warnings is not thread-safe in a server): the two deprecation
 # notices the quantize_dynamic path prints (see the module docstring for why it is used anyway).
 warnings.filterwarnings("ignore", message=r"torch\.ao\.quantization is deprecated", category=DeprecationWarning)
-warnings.filterwarnings("ignore", message=r"torch\.quantize_per_tensor, torch\.quantize_per_channel",
-                        category=UserWarning)
+warnings.filterwarnings(
+    "ignore", message=r"torch\.quantize_per_tensor, torch\.quantize_per_channel", category=UserWarning
+)
 
 
 class QuantizeError(Problem, ValueError):
@@ -70,8 +74,11 @@ def quantize_int8(model, inplace: bool = False):
     if is_quantized(model):
         return model
     tied = _tied_linears(model)
-    targets = {n: torch.ao.quantization.default_dynamic_qconfig for n, m in model.named_modules()
-               if isinstance(m, torch.nn.Linear) and n not in tied}
+    targets = {
+        n: torch.ao.quantization.default_dynamic_qconfig
+        for n, m in model.named_modules()
+        if isinstance(m, torch.nn.Linear) and n not in tied
+    }
     if not targets:
         raise QuantizeError(msg("int8.has_linear_layers_quantize", name__=type(model).__name__))
     q = torch.ao.quantization.quantize_dynamic(model, targets, dtype=torch.qint8, inplace=inplace)

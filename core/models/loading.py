@@ -4,6 +4,7 @@ The family registry (core.registry) says how families differ; this module resolv
 order (local folder, bundled zoo, Hugging Face cache, Hub when allowed) and loads safetensors only. The registry's
 names are re-exported here for the modules that import them from core.models.loading.
 """
+
 from __future__ import annotations
 
 import json
@@ -182,8 +183,7 @@ def _check_folder(folder: Path, spec: ModelSpec) -> dict:
     if not _has_weights(folder):
         bins = [p.name for p in folder.glob("*.bin")] + [p.name for p in folder.glob("*.pt")]
         if bins:
-            raise ModelLoadError(
-                msg("load.holds_only_encoderlab_loads", folder=folder, p=', '.join(bins)))
+            raise ModelLoadError(msg("load.holds_only_encoderlab_loads", folder=folder, p=", ".join(bins)))
         raise ModelLoadError(msg("load.has_config_json_but", folder=folder))
     _check_family(cfg, spec)
     return cfg
@@ -212,8 +212,13 @@ def _check_family(cfg: dict, spec: ModelSpec) -> None:
 BUILD_LOCK = threading.RLock()
 
 
-def load(spec: ModelSpec, task: str = "base", attentions: bool = False, dtype: str | None = None,
-         model_kwargs: dict | None = None) -> LoadedModel:
+def load(
+    spec: ModelSpec,
+    task: str = "base",
+    attentions: bool = False,
+    dtype: str | None = None,
+    model_kwargs: dict | None = None,
+) -> LoadedModel:
     """Load model and tokenizer for ``task`` on the spec's device.
 
     Safetensors only, never trust_remote_code. Eager attention when ``attentions`` (sdpa returns none). Weights
@@ -255,8 +260,14 @@ def load(spec: ModelSpec, task: str = "base", attentions: bool = False, dtype: s
             tokenizer = transformers.AutoTokenizer.from_pretrained(target, trust_remote_code=False)
     except (OSError, ValueError, RuntimeError) as e:
         if family(spec.family).generic and isinstance(e, ValueError) and "Unrecognized configuration" in str(e):
-            raise ModelLoadError(msg("load.model_which_transformers_has", checkpoint=spec.checkpoint,
-                                     p=cfg.get('model_type', '?'), task=task)) from None
+            raise ModelLoadError(
+                msg(
+                    "load.model_which_transformers_has",
+                    checkpoint=spec.checkpoint,
+                    p=cfg.get("model_type", "?"),
+                    task=task,
+                )
+            ) from None
         raise ModelLoadError(msg("load.loading_failed", checkpoint=spec.checkpoint, e=e)) from None
     model.eval().to(dev.torch_device)
     if spec.quant:  # after from_pretrained, on this fresh copy (core.compare.int8 says why CPU only)
@@ -265,10 +276,16 @@ def load(spec: ModelSpec, task: str = "base", attentions: bool = False, dtype: s
             model = quantize_int8(model, inplace=True)
         except QuantizeError as e:
             raise ModelLoadError(carry(e)) from None
-    return LoadedModel(model=model, tokenizer=tokenizer, spec=spec, task=task, source=res.source,
-                       path=str(target), device=dev.torch_device,
-                       missing_keys=tuple(info.get("missing_keys", ())),
-                       recipe=None if dtype or model_kwargs else
-                       ("core.models.loading:load", (spec,), {"task": task, "attentions": attentions}))
-
-
+    return LoadedModel(
+        model=model,
+        tokenizer=tokenizer,
+        spec=spec,
+        task=task,
+        source=res.source,
+        path=str(target),
+        device=dev.torch_device,
+        missing_keys=tuple(info.get("missing_keys", ())),
+        recipe=None
+        if dtype or model_kwargs
+        else ("core.models.loading:load", (spec,), {"task": task, "attentions": attentions}),
+    )

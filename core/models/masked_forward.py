@@ -13,10 +13,11 @@ tests/core/test_masked_forward.py checks every family with an adapter, padded or
 without one (ModernBERT's rotary pre-LayerNorm layers, the generic family) and options an adapter does not reproduce
 (relative positions, ALBERT inner groups) run the transformers forward; a test shows that too.
 """
+
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -83,8 +84,14 @@ def layer_parts(base, lin: Lin):
     return None if adapter is None else adapter(base, lin)
 
 
-def masked_hidden(model, ids: torch.Tensor, attn: torch.Tensor | None, rows: torch.Tensor | list[int],
-                  cols: torch.Tensor | list[int], packed: bool | None = None) -> torch.Tensor:
+def masked_hidden(
+    model,
+    ids: torch.Tensor,
+    attn: torch.Tensor | None,
+    rows: torch.Tensor | list[int],
+    cols: torch.Tensor | list[int],
+    packed: bool | None = None,
+) -> torch.Tensor:
     """Last hidden states (M, H) at positions ``(rows[i], cols[i])`` of the padded batch ``ids`` (B, T).
 
     ``attn`` is the (B, T) padding mask, or None when no row is padded. ``packed``: see core.models.packed_linear.linears
@@ -116,8 +123,9 @@ def fast_path(model) -> bool:
     return layer_parts(model.base_model, linears(model, False)) is not None
 
 
-def masked_logits(model, head: Callable, ids: torch.Tensor, attn: torch.Tensor | None, rows, cols,
-                  packed: bool | None = None) -> torch.Tensor:
+def masked_logits(
+    model, head: Callable, ids: torch.Tensor, attn: torch.Tensor | None, rows, cols, packed: bool | None = None
+) -> torch.Tensor:
     """MLM logits (M, V) at the (row, position) pairs only: masked_hidden, then the head at those rows.
     ``head`` is the model's MLM head (core.registry.mlm_head), used as is for heads this file does not know."""
     lin = linears(model, packed)

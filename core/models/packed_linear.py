@@ -19,19 +19,23 @@ Costs and safety:
   itself only packs models loaded from disk;
 - ``ENCODERLAB_PACKED=0`` turns it off; where this torch build cannot pack (the probe below fails) it stays off.
 """
+
 from __future__ import annotations
 
 import contextlib
 import os
 import threading
 import weakref
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 
+from core.base.caches import register as register_cache
+
 _LOCK = threading.Lock()
 # module -> (weakref to the weight it was packed from, that weight's version, packed weight)
-_PACKS: "weakref.WeakKeyDictionary[torch.nn.Module, tuple]" = weakref.WeakKeyDictionary()
+_PACKS: weakref.WeakKeyDictionary[torch.nn.Module, tuple] = weakref.WeakKeyDictionary()
+register_cache(__name__, _PACKS.clear)
 _AVAILABLE: bool | None = None
 _LOCAL = threading.local()  # .off: packing switched off in this thread (off())
 
@@ -93,16 +97,21 @@ def _module_call(mod: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
     return mod(x)
 
 
-def linears(model: torch.nn.Module, packed: bool | None = None) -> Callable[[torch.nn.Module, torch.Tensor],
-                                                                            torch.Tensor]:
+def linears(
+    model: torch.nn.Module, packed: bool | None = None
+) -> Callable[[torch.nn.Module, torch.Tensor], torch.Tensor]:
     """``lin(module, x) == module(x)`` for the model's ``nn.Linear`` modules, packed where that helps.
 
     ``packed=None`` packs on CPU fp32 without gradients when available(); False never packs; True requires it
     (RuntimeError when it cannot: wrong device, dtype, gradients on, or no oneDNN).
     """
     p = next(model.parameters())
-    fits = p.device.type == "cpu" and p.dtype == torch.float32 and not torch.is_grad_enabled() \
-        and not getattr(model, "encoderlab_quant", "")  # int8 linears (core.compare.int8) run their own kernels
+    fits = (
+        p.device.type == "cpu"
+        and p.dtype == torch.float32
+        and not torch.is_grad_enabled()
+        and not getattr(model, "encoderlab_quant", "")
+    )  # int8 linears (core.compare.int8) run their own kernels
     if packed is None:
         packed = fits and available()
     elif packed and not (fits and available()):

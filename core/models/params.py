@@ -1,15 +1,20 @@
 """Parameter anatomy of a checkpoint, computed from its config on the meta device (no weights needed)."""
+
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from core.registry import (
     GENERIC,
     build_model,
     checkpoint_info,
-    family as family_entry,
     family_of_model_type,
     official_config,
+)
+from core.registry import (
+    family as family_entry,
 )
 from core.registry.shape import shape
 
@@ -59,7 +64,7 @@ def _part(name: str) -> str:
     return "encoder"  # the layers, whatever the family calls them (encoder.layer, transformer.layer, layers)
 
 
-def _unique(model):
+def _unique(model: Any) -> Iterator[tuple[str, Any]]:  # a torch model: (name, parameter) pairs
     seen: set[int] = set()
     for name, p in model.named_parameters(remove_duplicate=False):
         if id(p) not in seen:
@@ -95,13 +100,24 @@ def breakdown_from_config(config, checkpoint: str = "", family: str | None = Non
     counts["heads"] = _head_count(pre)
     info = checkpoint_info(checkpoint)
     c, sh = config, shape(config)
-    facts = tuple((label, key, getattr(c, key)) for label, key in family_entry(fam_key).config_facts
-                  if getattr(c, key, None) is not None)
+    facts = tuple(
+        (label, key, getattr(c, key))
+        for label, key in family_entry(fam_key).config_facts
+        if getattr(c, key, None) is not None
+    )
     return ParamBreakdown(
-        checkpoint=checkpoint, family=fam_key, claim_m=info.claim_m if info else None,
+        checkpoint=checkpoint,
+        family=fam_key,
+        claim_m=info.claim_m if info else None,
         claim_note=info.claim_note if info else "",
-        layers=sh.layers, hidden=sh.hidden, heads_n=sh.heads, ffn=sh.ffn, vocab=sh.vocab, embedding_size=sh.embedding,
-        shared_layers=family_entry(fam_key).shared_layers, facts=facts,
+        layers=sh.layers,
+        hidden=sh.hidden,
+        heads_n=sh.heads,
+        ffn=sh.ffn,
+        vocab=sh.vocab,
+        embedding_size=sh.embedding,
+        shared_layers=family_entry(fam_key).shared_layers,
+        facts=facts,
         **counts,
     )
 

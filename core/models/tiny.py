@@ -5,6 +5,7 @@ Tests and demos use them so that the real ``from_pretrained`` path runs without 
 What each family's tiny model looks like is registry data (``Family.size_keys``, ``tiny_extra``,
 ``tiny_tokenizer``, ``tiny_vocab``, ``tiny_model_type``); this module only builds it.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -14,8 +15,13 @@ from core.models.tokenizer_build import bert_uncased_tokenizer, save_tokenizer, 
 from core.registry import TINY, build_model, family
 
 # token ids a config may take, and the tokenizer attribute each comes from (set when the config class has it)
-_TOKEN_IDS = dict(pad_token_id="pad_token_id", bos_token_id="cls_token_id", eos_token_id="sep_token_id",
-                  cls_token_id="cls_token_id", sep_token_id="sep_token_id")
+_TOKEN_IDS = dict(
+    pad_token_id="pad_token_id",
+    bos_token_id="cls_token_id",
+    eos_token_id="sep_token_id",
+    cls_token_id="cls_token_id",
+    sep_token_id="sep_token_id",
+)
 
 
 def example_texts() -> list[str]:

@@ -8,10 +8,11 @@ What is built follows the family's registry entry (core.registry), never its nam
   the RoBERTa way (``<s> A </s></s> B </s>``), the others the BERT way (``[CLS] A [SEP] B [SEP]``);
 - ``token_types``: a family without segment embeddings gets no ``token_type_ids`` from its tokenizer.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from core.base.messages import msg
 from core.registry import family as _family
@@ -55,6 +56,7 @@ def train_tokenizer(family: str, texts: Iterable[str], vocab_size: int):
     names = _ordered_specials(family)
     # With word-start markers (BPE's Ġ, Unigram's ▁) the mask token swallows the space before it, as in RoBERTa's
     # and ALBERT's own tokenizers: "a <mask> b" then masks one whole "Ġword" / "▁word" piece.
+    trainer: trainers.Trainer
     marked = [AddedToken(t, lstrip=(t == sp["mask_token"]), special=True, normalized=False) for t in names]
     if kind == "wordpiece":
         tok = Tokenizer(models.WordPiece(unk_token=sp.get("unk_token", "[UNK]")))
@@ -66,8 +68,9 @@ def train_tokenizer(family: str, texts: Iterable[str], vocab_size: int):
         tok = Tokenizer(models.BPE(unk_token=None))
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
         tok.decoder = decoders.ByteLevel()
-        trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=marked,
-                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+        trainer = trainers.BpeTrainer(
+            vocab_size=vocab_size, special_tokens=marked, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+        )
     elif kind == "unigram":
         # Only the start of the text gets a "▁", not every stretch after a special token (else "my [MASK]." reads
         # "▁my ▁ [MASK] ▁ .", with lone "▁" pieces around the mask).
@@ -75,19 +78,23 @@ def train_tokenizer(family: str, texts: Iterable[str], vocab_size: int):
         tok.normalizer = normalizers.Sequence([normalizers.NFKC(), normalizers.Lowercase()])
         tok.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme="first")
         tok.decoder = decoders.Metaspace(prepend_scheme="first")
-        trainer = trainers.UnigramTrainer(vocab_size=vocab_size, special_tokens=marked,
-                                          unk_token=sp.get("unk_token", "<unk>"))
+        trainer = trainers.UnigramTrainer(
+            vocab_size=vocab_size, special_tokens=marked, unk_token=sp.get("unk_token", "<unk>")
+        )
     else:
         raise ValueError(msg("load.unknown_piece_kind_family", p=kind, family=family))
     tok.train_from_iterator(list(texts), trainer=trainer)
     cls, sep = sp["cls_token"], sp["sep_token"]
     if "bos_token" in sp:  # RoBERTa-style pairs: <s> A </s></s> B </s>
-        tok.post_processor = processors.RobertaProcessing(
-            (sep, tok.token_to_id(sep)), (cls, tok.token_to_id(cls)), add_prefix_space=False)
+        sep_id, cls_id = tok.token_to_id(sep), tok.token_to_id(cls)
+        assert sep_id is not None and cls_id is not None  # trained as special tokens above: in the vocabulary
+        tok.post_processor = processors.RobertaProcessing((sep, sep_id), (cls, cls_id), add_prefix_space=False)
     else:
         tok.post_processor = processors.TemplateProcessing(
-            single=f"{cls}:0 $A:0 {sep}:0", pair=f"{cls}:0 $A:0 {sep}:0 $B:1 {sep}:1",
-            special_tokens=[(cls, tok.token_to_id(cls)), (sep, tok.token_to_id(sep))])
+            single=f"{cls}:0 $A:0 {sep}:0",
+            pair=f"{cls}:0 $A:0 {sep}:0 $B:1 {sep}:1",
+            special_tokens=[(cls, tok.token_to_id(cls)), (sep, tok.token_to_id(sep))],
+        )
     return tok
 
 
@@ -109,8 +116,11 @@ def _input_names(tok, family: str) -> None:
     """A family without segment embeddings takes no token_type_ids; one with them must get them (transformers' fast
     tokenizer class lists only input_ids and attention_mask, so an ALBERT tokenizer built from a tokenizers object
     gave its pairs no segment ids, and the SOP head saw A and B as one segment)."""
-    names = ["input_ids", "token_type_ids", "attention_mask"] if _family(family).token_types else \
-        ["input_ids", "attention_mask"]
+    names = (
+        ["input_ids", "token_type_ids", "attention_mask"]
+        if _family(family).token_types
+        else ["input_ids", "attention_mask"]
+    )
     tok.model_input_names = names
     tok.init_kwargs["model_input_names"] = names  # what save_pretrained writes, so a reload keeps them
 

@@ -6,15 +6,17 @@ A run folder is what core.train.finetune.train writes under ``<run>/model``: the
 mean-pooling or scalar-mix head below, which training builds too), the tokenizer, and META_FILE (config, labels,
 metrics). The file names are the saved format: runs written before keep loading.
 """
+
 from __future__ import annotations
 
 import io
 import json
 import re
 import zipfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -29,16 +31,9 @@ META_FILE = "encoderlab_finetune.json"  # the run's metadata (core.compare.glue_
 HEAD_FILE = "pooling_head.safetensors"  # mean-pooling / scalar-mix head weights beside the encoder
 
 
-def _torch_nn():
-    import torch  # lazy: torch loads in seconds; importing this module (the page) does not need it
-    from torch import nn  # lazy: as torch
-
-    return torch, nn
-
-
 def mean_pool_classifier(backbone, num_labels: int, dropout: float):
     """The encoder, mean over real tokens, dropout, one linear layer. Returns an nn.Module with ``.logits`` output."""
-    torch, nn = _torch_nn()
+    from torch import nn  # lazy: torch loads in seconds; importing this module (the page) does not need it
     from transformers.modeling_outputs import SequenceClassifierOutput  # lazy: as torch
 
     class MeanPoolClassifier(nn.Module):
@@ -64,7 +59,8 @@ def scalar_mix_model(backbone, num_labels: int, dropout: float, per_token: bool)
     """ELMo's scalar mix (Peters et al., 2018): ``gamma * sum_j softmax(s)_j h_j`` over every hidden state
     (embeddings and each layer), then per token (token labelling) or mean over real tokens (sequences), dropout
     and one linear layer. ``layer_weights()`` gives softmax(s). s starts at 0 (an even mix), gamma at 1."""
-    torch, nn = _torch_nn()
+    import torch  # lazy: as in mean_pool_classifier
+    from torch import nn  # lazy: as torch
     from transformers.modeling_outputs import SequenceClassifierOutput, TokenClassifierOutput  # lazy: as torch
 
     class ScalarMixClassifier(nn.Module):
@@ -83,8 +79,9 @@ def scalar_mix_model(backbone, num_labels: int, dropout: float, per_token: bool)
             return torch.softmax(self.mix.detach().float(), 0)
 
         def forward(self, input_ids, attention_mask, **kw):
-            hs = self.backbone(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True,
-                               **kw).hidden_states  # L+1 tensors (b, t, H)
+            hs = self.backbone(
+                input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True, **kw
+            ).hidden_states  # L+1 tensors (b, t, H)
             w = torch.softmax(self.mix, 0).to(hs[0].dtype)
             h = self.gamma * torch.einsum("l,lbth->bth", w, torch.stack(hs))  # (b, t, H)
             if self.per_token:
@@ -108,7 +105,9 @@ class FinetunedModel:
     device: str
     task: str = "sequence"
     word_tokenizer: Any = None  # task "token": the tokenizer for pre-split words (core.data.token_data.words_tokenizer)
-    recipe: tuple | None = field(default=None, repr=False, compare=False)  # how another process loads it (core.runtime.backend)
+    recipe: tuple | None = field(
+        default=None, repr=False, compare=False
+    )  # how another process loads it (core.runtime.backend)
 
 
 def load_finetuned(model_dir: str | Path, device: str = "auto") -> FinetunedModel:
@@ -141,9 +140,17 @@ def load_finetuned(model_dir: str | Path, device: str = "auto") -> FinetunedMode
     word_tok = None
     if task == "token":
         word_tok = words_tokenizer(lm.tokenizer)
-    return FinetunedModel(model, lm.tokenizer, tuple(meta["label_names"]), c["pooling"], c["max_length"], lm.device,
-                          task, word_tok, recipe=("core.predict.classify:load_finetuned", (str(model_dir),),
-                                                 {"device": device}))
+    return FinetunedModel(
+        model,
+        lm.tokenizer,
+        tuple(meta["label_names"]),
+        c["pooling"],
+        c["max_length"],
+        lm.device,
+        task,
+        word_tok,
+        recipe=("core.predict.classify:load_finetuned", (str(model_dir),), {"device": device}),
+    )
 
 
 def split_words(text: str) -> list[str]:
@@ -154,7 +161,7 @@ def split_words(text: str) -> list[str]:
 def tag(fm: FinetunedModel, texts: list[str] | list[list[str]]) -> list[list[tuple[str, str, float]]]:
     """Per-word tags of a token model: for each text (a string, split by ``split_words``, or a list of words),
     (word, tag, probability) for every word that fits in the model's max length."""
-    import torch  # lazy: as in _torch_nn
+    import torch  # lazy: as in mean_pool_classifier
     from transformers import DataCollatorForTokenClassification  # lazy: as torch
 
     if fm.task != "token":
@@ -196,11 +203,14 @@ def classify(fm: FinetunedModel, texts: list[str], texts_b: list[str] | None = N
 
 def _classify_batch(fm: FinetunedModel, items: Sequence[tuple[list[str], list[str] | None]]) -> list[np.ndarray]:
     """Several callers' texts (all single, or all pairs) as one forward, split back per caller."""
-    probs = classify_now(fm, [x for a, _ in items for x in a],
-                         None if items[0][1] is None else [x for _, b in items for x in b])
+    probs = classify_now(
+        fm,
+        [x for a, _ in items for x in a],
+        None if items[0][1] is None else [x for _, b in items if b is not None for x in b],
+    )  # one op: all pairs
     out, i = [], 0
     for a, _ in items:
-        out.append(probs[i:i + len(a)])
+        out.append(probs[i : i + len(a)])
         i += len(a)
     return out
 
@@ -208,7 +218,7 @@ def _classify_batch(fm: FinetunedModel, items: Sequence[tuple[list[str], list[st
 def classify_now(fm: FinetunedModel, texts: list[str], texts_b: list[str] | None = None) -> np.ndarray:
     """``classify`` on this thread, never through the batcher (core.runtime.serving runs a batch on another
     session's thread, where e.g. core.inspect.ablation's per-context head switch does not hold)."""
-    import torch  # lazy: as in _torch_nn
+    import torch  # lazy: as in mean_pool_classifier
 
     enc = fm.tokenizer(texts, texts_b, truncation=True, max_length=fm.max_length, padding=True, return_tensors="pt")
     enc = {k: v.to(fm.device) for k, v in enc.items() if k in fm.tokenizer.model_input_names}

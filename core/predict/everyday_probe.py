@@ -6,6 +6,7 @@ training and is never trained on (tests/core/test_everyday_probe.py checks the c
 ``score(lm)`` runs them through Fill-mask (the same code path as the page, so each family's mask token and
 tokenizer apply) and counts a hit when a top-k candidate, as plain lowercase text, is one of the answers.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -41,7 +42,7 @@ def score(lm: LoadedModel, items: tuple[ProbeItem, ...] | None = None, k: int = 
     items = load_probe() if items is None else items
     preds: list[tuple[str, ...]] = []
     for i in range(0, len(items), batch):
-        chunk = items[i:i + batch]
+        chunk = items[i : i + batch]
         results = fill_mask_batch(lm, [FillMaskConfig(it.sentence, top_k=k) for it in chunk])
         preds.extend(tuple(_plain(c.text) for c in r.masks[0].candidates) for r in results)
     top1 = [p[0] in it.answers if p else False for it, p in zip(items, preds)]
@@ -49,8 +50,10 @@ def score(lm: LoadedModel, items: tuple[ProbeItem, ...] | None = None, k: int = 
     by: dict[str, list[int]] = defaultdict(list)
     for j, it in enumerate(items):
         by[it.topic].append(j)
-    per_topic = {t: (len(js), sum(top1[j] for j in js) / len(js), sum(topk[j] for j in js) / len(js))
-                 for t, js in sorted(by.items())}
+    per_topic = {
+        t: (len(js), sum(top1[j] for j in js) / len(js), sum(topk[j] for j in js) / len(js))
+        for t, js in sorted(by.items())
+    }
     n = max(1, len(items))
     return ProbeScore(lm.spec.checkpoint, len(items), sum(top1) / n, sum(topk) / n, k, per_topic, tuple(preds))
 
@@ -62,8 +65,15 @@ def during_training(family: str, items: tuple[ProbeItem, ...] | None = None):
     items = load_probe() if items is None else items
 
     def on_eval(model, tokenizer) -> dict:
-        lm = LoadedModel(model, tokenizer, ModelSpec(family, "(training)", "cpu"), "mlm", "training", "",
-                         str(next(model.parameters()).device))
+        lm = LoadedModel(
+            model,
+            tokenizer,
+            ModelSpec(family, "(training)", "cpu"),
+            "mlm",
+            "training",
+            "",
+            str(next(model.parameters()).device),
+        )
         # no packed weights: a fused optimizer updates them in place without bumping their version, so a pack made
         # at the first evaluation would be served at every later one (packed_linear's staleness check)
         with packed_linear.off():
@@ -83,12 +93,19 @@ def main() -> int:  # python -m core.predict.everyday_probe: every bundled model
         lm = load(ModelSpec(fam, bundled_id(fam), "cpu"), "mlm")
         en, cn = score(lm), score(lm, zh)
         bars = bundled_card(bundled_id(fam)).get("bars", {})
-        goal = "; ".join(f"{name} {bar:.0%}: {'met' if got >= bar else 'missed'}"
-                         for name, bar, got in (("English top-5", bars.get("probe_top5"), en.topk),
-                                                ("Chinese top-5", bars.get("probe_zh_top5"), cn.topk)) if bar)
+        goal = "; ".join(
+            f"{name} {bar:.0%}: {'met' if got >= bar else 'missed'}"
+            for name, bar, got in (
+                ("English top-5", bars.get("probe_top5"), en.topk),
+                ("Chinese top-5", bars.get("probe_zh_top5"), cn.topk),
+            )
+            if bar
+        )
         print(f"{bundled_id(fam):28s} {en.top1:9.1%} / {en.topk:6.1%}   {cn.top1:9.1%} / {cn.topk:6.1%}   {goal}")
-    print(f"({len(load_probe())} English and {len(zh)} Chinese sentences; tests/data/everyday_probe*.tsv; the pair "
-          "heads' bars are on the cards)")
+    print(
+        f"({len(load_probe())} English and {len(zh)} Chinese sentences; tests/data/everyday_probe*.tsv; the pair "
+        "heads' bars are on the cards)"
+    )
     return 0
 
 

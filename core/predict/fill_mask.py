@@ -7,6 +7,7 @@ and the MLM head run at the masked positions only (core/models/masked_forward.py
 linears use oneDNN-packed weights (core/models/packed_linear.py). Several masks are filled independently (one pass) or
 one at a time, most confident first (one pass per mask).
 """
+
 from __future__ import annotations
 
 import math
@@ -15,11 +16,12 @@ import statistics
 import time
 import unicodedata
 import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Callable, Sequence
 
 from core import registry
 from core.base import text as text_rules
+from core.base.caches import register as register_cache
 from core.base.messages import Problem, msg
 from core.base.paths import ASSETS
 from core.base.segment import is_han, regroup
@@ -62,10 +64,12 @@ class FillMaskConfig:
         if not isinstance(self.top_k, int) or not 1 <= self.top_k <= MAX_TOP_K:
             raise ValueError(msg("fill_mask.top_k_must_whole", MAX_TOP_K=MAX_TOP_K, top_k=self.top_k))
         if self.strategy not in STRATEGIES:
-            raise ValueError(msg("fill_mask.unknown_fill_strategy_use", strategy=self.strategy,
-                                 p=', '.join(STRATEGIES)))
-        text_rules.check_text(self.text, max_chars=MAX_CHARS,
-                              empty_hint=msg("fill_mask.hint_empty"), long_hint=msg("fill_mask.hint_long"))
+            raise ValueError(
+                msg("fill_mask.unknown_fill_strategy_use", strategy=self.strategy, p=", ".join(STRATEGIES))
+            )
+        text_rules.check_text(
+            self.text, max_chars=MAX_CHARS, empty_hint=msg("fill_mask.hint_empty"), long_hint=msg("fill_mask.hint_long")
+        )
         n = count_masks(self.text)
         if self.word is not None:
             if n:
@@ -180,6 +184,7 @@ def _cjk(c: str) -> bool:
 HAN_VOCAB = 2500  # Han pieces a Chinese vocabulary holds at least (the 2,500 common characters; bert-base-uncased: 488)
 # tokenizer -> its Han pieces; weak keys: an entry goes with its tokenizer (an id() key could be reused by another)
 _HAN_PIECES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+register_cache(f"{__name__}.han_pieces", _HAN_PIECES.clear)
 
 
 def _han_pieces(tok) -> int:
@@ -187,7 +192,7 @@ def _han_pieces(tok) -> int:
         return _HAN_PIECES[tok]
     except (KeyError, TypeError):
         pass
-    vocab = getattr(tok, "get_vocab", dict)()
+    vocab: dict[str, int] = getattr(tok, "get_vocab", dict)()
     n = sum(1 for p in vocab if (w := p.lstrip("#▁Ġ")) and all(is_han(c) for c in w))
     try:
         _HAN_PIECES[tok] = n
@@ -211,16 +216,18 @@ def reads_cjk(checkpoint: str, text: str, pieces: Sequence[str], offsets: Sequen
     return _han_pieces(tok) >= HAN_VOCAB
 
 
-def _script_notes(text: str, pieces: Sequence[str], offsets: Sequence[tuple[int, int]], tok,
-                  checkpoint: str = "") -> list[str]:
+def _script_notes(
+    text: str, pieces: Sequence[str], offsets: Sequence[tuple[int, int]], tok, checkpoint: str = ""
+) -> list[str]:
     """Say what the tokenizer did with emoji, CJK (unless the model reads it: ``reads_cjk``), right-to-left and
     combining characters."""
     notes: list[str] = []
     unk = tok.unk_token
     lost = sorted({text[s:e] for p, (s, e) in zip(pieces, offsets) if p == unk and e > s})
     if lost:
-        notes.append(msg("fill_mask.note_unknown_pieces", n=len(lost), unk=unk,
-                         pieces=" ".join(repr(x) for x in lost[:10])))
+        notes.append(
+            msg("fill_mask.note_unknown_pieces", n=len(lost), unk=unk, pieces=" ".join(repr(x) for x in lost[:10]))
+        )
     emoji = [c for c in text if unicodedata.category(c) == "So"]
     if emoji and not lost:
         n = sum(1 for p, (s, e) in zip(pieces, offsets) if any(unicodedata.category(c) == "So" for c in text[s:e]))
@@ -234,13 +241,16 @@ def _script_notes(text: str, pieces: Sequence[str], offsets: Sequence[tuple[int,
         norm = getattr(getattr(tok, "backend_tokenizer", None), "normalizer", None)
         seen = norm.normalize_str(text) if norm is not None else text
         stripped = not any(unicodedata.combining(c) for c in unicodedata.normalize("NFD", seen))
-        notes.append(msg("fill_mask.note_combining_stripped") if stripped else
-                     msg("fill_mask.note_combining_kept_nfc" if nfc != text else "fill_mask.note_combining_kept"))
+        notes.append(
+            msg("fill_mask.note_combining_stripped")
+            if stripped
+            else msg("fill_mask.note_combining_kept_nfc" if nfc != text else "fill_mask.note_combining_kept")
+        )
     return notes
 
 
 # ---------------------------------------------------------------------------------------------- model helpers
-def mlm_head(model) -> Callable:
+def mlm_head(model) -> registry.MlmHead:
     """The MLM head as a function hidden (M, H) -> logits (M, V); raises FillMaskError when there is none."""
     head = registry.mlm_head(model)
     if head is not None:
@@ -256,17 +266,25 @@ def check_mlm(lm: LoadedModel) -> None:
     if lm.head_missing:
         missing = ", ".join(k for k in lm.missing_keys[:4])
         raise FillMaskError(
-            msg("fill_mask.has_trained_mlm_head", checkpoint=lm.spec.checkpoint, missing=missing, p=_saved_as(lm),
-                p2=_mlm_suggestion(lm.spec.family)))
+            msg(
+                "fill_mask.has_trained_mlm_head",
+                checkpoint=lm.spec.checkpoint,
+                missing=missing,
+                p=_saved_as(lm),
+                p2=_mlm_suggestion(lm.spec.family),
+            )
+        )
 
 
 def _saved_as(lm: LoadedModel) -> str:
     """What a checkpoint without an MLM head is, from the architecture its config.json names."""
     arch = next(iter(getattr(lm.model.config, "architectures", None) or ()), "")
-    for suffix, what in (("ForSequenceClassification", "a fine-tuned classifier"),
-                         ("ForTokenClassification", "a fine-tuned token classifier"),
-                         ("ForQuestionAnswering", "a fine-tuned question-answering model"),
-                         ("ForMultipleChoice", "a fine-tuned multiple-choice model")):
+    for suffix, what in (
+        ("ForSequenceClassification", "a fine-tuned classifier"),
+        ("ForTokenClassification", "a fine-tuned token classifier"),
+        ("ForQuestionAnswering", "a fine-tuned question-answering model"),
+        ("ForMultipleChoice", "a fine-tuned multiple-choice model"),
+    ):
         if arch.endswith(suffix):
             return msg("fill_mask.saved_its_task_head", what=what, arch=arch)
     if arch:
@@ -308,17 +326,17 @@ def encode(lm: LoadedModel, cfg: FillMaskConfig) -> Encoded:
     tok = lm.tokenizer
     mask_id = tok.mask_token_id
     if cfg.word is None:
-        model_text, notes = to_model_text(cfg.text, tok.mask_token)
+        model_text, text_notes = to_model_text(cfg.text, tok.mask_token)
         if not any(ch.isalnum() for ch in MASK_PATTERN.sub(" ", model_text.replace(tok.mask_token, " "))):
             raise FillMaskError(msg("fill_mask.without_special_tokens_text"))
     else:
-        model_text, notes = to_model_text(cfg.text, tok.mask_token)
-        if notes:
+        model_text, text_notes = to_model_text(cfg.text, tok.mask_token)
+        if text_notes:
             raise FillMaskError(msg("fill_mask.mask_word_needs_plain"))
     enc = tok(model_text, add_special_tokens=False, return_offsets_mapping=True)
     ids, offsets = list(enc["input_ids"]), [tuple(o) for o in enc["offset_mapping"]]
     pieces = tok.convert_ids_to_tokens(ids)
-    notes = list(notes) + _script_notes(model_text, pieces, offsets, tok, lm.spec.checkpoint)
+    notes = list(text_notes) + _script_notes(model_text, pieces, offsets, tok, lm.spec.checkpoint)
     originals, masked_word = None, None
     if cfg.word is not None:
         w = words(model_text)[cfg.word]
@@ -328,8 +346,9 @@ def encode(lm: LoadedModel, cfg: FillMaskConfig) -> Encoded:
         if pos[0] > 0 and pieces[pos[0] - 1] in WORD_START_PIECES:  # a lone ▁/Ġ opens this word: it is part of it
             pos.insert(0, pos[0] - 1)
         if len(pos) > cfg.max_masks:
-            raise FillMaskError(msg("fill_mask.tokens_long_tokenizer_most", text=w.text, n_pos=len(pos),
-                                    max_masks=cfg.max_masks))
+            raise FillMaskError(
+                msg("fill_mask.tokens_long_tokenizer_most", text=w.text, n_pos=len(pos), max_masks=cfg.max_masks)
+            )
         originals = tuple(ids[i] for i in pos)
         for i in pos:
             ids[i] = mask_id
@@ -338,27 +357,37 @@ def encode(lm: LoadedModel, cfg: FillMaskConfig) -> Encoded:
     if not positions:
         raise FillMaskError(msg("fill_mask.mask_survived_tokenization_write"))
     if cfg.word is None and len(positions) > cfg.max_masks:
-        raise FillMaskError(msg("fill_mask.text_has_masks_most", n_positions=len(positions),
-                                max_masks=cfg.max_masks))
+        raise FillMaskError(msg("fill_mask.text_has_masks_most", n_positions=len(positions), max_masks=cfg.max_masks))
     if len(positions) >= 3 and len(positions) / len(ids) > MASK_SHARE_WARN:
-        notes.append(msg("fill_mask.note_many_masks", n=len(positions), total=len(ids),
-                         share=len(positions) / len(ids)))
+        notes.append(
+            msg("fill_mask.note_many_masks", n=len(positions), total=len(ids), share=len(positions) / len(ids))
+        )
     cap = lm.max_tokens - 2
     truncation = None
     if len(ids) > cap:
         lo, hi = positions[0], positions[-1]
         if hi - lo + 1 > cap:
-            raise FillMaskError(msg("fill_mask.masks_span_tokens_but", p=hi - lo + 1, checkpoint=lm.spec.checkpoint,
-                                    p2=cap + 2))
+            raise FillMaskError(
+                msg("fill_mask.masks_span_tokens_but", p=hi - lo + 1, checkpoint=lm.spec.checkpoint, p2=cap + 2)
+            )
         start = _window(len(ids), cap, lo, hi)
         cut_end = len(ids) - (start + cap)
-        truncation = (msg("fill_mask.text_tokens_reads_most", n_ids=len(ids), checkpoint=lm.spec.checkpoint,
-                          p=cap + 2, p2=start + 1, p3=start + cap, start=start, cut_end=cut_end))
-        ids = ids[start:start + cap]
+        truncation = msg(
+            "fill_mask.text_tokens_reads_most",
+            n_ids=len(ids),
+            checkpoint=lm.spec.checkpoint,
+            p=cap + 2,
+            p2=start + 1,
+            p3=start + cap,
+            start=start,
+            cut_end=cut_end,
+        )
+        ids = ids[start : start + cap]
         positions = [p - start for p in positions]
     ids = [tok.cls_token_id] + ids + [tok.sep_token_id]
-    return Encoded(tuple(ids), tuple(p + 1 for p in positions), model_text, tuple(notes), truncation,
-                    originals, masked_word)
+    return Encoded(
+        tuple(ids), tuple(p + 1 for p in positions), model_text, tuple(notes), truncation, originals, masked_word
+    )
 
 
 # ---------------------------------------------------------------------------------------------- prediction
@@ -369,8 +398,8 @@ def _pad(rows: list[list[int]], pad_id: int, device: str):
     ids = torch.full((len(rows), t), pad_id, dtype=torch.long)
     attn = torch.zeros((len(rows), t), dtype=torch.long)
     for i, r in enumerate(rows):
-        ids[i, :len(r)] = torch.tensor(r)
-        attn[i, :len(r)] = 1
+        ids[i, : len(r)] = torch.tensor(r)
+        attn[i, : len(r)] = 1
     if len({len(r) for r in rows}) == 1:
         return ids.to(device), None  # nothing padded: the encoder can skip the attention mask
     return ids.to(device), attn.to(device)
@@ -391,8 +420,9 @@ def _candidates(tok, probs_row, k: int) -> tuple[Candidate, ...]:
     return tuple(Candidate(t, pc, tok.decode([t]).strip(), float(pv)) for t, pc, pv in zip(ids, pieces, p.tolist()))
 
 
-def _fill_step(model, head, tok, pad_id, device, chunk, step, encs, configs, rows, open_masks, first, chosen,
-               order) -> None:
+def _fill_step(
+    model, head, tok, pad_id, device, chunk, step, encs, configs, rows, open_masks, first, chosen, order
+) -> None:
     """One forward over the texts in ``chunk``: record first-pass distributions, fill the chosen masks."""
     import torch
 
@@ -400,8 +430,9 @@ def _fill_step(model, head, tok, pad_id, device, chunk, step, encs, configs, row
     r_idx = [i for i, b in enumerate(chunk) for _ in open_masks[b]]
     c_idx = [encs[b].mask_positions[m] for b in chunk for m in open_masks[b]]
     # the encoder over the batch (its last layer at the masks only), then the MLM head there only: (M, V)
-    logits = masked_logits(model, head, ids, attn, torch.tensor(r_idx, device=device),
-                           torch.tensor(c_idx, device=device))
+    logits = masked_logits(
+        model, head, ids, attn, torch.tensor(r_idx, device=device), torch.tensor(c_idx, device=device)
+    )
     probs = logits.float().softmax(-1)  # (M, V)
     lone = lone_marker_ids(tok)
     text_of_row = [b for b in chunk for _ in open_masks[b]]
@@ -426,11 +457,17 @@ def _fill_step(model, head, tok, pad_id, device, chunk, step, encs, configs, row
                     oid, po = e.originals[m], probs[r + j, e.originals[m]]
                     rank = int((probs[r + j] > po).sum())
                     orig = Candidate(oid, tok.convert_ids_to_tokens(oid), tok.decode([oid]).strip(), float(po))
-                first[b].append(MaskPrediction(e.mask_positions[m], _candidates(tok, probs[r + j], c.top_k),
-                                               float(ent[r + j]), orig, rank))
+                first[b].append(
+                    MaskPrediction(
+                        e.mask_positions[m], _candidates(tok, probs[r + j], c.top_k), float(ent[r + j]), orig, rank
+                    )
+                )
         # independent: take every mask's first choice; iterative: only the most confident open mask
-        picks = range(len(opened)) if c.strategy == "independent" else \
-            [max(range(len(opened)), key=lambda j: float(top_p[r + j]))]
+        picks = (
+            range(len(opened))
+            if c.strategy == "independent"
+            else [max(range(len(opened)), key=lambda j: float(top_p[r + j]))]
+        )
         for j in picks:
             m = opened[j]
             chosen[b][m] = (int(top_i[r + j]), float(top_p[r + j]))
@@ -470,9 +507,23 @@ def fill_mask_batch(lm: LoadedModel, configs: Sequence[FillMaskConfig]) -> tuple
         while active:
             # similar lengths together, so little compute goes to padding
             by_len = sorted(active, key=lambda b: len(rows[b]))
-            for chunk in (by_len[i:i + BATCH_CHUNK] for i in range(0, len(by_len), BATCH_CHUNK)):
-                _fill_step(model, head, tok, pad_id, lm.device, chunk, step, encs, configs, rows, open_masks,
-                           first, chosen, order)
+            for chunk in (by_len[i : i + BATCH_CHUNK] for i in range(0, len(by_len), BATCH_CHUNK)):
+                _fill_step(
+                    model,
+                    head,
+                    tok,
+                    pad_id,
+                    lm.device,
+                    chunk,
+                    step,
+                    encs,
+                    configs,
+                    rows,
+                    open_masks,
+                    first,
+                    chosen,
+                    order,
+                )
             active = [b for b in active if open_masks[b]]
             step += 1
     elapsed = (time.perf_counter() - t0) * 1000 / len(encs)
@@ -480,19 +531,34 @@ def fill_mask_batch(lm: LoadedModel, configs: Sequence[FillMaskConfig]) -> tuple
     for b, (e, c) in enumerate(zip(encs, configs)):
         fill_ids = [chosen[b][m][0] for m in range(len(e.mask_positions))]
         fill_p = tuple(chosen[b][m][1] for m in range(len(e.mask_positions)))
-        out.append(FillMaskResult(
-            checkpoint=lm.spec.checkpoint, family=lm.spec.family, text=c.text, model_text=e.model_text,
-            tokens=tuple(tok.convert_ids_to_tokens(list(e.ids))), mask_positions=e.mask_positions,
-            masks=tuple(first[b]), strategy=c.strategy, fill_order=tuple(order[b]),
-            fill_pieces=tuple(tok.convert_ids_to_tokens(fill_ids)), fill_probs=fill_p,
-            filled_text=tok.decode(rows[b][1:-1], skip_special_tokens=False).strip(),
-            joint_log_prob=float(sum(math.log(max(p, 1e-300)) for p in fill_p)), latency_ms=elapsed,
-            notes=e.notes, truncation=e.truncation, masked_word=e.masked_word, batch_size=len(encs)))
+        out.append(
+            FillMaskResult(
+                checkpoint=lm.spec.checkpoint,
+                family=lm.spec.family,
+                text=c.text,
+                model_text=e.model_text,
+                tokens=tuple(tok.convert_ids_to_tokens(list(e.ids))),
+                mask_positions=e.mask_positions,
+                masks=tuple(first[b]),
+                strategy=c.strategy,
+                fill_order=tuple(order[b]),
+                fill_pieces=tuple(tok.convert_ids_to_tokens(fill_ids)),
+                fill_probs=fill_p,
+                filled_text=tok.decode(rows[b][1:-1], skip_special_tokens=False).strip(),
+                joint_log_prob=float(sum(math.log(max(p, 1e-300)) for p in fill_p)),
+                latency_ms=elapsed,
+                notes=e.notes,
+                truncation=e.truncation,
+                masked_word=e.masked_word,
+                batch_size=len(encs),
+            )
+        )
     return tuple(out)
 
 
-def configs_from_lines(text: str, top_k: int = 5, strategy: str = "independent",
-                       max_lines: int = MAX_LINES) -> list[FillMaskConfig]:
+def configs_from_lines(
+    text: str, top_k: int = 5, strategy: str = "independent", max_lines: int = MAX_LINES
+) -> list[FillMaskConfig]:
     """One FillMaskConfig per non-empty line (to be run as one batch); ValueError names the line at fault."""
     lines = [(i, ln) for i, ln in enumerate((text or "").splitlines(), start=1) if ln.strip()]
     if not lines:
@@ -517,7 +583,6 @@ def fill_mask(lm: LoadedModel, cfg: FillMaskConfig) -> FillMaskResult:
     core.runtime.serving, on Ray the model's Serve deployment); the result is this text's alone, with its own wall time as the latency.
     """
 
-
     t0 = time.perf_counter()
     res = batched(lm, "fill_mask", fill_mask_batch, cfg)
     return replace(res, latency_ms=(time.perf_counter() - t0) * 1000, batch_size=1)
@@ -526,8 +591,9 @@ def fill_mask(lm: LoadedModel, cfg: FillMaskConfig) -> FillMaskResult:
 COMPARE_REPEATS = 3  # warm calls per model in compare(): the median of these is the latency shown
 
 
-def compare(models: Sequence[LoadedModel], cfg: FillMaskConfig, warmup: bool = True,
-            repeats: int = COMPARE_REPEATS) -> CompareResult:
+def compare(
+    models: Sequence[LoadedModel], cfg: FillMaskConfig, warmup: bool = True, repeats: int = COMPARE_REPEATS
+) -> CompareResult:
     """The same text through 2-4 models, one result each with its own latency.
 
     With ``warmup`` each model runs the text once first (its time kept as ``first_ms``, out of the median), so no

@@ -10,6 +10,7 @@ random words are masked (all their pieces) and a generator (the family's MLM che
 each masked piece in one pass. The discriminator then reads the corrupted ids, and the result says which words were
 replaced, so the replaced words should be the ones that score high.
 """
+
 from __future__ import annotations
 
 import json
@@ -48,8 +49,9 @@ class RtdConfig:
     seed: int = bounded(0, 0, MAX_SEED, step=1, label="Seed")
 
     def __post_init__(self) -> None:
-        text_rules.check_text(self.text, max_chars=MAX_CHARS,
-                              empty_hint=msg("replaced.hint_empty"), long_hint=msg("replaced.hint_long"))
+        text_rules.check_text(
+            self.text, max_chars=MAX_CHARS, empty_hint=msg("replaced.hint_empty"), long_hint=msg("replaced.hint_long")
+        )
         if MASK_PATTERN.search(self.text):
             raise ValueError(msg("replaced.text_has_mask_discriminator"))
         if not any(ch.isalnum() for ch in self.text):
@@ -127,7 +129,7 @@ def architectures(spec: ModelSpec) -> tuple[str, ...]:
 
 
 def role(spec: ModelSpec | None) -> str | None:
-    """"discriminator" when the checkpoint is its family's RTD model, "generator" when its family has one but this
+    """ "discriminator" when the checkpoint is its family's RTD model, "generator" when its family has one but this
     checkpoint is the MLM model, None for a family without replaced token detection (or no model picked)."""
     if spec is None:
         return None
@@ -141,8 +143,9 @@ def load_discriminator(spec: ModelSpec) -> LoadedModel:
     """The discriminator of ``spec`` (through core.models.loading.load, task "rtd"). Raises ReplacedTokensError when the
     family has no RTD head, ModelLoadError when the checkpoint cannot be had."""
     if rtd_class(spec.family) is None:
-        raise ReplacedTokensError(msg("replaced.has_replaced_token_detection",
-                                      label=registry.family(spec.family).label))
+        raise ReplacedTokensError(
+            msg("replaced.has_replaced_token_detection", label=registry.family(spec.family).label)
+        )
     return models.load(spec, RTD_TASK)
 
 
@@ -153,14 +156,24 @@ def check_discriminator(lm: LoadedModel) -> None:
     cls_name = rtd_class(lm.spec.family)
     if cls_name is None or not isinstance(lm.model, getattr(transformers, cls_name)):
         raise ReplacedTokensError(
-            msg("replaced.loaded_which_has_replaced", checkpoint=lm.spec.checkpoint, name__=type(lm.model).__name__,
-                p=cls_name or 'a family with one'))
+            msg(
+                "replaced.loaded_which_has_replaced",
+                checkpoint=lm.spec.checkpoint,
+                name__=type(lm.model).__name__,
+                p=cls_name or "a family with one",
+            )
+        )
     missing = [k for k in lm.missing_keys if "prediction" in k]
     if missing:
         arch = next(iter(getattr(lm.model.config, "architectures", None) or ()), "another class")
         raise ReplacedTokensError(
-            msg("replaced.has_trained_replaced_token", checkpoint=lm.spec.checkpoint, p=', '.join(missing[:3]),
-                arch=arch))
+            msg(
+                "replaced.has_trained_replaced_token",
+                checkpoint=lm.spec.checkpoint,
+                p=", ".join(missing[:3]),
+                arch=arch,
+            )
+        )
 
 
 # ---------------------------------------------------------------------------------------------- scoring
@@ -168,8 +181,10 @@ def _inputs(lm: LoadedModel, ids: list[int], device: str) -> dict:
     """Model inputs for one sequence: ids, mask, and segment ids where the family takes them."""
     import torch
 
-    x = {"input_ids": torch.tensor([ids], device=device),
-         "attention_mask": torch.ones((1, len(ids)), dtype=torch.long, device=device)}
+    x = {
+        "input_ids": torch.tensor([ids], device=device),
+        "attention_mask": torch.ones((1, len(ids)), dtype=torch.long, device=device),
+    }
     if lm.family.token_types:
         x["token_type_ids"] = torch.zeros((1, len(ids)), dtype=torch.long, device=device)
     return x
@@ -179,8 +194,9 @@ def _same_vocab(a, b) -> bool:
     return len(a) == len(b) and a.mask_token_id == b.mask_token_id and a.get_vocab() == b.get_vocab()
 
 
-def _corrupt(gen: LoadedModel, tok, ids: list[int], word_pos: list[list[int]], cfg: RtdConfig
-             ) -> tuple[list[int], list[int]]:
+def _corrupt(
+    gen: LoadedModel, tok, ids: list[int], word_pos: list[list[int]], cfg: RtdConfig
+) -> tuple[list[int], list[int]]:
     """Mask ``cfg.corrupt`` random words (every piece of each) and sample the generator's replacement for each
     masked piece in one pass, as ELECTRA's pretraining does. Returns (new ids, the words chosen)."""
     import torch
@@ -229,8 +245,13 @@ def score(lm: LoadedModel, cfg: RtdConfig, generator: LoadedModel | None = None)
         if generator is None:
             raise ReplacedTokensError(msg("replaced.replacing_words_needs_generator"))
         if not _same_vocab(generator.tokenizer, tok):
-            raise ReplacedTokensError(msg("replaced.have_different_vocabularies_so",
-                                          checkpoint=generator.spec.checkpoint, checkpoint2=lm.spec.checkpoint))
+            raise ReplacedTokensError(
+                msg(
+                    "replaced.have_different_vocabularies_so",
+                    checkpoint=generator.spec.checkpoint,
+                    checkpoint2=lm.spec.checkpoint,
+                )
+            )
     enc = tok(text, add_special_tokens=True, return_offsets_mapping=True)
     ids = list(enc["input_ids"])
     wid = enc.word_ids()
@@ -238,9 +259,10 @@ def score(lm: LoadedModel, cfg: RtdConfig, generator: LoadedModel | None = None)
     truncation = None
     cap = lm.max_tokens
     if len(ids) > cap:  # keep the start and the closing special token
-        truncation = (msg("replaced.text_tokens_reads_most", n_ids=len(ids), checkpoint=lm.spec.checkpoint, cap=cap,
-                          p=cap - 2))
-        ids, wid, offsets = ids[:cap - 1] + ids[-1:], wid[:cap - 1] + wid[-1:], offsets[:cap - 1] + offsets[-1:]
+        truncation = msg(
+            "replaced.text_tokens_reads_most", n_ids=len(ids), checkpoint=lm.spec.checkpoint, cap=cap, p=cap - 2
+        )
+        ids, wid, offsets = ids[: cap - 1] + ids[-1:], wid[: cap - 1] + wid[-1:], offsets[: cap - 1] + offsets[-1:]
     # words in reading order, each with its pieces' positions (the tokenizer's word_ids: None for specials)
     order: dict[int, int] = {}
     word_pos: list[list[int]] = []
@@ -253,7 +275,7 @@ def score(lm: LoadedModel, cfg: RtdConfig, generator: LoadedModel | None = None)
         word_pos[order[w]].append(p)
     original_ids = list(ids)
     chosen: list[int] = []
-    if cfg.corrupt:
+    if cfg.corrupt and generator is not None:  # corrupt without a generator raised above
         ids, chosen = _corrupt(generator, tok, ids, word_pos, cfg)
     t0 = time.perf_counter()
     with torch.inference_mode():
@@ -262,22 +284,36 @@ def score(lm: LoadedModel, cfg: RtdConfig, generator: LoadedModel | None = None)
     probs = torch.sigmoid(logits).tolist()
     logits = logits.tolist()
     pieces, orig_pieces = tok.convert_ids_to_tokens(ids), tok.convert_ids_to_tokens(original_ids)
-    tokens = tuple(TokenScore(pieces[p], probs[p], logits[p], order.get(wid[p]) if wid[p] is not None else None,
-                              ids[p] != original_ids[p], orig_pieces[p] if ids[p] != original_ids[p] else None)
-                   for p in range(len(ids)))
+    tokens = tuple(
+        TokenScore(
+            pieces[p],
+            probs[p],
+            logits[p],
+            order.get(wid[p]) if wid[p] is not None else None,
+            ids[p] != original_ids[p],
+            orig_pieces[p] if ids[p] != original_ids[p] else None,
+        )
+        for p in range(len(ids))
+    )
     words, parts, last = [], [], 0
-    for w, pos in enumerate(word_pos):
+    for pos in word_pos:
         start, end = offsets[pos[0]][0], offsets[pos[-1]][1]
         written = text[start:end]
         replaced = any(tokens[p].replaced for p in pos)
         shown = tok.decode([ids[p] for p in pos]).strip() if replaced else written
-        words.append(WordScore(shown, max(probs[p] for p in pos), tuple(pos), replaced,
-                               written if replaced else None))
+        words.append(WordScore(shown, max(probs[p] for p in pos), tuple(pos), replaced, written if replaced else None))
         parts += [text[last:start], shown]
         last = end
     read = "".join(parts) + text[last:] if chosen else text
-    return ReplacedTokensResult(checkpoint=lm.spec.checkpoint, family=lm.spec.family, text=read, original_text=text,
-                                tokens=tokens, words=tuple(words),
-                                generator=generator.spec.checkpoint if chosen else None, latency_ms=latency,
-                                notes=tuple(notes), truncation=truncation)
-
+    return ReplacedTokensResult(
+        checkpoint=lm.spec.checkpoint,
+        family=lm.spec.family,
+        text=read,
+        original_text=text,
+        tokens=tokens,
+        words=tuple(words),
+        generator=generator.spec.checkpoint if chosen and generator is not None else None,
+        latency_ms=latency,
+        notes=tuple(notes),
+        truncation=truncation,
+    )

@@ -5,6 +5,7 @@ DistilBERT have no pair head; asking them raises PairError with the registry's e
 The probe scores (A, B), (B, A) and (A, a sentence on another topic): NSP mostly tells topics apart, SOP
 needs the order.
 """
+
 from __future__ import annotations
 
 import csv
@@ -12,8 +13,8 @@ import io
 import random
 import re
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 from core.base.messages import Problem, msg
 from core.base.paths import ASSETS
@@ -23,9 +24,11 @@ from core.models.loading import LoadedModel
 from core.registry import (
     FAMILIES,
     PAIR_HEADS,
-    PAIR_PROB_LABELS as PROB_LABELS,  # noqa: F401  (re-exported)
     family,
     pair_head_module,
+)
+from core.registry import (
+    PAIR_PROB_LABELS as PROB_LABELS,  # noqa: F401  (re-exported)
 )
 from core.runtime.backend import batched, model_op
 
@@ -34,9 +37,11 @@ MAX_ROWS = 500
 CHUNK = 32
 POSITIVE = {"1", "true", "yes", "isnext", "next", "in order", "ordered", "pos", "positive"}
 NEGATIVE = {"0", "false", "no", "notnext", "random", "swapped", "reversed", "neg", "negative"}
-_STOP = set("the a an and or but of to in on at for with by from as is are was were be been it its this that "
-            "these those he she they we you i his her their our my your them him us me not no so than then there "
-            "has have had do does did will would can could all after before when while into over".split())
+_STOP = set(
+    "the a an and or but of to in on at for with by from as is are was were be been it its this that "
+    "these those he she they we you i his her their our my your them him us me not no so than then there "
+    "has have had do does did will would can could all after before when while into over".split()
+)
 
 
 class PairError(Problem, ValueError):
@@ -118,8 +123,12 @@ def pair_head(family_key: str) -> PairHead:
     """What the family's pair head is (from the registry), or kind None with the reason it has none."""
     fam = family(family_key)
     kind = fam.pair_head
-    return PairHead(kind, PAIR_HEADS.get(kind, "none") if kind else "none", PROB_LABELS.get(kind, ""),
-                    fam.pair_head_note)
+    return PairHead(
+        kind,
+        PAIR_HEADS.get(kind, "none") if kind else "none",
+        PROB_LABELS.get(kind, "") if kind else "",
+        fam.pair_head_note,
+    )
 
 
 def check_pair(lm: LoadedModel) -> PairHead:
@@ -132,16 +141,20 @@ def check_pair(lm: LoadedModel) -> PairHead:
         raise PairError(msg("pair.has_head_load_model", name__=type(lm.model).__name__, name=head.name))
     missing = [k for k in lm.missing_keys if "seq_relationship" in k or "sop_classifier" in k]
     if missing:
-        raise PairError(msg("pair.was_saved_without_its", checkpoint=lm.spec.checkpoint, name=head.name,
-                            p=', '.join(missing)))
+        raise PairError(
+            msg("pair.was_saved_without_its", checkpoint=lm.spec.checkpoint, name=head.name, p=", ".join(missing))
+        )
     return head
 
 
 Progress = Callable[..., None]  # progress(fraction, message); a job's ctx.progress also raises on Cancel
 
 
-def score_pairs(lm: LoadedModel, pairs: Sequence[tuple[str, str]], progress: Progress | None = None,
-                ) -> tuple[list[float], list[tuple[str, ...]], list[bool]]:
+def score_pairs(
+    lm: LoadedModel,
+    pairs: Sequence[tuple[str, str]],
+    progress: Progress | None = None,
+) -> tuple[list[float], list[tuple[str, ...]], list[bool]]:
     """P(positive) of the pair head for each (first, second), batched; plus tokens and whether each was cut.
 
     Concurrent calls on the same model without a progress callback (one per session thread) run as one batch
@@ -158,38 +171,45 @@ def _score_pairs_batch(lm: LoadedModel, groups: Sequence[Sequence[tuple[str, str
     probs, tokens, cut = score_pairs_now(lm, [p for g in groups for p in g])
     out, i = [], 0
     for g in groups:
-        out.append((probs[i:i + len(g)], tokens[i:i + len(g)], cut[i:i + len(g)]))
+        out.append((probs[i : i + len(g)], tokens[i : i + len(g)], cut[i : i + len(g)]))
         i += len(g)
     return out
 
 
 @model_op
-def _score_pairs_progress(lm: LoadedModel, pairs: list[tuple[str, str]], progress: Progress | None = None,
-                          ) -> tuple[list[float], list[tuple[str, ...]], list[bool]]:
+def _score_pairs_progress(
+    lm: LoadedModel,
+    pairs: list[tuple[str, str]],
+    progress: Progress | None = None,
+) -> tuple[list[float], list[tuple[str, ...]], list[bool]]:
     """A long pair batch (a job with progress and Cancel), where the backend keeps the model."""
     return score_pairs_now(lm, pairs, progress)
 
 
-def score_pairs_now(lm: LoadedModel, pairs: Sequence[tuple[str, str]], progress: Progress | None = None,
-                     ) -> tuple[list[float], list[tuple[str, ...]], list[bool]]:
+def score_pairs_now(
+    lm: LoadedModel,
+    pairs: Sequence[tuple[str, str]],
+    progress: Progress | None = None,
+) -> tuple[list[float], list[tuple[str, ...]], list[bool]]:
     import torch
 
     check_pair(lm)
     tok, model = lm.tokenizer, lm.model
     head = pair_head_module(model)
+    assert head is not None  # check_pair raised for a model without its pair head module
     limit = lm.max_tokens
     probs: list[float] = []
     tokens: list[tuple[str, ...]] = []
     cut: list[bool] = []
     with torch.inference_mode():
         for i in range(0, len(pairs), CHUNK):
-            chunk = pairs[i:i + CHUNK]
+            chunk = pairs[i : i + CHUNK]
             firsts, seconds = [p[0] for p in chunk], [p[1] for p in chunk]
             full = tok(firsts, seconds)["input_ids"]
-            enc = tok(firsts, seconds, truncation="longest_first", max_length=limit, padding=True,
-                      return_tensors="pt")
-            kwargs = {k: v.to(lm.device) for k, v in enc.items()
-                      if k in ("input_ids", "attention_mask", "token_type_ids")}
+            enc = tok(firsts, seconds, truncation="longest_first", max_length=limit, padding=True, return_tensors="pt")
+            kwargs = {
+                k: v.to(lm.device) for k, v in enc.items() if k in ("input_ids", "attention_mask", "token_type_ids")
+            }
             pooled = model.base_model(**kwargs).pooler_output  # (N, H): the [CLS] vector after the pooler
             p = head(pooled).float().softmax(-1)[:, 0]  # label 0 = IsNext (NSP) / in order (SOP)
             probs += p.tolist()
@@ -216,8 +236,11 @@ def _has_cjk(s: str) -> bool:
 def example_sentences(lang: str = "en") -> list[str]:
     """The plain example sentences of assets/examples/<lang>.txt (the probe's pool of other topics)."""
     path = ASSETS / "examples" / f"{lang}.txt"
-    return [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines()
-            if ln.strip() and not ln.startswith("Example sentences")]
+    return [
+        ln.strip()
+        for ln in path.read_text(encoding="utf-8").splitlines()
+        if ln.strip() and not ln.startswith("Example sentences")
+    ]
 
 
 def other_topic(a: str, b: str, seed: int = 0, pool: Sequence[str] | None = None) -> str:
@@ -246,8 +269,9 @@ def predict_pair(lm: LoadedModel, cfg: PairConfig, probe: bool = True) -> PairRe
     a, found_a = strip_typed_specials(cfg.a)
     b, found_b = strip_typed_specials(cfg.b)
     if not a.strip() or not b.strip():
-        raise PairError(msg("pair.sentence_holds_only_special", p='A' if not a.strip() else 'B',
-                            p2=', '.join(found_a or found_b)))
+        raise PairError(
+            msg("pair.sentence_holds_only_special", p="A" if not a.strip() else "B", p2=", ".join(found_a or found_b))
+        )
     notes = [removed_note(tuple(dict.fromkeys(found_a + found_b)), "the sentences")] if found_a or found_b else []
     pairs = [("(A, B)", a, b), ("(B, A)", b, a)]
     if probe:
@@ -259,8 +283,16 @@ def predict_pair(lm: LoadedModel, cfg: PairConfig, probe: bool = True) -> PairRe
     if any(unk in t for t in tokens):
         notes.append(msg("pair.some_characters_unknown_tokenizer", unk=unk))
     scores = tuple(PairScore(lbl, f, s, p, t, c) for (lbl, f, s), p, t, c in zip(pairs, probs, tokens, cut))
-    return PairResult(lm.spec.checkpoint, lm.spec.family, head.kind, head.prob_label, scores,
-                      (time.perf_counter() - t0) * 1000, tuple(notes))
+    assert head.kind is not None  # check_pair raised for a family without a pair head
+    return PairResult(
+        lm.spec.checkpoint,
+        lm.spec.family,
+        head.kind,
+        head.prob_label,
+        scores,
+        (time.perf_counter() - t0) * 1000,
+        tuple(notes),
+    )
 
 
 # ---------------------------------------------------------------------------------------------- batch
@@ -277,10 +309,10 @@ def parse_pairs_csv(text: str, max_rows: int = MAX_ROWS) -> tuple[PairRow, ...]:
         reader = csv.DictReader(io.StringIO(text.strip().lstrip("\ufeff")))
         header = [h.strip().lower() for h in (reader.fieldnames or [])]
     except csv.Error as e:
-        raise ValueError(msg("pair.csv_cannot_read_use", e=e))
+        raise ValueError(msg("pair.csv_cannot_read_use", e=e)) from e
     missing = [c for c in ("a", "b", "label") if c not in header]
     if missing:
-        raise ValueError(msg("pair.csv_lacks_column_s", p=', '.join(missing), p2=', '.join(header) or 'none'))
+        raise ValueError(msg("pair.csv_lacks_column_s", p=", ".join(missing), p2=", ".join(header) or "none"))
     rows: list[PairRow] = []
     for n, raw in enumerate(reader, start=2):
         rec = {(k or "").strip().lower(): (v or "").strip() for k, v in raw.items() if isinstance(v, str) or v is None}
@@ -289,22 +321,23 @@ def parse_pairs_csv(text: str, max_rows: int = MAX_ROWS) -> tuple[PairRow, ...]:
         if len(rows) >= max_rows:
             raise ValueError(msg("pair.csv_has_more_than", max_rows=max_rows))
         if not rec.get("a") or not rec.get("b"):
-            raise ValueError(msg("pair.line_sentence_empty_every", n=n, p='A' if not rec.get('a') else 'B'))
+            raise ValueError(msg("pair.line_sentence_empty_every", n=n, p="A" if not rec.get("a") else "B"))
         lab = rec.get("label", "").lower()
         if lab in POSITIVE:
             y = 1
         elif lab in NEGATIVE:
             y = 0
         else:
-            raise ValueError(msg("pair.line_label_not_b", n=n, p=rec.get('label')))
+            raise ValueError(msg("pair.line_label_not_b", n=n, p=rec.get("label")))
         rows.append(PairRow(rec["a"], rec["b"], y))
     if not rows:
         raise ValueError(msg("pair.csv_has_header_but"))
     return tuple(rows)
 
 
-def score_batch(lm: LoadedModel, rows: Sequence[PairRow], threshold: float = 0.5,
-                progress: Progress | None = None) -> BatchPairResult:
+def score_batch(
+    lm: LoadedModel, rows: Sequence[PairRow], threshold: float = 0.5, progress: Progress | None = None
+) -> BatchPairResult:
     """Score labelled pairs in batches; accuracy and a confusion matrix against the labels.
 
     ``progress(fraction, message)`` is called after each chunk (a job's ctx.progress, which also stops on Cancel).
@@ -324,6 +357,18 @@ def score_batch(lm: LoadedModel, rows: Sequence[PairRow], threshold: float = 0.5
     for r, p in zip(rows, preds):
         cm[r.label][p] += 1
     acc = sum(int(r.label == p) for r, p in zip(rows, preds)) / len(rows)
-    return BatchPairResult(lm.spec.checkpoint, head.kind, head.prob_label, tuple(rows), tuple(probs), tuple(preds),
-                           acc, (tuple(cm[0]), tuple(cm[1])), threshold, (time.perf_counter() - t0) * 1000,
-                           sum(cut), (removed_note(found, "the rows"),) if found else ())
+    assert head.kind is not None  # check_pair raised for a family without a pair head
+    return BatchPairResult(
+        lm.spec.checkpoint,
+        head.kind,
+        head.prob_label,
+        tuple(rows),
+        tuple(probs),
+        tuple(preds),
+        acc,
+        ((cm[0][0], cm[0][1]), (cm[1][0], cm[1][1])),
+        threshold,
+        (time.perf_counter() - t0) * 1000,
+        sum(cut),
+        (removed_note(found, "the rows"),) if found else (),
+    )

@@ -10,31 +10,33 @@ One module per family (core/registry/bert.py, ...) holds its ``Family``; ``layer
 with its entry, collected below, its official configs in assets/configs, and its tiny config (``tiny_extra``,
 ``size_keys``); the tests parametrize over FAMILIES by themselves.
 """
+
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Callable
+from typing import Any, cast
 
 from core.base.messages import msg
 from core.base.paths import ASSETS
 from core.registry import albert, bert, distilbert, generic, modernbert, roberta, xlm_roberta
 from core.registry.shape import shape
-from core.registry.types import (  # noqa: F401  (re-exported)
-    SIZE_KEYS,
-    TINY,
-    Checkpoint,
-    Family,
-    GlueClaim,
-    ModelLoadError,
-    SpeedClaim,
-)
+from core.registry.types import SIZE_KEYS as SIZE_KEYS  # "X as X": re-exported (mypy's no_implicit_reexport)
+from core.registry.types import TINY as TINY
+from core.registry.types import Checkpoint as Checkpoint
+from core.registry.types import Family as Family
+from core.registry.types import GlueClaim as GlueClaim
+from core.registry.types import MlmHead as MlmHead
+from core.registry.types import ModelLoadError as ModelLoadError
+from core.registry.types import SpeedClaim as SpeedClaim
 
 CONFIG_DIR = ASSETS / "configs"
 
 TASKS = ("base", "mlm", "pretraining", "seqcls", "tokcls", "rtd")  # rtd: a replaced-token detector (ELECTRA)
 
-FAMILIES: dict[str, Family] = {m.FAMILY.key: m.FAMILY for m in (bert, roberta, albert, distilbert, xlm_roberta,
-                                                                 modernbert)}
+FAMILIES: dict[str, Family] = {
+    m.FAMILY.key: m.FAMILY for m in (bert, roberta, albert, distilbert, xlm_roberta, modernbert)
+}
 GENERIC = generic.FAMILY  # not in FAMILIES: it has no checkpoints of its own; family(GENERIC.key) returns it
 
 PAIR_HEADS = {"nsp": "Next Sentence Prediction", "sop": "Sentence Order Prediction"}
@@ -48,7 +50,9 @@ def family(key: str) -> Family:
     try:
         return FAMILIES[key]
     except KeyError:
-        raise ModelLoadError(msg("registry.unknown_family_choose_one", key=key, p=', '.join(picker_families()))) from None
+        raise ModelLoadError(
+            msg("registry.unknown_family_choose_one", key=key, p=", ".join(picker_families()))
+        ) from None
 
 
 def picker_families() -> list[str]:
@@ -84,18 +88,18 @@ def family_of_model_type(model_type: str) -> str | None:
     return None
 
 
-def family_of_config(config) -> Family:
+def family_of_config(config: Any) -> Family:
     """The registered family of a transformers config by its model_type, else the generic family (not derived)."""
     key = family_of_model_type(str(getattr(config, "model_type", "") or ""))
     return FAMILIES[key] if key else GENERIC
 
 
-def _inner(model):
+def _inner(model: Any) -> Any:
     """The transformers model itself, also inside a wrapper (core.train.finetune's mean-pool classifier holds one)."""
     return next((m for m in model.modules() if hasattr(m, "base_model") and hasattr(m, "config")), model)
 
 
-def family_of_model(model) -> Family:
+def family_of_model(model: Any) -> Family:
     """The family of a loaded model (a wrapper holding one, e.g. core.train.finetune's pooling classifier, too)."""
     return family_of_config(_inner(model).config)
 
@@ -117,8 +121,7 @@ def language_of(checkpoint: str) -> str | None:
     info = checkpoint_info(checkpoint)
     if info is not None:
         return info.language
-    return next((f.bundled_language for f in FAMILIES.values() if f.bundled and checkpoint == bundled_id(f.key)),
-                None)
+    return next((f.bundled_language for f in FAMILIES.values() if f.bundled and checkpoint == bundled_id(f.key)), None)
 
 
 def reads_chinese(checkpoint: str) -> bool:
@@ -128,11 +131,12 @@ def reads_chinese(checkpoint: str) -> bool:
 
 def chinese_bundled() -> list[tuple[str, str]]:
     """(family, id) of the bundled models that read Chinese (offered first in 中文)."""
-    return [(f.key, bundled_id(f.key)) for f in FAMILIES.values()
-            if f.bundled and f.bundled_language in CHINESE_LANGUAGES]
+    return [
+        (f.key, bundled_id(f.key)) for f in FAMILIES.values() if f.bundled and f.bundled_language in CHINESE_LANGUAGES
+    ]
 
 
-def piece_kind(tokenizer, family_key: str | None = None) -> str:
+def piece_kind(tokenizer: Any, family_key: str | None = None) -> str:
     """How this tokenizer marks words: "wordpiece", "bpe" or "unigram", read from the tokenizer's own model, so a
     checkpoint on another family's vocabulary (hfl's Chinese RoBERTa is WordPiece) is read right. The family's
     ``piece_kind`` when the tokenizer does not say."""
@@ -142,14 +146,14 @@ def piece_kind(tokenizer, family_key: str | None = None) -> str:
         return family(family_key).piece_kind if family_key else "wordpiece"
 
 
-def position_offset(config) -> int:
+def position_offset(config: Any) -> int:
     """Positions the model's table holds before the first real one (RoBERTa-style: padding index + 1), else 0."""
     if family_of_config(config).positions_after_pad:
         return int(getattr(config, "pad_token_id", 0) or 0) + 1
     return 0
 
 
-def mlm_head(model):
+def mlm_head(model: Any) -> MlmHead | None:
     """The model's MLM head as a function of hidden states (n, H) -> logits (n, V); None when it has none.
 
     The family's adapter when it has one; else the model's one head module beside its base model (BERT's ``cls``,
@@ -165,9 +169,12 @@ def mlm_head(model):
         return None  # a bare encoder or a task model: no vocabulary projection
     out = model.get_output_embeddings()
 
-    def holding(parent) -> list:
-        return [m for _, m in parent.named_children() if m is not base and isinstance(m, torch.nn.Module)
-                and any(p is out.weight for p in m.parameters())]
+    def holding(parent: Any) -> list[Any]:
+        return [
+            m
+            for _, m in parent.named_children()
+            if m is not base and isinstance(m, torch.nn.Module) and any(p is out.weight for p in m.parameters())
+        ]
 
     heads = holding(model)
     if len(heads) != 1:
@@ -175,26 +182,27 @@ def mlm_head(model):
     head = heads[0]
     # BertForPreTraining's ``cls`` holds the MLM head beside the NSP head and also wants the pooled output: go down
     # while one child holds the decoder and is not the decoder itself (cls -> cls.predictions)
-    while head is not out and len(inner := holding(head)) == 1 and inner[0] is not out \
-            and len(list(head.children())) > 1:
+    while (
+        head is not out and len(inner := holding(head)) == 1 and inner[0] is not out and len(list(head.children())) > 1
+    ):
         head = inner[0]
-    return head
+    return cast(MlmHead, head)  # a torch.nn.Module (holding() keeps only those): called on hidden states
 
 
-def pair_head_module(model):
+def pair_head_module(model: Any) -> Callable[[Any], Any] | None:
     """The NSP (BERT) or SOP (ALBERT) classifier, pooled (n, H) -> logits (n, 2); None when the model has none."""
     cls = getattr(model, "cls", None)
     if cls is not None and hasattr(cls, "seq_relationship"):  # BertForPreTraining / BertForNextSentencePrediction
-        return cls.seq_relationship
+        return cast(Callable[[Any], Any], cls.seq_relationship)  # a torch.nn.Linear, called on pooled states
     return getattr(model, "sop_classifier", None)  # AlbertForPreTraining
 
 
-def qk_modules(model) -> tuple[str, str] | None:
+def qk_modules(model: Any) -> tuple[str, str] | None:
     """Last names of the query and key projections in this model's layers; None when the family fuses them."""
     return family_of_model(model).qk_modules
 
 
-def attention_layers(model) -> list[tuple[int, Any]]:
+def attention_layers(model: Any) -> list[tuple[int, Any]]:
     """(depth, attention output projection) for every depth of the encoder, from the family's ``head_output``.
     A layer shared across depth (ALBERT) appears once per depth, as the same module, by transformers' own
     layer -> group rule. Raises ModelLoadError for a model whose heads cannot be located (the generic family)."""
@@ -211,11 +219,12 @@ def attention_layers(model) -> list[tuple[int, Any]]:
     groups = int(getattr(cfg, "num_hidden_groups", 0) or 0)
     if groups and len(mods) == groups:  # shared layers: one module per group, each applied at several depths
         return [(i, mods[int(i / (n / groups))]) for i in range(n)]
-    raise ModelLoadError(msg("registry.found_attention_output_projections", name__=type(model).__name__,
-                             n_mods=len(mods), n=n))
+    raise ModelLoadError(
+        msg("registry.found_attention_output_projections", name__=type(model).__name__, n_mods=len(mods), n=n)
+    )
 
 
-def encoder_layers(base_model) -> list | None:
+def encoder_layers(base_model: Any) -> list[Any] | None:
     """The encoder's per-layer modules in order (the one layer list fine-tuning freezes and attribution scores
     per layer), found through transformers' generic API: under the base model, the first list of
     ``num_hidden_layers`` modules of one class (config ``attribute_map`` gives every family that name). None when
@@ -225,17 +234,23 @@ def encoder_layers(base_model) -> list | None:
     n = shape(base_model.config).layers
     if n <= 0:
         return None
-    return next((list(mod) for mod in base_model.modules() if isinstance(mod, torch.nn.ModuleList)
-                 and len(mod) == n and len({type(m) for m in mod}) == 1), None)
+    return next(
+        (
+            list(mod)
+            for mod in base_model.modules()
+            if isinstance(mod, torch.nn.ModuleList) and len(mod) == n and len({type(m) for m in mod}) == 1
+        ),
+        None,
+    )
 
 
-def model_class(family_key: str, task: str, model_type: str):
+def model_class(family_key: str, task: str, model_type: str) -> Any:  # a transformers class (Any to mypy)
     """The transformers class for ``task``: the family of ``model_type`` when registered (hfl's RoBERTa is BERT
     code), else ``family_key``'s; the generic family's Auto classes for any other architecture."""
     import transformers
 
     if task not in TASKS:
-        raise ModelLoadError(msg("registry.unknown_task_use_one", task=task, p=', '.join(TASKS)))
+        raise ModelLoadError(msg("registry.unknown_task_use_one", task=task, p=", ".join(TASKS)))
     fam = FAMILIES.get(family_of_model_type(model_type) or "") or family(family_key)
     if task == "tokcls":  # every family has a *ForTokenClassification; the Auto class picks it from model_type
         return transformers.AutoModelForTokenClassification
@@ -244,13 +259,13 @@ def model_class(family_key: str, task: str, model_type: str):
     return getattr(transformers, fam.classes[task])
 
 
-def build_model(family_key: str, task: str, config):
+def build_model(family_key: str, task: str, config: Any) -> Any:  # a torch.nn.Module (Any to mypy)
     """A fresh model of ``task`` from a config (random weights; under ``torch.device("meta")`` no memory)."""
     cls = model_class(family_key, task, str(getattr(config, "model_type", "")))
     return cls.from_config(config) if cls.__name__.startswith("Auto") else cls(config)
 
 
-def official_config(checkpoint_id: str):
+def official_config(checkpoint_id: str) -> Any:  # a transformers.PretrainedConfig (Any to mypy)
     """The shipped official config (assets/configs) as a transformers config object; no weights needed."""
     import transformers
 

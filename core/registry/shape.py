@@ -4,6 +4,7 @@ and the input embeddings' width.
 Configs name these differently (DistilBERT's ``n_layers``, ``dim``, ``n_heads``, ``hidden_dim``; ALBERT's
 ``embedding_size``). transformers' ``attribute_map`` aliases some of them, not all, so every reader asks here.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -36,7 +37,11 @@ def _first(cfg: Any, *names: str) -> int:
 def shape(config: Any) -> ModelShape:
     """The shape of a model with this config (a transformers config; missing sizes read 0)."""
     hidden = _first(config, "hidden_size", "dim")
-    return ModelShape(layers=_first(config, "num_hidden_layers", "n_layers"), hidden=hidden,
-                      heads=_first(config, "num_attention_heads", "n_heads"),
-                      ffn=_first(config, "intermediate_size", "hidden_dim"), vocab=_first(config, "vocab_size"),
-                      embedding=_first(config, "embedding_size") or hidden)
+    return ModelShape(
+        layers=_first(config, "num_hidden_layers", "n_layers"),
+        hidden=hidden,
+        heads=_first(config, "num_attention_heads", "n_heads"),
+        ffn=_first(config, "intermediate_size", "hidden_dim"),
+        vocab=_first(config, "vocab_size"),
+        embedding=_first(config, "embedding_size") or hidden,
+    )

@@ -1,10 +1,12 @@
 """The registry's types: a family (``Family``), an official checkpoint (``Checkpoint``), the claims the seed articles
 make about them, and the error every loading problem raises. The families themselves live one per module beside
 this one (core/registry/<family>.py); core/registry/__init__.py collects them."""
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from core.base.messages import Problem
 from core.base.paths import scrub
@@ -51,15 +53,26 @@ class GlueClaim:
 # The sizes every tiny test model shares (transformers' BertModelTester habit), by EncoderLab's own names; each
 # family's ``size_keys`` says which config key takes each one.
 TINY = dict(hidden=32, layers=2, heads=4, ffn=64, max_pos=128)
-SIZE_KEYS = dict(hidden="hidden_size", layers="num_hidden_layers", heads="num_attention_heads",
-                 ffn="intermediate_size", max_pos="max_position_embeddings")
+SIZE_KEYS = dict(
+    hidden="hidden_size",
+    layers="num_hidden_layers",
+    heads="num_attention_heads",
+    ffn="intermediate_size",
+    max_pos="max_position_embeddings",
+)
 
 # A family's fast-forward adapter: (base model, linear fn) -> (embed(ids) -> (B, T, H), one parts tuple per layer
 # application), or None where this model's options need the transformers forward. A parts tuple is
 # (q, k, v, heads, out, norm1, ffn_in, act, ffn_out, norm2) of one post-LayerNorm layer (core.models.masked_forward.layer_forward).
-LayerParts = Callable[[Any, Callable], "tuple[Callable, list[tuple]] | None"]
+# torch and transformers are followed as Any (pyproject.toml's mypy section), so a model, a module and a tensor are Any.
+Embed = Callable[[Any], Any]  # input ids (B, T) -> embeddings (B, T, H)
+Lin = Callable[[Any, Any], Any]  # (linear module, x) -> the linear applied to x (core.models.packed_linear.linears)
+LayerTuple = tuple[Any, Any, Any, int, Any, Any, Any, Any, Any, Any]  # one layer's parts, in the order above
+LayerParts = Callable[[Any, Lin], "tuple[Embed, list[LayerTuple]] | None"]
 # A family's MLM head as parts: model -> (dense, activation, layer norm, decoder) or None when it has none.
-HeadParts = Callable[[Any], "tuple | None"]
+HeadTuple = tuple[Any, Any, Any, Any]
+HeadParts = Callable[[Any], "HeadTuple | None"]
+MlmHead = Callable[[Any], Any]  # hidden states (n, H) -> logits (n, V)
 
 
 @dataclass(frozen=True)
@@ -88,9 +101,12 @@ class Family:
     # --- where things live, for the code that reaches inside a model
     qk_modules: tuple[str, str] | None = ("query", "key")  # last names of the q and k projections; None: fused
     qk_note: str = ""  # why there is no q/k view, when qk_modules is None
-    layer_parts: LayerParts | None = None  # fast masked forward (core.models.masked_forward); None: transformers forward
+    layer_parts: LayerParts | None = (
+        None  # fast masked forward (core.models.masked_forward); None: transformers forward
+    )
     head_parts: HeadParts | None = None  # the MLM head written out for the fast forward; None: the head as is
-    mlm_head: Callable[[Any], Any] | None = None  # model -> head(hidden (n, H)) -> logits (n, V), when no single module
+    # model -> its head as a function (None for a model without one), for families with no single head module
+    mlm_head: Callable[[Any], MlmHead | None] | None = None
     positions_after_pad: bool = False  # position ids start after the padding index (RoBERTa's offset of pad + 1)
     pair_separators: int = 1  # separators between A and B: [SEP] (1) or </s></s> (2)
     # --- what the seed articles claim about it (data the pages show beside what they measure)

@@ -2,6 +2,7 @@
 read them: the documents of one split (assets/corpus/train.txt or heldout.txt) flattened to their sentences of four
 words or more, in file order. ``lang="zh"``: the Chinese corpus (assets/corpus/zh), its words the 词 of
 core.base.segment, which a Chinese-capable model's pages read."""
+
 from __future__ import annotations
 
 from core.base.segment import word_spans

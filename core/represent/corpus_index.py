@@ -26,6 +26,7 @@ checkpoint's config and weight files, tagged MODEL_KEY_TAG), the sentences and t
 loads it at once. The folder is named by family and key only (no server path: hosted mode). Loaded indexes stay in
 a per-process LRU bounded by their size (CACHE_MB).
 """
+
 from __future__ import annotations
 
 import functools
@@ -35,18 +36,21 @@ import math
 import threading
 import time
 from collections import Counter, OrderedDict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
+from core.base.caches import register as register_cache
 from core.base.messages import Problem, msg
 from core.base.paths import scrub
 from core.base.settings import current
 from core.base.uploads import upload_text
 from core.models.loading import LoadedModel, ModelSpec, load
-from core.represent.bundled_corpus import LANGS as BUNDLED_LANGS, corpus_sentences
+from core.represent.bundled_corpus import LANGS as BUNDLED_LANGS
+from core.represent.bundled_corpus import corpus_sentences
 from core.represent.token_vectors import MAX_SENTENCES, num_depths, sentence_words, token_vectors
 from core.runtime import artifacts
 
@@ -97,8 +101,12 @@ def sentences_from_text(text: str) -> tuple[str, ...]:
 def sentences_from_upload(raw: bytes, name: str = "upload.txt") -> tuple[str, ...]:
     """The sentences of an uploaded UTF-8 text file (one per line). Raises CorpusIndexError for a file over the
     upload limit, a binary or non-UTF-8 file, or one with no text."""
-    text = upload_text(raw, name, error=CorpusIndexError,
-                       expect=f"a UTF-8 .txt file with one sentence per line ({MAX_SENTENCES:,} are indexed at most)")
+    text = upload_text(
+        raw,
+        name,
+        error=CorpusIndexError,
+        expect=f"a UTF-8 .txt file with one sentence per line ({MAX_SENTENCES:,} are indexed at most)",
+    )
     found = sentences_from_text(text)
     if not found:
         raise CorpusIndexError(msg("corpus_index.has_text_upload_txt", name=name))
@@ -134,10 +142,14 @@ class IndexConfig:
             raise CorpusIndexError(msg("corpus_index.unknown_corpus_source_use", source=self.source))
         if isinstance(self.depth, bool) or not isinstance(self.depth, (int, np.integer)) or self.depth < 0:
             raise CorpusIndexError(msg("corpus_index.depth_must_whole_number", depth=self.depth))
-        if isinstance(self.max_sentences, bool) or not isinstance(self.max_sentences, (int, np.integer)) \
-                or not 1 <= self.max_sentences <= cap:
-            raise CorpusIndexError(msg("corpus_index.sentences_index_must_from", cap=cap,
-                                       max_sentences=self.max_sentences))
+        if (
+            isinstance(self.max_sentences, bool)
+            or not isinstance(self.max_sentences, (int, np.integer))
+            or not 1 <= self.max_sentences <= cap
+        ):
+            raise CorpusIndexError(
+                msg("corpus_index.sentences_index_must_from", cap=cap, max_sentences=self.max_sentences)
+            )
         if not isinstance(self.max_length, int) or not 8 <= self.max_length <= 512:
             raise CorpusIndexError(msg("corpus_index.sentence_length_must_from", max_length=self.max_length))
         if not isinstance(self.sentences, tuple):
@@ -147,8 +159,9 @@ class IndexConfig:
             if not clean:
                 raise CorpusIndexError(msg("corpus_index.corpus_empty_paste_upload"))
             if len(clean) > self.max_sentences:
-                raise CorpusIndexError(msg("corpus_index.corpus_has_sentences_most", n_clean=len(clean),
-                                           max_sentences=self.max_sentences))
+                raise CorpusIndexError(
+                    msg("corpus_index.corpus_has_sentences_most", n_clean=len(clean), max_sentences=self.max_sentences)
+                )
             object.__setattr__(self, "sentences", clean)
         elif self.sentences:
             raise CorpusIndexError(msg("corpus_index.bundled_corpus_takes_sentences"))
@@ -205,7 +218,7 @@ class CorpusIndex:
 
     def word(self, row: int) -> str:
         s = self.sentences[int(self.sentence_ids[row])]
-        return s[int(self.starts[row]):int(self.ends[row])]
+        return s[int(self.starts[row]) : int(self.ends[row])]
 
     @functools.cached_property
     def _word_sentences(self) -> dict[str, tuple[int, ...]]:
@@ -223,8 +236,9 @@ class CorpusIndex:
             raise CorpusIndexError(msg("corpus_index.type_word_look_corpus"))
         found = self._word_sentences.get(w, ())
         if not found:
-            raise CorpusIndexError(msg("corpus_index.does_not_occur_indexed", p=word.strip(),
-                                       n_sentences=len(self.sentences)))
+            raise CorpusIndexError(
+                msg("corpus_index.does_not_occur_indexed", p=word.strip(), n_sentences=len(self.sentences))
+            )
         return found
 
 
@@ -271,13 +285,21 @@ def model_key(lm: LoadedModel) -> str:
 
 def index_key(lm: LoadedModel, cfg: IndexConfig, flat_max: int = FLAT_MAX) -> str:
     """The saved index's key: model files x corpus x depth x max length x index policy."""
-    raw = f"ci{INDEX_FORMAT}|{model_key(lm)}|{corpus_hash(cfg.corpus())}|{int(cfg.depth)}|{cfg.max_length}|" \
-          f"{flat_max}|{NPROBE}"
+    raw = (
+        f"ci{INDEX_FORMAT}|{model_key(lm)}|{corpus_hash(cfg.corpus())}|{int(cfg.depth)}|{cfg.max_length}|"
+        f"{flat_max}|{NPROBE}"
+    )
     return hashlib.sha256(raw.encode()).hexdigest()[:20]
 
 
-def build_index(lm: LoadedModel, cfg: IndexConfig, on_progress: Callable[..., None] | None = None, *,
-                flat_max: int = FLAT_MAX, batch_tokens: int = 8192) -> CorpusIndex:
+def build_index(
+    lm: LoadedModel,
+    cfg: IndexConfig,
+    on_progress: Callable[..., None] | None = None,
+    *,
+    flat_max: int = FLAT_MAX,
+    batch_tokens: int = 8192,
+) -> CorpusIndex:
     """Read the corpus with ``lm`` and index its piece vectors at ``cfg.depth`` (not saved: see ``save_index``).
 
     ``on_progress(fraction, message)`` after each batch (a job's ctx.progress, which raises JobCancelled on Cancel).
@@ -293,8 +315,9 @@ def build_index(lm: LoadedModel, cfg: IndexConfig, on_progress: Callable[..., No
         if on_progress is not None:
             on_progress(0.9 * frac, f"reading the corpus: {msg}")
 
-    tv = token_vectors(lm, sentences, [int(cfg.depth)], max_length=cfg.max_length, batch_tokens=batch_tokens,
-                       on_progress=vec_progress)
+    tv = token_vectors(
+        lm, sentences, [int(cfg.depth)], max_length=cfg.max_length, batch_tokens=batch_tokens, on_progress=vec_progress
+    )
     if len(tv) == 0:
         raise CorpusIndexError(msg("corpus_index.corpus_gave_tokens_index"))
     x = np.ascontiguousarray(tv.at(int(cfg.depth)), dtype=np.float32)  # (rows, H)
@@ -302,12 +325,29 @@ def build_index(lm: LoadedModel, cfg: IndexConfig, on_progress: Callable[..., No
     if on_progress is not None:
         on_progress(0.92, f"building the faiss index over {len(x):,} tokens")
     index, kind, nlist, nprobe = make_faiss_index(x, flat_max=flat_max)
-    return CorpusIndex(key=index_key(lm, cfg, flat_max), model_key=model_key(lm), checkpoint=lm.spec.checkpoint,
-                       family=lm.spec.family, depth=int(cfg.depth), num_depths=depths, kind=kind, nlist=nlist,
-                       nprobe=nprobe, max_length=cfg.max_length, sentences=sentences,
-                       sentence_ids=tv.sentence_ids, positions=tv.positions, word_index=tv.word_index,
-                       starts=tv.starts, ends=tv.ends, pieces=tv.pieces, index=index,
-                       seconds=round(time.perf_counter() - t0, 3), truncated=tv.truncated, created=time.time())
+    return CorpusIndex(
+        key=index_key(lm, cfg, flat_max),
+        model_key=model_key(lm),
+        checkpoint=lm.spec.checkpoint,
+        family=lm.spec.family,
+        depth=int(cfg.depth),
+        num_depths=depths,
+        kind=kind,
+        nlist=nlist,
+        nprobe=nprobe,
+        max_length=cfg.max_length,
+        sentences=sentences,
+        sentence_ids=tv.sentence_ids,
+        positions=tv.positions,
+        word_index=tv.word_index,
+        starts=tv.starts,
+        ends=tv.ends,
+        pieces=tv.pieces,
+        index=index,
+        seconds=round(time.perf_counter() - t0, 3),
+        truncated=tv.truncated,
+        created=time.time(),
+    )
 
 
 # ---------------------------------------------------------------------------------------------- storage
@@ -320,7 +360,7 @@ def _folder(family: str, key: str) -> Path:
     return index_root() / f"{family}-{key}"
 
 
-_CACHE: "OrderedDict[str, CorpusIndex]" = OrderedDict()
+_CACHE: OrderedDict[str, CorpusIndex] = OrderedDict()
 _CACHE_LOCK = threading.Lock()
 
 
@@ -332,18 +372,47 @@ def _remember(ci: CorpusIndex) -> None:
             _CACHE.popitem(last=False)
 
 
+def _forget_all() -> None:
+    _bundled.cache_clear()
+    with _CACHE_LOCK:
+        _CACHE.clear()
+
+
+register_cache(__name__, _forget_all)
+
+
 def save_index(ci: CorpusIndex) -> Path:
     """Write the index and its rows to its folder under index_root(), whole or not at all. Returns the folder."""
     faiss = _faiss()
 
     def fill(tmp: Path) -> None:
         faiss.write_index(ci.index, str(tmp / INDEX_FILE))
-        np.savez(tmp / ARRAYS_FILE, sentence_ids=ci.sentence_ids, positions=ci.positions, word_index=ci.word_index,
-                 starts=ci.starts, ends=ci.ends)
-        meta = dict(format=INDEX_FORMAT, key=ci.key, model_key=ci.model_key, checkpoint=scrub(ci.checkpoint),
-                    family=ci.family, depth=ci.depth, num_depths=ci.num_depths, kind=ci.kind, nlist=ci.nlist,
-                    nprobe=ci.nprobe, max_length=ci.max_length, seconds=ci.seconds, truncated=ci.truncated,
-                    created=ci.created, sentences=list(ci.sentences), pieces=list(ci.pieces))
+        np.savez(
+            tmp / ARRAYS_FILE,
+            sentence_ids=ci.sentence_ids,
+            positions=ci.positions,
+            word_index=ci.word_index,
+            starts=ci.starts,
+            ends=ci.ends,
+        )
+        meta = dict(
+            format=INDEX_FORMAT,
+            key=ci.key,
+            model_key=ci.model_key,
+            checkpoint=scrub(ci.checkpoint),
+            family=ci.family,
+            depth=ci.depth,
+            num_depths=ci.num_depths,
+            kind=ci.kind,
+            nlist=ci.nlist,
+            nprobe=ci.nprobe,
+            max_length=ci.max_length,
+            seconds=ci.seconds,
+            truncated=ci.truncated,
+            created=ci.created,
+            sentences=list(ci.sentences),
+            pieces=list(ci.pieces),
+        )
         (tmp / META_FILE).write_text(json.dumps(meta, ensure_ascii=False))
 
     final = artifacts.write_folder(_folder(ci.family, ci.key), fill)
@@ -379,12 +448,25 @@ def load_key(family: str, key: str, checkpoint: str | None = None) -> CorpusInde
             arrays = {k: z[k] for k in ("sentence_ids", "positions", "word_index", "starts", "ends")}
     except (OSError, ValueError, KeyError, RuntimeError):  # half-written or foreign: as if there were none
         return None
-    ci = CorpusIndex(key=key, model_key=meta["model_key"], checkpoint=checkpoint or meta["checkpoint"],
-                     family=meta["family"], depth=int(meta["depth"]), num_depths=int(meta["num_depths"]),
-                     kind=meta["kind"], nlist=int(meta["nlist"]), nprobe=int(meta["nprobe"]),
-                     max_length=int(meta["max_length"]), sentences=tuple(meta["sentences"]),
-                     pieces=tuple(meta["pieces"]), index=index, seconds=float(meta["seconds"]),
-                     truncated=int(meta["truncated"]), created=float(meta["created"]), **arrays)
+    ci = CorpusIndex(
+        key=key,
+        model_key=meta["model_key"],
+        checkpoint=checkpoint or meta["checkpoint"],
+        family=meta["family"],
+        depth=int(meta["depth"]),
+        num_depths=int(meta["num_depths"]),
+        kind=meta["kind"],
+        nlist=int(meta["nlist"]),
+        nprobe=int(meta["nprobe"]),
+        max_length=int(meta["max_length"]),
+        sentences=tuple(meta["sentences"]),
+        pieces=tuple(meta["pieces"]),
+        index=index,
+        seconds=float(meta["seconds"]),
+        truncated=int(meta["truncated"]),
+        created=float(meta["created"]),
+        **arrays,
+    )
     if index.ntotal != len(ci) or len(ci.pieces) != len(ci):
         return None
     artifacts.touch(folder)  # in use: the runs' age bound counts from here
@@ -424,8 +506,17 @@ def _run_index_job(spec: ModelSpec, cfg: IndexConfig, flat_max: int, ctx) -> Ind
         ctx.progress(0.97, "saving the index")
         save_index(found)
     ctx.progress(1.0, "saved")
-    return IndexReport(key=found.key, family=found.family, depth=found.depth, kind=found.kind, rows=len(found),
-                       sentences=len(found.sentences), seconds=found.seconds, truncated=found.truncated, loaded=loaded)
+    return IndexReport(
+        key=found.key,
+        family=found.family,
+        depth=found.depth,
+        kind=found.kind,
+        rows=len(found),
+        sentences=len(found.sentences),
+        seconds=found.seconds,
+        truncated=found.truncated,
+        loaded=loaded,
+    )
 
 
 # ---------------------------------------------------------------------------------------------- search
@@ -471,8 +562,15 @@ def query_words(text: str) -> tuple[tuple[int, int, str], ...]:
     return tuple((a, b, text[a:b]) for a, b in sentence_words(text))
 
 
-def search(lm: LoadedModel, ci: CorpusIndex, query: str, word: int | str | None = None, *,
-           position: int | None = None, k: int = 10) -> SearchResult:
+def search(
+    lm: LoadedModel,
+    ci: CorpusIndex,
+    query: str,
+    word: int | str | None = None,
+    *,
+    position: int | None = None,
+    k: int = 10,
+) -> SearchResult:
     """The ``k`` corpus tokens nearest (cosine, at the index's depth) to one token of ``query``: the word
     ``word`` (its number among the query's words, or the word itself: its first occurrence; its first piece is the
     query), or the piece at encoding position ``position``. Raises CorpusIndexError for another model's index, an
@@ -481,8 +579,9 @@ def search(lm: LoadedModel, ci: CorpusIndex, query: str, word: int | str | None 
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= MAX_K:
         raise CorpusIndexError(msg("corpus_index.neighbours_must_from_got", MAX_K=MAX_K, k=k))
     if model_key(lm) != ci.model_key:
-        raise CorpusIndexError(msg("corpus_index.other_model", built=scrub(ci.checkpoint),
-                                   checkpoint=scrub(lm.spec.checkpoint)))
+        raise CorpusIndexError(
+            msg("corpus_index.other_model", built=scrub(ci.checkpoint), checkpoint=scrub(lm.spec.checkpoint))
+        )
     query = str(query)
     if not query.strip():
         raise CorpusIndexError(msg("corpus_index.query_sentence_empty_type"))
@@ -491,8 +590,13 @@ def search(lm: LoadedModel, ci: CorpusIndex, query: str, word: int | str | None 
     if position is not None:
         rows = np.where(tv.positions == int(position))[0]
         if not len(rows):
-            raise CorpusIndexError(msg("corpus_index.position_not_token_query", position=position,
-                                       p=', '.join(map(str, tv.positions.tolist()))))
+            raise CorpusIndexError(
+                msg(
+                    "corpus_index.position_not_token_query",
+                    position=position,
+                    p=", ".join(map(str, tv.positions.tolist())),
+                )
+            )
     else:
         if word is None:
             raise CorpusIndexError(msg("corpus_index.say_which_word_query"))
@@ -504,31 +608,61 @@ def search(lm: LoadedModel, ci: CorpusIndex, query: str, word: int | str | None 
             wanted = str(word).strip().lower()
             w = next((i for i, (_, _, x) in enumerate(words) if x.lower() == wanted), -1)
             if w < 0:
-                raise CorpusIndexError(msg("corpus_index.not_word_query_sentence", p=str(word).strip(),
-                                           p2=', '.join(x for _, _, x in words[:20])))
+                raise CorpusIndexError(
+                    msg(
+                        "corpus_index.not_word_query_sentence",
+                        p=str(word).strip(),
+                        p2=", ".join(x for _, _, x in words[:20]),
+                    )
+                )
         rows = np.where(tv.word_index == w)[0]
         if not len(rows):
             raise CorpusIndexError(msg("corpus_index.has_token_its_own", p=words[w][2], max_length=ci.max_length))
     r = int(rows[0])  # the word's first piece
-    q = np.ascontiguousarray(tv.at(ci.depth)[r:r + 1], dtype=np.float32)  # (1, H)
+    q = np.ascontiguousarray(tv.at(ci.depth)[r : r + 1], dtype=np.float32)  # (1, H)
     _faiss().normalize_L2(q)
     sims, ids = ci.index.search(q, int(min(k, len(ci))))  # (1, k) each; -1 where IVF found fewer
     w = int(tv.word_index[r])
     start, end = int(tv.starts[r]), int(tv.ends[r])
-    neighbours = []
+    neighbours: list[Neighbour] = []
     for sim, row in zip(sims[0].tolist(), ids[0].tolist()):
         if row < 0:
             continue
         sid = int(ci.sentence_ids[row])
         a, b = int(ci.starts[row]), int(ci.ends[row])
         sent = ci.sentences[sid]
-        neighbours.append(Neighbour(rank=len(neighbours) + 1, row=int(row), sentence_id=sid, sentence=sent, start=a,
-                                    end=b, word=sent[a:b], piece=ci.pieces[row], similarity=float(sim),
-                                    is_query=sent == query and int(ci.positions[row]) == int(tv.positions[r])))
+        neighbours.append(
+            Neighbour(
+                rank=len(neighbours) + 1,
+                row=int(row),
+                sentence_id=sid,
+                sentence=sent,
+                start=a,
+                end=b,
+                word=sent[a:b],
+                piece=ci.pieces[row],
+                similarity=float(sim),
+                is_query=sent == query and int(ci.positions[row]) == int(tv.positions[r]),
+            )
+        )
     counts = Counter(n.word.lower() for n in neighbours)
     hist = tuple(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
-    return SearchResult(checkpoint=lm.spec.checkpoint, family=lm.spec.family, index_key=ci.key, depth=ci.depth,
-                        kind=ci.kind, query=query, word_number=w, word=query[start:end], piece=tv.pieces[r],
-                        start=start, end=end, k=int(k), neighbours=tuple(neighbours), histogram=hist,
-                        corpus_rows=len(ci), corpus_sentences=len(ci.sentences),
-                        latency_ms=(time.perf_counter() - t0) * 1000)
+    return SearchResult(
+        checkpoint=lm.spec.checkpoint,
+        family=lm.spec.family,
+        index_key=ci.key,
+        depth=ci.depth,
+        kind=ci.kind,
+        query=query,
+        word_number=w,
+        word=query[start:end],
+        piece=tv.pieces[r],
+        start=start,
+        end=end,
+        k=int(k),
+        neighbours=tuple(neighbours),
+        histogram=hist,
+        corpus_rows=len(ci),
+        corpus_sentences=len(ci.sentences),
+        latency_ms=(time.perf_counter() - t0) * 1000,
+    )

@@ -17,17 +17,19 @@ Items are split into train and held-out with the same seed (stratified for sente
 task, so a held-out word's type may well have been seen in training: that is what lets a memorising probe score on
 the control task).
 """
+
 from __future__ import annotations
 
 import functools
 import math
 import re
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
+from core.base.caches import register as register_cache
 from core.base.messages import Problem, msg
 from core.base.uploads import upload_text
 from core.data.corpus import split_sentences
@@ -35,16 +37,23 @@ from core.represent.token_vectors import MAX_SENTENCES, sentence_words
 
 TASKS = ("length", "bigram_shift", "coord_inversion", "odd_word", "suffix")
 WORD_TASKS = ("suffix",)  # probed on word rows, with a control task; the others on sentence means
-TASK_NAMES = {"length": "Sentence length", "bigram_shift": "Bigram shift", "coord_inversion": "Coordination inversion",
-              "odd_word": "Odd word out", "suffix": "Suffix class (word)"}
+TASK_NAMES = {
+    "length": "Sentence length",
+    "bigram_shift": "Bigram shift",
+    "coord_inversion": "Coordination inversion",
+    "odd_word": "Odd word out",
+    "suffix": "Suffix class (word)",
+}
 LENGTH_BINS = 5
 SUFFIX_CLASSES = ("-ing", "-ed", "-ly", "-s", "other")
 MIN_WORDS, MAX_WORDS = 4, 60  # corpus sentences probed: long enough to edit, short enough not to be truncated
 MIN_ITEMS = 20  # a task with fewer items than this cannot be probed (the message says so)
 MAX_TYPE_TOKENS = 3  # word task: occurrences kept per word type (>= 2, so types recur; more would mean few types)
 WORDS_PER_SENTENCE = 4  # word task: labelled words taken from one sentence at most
-SUBJECTS = frozenset("the a an this that these those there it he she they we you i his her their its my our your "
-                     "one some each every all no many most thou ye thy thine mine".split())
+SUBJECTS = frozenset(
+    "the a an this that these those there it he she they we you i his her their its my our your "
+    "one some each every all no many most thou ye thy thine mine".split()
+)
 CONJUNCTIONS = frozenset("and but or nor for so yet then".split())
 _CLAUSE_MARKS = re.compile(r"[,;:]")
 
@@ -57,8 +66,11 @@ class ProbeError(Problem, ValueError):
 def prepare_corpus(sentences: Sequence[str]) -> tuple[str, ...]:
     """Sentences with whitespace collapsed, MIN_WORDS..MAX_WORDS words long, first occurrence of each kept.
     Raises ProbeError when none is left."""
-    out = tuple(dict.fromkeys(s for s in (" ".join(str(x).split()) for x in sentences)
-                              if MIN_WORDS <= len(s.split()) <= MAX_WORDS))
+    out = tuple(
+        dict.fromkeys(
+            s for s in (" ".join(str(x).split()) for x in sentences) if MIN_WORDS <= len(s.split()) <= MAX_WORDS
+        )
+    )
     if not out:
         raise ProbeError(msg("probes.corpus_has_sentence_words", MIN_WORDS=MIN_WORDS, MAX_WORDS=MAX_WORDS))
     return out
@@ -112,17 +124,28 @@ def _stratified_heldout(labels: np.ndarray, share: float, rng: np.random.Generat
     for c in np.unique(labels):
         idx = np.flatnonzero(labels == c)
         rng.shuffle(idx)
-        held[idx[:max(1, int(round(share * len(idx))))]] = True
+        held[idx[: max(1, int(round(share * len(idx))))]] = True
     return held
 
 
 def _too_few(task: str, have: int, what: str) -> ProbeError:
-    return ProbeError(f"{TASK_NAMES[task]}: the corpus gives only {have} {what}; at least {MIN_ITEMS} are needed. Use a "
-                      "larger corpus or leave this task out.")
+    return ProbeError(
+        f"{TASK_NAMES[task]}: the corpus gives only {have} {what}; at least {MIN_ITEMS} are needed. Use a "
+        "larger corpus or leave this task out."
+    )
 
 
-def _binary_task(name: str, pool: Sequence[str], cands: list[int], edit, n: int, share: float,
-                 rng: np.random.Generator, label_names: tuple[str, str], what: str) -> ProbeTask:
+def _binary_task(
+    name: str,
+    pool: Sequence[str],
+    cands: list[int],
+    edit,
+    n: int,
+    share: float,
+    rng: np.random.Generator,
+    label_names: tuple[str, str],
+    what: str,
+) -> ProbeTask:
     """Half of ``n`` sampled candidate sentences edited by ``edit(sentence, rng)`` (label 1), half as written."""
     m = min(n, len(cands)) // 2 * 2
     if m < MIN_ITEMS:
@@ -131,8 +154,9 @@ def _binary_task(name: str, pool: Sequence[str], cands: list[int], edit, n: int,
     labels = np.zeros(m, dtype=np.int64)
     labels[rng.permutation(m)[: m // 2]] = 1
     sents = tuple(edit(s, rng) if y else s for s, y in zip(picked, labels))
-    return ProbeTask(name, "sentence", label_names, sents, tuple(picked), labels,
-                     _stratified_heldout(labels, share, rng), len(cands))
+    return ProbeTask(
+        name, "sentence", label_names, sents, tuple(picked), labels, _stratified_heldout(labels, share, rng), len(cands)
+    )
 
 
 def length_task(pool: Sequence[str], n: int, share: float = 0.2, seed: int = 0) -> ProbeTask:
@@ -143,23 +167,25 @@ def length_task(pool: Sequence[str], n: int, share: float = 0.2, seed: int = 0) 
     bins = np.searchsorted(edges, counts, side="right")  # bin b: edges[b-1] <= words < edges[b]
     present = [b for b in range(len(edges) + 1) if (bins == b).any()]
     if len(present) < 2:
-        raise ProbeError(msg("probes.every_sentence_corpus_has", TASK_NAMES=TASK_NAMES['length']))
+        raise ProbeError(msg("probes.every_sentence_corpus_has", TASK_NAMES=TASK_NAMES["length"]))
     per = min(n // len(present), min(int((bins == b).sum()) for b in present))
     if per * len(present) < MIN_ITEMS:
         raise _too_few("length", per * len(present), "sentences in balanced length bins")
     lo = [int(counts.min())] + [int(e) for e in edges]
     hi = [int(e) - 1 for e in edges] + [int(counts.max())]
     names = tuple(f"{lo[b]}–{hi[b]} words" if lo[b] != hi[b] else f"{lo[b]} words" for b in present)
-    idx, labels = [], []
+    idx: list[int] = []
+    bin_of: list[int] = []  # the label (bin index) of each chosen sentence
     for k, b in enumerate(present):
         chosen = rng.choice(np.flatnonzero(bins == b), size=per, replace=False)
         idx.extend(int(i) for i in chosen)
-        labels.extend([k] * per)
+        bin_of.extend([k] * per)
     order = rng.permutation(len(idx))
     sents = tuple(pool[idx[i]] for i in order)
-    labels = np.asarray(labels, dtype=np.int64)[order]
-    return ProbeTask("length", "sentence", names, sents, sents, labels, _stratified_heldout(labels, share, rng),
-                     len(pool))
+    labels = np.asarray(bin_of, dtype=np.int64)[order]
+    return ProbeTask(
+        "length", "sentence", names, sents, sents, labels, _stratified_heldout(labels, share, rng), len(pool)
+    )
 
 
 def _shift_positions(words: list[str]) -> list[int]:
@@ -179,8 +205,17 @@ def bigram_shift(sentence: str, rng: np.random.Generator) -> str:
 
 def bigram_shift_task(pool: Sequence[str], n: int, share: float = 0.2, seed: int = 0) -> ProbeTask:
     cands = [i for i, s in enumerate(pool) if _shift_positions(s.split())]
-    return _binary_task("bigram_shift", pool, cands, bigram_shift, n, share, _rng(seed, "bigram_shift"),
-                        ("original", "swapped"), "sentences with two adjacent lowercase words")
+    return _binary_task(
+        "bigram_shift",
+        pool,
+        cands,
+        bigram_shift,
+        n,
+        share,
+        _rng(seed, "bigram_shift"),
+        ("original", "swapped"),
+        "sentences with two adjacent lowercase words",
+    )
 
 
 def coordination(sentence: str) -> tuple[str, str, str] | None:
@@ -202,8 +237,11 @@ def lower_vocab(pool: Sequence[str]) -> set[str]:
 
 
 def coord_invert(sentence: str, lower: set[str]) -> str:
-    """"X, and Y." -> "Y, and X." with the capital moved to the new first word."""
-    left, right, end = coordination(sentence)
+    """ "X, and Y." -> "Y, and X." with the capital moved to the new first word."""
+    parts = coordination(sentence)
+    if parts is None:
+        raise ValueError(f'not an "X, and Y." sentence: {sentence!r}')  # callers pass coordination()'s finds
+    left, right, end = parts
     first, rest = (left.split(" ", 1) + [""])[:2]
     if (first.lower() in lower or first.lower() in SUBJECTS) and first != "I":
         first = first.lower()
@@ -215,15 +253,25 @@ def coord_invert(sentence: str, lower: set[str]) -> str:
 def coord_inversion_task(pool: Sequence[str], n: int, share: float = 0.2, seed: int = 0) -> ProbeTask:
     cands = [i for i, s in enumerate(pool) if coordination(s)]
     lower = lower_vocab(pool)
-    return _binary_task("coord_inversion", pool, cands, lambda s, _rng: coord_invert(s, lower), n, share,
-                        _rng(seed, "coord_inversion"), ("original", "inverted"), 'sentences of the form "X, and Y."')
+    return _binary_task(
+        "coord_inversion",
+        pool,
+        cands,
+        lambda s, _rng: coord_invert(s, lower),
+        n,
+        share,
+        _rng(seed, "coord_inversion"),
+        ("original", "inverted"),
+        'sentences of the form "X, and Y."',
+    )
 
 
 def frequency_bands(pool: Sequence[str]) -> dict[str, int]:
     """Lowercase letter-only words (3+ letters, seen twice or more after a sentence's first word) -> their band,
     floor(log2(count))."""
-    counts = Counter(w for s in pool for w in s.split()[1:] if len(w) >= 3 and w.isascii() and w.isalpha()
-                     and w.islower())
+    counts = Counter(
+        w for s in pool for w in s.split()[1:] if len(w) >= 3 and w.isascii() and w.isalpha() and w.islower()
+    )
     return {w: int(math.log2(c)) for w, c in counts.items() if c >= 2}
 
 
@@ -247,8 +295,17 @@ def odd_word_task(pool: Sequence[str], n: int, share: float = 0.2, seed: int = 0
         return " ".join(w)
 
     cands = [i for i, s in enumerate(pool) if places(s)]
-    return _binary_task("odd_word", pool, cands, edit, n, share, _rng(seed, "odd_word"), ("original", "replaced"),
-                        "sentences with a word to replace")
+    return _binary_task(
+        "odd_word",
+        pool,
+        cands,
+        edit,
+        n,
+        share,
+        _rng(seed, "odd_word"),
+        ("original", "replaced"),
+        "sentences with a word to replace",
+    )
 
 
 @functools.lru_cache(maxsize=1 << 16)  # a corpus scan asks for every word token: most are repeats
@@ -266,6 +323,9 @@ def suffix_class(word: str) -> int | None:
     if w.endswith("s") and not w.endswith(("ss", "us", "is")):
         return 3
     return 4
+
+
+register_cache(__name__, suffix_class.cache_clear)
 
 
 def suffix_task(pool: Sequence[str], n: int, share: float = 0.2, seed: int = 0) -> ProbeTask:
@@ -286,8 +346,9 @@ def suffix_task(pool: Sequence[str], n: int, share: float = 0.2, seed: int = 0) 
     found = sum(len(v) for v in where.values())
     by_class: list[list[str]] = [[] for _ in range(k)]
     for w in sorted(where):
-        if len(where[w]) >= 2:
-            by_class[suffix_class(w)].append(w)
+        c = suffix_class(w)  # not None: where holds only such words
+        if c is not None and len(where[w]) >= 2:
+            by_class[c].append(w)
     per = n // k
     picked: list[list[tuple[int, int, str]]] = [[] for _ in range(k)]
     for c in range(k):
@@ -315,10 +376,25 @@ def suffix_task(pool: Sequence[str], n: int, share: float = 0.2, seed: int = 0) 
         heldout[:] = False
         heldout[rng.permutation(len(items))[: max(1, len(items) // 5)]] = True
     sents = tuple(pool[si] for si in sent_ids)
-    return ProbeTask("suffix", "word", SUFFIX_CLASSES, sents, sents, labels, heldout, found,
-                     words=np.asarray([(local[si], wi) for si, wi, _, _ in items], dtype=np.int64), types=types,
-                     control=np.asarray([type_label[w] for w in types], dtype=np.int64))
+    return ProbeTask(
+        "suffix",
+        "word",
+        SUFFIX_CLASSES,
+        sents,
+        sents,
+        labels,
+        heldout,
+        found,
+        words=np.asarray([(local[si], wi) for si, wi, _, _ in items], dtype=np.int64),
+        types=types,
+        control=np.asarray([type_label[w] for w in types], dtype=np.int64),
+    )
 
 
-BUILDERS = {"length": length_task, "bigram_shift": bigram_shift_task, "coord_inversion": coord_inversion_task,
-            "odd_word": odd_word_task, "suffix": suffix_task}
+BUILDERS = {
+    "length": length_task,
+    "bigram_shift": bigram_shift_task,
+    "coord_inversion": coord_inversion_task,
+    "odd_word": odd_word_task,
+    "suffix": suffix_task,
+}

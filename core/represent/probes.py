@@ -20,6 +20,7 @@ Results are saved under ``probes_root()`` (ENCODERLAB_PROBES_DIR, default <runs>
 core.runtime.run_folders.evict_run_folders, so its size and age are bounded with the runs), one JSON per model key and
 inputs; the model key is core.runtime.artifacts.model_key tagged MODEL_KEY_TAG.
 """
+
 from __future__ import annotations
 
 import functools
@@ -28,9 +29,9 @@ import json
 import os
 import time
 import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 
@@ -79,11 +80,12 @@ class ProbeConfig:
             raise ProbeError(msg("probes.pick_least_one_task"))
         bad = [x for x in tasks if x not in TASKS]
         if bad:
-            raise ProbeError(msg("probes.unknown_task_s_use", p=', '.join(bad), p2=', '.join(TASKS)))
+            raise ProbeError(msg("probes.unknown_task_s_use", p=", ".join(bad), p2=", ".join(TASKS)))
         top = max_per_task()
         if not MIN_PER_TASK <= int(self.per_task) <= top:
-            raise ProbeError(msg("probes.sentences_per_task_must", MIN_PER_TASK=MIN_PER_TASK, top=top,
-                                 per_task=self.per_task))
+            raise ProbeError(
+                msg("probes.sentences_per_task_must", MIN_PER_TASK=MIN_PER_TASK, top=top, per_task=self.per_task)
+            )
         object.__setattr__(self, "per_task", int(self.per_task))
         if not 0.1 <= float(self.heldout) <= 0.5:
             raise ProbeError(msg("probes.held_out_share_must", heldout=self.heldout))
@@ -94,8 +96,9 @@ class ProbeConfig:
         if self.corpus is not None:
             object.__setattr__(self, "corpus", tuple(str(s) for s in self.corpus))
             if len(self.corpus) > MAX_SENTENCES:
-                raise ProbeError(msg("probes.sentences_more_than_corpus", n_corpus=len(self.corpus),
-                                     MAX_SENTENCES=MAX_SENTENCES))
+                raise ProbeError(
+                    msg("probes.sentences_more_than_corpus", n_corpus=len(self.corpus), MAX_SENTENCES=MAX_SENTENCES)
+                )
 
     def sentences(self) -> tuple[str, ...]:
         """The corpus's probe-able sentences (normalised whitespace, 4-60 words, no repeats)."""
@@ -126,8 +129,13 @@ def build_tasks(cfg: ProbeConfig, pool: Sequence[str] | None = None) -> tuple[Pr
 
 
 # ---------------------------------------------------------------------------------------------- probing
-def fit_probes(features: np.ndarray, labels: np.ndarray, heldout: np.ndarray, reg: float = 1.0,
-               on_depth: Callable[[int], None] | None = None) -> tuple[float, ...]:
+def fit_probes(
+    features: np.ndarray,
+    labels: np.ndarray,
+    heldout: np.ndarray,
+    reg: float = 1.0,
+    on_depth: Callable[[int], None] | None = None,
+) -> tuple[float, ...]:
     """Held-out accuracy of a linear probe (standardised features, L2 logistic regression) at each depth.
 
     ``features``: (depths, items, H); ``labels``: (items,); ``heldout``: (items,) bool. Raises ProbeError when the
@@ -162,23 +170,27 @@ def majority_rate(labels: np.ndarray, heldout: np.ndarray) -> float:
     return float((labels[heldout] == top).mean())
 
 
-def task_features(lm: LoadedModel, task: ProbeTask, max_length: int,
-              on_progress: Callable[[float, str], None] | None) -> tuple[np.ndarray, np.ndarray]:
+def task_features(
+    lm: LoadedModel, task: ProbeTask, max_length: int, on_progress: Callable[[float, str], None] | None
+) -> tuple[np.ndarray, np.ndarray]:
     """((depths, items, H) features, (items,) bool: the item has a vector). A word cut off by max_length has none."""
     n = len(task.sentences)
     parts, keep = [], np.ones(len(task), dtype=bool)
     for a in range(0, n, CHUNK):
-        chunk = task.sentences[a:a + CHUNK]
+        chunk = task.sentences[a : a + CHUNK]
+        size = len(chunk)
 
-        def prog(f: float, _msg: str, a=a, c=len(chunk)) -> None:
+        def prog(f: float, _msg: str, a=a, c=size) -> None:
             if on_progress is not None:
                 on_progress((a + f * c) / n, f"{min(n, a + round(f * c)):,} / {n:,} sentences")
 
-        tv = token_vectors(lm, chunk, None, unit=task.unit if task.unit == "word" else "piece",
-                           max_length=max_length, on_progress=prog)
+        tv = token_vectors(
+            lm, chunk, None, unit=task.unit if task.unit == "word" else "piece", max_length=max_length, on_progress=prog
+        )
         if task.unit == "sentence":
             parts.append(tv.sentence_means())  # (depths, chunk, H)
             continue
+        assert task.words is not None  # a word task: core.represent.probe_tasks gives it its words
         row_of = {(int(s) + a, int(w)): r for r, (s, w) in enumerate(zip(tv.sentence_ids, tv.word_index))}
         mine = np.flatnonzero((task.words[:, 0] >= a) & (task.words[:, 0] < a + len(chunk)))
         rows = [row_of.get((int(task.words[i, 0]), int(task.words[i, 1]))) for i in mine]
@@ -235,42 +247,61 @@ class ProbeResult:
         rows = []
         for s in self.scores:
             for d, acc in enumerate(s.accuracy):
-                rows.append({"task": s.task, "depth": d, "accuracy": round(acc, 4), "majority": round(s.majority, 4),
-                             "control": None if s.control is None else round(s.control[d], 4),
-                             "selectivity": None if s.selectivity is None else round(s.selectivity[d], 4),
-                             "best": d == s.best_depth, "n_train": s.n_train, "n_heldout": s.n_heldout})
+                rows.append(
+                    {
+                        "task": s.task,
+                        "depth": d,
+                        "accuracy": round(acc, 4),
+                        "majority": round(s.majority, 4),
+                        "control": None if s.control is None else round(s.control[d], 4),
+                        "selectivity": None if s.selectivity is None else round(s.selectivity[d], 4),
+                        "best": d == s.best_depth,
+                        "n_train": s.n_train,
+                        "n_heldout": s.n_heldout,
+                    }
+                )
         return rows
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
 
     @classmethod
-    def from_json(cls, text: str) -> "ProbeResult":
+    def from_json(cls, text: str) -> ProbeResult:
         d = json.loads(text)
 
         def tup(x):
             return None if x is None else tuple(x)
 
-        scores = tuple(TaskScore(**{**s, "label_names": tuple(s["label_names"]), "accuracy": tuple(s["accuracy"]),
-                                    "control": tup(s["control"]), "selectivity": tup(s["selectivity"]),
-                                    "examples": tuple(tuple(e) for e in s["examples"])}) for s in d.pop("scores"))
+        scores = tuple(
+            TaskScore(
+                **{
+                    **s,
+                    "label_names": tuple(s["label_names"]),
+                    "accuracy": tuple(s["accuracy"]),
+                    "control": tup(s["control"]),
+                    "selectivity": tup(s["selectivity"]),
+                    "examples": tuple(tuple(e) for e in s["examples"]),
+                }
+            )
+            for s in d.pop("scores")
+        )
         return cls(**d, scores=scores)
 
 
 def _examples(task: ProbeTask, k: int = 2) -> tuple[tuple[str, str], ...]:
     out = []
     for c in range(len(task.label_names)):
-        idx = np.flatnonzero(task.labels == c)[:k if task.unit == "sentence" else 1]
+        idx = np.flatnonzero(task.labels == c)[: k if task.unit == "sentence" else 1]
         for i in idx:
             if task.unit == "word":
+                assert task.types is not None  # a word task: core.represent.probe_tasks gives it its types
                 out.append((task.label_names[c], task.types[i]))
             else:
                 out.append((task.label_names[c], task.sentences[i]))
     return tuple(out)
 
 
-def run_probes(lm: LoadedModel, cfg: ProbeConfig,
-               on_progress: Callable[..., None] | None = None) -> ProbeResult:
+def run_probes(lm: LoadedModel, cfg: ProbeConfig, on_progress: Callable[..., None] | None = None) -> ProbeResult:
     """Build ``cfg``'s tasks, read every depth's vectors for them and train a probe per task and depth.
 
     ``on_progress(fraction, message)`` after each batch and probe (a job's ``ctx.progress``: it raises JobCancelled
@@ -282,8 +313,8 @@ def run_probes(lm: LoadedModel, cfg: ProbeConfig,
     tasks = build_tasks(cfg, pool)
     depths = num_depths(lm)
     scores = []
+    share = 1.0 / len(tasks)
     for ti, task in enumerate(tasks):
-        share = 1.0 / len(tasks)
         title = TASK_NAMES[task.name]
 
         def prog(f: float, msg: str, ti=ti, title=title) -> None:
@@ -295,25 +326,49 @@ def run_probes(lm: LoadedModel, cfg: ProbeConfig,
 
         def per_depth(d: int, ti=ti, title=title, n=2 if task.control is not None else 1, part=0) -> None:
             if on_progress is not None:
-                on_progress(share * (ti + 0.8 + 0.2 * (part * depths + d + 1) / (n * depths)),
-                            f"{title}: probe at depth {d}")
+                on_progress(
+                    share * (ti + 0.8 + 0.2 * (part * depths + d + 1) / (n * depths)), f"{title}: probe at depth {d}"
+                )
 
         acc = fit_probes(feats, labels, held, cfg.reg, on_depth=per_depth)
         control = selectivity = None
         if task.control is not None:
-            control = fit_probes(feats, task.control[keep], held, cfg.reg,
-                                 on_depth=functools.partial(per_depth, part=1))
+            control = fit_probes(
+                feats, task.control[keep], held, cfg.reg, on_depth=functools.partial(per_depth, part=1)
+            )
             selectivity = tuple(a - c for a, c in zip(acc, control))
-        scores.append(TaskScore(task.name, task.unit, task.label_names, int((~held).sum()), int(held.sum()),
-                                task.found, acc, majority_rate(labels, held), control, selectivity,
-                                _examples(task), int((~keep).sum())))
+        scores.append(
+            TaskScore(
+                task.name,
+                task.unit,
+                task.label_names,
+                int((~held).sum()),
+                int(held.sum()),
+                task.found,
+                acc,
+                majority_rate(labels, held),
+                control,
+                selectivity,
+                _examples(task),
+                int((~keep).sum()),
+            )
+        )
     if on_progress is not None:
         on_progress(1.0, "done")
     conf = {k: v for k, v in asdict(cfg).items() if k != "corpus"}
     conf["tasks"] = list(cfg.tasks)
-    return ProbeResult(scrub(lm.spec.checkpoint), lm.spec.family, depths, conf, len(pool),
-                       "bundled" if cfg.corpus is None else "custom", tuple(scores),
-                       round(time.perf_counter() - t0, 2), model_key(lm), time.time())
+    return ProbeResult(
+        scrub(lm.spec.checkpoint),
+        lm.spec.family,
+        depths,
+        conf,
+        len(pool),
+        "bundled" if cfg.corpus is None else "custom",
+        tuple(scores),
+        round(time.perf_counter() - t0, 2),
+        model_key(lm),
+        time.time(),
+    )
 
 
 # ---------------------------------------------------------------------------------------------- storage and jobs
@@ -391,7 +446,7 @@ def time_probe_parts(lm: LoadedModel, rows: int = TIMING_SENTENCES) -> ProbeTimi
     warm-up forward of the same batch) and one LogisticRegression fit as fit_probes makes it. A few seconds on a CPU; a caller
     keeps one per model."""
     pool = corpus_sentences("train")
-    sents = prepare_corpus(pool[::max(1, len(pool) // (rows * 4))])[:rows]  # spread over the corpus: its lengths
+    sents = prepare_corpus(pool[:: max(1, len(pool) // (rows * 4))])[:rows]  # spread over the corpus: its lengths
     token_vectors(lm, sents, None, unit="piece")  # warm-up: the first forwards pay one-off costs (thread pools)
     t0 = time.perf_counter()
     tv = token_vectors(lm, sents, None, unit="piece")

@@ -25,6 +25,7 @@ Per depth (each fitted on its own; core.represent.projector_maps):
 UMAP and t-SNE take seconds to minutes: pages run them as background jobs (``project_job``); progress is reported
 between depths (a single fit cannot be interrupted), so Cancel takes effect at the next depth.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -33,15 +34,17 @@ import random
 import re
 import time
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from core.base.caches import register as register_cache
 from core.base.messages import msg
 from core.models.loading import LoadedModel, ModelSpec, load
-from core.represent.bundled_corpus import LANGS as BUNDLED_LANGS, corpus_sentences
+from core.represent.bundled_corpus import LANGS as BUNDLED_LANGS
+from core.represent.bundled_corpus import corpus_sentences
 from core.represent.projector_maps import depth_maps, map_threads, normalise
 from core.represent.token_vectors import MAX_SENTENCES, num_depths, sentence_words, token_vectors
 
@@ -55,6 +58,8 @@ INLINE_POINTS = 5_000  # PCA above this many points also runs as a job: reading 
 def runs_as_job(method: str, max_points: int) -> bool:
     """Whether a projection runs as a background job (with progress and Cancel) rather than while the page waits."""
     return method in JOB_METHODS or int(max_points) > INLINE_POINTS
+
+
 COLORS = ("next_word", "cluster", "layer")
 MAX_POINTS = 50_000  # the most points a map may hold (PCA)
 JOB_MAX_POINTS = 10_000  # t-SNE / UMAP: above this they take many minutes on a CPU
@@ -100,8 +105,16 @@ class ProjectorConfig:
         cap = JOB_MAX_POINTS if self.method in JOB_METHODS else MAX_POINTS
         if not isinstance(self.max_points, int) or not MIN_POINTS <= self.max_points <= cap:
             extra = " (use PCA for more)" if self.method in JOB_METHODS else ""
-            raise ValueError(msg("projector.max_points_must_whole", MIN_POINTS=MIN_POINTS, cap=cap,
-                                 p=self.method.upper(), extra=extra, max_points=self.max_points))
+            raise ValueError(
+                msg(
+                    "projector.max_points_must_whole",
+                    MIN_POINTS=MIN_POINTS,
+                    cap=cap,
+                    p=self.method.upper(),
+                    extra=extra,
+                    max_points=self.max_points,
+                )
+            )
         if self.depths is not None:
             object.__setattr__(self, "depths", tuple(sorted({int(d) for d in self.depths})))
             if not self.depths or min(self.depths) < 0:
@@ -207,7 +220,7 @@ def color_groups(p: Projection, color: str, depth: int, top: int = NEXT_WORD_COL
             raise ValueError(msg("projector.map_was_made_without"))
         n = len(p)
         return [ColorGroup("layer", int(d), np.arange(i * n, (i + 1) * n)) for i, d in enumerate(p.depths)]
-    raise ValueError(msg("projector.colour_use_one", color=color, p=', '.join(COLORS)))
+    raise ValueError(msg("projector.colour_use_one", color=color, p=", ".join(COLORS)))
 
 
 # ---------------------------------------------------------------------------------------------- text
@@ -215,6 +228,9 @@ def color_groups(p: Projection, color: str, depth: int, top: int = NEXT_WORD_COL
 def _bundled(lang: str = "en") -> tuple[str, ...]:
     # Chinese: the zh corpus's held-out split (never trained on by the bundled XLM-R), as corpus search reads it
     return tuple(corpus_sentences("heldout" if lang == "zh" else "train", lang))
+
+
+register_cache(__name__, _bundled.cache_clear)
 
 
 def bundled_count(lang: str = "en") -> int:
@@ -274,7 +290,8 @@ def pick_sentences(cfg: ProjectorConfig, sentences: Sequence[str]) -> tuple[list
             raise ValueError(msg("projector.occurs_only_time_s", word=cfg.word, total=total, MIN_POINTS=MIN_POINTS))
         if total > cfg.max_points or len(found) > MAX_SENTENCES:
             rng.shuffle(found)
-        keep, n = [], 0
+        keep: list[str] = []
+        n = 0
         for s, c in found:
             if n >= cfg.max_points or len(keep) >= MAX_SENTENCES:
                 break
@@ -301,15 +318,16 @@ def _context(sentence: str, wi: int, spans: list[tuple[int, int]], width: int) -
     a, b = spans[wi]
     lo = max(0, wi - width)
     hi = min(len(spans) - 1, wi + width)
-    left = ("..." if lo > 0 else "") + sentence[spans[lo][0]:a]  # not "…": plotly's JSON writes it as 6 bytes
-    right = sentence[b:spans[hi][1]] + ("..." if hi < len(spans) - 1 else "")
-    nxt = sentence[spans[wi + 1][0]:spans[wi + 1][1]].lower() if wi + 1 < len(spans) else ""
+    left = ("..." if lo > 0 else "") + sentence[spans[lo][0] : a]  # not "…": plotly's JSON writes it as 6 bytes
+    right = sentence[b : spans[hi][1]] + ("..." if hi < len(spans) - 1 else "")
+    nxt = sentence[spans[wi + 1][0] : spans[wi + 1][1]].lower() if wi + 1 < len(spans) else ""
     return left, right, nxt
 
 
 # ---------------------------------------------------------------------------------------------- project
-def project(lm: LoadedModel, cfg: ProjectorConfig,
-            on_progress: Callable[[float, str], None] | None = None) -> Projection:
+def project(
+    lm: LoadedModel, cfg: ProjectorConfig, on_progress: Callable[[float, str], None] | None = None
+) -> Projection:
     """Map ``cfg``'s points at every asked depth. ``on_progress(fraction, message)`` between steps (a job's
     ctx.progress raises JobCancelled there). Raises ValueError: absent or rare word, empty text, bad depths."""
     t0 = time.perf_counter()
@@ -333,8 +351,9 @@ def project(lm: LoadedModel, cfg: ProjectorConfig,
     if len(rows) > cfg.max_points:
         rows = np.sort(np.random.default_rng(cfg.seed).choice(rows, cfg.max_points, replace=False))
     if len(rows) < MIN_POINTS:
-        raise ValueError(msg("projector.only_point_s_left", n_rows=len(rows), max_length=cfg.max_length,
-                             MIN_POINTS=MIN_POINTS))
+        raise ValueError(
+            msg("projector.only_point_s_left", n_rows=len(rows), max_length=cfg.max_length, MIN_POINTS=MIN_POINTS)
+        )
     n = len(rows)
     width = SNIPPET_WORDS if n <= MANY_POINTS else SNIPPET_WORDS_MANY
     spans_of: dict[int, list[tuple[int, int]]] = {}
@@ -347,27 +366,41 @@ def project(lm: LoadedModel, cfg: ProjectorConfig,
         left.append(lft)
         right.append(rgt)
         nexts.append(nxt)
-        words.append(tv.sentences[s][tv.starts[r]:tv.ends[r]])
+        words.append(tv.sentences[s][tv.starts[r] : tv.ends[r]])
 
     x = normalise(tv.vectors[:, rows].astype(np.float32, copy=False))  # (D, N, H), a copy (fancy index)
     truncated, sentence_ids = int(tv.truncated), tv.sentence_ids[rows].astype(np.int32)
     del tv  # the whole sample's vectors: no longer needed
     with threadpool_limits(limits=map_threads()):
-        m = depth_maps(x, depths, nexts, report, method=cfg.method, dims=cfg.dims, seed=cfg.seed,
-                       joint=cfg.needs_joint)
+        m = depth_maps(x, depths, nexts, report, method=cfg.method, dims=cfg.dims, seed=cfg.seed, joint=cfg.needs_joint)
     notes = []
     if truncated:
         notes.append(msg("projector.sentence_s_were_cut", truncated=truncated, max_length=cfg.max_length))
     if cfg.what == "word" and found > n:
         notes.append(msg("projector.occurrences_were_found_random", found=found, n=n))
     report(1.0, "done")
-    return Projection(checkpoint=lm.spec.checkpoint, family=lm.spec.family, what=cfg.what,
-                      word=cfg.word if cfg.what == "word" else "", corpus=cfg.corpus, method=cfg.method,
-                      dims=cfg.dims, depths=tuple(depths), num_depths=depths_all, words=tuple(words),
-                      left=tuple(left), right=tuple(right), next_words=tuple(nexts), sentence_ids=sentence_ids,
-                      sentences_read=len(chosen),
-                      occurrences=int(found), truncated=truncated, seconds=time.perf_counter() - t0,
-                      notes=tuple(notes), **m)
+    return Projection(
+        checkpoint=lm.spec.checkpoint,
+        family=lm.spec.family,
+        what=cfg.what,
+        word=cfg.word if cfg.what == "word" else "",
+        corpus=cfg.corpus,
+        method=cfg.method,
+        dims=cfg.dims,
+        depths=tuple(depths),
+        num_depths=depths_all,
+        words=tuple(words),
+        left=tuple(left),
+        right=tuple(right),
+        next_words=tuple(nexts),
+        sentence_ids=sentence_ids,
+        sentences_read=len(chosen),
+        occurrences=int(found),
+        truncated=truncated,
+        seconds=time.perf_counter() - t0,
+        notes=tuple(notes),
+        **m,
+    )
 
 
 def project_job(spec: ModelSpec, cfg: ProjectorConfig):

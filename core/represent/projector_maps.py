@@ -6,12 +6,13 @@ vectors; its docstring says why each step is done the way it is.
 scikit-learn, scipy and umap-learn are imported inside the functions that use them: they take seconds to load and
 only a projection needs them (importing this module, as every page's imports do, should not pay for them).
 """
+
 from __future__ import annotations
 
 import os
 import warnings
 from collections import Counter
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -37,8 +38,9 @@ def _reduce(x: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return pca.fit_transform(x).astype(np.float32), pca.explained_variance_ratio_
 
 
-def _fit(method: str, x: np.ndarray, dims: int, seed: int, ratios: np.ndarray | None = None
-         ) -> tuple[np.ndarray, float | None]:
+def _fit(
+    method: str, x: np.ndarray, dims: int, seed: int, ratios: np.ndarray | None = None
+) -> tuple[np.ndarray, float | None]:
     """(N, dims) map of the reduced ``x`` (``_reduce``) and, for PCA, the variance share of its components."""
     n = len(x)
     if method == "pca":
@@ -50,14 +52,16 @@ def _fit(method: str, x: np.ndarray, dims: int, seed: int, ratios: np.ndarray | 
         from sklearn.manifold import TSNE  # lazy: see the module docstring
 
         perplexity = float(min(30.0, max(1.0, (n - 1) / 3)))
-        return TSNE(n_components=dims, perplexity=perplexity, init="pca", random_state=seed,
-                    max_iter=500 if n > 2000 else 1000).fit_transform(x), None
+        return TSNE(
+            n_components=dims, perplexity=perplexity, init="pca", random_state=seed, max_iter=500 if n > 2000 else 1000
+        ).fit_transform(x), None
     with warnings.catch_warnings():  # "n_jobs overridden by setting random_state": we want the seed
         warnings.simplefilter("ignore")
         import umap  # lazy: umap-learn loads numba (many seconds); only UMAP maps need it
 
-        return umap.UMAP(n_components=dims, n_neighbors=int(min(15, n - 1)), random_state=seed, init="pca",
-                         min_dist=0.1).fit_transform(x), None
+        return umap.UMAP(
+            n_components=dims, n_neighbors=int(min(15, n - 1)), random_state=seed, init="pca", min_dist=0.1
+        ).fit_transform(x), None
 
 
 def _align(y: np.ndarray, ref: np.ndarray | None) -> np.ndarray:
@@ -68,7 +72,7 @@ def _align(y: np.ndarray, ref: np.ndarray | None) -> np.ndarray:
     if ref is not None:
         r, _ = orthogonal_procrustes(y, ref)
         y = y @ r
-    rms = float(np.sqrt((y ** 2).sum(axis=1).mean()))
+    rms = float(np.sqrt((y**2).sum(axis=1).mean()))
     return (y / rms if rms > 0 else y).astype(np.float32)
 
 
@@ -130,7 +134,7 @@ def next_word_agreement(x: np.ndarray, labels: Sequence[str], seed: int = 0) -> 
     other = np.where(nb[:, 0] == np.arange(len(xs)), nb[:, 1], nb[:, 0])  # a duplicate may come first
     agree = float(np.mean(ls == ls[other]))
     shares = np.asarray(list(Counter(ls.tolist()).values()), dtype=np.float64) / len(ls)
-    return agree, float((shares ** 2).sum())
+    return agree, float((shares**2).sum())
 
 
 def map_threads() -> int:
@@ -140,8 +144,17 @@ def map_threads() -> int:
     return max(1, int(raw)) if raw.isdigit() else 1
 
 
-def depth_maps(x: np.ndarray, depths: tuple[int, ...], nexts: list[str], report: Callable[[float, str], None], *,
-               method: str, dims: int, seed: int, joint: bool) -> dict:
+def depth_maps(
+    x: np.ndarray,
+    depths: tuple[int, ...],
+    nexts: list[str],
+    report: Callable[[float, str], None],
+    *,
+    method: str,
+    dims: int,
+    seed: int,
+    joint: bool,
+) -> dict:
     """Per depth: the ``method`` map in ``dims`` dimensions, clusters and the two separation numbers; the map of all
     depths together when ``joint``. ``x``: (D, N, H) normalised vectors (released here once reduced)."""
     n = x.shape[1]
@@ -165,18 +178,25 @@ def depth_maps(x: np.ndarray, depths: tuple[int, ...], nexts: list[str], report:
         xr, ratios = _reduce(x.reshape(D * n, -1), seed)
         joint_map, _ = _fit(method, xr, dims, seed, ratios)
         joint_map = _align(joint_map, None)
-    del x
-    x = reduced
+    del x  # released: the reduced vectors are all that is needed below
     report(0.5 + 0.45 * (steps - 1) / steps, "clusters and separation per depth")
-    k = _choose_k(x[-1], seed)
+    k = _choose_k(reduced[-1], seed)
     clusters = np.zeros((D, n), dtype=np.int16)
     sil, agree = [], []
     chance = 0.0
     for i in range(D):
-        c = _kmeans(x[i], k, seed)
+        c = _kmeans(reduced[i], k, seed)
         clusters[i] = c if i == 0 else _match(clusters[i - 1], c, k)
-        sil.append(_silhouette(x[i], clusters[i], seed))
-        a, chance = next_word_agreement(x[i], nexts, seed)
+        sil.append(_silhouette(reduced[i], clusters[i], seed))
+        a, chance = next_word_agreement(reduced[i], nexts, seed)
         agree.append(a)
-    return dict(coords=coords, joint=joint_map, explained=tuple(explained) if explained else None, k=k,
-                clusters=clusters, silhouette=tuple(sil), agreement=tuple(agree), agreement_chance=chance)
+    return dict(
+        coords=coords,
+        joint=joint_map,
+        explained=tuple(explained) if explained else None,
+        k=k,
+        clusters=clusters,
+        silhouette=tuple(sil),
+        agreement=tuple(agree),
+        agreement_chance=chance,
+    )

@@ -14,12 +14,13 @@ by jieba). The
 tokenizers' own ``word_ids()`` would disagree (ALBERT's Metaspace keeps "muddy." as one word, with its leading
 space); a piece belongs to the word its first non-space character falls in (from the fast tokenizer's offsets).
 """
+
 from __future__ import annotations
 
 import bisect
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 
@@ -101,9 +102,16 @@ def _encoder(model):
     return getattr(model, "base_model", model)
 
 
-def token_vectors(lm: LoadedModel, sentences: Sequence[str], layers: Sequence[int] | None = None, *,
-                  unit: str = "piece", max_length: int = 128, batch_tokens: int = 8192,
-                  on_progress: Callable[[float, str], None] | None = None) -> TokenVectors:
+def token_vectors(
+    lm: LoadedModel,
+    sentences: Sequence[str],
+    layers: Sequence[int] | None = None,
+    *,
+    unit: str = "piece",
+    max_length: int = 128,
+    batch_tokens: int = 8192,
+    on_progress: Callable[[float, str], None] | None = None,
+) -> TokenVectors:
     """Hidden states of every non-special token of ``sentences`` at ``layers`` (default: every depth).
 
     Sentences are tokenized once, sorted by length and run in batches of about ``batch_tokens`` padded tokens.
@@ -116,10 +124,11 @@ def token_vectors(lm: LoadedModel, sentences: Sequence[str], layers: Sequence[in
     if not sentences or not any(s.strip() for s in sentences):
         raise ValueError(msg("vectors.there_text_read_give"))
     if len(sentences) > MAX_SENTENCES:
-        raise ValueError(msg("vectors.sentences_more_than_can", n_sentences=len(sentences),
-                             MAX_SENTENCES=MAX_SENTENCES))
+        raise ValueError(
+            msg("vectors.sentences_more_than_can", n_sentences=len(sentences), MAX_SENTENCES=MAX_SENTENCES)
+        )
     if unit not in UNITS:
-        raise ValueError(msg("vectors.unit_must_one_got", p=', '.join(UNITS), unit=unit))
+        raise ValueError(msg("vectors.unit_must_one_got", p=", ".join(UNITS), unit=unit))
     depths = num_depths(lm)
     layers = tuple(range(depths)) if layers is None else tuple(int(x) for x in layers)
     bad = [x for x in layers if not 0 <= x < depths]
@@ -129,12 +138,21 @@ def token_vectors(lm: LoadedModel, sentences: Sequence[str], layers: Sequence[in
     if not getattr(tok, "is_fast", False):
         raise ValueError(msg("vectors.needs_fast_tokenizer_word"))
     max_length = min(int(max_length), lm.max_tokens)
-    enc = tok(list(sentences), truncation=True, max_length=max_length, return_offsets_mapping=True,
-              return_special_tokens_mask=True)
+    enc = tok(
+        list(sentences),
+        truncation=True,
+        max_length=max_length,
+        return_offsets_mapping=True,
+        return_special_tokens_mask=True,
+    )
     ids_all = enc["input_ids"]
-    truncated = sum(1 for i, s in enumerate(sentences)
-                    if len(ids_all[i]) >= max_length and enc["offset_mapping"][i]
-                    and max(b for _, b in enc["offset_mapping"][i]) < len(s.rstrip()))
+    truncated = sum(
+        1
+        for i, s in enumerate(sentences)
+        if len(ids_all[i]) >= max_length
+        and enc["offset_mapping"][i]
+        and max(b for _, b in enc["offset_mapping"][i]) < len(s.rstrip())
+    )
     order = sorted(range(len(sentences)), key=lambda i: len(ids_all[i]))
     model = _encoder(lm.model)
     device = next(model.parameters()).device
@@ -197,8 +215,11 @@ def token_vectors(lm: LoadedModel, sentences: Sequence[str], layers: Sequence[in
                 on_progress(done / len(order), f"{done:,} / {len(order):,} sentences")
 
     # Rows come out in batch order; put them back in sentence order (sentence, then position).
-    order_rows = np.concatenate([np.repeat(b, [len(keep_pos[i]) for i in b]) for b in sent_rows]) \
-        if sent_rows else np.zeros(0, dtype=np.int32)
+    order_rows = (
+        np.concatenate([np.repeat(b, [len(keep_pos[i]) for i in b]) for b in sent_rows])
+        if sent_rows
+        else np.zeros(0, dtype=np.int32)
+    )
     vecs = [np.concatenate(c, axis=0) if c else np.zeros((0, model.config.hidden_size), np.float32) for c in chunks]
     perm = np.argsort(order_rows, kind="stable")
     vecs = [v[perm] for v in vecs]
@@ -228,7 +249,20 @@ def token_vectors(lm: LoadedModel, sentences: Sequence[str], layers: Sequence[in
         sentence_ids, word_index, starts, ends = sentence_ids[keep], word_index[keep], starts[keep], ends[keep]
         positions = positions[keep]
         first = np.ones(n_words, dtype=bool)
-    return TokenVectors(checkpoint=lm.spec.checkpoint, family=lm.spec.family, unit=unit, layers=layers,
-                        num_depths=depths, sentences=sentences, vectors=np.ascontiguousarray(stacked),
-                        sentence_ids=sentence_ids, word_index=word_index, positions=positions, starts=starts, ends=ends,
-                        pieces=tuple(pieces_all), first_piece=first, truncated=int(truncated))
+    return TokenVectors(
+        checkpoint=lm.spec.checkpoint,
+        family=lm.spec.family,
+        unit=unit,
+        layers=layers,
+        num_depths=depths,
+        sentences=sentences,
+        vectors=np.ascontiguousarray(stacked),
+        sentence_ids=sentence_ids,
+        word_index=word_index,
+        positions=positions,
+        starts=starts,
+        ends=ends,
+        pieces=tuple(pieces_all),
+        first_piece=first,
+        truncated=int(truncated),
+    )

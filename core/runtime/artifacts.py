@@ -12,6 +12,7 @@ bumping one cache's tag invalidates that cache only. Today all three pass "lens1
 saved artifact's key and folder name byte-identical. (The tuned lens derives its tag from LENS_FORMAT; the corpus
 index and the probes hold theirs as a plain constant, MODEL_KEY_TAG, that no longer moves with LENS_FORMAT.)
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -19,9 +20,11 @@ import os
 import shutil
 import threading
 import weakref
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
+from core.base.caches import register as register_cache
 from core.base.settings import runs_base
 from core.models.loading import LoadedModel
 
@@ -32,7 +35,8 @@ def cache_root(env: str, default: str) -> Path:
     return Path(raw) if raw else runs_base() / default
 
 
-_KEYS: "weakref.WeakKeyDictionary[Any, dict[str, str]]" = weakref.WeakKeyDictionary()  # model -> {tag: key}
+_KEYS: weakref.WeakKeyDictionary[Any, dict[str, str]] = weakref.WeakKeyDictionary()  # model -> {tag: key}
+register_cache(f"{__name__}.model_key", _KEYS.clear)
 
 
 def model_key(lm: LoadedModel, tag: str) -> str:

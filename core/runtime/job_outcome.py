@@ -7,17 +7,20 @@
   ``("error", message, traceback)``; core.runtime.jobs.Job.settle turns that tuple into the job's final status.
 - ``describe_error``: the message a page shows for a failed job (out-of-memory says what to lower).
 """
+
 from __future__ import annotations
 
 import pickle
 import traceback
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from core.base.messages import carry, msg
 from core.models.devices import is_oom
 
-OOM_ADVICE = ("Lower the batch size, the maximum sequence length, the number of rows or the model size, "
-              "then start it again.")
+OOM_ADVICE = (
+    "Lower the batch size, the maximum sequence length, the number of rows or the model size, then start it again."
+)
 
 
 class JobCancelled(Exception):
@@ -31,8 +34,12 @@ class JobContext:
     receives each progress call, the fraction clamped to [0, 1] and the metrics as a list (empty or one dict);
     ``flush`` (optional) sends what ``report`` held back, before the job's outcome goes out."""
 
-    def __init__(self, cancel: Any, report: Callable[[float, str, list[dict[str, Any]]], None],
-                 flush: Callable[[], None] | None = None):
+    def __init__(
+        self,
+        cancel: Any,
+        report: Callable[[float, str, list[dict[str, Any]]], None],
+        flush: Callable[[], None] | None = None,
+    ):
         self._cancel, self._report, self._flush = cancel, report, flush
 
     @property

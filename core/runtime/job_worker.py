@@ -2,6 +2,7 @@
 core.runtime.backend.ray_jobs in Ray actors): the worker's entry point, its progress over the pipe, its threads and
 its lowered priority, and starting one without re-running a Streamlit page script in it.
 """
+
 from __future__ import annotations
 
 import os
@@ -11,6 +12,7 @@ import time
 import traceback
 import types
 from contextlib import contextmanager
+from multiprocessing.connection import Connection
 from typing import Any
 
 from core.runtime.job_outcome import JobContext, describe_error, run_job
@@ -61,7 +63,7 @@ class PipeReport:
     process is slow to read it (busy drawing a page), which then blocks the training on ``send``: watching a job
     would slow it."""
 
-    def __init__(self, conn):
+    def __init__(self, conn: Connection) -> None:
         self._conn = conn
         self._metrics: list[dict[str, Any]] = []
         self._state: tuple[float, str] | None = None
@@ -116,8 +118,12 @@ def main_not_rerun_in_worker():
     ``__main__`` is a bare stand-in that multiprocessing leaves alone; a real ``python script.py`` main (it has a
     loader) is kept, so a job defined in such a script still unpickles in its worker."""
     main = sys.modules.get("__main__")
-    fake = (main is not None and getattr(main, "__spec__", None) is None
-            and getattr(main, "__loader__", None) is None and getattr(main, "__file__", None) is not None)
+    fake = (
+        main is not None
+        and getattr(main, "__spec__", None) is None
+        and getattr(main, "__loader__", None) is None
+        and getattr(main, "__file__", None) is not None
+    )
     if not fake:
         yield
         return

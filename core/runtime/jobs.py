@@ -22,6 +22,7 @@ keeps each session's run folders under a size and an age.
 What a job sees (JobContext) and how its run ends (the outcome tuple) are core.runtime.job_outcome's, the worker
 process's side is core.runtime.job_worker's: the same for thread, worker-process and Ray jobs.
 """
+
 from __future__ import annotations
 
 import functools
@@ -33,8 +34,9 @@ import pickle
 import signal
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from core.base import settings
 from core.base.messages import Problem, msg
@@ -122,8 +124,10 @@ class Job:
 
 
 def default_limits() -> dict[str, int]:
-    return {"cpu": int(os.environ.get("ENCODERLAB_CPU_JOBS", "2")),
-            "gpu": int(os.environ.get("ENCODERLAB_GPU_JOBS", "1"))}
+    return {
+        "cpu": int(os.environ.get("ENCODERLAB_CPU_JOBS", "2")),
+        "gpu": int(os.environ.get("ENCODERLAB_GPU_JOBS", "1")),
+    }
 
 
 def resource_for(device: str, gpus_available: float | None = None) -> str:
@@ -184,8 +188,14 @@ class JobRunner:
         self._swept = float("-inf")  # monotonic time of the last run-folder sweep
 
     # ------------------------------------------------------------------------------------------- public
-    def submit(self, name: str, fn: Callable[[JobContext], Any], resource: str | None = "cpu",
-               owner: str | None = None, device: str | None = None) -> Job:
+    def submit(
+        self,
+        name: str,
+        fn: Callable[[JobContext], Any],
+        resource: str | None = "cpu",
+        owner: str | None = None,
+        device: str | None = None,
+    ) -> Job:
         """Queue ``fn`` and return its Job at once.
 
         ``device`` ("auto", "cpu", "cuda"), when given, decides the resource from the device the job will use.
@@ -194,7 +204,7 @@ class JobRunner:
         if device is not None:
             resource = resource_for(device, self.gpus_available())
         if resource not in self.limits:
-            raise ValueError(msg("jobs.unknown_resource_use_one", resource=resource, p=', '.join(self.limits)))
+            raise ValueError(msg("jobs.unknown_resource_use_one", resource=resource, p=", ".join(self.limits)))
         s = settings.current()
         payload = self._payload(fn)
         with self._lock:
@@ -204,8 +214,14 @@ class JobRunner:
                 if len(mine) >= cap:
                     running = sum(j.status == RUNNING for j in mine)
                     raise QuotaError(
-                        msg("jobs.you_already_have_job", running=running, p=len(mine) - running,
-                            session_running=s.session_running, session_queued=s.session_queued))
+                        msg(
+                            "jobs.you_already_have_job",
+                            running=running,
+                            p=len(mine) - running,
+                            session_running=s.session_running,
+                            session_queued=s.session_queued,
+                        )
+                    )
             job = Job(next(self._ids), name, resource, owner, in_process=payload is not None)
             if payload is not None:
                 job._cancel = self._context().Event()
@@ -263,9 +279,12 @@ class JobRunner:
         now = time.time()
         with self._lock:
             # a job counts once _finish has stamped it (its status may turn done a moment earlier)
-            done = sorted((j for j in self._jobs.values() if j.done and j.finished is not None),
-                          key=lambda j: j.finished, reverse=True)
-            gone = done[s.jobs_keep:] + [j for j in done[:s.jobs_keep] if now - (j.finished or now) > s.jobs_ttl_s]
+            done = sorted(
+                (j for j in self._jobs.values() if j.done and j.finished is not None),
+                key=lambda j: j.finished or 0.0,
+                reverse=True,
+            )  # finished is set (filtered above)
+            gone = done[s.jobs_keep :] + [j for j in done[: s.jobs_keep] if now - (j.finished or now) > s.jobs_ttl_s]
             for j in gone:
                 self._jobs.pop(j.id, None)
         return len(gone)
@@ -296,8 +315,11 @@ class JobRunner:
                 job, fn = item
                 if job.status != QUEUED or self._running[job.resource] >= self.limits[job.resource]:
                     continue
-                if job.owner is not None and sum(j.owner == job.owner and j.status == RUNNING
-                                                 for j in self._jobs.values()) >= s.session_running:
+                if (
+                    job.owner is not None
+                    and sum(j.owner == job.owner and j.status == RUNNING for j in self._jobs.values())
+                    >= s.session_running
+                ):
                     continue  # this session runs as many as it may; the job keeps its place
                 self._queue.remove(item)
                 self._running[job.resource] += 1
@@ -315,9 +337,13 @@ class JobRunner:
     def _run_process(self, job: Job, payload: bytes) -> None:
         mp = self._context()
         parent, child = mp.Pipe(duplex=False)
-        proc = mp.Process(target=worker_main, daemon=True, name=f"encoderlab-job-{job.id}",
-                          args=(payload, child, job._cancel, worker_threads(job.resource, self.limits), job.name))
-        final = None
+        proc = mp.Process(
+            target=worker_main,
+            daemon=True,
+            name=f"encoderlab-job-{job.id}",
+            args=(payload, child, job._cancel, worker_threads(job.resource, self.limits), job.name),
+        )
+        final: tuple[Any, ...] | None = None
         try:
             with main_not_rerun_in_worker():
                 proc.start()
@@ -348,8 +374,11 @@ class JobRunner:
                 proc.kill()
                 proc.join(5)
             if final is None:
-                final = ("cancelled",) if job._cancel.is_set() and proc.exitcode in (0, None) else \
-                    ("error", exit_message(proc.exitcode), None)
+                final = (
+                    ("cancelled",)
+                    if job._cancel.is_set() and proc.exitcode in (0, None)
+                    else ("error", exit_message(proc.exitcode), None)
+                )
             job.settle(final)
         except Exception as e:  # the worker could not even start (e.g. out of processes)
             job.settle(failed(e, job.name))

@@ -20,11 +20,12 @@ evicted; members per room, sentences per room, sentences per member, and a per-m
 
 Core never imports streamlit: the store is plain Python (a lock and dicts), usable from a notebook or a bench.
 """
+
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from core.base import settings
 from core.base.messages import Problem, msg
@@ -117,7 +118,7 @@ class PresenterState:
     params: tuple[tuple[str, str], ...] = ()  # sorted (name, value) pairs, NOT_SHARED left out
 
     @classmethod
-    def of(cls, page: str, params: Mapping[str, str]) -> "PresenterState":
+    def of(cls, page: str, params: Mapping[str, str]) -> PresenterState:
         return cls(page, tuple(sorted(shared_params(params).items())))
 
     def as_dict(self) -> dict[str, str]:
@@ -255,8 +256,6 @@ class RoomStore(ABC):
     @abstractmethod
     def close(self, code: str, key: str) -> None:
         """Close the room; members keep their own sessions."""
-
-
 
 
 def normalize_code(code: str | None) -> str:

@@ -1,4 +1,5 @@
 """The in-process room store: rooms in this process's memory, behind the core.runtime.room.RoomStore interface."""
+
 from __future__ import annotations
 
 import hashlib
@@ -7,8 +8,8 @@ import secrets
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from core.base.messages import msg
 from core.runtime.room import (
@@ -91,14 +92,17 @@ class InProcessStore(RoomStore):
         norm = normalize_code(code)
         r = self._rooms.get(norm)
         if r is None:
-            raise RoomError(msg("room.there_room_code_check", p=norm or '(empty)'))
+            raise RoomError(msg("room.there_room_code_check", p=norm or "(empty)"))
         return r
 
     def _open(self, code: str) -> _Room:
         r = self._room(code)
         if r.closed_reason is not None:
-            why = ("the presenter closed it" if r.closed_reason == BY_PRESENTER
-                   else f"nothing happened in it for {self.limits.idle_s / 60:.0f} minutes")
+            why = (
+                "the presenter closed it"
+                if r.closed_reason == BY_PRESENTER
+                else f"nothing happened in it for {self.limits.idle_s / 60:.0f} minutes"
+            )
             raise RoomClosedError(msg("room.room_closed_your_own", code=r.code, why=why))
         return r
 
@@ -112,10 +116,20 @@ class InProcessStore(RoomStore):
     def _view(self, r: _Room, now: float) -> RoomView:
         present = [m for m in r.members.values() if now - m.seen <= self.limits.presence_s]
         picked = next((s for s in r.subs if s.id == r.picked and not s.hidden), None)
-        return RoomView(code=r.code, open=r.closed_reason is None, closed_reason=r.closed_reason, state=r.state,
-                        state_version=r.state_version, shared_version=r.shared_version,
-                        revealed=frozenset(r.revealed), collecting=r.collecting, picked=picked,
-                        following=sum(m.following for m in present), members=len(present), idle_s=self.limits.idle_s)
+        return RoomView(
+            code=r.code,
+            open=r.closed_reason is None,
+            closed_reason=r.closed_reason,
+            state=r.state,
+            state_version=r.state_version,
+            shared_version=r.shared_version,
+            revealed=frozenset(r.revealed),
+            collecting=r.collecting,
+            picked=picked,
+            following=sum(m.following for m in present),
+            members=len(present),
+            idle_s=self.limits.idle_s,
+        )
 
     # -- the interface
     def create(self) -> Created:
@@ -148,11 +162,15 @@ class InProcessStore(RoomStore):
             if member not in r.members:
                 present = sum(now - m.seen <= self.limits.presence_s for m in r.members.values())
                 if present >= self.limits.max_members:
-                    raise RoomError(msg("room.room_full_participants_ask", code=r.code,
-                                        max_members=self.limits.max_members))
+                    raise RoomError(
+                        msg("room.room_full_participants_ask", code=r.code, max_members=self.limits.max_members)
+                    )
                 # members gone for longer than presence_s make room for new ones (the dict stays bounded)
-                for gone in [k for k, m in r.members.items() if now - m.seen > self.limits.presence_s
-                             and len(r.members) >= self.limits.max_members]:
+                for gone in [
+                    k
+                    for k, m in r.members.items()
+                    if now - m.seen > self.limits.presence_s and len(r.members) >= self.limits.max_members
+                ]:
                     del r.members[gone]
                 r.members[member] = _Member(seen=now)
             else:
@@ -218,8 +236,9 @@ class InProcessStore(RoomStore):
         if not isinstance(text, str) or not text.strip():
             raise RoomError(msg("room.sentence_empty_type_sentence"))
         if len(text) > lim.max_sentence_chars:
-            raise RoomError(msg("room.sentence_has_characters_room", n_text=len(text),
-                                max_sentence_chars=lim.max_sentence_chars))
+            raise RoomError(
+                msg("room.sentence_has_characters_room", n_text=len(text), max_sentence_chars=lim.max_sentence_chars)
+            )
         with self._lock:
             r = self._open(code)
             now = self._clock()
@@ -234,8 +253,14 @@ class InProcessStore(RoomStore):
                 m.sent.popleft()
             if len(m.sent) >= lim.rate_n:
                 wait = lim.rate_window_s - (now - m.sent[0])
-                raise RateLimitError(msg("room.slow_down_most_sentences", rate_n=lim.rate_n,
-                                         rate_window_s=lim.rate_window_s, p=max(1, round(wait))))
+                raise RateLimitError(
+                    msg(
+                        "room.slow_down_most_sentences",
+                        rate_n=lim.rate_n,
+                        rate_window_s=lim.rate_window_s,
+                        p=max(1, round(wait)),
+                    )
+                )
             if len(r.subs) >= lim.max_sentences:
                 raise RoomError(msg("room.room_has_sentences_most", max_sentences=lim.max_sentences))
             sub = Submission(id=r.next_sid, member=member, text=text.strip(), at=time.time())

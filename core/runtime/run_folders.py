@@ -1,14 +1,16 @@
 """Housekeeping around jobs: run folders trimmed by size and age (``evict_run_folders``), and the queued jobs of
 closed browser tabs cancelled (``SessionSweeper``).
 """
+
 from __future__ import annotations
 
 import shutil
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Protocol
 
 from core.base import settings
 
@@ -33,8 +35,12 @@ def _tree(folder: Path) -> tuple[int, float]:
     return size, newest
 
 
-def evict_run_folders(root: str | Path, keep_mb: float | None = None, ttl_s: float | None = None,
-                      busy: Callable[[str], float | None] | None = None) -> list[Path]:
+def evict_run_folders(
+    root: str | Path,
+    keep_mb: float | None = None,
+    ttl_s: float | None = None,
+    busy: Callable[[str], float | None] | None = None,
+) -> list[Path]:
     """Delete run folders under ``root/<session>/<run>``: each session keeps its newest runs within ``keep_mb``,
     and a run untouched for ``ttl_s`` goes. ``busy(session)`` gives the start time of that session's oldest
     running job (its folders written since then are kept). Returns the folders removed."""

@@ -11,6 +11,7 @@
   loop's own counters as JSON and named tensors and arrays;
 - ``release``: drop a finished or failed run's references so its (GPU) memory comes back.
 """
+
 from __future__ import annotations
 
 import gc
@@ -18,9 +19,10 @@ import json
 import os
 import shutil
 import threading
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Final, Literal
 
 import numpy as np
 
@@ -29,13 +31,17 @@ from core.runtime.artifacts import swap_in
 
 STATE_FILE = "trainer_state.json"
 RUN_RNG_FILE = "run_rng.pt"
-POSITION = "position"  # a ``pad`` fill: the field holds positions in the row (padding points to itself)
+POSITION: Final = "position"  # a ``pad`` fill: the field holds positions in the row (padding points to itself)
 TOKENIZER_FIELDS = ("input_ids", "token_type_ids", "attention_mask", "special_tokens_mask")
 
 
 # ---------------------------------------------------------------------------------------------- padding
-def pad(tokenizer, features: Sequence[dict[str, Sequence[int]]], fill: dict[str, int | str] | None = None,
-        return_tensors: str = "pt") -> dict[str, Any]:
+def pad(
+    tokenizer,
+    features: Sequence[dict[str, Any]],  # per row: lists of ints per token, and per-row ints
+    fill: dict[str, int | Literal["position"]] | None = None,
+    return_tensors: str = "pt",
+) -> dict[str, Any]:
     """Pad ``features`` (one dict of unpadded lists per row) to the batch's longest row.
 
     ``input_ids``, ``token_type_ids`` and ``attention_mask`` go through ``tokenizer.pad``, so the pad id, the pad
@@ -54,12 +60,15 @@ def pad(tokenizer, features: Sequence[dict[str, Sequence[int]]], fill: dict[str,
         raise ValueError(msg("train.pad_needs_least_one"))
     fill = dict(fill or {})
     tok_feats = [{k: list(v) for k, v in f.items() if k in TOKENIZER_FIELDS} for f in features]
-    batch = dict(pad_without_fast_tokenizer_warning(tokenizer, tok_feats, padding=True, return_attention_mask=True,
-                                                    return_tensors=None))
+    batch = dict(
+        pad_without_fast_tokenizer_warning(
+            tokenizer, tok_feats, padding=True, return_attention_mask=True, return_tensors=None
+        )
+    )
     width = len(batch["input_ids"][0]) if batch["input_ids"] else 0
     left = tokenizer.padding_side == "left"
     for key, value in fill.items():
-        rows = []
+        rows: list[list[int]] = []
         for f in features:
             row = list(f[key])
             gap = width - len(row)
@@ -87,8 +96,15 @@ def under(name: str, paths: Sequence[str]) -> bool:
     return any(name == p or name.startswith(p + ".") for p in (q.rstrip(".") for q in paths))
 
 
-def param_groups(model, lr: float, weight_decay: float, head_lr_mult: float = 1.0, head_prefixes: Sequence[str] = (),
-                 embed_lr_mult: float = 1.0, embed_prefixes: Sequence[str] = ()) -> list[dict]:
+def param_groups(
+    model,
+    lr: float,
+    weight_decay: float,
+    head_lr_mult: float = 1.0,
+    head_prefixes: Sequence[str] = (),
+    embed_lr_mult: float = 1.0,
+    embed_prefixes: Sequence[str] = (),
+) -> list[dict]:
     """AdamW parameter groups: (base | embeddings | heads) x (decay | no decay), empty groups left out.
 
     Biases and LayerNorm weights (every tensor of fewer than two dimensions) get no weight decay, as in BERT's own
@@ -104,8 +120,11 @@ def param_groups(model, lr: float, weight_decay: float, head_lr_mult: float = 1.
         kind = "head" if under(name, head_prefixes) else "embed" if under(name, embed_prefixes) else "base"
         groups[(kind, p.ndim >= 2)].append(p)
     mult = dict(kinds)
-    return [{"params": ps, "weight_decay": weight_decay if decay else 0.0, "lr": lr * mult[kind]}
-            for (kind, decay), ps in groups.items() if ps]
+    return [
+        {"params": ps, "weight_decay": weight_decay if decay else 0.0, "lr": lr * mult[kind]}
+        for (kind, decay), ps in groups.items()
+        if ps
+    ]
 
 
 def head_paths(model) -> tuple[str, ...]:
@@ -199,8 +218,14 @@ def has_checkpoint(folder: str | Path) -> bool:
     return (Path(folder) / STATE_FILE).is_file()
 
 
-def save_checkpoint(acc, folder: str | Path, rng, state: dict, tensors: dict[str, dict] | None = None,
-                    arrays: dict[str, np.ndarray | None] | None = None) -> None:
+def save_checkpoint(
+    acc,
+    folder: str | Path,
+    rng,
+    state: dict,
+    tensors: dict[str, dict | None] | None = None,
+    arrays: dict[str, np.ndarray | None] | None = None,
+) -> None:
     """Write a resumable checkpoint to ``folder``; call it on every process.
 
     accelerate's ``save_state`` writes the prepared model and optimizer, the objects registered for checkpointing
@@ -227,8 +252,10 @@ def save_checkpoint(acc, folder: str | Path, rng, state: dict, tensors: dict[str
         torch.save(rng.state_dict(), tmp / RUN_RNG_FILE)
         for name, sd in (tensors or {}).items():
             if sd is not None:
-                save_file({k: v.detach().to("cpu").clone().contiguous() for k, v in sd.items()},
-                          str(tmp / f"{name}.safetensors"))
+                save_file(
+                    {k: v.detach().to("cpu").clone().contiguous() for k, v in sd.items()},
+                    str(tmp / f"{name}.safetensors"),
+                )
         for name, arr in (arrays or {}).items():
             if arr is not None:
                 np.save(tmp / f"{name}.npy", arr)
@@ -236,8 +263,9 @@ def save_checkpoint(acc, folder: str | Path, rng, state: dict, tensors: dict[str
     acc.wait_for_everyone()
 
 
-def load_checkpoint(acc, folder: str | Path, rng, tensors: Sequence[str] = (),
-                    arrays: Sequence[str] = ()) -> tuple[dict, dict[str, dict | None], dict[str, np.ndarray | None]]:
+def load_checkpoint(
+    acc, folder: str | Path, rng, tensors: Sequence[str] = (), arrays: Sequence[str] = ()
+) -> tuple[dict, dict[str, dict | None], dict[str, np.ndarray | None]]:
     """Restore what ``save_checkpoint`` wrote into the prepared model, optimizer and registered objects, and
     continue ``rng`` from the saved stream (the process generators are left as they were). Returns (state, the
     named tensors, the named arrays), a name missing from the folder as None. Raises FileNotFoundError when
@@ -253,7 +281,9 @@ def load_checkpoint(acc, folder: str | Path, rng, tensors: Sequence[str] = (),
         acc.load_state(str(folder))
     if (folder / RUN_RNG_FILE).exists():  # exact, CUDA included (accelerate skips states it cannot set silently)
         rng.load_state_dict(torch.load(folder / RUN_RNG_FILE, weights_only=True))
-    named = {n: (load_file(str(folder / f"{n}.safetensors")) if (folder / f"{n}.safetensors").exists() else None)
-             for n in tensors}
+    named = {
+        n: (load_file(str(folder / f"{n}.safetensors")) if (folder / f"{n}.safetensors").exists() else None)
+        for n in tensors
+    }
     arrs = {n: (np.load(folder / f"{n}.npy") if (folder / f"{n}.npy").exists() else None) for n in arrays}
     return state, named, arrs

@@ -14,6 +14,7 @@ The rest of fine-tuning lives beside this loop: its settings (core.train.finetun
 (core.train.finetune_cli), and using a finished run (core.predict.classify). This module holds ``train``, what it
 returns (``StepInfo``, ``FinetuneResult``), its checkpoints and the job wrapper around it.
 """
+
 from __future__ import annotations
 
 import functools
@@ -22,9 +23,10 @@ import math
 import os
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -68,15 +70,22 @@ class StepInfo:
         if self.kind == "eval":
             f1 = "" if self.eval_f1 is None else f" · entity F1 {self.eval_f1:.3f}"
             what = "token accuracy" if self.eval_f1 is not None else "accuracy"
-            return (f"step {self.step}/{self.total_steps} · epoch {self.epoch:.2f} · held-out {what} "
-                    f"{self.eval_accuracy:.3f}{f1}")
+            return (
+                f"step {self.step}/{self.total_steps} · epoch {self.epoch:.2f} · held-out {what} "
+                f"{self.eval_accuracy:.3f}{f1}"
+            )
         eta = "" if self.eta_s is None or not with_eta else f" · ETA {self.eta_s:,.0f}s"
-        return (f"step {self.step}/{self.total_steps} · epoch {self.epoch:.2f} · loss {self.loss:.4f} · "
-                f"{self.samples_per_s:,.1f} samples/s{eta}")
+        return (
+            f"step {self.step}/{self.total_steps} · epoch {self.epoch:.2f} · loss {self.loss:.4f} · "
+            f"{self.samples_per_s:,.1f} samples/s{eta}"
+        )
 
     def metrics(self) -> dict[str, float]:
-        keys = ("step", "epoch", "loss", "lr", "samples_per_s") if self.kind == "train" else \
-            ("step", "epoch", "eval_accuracy", "eval_loss") + (("eval_f1",) if self.eval_f1 is not None else ())
+        keys = (
+            ("step", "epoch", "loss", "lr", "samples_per_s")
+            if self.kind == "train"
+            else ("step", "epoch", "eval_accuracy", "eval_loss") + (("eval_f1",) if self.eval_f1 is not None else ())
+        )
         return {k: getattr(self, k) for k in keys}
 
 
@@ -129,24 +138,38 @@ class FinetuneResult:
         preds = self.test_preds
         wrong = np.flatnonzero(preds != self.test_labels)
         order = wrong[np.argsort(-self.test_probs[wrong, preds[wrong]])][:n]
-        return [dict(text=self.test_texts[i], true=self.label_names[self.test_labels[i]],
-                     predicted=self.label_names[preds[i]], confidence=float(self.test_probs[i, preds[i]]),
-                     p_true=float(self.test_probs[i, self.test_labels[i]])) for i in order]
+        return [
+            dict(
+                text=self.test_texts[i],
+                true=self.label_names[self.test_labels[i]],
+                predicted=self.label_names[preds[i]],
+                confidence=float(self.test_probs[i, preds[i]]),
+                p_true=float(self.test_probs[i, self.test_labels[i]]),
+            )
+            for i in order
+        ]
 
 
 def _oom_message(cfg: FinetuneConfig, device: str) -> str:
     names = remedies_for(cfg)
     offer = "; ".join(REMEDIES[n][0] for n in names) or "a smaller checkpoint"
-    return (f"Out of memory on {device} with batch size {cfg.batch_size} and max length {cfg.max_length}. "
-            f"Try batch size {max(1, cfg.batch_size // 2)} or max length {max(8, cfg.max_length // 2)}, freeze the "
-            "embeddings or the first layers, or pick a smaller checkpoint (DistilBERT, ALBERT, a bundled mini). "
-            f"The article's remedies that would change this run: {offer}.")
+    return (
+        f"Out of memory on {device} with batch size {cfg.batch_size} and max length {cfg.max_length}. "
+        f"Try batch size {max(1, cfg.batch_size // 2)} or max length {max(8, cfg.max_length // 2)}, freeze the "
+        "embeddings or the first layers, or pick a smaller checkpoint (DistilBERT, ALBERT, a bundled mini). "
+        f"The article's remedies that would change this run: {offer}."
+    )
 
 
 # ---------------------------------------------------------------------------------------------- training
-def train(cfg: FinetuneConfig, data, out_dir: str | Path,
-          on_step: Callable[[StepInfo], None] | None = None, should_stop: Callable[[], bool] | None = None,
-          resume: bool = False) -> FinetuneResult:
+def train(
+    cfg: FinetuneConfig,
+    data,
+    out_dir: str | Path,
+    on_step: Callable[[StepInfo], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    resume: bool = False,
+) -> FinetuneResult:
     """Fine-tune ``cfg.checkpoint`` on ``data.train``; evaluate on ``data.test``; save to ``out_dir/model``.
 
     ``data`` is a core.data.datasets_local.LabelledData for task "sequence", a core.data.token_data.TokenData for task
@@ -192,16 +215,23 @@ def train(cfg: FinetuneConfig, data, out_dir: str | Path,
         sampler = LengthGroupedBatches(train_lengths, cfg.batch_size, cfg.seed, group=cfg.length_grouping)
         # Loaders get their own generator: drawing their base seed from the global RNG would shift dropout masks
         # after a resume.
-        train_dl = DataLoader(train_enc, batch_sampler=sampler, collate_fn=task.collator(train_enc, word_tok),
-                              generator=torch.Generator().manual_seed(cfg.seed))
-        test_dl = DataLoader(test_enc, batch_sampler=LengthGroupedBatches([len(x) for x in test_enc.ids],
-                                                                          cfg.batch_size * 2, 0, shuffle=False),
-                             collate_fn=task.collator(test_enc, word_tok),
-                             generator=torch.Generator().manual_seed(cfg.seed))
+        train_dl = DataLoader(
+            train_enc,
+            batch_sampler=sampler,
+            collate_fn=task.collator(train_enc, word_tok),
+            generator=torch.Generator().manual_seed(cfg.seed),
+        )
+        test_dl = DataLoader(
+            test_enc,
+            batch_sampler=LengthGroupedBatches([len(x) for x in test_enc.ids], cfg.batch_size * 2, 0, shuffle=False),
+            collate_fn=task.collator(test_enc, word_tok),
+            generator=torch.Generator().manual_seed(cfg.seed),
+        )
 
         # 4. AdamW with no decay on biases/LayerNorm, then let accelerate place model, optimizer and loaders.
         # fused=True: one kernel per step for all parameters, as Trainer's default optimizer ("adamw_torch_fused");
         # the per-parameter loop took a quarter of a small model's step on a CPU (bench/finetune.py, token part).
+        assert cfg.lr is not None  # FinetuneConfig.__post_init__ put the task's default in place of None
         optimizer = torch.optim.AdamW(param_groups(model, cfg.weight_decay, cfg.lr), lr=cfg.lr, fused=True)
         model, optimizer, train_dl, test_dl = acc.prepare(model, optimizer, train_dl, test_dl)
 
@@ -214,13 +244,27 @@ def train(cfg: FinetuneConfig, data, out_dir: str | Path,
         warmup = math.ceil(cfg.warmup_ratio * total_steps)
         scheduler = get_linear_schedule_with_warmup(optimizer, warmup, total_steps)
         acc.register_for_checkpointing(scheduler)
-        eval_points = {min(steps_per_epoch, math.ceil(steps_per_epoch * (k + 1) / cfg.evals_per_epoch))
-                       for k in range(cfg.evals_per_epoch)}
+        eval_points = {
+            min(steps_per_epoch, math.ceil(steps_per_epoch * (k + 1) / cfg.evals_per_epoch))
+            for k in range(cfg.evals_per_epoch)
+        }
 
         # 6. Resume: model, optimizer, scheduler and RNG from the checkpoint, our counters from trainer_state.json.
-        state = dict(global_step=0, epoch=0, step_in_epoch=0, history=[], evals=[], best_acc=-1.0, best_step=0,
-                     bad_evals=0, best_probs=None, train_seconds=0.0, samples=0, fingerprint=data.fingerprint(),
-                     config=asdict(cfg))
+        state = dict(
+            global_step=0,
+            epoch=0,
+            step_in_epoch=0,
+            history=[],
+            evals=[],
+            best_acc=-1.0,
+            best_step=0,
+            bad_evals=0,
+            best_probs=None,
+            train_seconds=0.0,
+            samples=0,
+            fingerprint=data.fingerprint(),
+            config=asdict(cfg),
+        )
         best_weights = None
         if resume:  # accelerate restores the RNG states it saved: this run's (core.train.common.load_checkpoint)
             state, best_weights = _load_checkpoint(acc, ckpt_dir, cfg, data, rng)
@@ -241,8 +285,11 @@ def train(cfg: FinetuneConfig, data, out_dir: str | Path,
                     idx = acc.pad_across_processes(idx, dim=0, pad_index=-1)
                     logits = acc.pad_across_processes(logits, dim=0)
                     labels = acc.pad_across_processes(labels, dim=0, pad_index=-100)
-                    idx, probs_b, labels = (acc.gather(idx).cpu(), torch.softmax(acc.gather(logits), -1).cpu(),
-                                            acc.gather(labels).cpu())
+                    idx, probs_b, labels = (
+                        acc.gather(idx).cpu(),
+                        torch.softmax(acc.gather(logits), -1).cpu(),
+                        acc.gather(labels).cpu(),
+                    )
                     for r, i in enumerate(idx.tolist()):
                         if i >= 0:  # duplicates from even batching land on the same row
                             rows[i] = task.units(probs_b[r], labels[r]).numpy()
@@ -265,7 +312,9 @@ def train(cfg: FinetuneConfig, data, out_dir: str | Path,
             while state["global_step"] < total_steps and state["epoch"] < cfg.epochs:
                 epoch = state["epoch"]
                 sampler.epoch = epoch  # same shuffle on every process, new one every epoch
-                loader = acc.skip_first_batches(train_dl, state["step_in_epoch"]) if state["step_in_epoch"] else train_dl
+                loader = (
+                    acc.skip_first_batches(train_dl, state["step_in_epoch"]) if state["step_in_epoch"] else train_dl
+                )
                 for batch in loader:
                     if should_stop is not None and should_stop():
                         raise JobCancelled()
@@ -279,8 +328,13 @@ def train(cfg: FinetuneConfig, data, out_dir: str | Path,
                         loss_value = loss.item()
                         if not math.isfinite(loss_value):
                             raise FinetuneError(
-                                msg("finetune.training_loss_became_step", loss_value=loss_value,
-                                    p=state['global_step'] + 1, p2=scheduler.get_last_lr()[0]))
+                                msg(
+                                    "finetune.training_loss_became_step",
+                                    loss_value=loss_value,
+                                    p=state["global_step"] + 1,
+                                    p2=scheduler.get_last_lr()[0],
+                                )
+                            )
                         acc.backward(loss)
                         if cfg.grad_clip > 0:
                             acc.clip_grad_norm_(model.parameters(), cfg.grad_clip)
@@ -295,23 +349,39 @@ def train(cfg: FinetuneConfig, data, out_dir: str | Path,
                     state["samples"] += labels.shape[0] * acc.num_processes
                     sps = state["samples"] / max(state["train_seconds"], 1e-9)
                     step_time = state["train_seconds"] / state["global_step"]
-                    info = StepInfo("train", state["global_step"], total_steps, epoch + state["step_in_epoch"] / steps_per_epoch,
-                                    loss=loss_value, lr=float(scheduler.get_last_lr()[0]), samples_per_s=sps,
-                                    eta_s=step_time * (total_steps - state["global_step"]))
+                    info = StepInfo(
+                        "train",
+                        state["global_step"],
+                        total_steps,
+                        epoch + state["step_in_epoch"] / steps_per_epoch,
+                        loss=loss_value,
+                        lr=float(scheduler.get_last_lr()[0]),
+                        samples_per_s=sps,
+                        eta_s=step_time * (total_steps - state["global_step"]),
+                    )
                     state["history"].append(info.metrics())
                     emit(info)
                     last_of_run = state["global_step"] >= total_steps
                     if state["step_in_epoch"] in eval_points or last_of_run:
                         # 8. Evaluate on the held-out split; remember the best weights; stop early on a plateau.
                         score, eval_acc, eval_loss, extra, probs = evaluate()
-                        ev = StepInfo("eval", state["global_step"], total_steps, info.epoch, eval_accuracy=eval_acc,
-                                      eval_loss=eval_loss, **extra)
+                        ev = StepInfo(
+                            "eval",
+                            state["global_step"],
+                            total_steps,
+                            info.epoch,
+                            eval_accuracy=eval_acc,
+                            eval_loss=eval_loss,
+                            **extra,
+                        )
                         state["evals"].append(ev.metrics())
                         emit(ev)
                         if score > state["best_acc"]:  # held-out accuracy, or entity F1 for the token task
                             state.update(best_acc=score, best_step=state["global_step"], bad_evals=0, best_probs=probs)
-                            best_weights = {k: v.detach().to("cpu", copy=True)
-                                            for k, v in acc.unwrap_model(model).state_dict().items()}
+                            best_weights = {
+                                k: v.detach().to("cpu", copy=True)
+                                for k, v in acc.unwrap_model(model).state_dict().items()
+                            }
                         else:
                             state["bad_evals"] += 1
                         t_last = time.perf_counter()  # evaluation time is not training time
@@ -347,8 +417,23 @@ def train(cfg: FinetuneConfig, data, out_dir: str | Path,
         if best_weights is not None:
             unwrapped.load_state_dict(best_weights)
         probs = state["best_probs"]
-        result = _result(cfg, data, model_dir, str(acc.device), precision, state, stop_reason, params_total,
-                         params_trainable, probs, y_test, train_lengths, task, test_enc, unwrapped)
+        result = _result(
+            cfg,
+            data,
+            model_dir,
+            str(acc.device),
+            precision,
+            state,
+            stop_reason,
+            params_total,
+            params_trainable,
+            probs,
+            y_test,
+            train_lengths,
+            task,
+            test_enc,
+            unwrapped,
+        )
         acc.wait_for_everyone()
         if acc.is_main_process:
             save_model(unwrapped, tokenizer, cfg, data, model_dir, result)
@@ -358,8 +443,23 @@ def train(cfg: FinetuneConfig, data, out_dir: str | Path,
         return result
 
 
-def _result(cfg, data, model_dir, device, precision, state, stop_reason, params_total, params_trainable, probs,
-            labels_np, train_lengths, task, test_enc, model) -> FinetuneResult:
+def _result(
+    cfg,
+    data,
+    model_dir,
+    device,
+    precision,
+    state,
+    stop_reason,
+    params_total,
+    params_trainable,
+    probs,
+    labels_np,
+    train_lengths,
+    task,
+    test_enc,
+    model,
+) -> FinetuneResult:
     from sklearn.metrics import confusion_matrix, f1_score  # lazy: sklearn loads scipy, only a finished run needs it
 
     preds = probs.argmax(-1)
@@ -368,33 +468,54 @@ def _result(cfg, data, model_dir, device, precision, state, stop_reason, params_
     if task.name == "token":
         gold, pred = task.tag_lists(labels_np, test_enc), task.tag_lists(preds, test_enc)
         words = [tuple(ws[:n]) for ws, n in zip(data.test.words, test_enc.n_words)]
-        token_metrics = score_tokens(words, gold, pred, data.majority_tag(),
-                                     words_truncated=data.test.n_words - sum(test_enc.n_words))
+        token_metrics = score_tokens(
+            words, gold, pred, data.majority_tag(), words_truncated=data.test.n_words - sum(test_enc.n_words)
+        )
         texts = tuple(w for ws in words for w in ws)  # per word, like test_labels and test_probs
         majority = token_metrics.majority_accuracy
     weights = model.layer_weights() if hasattr(model, "layer_weights") else None
     return FinetuneResult(
-        config=cfg, data_name=data.name, label_names=data.label_names, model_dir=str(model_dir), device=device,
-        precision=precision, steps=state["global_step"],
-        epochs_done=state["history"][-1]["epoch"] if state["history"] else 0.0, stop_reason=stop_reason,
-        train_seconds=state["train_seconds"], samples_per_s=state["samples"] / max(state["train_seconds"], 1e-9),
-        params_total=params_total, params_trainable=params_trainable,
+        config=cfg,
+        data_name=data.name,
+        label_names=data.label_names,
+        model_dir=str(model_dir),
+        device=device,
+        precision=precision,
+        steps=state["global_step"],
+        epochs_done=state["history"][-1]["epoch"] if state["history"] else 0.0,
+        stop_reason=stop_reason,
+        train_seconds=state["train_seconds"],
+        samples_per_s=state["samples"] / max(state["train_seconds"], 1e-9),
+        params_total=params_total,
+        params_trainable=params_trainable,
         accuracy=float((preds == labels_np).mean()),
         macro_f1=float(f1_score(labels_np, preds, average="macro", labels=list(range(k)), zero_division=0)),
-        majority_rate=data.majority_rate() if majority is None else majority, best_step=state["best_step"],
+        majority_rate=data.majority_rate() if majority is None else majority,
+        best_step=state["best_step"],
         confusion=confusion_matrix(labels_np, preds, labels=list(range(k))),
-        history=tuple(state["history"]), evals=tuple(state["evals"]), test_texts=texts,
-        test_labels=labels_np, test_probs=probs,
+        history=tuple(state["history"]),
+        evals=tuple(state["evals"]),
+        test_texts=texts,
+        test_labels=labels_np,
+        test_probs=probs,
         padding_saved=padding_saved(train_lengths, cfg.batch_size, cfg.max_length, cfg.seed, cfg.length_grouping),
         layer_weights=None if weights is None else tuple(float(w) for w in weights),
-        layer_gamma=None if weights is None else float(model.gamma.detach()), token_metrics=token_metrics)
+        layer_gamma=None if weights is None else float(model.gamma.detach()),
+        token_metrics=token_metrics,
+    )
 
 
 def _save_checkpoint(acc, ckpt_dir: Path, state: dict, best_weights: dict | None, rng) -> None:
     """core.train.common's checkpoint: accelerate's state (model, optimizer, scheduler, this run's RNG), our counters,
     the best evaluation's weights and held-out probabilities."""
-    training.save_checkpoint(acc, ckpt_dir, rng, {k: v for k, v in state.items() if k != "best_probs"},
-                             tensors={"best": best_weights}, arrays={"best_probs": state["best_probs"]})
+    training.save_checkpoint(
+        acc,
+        ckpt_dir,
+        rng,
+        {k: v for k, v in state.items() if k != "best_probs"},
+        tensors={"best": best_weights},
+        arrays={"best_probs": state["best_probs"]},
+    )
 
 
 def _load_checkpoint(acc, ckpt_dir: Path, cfg: FinetuneConfig, data: LabelledData, rng) -> tuple[dict, dict | None]:
@@ -404,10 +525,25 @@ def _load_checkpoint(acc, ckpt_dir: Path, cfg: FinetuneConfig, data: LabelledDat
     if state["fingerprint"] != data.fingerprint():
         raise FinetuneError(msg("finetune.checkpoint_was_trained_different"))
     old = state["config"]
-    changed = [k for k in ("task", "family", "checkpoint", "batch_size", "max_length", "pooling", "seed", "epochs",
-                           "max_steps", "freeze_layers", "freeze_embeddings") if old.get(k) != getattr(cfg, k)]
+    changed = [
+        k
+        for k in (
+            "task",
+            "family",
+            "checkpoint",
+            "batch_size",
+            "max_length",
+            "pooling",
+            "seed",
+            "epochs",
+            "max_steps",
+            "freeze_layers",
+            "freeze_embeddings",
+        )
+        if old.get(k) != getattr(cfg, k)
+    ]
     if changed:
-        raise FinetuneError(msg("finetune.checkpoint_used_different_settings", p=', '.join(changed)))
+        raise FinetuneError(msg("finetune.checkpoint_used_different_settings", p=", ".join(changed)))
     state, tensors, arrays = training.load_checkpoint(acc, ckpt_dir, rng, tensors=("best",), arrays=("best_probs",))
     state["best_probs"] = arrays["best_probs"]
     return state, tensors["best"]

@@ -8,6 +8,7 @@ Command line::
 
 Several processes: ``accelerate launch --multi_gpu --num_processes 2 -m core.train.finetune_cli ... --device cpu``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,7 +26,11 @@ from core.train.finetune_config import POOLINGS, PRECISIONS, TASKS, FinetuneConf
 def _load_data(args):
     if args.task == "token":
         path = Path(args.data)
-        data = load_bundled_tokens() if args.data in ("tokens", "drugreview") else read_tokens(path.read_bytes(), path.name)
+        data = (
+            load_bundled_tokens()
+            if args.data in ("tokens", "drugreview")
+            else read_tokens(path.read_bytes(), path.name)
+        )
         return data.subset(args.train_rows, args.test_rows) if (args.train_rows or args.test_rows) else data
     if args.data in BUNDLED:
         data = load_bundled(args.data)
@@ -43,8 +48,12 @@ def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m core.train.finetune_cli", description=__doc__.split("\n\n")[0])
     ap.add_argument("--family", required=True, choices=list(FAMILIES))
     ap.add_argument("--checkpoint", required=True, help="Hub id, encoderlab/<name> or a local folder")
-    ap.add_argument("--data", default="drugreview", help="a bundled set (drugreview, wordnet; tokens for --task token) "
-                    "or a .csv/.tsv/.jsonl file (.conll/.iob/.jsonl for --task token)")
+    ap.add_argument(
+        "--data",
+        default="drugreview",
+        help="a bundled set (drugreview, wordnet; tokens for --task token) "
+        "or a .csv/.tsv/.jsonl file (.conll/.iob/.jsonl for --task token)",
+    )
     ap.add_argument("--text-col", default="text")
     ap.add_argument("--text-col-b", default=None)
     ap.add_argument("--label-col", default="label")
@@ -54,11 +63,26 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--resume", action="store_true")
     # defaults and ranges from FinetuneConfig's fields (core.base.fields): argparse refuses an out-of-range value itself
     add_argument(ap, FinetuneConfig, "lr", help="None: 3e-5, or 5e-5 for --task token")
-    for f in ("epochs", "max_steps", "batch_size", "max_length", "warmup_ratio", "weight_decay", "grad_clip",
-              "seed", "freeze_layers", "patience", "evals_per_epoch"):
+    for f in (
+        "epochs",
+        "max_steps",
+        "batch_size",
+        "max_length",
+        "warmup_ratio",
+        "weight_decay",
+        "grad_clip",
+        "seed",
+        "freeze_layers",
+        "patience",
+        "evals_per_epoch",
+    ):
         add_argument(ap, FinetuneConfig, f)
-    for f, choices in (("pooling", POOLINGS), ("device", ("auto", "cpu", "cuda")), ("precision", PRECISIONS),
-                       ("task", TASKS)):
+    for f, choices in (
+        ("pooling", POOLINGS),
+        ("device", ("auto", "cpu", "cuda")),
+        ("precision", PRECISIONS),
+        ("task", TASKS),
+    ):
         add_argument(ap, FinetuneConfig, f, choices=choices)
     ap.add_argument("--freeze-embeddings", action="store_true")
     ap.add_argument("--gradient-checkpointing", action="store_true")
@@ -70,13 +94,38 @@ def main(argv: list[str] | None = None) -> int:
     ap = parser()
     args = ap.parse_args(argv)
     try:
-        cfg = FinetuneConfig(args.family, args.checkpoint, **{k: getattr(args, k) for k in (
-            "epochs", "max_steps", "lr", "batch_size", "max_length", "warmup_ratio", "weight_decay", "grad_clip",
-            "seed", "freeze_embeddings", "freeze_layers", "pooling", "patience", "evals_per_epoch", "device",
-            "precision", "task", "gradient_checkpointing", "dropout")})
+        cfg = FinetuneConfig(
+            args.family,
+            args.checkpoint,
+            **{
+                k: getattr(args, k)
+                for k in (
+                    "epochs",
+                    "max_steps",
+                    "lr",
+                    "batch_size",
+                    "max_length",
+                    "warmup_ratio",
+                    "weight_decay",
+                    "grad_clip",
+                    "seed",
+                    "freeze_embeddings",
+                    "freeze_layers",
+                    "pooling",
+                    "patience",
+                    "evals_per_epoch",
+                    "device",
+                    "precision",
+                    "task",
+                    "gradient_checkpointing",
+                    "dropout",
+                )
+            },
+        )
         data = _load_data(args)
     except ValueError as e:
         ap.error(str(e))
+
     def show(info: StepInfo) -> None:
         print(info.message(), flush=True)
 
@@ -92,10 +141,22 @@ def main(argv: list[str] | None = None) -> int:
         extra = {} if r.token_metrics is None else dict(entity_f1=round(r.token_metrics.f1, 4))
         if r.layer_weights is not None:
             extra["layer_weights"] = [round(w, 4) for w in r.layer_weights]
-        print(json.dumps(dict(**extra, accuracy=round(r.accuracy, 4), macro_f1=round(r.macro_f1, 4),
-                              majority_rate=round(r.majority_rate, 4), steps=r.steps, stop=r.stop_reason,
-                              samples_per_s=round(r.samples_per_s, 2), processes=_num_processes(),
-                              model_dir=r.model_dir)), flush=True)
+        print(
+            json.dumps(
+                dict(
+                    **extra,
+                    accuracy=round(r.accuracy, 4),
+                    macro_f1=round(r.macro_f1, 4),
+                    majority_rate=round(r.majority_rate, 4),
+                    steps=r.steps,
+                    stop=r.stop_reason,
+                    samples_per_s=round(r.samples_per_s, 2),
+                    processes=_num_processes(),
+                    model_dir=r.model_dir,
+                )
+            ),
+            flush=True,
+        )
     return 0
 
 

@@ -4,12 +4,13 @@ out-of-memory ``REMEDIES`` that change a config, and ``FinetuneError``.
 What the Fine-tune page, the URL fields and the command line (core.train.finetune_cli) read before a run starts;
 the loop itself is core.train.finetune.
 """
+
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Callable
 
 from core.base.fields import bounded, check_bounds, default_of
 from core.base.messages import Problem, msg
@@ -58,14 +59,27 @@ class FinetuneConfig:
     # the server's limit (ENCODERLAB_MAX_EPOCHS, lower on the hosted demo), read at each check
     epochs: int = bounded(3, 1, lambda: min(50, current_settings().max_epochs), label="Epochs")
     # > 0 caps the run at this many optimizer steps (overrides epochs)
-    max_steps: int = bounded(0, 0, MAX_STEPS_LIMIT, label="Max steps", hint="0 uses epochs. This page is for short "
-                             "fine-tunes; use the command line for long ones")
+    max_steps: int = bounded(
+        0,
+        0,
+        MAX_STEPS_LIMIT,
+        label="Max steps",
+        hint="0 uses epochs. This page is for short fine-tunes; use the command line for long ones",
+    )
     # None: 3e-5 for task "sequence", TOKEN_LR (5e-5) for task "token"; the stops are the page's slider
-    lr: float | None = bounded(None, 1e-7, 1e-2, kind=float, label="Learning rate", hint="BERT papers use 2e-5 to 5e-5",
-                               stops=(1e-5, 2e-5, 3e-5, 5e-5, 7e-5, 1e-4, 3e-4, 1e-3, 3e-3))
+    lr: float | None = bounded(
+        None,
+        1e-7,
+        1e-2,
+        kind=float,
+        label="Learning rate",
+        hint="BERT papers use 2e-5 to 5e-5",
+        stops=(1e-5, 2e-5, 3e-5, 5e-5, 7e-5, 1e-4, 3e-4, 1e-3, 3e-3),
+    )
     batch_size: int = bounded(16, 1, 512, stops=(4, 8, 16, 32, 64), label="Batch size")
-    max_length: int = bounded(128, 8, MAX_LENGTH_LIMIT, stops=(32, 64, 128, 256, 512), label="Max length",
-                              hint="tokens")
+    max_length: int = bounded(
+        128, 8, MAX_LENGTH_LIMIT, stops=(32, 64, 128, 256, 512), label="Max length", hint="tokens"
+    )
     # Warmup beyond half the run leaves the linear decay too little room; the article's practice is 0.1.
     warmup_ratio: float = bounded(0.1, 0.0, 0.5, step=0.05, label="Warmup ratio", hint="0.1 is usual")
     weight_decay: float = bounded(0.01, 0.0, 0.3, step=0.01, label="Weight decay", hint="0.01 is usual")
@@ -88,8 +102,16 @@ class FinetuneConfig:
     # A number sets the encoder's hidden dropout and the head's (DROPOUT_KEYS), 0 to 0.5 (the article: 0.1 to 0.3).
     # None keeps each checkpoint's own (ALBERT's is 0, DistilBERT's head 0.2) and 0.1 in EncoderLab's own heads
     # (mean, scalar mix): what every run did before the setting existed.
-    dropout: float | None = bounded(None, 0.0, MAX_DROPOUT, kind=float, label="Dropout", hint="the article: 0.1 to 0.3",
-                                    step=0.05, stops=tuple(round(0.05 * i, 2) for i in range(round(MAX_DROPOUT / 0.05) + 1)))
+    dropout: float | None = bounded(
+        None,
+        0.0,
+        MAX_DROPOUT,
+        kind=float,
+        label="Dropout",
+        hint="the article: 0.1 to 0.3",
+        step=0.05,
+        stops=tuple(round(0.05 * i, 2) for i in range(round(MAX_DROPOUT / 0.05) + 1)),
+    )
     task: str = "sequence"
     gradient_checkpointing: bool = False  # recompute activations in backward: less memory, ~30% slower
 
@@ -99,37 +121,51 @@ class FinetuneConfig:
         if self.lr is None:
             object.__setattr__(self, "lr", TOKEN_LR if self.task == "token" else SEQUENCE_LR)
         if self.family not in FAMILIES:
-            raise ValueError(msg("finetune.unknown_family_choose_one", family=self.family, p=', '.join(FAMILIES)))
+            raise ValueError(msg("finetune.unknown_family_choose_one", family=self.family, p=", ".join(FAMILIES)))
         if not str(self.checkpoint).strip():
             raise ValueError(msg("finetune.checkpoint_pick_one_sidebar"))
         check_bounds(self)  # every bounded field above: ValueError naming it, its range and the value
         if self.pooling not in POOLINGS:
-            raise ValueError(msg("finetune.pooling_must_one_got", p=', '.join(POOLINGS), pooling=self.pooling))
+            raise ValueError(msg("finetune.pooling_must_one_got", p=", ".join(POOLINGS), pooling=self.pooling))
         if self.task == "token" and self.pooling == "mean":
             raise ValueError(msg("finetune.mean_pooling_makes_one"))
         if self.device not in ("auto", "cpu", "cuda"):
             raise ValueError(msg("finetune.device_must_auto_cpu", device=self.device))
         if self.precision not in PRECISIONS:
-            raise ValueError(msg("finetune.precision_must_one_got", p=', '.join(PRECISIONS),
-                                 precision=self.precision))
+            raise ValueError(msg("finetune.precision_must_one_got", p=", ".join(PRECISIONS), precision=self.precision))
         if self.precision == "fp16" and _device_kind(self.device) != "cuda":
             raise ValueError(msg("finetune.fp_mixed_precision_needs"))
         if not isinstance(self.gradient_checkpointing, bool):
-            raise ValueError(msg("finetune.gradient_checkpointing_must_true",
-                                 gradient_checkpointing=self.gradient_checkpointing))
+            raise ValueError(
+                msg("finetune.gradient_checkpointing_must_true", gradient_checkpointing=self.gradient_checkpointing)
+            )
 
     def advice(self, hidden_size: int | None = None) -> tuple[str, ...]:
         """Plain-English warnings about settings the third article advises against (the page shows them before
         Start). ``hidden_size`` below SMALL_HIDDEN (a mini) silences the lr-too-high note: small models need more."""
         out = []
         if self.max_length < ARTICLE_MIN_LENGTH:
-            out.append(msg("finetune.max_length_below_article", max_length=self.max_length,
-                           ARTICLE_MIN_LENGTH=ARTICLE_MIN_LENGTH))
+            out.append(
+                msg(
+                    "finetune.max_length_below_article",
+                    max_length=self.max_length,
+                    ARTICLE_MIN_LENGTH=ARTICLE_MIN_LENGTH,
+                )
+            )
         lo, hi = ARTICLE_TOKEN_LR if self.task == "token" else ARTICLE_LR
         small = hidden_size is not None and hidden_size < SMALL_HIDDEN
-        if self.lr < lo or (self.lr > hi and not small):
-            out.append(msg("finetune.lr_too_high" if self.lr > hi else "finetune.lr_too_low", lr=self.lr, lo=lo, hi=hi,
-                           what=msg("finetune.what_token" if self.task == "token" else "finetune.what_sequence")))
+        lr = self.lr
+        assert lr is not None  # __post_init__ put the task's default in place of None
+        if lr < lo or (lr > hi and not small):
+            out.append(
+                msg(
+                    "finetune.lr_too_high" if lr > hi else "finetune.lr_too_low",
+                    lr=lr,
+                    lo=lo,
+                    hi=hi,
+                    what=msg("finetune.what_token" if self.task == "token" else "finetune.what_sequence"),
+                )
+            )
         dlo, dhi = ARTICLE_DROPOUT
         if self.dropout is not None and not dlo <= self.dropout <= dhi:
             out.append(msg("finetune.dropout_outside_article_s", dropout=self.dropout, dlo=dlo, dhi=dhi))
@@ -148,9 +184,13 @@ def _device_kind(device: str) -> str:
 # The articles' settings (BERT's paper: lr 2e-5...5e-5, 2-4 epochs, batch 16/32; 10% warmup, weight decay 0.01).
 # The articles' practice is FinetuneConfig's own defaults (read from its fields, so they are written once), with
 # their learning rate for a sequence task (the field's default is None: it depends on the task).
-ARTICLE_SETTINGS = dict({n: default_of(FinetuneConfig, n) for n in ("epochs", "max_steps", "batch_size", "max_length",
-                                                                    "warmup_ratio", "weight_decay", "grad_clip")},
-                        lr=SEQUENCE_LR)
+ARTICLE_SETTINGS = dict(
+    {
+        n: default_of(FinetuneConfig, n)
+        for n in ("epochs", "max_steps", "batch_size", "max_length", "warmup_ratio", "weight_decay", "grad_clip")
+    },
+    lr=SEQUENCE_LR,
+)
 # A small model (the bundled minis: 6 layers x 384) with the articles' lr learns nothing in a short CPU run (40
 # steps on the drug reviews: every review "positive", +0.0 vs majority). Four times the lr, one epoch and 64
 # tokens give a clear result in about a minute: tests/core/test_finetune.py measures it on the page's defaults.
@@ -204,13 +244,13 @@ def _mixed(cfg: FinetuneConfig) -> FinetuneConfig:
 # The out-of-memory remedies of the third article, in the order it gives them (plus the two every trainer has):
 # name -> (label, how it changes a config). A remedy that would not change a config is not offered for it.
 REMEDIES: dict[str, tuple[str, Callable[[FinetuneConfig], FinetuneConfig]]] = {
-    "gradient_checkpointing": ("gradient checkpointing",
-                               lambda c: replace(c, gradient_checkpointing=True)),
+    "gradient_checkpointing": ("gradient checkpointing", lambda c: replace(c, gradient_checkpointing=True)),
     "mixed_precision": ("mixed precision (bf16, or fp16 on a GPU without bf16)", _mixed),
     "half_batch": ("half the batch size", lambda c: replace(c, batch_size=max(1, c.batch_size // 2))),
-    "max_length_64": ("a shorter max length (halved, not under 64)",
-                      lambda c: replace(c, max_length=max(min(c.max_length, ARTICLE_MIN_LENGTH),
-                                                          c.max_length // 2))),
+    "max_length_64": (
+        "a shorter max length (halved, not under 64)",
+        lambda c: replace(c, max_length=max(min(c.max_length, ARTICLE_MIN_LENGTH), c.max_length // 2)),
+    ),
     "freeze_embeddings": ("freeze the embeddings", lambda c: replace(c, freeze_embeddings=True)),
 }
 
@@ -218,7 +258,7 @@ REMEDIES: dict[str, tuple[str, Callable[[FinetuneConfig], FinetuneConfig]]] = {
 def apply_remedy(cfg: FinetuneConfig, name: str) -> FinetuneConfig:
     """``cfg`` with one of ``REMEDIES`` applied. Raises ValueError for an unknown name."""
     if name not in REMEDIES:
-        raise ValueError(msg("finetune.unknown_remedy_choose_one", name=name, p=', '.join(REMEDIES)))
+        raise ValueError(msg("finetune.unknown_remedy_choose_one", name=name, p=", ".join(REMEDIES)))
     return REMEDIES[name][1](cfg)
 
 

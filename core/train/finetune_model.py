@@ -2,6 +2,7 @@
 core.predict.classify's mean-pooling / scalar-mix heads), freezing, AdamW parameter groups, the run's Accelerator,
 and writing the finished model folder that core.predict.classify.load_finetuned reads back.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,9 +34,10 @@ def freeze(model, cfg: FinetuneConfig) -> None:
         if layers is None:
             raise ValueError(msg("finetune.shares_one_layer_s", label=registry.family(cfg.family).label))
         if cfg.freeze_layers >= len(layers):
-            raise ValueError(msg("finetune.model_has_layers_freezing", n_layers=len(layers),
-                                 freeze_layers=cfg.freeze_layers))
-        for layer in layers[:cfg.freeze_layers]:
+            raise ValueError(
+                msg("finetune.model_has_layers_freezing", n_layers=len(layers), freeze_layers=cfg.freeze_layers)
+            )
+        for layer in layers[: cfg.freeze_layers]:
             for p in layer.parameters():
                 p.requires_grad = False
 
@@ -55,10 +57,17 @@ def load_fresh(cfg: FinetuneConfig, data):
     dropout = {} if cfg.dropout is None else dict.fromkeys(registry.family(cfg.family).dropout_keys, float(cfg.dropout))
     head_dropout = HEAD_DROPOUT if cfg.dropout is None else float(cfg.dropout)
     if cfg.pooling == "cls":
-        lm = load(spec, "tokcls" if cfg.task == "token" else "seqcls",
-                  model_kwargs=dict(num_labels=data.num_labels, id2label=id2label,
-                                    label2id={v: k for k, v in id2label.items()}, ignore_mismatched_sizes=True,
-                                    **dropout))
+        lm = load(
+            spec,
+            "tokcls" if cfg.task == "token" else "seqcls",
+            model_kwargs=dict(
+                num_labels=data.num_labels,
+                id2label=id2label,
+                label2id={v: k for k, v in id2label.items()},
+                ignore_mismatched_sizes=True,
+                **dropout,
+            ),
+        )
         model = lm.model
     else:
         lm = load(spec, "base", model_kwargs=dropout)
@@ -81,8 +90,9 @@ def load_fresh(cfg: FinetuneConfig, data):
         hf.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     bad = [n for n, p in model.named_parameters() if not p.isfinite().all()]
     if bad:
-        raise FinetuneError(msg("finetune.checkpoint_holds_nan_infinite", bad=bad[0],
-                                p=' and more' if len(bad) > 1 else ''))
+        raise FinetuneError(
+            msg("finetune.checkpoint_holds_nan_infinite", bad=bad[0], p=" and more" if len(bad) > 1 else "")
+        )
     return model, lm.tokenizer
 
 
@@ -112,11 +122,24 @@ def save_model(model, tokenizer, cfg: FinetuneConfig, data, model_dir: Path, res
             head = {k: v for k, v in model.state_dict().items() if not k.startswith("backbone.")}
         save_file({k: v.contiguous() for k, v in head.items()}, str(model_dir / HEAD_FILE))
     tokenizer.save_pretrained(str(model_dir))  # the original: words_tokenizer's prefix space is added when tagging
-    meta = dict(config=asdict(cfg), label_names=list(data.label_names), data=data.name, source=data.source,
-                licence=data.licence, accuracy=result.accuracy, macro_f1=result.macro_f1, steps=result.steps,
-                layer_weights=result.layer_weights)
+    meta = dict(
+        config=asdict(cfg),
+        label_names=list(data.label_names),
+        data=data.name,
+        source=data.source,
+        licence=data.licence,
+        accuracy=result.accuracy,
+        macro_f1=result.macro_f1,
+        steps=result.steps,
+        layer_weights=result.layer_weights,
+    )
     if result.token_metrics is not None:
         tm = result.token_metrics
-        meta.update(entity_f1=tm.f1, entity_precision=tm.precision, entity_recall=tm.recall,
-                    token_accuracy=tm.token_accuracy, majority_accuracy=tm.majority_accuracy)
+        meta.update(
+            entity_f1=tm.f1,
+            entity_precision=tm.precision,
+            entity_recall=tm.recall,
+            token_accuracy=tm.token_accuracy,
+            majority_accuracy=tm.majority_accuracy,
+        )
     (model_dir / META_FILE).write_text(json.dumps(meta, indent=2))

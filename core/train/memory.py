@@ -4,13 +4,14 @@ A raised exception keeps its traceback, and the traceback keeps every frame's lo
 optimizer state, the activations of the step that failed. Whoever holds the exception (a job table, a test,
 an error page) then pins that memory, on the GPU too. ``drop_frames`` clears those locals and keeps the text.
 """
+
 from __future__ import annotations
 
 import gc
 import traceback
 
 
-def drop_frames(e: BaseException) -> None:
+def drop_frames(e: BaseException | None) -> None:
     """Clear the locals of the finished frames in ``e``'s traceback and in its causes' (the running frame, which
     raises, must drop its own references first). ``traceback.format_exception(e)`` still prints every line."""
     seen = set()

@@ -12,6 +12,7 @@ Why a subprocess and not multiprocessing: the measurement itself runs as a core.
 and multiprocessing refuses to start children from one; ``subprocess`` has no such rule, and a fresh interpreter
 is exactly what a clean peak needs. Run a child by hand: ``python -m core.train.remedies --child IN.pkl OUT.pkl``.
 """
+
 from __future__ import annotations
 
 import functools
@@ -22,9 +23,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from core.base.messages import msg
 from core.base.paths import REPO_ROOT
@@ -36,12 +38,16 @@ from core.train.finetune_config import REMEDIES, FinetuneError, apply_remedy, ef
 
 BASELINE = "baseline"
 # The third article's troubleshooting list, quoted beside the table (English and its own words).
-ARTICLE_OSCILLATION = ("训练时loss震荡大：检查学习率是否过高，尝试减小批次大小，增加梯度裁剪（max_grad_norm=1.0）",
-                       "Loss oscillates a lot: check whether the learning rate is too high, try a smaller batch size, "
-                       "add gradient clipping (max_grad_norm=1.0).")
-ARTICLE_OOM = ("GPU内存不足：启用梯度检查点（gradient checkpointing），使用混合精度训练，减小max_seq_length（但不要<64）",
-               "GPU out of memory: enable gradient checkpointing, use mixed-precision training, reduce max_seq_length "
-               "(but not below 64).")
+ARTICLE_OSCILLATION = (
+    "训练时loss震荡大：检查学习率是否过高，尝试减小批次大小，增加梯度裁剪（max_grad_norm=1.0）",
+    "Loss oscillates a lot: check whether the learning rate is too high, try a smaller batch size, "
+    "add gradient clipping (max_grad_norm=1.0).",
+)
+ARTICLE_OOM = (
+    "GPU内存不足：启用梯度检查点（gradient checkpointing），使用混合精度训练，减小max_seq_length（但不要<64）",
+    "GPU out of memory: enable gradient checkpointing, use mixed-precision training, reduce max_seq_length "
+    "(but not below 64).",
+)
 CHILD_TIMEOUT_S = 900.0
 MAX_STEPS = 50
 
@@ -100,7 +106,7 @@ def plan(cfg, names: tuple[str, ...] | None = None) -> list[tuple[str, str, Any,
     names = tuple(REMEDIES) if names is None else names
     unknown = [n for n in names if n not in REMEDIES]
     if unknown:
-        raise ValueError(msg("remedies.unknown_remedies_choose_from", unknown=unknown, p=', '.join(REMEDIES)))
+        raise ValueError(msg("remedies.unknown_remedies_choose_from", unknown=unknown, p=", ".join(REMEDIES)))
     out = [(BASELINE, "as configured", cfg, True)]
     for n in names:
         c = apply_remedy(cfg, n)
@@ -108,8 +114,13 @@ def plan(cfg, names: tuple[str, ...] | None = None) -> list[tuple[str, str, Any,
     return out
 
 
-def measure_remedies(cfg, data, steps: int = 6, names: tuple[str, ...] | None = None,
-                     on_progress: Callable[[float, str], None] | None = None) -> RemedyResult:
+def measure_remedies(
+    cfg,
+    data,
+    steps: int = 6,
+    names: tuple[str, ...] | None = None,
+    on_progress: Callable[[float, str], None] | None = None,
+) -> RemedyResult:
     """Run the short fine-tune as configured and with each remedy, each in its own process; see the module doc.
 
     ``data``: core.data.datasets_local.LabelledData (task "sequence") or core.data.token_data.TokenData (task "token"); the
@@ -141,16 +152,31 @@ def measure_remedies(cfg, data, steps: int = 6, names: tuple[str, ...] | None = 
         mem = m.get("train_mb") if ok else None
         sps = m.get("steps_per_s") if ok else None
         b_mem, b_sps = (base.get("train_mb"), base.get("steps_per_s")) if not base.get("error") else (None, None)
-        rows.append(RemedyRow(
-            name=name, label=label, changed=changed, settings=_settings(c),
-            peak_mb=m.get("peak_mb") if ok else None, train_mb=mem, steps_per_s=sps,
-            memory_ratio=mem / b_mem if mem and b_mem else None, speed_ratio=sps / b_sps if sps and b_sps else None,
-            precision=m.get("precision", ""), error=m.get("error")))
-    return RemedyResult(rows=tuple(rows), device=kind,
-                        memory_kind="torch.cuda.max_memory_allocated" if kind == "cuda" else
-                        "peak RSS of the run's process",
-                        steps=steps, train_rows=len(sub.train), batch_size=cfg.batch_size, max_length=cfg.max_length,
-                        threads=threads)
+        rows.append(
+            RemedyRow(
+                name=name,
+                label=label,
+                changed=changed,
+                settings=_settings(c),
+                peak_mb=m.get("peak_mb") if ok else None,
+                train_mb=mem,
+                steps_per_s=sps,
+                memory_ratio=mem / b_mem if mem and b_mem else None,
+                speed_ratio=sps / b_sps if sps and b_sps else None,
+                precision=m.get("precision", ""),
+                error=m.get("error"),
+            )
+        )
+    return RemedyResult(
+        rows=tuple(rows),
+        device=kind,
+        memory_kind="torch.cuda.max_memory_allocated" if kind == "cuda" else "peak RSS of the run's process",
+        steps=steps,
+        train_rows=len(sub.train),
+        batch_size=cfg.batch_size,
+        max_length=cfg.max_length,
+        threads=threads,
+    )
 
 
 def _run_child(cfg, data, folder: Path, threads: int, on_progress, fraction: float) -> dict:
@@ -158,10 +184,18 @@ def _run_child(cfg, data, folder: Path, threads: int, on_progress, fraction: flo
     folder.mkdir(parents=True, exist_ok=True)
     src, dst = folder / "in.pkl", folder / "out.pkl"
     src.write_bytes(pickle.dumps(dict(cfg=cfg, data=data, out_dir=str(folder / "run"), threads=threads)))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(
-        os.pathsep), TOKENIZERS_PARALLELISM="false")
-    proc = subprocess.Popen([sys.executable, "-m", "core.train.remedies", "--child", str(src), str(dst)], cwd=str(REPO_ROOT),
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+        TOKENIZERS_PARALLELISM="false",
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "core.train.remedies", "--child", str(src), str(dst)],
+        cwd=str(REPO_ROOT),
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     t0 = time.monotonic()
     try:
         while proc.poll() is None:

@@ -13,10 +13,11 @@ from the process generators, so a build must not run while a seeded run has its 
 way round). The cost is that seeded training steps of concurrent runs take turns; a model load waits for the
 step in progress (a fraction of a second), and a step waits for a load in progress.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 from core.models.loading import BUILD_LOCK
 
@@ -46,8 +47,10 @@ class RunRNG:
     def _seeded_cuda_states(self) -> list:
         import torch
 
-        return [torch.Generator(device=f"cuda:{i}").manual_seed(self.seed).get_state()
-                for i in range(torch.cuda.device_count())]
+        return [
+            torch.Generator(device=f"cuda:{i}").manual_seed(self.seed).get_state()
+            for i in range(torch.cuda.device_count())
+        ]
 
     @contextmanager
     def active(self) -> Iterator[None]:

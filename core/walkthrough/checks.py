@@ -5,15 +5,17 @@ the family that shares one layer across depth and the family it is measured agai
 and its teacher (step 5), the bundled models a short fine-tune can start from (step 6). Step 5's held-out top-5
 and timing, step 6's two runs and their verdict, and step 7's classifier detection are here too.
 """
+
 from __future__ import annotations
 
 import json
 import math
 import random
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from core.base.messages import msg
 from core.base.paths import ASSETS
@@ -46,12 +48,22 @@ def no_pair_head_families() -> list[Family]:
     return [f for f in FAMILIES.values() if f.pair_head is None]
 
 
-def pick_spec(family_key: str, current, session_paths: Sequence[str], device: str,
-              available: Callable[[str], bool] = _bundled_available):
+def pick_spec(
+    family_key: str,
+    current,
+    session_paths: Sequence[str],
+    device: str,
+    available: Callable[[str], bool] = _bundled_available,
+):
     """The sidebar's model ``current`` when it is an official or bundled checkpoint of ``family_key``, else the
     family's bundled model: a step that explains one family's head must not silently use a fine-tune of it."""
-    if current is not None and current.family == family_key and current.checkpoint not in set(session_paths) \
-            and not Path(current.checkpoint).expanduser().is_dir() and available(current.checkpoint):
+    if (
+        current is not None
+        and current.family == family_key
+        and current.checkpoint not in set(session_paths)
+        and not Path(current.checkpoint).expanduser().is_dir()
+        and available(current.checkpoint)
+    ):
         return current
     return ModelSpec(family_key, bundled_id(family_key), device)  # ModelLoadError when the family ships none
 
@@ -68,11 +80,12 @@ def sharing_plan() -> SharingPlan | None:
     against (the registry's ``SpeedClaim.baseline``), base and large of each. None when either is missing."""
     shared = next((f for f in FAMILIES.values() if f.shared_layers), None)
     baseline = next((c.baseline for c in shared.speed_claims), None) if shared is not None else None
-    if baseline is None or baseline not in FAMILIES:
+    if shared is None or baseline is None or baseline not in FAMILIES:
         return None
     reference = FAMILIES[baseline]
-    sizes = [[c.id for c in f.checkpoints if c.claim_m is not None and c.language == "en"][:2]
-             for f in (reference, shared)]
+    sizes = [
+        [c.id for c in f.checkpoints if c.claim_m is not None and c.language == "en"][:2] for f in (reference, shared)
+    ]
     if min(len(s) for s in sizes) < 2:
         return None
     return SharingPlan(shared, reference, (sizes[0][0], sizes[1][0], sizes[0][1], sizes[1][1]))
@@ -97,8 +110,9 @@ class UnlearnedPairHead:
     full_here: bool  # whether that checkpoint can be loaded here now (HF cache or a folder)
 
 
-def unlearned_pair_head(checkpoint: str, head: str,
-                        available: Callable[[str], bool] = _bundled_available) -> UnlearnedPairHead | None:
+def unlearned_pair_head(
+    checkpoint: str, head: str, available: Callable[[str], bool] = _bundled_available
+) -> UnlearnedPairHead | None:
     """The card's numbers when ``checkpoint`` is a bundled mini whose ``head`` pair head is not above its majority
     baseline (core.models.cards.pair_head_learned); None for a head that learned, or a checkpoint with no such card.
     Read from the card every time, so a retrained mini whose card shows it learned loses the note by itself."""
@@ -112,8 +126,9 @@ def unlearned_pair_head(checkpoint: str, head: str,
     acc, majority = float(held["pair_acc"]), float(held.get("pair_majority", 0.5))
     fam = FAMILIES.get(card.get("family", ""))
     full = fam.checkpoints[0].id if fam is not None and fam.checkpoints else None
-    return UnlearnedPairHead(checkpoint, head, acc, majority, held.get("pairs"), full,
-                             full is not None and available(full))
+    return UnlearnedPairHead(
+        checkpoint, head, acc, majority, held.get("pairs"), full, full is not None and available(full)
+    )
 
 
 @dataclass(frozen=True)
@@ -129,8 +144,18 @@ class SharingRow:
 
 def sharing_rows(breakdowns: Sequence[Any]) -> tuple[SharingRow, ...]:
     """Stored against applied parameters for each core.models.params.ParamBreakdown."""
-    return tuple(SharingRow(b.checkpoint, b.layers, b.hidden, b.embedding_size, b.backbone / 1e6,
-                            b.encoder * (b.layers if b.shared_layers else 1) / 1e6, b.claim_m) for b in breakdowns)
+    return tuple(
+        SharingRow(
+            b.checkpoint,
+            b.layers,
+            b.hidden,
+            b.embedding_size,
+            b.backbone / 1e6,
+            b.encoder * (b.layers if b.shared_layers else 1) / 1e6,
+            b.claim_m,
+        )
+        for b in breakdowns
+    )
 
 
 @dataclass(frozen=True)
@@ -157,9 +182,13 @@ def distillation_pair(available: Callable[[str], bool] = _bundled_available) -> 
         student = student_f.key if available(bundled_id(student_f.key)) else None
         if student is None:
             missing.append(bundled_id(student_f.key))
+    assert student_f.distilled_from is not None  # the family was picked for it
     true_teacher = family(student_f.distilled_from).key
-    candidates = [f.key for f in [family(true_teacher)] + list(FAMILIES.values())
-                  if f.bundled and not f.distilled_from and f.key != student_f.key]
+    candidates = [
+        f.key
+        for f in [family(true_teacher)] + list(FAMILIES.values())
+        if f.bundled and not f.distilled_from and f.key != student_f.key
+    ]
     candidates = list(dict.fromkeys(candidates))  # the teacher first, each once
     teacher = None
     for key in candidates:
@@ -240,8 +269,9 @@ class DistilMeasurement:
         return self.speed.speedup(self.student, self.teacher)
 
 
-def measure_distillation(seq_len: int, batch: int, repeats: int, n_sentences: int, device: str,
-                         load: Callable[[Any, str], Any]) -> DistilMeasurement:
+def measure_distillation(
+    seq_len: int, batch: int, repeats: int, n_sentences: int, device: str, load: Callable[[Any, str], Any]
+) -> DistilMeasurement:
     """Time the student's and its teacher's base architectures (core.compare.speed), then score the bundled models on
     held-out sentences. ``load(spec, task)`` returns a LoadedModel (the app passes its cached loader).
     Raises ValueError for bad sizes or when no family is distilled from another."""
@@ -249,10 +279,18 @@ def measure_distillation(seq_len: int, batch: int, repeats: int, n_sentences: in
     student_f = next((f for f in FAMILIES.values() if f.distilled_from), None)
     if student_f is None:
         raise ValueError(msg("walkthrough.registered_family_distilled_from"))
+    assert student_f.distilled_from is not None  # the family was picked for it
     pair = distillation_pair()
     at = time.strftime("%H:%M:%S")
-    speed = bench.measure_speed(bench.SpeedConfig(families=(student_f.distilled_from, student_f.key),
-                                                  seq_len=seq_len, batch=batch, repeats=repeats, device=device))
+    speed = bench.measure_speed(
+        bench.SpeedConfig(
+            families=(student_f.distilled_from, student_f.key),
+            seq_len=seq_len,
+            batch=batch,
+            repeats=repeats,
+            device=device,
+        )
+    )
     sentences = heldout_sentences(n_sentences)
     models, errors = [], []
     for fam in (pair.teacher, pair.student):
@@ -262,9 +300,18 @@ def measure_distillation(seq_len: int, batch: int, repeats: int, n_sentences: in
         try:
             lm = load(spec, "mlm")
             h = heldout_top5(lm, sentences)
-            models.append(ModelScore(fam, spec.checkpoint, sum(p.numel() for p in lm.model.parameters()),
-                                     getattr(lm.model.config, "num_hidden_layers", None),  # attribute_map aliases
-                                     h.top5, h.pieces, h.sentences, h.ms))
+            models.append(
+                ModelScore(
+                    fam,
+                    spec.checkpoint,
+                    sum(p.numel() for p in lm.model.parameters()),
+                    getattr(lm.model.config, "num_hidden_layers", None),  # attribute_map aliases
+                    h.top5,
+                    h.pieces,
+                    h.sentences,
+                    h.ms,
+                )
+            )
         except ValueError as e:
             errors.append(str(e))
     return DistilMeasurement(at, speed, student_f.key, student_f.distilled_from, tuple(models), tuple(errors))
@@ -287,10 +334,26 @@ def lr_pair_plan(family_key: str, checkpoint: str, lr: float, steps: int, device
     rows = min(len(data.train), steps * S6_BATCH)
     data = data.subset(rows, S6_TEST_ROWS)
     epochs = max(1, math.ceil(steps * S6_BATCH / len(data.train)))
-    runs = tuple((kind, FinetuneConfig(family_key, checkpoint, epochs=epochs, max_steps=steps, lr=rate,
-                                       batch_size=S6_BATCH, max_length=S6_MAX_LEN, warmup_ratio=0.1,
-                                       weight_decay=0.01, grad_clip=1.0, patience=0, device=device))
-                 for kind, rate in (("good", lr), ("high", lr * LR_FACTOR)))
+    runs = tuple(
+        (
+            kind,
+            FinetuneConfig(
+                family_key,
+                checkpoint,
+                epochs=epochs,
+                max_steps=steps,
+                lr=rate,
+                batch_size=S6_BATCH,
+                max_length=S6_MAX_LEN,
+                warmup_ratio=0.1,
+                weight_decay=0.01,
+                grad_clip=1.0,
+                patience=0,
+                device=device,
+            ),
+        )
+        for kind, rate in (("good", lr), ("high", lr * LR_FACTOR))
+    )
     return LrPlan(data, runs)
 
 
@@ -330,8 +393,13 @@ def lr_verdict(good, high) -> LrVerdict:
         return LrVerdict("good_failed")
     if high is None:
         return LrVerdict("diverged")
-    v = dict(good=good.accuracy, high=high.accuracy, jitter_good=jitter(good.history) or 0.0,
-             jitter_high=jitter(high.history) or 0.0, majority=good.majority_rate)
+    v = dict(
+        good=good.accuracy,
+        high=high.accuracy,
+        jitter_good=jitter(good.history) or 0.0,
+        jitter_high=jitter(high.history) or 0.0,
+        majority=good.majority_rate,
+    )
     if high.accuracy <= good.majority_rate + AT_MAJORITY < good.accuracy:
         return LrVerdict("collapsed", **v)
     if high.accuracy < good.accuracy:

@@ -11,6 +11,7 @@ projection). Families differ, and the result says how instead of failing:
   cannot tell sentence A from B; its positions start after the padding index (padding_idx + 1).
 - DistilBERT has no segment embeddings at all.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -81,8 +82,14 @@ def embedding_parts(lm: LoadedModel, text: str, text_b: str | None = None) -> Em
     limit = min(MAX_TEXT_TOKENS, lm.max_tokens)
     pair = bool(text_b and text_b.strip())
     full = tok(text, text_b if pair else None)["input_ids"]
-    enc = tok(text, text_b if pair else None, truncation=True, max_length=limit, return_tensors="pt",
-              return_token_type_ids=True)
+    enc = tok(
+        text,
+        text_b if pair else None,
+        truncation=True,
+        max_length=limit,
+        return_tensors="pt",
+        return_token_type_ids=True,
+    )
     ids = enc["input_ids"].to(lm.device)  # (1, seq)
     seq = ids.shape[1]
     seg_table = getattr(emb, "token_type_embeddings", None)
@@ -114,17 +121,27 @@ def embedding_parts(lm: LoadedModel, text: str, text_b: str | None = None) -> Em
         seps = [i for i, x in enumerate(id_list) if x == tok.sep_token_id]
         b_start = (seps[0] + 1 + (1 if len(seps) > 2 and seps[1] == seps[0] + 1 else 0)) if seps else None
     cfg = base.config
-    hidden = int(getattr(cfg, "hidden_size", None) or getattr(cfg, "dim", 0))
+    hidden = int(getattr(cfg, "hidden_size", 0) or getattr(cfg, "dim", 0))
     return EmbeddingParts(
-        checkpoint=lm.spec.checkpoint, family=lm.spec.family,
-        tokens=tuple(tok.convert_ids_to_tokens(id_list)), special=tuple(i in specials for i in id_list),
-        token_type_ids=tuple(type_list), position_ids=tuple(int(x) for x in positions[0].tolist()),
+        checkpoint=lm.spec.checkpoint,
+        family=lm.spec.family,
+        tokens=tuple(tok.convert_ids_to_tokens(id_list)),
+        special=tuple(i in specials for i in id_list),
+        token_type_ids=tuple(type_list),
+        position_ids=tuple(int(x) for x in positions[0].tolist()),
         token_norms=w.norm(dim=-1).cpu().numpy(),
         segment_norms=s.norm(dim=-1).cpu().numpy() if seg_table is not None else None,
-        position_norms=p.norm(dim=-1).cpu().numpy(), sum_norms=total.norm(dim=-1).cpu().numpy(),
-        output_norms=out.norm(dim=-1).cpu().numpy(), output=out.cpu().numpy(),
-        embedding_size=int(w.shape[-1]), hidden_size=hidden, segments=segments, type_vocab_size=type_vocab,
-        sentence_b_start=b_start, truncated=len(full) > seq)
+        position_norms=p.norm(dim=-1).cpu().numpy(),
+        sum_norms=total.norm(dim=-1).cpu().numpy(),
+        output_norms=out.norm(dim=-1).cpu().numpy(),
+        output=out.cpu().numpy(),
+        embedding_size=int(w.shape[-1]),
+        hidden_size=hidden,
+        segments=segments,
+        type_vocab_size=type_vocab,
+        sentence_b_start=b_start,
+        truncated=len(full) > seq,
+    )
 
 
 # ---------------------------------------------------------------------------------------------- MLM masking

@@ -5,6 +5,7 @@
 mask token, 10% by a random token, 10% left unchanged; a new ``torch.Generator`` seed gives a new (dynamic) mask;
 whole-word masking selects every sub-token of a word together, and every token of a Chinese 词 (core.base.segment).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -55,11 +56,17 @@ def _prepare(lm: LoadedModel, text: str):
     if tok.mask_token_id is None:
         raise ValueError(msg("walkthrough.tokenizer_has_mask_token", checkpoint=lm.spec.checkpoint))
     chinese = has_han(text) and getattr(tok, "is_fast", False)  # 词 need the tokens' character offsets
-    enc = tok(text, truncation=True, max_length=min(MAX_TEXT_TOKENS, lm.max_tokens), return_tensors="pt",
-              return_offsets_mapping=chinese)
+    enc = tok(
+        text,
+        truncation=True,
+        max_length=min(MAX_TEXT_TOKENS, lm.max_tokens),
+        return_tensors="pt",
+        return_offsets_mapping=chinese,
+    )
     ids = enc["input_ids"]
-    special = torch.tensor([tok.get_special_tokens_mask(ids[0].tolist(), already_has_special_tokens=True)],
-                           dtype=torch.bool)  # (1, seq)
+    special = torch.tensor(
+        [tok.get_special_tokens_mask(ids[0].tolist(), already_has_special_tokens=True)], dtype=torch.bool
+    )  # (1, seq)
     tokens = tok.convert_ids_to_tokens(ids[0].tolist())
     inner = [i for i in range(len(tokens)) if not special[0, i]]
     words = list(range(len(tokens)))
@@ -72,8 +79,7 @@ def _prepare(lm: LoadedModel, text: str):
     return ids, special, tokens, torch.tensor([words]), len(tok)
 
 
-def corrupt(lm: LoadedModel, text: str, seed: int, whole_word: bool = False,
-            probability: float = 0.15) -> MaskedView:
+def corrupt(lm: LoadedModel, text: str, seed: int, whole_word: bool = False, probability: float = 0.15) -> MaskedView:
     """One MLM corruption of ``text`` as BERT's pretraining draws it, from a fresh generator seeded with ``seed``.
 
     Raises ValueError for an empty text or a tokenizer without a mask token.
@@ -82,11 +88,18 @@ def corrupt(lm: LoadedModel, text: str, seed: int, whole_word: bool = False,
 
     ids, special, tokens, words, vocab = _prepare(lm, text)
     gen = torch.Generator().manual_seed(int(seed))
-    m = mask_tokens(ids, special, mask_id=lm.tokenizer.mask_token_id, vocab_size=vocab, generator=gen,
-                    mlm_probability=probability, word_ids=words if whole_word else None)
+    m = mask_tokens(
+        ids,
+        special,
+        mask_id=lm.tokenizer.mask_token_id,
+        vocab_size=vocab,
+        generator=gen,
+        mlm_probability=probability,
+        word_ids=words if whole_word else None,
+    )
     new, labels = m.input_ids[0].tolist(), m.labels[0].tolist()
     actions = []
-    for i, (orig, now, lab) in enumerate(zip(ids[0].tolist(), new, labels)):
+    for orig, now, lab in zip(ids[0].tolist(), new, labels):
         if lab == IGNORE:
             actions.append("")
         elif now == lm.tokenizer.mask_token_id:
@@ -95,9 +108,16 @@ def corrupt(lm: LoadedModel, text: str, seed: int, whole_word: bool = False,
             actions.append("random")
         else:
             actions.append("keep")
-    return MaskedView(tuple(tokens), tuple(lm.tokenizer.convert_ids_to_tokens(new)), tuple(actions),
-                      tuple(int(x) for x in words[0].tolist()), tuple(bool(x) for x in special[0].tolist()),
-                      int(seed), whole_word, probability)
+    return MaskedView(
+        tuple(tokens),
+        tuple(lm.tokenizer.convert_ids_to_tokens(new)),
+        tuple(actions),
+        tuple(int(x) for x in words[0].tolist()),
+        tuple(bool(x) for x in special[0].tolist()),
+        int(seed),
+        whole_word,
+        probability,
+    )
 
 
 @dataclass(frozen=True)
@@ -111,8 +131,9 @@ class MaskingShares:
     keep: float
 
 
-def masking_shares(lm: LoadedModel, text: str, draws: int = 1000, seed: int = 0, whole_word: bool = False,
-                   probability: float = 0.15) -> MaskingShares:
+def masking_shares(
+    lm: LoadedModel, text: str, draws: int = 1000, seed: int = 0, whole_word: bool = False, probability: float = 0.15
+) -> MaskingShares:
     """Run the corruption ``draws`` times on ``text`` (one batch) and count: the 15% and the 80/10/10, measured.
 
     A random replacement that happens to draw the original token counts as unchanged (as the model sees it).
@@ -125,9 +146,15 @@ def masking_shares(lm: LoadedModel, text: str, draws: int = 1000, seed: int = 0,
     ids, special, _, words, vocab = _prepare(lm, text)
     batch = ids.expand(draws, -1)  # (draws, seq)
     gen = torch.Generator().manual_seed(int(seed))
-    m = mask_tokens(batch, special.expand(draws, -1), mask_id=lm.tokenizer.mask_token_id, vocab_size=vocab,
-                    generator=gen, mlm_probability=probability,
-                    word_ids=words.expand(draws, -1) if whole_word else None)
+    m = mask_tokens(
+        batch,
+        special.expand(draws, -1),
+        mask_id=lm.tokenizer.mask_token_id,
+        vocab_size=vocab,
+        generator=gen,
+        mlm_probability=probability,
+        word_ids=words.expand(draws, -1) if whole_word else None,
+    )
     sel = m.labels != IGNORE
     n_sel = int(sel.sum())
     n_cand = int((~special).sum()) * draws

@@ -1,4 +1,5 @@
 """AppTest helpers: the entry script by absolute path (AppTest resolves relative paths against the caller)."""
+
 from pathlib import Path
 
 import pytest
@@ -31,8 +32,9 @@ def new_app(timeout: float = 120) -> AppTest:
     return at
 
 
-def open_page(name: str | None, params: dict[str, str] | None = None, state: dict | None = None,
-              timeout: float = 120) -> AppTest:
+def open_page(
+    name: str | None, params: dict[str, str] | None = None, state: dict | None = None, timeout: float = 120
+) -> AppTest:
     """A fresh session opened from a link: its URL carries ``params`` (and ``state`` is set) before the first run,
     which is page ``name`` (None: the home page), as when a browser opens the link."""
     at = AppTest.from_file(MAIN, default_timeout=timeout)

@@ -1,5 +1,6 @@
 """AppTest: switching heads off on Attention, Fill-mask and Sentence pair; the word-level and selection views;
 the head-importance job (tiny zoo)."""
+
 from __future__ import annotations
 
 import json
@@ -8,14 +9,19 @@ import pytest
 
 from tests.app.conftest import page_for, submit_attention
 
-RESULT = {"attention": "attention.ab.result", "fill_mask": "fill_mask.ab.result",
-          "sentence_pair": "sentence_pair.ab.result"}
+RESULT = {
+    "attention": "attention.ab.result",
+    "fill_mask": "fill_mask.ab.result",
+    "sentence_pair": "sentence_pair.ab.result",
+}
 
 
 def _titles(at) -> list[str]:
     """Every chart's title, read as one line (app.kit.presenter.scale wraps a long title with <br>s)."""
-    return [json.loads(el.proto.spec)["layout"].get("title", {}).get("text", "").replace("<br>", " ")
-            for el in at.get("plotly_chart")]
+    return [
+        json.loads(el.proto.spec)["layout"].get("title", {}).get("text", "").replace("<br>", " ")
+        for el in at.get("plotly_chart")
+    ]
 
 
 def _apply(at, scope: str, spec: str):
@@ -29,19 +35,11 @@ def _errors(at) -> list[str]:
     return [e.value for e in at.error]
 
 
-@pytest.fixture(scope="module")
-def attention_at(tiny_zoo):
-    import os
-
-    old = os.environ.get("ENCODERLAB_ZOO")
-    os.environ["ENCODERLAB_ZOO"] = str(tiny_zoo)
-    try:
-        yield submit_attention(page_for("attention"), "The cat sat on the [MASK] today.")
-    finally:
-        if old is None:
-            os.environ.pop("ENCODERLAB_ZOO", None)
-        else:
-            os.environ["ENCODERLAB_ZOO"] = old
+@pytest.fixture()
+def attention_at(use_tiny_zoo):
+    """A fresh session of its own on the Attention page (tiny zoo) with a masked sentence shown: no test sees
+    another's choices."""
+    return submit_attention(page_for("attention"), "The cat sat on the [MASK] today.")
 
 
 def test_attention_tabs_and_switching_one_head_off(attention_at):
@@ -63,7 +61,7 @@ def test_attention_tabs_and_switching_one_head_off(attention_at):
 
 
 def test_bad_spec_says_what_is_valid_and_keeps_the_grid(attention_at):
-    at = _apply(attention_at, "attention", "l0h0")  # a good choice first (the fixture may be fresh on this worker)
+    at = _apply(attention_at, "attention", "l0h0")  # a good choice first
     assert at.session_state["attention.ab.L0"] == [0]
     at = _apply(at, "attention", "L7H1")
     assert any("there is no layer 7" in e and "2 layers of 4 heads" in e for e in _errors(at)), _errors(at)
@@ -73,7 +71,8 @@ def test_bad_spec_says_what_is_valid_and_keeps_the_grid(attention_at):
 
 
 def test_grid_click_and_mean_mode_recompute(attention_at):
-    at = attention_at
+    at = _apply(attention_at, "attention", "L0H0")  # one head off already; the grid adds another
+    assert at.session_state["attention.ab.L0"] == [0] and not at.session_state["attention.ab.L1"]
     at.pills(key="attention.ab.L1").select(3).run()
     assert not at.exception and not _errors(at)
     assert at.text_input(key="attention.ab.spec").value == "L0H0, L1H3"  # the text box follows the grid
@@ -139,10 +138,10 @@ def test_sentence_pair_expander_recomputes_the_pair_probability(use_tiny_zoo):
 
 
 def test_head_importance_job_draws_both_maps_and_the_pruning_curve(attention_at):
-    from core.runtime.jobs import DONE
     from core.runtime.backend import runner
+    from core.runtime.jobs import DONE
 
-    at = submit_attention(attention_at, "The cat sat on the [MASK] today.")
+    at = attention_at
     at.selectbox(key="attention.imp.n_texts").set_value(16).run()
     at.checkbox(key="attention.imp.exhaustive").check().run()  # off by default (the gradient ranking alone)
     at.button(key="attention.imp.go").click().run()

@@ -1,4 +1,5 @@
 """The Attention page (AppTest) and the offline bertviz embed (app/views/inspect/bertviz_embed.py)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -63,18 +64,24 @@ def test_pair_and_focus_a_head(use_tiny_zoo):
     at.selectbox(key="attention.head").set_value(3).run()
     assert not at.exception
     assert "layer 1, head 3" in _titles(at)
-    grid = [json.loads(el.proto.spec) for el in at.get("plotly_chart")
-            if json.loads(el.proto.spec)["layout"].get("clickmode") == "event+select"]
+    grid = [
+        json.loads(el.proto.spec)
+        for el in at.get("plotly_chart")
+        if json.loads(el.proto.spec)["layout"].get("clickmode") == "event+select"
+    ]
     assert grid and grid[0]["data"][1]["customdata"][-1] == [1, 3]  # one selectable marker per head
 
 
-@pytest.mark.parametrize("text, pair, text_b, words", [
-    ("", False, "", "text is empty"),
-    ("   ", False, "", "text is empty"),
-    ("A sentence.", True, "  ", "Sentence B is empty"),
-    ("", True, "B side.", "Sentence A is empty"),
-    (" ".join(["word"] * 300), False, "", "reads at most 128"),
-])
+@pytest.mark.parametrize(
+    "text, pair, text_b, words",
+    [
+        ("", False, "", "text is empty"),
+        ("   ", False, "", "text is empty"),
+        ("A sentence.", True, "  ", "Sentence B is empty"),
+        ("", True, "B side.", "Sentence A is empty"),
+        (" ".join(["word"] * 300), False, "", "reads at most 128"),
+    ],
+)
 def test_bad_input_gets_a_message(use_tiny_zoo, text, pair, text_b, words):
     at = submit_attention(_open(), text, pair, text_b)
     assert any(words in e.value for e in at.error), [e.value for e in at.error]
@@ -140,9 +147,19 @@ def _summary(at) -> str:
 def test_link_opens_the_same_view(use_tiny_zoo):
     text = "one two three four five six seven"
     by_hand = submit_attention(_open(), text)
-    at = _link({"attention.text": text, "attention.range": "1,5", "attention.layers": "1",
-                "attention.heads": "0,2", "attention.layer": "1", "attention.head": "2", "attention.view": "model",
-                "attention.stat": "distance", "attention.threshold": "0.25"})
+    at = _link(
+        {
+            "attention.text": text,
+            "attention.range": "1,5",
+            "attention.layers": "1",
+            "attention.heads": "0,2",
+            "attention.layer": "1",
+            "attention.head": "2",
+            "attention.view": "model",
+            "attention.stat": "distance",
+            "attention.threshold": "0.25",
+        }
+    )
     assert not at.error and not at.warning, [w.value for w in at.warning]
     assert at.text_area(key="attention.text").value == text
     assert _summary(at) == _summary(by_hand)  # the attention of that text, not of the default one
@@ -166,8 +183,15 @@ def test_link_with_a_pair(use_tiny_zoo):
 
 
 def test_bad_link_values_fall_back(use_tiny_zoo):
-    at = _link({"attention.text": "a short text", "attention.layers": "0,7", "attention.range": "4,2",
-                "attention.view": "neuron", "attention.threshold": "3"})
+    at = _link(
+        {
+            "attention.text": "a short text",
+            "attention.layers": "0,7",
+            "attention.range": "4,2",
+            "attention.view": "neuron",
+            "attention.threshold": "3",
+        }
+    )
     notice = " ".join(w.value for w in at.warning)
     for name in ("attention.layers", "attention.range", "attention.view", "attention.threshold"):
         assert name in notice, notice
@@ -243,8 +267,13 @@ def test_view_is_offline_safe_and_exact(kind):
 def test_pair_view_holds_the_four_slices():
     v = build_view("head", _att(n=6), [f"t{i}" for i in range(6)], sentence_b_start=3)
     names = [d["name"] for d in _params(v.html)["attention"]]
-    assert names == ["All", "Sentence A -> Sentence A", "Sentence B -> Sentence B", "Sentence A -> Sentence B",
-                     "Sentence B -> Sentence A"]
+    assert names == [
+        "All",
+        "Sentence A -> Sentence A",
+        "Sentence B -> Sentence B",
+        "Sentence A -> Sentence B",
+        "Sentence B -> Sentence A",
+    ]
 
 
 def test_payload_is_a_third_of_plain_bertviz_or_less():
@@ -254,14 +283,17 @@ def test_payload_is_a_third_of_plain_bertviz_or_less():
     att = _att(layers=4, heads=12, n=64)  # vendored JS (~0.4 MB) is a fixed cost; this is a small real payload
     labels = [f"tok{i}" for i in range(64)]
     ours = build_view("head", att, labels).size_bytes
-    plain = len(head_view([torch.tensor(a[None], dtype=torch.float32) for a in att], labels,
-                          html_action="return").data.encode())
+    plain = len(
+        head_view([torch.tensor(a[None], dtype=torch.float32) for a in att], labels, html_action="return").data.encode()
+    )
     assert ours <= plain / 3, (ours, plain)
 
 
 def test_encoding_and_budget():
-    assert encode_weights(np.array([[0.0, 0.0004, 0.0006, 0.5], [1.0, 0.123, 0.1, 0.999]])) == \
-        "[[0,0,.001,.5],[1,.123,.1,.999]]"
+    assert (
+        encode_weights(np.array([[0.0, 0.0004, 0.0006, 0.5], [1.0, 0.123, 0.1, 0.999]]))
+        == "[[0,0,.001,.5],[1,.123,.1,.999]]"
+    )
     all12 = list(range(12))
     assert fit_payload(all12, all12, 512, pair=False) == ([0], all12)
     assert fit_payload(all12, all12, 128, pair=False) == (all12, all12)

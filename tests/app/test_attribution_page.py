@@ -1,5 +1,8 @@
 """AppTest: the Attributions page on the tiny zoo: each target, the job panel, bad input, and the batch tab."""
+
 from __future__ import annotations
+
+import types
 
 import pytest
 
@@ -93,8 +96,7 @@ def test_class_target_offers_session_fine_tuned_models(use_tiny_zoo, tiny_models
 
 def test_bad_inputs_get_messages(use_tiny_zoo):
     at = _page()
-    cases = [("", "empty"), ("no mask in this text", "has no mask"),
-             ("word " * 200 + "[MASK]", "reads at most")]
+    cases = [("", "empty"), ("no mask in this text", "has no mask"), ("word " * 200 + "[MASK]", "reads at most")]
     for text, fragment in cases:
         at.text_area(key=f"{P}.text.mask").set_value(text)
         _click(at, "Explain")
@@ -134,8 +136,14 @@ def _link(params: dict, state: dict | None = None):
 
 def test_link_runs_the_attribution(use_tiny_zoo):
     text = "Paris is the [MASK] of France."
-    at = _link({f"{P}.text.mask": text, f"{P}.one.methods": "lig,occlusion", f"{P}.one.baseline": "zeros",
-                f"{P}.one.n_steps": "8"})
+    at = _link(
+        {
+            f"{P}.text.mask": text,
+            f"{P}.one.methods": "lig,occlusion",
+            f"{P}.one.baseline": "zeros",
+            f"{P}.one.n_steps": "8",
+        }
+    )
     assert not at.warning and not at.error, ([w.value for w in at.warning], _errors(at))
     assert at.text_area(key=f"{P}.text.mask").value == text
     assert at.multiselect(key=f"{P}.one.methods").value == ["lig", "occlusion"]
@@ -165,8 +173,16 @@ def test_link_starts_only_what_the_button_would(use_tiny_zoo):
 
 
 def test_link_with_a_pair_target_and_class(use_tiny_zoo):
-    at = _link({"family": "albert", f"{P}.target": "pair", f"{P}.text.pair": "She opened the door.",
-                f"{P}.text_b": "It creaked.", f"{P}.one.class": "1", f"{P}.one.methods": "saliency"})
+    at = _link(
+        {
+            "family": "albert",
+            f"{P}.target": "pair",
+            f"{P}.text.pair": "She opened the door.",
+            f"{P}.text_b": "It creaked.",
+            f"{P}.one.class": "1",
+            f"{P}.one.methods": "saliency",
+        }
+    )
     assert not at.warning, [w.value for w in at.warning]
     assert at.selectbox(key=f"{P}.one.class").value == 1
     _finish(at)
@@ -261,8 +277,9 @@ def test_deeplift_is_not_offered_where_it_cannot_apply(use_tiny_zoo, fam):
     at = _page(fam)
     options = at.multiselect(key=f"{P}.one.methods").options  # AppTest lists the labels
     assert "DeepLift" not in options and "Saliency" in options
-    assert any("DeepLift is not offered for this model" in c.value and "GELU" in c.value for c in at.caption), \
-        [c.value for c in at.caption]
+    assert any("DeepLift is not offered for this model" in c.value and "GELU" in c.value for c in at.caption), [
+        c.value for c in at.caption
+    ]
     # A link that names it (made with another model) drops it with the same reason, and nothing fails.
     at = _link({"family": fam, f"{P}.one.methods": "deeplift,saliency"})
     assert at.multiselect(key=f"{P}.one.methods").value == ["saliency"]
@@ -270,20 +287,22 @@ def test_deeplift_is_not_offered_where_it_cannot_apply(use_tiny_zoo, fam):
 
 def test_token_target_explains_one_words_tag_of_a_session_token_model(use_tiny_zoo, tmp_path):
     """Issue 21: attributions explain one token's label, for a token classifier fine-tuned in this session."""
+    import transformers
+
     from app.kit.state import SessionModel
     from core.models.tiny import make_tiny
 
-    import transformers
-
     folder = make_tiny("bert", tmp_path / "tagger", task="base")
     tagger = transformers.AutoModelForTokenClassification.from_pretrained(
-        folder, id2label={0: "O", 1: "B-PER", 2: "B-LOC"}, label2id={"O": 0, "B-PER": 1, "B-LOC": 2})
+        folder, id2label={0: "O", 1: "B-PER", 2: "B-LOC"}, label2id={"O": 0, "B-PER": 1, "B-LOC": 2}
+    )
     tagger.save_pretrained(folder)
     at = _page(target="token")
     assert "token-tagging head" in " ".join(c.value for c in at.caption)  # none yet: the sidebar model, said so
     at.session_state["session.models"] = {
         "my-clf": SessionModel("my-clf", "bert", str(folder), "fine-tuned"),  # a sequence classifier: not offered
-        "my-tagger": SessionModel("my-tagger", "bert", str(folder), "fine-tuned-token")}
+        "my-tagger": SessionModel("my-tagger", "bert", str(folder), "fine-tuned-token"),
+    }
     at.run()
     box = at.selectbox(key=f"{P}.classifier")
     assert "my-tagger" in box.options and "my-clf" not in box.options
@@ -318,8 +337,7 @@ def test_the_method_registry_drives_the_picker_and_its_help(use_tiny_zoo):
     offered = [k for k in A.METHODS if k not in blocked]
     assert blocked and set(offered) | set(blocked) == set(A.METHODS)
     names = catalog()
-    assert picker.options == [names.get(f"attribution.method.{k}", {}).get("en", A.METHODS[k].label)
-                              for k in offered]
+    assert picker.options == [names.get(f"attribution.method.{k}", {}).get("en", A.METHODS[k].label) for k in offered]
     for k in offered:
         assert A.METHODS[k].description in picker.help
 
@@ -389,3 +407,12 @@ def test_explain_shows_the_passes_and_time_these_settings_take(use_tiny_zoo):
     assert n > 4 and "of them with a backward pass" not in line
     at.multiselect(key=f"{P}.one.methods").set_value([]).run()
     assert not [c for c in at.caption if "forward passes" in c.value]  # nothing to run: nothing estimated
+
+
+def test_attribution_bar_chart_names_both_axes():
+    from app.views.inspect import attribution as ra
+
+    m = types.SimpleNamespace(method="ig", scores=[0.5, -0.2])
+    res = types.SimpleNamespace(tokens=["[CLS]", "the"], method=lambda _name: m)
+    fig = ra.bar_chart(res, "ig")
+    assert fig.layout.xaxis.title.text == "token (position · piece)" and fig.layout.yaxis.title.text

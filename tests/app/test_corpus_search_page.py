@@ -1,5 +1,6 @@
 """The Corpus search page (AppTest, tiny models): index a pasted corpus in a job, click a word, see the neighbours
 and the histogram; a result never outlives its depth; bad input shows a message."""
+
 from __future__ import annotations
 
 import json
@@ -8,22 +9,27 @@ import pytest
 
 from tests.app.conftest import page_for
 
-CORPUS = "\n".join(["The bank of the river was muddy.", "I put money in the bank.", "A cat sat on the mat.",
-                    "Dogs bark at night, loudly!", "The river <b>flows</b> past the old mill."])
+CORPUS = "\n".join(
+    [
+        "The bank of the river was muddy.",
+        "I put money in the bank.",
+        "A cat sat on the mat.",
+        "Dogs bark at night, loudly!",
+        "The river <b>flows</b> past the old mill.",
+    ]
+)
 BUILD = "FormSubmitter:corpus_search.form-Build index"
 
 
 @pytest.fixture()
 def cs_env(use_tiny_zoo, tmp_path, monkeypatch):
-    from collections import OrderedDict
-
     from app.kit import jobs_panel as jobs_ui
-    from core.represent import corpus_index
+    from core.base.caches import reset_caches
     from core.runtime.jobs import JobRunner
 
     monkeypatch.setenv("ENCODERLAB_CORPUS_INDEX_DIR", str(tmp_path / "index"))
     monkeypatch.setenv("ENCODERLAB_RUNS", str(tmp_path / "runs"))
-    monkeypatch.setattr(corpus_index, "_CACHE", OrderedDict())  # no index loaded by an earlier test
+    reset_caches()  # no index loaded by an earlier test
     threads = JobRunner(workers=False)  # the job on a thread here: a worker process costs seconds to start
     monkeypatch.setattr(jobs_ui, "runner", lambda: threads)
     return threads
@@ -95,7 +101,8 @@ def test_find_a_word_and_bad_input(cs_env):
     at.text_input(key="corpus_search.find").set_value("bank").run()
     assert at.text_input(key="corpus_search.query").value == "The bank of the river was muddy."
     assert len(_neighbours(at)) == 10  # the looked-up word is picked: its neighbours at once
-    at.selectbox(key="corpus_search.found.{}.bank".format(at.session_state["corpus_search.result"].index_key)) \
-        .set_value(1).run()
+    at.selectbox(
+        key="corpus_search.found.{}.bank".format(at.session_state["corpus_search.result"].index_key)
+    ).set_value(1).run()
     assert at.text_input(key="corpus_search.query").value == "I put money in the bank."
     assert "<mark>bank</mark>" in _neighbours(at)[0]

@@ -1,12 +1,13 @@
 """Deep links (issue 14): opened fresh at /<page>, Streamlit's client probed /<page>/_stcore/health and
 /<page>/_stcore/host-config (two 404s in the console). app/serve.py sends such a load to / with the page named in
 the query, and app/main.py opens that page with the rest of the link."""
+
 from __future__ import annotations
 
 import asyncio
 
-from app.nav import PAGE_PARAM
 from app.deeplinks import DeepLinkRedirect
+from app.nav import PAGE_PARAM
 from tests.app.conftest import open_page
 
 
@@ -24,8 +25,14 @@ def _call(path: str, query: bytes = b"", accept: bytes = b"text/html,application
     async def send(msg):
         sent.append(msg)
 
-    scope = {"type": "http", "method": "GET", "path": root + path, "root_path": root, "query_string": query,
-             "headers": [(b"accept", accept)]}
+    scope = {
+        "type": "http",
+        "method": "GET",
+        "path": root + path,
+        "root_path": root,
+        "query_string": query,
+        "headers": [(b"accept", accept)],
+    }
     asyncio.run(DeepLinkRedirect(inner)(scope, receive, send))
     if "passed" in seen:
         return None
@@ -34,7 +41,10 @@ def _call(path: str, query: bytes = b"", accept: bytes = b"text/html,application
 
 
 def test_a_page_url_opened_fresh_goes_to_the_root_with_its_query():
-    assert _call("/attention", b"attention.text=a+b&lang=zh") == (307, f"/?{PAGE_PARAM}=attention&attention.text=a+b&lang=zh")
+    assert _call("/attention", b"attention.text=a+b&lang=zh") == (
+        307,
+        f"/?{PAGE_PARAM}=attention&attention.text=a+b&lang=zh",
+    )
     assert _call("/models") == (307, f"/?{PAGE_PARAM}=models")
     assert _call("/models", root="/lab") == (307, f"/lab/?{PAGE_PARAM}=models")  # server.baseUrlPath kept
 

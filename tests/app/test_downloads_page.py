@@ -1,5 +1,6 @@
 """With downloads on and a local server speaking the Hub's protocol, picking an official id downloads it with a
 progress bar, then the page works on it; with no network the page says so and offers the bundled model."""
+
 from __future__ import annotations
 
 import socket
@@ -29,7 +30,8 @@ def test_picking_an_official_id_downloads_it_with_a_progress_bar_then_the_model(
     banner = " ".join(c.value for c in at.caption)
     assert "Hub download" in banner, banner
     at.button(key="FormSubmitter:fill_mask.form-Predict").click().run() if any(
-        b.key == "FormSubmitter:fill_mask.form-Predict" for b in at.button) else None
+        b.key == "FormSubmitter:fill_mask.form-Predict" for b in at.button
+    ) else None
     assert not at.exception, at.exception
     # the next visit loads it from the cache: no bar, no request
     n = len(hub.requests)

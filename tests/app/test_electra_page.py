@@ -3,6 +3,7 @@ detection), a generator fills masks with the same tab beside; bad input gets its
 
 Tiny random ELECTRA models (real bert-base-uncased tokenizer) stand in the Hugging Face cache under the official
 ids, as they would after a download, so the sidebar lists them and the real from_pretrained path runs."""
+
 from __future__ import annotations
 
 import shutil
@@ -10,8 +11,8 @@ import shutil
 import pytest
 
 from app.nav import PAGE_PARAM
-from core.predict.replaced_tokens import RTD_TASK
 from core.models.tiny import make_tiny
+from core.predict.replaced_tokens import RTD_TASK
 from tests.app.conftest import click, new_app, open_page, page_path
 
 FAM = "electra"
@@ -86,8 +87,12 @@ def test_a_discriminator_opens_on_replaced_words_and_the_replaced_ones_are_marke
 
 def test_bad_input_on_the_replaced_words_tab(cached):
     at = _fill_mask_with(DISC)
-    for text, corrupt, fragment in [("The [MASK] slept.", 0, "never a mask"), ("", 0, "empty"),
-                                    ("The cat slept.", 2, "needs a generator"), ("Two words.", 4, "at most 2")]:
+    for text, corrupt, fragment in [
+        ("The [MASK] slept.", 0, "never a mask"),
+        ("", 0, "empty"),
+        ("The cat slept.", 2, "needs a generator"),
+        ("Two words.", 4, "at most 2"),
+    ]:
         at.text_input(key="fill_mask.rtd.text").set_value(text)
         at.number_input(key="fill_mask.rtd.corrupt").set_value(corrupt)
         if fragment == "at most 2":
@@ -124,8 +129,16 @@ def test_without_a_discriminator_the_tab_says_what_to_do(cached, monkeypatch, tm
 
 
 def test_a_link_shows_the_scores_at_once(cached):
-    at = open_page(None, {PAGE_PARAM: "fill-mask", "family": FAM, "model": DISC,
-                          "fill_mask.rtd.text": "The cat slept.", "fill_mask.rtd.corrupt": "1",
-                          "fill_mask.rtd.generator": GEN})
+    at = open_page(
+        None,
+        {
+            PAGE_PARAM: "fill-mask",
+            "family": FAM,
+            "model": DISC,
+            "fill_mask.rtd.text": "The cat slept.",
+            "fill_mask.rtd.corrupt": "1",
+            "fill_mask.rtd.generator": GEN,
+        },
+    )
     assert not at.error, _errors(at)
     assert at.dataframe[0].value["replaced by the generator"].sum() == 1

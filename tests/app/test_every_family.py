@@ -4,6 +4,7 @@ tokenizers saved to folders (picked in the sidebar as a custom folder, through t
 Each page must run without an exception and either draw its main element or say, in a message, why it cannot
 serve this family (no traceback, no bare KeyError). One session per family walks through all pages, so the
 model cache is shared between them as in the app."""
+
 from __future__ import annotations
 
 import re
@@ -16,10 +17,19 @@ from tests.conftest import FAMILIES, GENERIC_KEY
 
 # what a page draws when it serves the model: the element types to look for in the main area (any one of them)
 MAIN = {
-    "home": ("table",), "walkthrough": ("radio", "button", "markdown"), "models": ("dataframe",),
-    "speed": ("multiselect",), "fill-mask": ("text_area", "text_input"), "sentence-pair": ("text_input", "text_area"),
-    "attention": ("tabs",), "lens": ("text_area", "text_input"), "attribution": ("text_area", "text_input"),
-    "corpus-search": ("button",), "projector": ("button",), "probes": ("button",), "finetune": ("button",),
+    "home": ("table",),
+    "walkthrough": ("radio", "button", "markdown"),
+    "models": ("dataframe",),
+    "speed": ("multiselect",),
+    "fill-mask": ("text_area", "text_input"),
+    "sentence-pair": ("text_input", "text_area"),
+    "attention": ("tabs",),
+    "lens": ("text_area", "text_input"),
+    "attribution": ("text_area", "text_input"),
+    "corpus-search": ("button",),
+    "projector": ("button",),
+    "probes": ("button",),
+    "finetune": ("button",),
     "pretrain": ("button",),
 }
 # what must never reach the screen: a Python error name or a traceback standing in for a message

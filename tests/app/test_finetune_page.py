@@ -1,5 +1,6 @@
 """AppTest for the Fine-tune page: bundled data, a tiny run to the end (result, sidebar registration, compare),
 upload with column choice and bad files, GLUE offline, and a failing run that keeps the finished one."""
+
 from __future__ import annotations
 
 import time
@@ -24,8 +25,13 @@ def at(use_tiny_zoo, tmp_path, monkeypatch):
 
 
 def _texts(at) -> str:
-    return " ".join([m.value for m in at.markdown] + [c.value for c in at.caption] + [e.value for e in at.error]
-                    + [w.value for w in at.warning] + [i.value for i in at.info])
+    return " ".join(
+        [m.value for m in at.markdown]
+        + [c.value for c in at.caption]
+        + [e.value for e in at.error]
+        + [w.value for w in at.warning]
+        + [i.value for i in at.info]
+    )
 
 
 def _wait_all_jobs(timeout: float = 300) -> None:
@@ -108,7 +114,9 @@ def test_upload_column_choice_and_bad_files(at):
     at.selectbox(key="finetune.label_col").set_value("review").run()
     at.selectbox(key="finetune.text_col").set_value("stars").run()
     assert any("text, not labels" in e.value or "single example" in e.value for e in at.error)
-    at.file_uploader(key="finetune.upload").set_value(("bad.csv", "a,b\ncaf\xe9,1\n".encode("latin-1"), "text/csv")).run()
+    at.file_uploader(key="finetune.upload").set_value(
+        ("bad.csv", "a,b\ncaf\xe9,1\n".encode("latin-1"), "text/csv")
+    ).run()
     assert any("not UTF-8" in e.value for e in at.error)
     at.file_uploader(key="finetune.upload").set_value(("one.csv", b"text,label\nhello,1\n", "text/csv")).run()
     assert any("1 data row" in e.value for e in at.error)
@@ -154,11 +162,27 @@ def test_the_page_in_chinese(env):
 
 def test_a_link_restores_data_and_hyperparameters_but_starts_nothing(env):
     before = len(runner().jobs())
-    at = _open({"finetune.source": "wordnet", "finetune.lr": "0.001", "finetune.epochs": "5",
-                "finetune.batch": "32", "finetune.max_len": "64", "finetune.warmup": "0.2", "finetune.wd": "0.05",
-                "finetune.clip": "0.5", "finetune.pooling": "mean", "finetune.freeze_emb": "1",
-                "finetune.freeze_n": "1", "finetune.seed": "7", "finetune.patience": "0", "finetune.evals": "2",
-                "finetune.rows": "48", "finetune.test_rows": "24", "finetune.max_steps": "9"})
+    at = _open(
+        {
+            "finetune.source": "wordnet",
+            "finetune.lr": "0.001",
+            "finetune.epochs": "5",
+            "finetune.batch": "32",
+            "finetune.max_len": "64",
+            "finetune.warmup": "0.2",
+            "finetune.wd": "0.05",
+            "finetune.clip": "0.5",
+            "finetune.pooling": "mean",
+            "finetune.freeze_emb": "1",
+            "finetune.freeze_n": "1",
+            "finetune.seed": "7",
+            "finetune.patience": "0",
+            "finetune.evals": "2",
+            "finetune.rows": "48",
+            "finetune.test_rows": "24",
+            "finetune.max_steps": "9",
+        }
+    )
     assert at.radio(key="finetune.source").value == "wordnet"
     assert "WordNet" in _texts(at) and "300" in _texts(at)
     assert at.select_slider(key="finetune.lr").value == 1e-3
@@ -170,8 +194,10 @@ def test_a_link_restores_data_and_hyperparameters_but_starts_nothing(env):
     assert at.number_input(key="finetune.clip").value == 0.5
     assert at.radio(key="finetune.pooling").value == "mean"
     assert at.checkbox(key="finetune.freeze_emb").value is True
-    assert [at.number_input(key=f"finetune.{k}").value for k in ("freeze_n", "seed", "patience", "evals", "rows",
-                                                                   "test_rows", "max_steps")] == [1, 7, 0, 2, 48, 24, 9]
+    assert [
+        at.number_input(key=f"finetune.{k}").value
+        for k in ("freeze_n", "seed", "patience", "evals", "rows", "test_rows", "max_steps")
+    ] == [1, 7, 0, 2, 48, 24, 9]
     assert any("Nothing runs until" in i.value for i in at.info)
     # A link never starts a run by itself.
     assert len(runner().jobs()) == before and "No runs yet" in _texts(at)
@@ -270,7 +296,8 @@ def test_upload_guesses_the_columns_by_name_and_says_why(at):
     at.selectbox(key="finetune.text_col_b").set_value("(none)").run()
     assert at.selectbox(key="finetune.text_col_b").value == "(none)"
     at.file_uploader(key="finetune.upload").set_value(
-        ("semi.csv", b"text;label\n" + b"hello;1\n" * 3, "text/csv")).run()
+        ("semi.csv", b"text;label\n" + b"hello;1\n" * 3, "text/csv")
+    ).run()
     assert any("separated by ';'" in e.value for e in at.error), [e.value for e in at.error]
     at.file_uploader(key="finetune.upload").set_value(("x.csv", b"PK\x03\x04\x00\x00binary", "text/csv")).run()
     assert any("not a text file" in e.value for e in at.error), [e.value for e in at.error]
@@ -324,8 +351,9 @@ def test_token_task_switch_data_picker_and_split_table(at):
 
 
 def test_advice_warns_below_64_before_start_and_remedy_settings_are_there(env):
-    at = _open({"finetune.max_len": "32", "finetune.dropout": "0.4", "finetune.grad_ckpt": "1",
-                "finetune.pooling": "mean"})
+    at = _open(
+        {"finetune.max_len": "32", "finetune.dropout": "0.4", "finetune.grad_ckpt": "1", "finetune.pooling": "mean"}
+    )
     warnings = [w.value for w in at.warning]
     assert any("below 64" in w and "do not go below 64" in w for w in warnings), warnings
     assert any("Dropout 0.4" in w for w in warnings), warnings

@@ -1,9 +1,12 @@
 """AppTest drives the foundation pages headlessly: Home, Models, Speed, and the shared sidebar."""
+
 from __future__ import annotations
 
 import pytest
+
 from core.runtime.backend import runner
-from tests.app.conftest import new_app as _app, page_path
+from tests.app.conftest import new_app as _app
+from tests.app.conftest import page_path
 
 
 def test_home_lists_families_and_device(use_tiny_zoo):
@@ -34,6 +37,7 @@ def test_sidebar_bad_inputs_show_messages(use_tiny_zoo, tmp_path):
     assert any("Not available" in w.value for w in at.sidebar.warning)
     at.sidebar.radio(key="sidebar.device").set_value("cuda").run()
     import torch
+
     if not torch.cuda.is_available():
         assert any("no usable GPU" in e.value for e in at.sidebar.error)
     assert not at.exception
@@ -156,8 +160,10 @@ def test_home_page_links_have_their_help(use_tiny_zoo):
     from core.registry import official_checkpoints
 
     n = len(official_checkpoints())
-    assert f"**Models** — Parameter anatomy of the {n} official checkpoints, computed from their configs; " \
-           "ALBERT's factorization." in links
+    assert (
+        f"**Models** — Parameter anatomy of the {n} official checkpoints, computed from their configs; "
+        "ALBERT's factorization." in links
+    )
 
 
 def test_models_page_link_report_and_chinese(use_tiny_zoo):
@@ -165,8 +171,11 @@ def test_models_page_link_report_and_chinese(use_tiny_zoo):
     assert at.number_input(key="models.V").value == 50000 and at.number_input(key="models.E").value == 256
     assert [m.value for m in at.metric][:2] == ["38.40M", "13.00M"]
     titles = [e.title for e in _entries(at)]
-    assert titles == ["Parameter breakdown of the official checkpoints", "ALBERT's factorized embeddings",
-                      "GLUE: the article's figures (claims) and what this installation measured"]
+    assert titles == [
+        "Parameter breakdown of the official checkpoints",
+        "ALBERT's factorized embeddings",
+        "GLUE: the article's figures (claims) and what this installation measured",
+    ]
     breakdown = _entries(at)[0]
     from core.registry import official_checkpoints
 
@@ -186,8 +195,7 @@ def test_models_page_link_report_and_chinese(use_tiny_zoo):
 
 def test_speed_page_link_restores_without_measuring(use_tiny_zoo):
     before = len(runner().jobs())
-    at = _open("speed", {"speed.seq": "32", "speed.batch": "2", "speed.reps": "3",
-                         "speed.families": "bert,albert"})
+    at = _open("speed", {"speed.seq": "32", "speed.batch": "2", "speed.reps": "3", "speed.families": "bert,albert"})
     assert at.select_slider(key="speed.seq").value == 32 and at.select_slider(key="speed.batch").value == 2
     assert at.number_input(key="speed.reps").value == 3
     assert at.multiselect(key="speed.families").value == ["bert", "albert"]

@@ -1,6 +1,7 @@
 """The generic family ("Other encoder (any masked LM)") on the Fill-mask page before a folder is typed: what to do is
 said once, under the sidebar's custom box, and the main area only points there (it used to repeat ModelSpec's
 "No checkpoint given" sentence in both places)."""
+
 from __future__ import annotations
 
 from app.kit.i18n import t
@@ -13,8 +14,9 @@ POINTER = t("sidebar.custom_pointer")
 
 def _all_messages(at) -> list[str]:
     """Every error, warning and info on screen, sidebar and main area together."""
-    return [m.value for root in (at.sidebar, at.main) for kind in ("error", "warning", "info")
-            for m in getattr(root, kind)]
+    return [
+        m.value for root in (at.sidebar, at.main) for kind in ("error", "warning", "info") for m in getattr(root, kind)
+    ]
 
 
 def test_generic_family_without_a_folder_says_what_to_type_once(tiny_models):

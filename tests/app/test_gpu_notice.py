@@ -3,6 +3,7 @@
 The nvidia-smi here is a script on PATH that prints a real driver-535 table (this machine has no GPU); torch's
 state is this machine's own, so the test runs where torch cannot use a GPU, i.e. without CUDA.
 """
+
 from __future__ import annotations
 
 import os

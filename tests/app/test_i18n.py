@@ -1,11 +1,13 @@
 """Translation completeness: every UI string exists in English and 中文, in the files, not in the code.
 
-1. Every entry in assets/i18n/*.toml has both languages, non-empty, with the same {placeholders}.
+1. Every entry in assets/i18n/*.toml has both languages, non-empty, with the same {placeholders}, and core's
+   messages (errors.toml) have real Chinese in zh: one test lists every bad entry of every file at once.
 2. Every key the code asks for (t("...") / t_or("...")) exists; for keys built at run time (f-strings) the
    fixed prefix must match at least one entry.
 3. No user-visible string is written in app/ or pages/: the labels, texts and titles passed to streamlit
    calls and plotly figures must come from t(). A line may opt out with "# i18n: ok" (code, model ids).
 """
+
 from __future__ import annotations
 
 import ast
@@ -13,19 +15,56 @@ import re
 import string
 from pathlib import Path
 
-import pytest
-
 from app.kit.i18n import LANGS, catalog
+from core.base.messages import read_catalogue
+from core.base.segment import has_han
 
 ROOT = Path(__file__).resolve().parents[2]
 CODE = sorted([*(ROOT / "app").rglob("*.py"), *(ROOT / "pages").glob("*.py")])
 
 # streamlit calls whose first argument, or these keyword arguments, are shown to the user
-UI_CALLS = {"title", "header", "subheader", "markdown", "caption", "write", "text", "button", "form_submit_button",
-            "download_button", "selectbox", "multiselect", "radio", "checkbox", "toggle", "slider", "select_slider",
-            "number_input", "text_input", "text_area", "file_uploader", "info", "warning", "error", "success", "toast",
-            "expander", "tabs", "metric", "spinner", "progress", "page_link", "popover", "status", "segmented_control",
-            "pills", "link_button", "color_picker", "data_editor", "dialog"}
+UI_CALLS = {
+    "title",
+    "header",
+    "subheader",
+    "markdown",
+    "caption",
+    "write",
+    "text",
+    "button",
+    "form_submit_button",
+    "download_button",
+    "selectbox",
+    "multiselect",
+    "radio",
+    "checkbox",
+    "toggle",
+    "slider",
+    "select_slider",
+    "number_input",
+    "text_input",
+    "text_area",
+    "file_uploader",
+    "info",
+    "warning",
+    "error",
+    "success",
+    "toast",
+    "expander",
+    "tabs",
+    "metric",
+    "spinner",
+    "progress",
+    "page_link",
+    "popover",
+    "status",
+    "segmented_control",
+    "pills",
+    "link_button",
+    "color_picker",
+    "data_editor",
+    "dialog",
+}
 UI_KWARGS = {"label", "help", "placeholder", "text", "caption", "title"}
 # plotly: titles anywhere, trace names and hover templates on go.* constructors
 TITLE_KW = re.compile(r"(^|_)title(_text)?$")
@@ -79,8 +118,10 @@ def hard_coded(path: Path) -> list[str]:
         texts += [s for kw in node.keywords if kw.arg and TITLE_KW.search(kw.arg) for s in _literal_text(kw.value)]
         if base == "go":
             texts += [s for kw in node.keywords if kw.arg in PLOTLY_KW for s in _literal_text(kw.value)]
-        line = lines[node.lineno - 1]
-        if texts and "i18n: ok" not in line:
+        span = lines[
+            node.lineno - 1 : node.end_lineno
+        ]  # the opt-out may sit on any line of a call the formatter wrapped
+        if texts and not any("i18n: ok" in line for line in span):
             found += [f"{path.relative_to(ROOT)}:{node.lineno}: {s[:70]!r}" for s in texts]
     return found
 
@@ -103,16 +144,94 @@ def _fields(text: str) -> set[str]:
     return {f for _, f, _, _ in string.Formatter().parse(text) if f}
 
 
+def catalogue_problems(entries: dict[str, dict[str, str]], *, chinese: bool = False) -> list[str]:
+    """Every bad entry of a catalogue (key -> {"en": text, "zh": text}, as core.base.messages.read_catalogue reads a
+    file), each with its reason, all of them: a language missing or blank, {placeholders} that differ between en and
+    zh, and with ``chinese`` a zh text that has English words but no Chinese character (English left in 中文)."""
+    problems = []
+    for key, entry in sorted(entries.items()):
+        texts = {lang: entry.get(lang) for lang in LANGS}
+        blank = [lang for lang, text in texts.items() if not isinstance(text, str) or not text.strip()]
+        problems += [f"{key}: no {lang} text" for lang in blank]
+        if blank:
+            continue
+        en, zh = texts["en"], texts["zh"]
+        if _fields(en) != _fields(zh):
+            problems.append(f"{key}: placeholders differ between en {sorted(_fields(en))} and zh {sorted(_fields(zh))}")
+        if chinese and not has_han(zh) and re.search(r"[A-Za-z]{2,}", re.sub(r"\{[^}]*\}", "", zh)):
+            problems.append(f"{key}: the zh text has no Chinese: {zh[:60]!r}")
+    return problems
+
+
 def test_catalog_is_not_empty():
     assert len(catalog()) > 100
+    assert len([k for k in catalog() if k.startswith("errors.")]) > 300  # core's messages are in it too
 
 
-@pytest.mark.parametrize("key", sorted(catalog()))
-def test_every_entry_has_both_languages(key):
-    entry = catalog()[key]
-    for lang in LANGS:
-        assert entry.get(lang, "").strip(), f"{key} has no {lang} text"
-    assert _fields(entry["en"]) == _fields(entry["zh"]), f"{key}: placeholders differ between en and zh"
+def test_every_entry_of_every_catalogue_has_both_languages_with_the_same_placeholders():
+    """Every entry of assets/i18n/*.toml (keys "<file>.<key>", read by the app's catalog, the files' one reader),
+    all bad ones listed at once; core's messages (errors.toml) are real Chinese in zh too."""
+    cat = catalog()
+    errors = {k: e for k, e in cat.items() if k.startswith("errors.")}
+    problems = catalogue_problems({k: e for k, e in cat.items() if k not in errors})
+    problems += catalogue_problems(errors, chinese=True)
+    assert not problems, f"{len(problems)} bad entries in assets/i18n/<file>.toml:\n" + "\n".join(problems)
+
+
+def test_the_catalogue_check_lists_every_bad_entry(tmp_path):
+    """The check itself can fail, and names every bad entry at once, not the first: a file with a missing zh, a
+    missing en, a blank en, a mismatched placeholder and an English-only zh, among good entries (a zh of symbols
+    and placeholders only is not English)."""
+    bad = tmp_path / "bad.toml"
+    bad.write_text(
+        """
+[ok]
+en = "{n} tokens"
+zh = "{n} 个词元"
+[no_zh]
+en = "Hello"
+[nested.no_en]
+zh = "你好"
+[blank_en]
+en = "  "
+zh = "空"
+[fields]
+en = "{n} tokens in {layer}"
+zh = "第 {layer_index} 层的 {n} 个词元"
+[english_left]
+en = "Press {key} to go on"
+zh = "Press {key} to go on"
+[symbols_only]
+en = "{a} → {b} (%)"
+zh = "{a} → {b}（%）"
+""",
+        encoding="utf-8",
+    )
+    entries = read_catalogue(bad, "bad")
+    assert set(entries) == {
+        "bad.ok",
+        "bad.no_zh",
+        "bad.nested.no_en",
+        "bad.blank_en",
+        "bad.fields",
+        "bad.english_left",
+        "bad.symbols_only",
+    }  # an entry missing a language is still read
+    assert catalogue_problems(entries) == [
+        "bad.blank_en: no en text",
+        "bad.fields: placeholders differ between en ['layer', 'n'] and zh ['layer_index', 'n']",
+        "bad.nested.no_en: no en text",
+        "bad.no_zh: no zh text",
+    ]
+    problems = catalogue_problems(entries, chinese=True)
+    assert problems[1:2] == ["bad.english_left: the zh text has no Chinese: 'Press {key} to go on'"]
+    assert [p.split(":")[0] for p in problems] == [
+        "bad.blank_en",
+        "bad.english_left",
+        "bad.fields",
+        "bad.nested.no_en",
+        "bad.no_zh",
+    ]
 
 
 def test_every_key_the_code_uses_exists():
@@ -132,9 +251,12 @@ def test_no_ui_string_is_written_in_the_code():
 def test_the_scan_catches_a_hard_coded_label(tmp_path):
     """The scanner itself can fail: a page with an English label is caught, t() and opted-out lines are not."""
     page = tmp_path / "p.py"
-    page.write_text('import streamlit as st\nst.title("Hello there")\nst.title(t("x.y"))\n'
-                    'st.caption(f"{n} tokens")\nst.code("print(1)")\nst.markdown("`bert-base`")  # i18n: ok\n'
-                    'fig.update_layout(yaxis_title="probability")\n', encoding="utf-8")
+    page.write_text(
+        'import streamlit as st\nst.title("Hello there")\nst.title(t("x.y"))\n'
+        'st.caption(f"{n} tokens")\nst.code("print(1)")\nst.markdown("`bert-base`")  # i18n: ok\n'
+        'fig.update_layout(yaxis_title="probability")\n',
+        encoding="utf-8",
+    )
     global ROOT
     old, ROOT = ROOT, tmp_path
     try:

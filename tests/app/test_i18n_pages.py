@@ -1,4 +1,5 @@
 """Every page, drawn in English and in 中文: no missing-key marker (⟦…⟧) anywhere on screen, no exception."""
+
 from __future__ import annotations
 
 import pytest
@@ -14,8 +15,21 @@ def _texts(at) -> list[str]:
     out = []
     for kind in ("markdown", "caption", "title", "header", "subheader", "info", "warning", "error", "success"):
         out += [getattr(e, "value", "") or "" for e in at.get(kind)]
-    for kind in ("button", "selectbox", "radio", "checkbox", "toggle", "slider", "text_input", "text_area",
-                 "number_input", "multiselect", "expander", "tab", "metric"):
+    for kind in (
+        "button",
+        "selectbox",
+        "radio",
+        "checkbox",
+        "toggle",
+        "slider",
+        "text_input",
+        "text_area",
+        "number_input",
+        "multiselect",
+        "expander",
+        "tab",
+        "metric",
+    ):
         for e in at.get(kind):
             out.append(str(getattr(e, "label", "") or ""))
             out += [str(o) for o in (getattr(e, "options", None) or [])]

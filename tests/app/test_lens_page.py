@@ -1,4 +1,5 @@
 """The Layer lens page (AppTest, tiny models): table + plots, bad input, stale results, tuned lens via a job."""
+
 from __future__ import annotations
 
 import json
@@ -6,7 +7,6 @@ import json
 import pytest
 
 from core.predict.fill_mask import examples
-
 from tests.app.conftest import click, page_for
 
 SHOW = "Look through the layers"
@@ -97,7 +97,9 @@ def test_train_tuned_lens_then_switch(lens_env, monkeypatch):
     assert "tuned lens" in charts[0]["layout"]["title"]["text"]
     kl = charts[2]
     assert [d["name"] for d in kl["data"]] == ["raw lens", "tuned lens"] and list(kl["data"][0]["x"]) == [
-        "embeddings", "layer 1"]
+        "embeddings",
+        "layer 1",
+    ]
     assert not any(b.label == "Train tuned lens" for b in at.button)
     at.radio(key="lens.mode").set_value("raw").run()  # the raw lens again, the KL plot stays
     charts = _charts(at)

@@ -1,10 +1,11 @@
 """The process-wide model cache (app/kit/loaders.py) is keyed on the device a choice resolves to (issue 22, item 10):
 on a GPU host "auto" and "cuda" are one model on the GPU, not two copies; here, "auto" and "cpu" are one."""
+
 from __future__ import annotations
 
 from app.kit.loaders import get_model
-from core.models.loading import ModelSpec
 from core.models.devices import resolve_device
+from core.models.loading import ModelSpec
 
 
 def test_auto_and_the_device_it_resolves_to_share_one_cached_model(tiny_models):

@@ -1,5 +1,6 @@
 """AppTests for the articles' practice: the Speed page's int8 section, the Models page's GLUE table and the
 Fine-tune page's "Out of memory?" panel."""
+
 from __future__ import annotations
 
 import json
@@ -13,8 +14,14 @@ pytestmark = pytest.mark.timeout(600)
 
 
 def _texts(at) -> str:
-    return " ".join([m.value for m in at.markdown] + [c.value for c in at.caption] + [e.value for e in at.error]
-                    + [w.value for w in at.warning] + [i.value for i in at.info] + [s.value for s in at.success])
+    return " ".join(
+        [m.value for m in at.markdown]
+        + [c.value for c in at.caption]
+        + [e.value for e in at.error]
+        + [w.value for w in at.warning]
+        + [i.value for i in at.info]
+        + [s.value for s in at.success]
+    )
 
 
 def _button(at, label: str):
@@ -48,9 +55,18 @@ def test_speed_int8_section_measures_the_sidebar_model(use_tiny_zoo):
 def test_models_glue_table_shows_claims_and_the_runs_found(tmp_path, monkeypatch):
     model = tmp_path / "runs" / "other-session" / "run1-bert" / "model"
     model.mkdir(parents=True)
-    meta = dict(config=dict(family="bert", checkpoint="encoderlab/bert-mini", seed=7, batch_size=16, max_length=64,
-                            task="sequence"), label_names=["neg", "pos"], data="glue-sst2", source="GLUE SST2",
-                licence="-", accuracy=0.8125, macro_f1=0.8, steps=300)
+    meta = dict(
+        config=dict(
+            family="bert", checkpoint="encoderlab/bert-mini", seed=7, batch_size=16, max_length=64, task="sequence"
+        ),
+        label_names=["neg", "pos"],
+        data="glue-sst2",
+        source="GLUE SST2",
+        licence="-",
+        accuracy=0.8125,
+        macro_f1=0.8,
+        steps=300,
+    )
     (model / "encoderlab_finetune.json").write_text(json.dumps(meta))
     monkeypatch.setenv("ENCODERLAB_RUNS", str(tmp_path / "runs"))
     at = open_page("models")
@@ -59,8 +75,12 @@ def test_models_glue_table_shows_claims_and_the_runs_found(tmp_path, monkeypatch
     assert claims.iloc[1]["CoLA"] == 63.6 and claims.iloc[0]["MNLI-m"] == 84.6
     measured = next(d.value for d in at.dataframe if "measured (%)" in d.value.columns)
     row = measured.iloc[0]
-    assert (row["model"], row["data"], row["measured (%)"], row["article (same task)"]) == \
-        ("encoderlab/bert-mini", "SST-2", "81.2", "93.5")
+    assert (row["model"], row["data"], row["measured (%)"], row["article (same task)"]) == (
+        "encoderlab/bert-mini",
+        "SST-2",
+        "81.2",
+        "93.5",
+    )
     assert (row["steps"], row["seed"]) == (300, 7)
     text = _texts(at)
     assert "cannot reproduce this table" in text and "300 steps × batch 16" in text
@@ -94,7 +114,9 @@ def test_finetune_oom_panel_starts_a_measurement(use_tiny_zoo, tmp_path, monkeyp
 
 def test_fill_mask_compares_a_model_with_its_int8_copy(use_tiny_zoo):
     at = page_for("fill_mask")
-    at.multiselect(key="fill_mask.cmp_models").set_value(["bert|encoderlab/bert-mini", "bert|encoderlab/bert-mini|int8"])
+    at.multiselect(key="fill_mask.cmp_models").set_value(
+        ["bert|encoderlab/bert-mini", "bert|encoderlab/bert-mini|int8"]
+    )
     next(b for b in at.button if b.label == "Compare").click().run()
     assert not at.exception, at.exception
     assert not at.error, [e.value for e in at.error]

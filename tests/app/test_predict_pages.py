@@ -1,4 +1,5 @@
 """AppTest: the Fill-mask and Sentence pair pages on the tiny zoo, every registered family, and their bad inputs."""
+
 from __future__ import annotations
 
 import pytest
@@ -46,8 +47,12 @@ def test_fill_mask_iterative_and_bad_inputs(use_tiny_zoo):
     at.radio(key="fill_mask.type.strategy").set_value("independent")
     _submit(at, "Predict")
     assert "fill step" not in at.dataframe[0].value.columns  # one pass fills every mask: no order to show
-    for text, fragment in [("", "empty"), ("No mask here.", "no [MASK]"), ("[MASK] " * 30 + "x", "30 masks"),
-                           ("[MASK] [MASK]", "only masks")]:
+    for text, fragment in [
+        ("", "empty"),
+        ("No mask here.", "no [MASK]"),
+        ("[MASK] " * 30 + "x", "30 masks"),
+        ("[MASK] [MASK]", "only masks"),
+    ]:
         at.text_area(key="fill_mask.text").set_value(text)
         _submit(at, "Predict")
         assert fragment in _errors(at), (text, _errors(at))
@@ -132,7 +137,9 @@ def test_sentence_pair_explains_missing_head(use_tiny_zoo, family, why):
     at = _page("sentence_pair", family)
     assert any(why in i.value and "has no sentence-pair head" in i.value for i in at.info)
     assert all(i.value.count("has no sentence-pair head") <= 1 for i in at.info)  # said once, not twice
-    page_buttons = [b for b in at.button if not b.key.startswith("room.")]  # the sidebar's Join a room is not the page's
+    page_buttons = [
+        b for b in at.button if not b.key.startswith("room.")
+    ]  # the sidebar's Join a room is not the page's
     assert not at.error and not page_buttons  # nothing to press on the page, nothing failed
 
 
@@ -151,9 +158,11 @@ def test_sentence_pair_batch_csv_runs_as_a_job(use_tiny_zoo):
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["rows"] == "20" and metrics["accuracy"].endswith("%")
     assert len(at.dataframe) == 1 and len(at.dataframe[0].value) == 20
-    for csv, fragment in [("a,b\nx,y\n", "lacks the column(s) label"),
-                          ("a,b,label\n" + "x,y,1\n" * 501, "limit is 500"),
-                          ("a,b,label\nx,y,perhaps\n", "label 'perhaps'")]:
+    for csv, fragment in [
+        ("a,b\nx,y\n", "lacks the column(s) label"),
+        ("a,b,label\n" + "x,y,1\n" * 501, "limit is 500"),
+        ("a,b,label\nx,y,perhaps\n", "label 'perhaps'"),
+    ]:
         at.text_area(key="sentence_pair.csv").set_value(csv)
         _submit(at, "Score all rows")
         assert fragment in _errors(at), (csv[:20], _errors(at))
@@ -213,8 +222,10 @@ def test_fill_mask_in_chinese(use_tiny_zoo, monkeypatch):
 
 
 def test_fill_mask_link_restores_and_predicts_at_once(use_tiny_zoo):
-    at = _linked("fill_mask", {"fill_mask.text": "The [MASK] is blue.", "fill_mask.type.top_k": "7",
-                               "fill_mask.type.strategy": "iterative"})
+    at = _linked(
+        "fill_mask",
+        {"fill_mask.text": "The [MASK] is blue.", "fill_mask.type.top_k": "7", "fill_mask.type.strategy": "iterative"},
+    )
     assert at.text_area(key="fill_mask.text").value == "The [MASK] is blue."
     assert at.slider(key="fill_mask.type.top_k").value == 7
     assert at.radio(key="fill_mask.type.strategy").value == "iterative"
@@ -229,29 +240,47 @@ def test_fill_mask_link_restores_and_predicts_at_once(use_tiny_zoo):
 
 
 def test_fill_mask_bad_link_values_fall_back(use_tiny_zoo):
-    at = _linked("fill_mask", {"fill_mask.text": "A [MASK] fell.", "fill_mask.type.top_k": "999",
-                               "fill_mask.type.strategy": "sideways", "fill_mask.cmp_models": "bert|nope"})
+    at = _linked(
+        "fill_mask",
+        {
+            "fill_mask.text": "A [MASK] fell.",
+            "fill_mask.type.top_k": "999",
+            "fill_mask.type.strategy": "sideways",
+            "fill_mask.cmp_models": "bert|nope",
+        },
+    )
     notice = " ".join(w.value for w in at.warning)
     assert "not valid here" in notice
     assert all(p in notice for p in ("fill_mask.type.top_k", "fill_mask.type.strategy", "fill_mask.cmp_models"))
     assert at.slider(key="fill_mask.type.top_k").value == 5
     assert at.radio(key="fill_mask.type.strategy").value == "independent"
-    assert at.multiselect(key="fill_mask.cmp_models").value == ["bert|encoderlab/bert-mini",
-                                                                "roberta|encoderlab/roberta-mini"]
+    assert at.multiselect(key="fill_mask.cmp_models").value == [
+        "bert|encoderlab/bert-mini",
+        "roberta|encoderlab/roberta-mini",
+    ]
     assert _bars(at.get("plotly_chart")[0]) == 5  # the text was good: it still predicts, with the default top-k
     assert at.query_params["fill_mask.type.top_k"] == "5"  # the address bar now holds what is on screen
 
 
 def test_fill_mask_link_to_a_masked_word_and_a_comparison(use_tiny_zoo):
-    at = _linked("fill_mask", {"fill_mask.plain": "The embedding was unbelievable.", "fill_mask.word": "1",
-                               "fill_mask.word.top_k": "3",
-                               "fill_mask.cmp_models": "bert|encoderlab/bert-mini,albert|encoderlab/albert-mini",
-                               "fill_mask.cmp_text": "A [MASK] fell.", "fill_mask.cmp.top_k": "4"})
+    at = _linked(
+        "fill_mask",
+        {
+            "fill_mask.plain": "The embedding was unbelievable.",
+            "fill_mask.word": "1",
+            "fill_mask.word.top_k": "3",
+            "fill_mask.cmp_models": "bert|encoderlab/bert-mini,albert|encoderlab/albert-mini",
+            "fill_mask.cmp_text": "A [MASK] fell.",
+            "fill_mask.cmp.top_k": "4",
+        },
+    )
     assert at.selectbox(key="fill_mask.word").value == 1
     cap = " ".join(c.value for c in at.caption)
     assert "Masked word **embedding** → 3 piece(s)" in cap
-    assert at.multiselect(key="fill_mask.cmp_models").value == ["bert|encoderlab/bert-mini",
-                                                                "albert|encoderlab/albert-mini"]
+    assert at.multiselect(key="fill_mask.cmp_models").value == [
+        "bert|encoderlab/bert-mini",
+        "albert|encoderlab/albert-mini",
+    ]
     assert at.text_input(key="fill_mask.cmp_text").value == "A [MASK] fell."
     assert at.slider(key="fill_mask.cmp.top_k").value == 4
     _submit(at, "Compare")
@@ -295,10 +324,18 @@ def test_predict_pages_in_presenter_view(use_tiny_zoo):
 
 
 def test_sentence_pair_link_scores_at_once(use_tiny_zoo):
-    at = _linked("sentence_pair", {"family": "albert", "model": "encoderlab/albert-mini",
-                                   "sentence_pair.a": "The sun rose.", "sentence_pair.b": "Birds began to sing.",
-                                   "sentence_pair.probe": "0", "sentence_pair.seed": "3",
-                                   "sentence_pair.threshold": "0.33"})
+    at = _linked(
+        "sentence_pair",
+        {
+            "family": "albert",
+            "model": "encoderlab/albert-mini",
+            "sentence_pair.a": "The sun rose.",
+            "sentence_pair.b": "Birds began to sing.",
+            "sentence_pair.probe": "0",
+            "sentence_pair.seed": "3",
+            "sentence_pair.threshold": "0.33",
+        },
+    )
     assert not at.error, _errors(at)
     assert at.text_area(key="sentence_pair.a").value == "The sun rose."
     assert at.checkbox(key="sentence_pair.probe").value is False
@@ -325,8 +362,10 @@ def test_sentence_pair_in_chinese_and_batch_report(use_tiny_zoo, monkeypatch):
     assert [m.label for m in at.metric] == ["P(IsNext) (A, B)", "P(IsNext) (B, A)", "P(IsNext) (A, 其他话题)"]
     assert any("如何解读探针" in m.value for m in at.markdown)
     at.selectbox(key="sentence_pair.example_csv").set_value("NSP: next vs random sentence").run()
-    assert at.selectbox(key="sentence_pair.example_csv").format_func("NSP: next vs random sentence") \
+    assert (
+        at.selectbox(key="sentence_pair.example_csv").format_func("NSP: next vs random sentence")
         == "NSP：下一句 vs 随机句子"
+    )
     _submit(at, "给所有行打分")
     jobs = [j for j in runner().jobs() if j.name == "下一句预测 (NSP)：20 个句对"]
     assert jobs, "no job was submitted"
@@ -352,9 +391,16 @@ def test_sentence_pair_shows_the_bundled_models_card(monkeypatch):
     if not card.exists():
         pytest.skip("bundled zoo not built (make models)")
     acc = json.loads(card.read_text())["heldout"]["pair_acc"]
-    at = _linked("sentence_pair", {"family": "albert", "model": "encoderlab/albert-mini",
-                                   "sentence_pair.a": "The sun rose.", "sentence_pair.b": "Birds began to sing.",
-                                   "sentence_pair.probe": "0"})
+    at = _linked(
+        "sentence_pair",
+        {
+            "family": "albert",
+            "model": "encoderlab/albert-mini",
+            "sentence_pair.a": "The sun rose.",
+            "sentence_pair.b": "Birds began to sing.",
+            "sentence_pair.probe": "0",
+        },
+    )
     assert not at.error, _errors(at)
     # issue 14: its SOP head did not learn (below always guessing the majority): said so, and no chart drawn
     warning = " ".join(w.value for w in at.warning)

@@ -1,5 +1,6 @@
 """Every chart a page draws goes through presenter.scale, so presenter view's projector-size fonts reach all of
 them (the charts are the content), not only the pages that remembered to."""
+
 from __future__ import annotations
 
 import re

@@ -1,12 +1,13 @@
 """Pretraining lab page: the form adapts to the family's own pair head, a tiny run finishes as a background
 job with curves and registers its model for the session picker, and bad requests give a message, not a crash."""
+
 from __future__ import annotations
 
 import pytest
 
 from app.kit import state
-from core.runtime.backend import runner
 from core.data.corpus import CorpusError
+from core.runtime.backend import runner
 from core.train.pretrain.lab import LabLimits, LabRequest, prepare
 from core.train.pretrain.train import PretrainError
 from tests.app.conftest import new_app, open_page, page_path
@@ -112,8 +113,18 @@ def test_the_page_in_chinese(lab_env):
 
 def test_a_link_restores_the_options_but_starts_nothing(lab_env):
     before = len(runner().jobs())
-    at = _open({"pretrain.family": "albert", "pretrain.pair": "0", "pretrain.masking": "static", "pretrain.wwm": "1",
-                "pretrain.size": "tiny", "pretrain.steps": "7", "pretrain.seed": "3", "pretrain.corpus": "upload"})
+    at = _open(
+        {
+            "pretrain.family": "albert",
+            "pretrain.pair": "0",
+            "pretrain.masking": "static",
+            "pretrain.wwm": "1",
+            "pretrain.size": "tiny",
+            "pretrain.steps": "7",
+            "pretrain.seed": "3",
+            "pretrain.corpus": "upload",
+        }
+    )
     assert at.selectbox(key="pretrain.family").value == "albert"
     assert at.checkbox(key="pretrain.pair.albert").value is False
     assert at.radio(key="pretrain.masking").value == "static" and at.checkbox(key="pretrain.wwm").value is True
@@ -129,8 +140,15 @@ def test_a_link_restores_the_options_but_starts_nothing(lab_env):
 
 
 def test_a_bad_link_value_falls_back_with_a_notice(lab_env):
-    at = _open({"pretrain.family": "roberta", "pretrain.pair": "1", "pretrain.steps": "999", "pretrain.size": "huge",
-                "pretrain.masking": "dynamic"})
+    at = _open(
+        {
+            "pretrain.family": "roberta",
+            "pretrain.pair": "1",
+            "pretrain.steps": "999",
+            "pretrain.size": "huge",
+            "pretrain.masking": "dynamic",
+        }
+    )
     warning = " ".join(w.value for w in at.warning)
     assert "`pretrain.pair`" in warning and "`pretrain.steps`" in warning and "`pretrain.size`" in warning
     assert at.selectbox(key="pretrain.family").value == "roberta"

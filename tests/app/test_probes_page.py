@@ -1,5 +1,6 @@
 """The Layer probes page (AppTest, tiny models): a small probe as a job -> charts, table and exports; bad input;
 a result never shown for another model."""
+
 from __future__ import annotations
 
 import json
@@ -7,7 +8,6 @@ import json
 import pytest
 
 from core.represent.bundled_corpus import corpus_sentences
-
 from tests.app.conftest import click, page_for
 
 RUN = "Run the probes"
@@ -49,16 +49,27 @@ def test_small_probe_shows_charts_table_and_exports(probes_env):
     assert not at.exception and not at.error
     acc, sel = _charts(at)
     names = [d["name"] for d in acc["data"]]
-    assert names == ["Sentence length", "majority: Sentence length", "Suffix class (word)",
-                     "majority: Suffix class (word)"]
-    assert acc["data"][1]["line"]["dash"] == "dash" and list(acc["data"][0]["x"]) == ["embeddings", "layer 1",
-                                                                                       "layer 2"]
+    assert names == [
+        "Sentence length",
+        "majority: Sentence length",
+        "Suffix class (word)",
+        "majority: Suffix class (word)",
+    ]
+    assert acc["data"][1]["line"]["dash"] == "dash" and list(acc["data"][0]["x"]) == [
+        "embeddings",
+        "layer 1",
+        "layer 2",
+    ]
     assert [d["type"] for d in sel["data"]] == ["bar", "scatter", "scatter"]  # selectivity, real, control
     assert any("Best depth per task" in m.value for m in at.markdown)
     assert any("not necessarily the best" in c.value for c in at.caption)
     table = at.dataframe[0].value
-    assert list(table["Task"]) == ["Sentence length", "Suffix class (word)", "Suffix class (word): control",
-                                   "Suffix class (word): selectivity"]
+    assert list(table["Task"]) == [
+        "Sentence length",
+        "Suffix class (word)",
+        "Suffix class (word): control",
+        "Suffix class (word): selectivity",
+    ]
     labels = [b.proto.label for b in at.get("download_button")]
     assert labels == ["Download the table (CSV)", "Download the charts (HTML)"]
     at.sidebar.selectbox(key="sidebar.family").set_value("distilbert").run()  # another model: no stale result

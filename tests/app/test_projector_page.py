@@ -1,5 +1,6 @@
 """The Projector page (AppTest, tiny models): word mode on pasted text, the depth slider redraws without a job,
 bad input gets a message."""
+
 from __future__ import annotations
 
 import json
@@ -10,15 +11,17 @@ import pytest
 from tests.app.conftest import click, page_for
 
 SHOW = "Project"
-TEXT = "\n".join([
-    "The bank of the river was muddy after the rain.",
-    "She paid the cheque into the bank on Monday.",
-    "They sat on the bank and watched the boats.",
-    "The bank raised its interest rates again.",
-    "A heron stood on the far bank of the stream.",
-    "He robbed a <b>bank</b> & ran.",
-    "Bank holidays fall in May; banks close.",
-])
+TEXT = "\n".join(
+    [
+        "The bank of the river was muddy after the rain.",
+        "She paid the cheque into the bank on Monday.",
+        "They sat on the bank and watched the boats.",
+        "The bank raised its interest rates again.",
+        "A heron stood on the far bank of the stream.",
+        "He robbed a <b>bank</b> & ran.",
+        "Bank holidays fall in May; banks close.",
+    ]
+)
 OCCURRENCES = len(re.findall(r"\bbank\b", TEXT.lower()))  # 7: "Bank" counts, "banks" does not
 
 
@@ -68,9 +71,11 @@ def test_word_on_pasted_text_and_the_depth_slider(env):
     assert names == ["embeddings", "layer 1", "layer 2"]
 
 
-BAD = [("bnak", TEXT, "does not occur in your text. Near spellings that do: bank"),
-       ("river bank", TEXT, "is not one word"),
-       ("bank", "   ", "The text is empty")]
+BAD = [
+    ("bnak", TEXT, "does not occur in your text. Near spellings that do: bank"),
+    ("river bank", TEXT, "is not one word"),
+    ("bank", "   ", "The text is empty"),
+]
 
 
 def test_bad_input_message(env):
@@ -85,8 +90,8 @@ def test_bad_input_message(env):
 
 def test_more_points_than_the_page_waits_for_run_as_a_job(env):
     """PCA over more than INLINE_POINTS points reads that many contexts (minutes at 50k): a job with progress."""
-    from core.runtime.backend import runner
     from core.represent.projector import INLINE_POINTS
+    from core.runtime.backend import runner
 
     at = page_for("projector")
     at.number_input(key="projector.max_points").set_value(INLINE_POINTS + 1000)
@@ -98,3 +103,10 @@ def test_more_points_than_the_page_waits_for_run_as_a_job(env):
     assert job.status == "done", (job.status, job.error)
     at.run()
     assert sum(len(d["text"]) for d in _charts(at)[0]["data"]) == OCCURRENCES
+
+
+def test_projector_scatter_names_the_methods_components(env):
+    at = page_for("projector")
+    _fill(at)
+    layout = json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]
+    assert layout["xaxis"]["title"]["text"] == "PC 1" and layout["yaxis"]["title"]["text"] == "PC 2"

@@ -2,15 +2,16 @@
 A presenter starts a room; followers join with the code, follow the walkthrough, answer its poll, break away and
 catch up; the room's sentences on Fill-mask; and the bad inputs (wrong code, closed room, a follower with a key,
 HTML, a 10,000-character sentence, too many sentences)."""
+
 from __future__ import annotations
 
 import json
 
 import pytest
 
+from app.kit.render import as_text
 from app.room import session as room_session
 from app.room.joining import join_link, qr_svg
-from app.kit.render import as_text
 from core.runtime import room as R
 from core.runtime.backend import store as room_store
 from tests.app.conftest import click, open_page, page_path
@@ -26,7 +27,9 @@ def _presenter(page: str | None = None):
 
 
 def _texts(at) -> str:
-    parts = [e.value for kind in ("markdown", "info", "warning", "error", "success", "caption") for e in getattr(at, kind)]
+    parts = [
+        e.value for kind in ("markdown", "info", "warning", "error", "success", "caption") for e in getattr(at, kind)
+    ]
     return "\n".join(str(p) for p in parts)
 
 

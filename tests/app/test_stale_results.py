@@ -1,5 +1,6 @@
 """Issue 14, major 1: a result is shown only while it matches the current model, target, input and options,
 and an error clears it (Fill-mask, Compare, Sentence pair, Speed, Attention)."""
+
 from __future__ import annotations
 
 from tests.app.conftest import click, page_for
@@ -50,7 +51,8 @@ def test_compare_result_follows_models_and_text(use_tiny_zoo):
     _submit(at, "Compare")
     assert at.error and not [m for m in at.metric if m.label == "latency"]
     at.multiselect(key="fill_mask.cmp_models").set_value(
-        ["bert|encoderlab/bert-mini", "roberta|encoderlab/roberta-mini"]).run()
+        ["bert|encoderlab/bert-mini", "roberta|encoderlab/roberta-mini"]
+    ).run()
     assert not [m for m in at.metric if m.label == "latency"]  # cleared by the error
 
 
@@ -112,6 +114,7 @@ def test_attention_comparison_is_cleared_by_an_error(use_tiny_zoo, monkeypatch):
 
     def broken(*_a, **_k):
         raise ValueError("broken on purpose")
+
     monkeypatch.setattr(core.inspect.attention, "compute_attention", broken)
     at.button(key="attention.cmp.run").click().run()
     assert any("broken on purpose" in e.value for e in at.error)

@@ -1,12 +1,13 @@
 """What Streamlit's own query-parameter binding (``bind="query-params"``, Streamlit 1.67) does with a shared link,
 pinned: app/kit/urlstate.py keeps its own restore, notice and publish because of each of these (its docstring says
 why). If a Streamlit upgrade changes one, this test fails and the choice should be looked at again."""
+
 from __future__ import annotations
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
-EXPERIMENT = '''
+EXPERIMENT = """
 import streamlit as st
 st.number_input("w", 0.0, 0.5, step=0.05, key="w", bind="query-params")
 st.number_input("n", 1, 50, value=5, key="n", bind="query-params")
@@ -19,7 +20,7 @@ if st.button("follow"):  # what app/room/banners.py does to follow a presenter
 if st.button("publish"):  # what urlstate.publish does
     st.query_params.from_dict({{"other": "1"}})
     st.text(repr(st.query_params.to_dict()))
-'''
+"""
 
 
 def _app(tmp_path, params: dict[str, str]) -> AppTest:

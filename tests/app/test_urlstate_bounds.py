@@ -2,13 +2,14 @@
 (core/base/fields.py). The widget's min and max, the URL field (a link at the edge is taken, one step past it falls
 back with a notice naming it), the command line and the config's own check must all agree: one test per
 setting, which fails if any of the four drifted."""
+
 from __future__ import annotations
 
 import pytest
 
 from core.base.fields import Bounds, bounds
-from core.train.finetune_config import FinetuneConfig
 from core.train.finetune_cli import parser as finetune_parser
+from core.train.finetune_config import FinetuneConfig
 from core.train.pretrain.__main__ import _parser as pretrain_parser
 from core.train.pretrain.lab import LabRequest, limits, prepare
 from core.train.pretrain.train import PretrainConfig
@@ -96,8 +97,10 @@ def test_widget_url_command_line_and_config_agree(sessions, page, key, field, fl
         required = ["--family", "bert", "--out", "o"]
         parser = pretrain_parser()
         lim = limits()  # what the page's Pretrain button passes to prepare()
-        make = lambda v: prepare(LabRequest(family="bert", **{"steps": MAX_STEPS, field: v}), workdir=tmp_path,  # noqa: E731
-                                 lim=lim)
+
+        def make(v):
+            return prepare(LabRequest(family="bert", **{"steps": MAX_STEPS, field: v}), workdir=tmp_path, lim=lim)
+
     for v in (lo, hi):
         make(v)
         assert getattr(parser.parse_args(required + [flag, str(v)]), field) == v
@@ -110,8 +113,9 @@ def test_widget_url_command_line_and_config_agree(sessions, page, key, field, fl
                 parser.parse_args(required + [flag, str(v)])
 
 
-@pytest.mark.parametrize("key, field", [("finetune.lr", "lr"), ("finetune.batch", "batch_size"),
-                                        ("finetune.max_len", "max_length")])
+@pytest.mark.parametrize(
+    "key, field", [("finetune.lr", "lr"), ("finetune.batch", "batch_size"), ("finetune.max_len", "max_length")]
+)
 def test_slider_stops_are_the_fields_and_inside_its_range(sessions, key, field):
     b = bounds(FinetuneConfig, field)
     slider = sessions["finetune", "hi"].select_slider(key=key)

@@ -1,6 +1,7 @@
 """The walkthrough package's shape: one module per step, imports that run one way (common <- step_* <- frame), each
 step module importable on its own in a fresh interpreter, no family name written in it, and the checks that
 tests/app/test_i18n.py and test_presenter_charts.py make on app/*.py applied to app/views/start/walkthrough/*.py too."""
+
 from __future__ import annotations
 
 import ast
@@ -70,25 +71,40 @@ def test_imports_run_one_way_with_no_cycle():
 
 def test_the_cycle_check_sees_a_cycle(tmp_path):
     a = tmp_path / "a.py"
-    a.write_text("from app.views.start.walkthrough.frame import STEPS\nfrom app.views.start.walkthrough import common, step_mlm\n")
+    a.write_text(
+        "from app.views.start.walkthrough.frame import STEPS\nfrom app.views.start.walkthrough import common, step_mlm\n"
+    )
     assert _package_imports(a) == {"frame", "common", "step_mlm"}
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # a fresh interpreter per step module, each with a 120 s guard of its own
 def test_each_step_module_imports_on_its_own_in_a_fresh_interpreter():
-    code = ("import importlib, sys\n"
-            "m = importlib.import_module(sys.argv[1])\n"
-            "assert m.STEP.number >= 1 and callable(m.STEP.render)\n")
+    code = (
+        "import importlib, sys\n"
+        "m = importlib.import_module(sys.argv[1])\n"
+        "assert m.STEP.number >= 1 and callable(m.STEP.render)\n"
+    )
     for m in STEP_MODULES:
-        r = subprocess.run([sys.executable, "-c", code, f"app.views.start.walkthrough.{m}"], cwd=ROOT, capture_output=True,
-                           text=True, timeout=120)
+        r = subprocess.run(
+            [sys.executable, "-c", code, f"app.views.start.walkthrough.{m}"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert r.returncode == 0, f"{m}: {r.stderr[-2000:]}"
 
 
 def _docstrings(tree: ast.AST) -> set[int]:
-    return {id(n.body[0].value) for n in ast.walk(tree)
-            if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef)) and n.body
-            and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    return {
+        id(n.body[0].value)
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef))
+        and n.body
+        and isinstance(n.body[0], ast.Expr)
+        and isinstance(n.body[0].value, ast.Constant)
+    }
 
 
 def family_literals(path: Path) -> list[str]:
@@ -115,8 +131,11 @@ def test_no_family_name_is_written_in_the_walkthrough():
 
 def test_the_family_check_sees_a_name_and_a_checkpoint_but_not_a_docstring(tmp_path):
     p = tmp_path / "p.py"
-    p.write_text('"""BERT and bert are prose here."""\nA = ("bert", "albert")\nB = ["bert-base-uncased"]\n'
-                 'C = "distilbert|"\nD = "Bert"\n', encoding="utf-8")
+    p.write_text(
+        '"""BERT and bert are prose here."""\nA = ("bert", "albert")\nB = ["bert-base-uncased"]\n'
+        'C = "distilbert|"\nD = "Bert"\n',
+        encoding="utf-8",
+    )
     assert sorted(f.split(":")[1] for f in family_literals(p)) == ["2", "2", "3", "4", "5"]
 
 
@@ -138,8 +157,12 @@ def test_every_key_the_package_asks_for_exists():
                 a = node.args[0]
                 if isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value not in cat:
                     missing.append(a.value)
-                elif isinstance(a, ast.JoinedStr) and a.values and isinstance(a.values[0], ast.Constant) \
-                        and not any(k.startswith(a.values[0].value) for k in cat):
+                elif (
+                    isinstance(a, ast.JoinedStr)
+                    and a.values
+                    and isinstance(a.values[0], ast.Constant)
+                    and not any(k.startswith(a.values[0].value) for k in cat)
+                ):
                     missing.append(a.values[0].value + "…")
     assert not missing, missing
     from app.views.start.walkthrough import frame

@@ -1,6 +1,7 @@
 """AppTest for the Walkthrough page: every step in English and in 中文 with no exception (measurement, both
 fine-tune jobs and the attributions included), dynamic masking, the answer reveal, progress, the step from a link,
 presenter view, and the report."""
+
 from __future__ import annotations
 
 import time
@@ -27,9 +28,17 @@ def _ok(at) -> None:
 
 
 def _texts(at) -> str:
-    parts = [m.value for m in at.markdown] + [c.value for c in at.caption] + [e.value for e in at.error] + \
-            [w.value for w in at.warning] + [i.value for i in at.info] + [s.value for s in at.success] + \
-            [h.value for h in at.header] + [r.label for r in at.radio] + [b.label for b in at.button]
+    parts = (
+        [m.value for m in at.markdown]
+        + [c.value for c in at.caption]
+        + [e.value for e in at.error]
+        + [w.value for w in at.warning]
+        + [i.value for i in at.info]
+        + [s.value for s in at.success]
+        + [h.value for h in at.header]
+        + [r.label for r in at.radio]
+        + [b.label for b in at.button]
+    )
     return " ".join(str(p) for p in parts)
 
 
@@ -108,7 +117,10 @@ def test_every_step_in_english_then_in_chinese(at, monkeypatch):
     at.run()
     _ok(at)
     from transformers import PreTrainedModel
-    assert PreTrainedModel.tie_weights.__name__ == "tie_weights"  # the two loads did not overlap (core.models.loading.BUILD_LOCK)
+
+    assert (
+        PreTrainedModel.tie_weights.__name__ == "tie_weights"
+    )  # the two loads did not overlap (core.models.loading.BUILD_LOCK)
     runs = at.session_state["walkthrough.s6.runs"]
     assert runs["good"]["result"] is not None and runs["high"]["lr"] == pytest.approx(10 * runs["good"]["lr"])
     made = at.session_state["session.models"]  # selectable in the sidebar under its family, on every page
@@ -219,8 +231,11 @@ def test_step7_uses_a_model_fine_tuned_on_the_finetune_page(at, tiny_models, tmp
     from core.train.finetune_config import FinetuneConfig
     from tests.core.test_finetune import toy
 
-    r = train(FinetuneConfig("bert", str(tiny_models["bert"]), max_steps=2, batch_size=8, max_length=16),
-              toy(24, 8), tmp_path / "ft")
+    r = train(
+        FinetuneConfig("bert", str(tiny_models["bert"]), max_steps=2, batch_size=8, max_length=16),
+        toy(24, 8),
+        tmp_path / "ft",
+    )
     label = "run1-bert (toy) · fine-tuned"
     at.session_state["session.models"] = {label: SessionModel(label, "bert", r.model_dir, "fine-tuned")}
     at.session_state["walkthrough.step"] = 7

@@ -1,4 +1,5 @@
 """Workshop mode, the shared parts: language, links (URL state) for the sidebar, presenter view, session report."""
+
 from __future__ import annotations
 
 import plotly.graph_objects as go
@@ -70,8 +71,16 @@ def test_presenter_view_and_pinned_model(use_tiny_zoo):
 
 def test_report_html_is_one_offline_file_with_png_figures():
     fig = go.Figure(go.Bar(x=["a", "b"], y=[1, 2]))
-    entry = report.Entry("e1", "Fill-mask", "The capital of France is [MASK].", {"model": "encoderlab/bert-mini"},
-                         ({"mask": 1, "piece": "paris", "probability": 0.91},), "", (fig.to_json(),), "now")
+    entry = report.Entry(
+        "e1",
+        "Fill-mask",
+        "The capital of France is [MASK].",
+        {"model": "encoderlab/bert-mini"},
+        ({"mask": 1, "piece": "paris", "probability": 0.91},),
+        "",
+        (fig.to_json(),),
+        "now",
+    )
     html = report.build_html([entry])
     assert html.startswith("<!doctype html>") and "paris" in html and "encoderlab/bert-mini" in html
     assert "data:image/png;base64," in html  # drawn by kaleido through the local Chromium
@@ -119,9 +128,14 @@ def test_url_field_parsing():
     assert Field("k", "ints", choices=range(12)).parse("0,3,11") == [0, 3, 11]
     assert Field("k", "strs", choices=("a|x", "b|y")).parse("b|y") == ["b|y"]
     assert Field("k", "ints").render([1, 2]) == "1,2" and Field("k", "bool").render(False) == "0"
-    for field, raw in [(Field("k", "int", lo=1, hi=50), "999"), (Field("k", "int"), "three"),
-                       (Field("k", "bool"), "maybe"), (Field("k", choices=("a", "b")), "c"),
-                       (Field("k", "ints", choices=range(12)), "3,12"), (Field("k", max_len=5), "too long")]:
+    for field, raw in [
+        (Field("k", "int", lo=1, hi=50), "999"),
+        (Field("k", "int"), "three"),
+        (Field("k", "bool"), "maybe"),
+        (Field("k", choices=("a", "b")), "c"),
+        (Field("k", "ints", choices=range(12)), "3,12"),
+        (Field("k", max_len=5), "too long"),
+    ]:
         with pytest.raises(ValueError):
             field.parse(raw)
 
@@ -135,15 +149,18 @@ def _report_figures() -> dict[str, tuple[go.Figure, list[str]]]:
 
     import numpy as np
 
-    from app.views.inspect import attention_figures as render_attention, attribution as render_attribution
-
+    from app.views.inspect import attention_figures as render_attention
+    from app.views.inspect import attribution as render_attribution
+    from app.views.predict import results as render_predict
     from app.views.train import finetune_charts as render_finetune
 
-    from app.views.predict import results as render_predict
-
     words = ["paris", "lyon", "marseille", "toulouse", "bordeaux"]
-    mask = NS(candidates=[NS(piece=w, prob=p, token_id=i) for i, (w, p) in
-                          enumerate(zip(words, (0.5, 0.2, 0.1, 0.05, 0.02)))], original=None)
+    mask = NS(
+        candidates=[
+            NS(piece=w, prob=p, token_id=i) for i, (w, p) in enumerate(zip(words, (0.5, 0.2, 0.1, 0.05, 0.02)))
+        ],
+        original=None,
+    )
     tokens = ["[CLS]", "the", "capital", "of", "france", "is", "[MASK]", ".", "[SEP]"]
     att = render_attention.heatmap(np.full((9, 9), 1 / 9), tokens, tokens, "layer 1 · head 1")
     classes = ("negative", "neutral", "positive")
@@ -151,10 +168,12 @@ def _report_figures() -> dict[str, tuple[go.Figure, list[str]]]:
     methods = [NS(method=k, scores=np.linspace(-1, 1, len(tokens))) for k in ("lig", "saliency", "ixg", "occlusion")]
     res = NS(tokens=tuple(tokens), methods=methods)
     side = render_attribution.methods_heatmap(res)
-    return {"fill-mask": (render_predict.topk_bar(mask, "mask 1"), [f"{w}" for w in words]),
-            "attention": (att, tokens),
-            "confusion": (cm, list(classes)),
-            "methods": (side, [render_attribution.method_label(m.method) for m in methods])}
+    return {
+        "fill-mask": (render_predict.topk_bar(mask, "mask 1"), [f"{w}" for w in words]),
+        "attention": (att, tokens),
+        "confusion": (cm, list(classes)),
+        "methods": (side, [render_attribution.method_label(m.method) for m in methods]),
+    }
 
 
 def test_report_figures_keep_their_axis_titles_and_tick_labels():
@@ -188,8 +207,12 @@ def test_report_figures_keep_their_axis_titles_and_tick_labels():
             for want in expected:
                 assert any(want in got for got in labels), (name, want, labels)
             for b in boxes["ticks"] + boxes["titles"]:
-                assert b["left"] >= 0 and b["right"] <= boxes["w"] and b["top"] >= 0 and b["bottom"] <= boxes["h"], \
-                    (name, b, boxes["w"], boxes["h"])
+                assert b["left"] >= 0 and b["right"] <= boxes["w"] and b["top"] >= 0 and b["bottom"] <= boxes["h"], (
+                    name,
+                    b,
+                    boxes["w"],
+                    boxes["h"],
+                )
             titles = {b["text"] for b in boxes["titles"]}
             for axis in ("xaxis", "yaxis"):
                 title = getattr(drawn.layout, axis).title.text

@@ -1,5 +1,6 @@
 """#30 item 5 and the head view of item 4: CJK fonts wherever a person looks, and a horizontal head view for long
 Chinese sentences (bertviz issue #18)."""
+
 from __future__ import annotations
 
 import os
@@ -30,8 +31,9 @@ def _attention(n: int, layers: int = 2, heads: int = 3) -> np.ndarray:
 def test_fontconfig_resolves_a_cjk_family_for_chinese():
     """`make test` installs fonts-noto-cjk (scripts/install_chromium.sh): Chinese resolves to a CJK face, the one
     the figures name first."""
-    family = subprocess.run(["fc-match", ":lang=zh-cn", "family"], capture_output=True, text=True,
-                            check=True).stdout.strip()
+    family = subprocess.run(
+        ["fc-match", ":lang=zh-cn", "family"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     assert "CJK" in family or family in CJK_FAMILIES, family
     listed = subprocess.run(["fc-list", ":lang=zh", "family"], capture_output=True, text=True).stdout
     assert CJK_FAMILIES[0] in listed, listed
@@ -47,8 +49,9 @@ def _stubbed_install(tmp_path: Path, zh_fonts: str) -> str:
         (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
         (bin_dir / name).chmod(0o755)
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
-    out = subprocess.run(["bash", str(ROOT / "scripts" / "install_chromium.sh")], env=env, capture_output=True,
-                         text=True, check=True)
+    out = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "install_chromium.sh")], env=env, capture_output=True, text=True, check=True
+    )
     assert not out.stdout.strip() or log.exists(), out.stdout
     return log.read_text() if log.exists() else ""
 
@@ -118,12 +121,18 @@ def test_horizontal_layout_for_a_40_character_chinese_sentence():
 
 
 def test_bertviz_controls_in_the_sessions_language():
-    names = (("Layer", "层："), ("Attention", "注意力："), ("All", "全部"), ("Sentence A -> Sentence B", "句子 A → 句子 B"))
+    names = (
+        ("Layer", "层："),
+        ("Attention", "注意力："),
+        ("All", "全部"),
+        ("Sentence A -> Sentence B", "句子 A → 句子 B"),
+    )
     att = _attention(6)
     for kind in ("head", "model"):
-        view = build_view(kind, att, ["[CLS]", "中", "[SEP]", "文", "字", "[SEP]"], sentence_b_start=3,
-                          controls=names).html
-        div = view[view.index('<div id="bertviz'):view.index("<div id='vis'>")]
+        view = build_view(
+            kind, att, ["[CLS]", "中", "[SEP]", "文", "字", "[SEP]"], sentence_b_start=3, controls=names
+        ).html
+        div = view[view.index('<div id="bertviz') : view.index("<div id='vis'>")]
         assert "Layer:" not in div and "Attention:" not in div and "注意力： <select" in div, div
         assert ("层： <select" in div) == (kind == "head"), div  # the model view has no layer select
         assert ">全部</option>" in div and ">句子 A → 句子 B</option>" in div, div

@@ -2,6 +2,7 @@
 speaking the Hub's protocol (tiny stand-ins, tests/zh_hub_standins.py). Fill-mask warns that MacBERT's answers are
 not meaningful (it was pretrained without [MASK]) and says why hfl's RoBERTa loads as BERT; the sidebar in 中文
 offers the Chinese checkpoints only when the Hub answers."""
+
 from __future__ import annotations
 
 import pytest
@@ -17,8 +18,10 @@ MACBERT = "hfl/chinese-macbert-base"
 HFL_ROBERTA = "hfl/chinese-roberta-wwm-ext"
 SERVED = ("bert-base-chinese", HFL_ROBERTA, MACBERT)
 # the warning's opening words, in each language (its bold first sentence, as the catalog has it)
-OPENING = {lang: catalog()["zh_hub.mlm_as_correction"][lang].split("`{mask}`")[0].replace("**{id}", "")
-           for lang in ("en", "zh")}
+OPENING = {
+    lang: catalog()["zh_hub.mlm_as_correction"][lang].split("`{mask}`")[0].replace("**{id}", "")
+    for lang in ("en", "zh")
+}
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +82,7 @@ def test_in_chinese_the_sidebar_offers_the_four_when_the_hub_answers(hub):
     offered = _zh_buttons(at)
     assert [b for b in offered if b in hub_ids] == hub_ids and set(IDS) <= set(offered), offered
     bundled = [b for b in offered if b.startswith("encoderlab/")]  # a bundled Chinese-capable model comes first
-    assert offered[:len(bundled)] == bundled, offered
+    assert offered[: len(bundled)] == bundled, offered
     at.sidebar.button(key=f"sidebar.zh.{MACBERT}").click().run()  # picking one selects it under its family
     assert at.session_state["sidebar.checkpoint"] == MACBERT
     assert at.session_state["sidebar.family"] == checkpoint_info(MACBERT).family

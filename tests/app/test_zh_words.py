@@ -1,5 +1,6 @@
 """The 词 line (issue #30): a Chinese text's word segmentation (core.base.segment, jieba) shown next to its
 tokenization, on the Walkthrough's masking step and in Fill-mask's whole-word tab; not shown for English."""
+
 from __future__ import annotations
 
 import pytest
@@ -25,8 +26,9 @@ def test_segmented_joins_the_ci():
 
 
 def test_walkthrough_masking_step_shows_the_ci_in_chinese(use_tiny_zoo):
-    at = open_page("walkthrough", params={"walkthrough.step": "2"},
-                   state={"ui.lang": "zh", "walkthrough.text": CAPITAL})
+    at = open_page(
+        "walkthrough", params={"walkthrough.step": "2"}, state={"ui.lang": "zh", "walkthrough.text": CAPITAL}
+    )
     assert at.radio(key="walkthrough.step").value == 2
     caps = _captions(at)
     assert any(c.startswith(LINE_ZH) for c in caps), caps

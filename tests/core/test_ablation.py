@@ -1,6 +1,7 @@
 """core/inspect/ablation: head switches through our own hooks (transformers 5 has no head_mask), for all four families on
 tiny random models: exactness with no head off, depth-local effects (ALBERT's shared layer too), zero vs mean,
 the packed fill-mask path, thread isolation, the text format, and the three recomputed predictions."""
+
 from __future__ import annotations
 
 import threading
@@ -13,8 +14,8 @@ from core.base.text import display_piece
 from core.inspect import ablation as ab
 from core.inspect.ablation import AblationConfig, AblationError, ablated
 from core.inspect.ablation_predict import PAIR_LABELS, ablate_classify, ablate_fill_mask, ablate_pair
-from core.predict.fill_mask import FillMaskConfig
 from core.models.loading import ModelSpec, load
+from core.predict.fill_mask import FillMaskConfig
 from core.predict.sentence_pair import PairConfig, PairError
 
 _LOADED: dict = {}
@@ -35,8 +36,9 @@ def loaded(tiny_models, family):
 def forward(lm, text=TEXT):
     enc = lm.tokenizer(text, return_tensors="pt")
     with torch.inference_mode():
-        out = lm.model(**{k: v for k, v in enc.items() if k in ("input_ids", "attention_mask")},
-                       output_hidden_states=True)
+        out = lm.model(
+            **{k: v for k, v in enc.items() if k in ("input_ids", "attention_mask")}, output_hidden_states=True
+        )
     logits = out.logits if "logits" in out else out.prediction_logits
     return logits, out.hidden_states
 
@@ -130,26 +132,32 @@ def test_another_threads_forward_at_the_same_time_is_unaffected(tiny_models):
     assert all(torch.allclose(x, off, atol=1e-6) for x in seen["ablated"])
 
 
-@pytest.mark.parametrize("spec,expected", [
-    ("L3H7", ((3, 7),)),
-    ("l3h7, L0H0", ((0, 0), (3, 7))),
-    ("L3H7 L3H8  L3H7", ((3, 7), (3, 8))),
-    ("L1*", tuple((1, h) for h in range(12))),
-    ("*H1", tuple((la, 1) for la in range(4))),
-    ("", ()),
-])
+@pytest.mark.parametrize(
+    "spec,expected",
+    [
+        ("L3H7", ((3, 7),)),
+        ("l3h7, L0H0", ((0, 0), (3, 7))),
+        ("L3H7 L3H8  L3H7", ((3, 7), (3, 8))),
+        ("L1*", tuple((1, h) for h in range(12))),
+        ("*H1", tuple((la, 1) for la in range(4))),
+        ("", ()),
+    ],
+)
 def test_parse_heads(spec, expected):
     assert ab.parse_heads(spec, 4, 12) == expected
 
 
-@pytest.mark.parametrize("spec,msg", [
-    ("L4H1", "no layer 4"),
-    ("L1H12", "no head 12"),
-    ("L-1H1", "not a head"),
-    ("head3", "is not a head"),
-    ("L3H", "is not a head"),
-    ("**", "is not a head"),
-])
+@pytest.mark.parametrize(
+    "spec,msg",
+    [
+        ("L4H1", "no layer 4"),
+        ("L1H12", "no head 12"),
+        ("L-1H1", "not a head"),
+        ("head3", "is not a head"),
+        ("L3H", "is not a head"),
+        ("**", "is not a head"),
+    ],
+)
 def test_parse_heads_bad_input_names_the_token_and_the_range(spec, msg):
     with pytest.raises(AblationError, match=msg) as e:
         ab.parse_heads(spec, 4, 12)
@@ -182,6 +190,7 @@ def test_ablate_fill_mask(family, tiny_models):
     heads = AblationConfig(((0, 0), (0, 1), (1, 0), (1, 3)))
     r = ablate_fill_mask(lm, cfg, heads)
     assert r.kind == "fill_mask" and r.heads == heads.heads and r.mode == "zero" and len(r.labels) == 5
+
     def shown(c):  # a candidate as a person reads it (no Ġ/▁)
         return display_piece(c.piece, lm.tokenizer)
 
@@ -222,13 +231,19 @@ def tiny_classifiers(tiny_models, tmp_path_factory):
     """A tiny fine-tuned classifier with mean pooling (core.predict.classify's wrapper around the encoder; the family's
     own *ForSequenceClassification is covered in test_head_importance)."""
     from core.data.datasets_local import LabelledData, Split
-    from core.train.finetune import train
     from core.predict.classify import load_finetuned
+    from core.train.finetune import train
     from core.train.finetune_config import FinetuneConfig
 
     texts = tuple(f"it was {w}" for w in ("good", "bad", "great", "awful") * 4)
-    data = LabelledData("toy", Split(texts, (1, 0, 1, 0) * 4), Split(texts[:8], (1, 0, 1, 0) * 2), ("neg", "pos"),
-                        "generated in the test", "n/a")
+    data = LabelledData(
+        "toy",
+        Split(texts, (1, 0, 1, 0) * 4),
+        Split(texts[:8], (1, 0, 1, 0) * 2),
+        ("neg", "pos"),
+        "generated in the test",
+        "n/a",
+    )
     out = {}
     for fam, pooling in (("bert", "mean"),):
         cfg = FinetuneConfig(fam, str(tiny_models[fam]), max_steps=2, batch_size=8, max_length=16, pooling=pooling)

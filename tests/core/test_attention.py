@@ -1,4 +1,5 @@
 """core.inspect.attention: the forward pass on tiny models of every family, and the pure functions on hand-made matrices."""
+
 from __future__ import annotations
 
 import io
@@ -9,9 +10,25 @@ import pytest
 
 from app.kit.exports import attention_npz
 from core.base.text import display_piece
-from core.inspect.attention import (FLOW_MAP_MAX_TOKENS, PATTERNS, AttentionConfig, AttentionUnavailable, adjacent_similarity,
-                            compare_attention, compute_attention, find_heads, flow, head_stats, is_punct,
-                            layer_similarity, position_limit, qk_view, relevance, residual_attention, rollout)
+from core.inspect.attention import (
+    FLOW_MAP_MAX_TOKENS,
+    PATTERNS,
+    AttentionConfig,
+    AttentionUnavailable,
+    adjacent_similarity,
+    compare_attention,
+    compute_attention,
+    find_heads,
+    flow,
+    head_stats,
+    is_punct,
+    layer_similarity,
+    position_limit,
+    qk_view,
+    relevance,
+    residual_attention,
+    rollout,
+)
 from core.models.loading import ModelSpec, load
 from core.registry import FAMILIES, family_of_model
 
@@ -36,12 +53,15 @@ def _hooks(model) -> int:
 
 
 # ---------------------------------------------------------------------------------------------- config
-@pytest.mark.parametrize("kwargs, words", [
-    (dict(text=""), "text is empty"),
-    (dict(text="   \n"), "text is empty"),
-    (dict(text="", text_b="b", pair=True), "Sentence A is empty"),
-    (dict(text="a", text_b=" ", pair=True), "Sentence B is empty"),
-])
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [
+        (dict(text=""), "text is empty"),
+        (dict(text="   \n"), "text is empty"),
+        (dict(text="", text_b="b", pair=True), "Sentence A is empty"),
+        (dict(text="a", text_b=" ", pair=True), "Sentence B is empty"),
+    ],
+)
 def test_config_rejects_empty_input(kwargs, words):
     with pytest.raises(ValueError, match=words):
         AttentionConfig(**kwargs)
@@ -254,8 +274,12 @@ def test_pretrained_model_has_a_known_head_pattern(which):
     if not (Path(folder) / "config.json").exists():
         pytest.skip("the bundled bert-mini is not built yet (make models)")
     lm = load(ModelSpec("bert", str(folder), "cpu"), task="base", attentions=True)
-    r = compute_attention(lm, AttentionConfig("The quick brown fox jumps over the lazy dog, and then it runs away.",
-                                              "Nobody saw it again.", pair=True))
+    r = compute_attention(
+        lm,
+        AttentionConfig(
+            "The quick brown fox jumps over the lazy dog, and then it runs away.", "Nobody saw it again.", pair=True
+        ),
+    )
     s = head_stats(r.attentions, r.cls_mask, r.sep_mask, r.punct_mask)
     found = find_heads(s, "previous", 0.5) + find_heads(s, "sep", 0.5)
     assert found, f"no previous-token or [SEP] head: max previous {s.previous.max():.2f}, max sep {s.sep.max():.2f}"

@@ -1,12 +1,21 @@
 """core.inspect.attention_views: selections and the word-level view, on tiny models of every family (real tokenizers)."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
 from core.inspect.attention import AttentionConfig, compute_attention
-from core.inspect.attention_views import (SelectionConfig, WordGroups, group_words, is_cjk, selection_attention,
-                                  word_attention, word_groups, word_view)
+from core.inspect.attention_views import (
+    SelectionConfig,
+    WordGroups,
+    group_words,
+    is_cjk,
+    selection_attention,
+    word_attention,
+    word_groups,
+    word_view,
+)
 from core.models.loading import ModelSpec, load
 
 TEXT = "The unbelievably sleepy cat sat on the mat."
@@ -41,9 +50,14 @@ def test_selection_to_reads_columns():
     np.testing.assert_allclose(avg, to / 2)
 
 
-@pytest.mark.parametrize("kwargs, words", [(dict(positions=()), "No token is selected"),
-                                           (dict(positions=(0,), how="max"), "sum, mean"),
-                                           (dict(positions=(0,), direction="up"), "'from'")])
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [
+        (dict(positions=()), "No token is selected"),
+        (dict(positions=(0,), how="max"), "sum, mean"),
+        (dict(positions=(0,), direction="up"), "'from'"),
+    ],
+)
 def test_selection_config_says_how_to_fix(kwargs, words):
     with pytest.raises(ValueError, match=words):
         SelectionConfig(**kwargs)
@@ -57,8 +71,14 @@ def test_selection_outside_the_text():
 # ---------------------------------------------------------------------------------------------- word maps
 def test_word_attention_to_is_sum_from_is_mean_on_a_hand_made_grouping():
     att = _rand_att(n=5)
-    g = WordGroups(words=("[CLS]", "un·believ·able", "[SEP]"), pieces=("", "", ""), groups=((0,), (1, 2, 3), (4,)),
-                   special=(True, False, True), sentence_b_start=None, n_tokens=5)
+    g = WordGroups(
+        words=("[CLS]", "un·believ·able", "[SEP]"),
+        pieces=("", "", ""),
+        groups=((0,), (1, 2, 3), (4,)),
+        special=(True, False, True),
+        sentence_b_start=None,
+        n_tokens=5,
+    )
     w = word_attention(att, g)
     assert w.shape == (2, 3, 3, 3)
     np.testing.assert_allclose(w.sum(-1), 1.0, atol=1e-6)

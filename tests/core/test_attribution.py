@@ -1,4 +1,5 @@
 """core.inspect.attribution on tiny random models of every family, plus a classifier trained here to depend on one token."""
+
 from __future__ import annotations
 
 import subprocess
@@ -13,8 +14,8 @@ from core.inspect import attribution as A
 from core.inspect import attribution_inputs as AI
 from core.inspect import attribution_methods as AM
 from core.inspect.attribution import attribute
-from core.inspect.attribution_methods import NotApplicable
 from core.inspect.attribution_inputs import AttributionConfig
+from core.inspect.attribution_methods import NotApplicable
 from core.models.loading import LoadedModel, ModelSpec, load
 from core.registry import FAMILIES
 
@@ -39,6 +40,7 @@ def loaded(tiny_models):
         if (fam, task) not in cache:
             cache[(fam, task)] = load(ModelSpec(fam, str(tiny_models[fam]), "cpu"), task=task)
         return cache[(fam, task)]
+
     return get
 
 
@@ -90,8 +92,14 @@ def test_ig_completeness_pair_and_class(loaded, family):
     targets = [("class", "seqcls")] + ([("pair", "pretraining")] if FAMILIES[family].pair_head else [])
     for target, task in targets:
         lm = loaded(family, task)
-        cfg = AttributionConfig(target=target, text="he went home early .", text_b="it was late .",
-                                methods=("lig",), class_index=1, n_steps=64)
+        cfg = AttributionConfig(
+            target=target,
+            text="he went home early .",
+            text_b="it was late .",
+            methods=("lig",),
+            class_index=1,
+            n_steps=64,
+        )
         res = attribute(lm, cfg)
         ig = res.method("lig")
         assert abs(ig.scores.sum() - (res.f_x - res.f_baseline)) <= abs(ig.delta) + 1e-5
@@ -102,8 +110,16 @@ def test_ig_completeness_pair_and_class(loaded, family):
 def test_large_delta_is_flagged(loaded):
     """Two steps over a longer path: the delta is large and the result says to raise n_steps."""
     lm = loaded("bert", "seqcls")
-    res = attribute(lm, AttributionConfig(target="class", text="a long and winding road through the hills .",
-                                          methods=("lig",), n_steps=2, baseline="zeros"))
+    res = attribute(
+        lm,
+        AttributionConfig(
+            target="class",
+            text="a long and winding road through the hills .",
+            methods=("lig",),
+            n_steps=2,
+            baseline="zeros",
+        ),
+    )
     d = res.method("lig").delta
     big = abs(d) > A.DELTA_WARN * abs(res.f_x - res.f_baseline) and abs(d) > 1e-4
     assert (res.delta_warning is not None) == big
@@ -113,8 +129,10 @@ def test_large_delta_is_flagged(loaded):
 
 # ------------------------------------------------------------------------------------------------ planted signal
 PLANT = "excellent"
-FILLER = ("the movie was long and the actors were there with some music in a room on time for "
-          "people who came to see it after dinner").split()
+FILLER = (
+    "the movie was long and the actors were there with some music in a room on time for "
+    "people who came to see it after dinner"
+).split()
 
 
 def _planted_model():
@@ -159,8 +177,15 @@ def _planted_model():
     with torch.no_grad():
         acc = float((model(**enc).logits.argmax(-1) == y).float().mean())
     assert acc > 0.95, f"the planted classifier did not learn its rule (accuracy {acc:.2f})"
-    return LoadedModel(model=model, tokenizer=tok, spec=ModelSpec("bert", "planted-test-model", "cpu"),
-                       task="seqcls", source="test", path="", device="cpu")
+    return LoadedModel(
+        model=model,
+        tokenizer=tok,
+        spec=ModelSpec("bert", "planted-test-model", "cpu"),
+        task="seqcls",
+        source="test",
+        path="",
+        device="cpu",
+    )
 
 
 @pytest.fixture(scope="module")
@@ -170,13 +195,14 @@ def planted() -> LoadedModel:
 
 def test_planted_token_ranks_first_under_every_method(planted):
     text = f"the actors were {PLANT} in the long movie"
-    res = attribute(planted, AttributionConfig(target="class", text=text, class_index=1, methods=ALL,
-                                               n_samples=300, n_steps=50))
+    res = attribute(
+        planted, AttributionConfig(target="class", text=text, class_index=1, methods=ALL, n_samples=300, n_steps=50)
+    )
     # A ReLU model passes DeepLift's static check; whether its rules hold through LayerNorm and attention is
     # measured by the summation-to-delta. Either it ran and must find the token, or it says why not.
     ran = {m.method for m in res.methods}
     assert ran | {k for k, _ in res.skipped} == set(ALL) and set(ALL) - ran <= {"deeplift"}
-    for key, why in res.skipped:
+    for _key, why in res.skipped:
         assert "add up to" in why and "LayerNorm" in why
     for m in res.methods:
         # Saliency and Input x Gradient look at the gradient at x alone, so only their magnitude ranks tokens;
@@ -212,8 +238,9 @@ def test_per_layer_heatmap(loaded, family):
 
 def test_contrastive_is_difference_of_logits(loaded):
     lm = loaded("bert")
-    cfg = AttributionConfig(target="mask", text=_mask_text("bert"), word="paris", contrast_word="london",
-                            methods=("lig",))
+    cfg = AttributionConfig(
+        target="mask", text=_mask_text("bert"), word="paris", contrast_word="london", methods=("lig",)
+    )
     res = attribute(lm, cfg)
     a = attribute(lm, AttributionConfig(target="mask", text=_mask_text("bert"), word="paris", methods=("lig",)))
     b = attribute(lm, AttributionConfig(target="mask", text=_mask_text("bert"), word="london", methods=("lig",)))
@@ -294,8 +321,10 @@ def test_long_input_runs_in_bounded_batches(loaded, monkeypatch):
 
     monkeypatch.setattr(AI.Scorer, "__call__", spy)
     text = " ".join(["the quick brown fox jumps over the lazy dog"] * 10)  # ~92 tokens
-    res = attribute(lm, AttributionConfig(target="class", text=text, methods=("lig", "occlusion"), n_steps=20,
-                                          internal_batch_size=50))
+    res = attribute(
+        lm,
+        AttributionConfig(target="class", text=text, methods=("lig", "occlusion"), n_steps=20, internal_batch_size=50),
+    )
     assert max(seen) <= 400
     ig = res.method("lig")
     assert abs(ig.scores.sum() - (res.f_x - res.f_baseline)) <= abs(ig.delta) + 1e-5
@@ -314,8 +343,13 @@ def test_progress_is_reported_and_can_cancel(loaded):
             raise Stop()
 
     with pytest.raises(Stop):
-        attribute(lm, AttributionConfig(target="class", text="a b c d e f .", methods=("lig", "occlusion"),
-                                        n_steps=20, internal_batch_size=5), progress)
+        attribute(
+            lm,
+            AttributionConfig(
+                target="class", text="a b c d e f .", methods=("lig", "occlusion"), n_steps=20, internal_batch_size=5
+            ),
+            progress,
+        )
     assert calls == sorted(calls) and 0 <= calls[0] < 1
 
 
@@ -363,8 +397,15 @@ def test_batch_settings_are_checked_first(loaded):
         A.attribute_batch(loaded("bert"), rows, dict(target="mask", text="x"))
 
 
-@pytest.mark.parametrize("data,msg", [("", "empty"), ("sentence\nhello\n", "'text' column"),
-                                      ("text,class\nhi,abc\n", "class number"), (b"\xff\xfe\x00", "UTF-8")])
+@pytest.mark.parametrize(
+    "data,msg",
+    [
+        ("", "empty"),
+        ("sentence\nhello\n", "'text' column"),
+        ("text,class\nhi,abc\n", "class number"),
+        (b"\xff\xfe\x00", "UTF-8"),
+    ],
+)
 def test_batch_csv_errors(data, msg):
     with pytest.raises(ValueError, match=msg):
         A.read_batch_csv(data)
@@ -390,8 +431,18 @@ def test_cancel_through_the_job_runner(loaded):
         def progress(frac, msg):
             started.set()
             ctx.progress(frac, msg)
-        return attribute(lm, AttributionConfig(target="class", text="one two three four five six seven .",
-                                               methods=("lig",), n_steps=1000, internal_batch_size=1), progress)
+
+        return attribute(
+            lm,
+            AttributionConfig(
+                target="class",
+                text="one two three four five six seven .",
+                methods=("lig",),
+                n_steps=1000,
+                internal_batch_size=1,
+            ),
+            progress,
+        )
 
     r = JobRunner({"cpu": 1})
     job = r.submit("attribution", fn)
@@ -409,8 +460,14 @@ def test_deeplift_is_known_unavailable_before_any_run(loaded, family, planted):
     assert AM.unavailable_methods(planted.model) == {}  # a ReLU model keeps it (the run still checks the sum)
 
 
-@pytest.mark.parametrize("text, msg", [("Paris " + "[MASK] " * 30 + "France.", "30 masks; at most 20"),
-                                       ("[MASK] [MASK] .", "only masks"), ("<mask> " * 21, "21 masks")])
+@pytest.mark.parametrize(
+    "text, msg",
+    [
+        ("Paris " + "[MASK] " * 30 + "France.", "30 masks; at most 20"),
+        ("[MASK] [MASK] .", "only masks"),
+        ("<mask> " * 21, "21 masks"),
+    ],
+)
 def test_a_masked_text_gets_fill_masks_limits(text, msg):
     """Issue 14: 30 masks gave all-zero attributions and a NaN correlation matrix."""
     with pytest.raises(ValueError, match=msg):
@@ -437,10 +494,11 @@ def test_the_cost_model_counts_the_forward_calls_captum_makes(loaded):
     """Each method's cost.calls is the number of forward batches it really runs (the page's progress ticks)."""
     lm = loaded("bert", "seqcls")
     for key in ("lig", "saliency", "ixg", "occlusion", "kernelshap", "lime"):
-        cfg = AttributionConfig(target="class", text="a b c d e f g .", methods=(key,), n_steps=7, n_samples=13,
-                                internal_batch_size=3)
+        cfg = AttributionConfig(
+            target="class", text="a b c d e f g .", methods=(key,), n_steps=7, n_samples=13, internal_batch_size=3
+        )
         ticks: list[str] = []
-        attribute(lm, cfg, lambda frac, msg: ticks.append(msg) if ": batch " in msg else None)
+        attribute(lm, cfg, lambda frac, msg, ticks=ticks: ticks.append(msg) if ": batch " in msg else None)
         seq = len(lm.tokenizer(cfg.text)["input_ids"])
         assert len(ticks) == AM.METHODS[key].cost(seq, cfg, 3).calls, (key, ticks)
 
@@ -472,10 +530,11 @@ def test_a_candidate_word_is_the_piece_the_tokenizer_gives_it_in_a_sentence(load
 
     def ids(text):
         return tok(text, add_special_tokens=False)["input_ids"]
+
     checked = 0
     for word in ("the", "is", "a", "of", "and", "was", "in", "to"):
-        after_space = ids("big " + word)[len(ids("big")):]
-        at_start = ids(word + " big")[:-len(ids(" big")) or None] if len(ids(word + " big")) > 1 else []
+        after_space = ids("big " + word)[len(ids("big")) :]
+        at_start = ids(word + " big")[: -len(ids(" big")) or None] if len(ids(word + " big")) > 1 else []
         if len(after_space) == 1:
             assert AI.word_id(lm, word, at_start=False) == after_space[0], word
             checked += 1
@@ -492,8 +551,9 @@ def test_any_masked_lm_encoder_gets_attributions(tiny_models):
 
     lm = load(ModelSpec(GENERIC.key, str(tiny_models[GENERIC.key]), "cpu"), task="mlm")
     text = f"the capital of france is {lm.tokenizer.mask_token} and it is big ."
-    res = attribute(lm, AttributionConfig(target="mask", text=text, methods=("lig", "occlusion"), n_steps=32,
-                                          layer_steps=4))
+    res = attribute(
+        lm, AttributionConfig(target="mask", text=text, methods=("lig", "occlusion"), n_steps=32, layer_steps=4)
+    )
     ig = res.method("lig")
     assert abs(ig.scores.sum() - (res.f_x - res.f_baseline)) <= abs(ig.delta) + 1e-5
     assert res.layer_scores.shape == (lm.model.config.num_hidden_layers + 1, len(res.tokens))

@@ -1,5 +1,6 @@
 """core.runtime.backend without Ray: the choice, its errors, the seams in this process, and that no page or app module asks
 which backend is in use."""
+
 from __future__ import annotations
 
 import re
@@ -10,8 +11,8 @@ import pytest
 
 import core.runtime.backend as backend
 from core.runtime.backend import BackendError, model_op
-from core.runtime.backend.inprocess import InProcessBackend
 from core.runtime.backend.base import op_name, resolve_op
+from core.runtime.backend.inprocess import InProcessBackend
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -59,8 +60,8 @@ def test_model_op_keeps_progress_live_and_resolves_to_its_body():
 
 
 def test_in_process_batched_coalesces_under_its_op(tiny_models):
-    from core.predict.fill_mask import FillMaskConfig, fill_mask, fill_mask_batch
     from core.models.loading import ModelSpec, load
+    from core.predict.fill_mask import FillMaskConfig, fill_mask, fill_mask_batch
     from core.runtime.serving import stats
 
     lm = load(ModelSpec("bert", str(tiny_models["bert"]), "cpu"), task="pretraining")
@@ -77,11 +78,17 @@ def test_in_process_batched_coalesces_under_its_op(tiny_models):
 
 
 def test_no_page_or_app_module_asks_which_backend_is_in_use():
-    pattern = re.compile(r"ENCODERLAB_BACKEND|core\.backend|\bimport ray\b|from ray\b|RayBackend|backend\.name|"
-                         r"InProcessBackend")
-    hits = [f"{p.relative_to(ROOT)}:{i}: {line.strip()}"
-            for folder in ("pages", "app") for p in sorted((ROOT / folder).rglob("*.py"))
-            for i, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
+    pattern = re.compile(
+        r"ENCODERLAB_BACKEND|core\.backend|\bimport ray\b|from ray\b|RayBackend|backend\.name|"
+        r"InProcessBackend"
+    )
+    hits = [
+        f"{p.relative_to(ROOT)}:{i}: {line.strip()}"
+        for folder in ("pages", "app")
+        for p in sorted((ROOT / folder).rglob("*.py"))
+        for i, line in enumerate(p.read_text().splitlines(), 1)
+        if pattern.search(line)
+    ]
     assert not hits, "\n".join(hits)
 
 

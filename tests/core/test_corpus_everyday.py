@@ -1,5 +1,6 @@
 """The everyday part of the corpus (#16): how novels, fortunes and sentences are cut, the committed files' layout,
 and that the first three sources' files did not change when the everyday ones were added."""
+
 from __future__ import annotations
 
 import hashlib
@@ -7,20 +8,36 @@ import json
 
 import pytest
 
-from core.data.corpus import (CORPUS_DIR, EVERYDAY_HELDOUT_FILE, EVERYDAY_TRAIN_FILE, HELDOUT_FILE, TRAIN_FILE,
-                                  CorpusError, interleave, held_out, load_documents, load_training_documents)
+from core.data.corpus import (
+    CORPUS_DIR,
+    EVERYDAY_HELDOUT_FILE,
+    EVERYDAY_TRAIN_FILE,
+    HELDOUT_FILE,
+    TRAIN_FILE,
+    CorpusError,
+    held_out,
+    interleave,
+    load_documents,
+    load_training_documents,
+)
 from core.data.everyday import SENTENCES_PER_DOC, fortune_documents, novel_documents, sentences
 
 # The SHA-256 of train.txt and heldout.txt before the everyday sources were added (commit 32b5d74's manifest):
 # the earlier models were trained and scored on exactly these files, so "held-out must not fall" compares like
 # with like.
-FIRST_THREE = {TRAIN_FILE: "7053cd8ef62617d68c5e53ff7c57ffce4232991f82638ef767ecc7140b0454d6",
-               HELDOUT_FILE: "6750ae987bb8852b4965930e338edfc9a54eacdb09201e2c5f5e0bb56e02c521"}
+FIRST_THREE = {
+    TRAIN_FILE: "7053cd8ef62617d68c5e53ff7c57ffce4232991f82638ef767ecc7140b0454d6",
+    HELDOUT_FILE: "6750ae987bb8852b4965930e338edfc9a54eacdb09201e2c5f5e0bb56e02c521",
+}
 
 
 def test_sentences_are_not_cut_after_a_title():
     assert sentences('"Good day, Pip," said Mr. Pumblechook. Mrs. Joe was out. It was St. Paul\'s day. He left.') == [
-        '"Good day, Pip," said Mr. Pumblechook.', "Mrs. Joe was out.", "It was St. Paul's day.", "He left."]
+        '"Good day, Pip," said Mr. Pumblechook.',
+        "Mrs. Joe was out.",
+        "It was St. Paul's day.",
+        "He left.",
+    ]
 
 
 def test_a_novel_becomes_documents_of_consecutive_sentences():
@@ -40,7 +57,9 @@ def test_fortunes_drop_attributions_art_and_skipped_files(tmp_path):
     (tmp_path / "fortunes").write_text(
         "A clean desk is a sign of a cluttered drawer. Think about it.\n\t\t-- Anonymous\n%\n"
         "  ___  /\\_/\\  |||| ==== ////\n  (o.o)  >^<  ___ ---- ####\n%\n"
-        "Never trust a man who has only one way to spell a word.\n", encoding="latin-1")
+        "Never trust a man who has only one way to spell a word.\n",
+        encoding="latin-1",
+    )
     (tmp_path / "fortunes.dat").write_bytes(b"\x00\x01binary index")
     (tmp_path / "perl").write_text("my $x = shift; print $x for the people;\n")
     docs = fortune_documents(tmp_path)

@@ -1,20 +1,33 @@
 """core/represent/corpus_index: a corpus token's nearest neighbour is itself, IVF above the threshold agrees with exact
 search, indexes survive a save/load round trip, and bad input says what to do."""
-from __future__ import annotations
 
-from collections import OrderedDict
+from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from core.represent import corpus_index as cx
-from core.represent.corpus_index import (CorpusIndexError, IndexConfig, build_index, load_index, save_index, search,
-                               sentences_from_text, sentences_from_upload)
+from core.base.caches import reset_caches
 from core.models.loading import ModelSpec, load
+from core.represent import corpus_index as cx
+from core.represent.corpus_index import (
+    CorpusIndexError,
+    IndexConfig,
+    build_index,
+    load_index,
+    save_index,
+    search,
+    sentences_from_text,
+    sentences_from_upload,
+)
 from core.represent.token_vectors import MAX_SENTENCES
 
-SENTENCES = ("The bank of the river was muddy.", "I put money in the bank, unbelievably!",
-             "A cat sat on the mat near the river.", "Dogs bark at night.", "她在银行工作。")
+SENTENCES = (
+    "The bank of the river was muddy.",
+    "I put money in the bank, unbelievably!",
+    "A cat sat on the mat near the river.",
+    "Dogs bark at night.",
+    "她在银行工作。",
+)
 
 
 @pytest.fixture(scope="module")
@@ -24,8 +37,12 @@ def models(tiny_models):
 
 @pytest.fixture(autouse=True)
 def fresh_cache(tmp_path, monkeypatch):
+    """Indexes under this test's own folder, and no index another test left in the process's LRU (nor one of this
+    test's left for the next)."""
     monkeypatch.setenv("ENCODERLAB_CORPUS_INDEX_DIR", str(tmp_path / "index"))
-    monkeypatch.setattr(cx, "_CACHE", OrderedDict())
+    reset_caches()
+    yield
+    reset_caches()
 
 
 def test_a_corpus_token_finds_itself(models, family):
@@ -69,7 +86,7 @@ def test_saved_index_loads_back(models):
     ci = build_index(lm, cfg)
     folder = save_index(ci)
     assert folder.name == f"roberta-{ci.key}" and (folder / cx.INDEX_FILE).is_file()
-    cx._CACHE.clear()  # from disk, not the process's LRU
+    reset_caches()  # from disk, not the process's LRU
     back = load_index(lm, cfg)
     assert back is not None and back.key == ci.key and back.kind == "exact" and back.sentences == SENTENCES
     for name in ("sentence_ids", "positions", "word_index", "starts", "ends"):
@@ -138,6 +155,6 @@ def test_the_job_saves_once_and_a_cancel_saves_nothing(tiny_models):
     assert not cx.index_root().exists() or not any(cx.index_root().iterdir())
     first = job(Ctx())
     assert not first.loaded and first.sentences == len(SENTENCES) and first.depth == 2
-    cx._CACHE.clear()
+    reset_caches()
     again = job(Ctx())  # saved: the second run only loads it
     assert again.loaded and again.key == first.key

@@ -1,5 +1,6 @@
 """core/data/datasets_local: the column guess for uploads (names first, then contents) and the order and wording of
 the upload checks (binary file, separator, size limit)."""
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,16 @@ def test_a_column_called_label_is_the_label_and_a_b_are_the_texts():
     assert d.is_pair and d.label_names == ("0", "1")
 
 
-@pytest.mark.parametrize("header, label", [("sentence,labels", "labels"), ("target,text", "target"),
-                                           ("Class,Text", "Class"), ("y,text", "y"), ("text,note,label", "label")])
+@pytest.mark.parametrize(
+    "header, label",
+    [
+        ("sentence,labels", "labels"),
+        ("target,text", "target"),
+        ("Class,Text", "Class"),
+        ("y,text", "y"),
+        ("text,note,label", "label"),
+    ],
+)
 def test_every_label_name_wins_over_position(header, label):
     a, b = header.split(",")[:2]
     cols = header.split(",")
@@ -36,16 +45,22 @@ def test_every_label_name_wins_over_position(header, label):
 
 
 def test_without_names_the_contents_decide():
-    df = pd.DataFrame({"id": [str(i) for i in range(10)], "stars": ["1", "2"] * 5,
-                       "body": [f"a fairly long review number {i}" for i in range(10)]})
+    df = pd.DataFrame(
+        {
+            "id": [str(i) for i in range(10)],
+            "stars": ["1", "2"] * 5,
+            "body": [f"a fairly long review number {i}" for i in range(10)],
+        }
+    )
     g = guess_columns(df)
     assert (g.text, g.label, g.text_b) == ("body", "stars", None)
     assert g.why == {"text_b": "none", "label": "few_values", "text": "longest"}
 
 
 def test_jsonl_names_too():
-    lines = b"\n".join(json.dumps({"text_b": f"y{i}", "text": f"x{i} long", "target": i % 2}).encode()
-                       for i in range(8))
+    lines = b"\n".join(
+        json.dumps({"text_b": f"y{i}", "text": f"x{i} long", "target": i % 2}).encode() for i in range(8)
+    )
     g = guess_columns(read_table(lines, "p.jsonl"))
     assert (g.text, g.text_b, g.label) == ("text", "text_b", "target")
 

@@ -1,5 +1,6 @@
 """core.models.devices: nvidia-smi's real table formats, and the diagnosis of a GPU that torch cannot use, for each
 state torch can be in (passed as arguments, so every case runs on a machine without a GPU)."""
+
 from __future__ import annotations
 
 import pytest
@@ -71,9 +72,15 @@ def test_parses_the_driver_the_cuda_it_supports_and_the_gpus():
     assert (s.driver, s.cuda, s.gpus) == ("580.65.06", "13.0", ("NVIDIA H200",))
 
 
-@pytest.mark.parametrize("text", ["", "No devices were found\n",
-                                  "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
-                                  "Make sure that the latest NVIDIA driver is installed and running.\n"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "No devices were found\n",
+        "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
+        "Make sure that the latest NVIDIA driver is installed and running.\n",
+    ],
+)
 def test_no_gpu_rows_means_nothing_to_say(text):
     assert parse_nvidia_smi(text) is None
     assert diagnose(text, False, "2.13.0", "13.0") is None
@@ -96,8 +103,9 @@ def test_pypi_cuda13_wheel_on_a_driver_too_old_for_it():
 
 
 def test_a_driver_too_old_for_every_torch_build_only_needs_a_new_driver():
-    old = SMI_525.replace("Driver Version: 525.85.12    CUDA Version: 12.0",
-                          "Driver Version: 470.82.01    CUDA Version: 11.4")
+    old = SMI_525.replace(
+        "Driver Version: 525.85.12    CUDA Version: 12.0", "Driver Version: 470.82.01    CUDA Version: 11.4"
+    )
     d = diagnose(old, False, "2.13.0", "13.0")
     assert d.problem == "driver_too_old" and d.fix == "driver" and d.command == ""
 

@@ -1,14 +1,15 @@
 """core.walkthrough.embeddings and core.walkthrough.masking_view on tiny models of all four families: the three parts add up (after LayerNorm)
 to the model's own embedding output; segments per family; the MLM corruption is BERT's 15% / 80-10-10, dynamic, whole-word."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
 
+from core.models.loading import ModelSpec, load
 from core.walkthrough.embeddings import embedding_parts
 from core.walkthrough.masking_view import corrupt, masking_shares
-from core.models.loading import ModelSpec, load
 
 A = "the quick brown fox jumps over the lazy dog"
 B = "it was not amused by the unexpected interruption"

@@ -1,14 +1,15 @@
 """The everyday-English probe: well formed, never in the training corpus, scored as Fill-mask scores."""
+
 from __future__ import annotations
 
 import pytest
 
-from core.predict.everyday_probe import score
-from core.data.probe_items import filled_sentences, load_probe, normalize
-from core.predict.fill_mask import FillMaskConfig, fill_mask
-from core.models.loading import ModelSpec, load
-from core.registry import bundled_id
 from core.base.paths import ASSETS
+from core.data.probe_items import filled_sentences, load_probe, normalize
+from core.models.loading import ModelSpec, load
+from core.predict.everyday_probe import score
+from core.predict.fill_mask import FillMaskConfig, fill_mask
+from core.registry import bundled_id
 
 
 def test_the_corpus_does_not_contain_the_probe():
@@ -40,8 +41,10 @@ def test_score_counts_what_fill_mask_predicts():
     lm = load(ModelSpec("bert", bundled_id("bert"), "cpu"), "mlm")
     items = load_probe()[:12]
     s = score(lm, items, batch=5)
-    own = [tuple(c.text.strip().lower() for c in fill_mask(lm, FillMaskConfig(it.sentence)).masks[0].candidates)
-           for it in items]
+    own = [
+        tuple(c.text.strip().lower() for c in fill_mask(lm, FillMaskConfig(it.sentence)).masks[0].candidates)
+        for it in items
+    ]
     assert s.predictions == tuple(own)
     assert s.top1 == sum(p[0] in it.answers for it, p in zip(items, own)) / len(items)
     assert s.topk == sum(any(x in it.answers for x in p) for it, p in zip(items, own)) / len(items)

@@ -1,5 +1,6 @@
 """core.base.fields: a config field declares its default and range once; the check, the widget arguments and the
 command line read them from there."""
+
 from __future__ import annotations
 
 import argparse
@@ -8,8 +9,8 @@ from dataclasses import dataclass
 import pytest
 
 from core.base.fields import Bounds, add_argument, bounded, bounded_fields, bounds, check_bounds, default_of
-from core.train.finetune_config import FinetuneConfig
 from core.train.finetune_cli import parser as finetune_parser
+from core.train.finetune_config import FinetuneConfig
 from core.train.pretrain.__main__ import _parser as pretrain_parser
 from core.train.pretrain.train import PretrainConfig, PretrainError
 
@@ -34,18 +35,21 @@ def test_a_bounded_field_is_a_plain_dataclass_default():
     assert default_of(Toy, "name") == "x" and default_of(Toy, "count") == 3
 
 
-@pytest.mark.parametrize("kw, msg", [
-    (dict(ratio=0.55), "Ratio must be from 0 to 0.5, got 0.55 (0.1 is usual)."),
-    (dict(ratio=-0.01), "Ratio must be from 0 to 0.5"),
-    (dict(ratio=float("nan")), "Ratio must be a number from 0 to 0.5, got nan"),
-    (dict(ratio="0.2"), "Ratio must be a number"),
-    (dict(count=0), "Count must be a whole number from 1 to 5, got 0."),
-    (dict(count=2.0), "Count must be a whole number"),
-    (dict(count=True), "Count must be a whole number"),
-    (dict(p=1.0), "p must be in (0, 1), got 1.0."),
-    (dict(p=0.0), "p must be in (0, 1)"),
-    (dict(drop=0.6), "Drop must be from 0 to 0.5"),
-])
+@pytest.mark.parametrize(
+    "kw, msg",
+    [
+        (dict(ratio=0.55), "Ratio must be from 0 to 0.5, got 0.55 (0.1 is usual)."),
+        (dict(ratio=-0.01), "Ratio must be from 0 to 0.5"),
+        (dict(ratio=float("nan")), "Ratio must be a number from 0 to 0.5, got nan"),
+        (dict(ratio="0.2"), "Ratio must be a number"),
+        (dict(count=0), "Count must be a whole number from 1 to 5, got 0."),
+        (dict(count=2.0), "Count must be a whole number"),
+        (dict(count=True), "Count must be a whole number"),
+        (dict(p=1.0), "p must be in (0, 1), got 1.0."),
+        (dict(p=0.0), "p must be in (0, 1)"),
+        (dict(drop=0.6), "Drop must be from 0 to 0.5"),
+    ],
+)
 def test_check_names_the_field_its_range_and_the_value(kw, msg):
     with pytest.raises(ValueError) as e:
         Toy(**kw)
@@ -89,8 +93,11 @@ def test_add_argument_takes_the_default_and_refuses_out_of_range(capsys):
     args = ap.parse_args([])
     assert (args.name, args.ratio, args.count, args.drop) == ("x", 0.1, 3, None)
     assert ap.parse_args(["--ratio", "0.5", "--count", "5", "--drop", "0.2"]).count == 5
-    for bad, said in ((["--ratio", "0.6"], "Ratio must be from 0 to 0.5"), (["--count", "x"], "not a whole number"),
-                      (["--count", "6"], "from 1 to 5")):
+    for bad, said in (
+        (["--ratio", "0.6"], "Ratio must be from 0 to 0.5"),
+        (["--count", "x"], "not a whole number"),
+        (["--count", "6"], "from 1 to 5"),
+    ):
         with pytest.raises(SystemExit):
             ap.parse_args(bad)
         assert said in capsys.readouterr().err
@@ -105,10 +112,13 @@ def test_every_bounded_config_field_has_a_default_inside_its_range():
 
 
 # The command lines take each bounded option from the config: the same default, and out of range is refused.
-@pytest.mark.parametrize("cls, parser, required", [
-    (FinetuneConfig, finetune_parser, ["--family", "bert", "--checkpoint", "x", "--out", "o"]),
-    (PretrainConfig, pretrain_parser, ["--family", "bert", "--out", "o"]),
-])
+@pytest.mark.parametrize(
+    "cls, parser, required",
+    [
+        (FinetuneConfig, finetune_parser, ["--family", "bert", "--checkpoint", "x", "--out", "o"]),
+        (PretrainConfig, pretrain_parser, ["--family", "bert", "--out", "o"]),
+    ],
+)
 def test_command_line_defaults_and_ranges_are_the_configs(cls, parser, required, capsys):
     ap = parser()
     defaults = ap.parse_args(required)

@@ -1,15 +1,25 @@
 """core.predict.fill_mask on tiny random models of every family (shapes and bookkeeping), plus one meaning test."""
+
 from __future__ import annotations
+
+import dataclasses
 
 import pytest
 import torch
 
-from core.models import packed_linear
-from core.predict.fill_mask import (FillMaskConfig, FillMaskError, check_mlm, compare, configs_from_lines, fill_mask,
-                            fill_mask_batch, words)
-from core.models.loading import ModelSpec, load
 from core.base.paths import zoo_dir
-
+from core.models import packed_linear
+from core.models.loading import ModelSpec, load
+from core.predict.fill_mask import (
+    FillMaskConfig,
+    FillMaskError,
+    check_mlm,
+    compare,
+    configs_from_lines,
+    fill_mask,
+    fill_mask_batch,
+    words,
+)
 from tests.conftest import FAMILIES as FAMS  # every registered family
 
 
@@ -54,6 +64,7 @@ def test_projection_only_at_masked_positions_and_matches_full_forward(mlm, famil
             if mod is decoder:
                 rows.append(x.shape[0])
             return call(mod, x)
+
         return lin
 
     for name in ("_packed_linear", "_module_call"):
@@ -69,7 +80,9 @@ def test_projection_only_at_masked_positions_and_matches_full_forward(mlm, famil
     ids = torch.tensor([lm.tokenizer.convert_tokens_to_ids(list(r.tokens))])
     with torch.inference_mode():
         full = lm.model(input_ids=ids).logits[0].float().softmax(-1)  # (T, V)
-    lone = [i for i in lm.tokenizer.convert_tokens_to_ids(["Ġ", "▁"]) if i is not None and i != lm.tokenizer.unk_token_id]
+    lone = [
+        i for i in lm.tokenizer.convert_tokens_to_ids(["Ġ", "▁"]) if i is not None and i != lm.tokenizer.unk_token_id
+    ]
     full = full.clone()
     full[:, lone] = 0.0  # a lone word-start marker is never offered at a typed mask (core.predict.fill_mask._fill_step)
     for m in r.masks:
@@ -92,8 +105,9 @@ def test_whole_word_mask_covers_all_subtokens(mlm, family):
         # every other token is untouched, and the masked ones sit where the word's pieces were
         assert len(r.tokens) == len(plain) + 2
         kept = [t for i, t in enumerate(r.tokens[1:-1], start=1) if i not in r.mask_positions]
-        assert kept == [t for i, t in enumerate(lm.tokenizer.convert_ids_to_tokens(plain), start=1)
-                        if i not in r.mask_positions]
+        assert kept == [
+            t for i, t in enumerate(lm.tokenizer.convert_ids_to_tokens(plain), start=1) if i not in r.mask_positions
+        ]
         assert all(m.original_rank is not None and m.original_rank >= 0 for m in r.masks)
         before = lm.tokenizer.convert_ids_to_tokens(plain)[r.mask_positions[0] - 2]
         assert before not in ("▁", "Ġ")  # a lone word-start marker belongs to the word: it is masked too
@@ -126,10 +140,14 @@ def test_independent_and_iterative(mlm, family):
 
 def test_batch_equals_one_at_a_time(mlm, family):
     lm = mlm[family]
-    cfgs = [FillMaskConfig(t, strategy=s) for t, s in [
-        ("The [MASK] is blue.", "independent"),
-        ("Children were playing [MASK] in the park after [MASK] today.", "iterative"),
-        ("[MASK] fell all night.", "iterative")]]
+    cfgs = [
+        FillMaskConfig(t, strategy=s)
+        for t, s in [
+            ("The [MASK] is blue.", "independent"),
+            ("Children were playing [MASK] in the park after [MASK] today.", "iterative"),
+            ("[MASK] fell all night.", "iterative"),
+        ]
+    ]
     batch = fill_mask_batch(lm, cfgs)
     for c, b in zip(cfgs, batch):
         one = fill_mask(lm, c)
@@ -150,17 +168,20 @@ def test_configs_from_lines():
         configs_from_lines(" \n ")
 
 
-@pytest.mark.parametrize("text, word, fragment", [
-    ("", None, "empty"),
-    ("   ", None, "empty"),
-    ("The cat sat on the mat.", None, "no [MASK]"),
-    (" ".join(["word [MASK]"] * 30), None, "30 masks"),
-    ("[MASK] [MASK] <mask>", None, "only masks"),
-    ("[MASK] . [MASK] !", None, "only masks"),
-    ("The [MASK] sat.", 0, "plain sentence"),
-    ("The cat sat.", 9, "3 words"),
-    ("!!! ???", 0, "no words"),
-])
+@pytest.mark.parametrize(
+    "text, word, fragment",
+    [
+        ("", None, "empty"),
+        ("   ", None, "empty"),
+        ("The cat sat on the mat.", None, "no [MASK]"),
+        (" ".join(["word [MASK]"] * 30), None, "30 masks"),
+        ("[MASK] [MASK] <mask>", None, "only masks"),
+        ("[MASK] . [MASK] !", None, "only masks"),
+        ("The [MASK] sat.", 0, "plain sentence"),
+        ("The cat sat.", 9, "3 words"),
+        ("!!! ???", 0, "no words"),
+    ],
+)
 def test_bad_text_is_refused_with_a_reason(text, word, fragment):
     with pytest.raises(ValueError, match=r"(?i)" + __import__("re").escape(fragment)):
         FillMaskConfig(text, word=word)
@@ -223,20 +244,23 @@ def test_compare_two_to_four_models(mlm):
 
 def test_result_is_frozen(mlm):
     r = fill_mask(mlm["bert"], FillMaskConfig("The [MASK] is here."))
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         r.top_k = 3  # type: ignore[misc]
 
 
-@pytest.mark.parametrize("fam,name", [("bert", "bert-mini"), ("distilbert", "distilbert-mini"),
-                                      ("roberta", "roberta-mini")])
+@pytest.mark.parametrize(
+    "fam,name", [("bert", "bert-mini"), ("distilbert", "distilbert-mini"), ("roberta", "roberta-mini")]
+)
 def test_meaning_on_bundled_models(fam, name):
     """A pretrained (bundled) model puts the masked word of plain held-out sentences in its top 5."""
     if not (zoo_dir() / name).is_dir():
         pytest.skip(f"bundled {name} not built (make models)")
     lm = load(ModelSpec(fam, f"encoderlab/{name}", "cpu"), "mlm")
-    sentences = [("He put the book on the table and went to bed.", "the"),
-                 ("She opened the door and walked into the kitchen.", "the"),
-                 ("We went to the park in the afternoon.", "to")]
+    sentences = [
+        ("He put the book on the table and went to bed.", "the"),
+        ("She opened the door and walked into the kitchen.", "the"),
+        ("We went to the park in the afternoon.", "to"),
+    ]
     hits = []
     for text, target in sentences:
         k = [w.text.lower() for w in words(text)].index(target)

@@ -1,11 +1,12 @@
 """Fill-mask on a checkpoint without an MLM head names what the checkpoint is and suggests one that can be had
 here (issue 14: a fine-tuned classifier was called "e.g. a sentence-embedding model")."""
+
 from __future__ import annotations
 
 import pytest
 
-from core.predict.fill_mask import FillMaskError, check_mlm
 from core.models.loading import ModelSpec, load
+from core.predict.fill_mask import FillMaskError, check_mlm
 
 
 def test_fine_tuned_classifier_is_named_and_a_bundled_mini_suggested(tiny_models, tmp_path):

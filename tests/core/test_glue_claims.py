@@ -1,4 +1,5 @@
 """The article's GLUE table (core/compare/glue_claims.py) and the reader of this installation's finished fine-tunes."""
+
 from __future__ import annotations
 
 import json
@@ -6,17 +7,30 @@ from pathlib import Path
 
 import pytest
 
-from core.data.datasets_local import load_bundled
-from core.train.finetune import train
-from core.predict.classify import META_FILE
-from core.train.finetune_config import FinetuneConfig
-from core.compare.glue_claims import (GLUE_CLAIMS, GLUE_COLUMNS, TRAIN_EXAMPLES, claims_in_text, claims_rows, find_runs,
-                              full_run, read_run, share_of_full)
+from core.compare.glue_claims import (
+    GLUE_CLAIMS,
+    GLUE_COLUMNS,
+    TRAIN_EXAMPLES,
+    claims_in_text,
+    claims_rows,
+    find_runs,
+    full_run,
+    read_run,
+    share_of_full,
+)
 from core.compare.glue_claims import META_FILE as READ_META
+from core.data.datasets_local import load_bundled
+from core.predict.classify import META_FILE
+from core.train.finetune import train
+from core.train.finetune_config import FinetuneConfig
 
 SEEDS = Path(__file__).resolve().parents[3] / "shared" / "seeds"
-ISSUE_TABLE = {"BERT-base": (84.6, 89.2, 90.5, 93.5, 52.1), "RoBERTa-base": (87.6, 91.9, 92.8, 94.8, 63.6),
-               "ALBERT-base": (84.2, 90.3, 91.2, 93.9, 54.8), "DistilBERT": (82.8, 88.5, 89.3, 91.3, 48.7)}
+ISSUE_TABLE = {
+    "BERT-base": (84.6, 89.2, 90.5, 93.5, 52.1),
+    "RoBERTa-base": (87.6, 91.9, 92.8, 94.8, 63.6),
+    "ALBERT-base": (84.2, 90.3, 91.2, 93.9, 54.8),
+    "DistilBERT": (82.8, 88.5, 89.3, 91.3, 48.7),
+}
 
 
 def test_the_claims_are_the_articles_table():
@@ -24,8 +38,11 @@ def test_the_claims_are_the_articles_table():
     assert GLUE_COLUMNS == ("mnli", "qqp", "qnli", "sst2", "cola")
     assert [r["model"] for r in claims_rows()] == list(ISSUE_TABLE) and claims_rows()[1]["cola"] == 63.6
     # the article's own text, whose table lost its separators, parses back to the same figures
-    flat = "4.2 性能基准对比在GLUE基准测试中的表现模型MNLI-mQQPQNLISST-2CoLA" + "".join(
-        name + "".join(f"{v:.1f}" for v in vals) for name, vals in ISSUE_TABLE.items()) + "4.3 未来演进方向"
+    flat = (
+        "4.2 性能基准对比在GLUE基准测试中的表现模型MNLI-mQQPQNLISST-2CoLA"
+        + "".join(name + "".join(f"{v:.1f}" for v in vals) for name, vals in ISSUE_TABLE.items())
+        + "4.3 未来演进方向"
+    )
     assert claims_in_text(flat) == ISSUE_TABLE
 
 
@@ -49,8 +66,9 @@ def test_what_a_full_run_takes():
 def test_a_finished_fine_tune_is_found_with_its_model_steps_and_seed(tiny_models, tmp_path):
     assert READ_META == META_FILE  # the reader looks for the file core.train.finetune writes
     data = load_bundled("wordnet").subset(16, 8)
-    cfg = FinetuneConfig("bert", str(tiny_models["bert"]), max_steps=2, batch_size=8, max_length=16, seed=7,
-                         device="cpu")
+    cfg = FinetuneConfig(
+        "bert", str(tiny_models["bert"]), max_steps=2, batch_size=8, max_length=16, seed=7, device="cpu"
+    )
     res = train(cfg, data, tmp_path / "sess" / "run1")
     (run,) = find_runs([tmp_path], extra=(res.model_dir,))  # found once, through the root and as a session model
     assert (run.family, run.checkpoint, run.steps, run.seed, run.batch_size) == ("bert", cfg.checkpoint, 2, 7, 8)

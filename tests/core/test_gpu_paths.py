@@ -8,6 +8,7 @@ without CUDA; scripts/gpu_check.sh runs them on a lent GPU).
 - a checkpoint saved in bf16/fp16 loads as fp32;
 - the nvidia-smi / torch diagnosis for a GPU that torch cannot use (core.models.devices).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -20,10 +21,10 @@ import numpy as np
 import pytest
 import torch
 
+from core.models.loading import ModelSpec, load
+from core.runtime.job_outcome import JobCancelled
 from core.train.finetune import train
 from core.train.finetune_config import FinetuneConfig, FinetuneError
-from core.runtime.job_outcome import JobCancelled
-from core.models.loading import ModelSpec, load
 from tests.core.test_finetune import nan_checkpoint, toy
 
 gpu = pytest.mark.gpu
@@ -94,13 +95,30 @@ def test_pretrain_model_is_freed_after_the_run(outcome, tmp_path):
 
     corpus = tmp_path / "corpus"
     corpus.mkdir()
-    (corpus / "train.txt").write_text("\n\n".join("\n".join(d) for d in
-                                                  parse_documents((CORPUS_DIR / "train.txt").read_text())[:30]))
-    (corpus / "heldout.txt").write_text("\n\n".join("\n".join(d) for d in
-                                                    parse_documents((CORPUS_DIR / "heldout.txt").read_text())[:4]))
-    cfg = PretrainConfig(family="bert", out=str(tmp_path / "out"), corpus=str(corpus), steps=6, batch_size=4,
-                         max_len=32, lr=3e-3, size="tiny", vocab_size=300, log_every=1, eval_every=0,
-                         eval_instances=4, checkpoint_every=2, threads=1, warmup=0.0, prior_bias=False)
+    (corpus / "train.txt").write_text(
+        "\n\n".join("\n".join(d) for d in parse_documents((CORPUS_DIR / "train.txt").read_text())[:30])
+    )
+    (corpus / "heldout.txt").write_text(
+        "\n\n".join("\n".join(d) for d in parse_documents((CORPUS_DIR / "heldout.txt").read_text())[:4])
+    )
+    cfg = PretrainConfig(
+        family="bert",
+        out=str(tmp_path / "out"),
+        corpus=str(corpus),
+        steps=6,
+        batch_size=4,
+        max_len=32,
+        lr=3e-3,
+        size="tiny",
+        vocab_size=300,
+        log_every=1,
+        eval_every=0,
+        eval_instances=4,
+        checkpoint_every=2,
+        threads=1,
+        warmup=0.0,
+        prior_bias=False,
+    )
     if outcome == "failed":  # a real failure mid-run: the checkpoint folder's name is taken by a file
         (tmp_path / "out").mkdir()
         (tmp_path / "out" / "checkpoint").write_text("not a folder")
@@ -113,7 +131,7 @@ def test_pretrain_model_is_freed_after_the_run(outcome, tmp_path):
         if outcome == "finished":
             assert pretrain(cfg, on_step=on_step).steps == 6
         else:
-            with pytest.raises(JobCancelled if outcome == "cancelled" else FileExistsError) as err:
+            with pytest.raises(JobCancelled if outcome == "cancelled" else FileExistsError):
                 pretrain(cfg, on_step=on_step)
     assert len(seen) > 0
     assert_freed(seen, params)  # while `err` still holds the exception, as a job table would
@@ -171,12 +189,17 @@ def _interleaved(fns):
 def test_two_seeded_finetunes_interleaved_in_threads_match_each_alone(tiny_models, tmp_path):
     # BERT's tiny config has dropout 0.1 and a fresh random classification head: both draw random numbers.
     data = toy(48, 8)
-    cfgs = [FinetuneConfig("bert", str(tiny_models["bert"]), max_steps=5, batch_size=8, max_length=16, seed=s,
-                           lr=1e-3, patience=0) for s in (1, 2)]
+    cfgs = [
+        FinetuneConfig(
+            "bert", str(tiny_models["bert"]), max_steps=5, batch_size=8, max_length=16, seed=s, lr=1e-3, patience=0
+        )
+        for s in (1, 2)
+    ]
     alone = [train(c, data, tmp_path / f"alone{i}") for i, c in enumerate(cfgs)]
     assert [h["loss"] for h in alone[0].history] != [h["loss"] for h in alone[1].history]
-    together = _interleaved([lambda hook, c=c, i=i: train(c, data, tmp_path / f"together{i}", on_step=hook)
-                             for i, c in enumerate(cfgs)])
+    together = _interleaved(
+        [lambda hook, c=c, i=i: train(c, data, tmp_path / f"together{i}", on_step=hook) for i, c in enumerate(cfgs)]
+    )
     for a, b in zip(alone, together):
         assert [h["loss"] for h in a.history] == [h["loss"] for h in b.history]
         assert np.array_equal(a.test_probs, b.test_probs)
@@ -188,8 +211,17 @@ def test_two_seeded_attributions_interleaved_in_threads_match_each_alone(method,
     from core.inspect.attribution_inputs import AttributionConfig
 
     lm = load(ModelSpec("bert", str(tiny_models["bert"]), "cpu"), task="pretraining")
-    cfgs = [AttributionConfig(target="mask", text="the capital of france is [MASK] and it is big .", methods=(method,),
-                              n_samples=48, internal_batch_size=8, seed=s) for s in (3, 4)]
+    cfgs = [
+        AttributionConfig(
+            target="mask",
+            text="the capital of france is [MASK] and it is big .",
+            methods=(method,),
+            n_samples=48,
+            internal_batch_size=8,
+            seed=s,
+        )
+        for s in (3, 4)
+    ]
     alone = [attribute(lm, c).method(method).scores for c in cfgs]
     assert not np.array_equal(alone[0], alone[1])
     together = _interleaved([lambda hook, c=c: attribute(lm, c, progress=hook).method(method).scores for c in cfgs])
@@ -216,18 +248,31 @@ def test_run_rng_leaves_the_process_stream_where_it_was():
 # ---------------------------------------------------------------------------------------------- resume (item 6)
 def test_pretrain_checkpoint_carries_the_cuda_generators_and_resume_restores_them(tmp_path):
     from core.data.corpus import CORPUS_DIR, parse_documents
+    from core.train.common import RUN_RNG_FILE
     from core.train.pretrain.train import PretrainConfig, pretrain
     from core.train.rng import RunRNG
-    from core.train.common import RUN_RNG_FILE
 
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     docs = parse_documents((CORPUS_DIR / "train.txt").read_text())
     (corpus / "train.txt").write_text("\n\n".join("\n".join(d) for d in docs[:30]))
     (corpus / "heldout.txt").write_text("\n\n".join("\n".join(d) for d in docs[30:34]))
-    cfg = PretrainConfig(family="bert", out=str(tmp_path / "out"), corpus=str(corpus), steps=6, batch_size=4,
-                         max_len=32, size="tiny", vocab_size=300, eval_every=0, eval_instances=4, checkpoint_every=3, log_every=1,
-                         threads=1, prior_bias=False)
+    cfg = PretrainConfig(
+        family="bert",
+        out=str(tmp_path / "out"),
+        corpus=str(corpus),
+        steps=6,
+        batch_size=4,
+        max_len=32,
+        size="tiny",
+        vocab_size=300,
+        eval_every=0,
+        eval_instances=4,
+        checkpoint_every=3,
+        log_every=1,
+        threads=1,
+        prior_bias=False,
+    )
     calls = []
     assert pretrain(cfg, should_stop=lambda: calls.append(1) or len(calls) >= 4).status == "stopped"
     state = torch.load(tmp_path / "out" / "checkpoint" / RUN_RNG_FILE, weights_only=True)  # the run's own stream
@@ -279,8 +324,11 @@ def test_finetune_of_a_bf16_checkpoint_trains_fp32_weights(tmp_path):
 
     folder = make_tiny("bert", tmp_path / "m")
     transformers.BertForPreTraining.from_pretrained(str(folder)).to(torch.bfloat16).save_pretrained(str(folder))
-    r = train(FinetuneConfig("bert", str(folder), max_steps=2, batch_size=8, max_length=16, pooling="mean"),
-              toy(24, 8), tmp_path / "run")
+    r = train(
+        FinetuneConfig("bert", str(folder), max_steps=2, batch_size=8, max_length=16, pooling="mean"),
+        toy(24, 8),
+        tmp_path / "run",
+    )
     assert r.precision == "fp32"
     from safetensors.torch import load_file
 
@@ -303,8 +351,11 @@ def _cuda_allocated() -> int:
 def test_gpu_memory_is_back_at_its_baseline_after_a_finetune(outcome, tiny_models, tmp_path):
     folder = nan_checkpoint(tmp_path / "nan") if outcome == "failed" else tiny_models["bert"]
     cfg = FinetuneConfig("bert", str(folder), epochs=2, batch_size=8, max_length=16, device="cuda", patience=0)
-    train(FinetuneConfig("bert", str(tiny_models["bert"]), max_steps=2, batch_size=8, max_length=16, device="cuda"),
-          toy(32, 8), tmp_path / "warm-up")  # what the first run creates once per process (CUDA context, kernels)
+    train(
+        FinetuneConfig("bert", str(tiny_models["bert"]), max_steps=2, batch_size=8, max_length=16, device="cuda"),
+        toy(32, 8),
+        tmp_path / "warm-up",
+    )  # what the first run creates once per process (CUDA context, kernels)
     base = _cuda_allocated()
 
     def cancel_at_2(info):
@@ -330,13 +381,22 @@ def test_gpu_out_of_memory_gives_the_memory_back_and_says_what_to_do(tiny_models
     from core.models.tiny import make_tiny
 
     big = make_tiny("bert", tmp_path / "big", task="base", hidden=1024, layers=4, heads=16, ffn=4096, max_pos=512)
-    long = LabelledData("long", Split(tuple(f"row {i} " + "very " * 600 for i in range(264)),
-                                      tuple(i % 2 for i in range(264))),
-                        Split(("short one", "short two"), (0, 1)), ("a", "b"), "generated in the test", "n/a")
-    cfg = FinetuneConfig("bert", str(big), max_steps=1, batch_size=256, max_length=512, device="cuda",
-                         precision="fp32")
-    train(FinetuneConfig("bert", str(tiny_models["bert"]), max_steps=1, batch_size=8, max_length=16, device="cuda",
-                         precision="fp32"), toy(32, 8), tmp_path / "warm-up")
+    long = LabelledData(
+        "long",
+        Split(tuple(f"row {i} " + "very " * 600 for i in range(264)), tuple(i % 2 for i in range(264))),
+        Split(("short one", "short two"), (0, 1)),
+        ("a", "b"),
+        "generated in the test",
+        "n/a",
+    )
+    cfg = FinetuneConfig("bert", str(big), max_steps=1, batch_size=256, max_length=512, device="cuda", precision="fp32")
+    train(
+        FinetuneConfig(
+            "bert", str(tiny_models["bert"]), max_steps=1, batch_size=8, max_length=16, device="cuda", precision="fp32"
+        ),
+        toy(32, 8),
+        tmp_path / "warm-up",
+    )
     base = _cuda_allocated()
     torch.cuda.set_per_process_memory_fraction(0.02)
     try:
@@ -351,8 +411,19 @@ def test_gpu_out_of_memory_gives_the_memory_back_and_says_what_to_do(tiny_models
 
 @gpu
 def test_bf16_finetune_on_the_gpu_learns(tiny_models, tmp_path):
-    cfg = FinetuneConfig("bert", str(tiny_models["bert"]), epochs=3, lr=3e-3, batch_size=16, max_length=16,
-                         pooling="mean", patience=0, device="cuda", precision="bf16", seed=0)
+    cfg = FinetuneConfig(
+        "bert",
+        str(tiny_models["bert"]),
+        epochs=3,
+        lr=3e-3,
+        batch_size=16,
+        max_length=16,
+        pooling="mean",
+        patience=0,
+        device="cuda",
+        precision="bf16",
+        seed=0,
+    )
     r = train(cfg, toy(), tmp_path / "run")
     print(f"\nbf16 fine-tune on {r.device}: accuracy {r.accuracy:.3f}, {r.samples_per_s:.0f} samples/s")
     assert r.precision == "bf16" and r.device.startswith("cuda")
@@ -366,11 +437,25 @@ def test_bf16_finetune_on_the_gpu_learns(tiny_models, tmp_path):
 @gpu
 def test_two_seeded_gpu_finetunes_interleaved_in_threads_match_each_alone(tiny_models, tmp_path):
     data = toy(48, 8)
-    cfgs = [FinetuneConfig("bert", str(tiny_models["bert"]), max_steps=5, batch_size=8, max_length=16, seed=s,
-                           lr=1e-3, patience=0, device="cuda", precision="fp32") for s in (1, 2)]
+    cfgs = [
+        FinetuneConfig(
+            "bert",
+            str(tiny_models["bert"]),
+            max_steps=5,
+            batch_size=8,
+            max_length=16,
+            seed=s,
+            lr=1e-3,
+            patience=0,
+            device="cuda",
+            precision="fp32",
+        )
+        for s in (1, 2)
+    ]
     alone = [train(c, data, tmp_path / f"alone{i}") for i, c in enumerate(cfgs)]
-    together = _interleaved([lambda hook, c=c, i=i: train(c, data, tmp_path / f"together{i}", on_step=hook)
-                             for i, c in enumerate(cfgs)])
+    together = _interleaved(
+        [lambda hook, c=c, i=i: train(c, data, tmp_path / f"together{i}", on_step=hook) for i, c in enumerate(cfgs)]
+    )
     for a, b in zip(alone, together):
         # the same dropout masks; cuBLAS may still sum in another order, hence a tolerance
         assert np.allclose([h["loss"] for h in a.history], [h["loss"] for h in b.history], atol=1e-4)

@@ -1,6 +1,7 @@
 """core/inspect/head_importance: gradient importance (Michel et al. 2019) for all four families on tiny random models and a
 tiny fine-tuned classifier, its check against single-head ablation, and, on the bundled bert-mini (real weights),
 that pruning heads in importance order hurts the MLM loss less than pruning them in random order."""
+
 from __future__ import annotations
 
 import pickle
@@ -12,8 +13,12 @@ from core.inspect.ablation import default_texts
 from core.inspect.head_importance import ImportanceError, head_importance, importance_job
 from core.models.loading import ModelSpec, load
 
-TEXTS = ["the cat sat on the mat and looked at the dog", "a dog ran in the park today with a ball",
-         "it was a good day for a long walk", "the river runs past the old mill to the sea"] * 2
+TEXTS = [
+    "the cat sat on the mat and looked at the dog",
+    "a dog ran in the park today with a ball",
+    "it was a good day for a long walk",
+    "the river runs past the old mill to the sea",
+] * 2
 
 
 def test_mlm_importance_of_every_family(family, tiny_models):
@@ -39,15 +44,20 @@ def test_gradient_scores_are_reproducible_and_leave_the_model_untouched(tiny_mod
 
 def test_classifier_importance_and_the_job(tiny_models, tmp_path):
     from core.data.datasets_local import LabelledData, Split
-    from core.train.finetune import train
     from core.predict.classify import load_finetuned
+    from core.train.finetune import train
     from core.train.finetune_config import FinetuneConfig
 
     texts = tuple(f"it was {w}" for w in ("good", "bad", "great", "awful") * 4)
     labels = (1, 0, 1, 0) * 4
     data = LabelledData("toy", Split(texts, labels), Split(texts[:8], labels[:8]), ("neg", "pos"), "test", "n/a")
-    run = train(FinetuneConfig("distilbert", str(tiny_models["distilbert"]), max_steps=2, batch_size=8,
-                               max_length=16, pooling="cls"), data, tmp_path / "run")
+    run = train(
+        FinetuneConfig(
+            "distilbert", str(tiny_models["distilbert"]), max_steps=2, batch_size=8, max_length=16, pooling="cls"
+        ),
+        data,
+        tmp_path / "run",
+    )
     fm = load_finetuned(run.model_dir, device="cpu")
     batch = (run.test_texts, None, tuple(int(y) for y in run.test_labels))
     r = head_importance(fm, batch=batch, fractions=(0.0, 1.0), seeds=(0,))
@@ -57,8 +67,9 @@ def test_classifier_importance_and_the_job(tiny_models, tmp_path):
     with pytest.raises(ImportanceError, match="eval set"):
         head_importance(fm)
     # the job form: picklable, loads the model itself, reports progress
-    fn = importance_job("distilbert", run.model_dir, "cpu", exhaustive=False, pruning=False,
-                        finetuned_dir=run.model_dir, batch=batch)
+    fn = importance_job(
+        "distilbert", run.model_dir, "cpu", exhaustive=False, pruning=False, finetuned_dir=run.model_dir, batch=batch
+    )
     fn = pickle.loads(pickle.dumps(fn))
 
     class Ctx:  # what core.runtime.jobs hands a job: progress(fraction, message)

@@ -1,5 +1,6 @@
 """The held-out fraction of an upload has one range (core.data.datasets_local.HELD_OUT_FRACTION): both loaders check
 it there, and the Fine-tune page's boxes and URL fields read it (app/views/train/finetune.py)."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -11,8 +12,10 @@ from core.data.token_data import from_sentences
 B = HELD_OUT_FRACTION
 TABLE = pd.DataFrame({"text": [f"row {i}" for i in range(40)], "label": [i % 2 for i in range(40)]})
 SENTS = [(["word", str(i)], ["O", "B-X"]) for i in range(40)]
-LOADERS = {"table": lambda f: from_table(TABLE, "text", "label", test_fraction=f),
-           "tokens": lambda f: from_sentences(SENTS, "x", "test", "none", test_fraction=f)}
+LOADERS = {
+    "table": lambda f: from_table(TABLE, "text", "label", test_fraction=f),
+    "tokens": lambda f: from_sentences(SENTS, "x", "test", "none", test_fraction=f),
+}
 
 
 @pytest.mark.parametrize("which", LOADERS)

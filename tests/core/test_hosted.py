@@ -1,11 +1,12 @@
 """Hosted mode: the custom box takes Hub ids only, messages show no server path, limits are settings."""
+
 from __future__ import annotations
 
 import pytest
 
 from core.base import settings
-from core.models.hosted import HostedRefusal, check_custom_checkpoint
 from core.base.paths import scrub
+from core.models.hosted import HostedRefusal, check_custom_checkpoint
 from core.models.loading import ModelSpec, load
 from core.registry import ModelLoadError
 
@@ -17,9 +18,23 @@ def hosted(monkeypatch):
     monkeypatch.delenv("ENCODERLAB_HUB_ALLOWLIST", raising=False)
 
 
-@pytest.mark.parametrize("typed", ["/etc", "/etc/", "../", "../../etc/passwd", "./assets/models/bert-mini",
-                                   "~/models", "/tmp/encoderlab-runs/abc123/run1", "assets/models/bert-mini",
-                                   "C:\\models", "owner/name/../../etc", "..", "."])
+@pytest.mark.parametrize(
+    "typed",
+    [
+        "/etc",
+        "/etc/",
+        "../",
+        "../../etc/passwd",
+        "./assets/models/bert-mini",
+        "~/models",
+        "/tmp/encoderlab-runs/abc123/run1",
+        "assets/models/bert-mini",
+        "C:\\models",
+        "owner/name/../../etc",
+        "..",
+        ".",
+    ],
+)
 def test_hosted_custom_box_refuses_paths_without_repeating_them(hosted, typed):
     with pytest.raises(HostedRefusal) as e:
         check_custom_checkpoint(typed)
@@ -80,8 +95,15 @@ def test_limits_are_settings_with_safe_hosted_defaults(monkeypatch):
     local = settings.current()
     monkeypatch.setenv("ENCODERLAB_HOSTED", "1")
     h = settings.current()
-    for f in ("max_text_chars", "max_batch_rows", "max_attribution_steps", "max_epochs", "max_upload_mb",
-              "session_running", "session_queued"):
+    for f in (
+        "max_text_chars",
+        "max_batch_rows",
+        "max_attribution_steps",
+        "max_epochs",
+        "max_upload_mb",
+        "session_running",
+        "session_queued",
+    ):
         assert getattr(h, f) <= getattr(local, f), f
     monkeypatch.setenv("ENCODERLAB_MAX_EPOCHS", "2")
     assert settings.current().max_epochs == 2
@@ -93,8 +115,8 @@ def test_limits_are_settings_with_safe_hosted_defaults(monkeypatch):
 def test_hosted_limits_reach_the_configs_with_clear_messages(hosted, monkeypatch):
     from core.inspect.attribution_inputs import AttributionConfig
     from core.predict.fill_mask import FillMaskConfig, configs_from_lines
-    from core.train.finetune_config import FinetuneConfig
     from core.predict.sentence_pair import PairConfig, parse_pairs_csv
+    from core.train.finetune_config import FinetuneConfig
 
     monkeypatch.setenv("ENCODERLAB_MAX_BATCH_ROWS", "10")  # below every page's own cap, so the setting decides
     s = settings.current()

@@ -2,6 +2,7 @@
 ``__main__`` module (no spec, no loader, ``__file__`` = the script), and multiprocessing's spawn re-runs a ``__main__``
 that has a ``__file__`` in the child. The worker then ran the whole app in bare mode: hundreds of "missing
 ScriptRunContext" warnings in the server log for every probes or corpus-index job."""
+
 import functools
 import sys
 import types
@@ -26,8 +27,12 @@ def test_a_job_started_from_a_streamlit_script_thread_imports_no_streamlit_and_l
     fake_main.__dict__["__file__"] = str(ROOT / "app" / "main.py")
     monkeypatch.setitem(sys.modules, "__main__", fake_main)
     r = JobRunner({"cpu": 1}, workers=True)
-    job = r.wait(r.submit("probes", functools.partial(imports_then_reports, ("core.represent.probes", "core.represent.corpus_index"))),
-                 timeout=300)
+    job = r.wait(
+        r.submit(
+            "probes", functools.partial(imports_then_reports, ("core.represent.probes", "core.represent.corpus_index"))
+        ),
+        timeout=300,
+    )
     assert sys.modules["__main__"] is fake_main  # the script's module is back in place after the start
     assert job.in_process and job.status == DONE, job.error
     assert job.result == []

@@ -1,5 +1,6 @@
 """core.inspect.lens: the raw lens (last row == Fill-mask, every family, depth counts), the tuned lens (lower held-out KL
 than the raw one, saved and reloaded, trained in a job), and bad input."""
+
 from __future__ import annotations
 
 import json
@@ -9,11 +10,12 @@ import time
 import pytest
 import torch
 
+from core.base.caches import reset_caches
 from core.inspect import lens as L
 from core.inspect import lens_forward as LF
 from core.inspect import tuned_lens as TL
-from core.predict.fill_mask import FillMaskConfig, FillMaskError, encode, fill_mask_batch
 from core.models.loading import ModelSpec, load
+from core.predict.fill_mask import FillMaskConfig, FillMaskError, encode, fill_mask_batch
 from core.registry import bundled_families, bundled_id
 
 TWO_MASKS = "The cat slept on the warm [MASK] all afternoon, and the [MASK] barked."
@@ -100,7 +102,9 @@ def test_tuned_lens_beats_raw_on_heldout_and_is_saved(tmp_path, monkeypatch, one
     cfg = TL.TuneConfig(steps=25, batch_size=8, max_length=48, heldout_sentences=32)
     tuned, rep = TL.tune(lm, cfg, on_progress=lambda f, msg="", **m: seen.append(f))
     assert seen[-1] == 1.0 and len(seen) > cfg.steps
-    assert rep.steps == 25 and len(rep.kl_raw) == len(rep.kl_tuned) == 7 and rep.heldout_positions > 50  # masked positions of 32 sentences
+    assert (
+        rep.steps == 25 and len(rep.kl_raw) == len(rep.kl_tuned) == 7 and rep.heldout_positions > 50
+    )  # masked positions of 32 sentences
     for d in range(6):  # held-out text, never trained on: lower at every intermediate depth
         assert rep.kl_tuned[d] < rep.kl_raw[d], (d, rep.kl_raw, rep.kl_tuned)
     assert rep.kl_raw[-1] == rep.kl_tuned[-1] == 0.0
@@ -108,7 +112,7 @@ def test_tuned_lens_beats_raw_on_heldout_and_is_saved(tmp_path, monkeypatch, one
     folder = TL.lens_dir(lm)
     assert folder.parent == tmp_path / "lens" and folder.name == f"roberta-{TL.model_key(lm)}"
     assert json.loads((folder / TL.REPORT_FILE).read_text())["key"] == TL.model_key(lm)
-    TL._CACHE.clear()
+    reset_caches()  # read back from disk, as after a restart
     again, rep2 = TL.load_tuned(lm)
     assert rep2 == rep and torch.equal(again.weight, tuned.weight) and torch.equal(again.bias, tuned.bias)
     assert not torch.equal(tuned.weight[0], torch.eye(tuned.hidden))  # it did learn
@@ -164,13 +168,16 @@ def test_hosted_report_names_no_server_path(tiny_models, tmp_path, monkeypatch):
     assert str(folder) not in TL.lens_dir(lm).name
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(text="No mask in this sentence."), r"no \[MASK\]"),
-    (dict(text="   "), "empty"),
-    (dict(text="A [MASK].", top_k=0), "top-k"),
-    (dict(text="A [MASK].", mode="logit"), "raw"),
-    (dict(text="[MASK] [MASK]"), "context"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(text="No mask in this sentence."), r"no \[MASK\]"),
+        (dict(text="   "), "empty"),
+        (dict(text="A [MASK].", top_k=0), "top-k"),
+        (dict(text="A [MASK].", mode="logit"), "raw"),
+        (dict(text="[MASK] [MASK]"), "context"),
+    ],
+)
 def test_bad_config(kwargs, match):
     with pytest.raises(ValueError, match=match):
         L.LensConfig(**kwargs)

@@ -1,6 +1,7 @@
 """The last-layer-at-the-masks-only forward equals the full encoder's output there, for every registered family
 (and the generic one), with the default linears and with oneDNN-packed ones; families the fast forward does not
 claim run the transformers forward; packs follow weight changes."""
+
 from __future__ import annotations
 
 import platform
@@ -9,14 +10,17 @@ import pytest
 import torch
 
 from core.models import packed_linear
-from core.models.masked_forward import fast_path, masked_hidden, masked_logits
 from core.models.loading import ModelSpec, load
-from core.registry import mlm_head
-from core.registry import FAMILIES, GENERIC
+from core.models.masked_forward import fast_path, masked_hidden, masked_logits
+from core.registry import FAMILIES, GENERIC, mlm_head
 from tests.conftest import GENERIC_KEY
 
-PACKED = [False, pytest.param(True, marks=pytest.mark.skipif(not packed_linear.available(),
-                                                             reason="this torch build cannot pack linears"))]
+PACKED = [
+    False,
+    pytest.param(
+        True, marks=pytest.mark.skipif(not packed_linear.available(), reason="this torch build cannot pack linears")
+    ),
+]
 
 
 def _batch(tok, texts):
@@ -25,8 +29,8 @@ def _batch(tok, texts):
     ids = torch.full((len(enc), t), tok.pad_token_id)
     attn = torch.zeros((len(enc), t), dtype=torch.long)
     for i, e in enumerate(enc):
-        ids[i, :len(e)] = torch.tensor(e)
-        attn[i, :len(e)] = 1
+        ids[i, : len(e)] = torch.tensor(e)
+        attn[i, : len(e)] = 1
     return ids, attn
 
 
@@ -82,7 +86,8 @@ def test_it_really_skips_work(tiny_models):
     lm = load(ModelSpec("bert", str(tiny_models["bert"]), "cpu"), task="mlm")
     seen = []
     h = lm.model.base_model.encoder.layer[-1].intermediate.dense.register_forward_hook(
-        lambda m, i, o: seen.append(i[0].shape))
+        lambda m, i, o: seen.append(i[0].shape)
+    )
     try:
         ids, _ = _batch(lm.tokenizer, ["the cat sat on the mat ."])
         with torch.inference_mode():

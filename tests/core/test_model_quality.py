@@ -60,12 +60,16 @@ def floor_problem(measured: float, fig: Figure) -> str | None:
     """Why ``measured`` does not hold ``fig``'s card figure (None when it does, within NOISE items)."""
     margin = (NOISE + 0.5) / fig.n  # + half an item: the card rounds to four decimals
     if measured < fig.value - margin:
-        return (f"{fig.model} {fig.metric}: {measured:.2%}, below its card's {fig.value:.2%} by more than "
-                f"{NOISE} of {fig.n} items: the model got worse")
+        return (
+            f"{fig.model} {fig.metric}: {measured:.2%}, below its card's {fig.value:.2%} by more than "
+            f"{NOISE} of {fig.n} items: the model got worse"
+        )
     if measured > fig.value + margin:
-        return (f"{fig.model} {fig.metric}: {measured:.2%}, above its card's {fig.value:.2%} by more than "
-                f"{NOISE} of {fig.n} items: the card is stale (rewrite it with `make models` or "
-                "scripts/card_xlmr_e5.py)")
+        return (
+            f"{fig.model} {fig.metric}: {measured:.2%}, above its card's {fig.value:.2%} by more than "
+            f"{NOISE} of {fig.n} items: the card is stale (rewrite it with `make models` or "
+            "scripts/card_xlmr_e5.py)"
+        )
     return None
 
 
@@ -75,18 +79,22 @@ def card_figures() -> dict[str, list[Figure]]:
     for fam in ZOO:
         card = _card(RECIPES_BY_FAMILY[fam])
         p, bars, name = card["probe"], card.get("bars", {}), bundled_id(fam)
-        figs = [Figure(name, "probe top-5", p["top5"], p["items"], bars.get("probe_top5")),
-                Figure(name, "probe top-1", p["top1"], p["items"])]
+        figs = [
+            Figure(name, "probe top-5", p["top5"], p["items"], bars.get("probe_top5")),
+            Figure(name, "probe top-1", p["top1"], p["items"]),
+        ]
         if "pair_acc" in card["heldout"]:
             h = card["heldout"]
             figs.append(Figure(name, "held-out pair accuracy", h["pair_acc"], h["pairs"], bars.get("pair_acc")))
         out[fam] = figs
     card = _card(XLMR_FOLDER)
     zh, en, bars = card["probe_zh"], card["probe"], card.get("bars", {})
-    out[XLMR_FOLDER] = [Figure(card["name"], "Chinese probe top-5", zh["top5"], zh["items"], bars.get("probe_zh_top5")),
-                        Figure(card["name"], "Chinese probe top-1", zh["top1"], zh["items"]),
-                        Figure(card["name"], "probe top-5", en["top5"], en["items"]),
-                        Figure(card["name"], "probe top-1", en["top1"], en["items"])]
+    out[XLMR_FOLDER] = [
+        Figure(card["name"], "Chinese probe top-5", zh["top5"], zh["items"], bars.get("probe_zh_top5")),
+        Figure(card["name"], "Chinese probe top-1", zh["top1"], zh["items"]),
+        Figure(card["name"], "probe top-5", en["top5"], en["items"]),
+        Figure(card["name"], "probe top-1", en["top1"], en["items"]),
+    ]
     return out
 
 
@@ -97,8 +105,14 @@ def _pair_acc(family: str) -> tuple[float, int]:
     lm = load(ModelSpec(family, bundled_id(family), "cpu"), "pretraining")
     cfg = json.loads((ASSETS / "models" / RECIPES_BY_FAMILY[family] / "pretrain_log.json").read_text())["config"]
     docs = tokenize_documents(load_documents(CORPUS_DIR / HELDOUT_FILE), lm.tokenizer, family)
-    inst = make_instances(docs, lm.tokenizer, pair=cfg["pair_objective"], max_len=cfg["max_len"], seed=HELDOUT_SEED,
-                          use_types=lm.family.token_types)
+    inst = make_instances(
+        docs,
+        lm.tokenizer,
+        pair=cfg["pair_objective"],
+        max_len=cfg["max_len"],
+        seed=HELDOUT_SEED,
+        use_types=lm.family.token_types,
+    )
     ev = evaluate(lm.model, family, lm.tokenizer, inst, [0] * 5)
     return ev["pair_acc"], ev["pairs"]
 
@@ -116,8 +130,12 @@ def measured() -> dict[str, dict[str, float]]:
             out[fam]["held-out pair accuracy"], out[fam]["pairs"] = _pair_acc(fam)
     lm = load(ModelSpec("xlm-roberta", f"encoderlab/{XLMR_FOLDER}", "cpu"), "mlm")
     zh, en = score(lm, load_probe(ZH_PROBE_PATH)), score(lm)
-    out[XLMR_FOLDER] = {"Chinese probe top-5": zh.topk, "Chinese probe top-1": zh.top1, "probe top-5": en.topk,
-                        "probe top-1": en.top1}
+    out[XLMR_FOLDER] = {
+        "Chinese probe top-5": zh.topk,
+        "Chinese probe top-1": zh.top1,
+        "probe top-5": en.topk,
+        "probe top-1": en.top1,
+    }
     return out
 
 
@@ -136,8 +154,12 @@ def _bar_params():
                 continue
             missed = fig.value < fig.bar
             reason = f"{fig.model} {fig.metric}: {fig.value:.1%} on its card, bar {fig.bar:.0%}: missed"
-            yield pytest.param(model, fig, id=f"{model}-{fig.metric}",
-                               marks=[pytest.mark.xfail(strict=True, reason=reason)] if missed else [])
+            yield pytest.param(
+                model,
+                fig,
+                id=f"{model}-{fig.metric}",
+                marks=[pytest.mark.xfail(strict=True, reason=reason)] if missed else [],
+            )
 
 
 @pytest.mark.parametrize(("model", "fig"), list(_bar_params()))

@@ -1,4 +1,5 @@
 """Registry and loading for all four families through the real from_pretrained path on local folders."""
+
 from __future__ import annotations
 
 import shutil
@@ -8,9 +9,9 @@ import sys
 import pytest
 import torch
 
+from core.models.devices import resolve_device
 from core.models.loading import ModelSpec, load, resolve
 from core.registry import FAMILIES, ModelLoadError, bundled_id
-from core.models.devices import resolve_device
 
 
 def test_registry_has_the_families_with_their_differences():
@@ -19,10 +20,22 @@ def test_registry_has_the_families_with_their_differences():
     assert FAMILIES["roberta"].pair_head is None and "NSP" in FAMILIES["roberta"].pair_head_note
     assert FAMILIES["roberta"].mask_token == "<mask>"
     ids = {c.id for f in FAMILIES.values() for c in f.checkpoints}
-    assert {"bert-base-uncased", "bert-large-uncased", "roberta-base", "roberta-large", "albert-base-v2",
-            "albert-large-v2", "albert-xlarge-v2", "distilbert-base-uncased", "bert-base-chinese",
-            "hfl/chinese-roberta-wwm-ext", "xlm-roberta-base", "xlm-roberta-large", "answerdotai/ModernBERT-base",
-            "answerdotai/ModernBERT-large"} <= ids
+    assert {
+        "bert-base-uncased",
+        "bert-large-uncased",
+        "roberta-base",
+        "roberta-large",
+        "albert-base-v2",
+        "albert-large-v2",
+        "albert-xlarge-v2",
+        "distilbert-base-uncased",
+        "bert-base-chinese",
+        "hfl/chinese-roberta-wwm-ext",
+        "xlm-roberta-base",
+        "xlm-roberta-large",
+        "answerdotai/ModernBERT-base",
+        "answerdotai/ModernBERT-large",
+    } <= ids
 
 
 @pytest.mark.parametrize("task", ["base", "mlm", "pretraining", "seqcls"])
@@ -130,14 +143,20 @@ def test_real_minilm_loads_and_reports_missing_mlm_head():
 
 
 def test_core_never_imports_streamlit():
-    code = ("import sys, pkgutil, importlib, core\n"
-            "for m in pkgutil.walk_packages(core.__path__, 'core.'):\n"
-            "    if m.name.endswith('__main__'): continue\n"
-            "    importlib.import_module(m.name)\n"
-            "assert 'streamlit' not in sys.modules, 'core imported streamlit'\n"
-            "print('ok')")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=str(
-        __import__("pathlib").Path(__file__).resolve().parents[2]))
+    code = (
+        "import sys, pkgutil, importlib, core\n"
+        "for m in pkgutil.walk_packages(core.__path__, 'core.'):\n"
+        "    if m.name.endswith('__main__'): continue\n"
+        "    importlib.import_module(m.name)\n"
+        "assert 'streamlit' not in sys.modules, 'core imported streamlit'\n"
+        "print('ok')"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=str(__import__("pathlib").Path(__file__).resolve().parents[2]),
+    )
     assert out.returncode == 0 and "ok" in out.stdout, out.stderr
 
 

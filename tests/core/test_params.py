@@ -1,4 +1,5 @@
 """Parameter breakdowns, checked exactly against published counts for the official configs."""
+
 import pytest
 
 from core.models.params import albert_factorization, breakdown

@@ -1,5 +1,6 @@
 """core/train/pretrain: the masking function (proportions, loss positions, whole words for three tokenizer kinds),
 pair instances (NSP/SOP), bad input, resume + determinism, a few steps of each family, and the bundled zoo."""
+
 from __future__ import annotations
 
 import json
@@ -8,16 +9,18 @@ from pathlib import Path
 import pytest
 import torch
 
-from core.models.loading import ModelSpec, load
 from core.base.paths import zoo_dir
 from core.data.corpus import CORPUS_DIR, CorpusError, check_documents, decode_upload, parse_documents
-from core.train.pretrain.data import Sentence, make_instances, pad, special_mask
 from core.data.masking import IGNORE, mask_tokens, word_index, word_starts
-from core.train.pretrain.train import PretrainConfig, PretrainError, pretrain
+from core.models.loading import ModelSpec, load
 from core.models.tokenizer_build import bert_uncased_tokenizer, save_tokenizer, train_tokenizer
+from core.train.pretrain.data import Sentence, make_instances, pad, special_mask
+from core.train.pretrain.train import PretrainConfig, PretrainError, pretrain
 
-WORDY = ("Antidisestablishmentarianism notwithstanding, photosynthesising chloroplasts outmanoeuvred "
-         "the unbelievably overcomplicated bureaucracies of Constantinople.")
+WORDY = (
+    "Antidisestablishmentarianism notwithstanding, photosynthesising chloroplasts outmanoeuvred "
+    "the unbelievably overcomplicated bureaucracies of Constantinople."
+)
 
 
 # ---------------------------------------------------------------------------------------------- masking
@@ -76,8 +79,11 @@ def test_bad_ratios_raise():
 
 @pytest.fixture(scope="module")
 def tokenizers(tmp_path_factory):
-    texts = [line for line in (Path(__file__).resolve().parents[2] / "assets" / "examples" / "en.txt")
-             .read_text().splitlines() if line.strip()] * 3
+    texts = [
+        line
+        for line in (Path(__file__).resolve().parents[2] / "assets" / "examples" / "en.txt").read_text().splitlines()
+        if line.strip()
+    ] * 3
     base = tmp_path_factory.mktemp("toks")
     out = {"wordpiece": bert_uncased_tokenizer()}
     out["bpe"] = save_tokenizer("roberta", train_tokenizer("roberta", texts, 300), base / "bpe")
@@ -99,13 +105,22 @@ def test_whole_word_masking_covers_every_subtoken(tokenizers, kind):
         groups.setdefault(w, []).append(t)
     marker = {"wordpiece": "##", "bpe": "Ġ", "unigram": "▁"}[kind]
     for g in groups.values():
-        assert all(marker not in p[:len(marker)] for p in g[1:]) if kind != "wordpiece" else \
-            all(p.startswith("##") for p in g[1:])
+        assert (
+            all(marker not in p[: len(marker)] for p in g[1:])
+            if kind != "wordpiece"
+            else all(p.startswith("##") for p in g[1:])
+        )
     n = 300
     ids_t = torch.tensor([ids] * n)
     special = torch.zeros_like(ids_t, dtype=torch.bool)
-    m = mask_tokens(ids_t, special, mask_id=tok.mask_token_id, vocab_size=len(tok),
-                    generator=torch.Generator().manual_seed(0), word_ids=torch.tensor([words] * n))
+    m = mask_tokens(
+        ids_t,
+        special,
+        mask_id=tok.mask_token_id,
+        vocab_size=len(tok),
+        generator=torch.Generator().manual_seed(0),
+        word_ids=torch.tensor([words] * n),
+    )
     sel = m.labels != IGNORE
     for w in set(words):
         cols = [i for i, x in enumerate(words) if x == w]
@@ -129,7 +144,7 @@ class _Tok:
 
 def _segments(x):
     a_end = x.ids.index(102)
-    return list(x.ids[1:a_end]), list(x.ids[a_end + 1:-1])
+    return list(x.ids[1:a_end]), list(x.ids[a_end + 1 : -1])
 
 
 def test_sop_pairs_are_in_order_or_swapped():
@@ -199,9 +214,24 @@ def tiny_corpus(tmp_path_factory) -> Path:
 
 
 def _tiny_cfg(family, out, corpus, **kw):
-    base = dict(family=family, out=str(out), corpus=str(corpus), steps=16, batch_size=8, max_len=64, lr=3e-3,
-                size="tiny", vocab_size=400, log_every=1, eval_every=0, eval_instances=8, checkpoint_every=0,
-                threads=1, warmup=0.0, prior_bias=False)
+    base = dict(
+        family=family,
+        out=str(out),
+        corpus=str(corpus),
+        steps=16,
+        batch_size=8,
+        max_len=64,
+        lr=3e-3,
+        size="tiny",
+        vocab_size=400,
+        log_every=1,
+        eval_every=0,
+        eval_instances=8,
+        checkpoint_every=0,
+        threads=1,
+        warmup=0.0,
+        prior_bias=False,
+    )
     return PretrainConfig(**{**base, **kw})
 
 
@@ -234,8 +264,10 @@ def test_interrupted_run_resumes_to_the_same_weights(tiny_corpus, tmp_path):
 
     straight = pretrain(_tiny_cfg("roberta", tmp_path / "a", tiny_corpus, steps=8, checkpoint_every=4))
     calls = []
-    stopped = pretrain(_tiny_cfg("roberta", tmp_path / "b", tiny_corpus, steps=8, checkpoint_every=4),
-                       should_stop=lambda: calls.append(1) or len(calls) >= 5)
+    stopped = pretrain(
+        _tiny_cfg("roberta", tmp_path / "b", tiny_corpus, steps=8, checkpoint_every=4),
+        should_stop=lambda: calls.append(1) or len(calls) >= 5,
+    )
     assert stopped.status == "stopped" and stopped.steps == 5
     resumed = pretrain(_tiny_cfg("roberta", tmp_path / "b", tiny_corpus, steps=8, checkpoint_every=4))
     assert resumed.status == "done" and resumed.steps == 8
@@ -270,6 +302,7 @@ def test_bundled_model_loads_and_has_a_card(fam, monkeypatch):
         assert card["vs_teacher"]["params_ratio"] < 1.0
 
 
+@pytest.mark.timeout(300)  # 15-40 s
 def test_albert_from_minilm_keeps_tokens_apart():
     """One MiniLM layer used 6 times at full strength pulls the positions together (with the first zoo's
     8000-piece tokenizer their mean cosine reached 0.98 and MLM stayed at the unigram guess); halving its residual
@@ -279,12 +312,18 @@ def test_albert_from_minilm_keeps_tokens_apart():
     sentence gave 0.43 against 0.41), and on a 200-piece one the effect drowned in it."""
     from transformers import AutoTokenizer
 
-    from core.train.pretrain.build import albert_from_minilm
     from core.models.tokenizer_build import minilm_folder
+    from core.train.pretrain.build import albert_from_minilm
 
     tok = AutoTokenizer.from_pretrained(str(minilm_folder()))
-    enc = tok(["the lord is my shepherd and the cat sat on the mat",
-               "She poured a cup of hot tea and sat by the window to drink it."], padding=True, return_tensors="pt")
+    enc = tok(
+        [
+            "the lord is my shepherd and the cat sat on the mat",
+            "She poured a cup of hot tea and sat by the window to drink it.",
+        ],
+        padding=True,
+        return_tensors="pt",
+    )
 
     def mean_cosine(scale: float, row: int) -> float:
         torch.manual_seed(0)
@@ -292,7 +331,7 @@ def test_albert_from_minilm_keeps_tokens_apart():
         with torch.no_grad():
             h = model.albert(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"]).last_hidden_state
         n = int(enc["attention_mask"][row].sum())
-        h = torch.nn.functional.normalize(h[row, 1:n - 1], dim=-1)
+        h = torch.nn.functional.normalize(h[row, 1 : n - 1], dim=-1)
         return (h @ h.T).mean().item()
 
     for row in (0, 1):
@@ -303,8 +342,8 @@ def test_albert_from_minilm_keeps_tokens_apart():
 def test_albert_fit_to_minilm_moves_toward_minilm_and_lands_on_the_unigram_vocab(tokenizers, tiny_corpus):
     """The fit (build.MiniLMFit) raises the shared ALBERT's cosine to MiniLM's hidden states, is deterministic for
     a seed, and the result is an ALBERT on the Unigram vocabulary, still factorized and shared."""
-    from core.train.pretrain.build import MiniLMFit, albert_from_minilm
     from core.data.corpus import load_documents
+    from core.train.pretrain.build import MiniLMFit, albert_from_minilm
 
     tok = tokenizers["unigram"]
     docs = load_documents(tiny_corpus)
@@ -312,8 +351,10 @@ def test_albert_fit_to_minilm_moves_toward_minilm_and_lands_on_the_unigram_vocab
     def fitted(seed: int):
         cos: list[float] = []
         torch.manual_seed(0)
-        model = albert_from_minilm(tok, fit=MiniLMFit(docs, steps=16, seed=seed, batch_size=4, max_len=32,
-                                                      on_step=lambda i, n, c: cos.append(c)))
+        model = albert_from_minilm(
+            tok,
+            fit=MiniLMFit(docs, steps=16, seed=seed, batch_size=4, max_len=32, on_step=lambda i, n, c: cos.append(c)),
+        )
         return model, cos
 
     model, cos = fitted(0)
@@ -338,7 +379,9 @@ def test_fit_steps_only_for_albert_from_minilm(tmp_path, tiny_corpus):
 
 def test_pretrain_runs_the_albert_fit_first(tmp_path, tiny_corpus):
     fits: list[int] = []
-    report = pretrain(_tiny_cfg("albert", tmp_path / "a", tiny_corpus, init="minilm", fit_steps=3, steps=4),
-                      on_fit=lambda i, n, c: fits.append(i))
+    report = pretrain(
+        _tiny_cfg("albert", tmp_path / "a", tiny_corpus, init="minilm", fit_steps=3, steps=4),
+        on_fit=lambda i, n, c: fits.append(i),
+    )
     assert fits == [1, 2, 3] and report.status == "done" and report.steps == 4
     assert not load(ModelSpec("albert", str(tmp_path / "a"), device="cpu"), task="pretraining").head_missing

@@ -1,5 +1,6 @@
 """Layer probes: the task builders on a small corpus, the probe trainer on a planted synthetic stack, the control
 task, and run_probes on tiny models of the four families."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -8,16 +9,28 @@ import pytest
 from app.kit.exports import probes_csv
 from core.represent import probe_tasks as PT
 from core.represent import probes as P
-from core.represent.token_vectors import WORD_RE
 from core.represent.bundled_corpus import corpus_sentences
+from core.represent.token_vectors import WORD_RE
 
-COORD = ["The sun rose over the quiet hills, and the birds began to sing.",
-         "My brother bought a new red car, and he drove it home.",
-         "Some say the road is long, and I believe them all."]
-_LEFT = ["The old man walked to the market", "Our small garden grew tall beans", "A cold wind blew across the bay",
-         "The children played in the yard", "Her letter arrived on a Monday"]
-_RIGHT = ["the dogs slept by the door", "he smiled at the strangers", "it rained for three days",
-          "they sang a long song", "we waited for the bus"]
+COORD = [
+    "The sun rose over the quiet hills, and the birds began to sing.",
+    "My brother bought a new red car, and he drove it home.",
+    "Some say the road is long, and I believe them all.",
+]
+_LEFT = [
+    "The old man walked to the market",
+    "Our small garden grew tall beans",
+    "A cold wind blew across the bay",
+    "The children played in the yard",
+    "Her letter arrived on a Monday",
+]
+_RIGHT = [
+    "the dogs slept by the door",
+    "he smiled at the strangers",
+    "it rained for three days",
+    "they sang a long song",
+    "we waited for the bus",
+]
 MORE_COORD = [f"{a}, and {b}." for a in _LEFT for b in _RIGHT]  # 25 distinct "X, and Y." sentences
 
 
@@ -63,8 +76,12 @@ def test_coordination_inversion_finds_and_swaps_the_clauses(tasks):
     lower = PT.lower_vocab(COORD + ["He saw the sun."])
     assert PT.coord_invert(COORD[0], lower) == "The birds began to sing, and the sun rose over the quiet hills."
     assert PT.coord_invert(COORD[2], lower) == "I believe them all, and some say the road is long."
-    for no in ("He ran, and fell down hard.", "Red, green, and blue are colours.", "A cat, and then a dog ran.",
-               "And the man went out, and the dog followed him."):
+    for no in (
+        "He ran, and fell down hard.",
+        "Red, green, and blue are colours.",
+        "A cat, and then a dog ran.",
+        "And the man went out, and the dog followed him.",
+    ):
         assert PT.coordination(no) is None, no
     task = tasks["coord_inversion"]
     assert task.found >= 3  # the planted three at least, and the corpus's own

@@ -1,4 +1,5 @@
 """core/represent/projector: one point per occurrence, a map per depth, colour groups, the separation numbers, jobs."""
+
 from __future__ import annotations
 
 import re
@@ -6,21 +7,23 @@ import re
 import numpy as np
 import pytest
 
-from core.runtime.jobs import JobRunner
-from core.runtime.job_outcome import JobCancelled
 from core.models.loading import ModelSpec, load
 from core.represent.projector import MAX_POINTS, ProjectorConfig, color_groups, project, project_job, split_text
 from core.represent.projector_maps import next_word_agreement
 from core.represent.token_vectors import WORD_RE
+from core.runtime.job_outcome import JobCancelled
+from core.runtime.jobs import JobRunner
 
-TEXT = "\n".join([
-    "The bank of the river was muddy after the rain.",
-    "She paid the cheque into the bank on Monday. The bank was closed!",
-    "They sat on the bank and watched the boats go by.",
-    "Bank staff raised the rates; the river bank flooded.",
-    "A heron stood on the far bank of the stream.",
-    "Nobody banks here.",
-])
+TEXT = "\n".join(
+    [
+        "The bank of the river was muddy after the rain.",
+        "She paid the cheque into the bank on Monday. The bank was closed!",
+        "They sat on the bank and watched the boats go by.",
+        "Bank staff raised the rates; the river bank flooded.",
+        "A heron stood on the far bank of the stream.",
+        "Nobody banks here.",
+    ]
+)
 N_BANK = len(re.findall(r"\bbank\b", TEXT.lower()))  # 7 ("banks" is another word)
 
 
@@ -42,7 +45,7 @@ def test_a_words_points_are_its_occurrences_with_a_pca_map_per_depth(models, fam
     assert (1, "on") in nxt and (2, "was") in nxt and (4, "staff") in nxt and (3, "and") in nxt
     for d in range(3):
         c = p.at(d)
-        assert np.isfinite(c).all() and abs(float(np.sqrt((c ** 2).sum(1).mean())) - 1) < 1e-4  # unit RMS
+        assert np.isfinite(c).all() and abs(float(np.sqrt((c**2).sum(1).mean())) - 1) < 1e-4  # unit RMS
     assert p.explained is not None and all(0 < e <= 1 for e in p.explained)
     assert len(p.silhouette) == len(p.agreement) == 3 and 2 <= p.k <= 6
     assert p.clusters.shape == (3, N_BANK) and p.clusters.max() < p.k
@@ -76,15 +79,18 @@ def test_absent_and_rare_words_say_what_to_do(models):
         project(models["bert"], ProjectorConfig(word="heron", corpus="text", text=TEXT))
 
 
-@pytest.mark.parametrize("kw, message", [
-    (dict(word="river bank"), "is not one word"),
-    (dict(word=" "), "Type the word"),
-    (dict(corpus="text", text="  "), "The text is empty"),
-    (dict(method="tsne", max_points=20_000), "from 4 to 10,000 for TSNE"),
-    (dict(max_points=MAX_POINTS + 1), "Max points"),
-    (dict(dims=4), "2 or 3 dimensions"),
-    (dict(color="size"), "Colour by"),
-])
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        (dict(word="river bank"), "is not one word"),
+        (dict(word=" "), "Type the word"),
+        (dict(corpus="text", text="  "), "The text is empty"),
+        (dict(method="tsne", max_points=20_000), "from 4 to 10,000 for TSNE"),
+        (dict(max_points=MAX_POINTS + 1), "Max points"),
+        (dict(dims=4), "2 or 3 dimensions"),
+        (dict(color="size"), "Colour by"),
+    ],
+)
 def test_config_messages(kw, message):
     with pytest.raises(ValueError, match=message):
         ProjectorConfig(**kw)
@@ -145,6 +151,8 @@ def test_tsne_runs_as_a_job_and_returns_a_map_per_depth(tiny_models):
 def test_umap_once_at_a_tiny_size(models):
     # One depth only: umap-learn's numba JIT costs ~15 s on the first fit in a process (measured: import 3-4 s,
     # first fit of 30 points 16 s, the next 0.02 s), whatever the size.
-    p = project(models["bert"], ProjectorConfig(word="bank", corpus="text", text=TEXT, method="umap", depths=(2,),
-                                                dims=3, color="layer"))
+    p = project(
+        models["bert"],
+        ProjectorConfig(word="bank", corpus="text", text=TEXT, method="umap", depths=(2,), dims=3, color="layer"),
+    )
     assert p.coords.shape == (1, N_BANK, 3) and p.joint.shape == (N_BANK, 3) and np.isfinite(p.coords).all()

@@ -1,24 +1,34 @@
 """int8 dynamic quantization (core/compare/int8.py): smaller, agrees with fp32 on most of the probe, works on Fill-mask,
 refused on CUDA and for training."""
+
 from __future__ import annotations
 
 import pytest
 import torch
 
-from core.predict.fill_mask import FillMaskConfig, fill_mask_batch
-from core.models.masked_forward import masked_logits
-from core.models.loading import ModelSpec, load
-from core.registry import ModelLoadError, bundled_id, mlm_head
-from core.models.packed_linear import packed_modules
 from core.compare.int8 import QuantConfig, measure_quantization
-from core.models.int8 import QuantizeError, check_mode, disk_bytes, is_quantized, memory_bytes, quantize_int8, quantized_linears
+from core.models.int8 import (
+    QuantizeError,
+    check_mode,
+    disk_bytes,
+    is_quantized,
+    memory_bytes,
+    quantize_int8,
+    quantized_linears,
+)
+from core.models.loading import ModelSpec, load
+from core.models.masked_forward import masked_logits
+from core.models.packed_linear import packed_modules
+from core.predict.fill_mask import FillMaskConfig, fill_mask_batch
+from core.registry import ModelLoadError, bundled_id, mlm_head
 
 
 @pytest.fixture(scope="module")
 def bert_result():
     """The bundled bert-mini (real weights), fp32 against int8, at a tiny shape (1 x 16, one round)."""
-    return measure_quantization(ModelSpec("bert", bundled_id("bert"), "cpu"),
-                                QuantConfig(seq_len=16, batch=1, repeats=1, heldout=16))
+    return measure_quantization(
+        ModelSpec("bert", bundled_id("bert"), "cpu"), QuantConfig(seq_len=16, batch=1, repeats=1, heldout=16)
+    )
 
 
 def test_int8_is_smaller_and_agrees_with_fp32_on_most_of_the_probe(bert_result):
@@ -27,8 +37,10 @@ def test_int8_is_smaller_and_agrees_with_fp32_on_most_of_the_probe(bert_result):
     assert r.int8.disk_bytes < 0.8 * r.fp32.disk_bytes
     assert r.int8.memory_bytes < 0.8 * r.fp32.memory_bytes
     assert r.n_examples >= 12 and r.n_heldout >= 10
-    print(f"top-1 agreement: {r.agreement:.0%} of {r.n_examples + r.n_heldout} masks "
-          f"(examples {r.agree_examples:.0%}, held-out {r.agree_heldout:.0%})")
+    print(
+        f"top-1 agreement: {r.agreement:.0%} of {r.n_examples + r.n_heldout} masks "
+        f"(examples {r.agree_examples:.0%}, held-out {r.agree_heldout:.0%})"
+    )
     assert r.agreement > 0.6, r.disagreements
     assert 0.0 < r.fp32.heldout_top5 <= 1.0 and r.int8.heldout_top5 >= r.fp32.heldout_top5 - 0.15
     assert r.fp32.latency_ms > 0 and r.int8.latency_ms > 0

@@ -1,5 +1,6 @@
 """The family registry: no family name outside it, every family's official configs ship and build, its tiny model
 matches its own data, and the generic family is derived from a checkpoint."""
+
 from __future__ import annotations
 
 import ast
@@ -9,8 +10,7 @@ import pytest
 
 from core import registry
 from core.models.loading import ModelSpec, load
-from core.registry import ModelLoadError
-from core.registry import FAMILIES, GENERIC, family, official_config, piece_kind
+from core.registry import FAMILIES, GENERIC, ModelLoadError, family, official_config, piece_kind
 from tests.conftest import GENERIC_KEY
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,9 +36,11 @@ def literals(path: Path, names: set[str], root: Path = ROOT) -> list[str]:
             if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
                 docstrings.add(id(first.value))
     rel = path.relative_to(root)
-    return [f"{rel}:{n.lineno}: {n.value!r}" for n in ast.walk(tree)
-            if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value in names
-            and id(n) not in docstrings]
+    return [
+        f"{rel}:{n.lineno}: {n.value!r}"
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value in names and id(n) not in docstrings
+    ]
 
 
 def test_no_family_name_is_written_outside_the_registry():
@@ -49,8 +51,10 @@ def test_no_family_name_is_written_outside_the_registry():
             if (ROOT / "core" / "registry") in path.parents:
                 continue
             found += literals(path, names)
-    assert not found, ("Family names written outside core/registry (ask the registry instead: a Family field, "
-                       "families_with(...), family(key)):\n" + "\n".join(found))
+    assert not found, (
+        "Family names written outside core/registry (ask the registry instead: a Family field, "
+        "families_with(...), family(key)):\n" + "\n".join(found)
+    )
 
 
 def test_the_scan_finds_a_literal_and_skips_docstrings_and_comments(tmp_path):
@@ -97,8 +101,8 @@ def test_every_family_has_the_entries_the_code_asks_for():
 
 
 def test_speed_and_glue_claims_name_registered_families():
-    from core.compare.speed import SEED_CLAIMS
     from core.compare.glue_claims import GLUE_CLAIMS
+    from core.compare.speed import SEED_CLAIMS
 
     assert SEED_CLAIMS and all(a in FAMILIES and b in FAMILIES for a, b in SEED_CLAIMS)
     assert set(GLUE_CLAIMS) <= set(FAMILIES) and len(GLUE_CLAIMS) == 4

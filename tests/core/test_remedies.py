@@ -1,4 +1,5 @@
 """The out-of-memory remedies, measured (core/train/remedies.py): each run in its own process, a row per remedy."""
+
 from __future__ import annotations
 
 import pytest
@@ -25,8 +26,13 @@ def test_the_plan_has_the_baseline_and_a_row_per_remedy(cfg):
 
 def test_a_tiny_measurement_reports_peak_memory_and_speed_per_run(cfg):
     seen = []
-    res = measure_remedies(cfg, load_bundled("wordnet"), steps=3, names=("gradient_checkpointing", "max_length_64"),
-                           on_progress=lambda f, m: seen.append(f))
+    res = measure_remedies(
+        cfg,
+        load_bundled("wordnet"),
+        steps=3,
+        names=("gradient_checkpointing", "max_length_64"),
+        on_progress=lambda f, m: seen.append(f),
+    )
     assert [r.name for r in res.rows] == [BASELINE, "gradient_checkpointing", "max_length_64"]
     base, ckpt, same = res.rows
     for r in (base, ckpt):  # both ran to the end in their own process

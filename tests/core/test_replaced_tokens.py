@@ -1,6 +1,7 @@
 """Replaced token detection (core.predict.replaced_tokens) on tiny ELECTRA discriminators and generators saved to folders
 with the real bert-base-uncased WordPiece tokenizer: probabilities, word alignment, corruption, bad input, and a
 discriminator trained here on the RTD task that flags the words a generator replaced."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -8,9 +9,16 @@ import pytest
 import torch
 
 from core.models.loading import ModelSpec, load
-from core.predict.replaced_tokens import (RTD_TASK, ReplacedTokensError, RtdConfig, check_discriminator, load_discriminator,
-                                  role, score)
 from core.models.tiny import example_texts, make_tiny
+from core.predict.replaced_tokens import (
+    RTD_TASK,
+    ReplacedTokensError,
+    RtdConfig,
+    check_discriminator,
+    load_discriminator,
+    role,
+    score,
+)
 
 FAM = "electra"
 
@@ -18,8 +26,10 @@ FAM = "electra"
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory) -> dict[str, str]:
     base = tmp_path_factory.mktemp("rtd")
-    return {"disc": str(make_tiny(FAM, base / "disc", seed=0, task=RTD_TASK)),
-            "gen": str(make_tiny(FAM, base / "gen", seed=1, task="mlm"))}
+    return {
+        "disc": str(make_tiny(FAM, base / "disc", seed=0, task=RTD_TASK)),
+        "gen": str(make_tiny(FAM, base / "gen", seed=1, task="mlm")),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -82,14 +92,17 @@ def test_the_generator_replaces_exactly_the_asked_words_reproducibly(disc, gen):
     assert [w.text for w in other.words] != [w.text for w in r.words]
 
 
-@pytest.mark.parametrize("kwargs, fragment", [
-    (dict(text="   "), "empty"),
-    (dict(text="The [MASK] sat."), "never a mask"),
-    (dict(text="?!"), "no words"),
-    (dict(text="A cat.", corrupt=11), "from 0 to 10"),
-    (dict(text="A cat.", corrupt=-1), "from 0 to 10"),
-    (dict(text="A cat.", seed=-3), "Seed"),
-])
+@pytest.mark.parametrize(
+    "kwargs, fragment",
+    [
+        (dict(text="   "), "empty"),
+        (dict(text="The [MASK] sat."), "never a mask"),
+        (dict(text="?!"), "no words"),
+        (dict(text="A cat.", corrupt=11), "from 0 to 10"),
+        (dict(text="A cat.", corrupt=-1), "from 0 to 10"),
+        (dict(text="A cat.", seed=-3), "Seed"),
+    ],
+)
 def test_bad_config_says_what_to_do(kwargs, fragment):
     with pytest.raises(ValueError, match=fragment):
         RtdConfig(**kwargs)
@@ -113,9 +126,9 @@ def test_bad_models_and_requests_say_why(disc, gen, folders, tmp_path):
 
 
 def test_a_generator_on_another_vocabulary_is_refused(disc, tmp_path):
-    from core.registry import build_model
     from core.models.tiny import tiny_config
     from core.models.tokenizer_build import save_tokenizer, train_tokenizer
+    from core.registry import build_model
 
     tok = save_tokenizer("bert", train_tokenizer("bert", example_texts(), vocab_size=150), tmp_path)
     build_model(FAM, "mlm", tiny_config(FAM, len(tok), tok)).save_pretrained(str(tmp_path))

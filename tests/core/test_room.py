@@ -1,5 +1,6 @@
 """core/runtime/room.py and room_store.py: the room store (codes, keys, presenter state, polls, sentences, limits,
 closing) and follow_step."""
+
 from __future__ import annotations
 
 import threading
@@ -25,8 +26,18 @@ def clock():
 
 @pytest.fixture()
 def store(clock):
-    return InProcessStore(R.RoomLimits(idle_s=600, closed_keep_s=300, presence_s=6, rate_n=3, rate_window_s=30,
-                                       member_sentences=10, max_sentence_chars=280), clock=clock)
+    return InProcessStore(
+        R.RoomLimits(
+            idle_s=600,
+            closed_keep_s=300,
+            presence_s=6,
+            rate_n=3,
+            rate_window_s=30,
+            member_sentences=10,
+            max_sentence_chars=280,
+        ),
+        clock=clock,
+    )
 
 
 def _room(store):
@@ -61,8 +72,9 @@ def test_codes_are_read_as_typed(store):
 
 def test_publish_bumps_the_version_only_on_a_change(store):
     made = _room(store)
-    s1 = R.PresenterState.of("walkthrough", {"walkthrough.step": "2", "room": made.code, "key": made.key,
-                                             "lang": "en", "present": "1"})
+    s1 = R.PresenterState.of(
+        "walkthrough", {"walkthrough.step": "2", "room": made.code, "key": made.key, "lang": "en", "present": "1"}
+    )
     assert s1.as_dict() == {"walkthrough.step": "2"}  # the room, the key, the language, presenter view stay out
     assert store.publish(made.code, made.key, s1) == 1
     assert store.publish(made.code, made.key, R.PresenterState.of("walkthrough", {"walkthrough.step": "2"})) == 1
@@ -73,10 +85,15 @@ def test_publish_bumps_the_version_only_on_a_change(store):
 def test_presenter_controls_need_the_key(store):
     made = _room(store)
     state = R.PresenterState.of("home", {})
-    calls = [lambda k: store.publish(made.code, k, state), lambda k: store.reveal(made.code, k, 1),
-             lambda k: store.tally(made.code, k, 1, 3), lambda k: store.collect(made.code, k, True),
-             lambda k: store.submissions(made.code, k), lambda k: store.pick(made.code, k, None),
-             lambda k: store.close(made.code, k)]
+    calls = [
+        lambda k: store.publish(made.code, k, state),
+        lambda k: store.reveal(made.code, k, 1),
+        lambda k: store.tally(made.code, k, 1, 3),
+        lambda k: store.collect(made.code, k, True),
+        lambda k: store.submissions(made.code, k),
+        lambda k: store.pick(made.code, k, None),
+        lambda k: store.close(made.code, k),
+    ]
     for call in calls:
         for wrong in ("", "f1", made.key[:-1], None):
             with pytest.raises(R.NotPresenterError, match="Only the presenter"):
@@ -129,7 +146,7 @@ def test_sentences_are_kept_as_typed_and_the_presenter_hides_and_picks(store):
     with pytest.raises(R.RoomError, match="not asking for sentences"):
         store.submit(made.code, "f1", "The [MASK] is blue.")
     store.collect(made.code, made.key, True)
-    html = '<script>alert(1)</script> <b>bold</b> the [MASK] is **big**'
+    html = "<script>alert(1)</script> <b>bold</b> the [MASK] is **big**"
     a = store.submit(made.code, "f1", html)
     assert a.text == html  # stored as text: the app shows it as text
     b = store.submit(made.code, "f1", "Paris is the [MASK] of France.")
@@ -257,8 +274,9 @@ def test_follow_step_decides_what_a_follower_does(store):
 
 def test_diverged_compares_the_presenters_parameters():
     state = R.PresenterState.of("fill-mask", {"fill_mask.text": "a [MASK]", "family": "bert"})
-    assert not R.diverged(state, "fill-mask", {"fill_mask.text": "a [MASK]", "family": "bert", "lang": "zh",
-                                               "fill_mask.extra": "1"})
+    assert not R.diverged(
+        state, "fill-mask", {"fill_mask.text": "a [MASK]", "family": "bert", "lang": "zh", "fill_mask.extra": "1"}
+    )
     assert R.diverged(state, "fill-mask", {"fill_mask.text": "my own [MASK]", "family": "bert"})
     assert R.diverged(state, "attention", {"fill_mask.text": "a [MASK]", "family": "bert"})
 

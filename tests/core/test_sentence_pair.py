@@ -1,14 +1,25 @@
 """core.predict.sentence_pair on tiny random models: NSP (BERT), SOP (ALBERT), and the reasons the others have none."""
+
 from __future__ import annotations
 
 import pytest
 import torch
 
-from core.models.loading import ModelSpec, load
-from core.registry import FAMILIES
 from core.base.paths import ASSETS
-from core.predict.sentence_pair import (MAX_ROWS, PairConfig, PairError, PairRow, _content_words, other_topic, pair_head,
-                                parse_pairs_csv, predict_pair, score_batch)
+from core.models.loading import ModelSpec, load
+from core.predict.sentence_pair import (
+    MAX_ROWS,
+    PairConfig,
+    PairError,
+    PairRow,
+    _content_words,
+    other_topic,
+    pair_head,
+    parse_pairs_csv,
+    predict_pair,
+    score_batch,
+)
+from core.registry import FAMILIES
 
 A = "She poured a cup of hot tea."
 B = "Then she sat by the window to drink it."
@@ -67,8 +78,9 @@ def test_other_topic_sentence_shares_no_topic_words():
     assert any("\u4e00" <= c <= "\u9fff" for c in zh)
 
 
-@pytest.mark.parametrize("a, b, fragment", [("", B, "Sentence A is empty"), (A, "  ", "Sentence B is empty"),
-                                            ("x" * 6000, B, "limit")])
+@pytest.mark.parametrize(
+    "a, b, fragment", [("", B, "Sentence A is empty"), (A, "  ", "Sentence B is empty"), ("x" * 6000, B, "limit")]
+)
 def test_bad_pair_input(a, b, fragment):
     with pytest.raises(ValueError, match=fragment):
         PairConfig(a, b)

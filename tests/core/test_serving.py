@@ -1,26 +1,43 @@
 """Batched inference: concurrent calls on one model coalesce, and each caller gets what it would have got alone."""
+
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import threading
 import time
 
 import numpy as np
 import pytest
 
-from core.predict.fill_mask import FillMaskConfig, FillMaskError, fill_mask
-from core.predict.classify import FinetunedModel, classify
 from core.models.loading import ModelSpec, load
+from core.predict.classify import FinetunedModel, classify
+from core.predict.fill_mask import FillMaskConfig, FillMaskError, fill_mask
 from core.predict.sentence_pair import PairError, score_pairs
 from core.runtime.serving import Batcher, stats
 
-TEXTS = ["The capital of France is [MASK].", "She [MASK] to the store.", "[MASK] is a big city.",
-         "He played the [MASK] at the concert last night with his friends.", "A [MASK] of tea, please.",
-         "The [MASK] sat on the [MASK] near the window.", "I [MASK] you.", "Books are [MASK]."]
-PAIRS = [("The cat sat down.", "It purred."), ("It rained all day.", "We stayed inside."),
-         ("Paris is in France.", "The sun is hot."), ("He opened the door.", "Cold air came in."),
-         ("A short one.", "And a much longer second sentence with many more words in it."),
-         ("Bread needs flour.", "Dough must rise."), ("Ships sail.", "Seas churn."), ("One.", "Two.")]
+TEXTS = [
+    "The capital of France is [MASK].",
+    "She [MASK] to the store.",
+    "[MASK] is a big city.",
+    "He played the [MASK] at the concert last night with his friends.",
+    "A [MASK] of tea, please.",
+    "The [MASK] sat on the [MASK] near the window.",
+    "I [MASK] you.",
+    "Books are [MASK].",
+]
+# the module (core.runtime.serving's attribute ``batcher`` is the batcher() function)
+batcher_module = importlib.import_module("core.runtime.serving.batcher")
+PAIRS = [
+    ("The cat sat down.", "It purred."),
+    ("It rained all day.", "We stayed inside."),
+    ("Paris is in France.", "The sun is hot."),
+    ("He opened the door.", "Cold air came in."),
+    ("A short one.", "And a much longer second sentence with many more words in it."),
+    ("Bread needs flour.", "Dough must rise."),
+    ("Ships sail.", "Seas churn."),
+    ("One.", "Two."),
+]
 
 
 @pytest.fixture()
@@ -42,11 +59,10 @@ def _together(fn, items):
         except Exception as e:  # the test looks at which caller got which error
             out[i] = e
 
-    threads = [threading.Thread(target=worker, args=(i, x)) for i, x in enumerate(items)]
+    threads = [threading.Thread(target=worker, args=(i, x), daemon=True) for i, x in enumerate(items)]
     for t in threads:
         t.start()
-    for t in threads:
-        t.join(60)
+    _join(threads, f"{len(items)} concurrent calls")
     return out
 
 
@@ -56,8 +72,10 @@ def _floats(r) -> list[float]:
 
 def _without_floats(r):
     """Everything but the probabilities: tokens, candidate ids and their order, fills, texts, notes."""
-    masks = tuple(dataclasses.replace(m, entropy=0.0, candidates=tuple(dataclasses.replace(c, prob=0.0)
-                                                                          for c in m.candidates)) for m in r.masks)
+    masks = tuple(
+        dataclasses.replace(m, entropy=0.0, candidates=tuple(dataclasses.replace(c, prob=0.0) for c in m.candidates))
+        for m in r.masks
+    )
     return dataclasses.replace(r, latency_ms=0.0, masks=masks, fill_probs=(), joint_log_prob=0.0)
 
 
@@ -71,8 +89,9 @@ def assert_same_fill(a, b) -> None:
 
 def test_fill_mask_concurrent_equals_one_at_a_time(tiny_models, family, wide_window):
     lm = load(ModelSpec(family, str(tiny_models[family])), "mlm")
-    cfgs = [FillMaskConfig(t, top_k=5, strategy="iterative" if i % 3 == 0 else "independent")
-            for i, t in enumerate(TEXTS)]
+    cfgs = [
+        FillMaskConfig(t, top_k=5, strategy="iterative" if i % 3 == 0 else "independent") for i, t in enumerate(TEXTS)
+    ]
     alone = [fill_mask(lm, c) for c in cfgs]  # sequential calls never overlap: each is a batch of one
     before = stats(lm, "fill_mask")
     together = _together(lambda c: fill_mask(lm, c), cfgs)
@@ -134,56 +153,79 @@ def test_classifier_concurrent_equals_one_at_a_time(tiny_models, family, wide_wi
         np.testing.assert_allclose(b, a, rtol=0, atol=1e-6)
 
 
+def _join(threads, what: str, timeout: float = 120) -> None:
+    """Join every thread; a thread still running after ``timeout`` is a hang, not a slow machine: fail saying so."""
+    for t in threads:
+        t.join(timeout)
+    stuck = [t.name for t in threads if t.is_alive()]
+    assert not stuck, f"{what}: {len(stuck)} thread(s) still waiting after {timeout} s (a hang)"
+
+
+def _key():
+    return object.__new__(type("Key", (), {}))
+
+
 def test_batcher_respects_max_batch_and_a_lone_caller_does_not_wait():
     b = Batcher()
+    key = _key()
     seen: list[int] = []
+    n = 10
 
     def run(items):
         seen.append(len(items))
-        time.sleep(0.02)
+        if len(seen) == 1:  # hold the first batch until every caller has a request in: the rest must queue
+            for _ in range(1200):  # a hang guard of 60 s, not a speed bound
+                if b.stats(key, "double").calls == n:
+                    break
+                time.sleep(0.05)
+            else:
+                raise AssertionError(f"only {b.stats(key, 'double').calls} of {n} callers arrived in 60 s (a hang)")
         return [x * 2 for x in items]
 
-    key = object.__new__(type("Key", (), {}))
-    gate = threading.Barrier(10)
-    out = [None] * 10
+    gate = threading.Barrier(n)
+    out = [None] * n
 
     def worker(i):
         gate.wait()
         out[i] = b.call(key, "double", i, run, window_s=0.2, max_batch=4)
 
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(10)]
+    threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(n)]
     for t in threads:
         t.start()
-    for t in threads:
-        t.join(10)
-    assert out == [i * 2 for i in range(10)]
-    assert max(seen) <= 4 and sum(seen) == 10 and len(seen) < 10
-    time.sleep(0.3)  # past the "recent" horizon: the next caller is alone
-    t0 = time.perf_counter()
+    _join(threads, "ten concurrent callers")
+    assert out == [i * 2 for i in range(n)]
+    # the first batch ran while nine more waited: those nine ran in batches of at most four (4 + 4 + 1 or so)
+    assert max(seen) <= 4 and sum(seen) == n and len(seen) <= 1 + 3, seen
+    before = b.stats(key, "double")
+    assert before.calls == n and before.batches == len(seen) and before.largest == max(seen)
+    # past the "recent" horizon (a sleep only makes sure the horizon has passed): the next caller is alone and runs
+    # at once, with a 5 s window it never waits in
+    time.sleep(batcher_module.RECENT_S + 0.05)
     assert b.call(key, "double", 7, run, window_s=5.0, max_batch=4) == 14
-    assert time.perf_counter() - t0 < 1.0, "a lone caller waited for the window"
+    after = b.stats(key, "double")
+    assert (after.calls, after.batches) == (before.calls + 1, before.batches + 1) and seen[-1] == 1
+    assert after.waits == before.waits, "a lone caller waited for the window"
 
 
 def test_a_lone_caller_calling_again_and_again_never_waits():
-    """One session predicting in a loop is not "concurrent" with itself: with a 5 s window, five calls in a row
-    must not take five windows (before the fix each call after the first waited the whole window)."""
+    """One session predicting in a loop is not "concurrent" with itself: with a 5 s window, none of five calls in a
+    row waits for companions (before the fix each call after the first waited the whole window)."""
     b = Batcher()
-    key = object.__new__(type("Key", (), {}))
-    t0 = time.perf_counter()
+    key = _key()
     for i in range(5):
         assert b.call(key, "double", i, lambda items: [x * 2 for x in items], window_s=5.0, max_batch=8) == i * 2
-    assert time.perf_counter() - t0 < 4.0, "a lone caller waited for the window"
+    st = b.stats(key, "double")
+    assert (st.calls, st.batches, st.largest) == (5, 5, 1)
+    assert st.waits == 0 and st.timeouts == 0, f"a lone caller waited for the window: {st}"
 
 
 def test_a_leader_stops_waiting_once_every_recent_caller_is_in(monkeypatch):
     """Threads that called lately are expected back: when all of them are in the batch the leader runs it at once
     instead of waiting out a long window (a room pressing Predict again together is not held for the window)."""
-    import importlib
-
-    # (core.runtime.serving.batcher the attribute is the batcher() function; the module is imported by name)
-    monkeypatch.setattr(importlib.import_module("core.runtime.serving.batcher"), "RECENT_S", 30.0)  # every thread's first call stays "recent" on a busy machine
+    # every thread's first call stays "recent" on a busy machine
+    monkeypatch.setattr(batcher_module, "RECENT_S", 3600.0)
     b = Batcher()
-    key = object.__new__(type("Key", (), {}))
+    key = _key()
     seen: list[int] = []
 
     def run(items):
@@ -191,21 +233,21 @@ def test_a_leader_stops_waiting_once_every_recent_caller_is_in(monkeypatch):
         return [x * 2 for x in items]
 
     n = 4
-    gate = threading.Barrier(n)
+    first_round: list = []  # the stats once every first call is back (the barrier's action runs once, in one thread)
+    gate = threading.Barrier(n, action=lambda: first_round.append((b.stats(key, "double"), len(seen))))
     out: list = [None] * n
 
     def worker(i):
         first = b.call(key, "double", i, run, window_s=0.05, max_batch=16)  # every thread is now a recent caller
         gate.wait()
-        out[i] = (first, b.call(key, "double", 100 + i, run, window_s=30.0, max_batch=16))
+        out[i] = (first, b.call(key, "double", 100 + i, run, window_s=600.0, max_batch=16))
 
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(n)]
-    t0 = time.perf_counter()
+    threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(n)]
     for t in threads:
         t.start()
-    for t in threads:
-        t.join(60)
+    _join(threads, "the second round (a leader waiting out its 600 s window)", timeout=60)
     assert out == [(i * 2, (100 + i) * 2) for i in range(n)]
-    # a 30 s window waited out would take 30 s: the second round ran as soon as all four were in, as one batch
-    assert time.perf_counter() - t0 < 20.0, "the leader waited out the window with every caller already in"
-    assert seen[-1] == n
+    (before, first_batches), after = first_round[0], b.stats(key, "double")
+    # the second round: one batch of all four, run as soon as the four were in (not when the window ran out)
+    assert after.batches - before.batches == 1 and seen[first_batches:] == [n], seen
+    assert after.timeouts == before.timeouts, "the leader waited out the window with every caller already in"

@@ -1,4 +1,5 @@
 """core/base/text.py: the one empty-text and length-limit check the configs share, and that both configs use it."""
+
 from __future__ import annotations
 
 import pytest
@@ -39,8 +40,10 @@ def test_both_configs_run_the_shared_check(monkeypatch):
     RtdConfig("A plain sentence.")
     assert len(seen) == 2
     monkeypatch.setenv("ENCODERLAB_MAX_TEXT_CHARS", "20")
-    for make, hint in ((lambda t: FillMaskConfig(t), "Paste a shorter passage"),
-                       (lambda t: RtdConfig(t), "Paste a sentence or two")):
+    for make, hint in (
+        (lambda t: FillMaskConfig(t), "Paste a shorter passage"),
+        (lambda t: RtdConfig(t), "Paste a sentence or two"),
+    ):
         with pytest.raises(ValueError, match=f"the limit is 20. {hint}"):
             make("word " * 10)
         with pytest.raises(ValueError, match="^The text is empty. Type a sentence"):

@@ -1,15 +1,25 @@
 """core/data/token_data: label alignment on every family's real tokenizer (the bundled minis; a tiny model's tokenizer for a
 family with no mini), CoNLL/JSONL
 parsing of good and bad files, the bundled sample, and seqeval metrics."""
+
 from __future__ import annotations
 
 import pytest
 from transformers import AutoTokenizer
 
-from core.data.datasets_local import DataError
 from core.base.paths import ASSETS
-from core.data.token_data import (IGNORE, align_batch, align_labels, load_bundled_tokens, parse_conll, piece_table,
-                             read_tokens, token_metrics, words_tokenizer)
+from core.data.datasets_local import DataError
+from core.data.token_data import (
+    IGNORE,
+    align_batch,
+    align_labels,
+    load_bundled_tokens,
+    parse_conll,
+    piece_table,
+    read_tokens,
+    token_metrics,
+    words_tokenizer,
+)
 
 WORDS = ["Anneliese", "Kowalczyk", "visited", "Reykjavik", "yesterday", "."]
 TAGS = ["B-PER", "I-PER", "O", "B-LOC", "B-DATE", "O"]
@@ -80,8 +90,10 @@ GOOD = b"-DOCSTART- -X- O O\n\nAda B-PER\nLovelace I-PER\nlived O\nin O\nLondon 
 
 def test_good_conll_without_a_final_blank_line():
     sents, notes = parse_conll(GOOD, "a.conll")
-    assert sents == [(("Ada", "Lovelace", "lived", "in", "London"), ("B-PER", "I-PER", "O", "O", "B-LOC")),
-                     (("Bob", "sleeps"), ("B-PER", "O"))]
+    assert sents == [
+        (("Ada", "Lovelace", "lived", "in", "London"), ("B-PER", "I-PER", "O", "O", "B-LOC")),
+        (("Bob", "sleeps"), ("B-PER", "O")),
+    ]
     assert notes == []
     # CoNLL-2003's four columns (tag last), CRLF line ends and tabs all read the same
     four = b"Ada NNP B-NP B-PER\r\nsleeps VBZ B-VP O\r\n\r\n"
@@ -89,15 +101,18 @@ def test_good_conll_without_a_final_blank_line():
     assert parse_conll(b"Ada\tB-PER\nsleeps\tO\n", "c.tsv")[0] == [(("Ada", "sleeps"), ("B-PER", "O"))]
 
 
-@pytest.mark.parametrize("data,msg", [
-    (b"Ada B-PER\nLovelace\nlived O\n", "line 2: 'Lovelace' has no tag"),
-    (b"Ada B-PER\nNew York\tB-LOC\n", "line 2: the line mixes tabs and spaces"),
-    (b"", "is empty"),
-    (b"  \n\n\t\n", "is empty"),
-    (b"-DOCSTART- -X- O O\n\n", "holds no words"),
-    (b"PK\x03\x04\x00\x00binary", "not a text file"),
-    (b"Caf\xe9 O\nParis B-LOC\n", "not UTF-8 text (line 1"),
-])
+@pytest.mark.parametrize(
+    "data,msg",
+    [
+        (b"Ada B-PER\nLovelace\nlived O\n", "line 2: 'Lovelace' has no tag"),
+        (b"Ada B-PER\nNew York\tB-LOC\n", "line 2: the line mixes tabs and spaces"),
+        (b"", "is empty"),
+        (b"  \n\n\t\n", "is empty"),
+        (b"-DOCSTART- -X- O O\n\n", "holds no words"),
+        (b"PK\x03\x04\x00\x00binary", "not a text file"),
+        (b"Caf\xe9 O\nParis B-LOC\n", "not UTF-8 text (line 1"),
+    ],
+)
 def test_bad_conll_files_get_a_clear_message(data, msg):
     with pytest.raises(DataError, match=msg.replace("(", r"\(")):
         parse_conll(data, "bad.conll")
@@ -110,8 +125,9 @@ def test_a_tab_space_mix_is_accepted_when_unambiguous():
 
 
 def test_uploads_split_jsonl_and_refuse_bad_input(monkeypatch):
-    rows = b"".join(b'{"tokens": ["Ada", "met", "Bob", "%d"], "tags": ["B-PER", "O", "B-PER", "O"]}\n' % i
-                    for i in range(10))
+    rows = b"".join(
+        b'{"tokens": ["Ada", "met", "Bob", "%d"], "tags": ["B-PER", "O", "B-PER", "O"]}\n' % i for i in range(10)
+    )
     d = read_tokens(rows, "x.jsonl", test_fraction=0.2)
     assert (len(d.train), len(d.test)) == (8, 2) and d.label_names == ("O", "B-PER")
     assert d.majority_tag() == "O" and d.majority_rate() == 0.5

@@ -1,4 +1,5 @@
 """core/represent/token_vectors: batched hidden states equal one sentence's own forward, rows line up with words."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -8,8 +9,12 @@ import torch
 from core.models.loading import ModelSpec, load
 from core.represent.token_vectors import MAX_SENTENCES, WORD_RE, token_vectors
 
-SENTENCES = ["The bank of the river was muddy.", "I put money in the bank, unbelievably!", "Hi",
-             "A much longer sentence about banks, rivers and money, so that the batch needs padding."]
+SENTENCES = [
+    "The bank of the river was muddy.",
+    "I put money in the bank, unbelievably!",
+    "Hi",
+    "A much longer sentence about banks, rivers and money, so that the batch needs padding.",
+]
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,7 @@
 """core/train/common.py, the pieces fine-tuning and pretraining share: padding through the tokenizer (both sides, every
 family's tokenizer), parameter groups, out-of-memory detection, the one-setting-per-process Accelerator, and a
 checkpoint that resumes a run to the very same losses."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -41,8 +42,10 @@ def test_pad_equals_the_tokenizers_own_padding(tokenizer, side):
 def test_pad_puts_labels_and_word_positions_on_the_same_side(tokenizer, side):
     tokenizer.padding_side = side
     ids = tokenizer(TEXTS)["input_ids"]
-    feats = [{"input_ids": r, "labels": list(range(10, 10 + len(r))), "words": list(range(len(r))), "row": i}
-             for i, r in enumerate(ids)]
+    feats = [
+        {"input_ids": r, "labels": list(range(10, 10 + len(r))), "words": list(range(len(r))), "row": i}
+        for i, r in enumerate(ids)
+    ]
     b = training.pad(tokenizer, feats, fill={"labels": -100, "words": training.POSITION})
     width = max(len(r) for r in ids)
     assert b["input_ids"].shape == b["labels"].shape == b["words"].shape == (3, width)
@@ -72,8 +75,15 @@ def test_param_groups_no_decay_on_biases_and_layernorm_and_heads_at_the_multipli
     model.bert.embeddings.position_embeddings.weight.requires_grad = False  # frozen: in no group
     heads = training.head_paths(model)
     assert heads == ("cls",)
-    groups = training.param_groups(model, 1e-3, 0.01, head_lr_mult=4.0, head_prefixes=heads, embed_lr_mult=2.0,
-                                   embed_prefixes=training.embedding_paths(model, ("embeddings",)))
+    groups = training.param_groups(
+        model,
+        1e-3,
+        0.01,
+        head_lr_mult=4.0,
+        head_prefixes=heads,
+        embed_lr_mult=2.0,
+        embed_prefixes=training.embedding_paths(model, ("embeddings",)),
+    )
     where = {id(p): g for g in groups for p in g["params"]}
     named = dict(model.named_parameters())
     assert len(where) == sum(1 for p in named.values() if p.requires_grad)  # each trainable parameter once
@@ -99,15 +109,18 @@ def test_param_groups_no_decay_on_biases_and_layernorm_and_heads_at_the_multipli
 
 
 # ---------------------------------------------------------------------------------------------- out of memory
-@pytest.mark.parametrize("err, oom", [
-    (torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"), True),
-    (RuntimeError("CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 15.78 GiB total capacity)"), True),
-    (RuntimeError("[enforce fail at alloc_cpu.cpp:114] DefaultCPUAllocator: can't allocate memory"), True),
-    (MemoryError(), True),
-    (RuntimeError("mat1 and mat2 shapes cannot be multiplied (4x8 and 16x2)"), False),
-    (ValueError("Learning rate out of range"), False),
-    (KeyError("out of memory"), False),  # says it, but is no allocator's error
-])
+@pytest.mark.parametrize(
+    "err, oom",
+    [
+        (torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"), True),
+        (RuntimeError("CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 15.78 GiB total capacity)"), True),
+        (RuntimeError("[enforce fail at alloc_cpu.cpp:114] DefaultCPUAllocator: can't allocate memory"), True),
+        (MemoryError(), True),
+        (RuntimeError("mat1 and mat2 shapes cannot be multiplied (4x8 and 16x2)"), False),
+        (ValueError("Learning rate out of range"), False),
+        (KeyError("out of memory"), False),  # says it, but is no allocator's error
+    ],
+)
 def test_is_oom(err, oom):
     assert is_oom(err) is oom
 
@@ -145,8 +158,9 @@ def _run(folder, steps: int, stop_at: int | None = None, resume: bool = False) -
         acc.register_for_checkpointing(sched)
         start, losses = 0, []
         if resume:
-            state, tensors, arrays = training.load_checkpoint(acc, folder, rng, tensors=("best", "none"),
-                                                              arrays=("probs",))
+            state, tensors, arrays = training.load_checkpoint(
+                acc, folder, rng, tensors=("best", "none"), arrays=("probs",)
+            )
             start, losses = state["step"], state["losses"]
             assert tensors["none"] is None and np.array_equal(arrays["probs"], np.arange(3.0))
             assert torch.equal(tensors["best"]["0.weight"], model.state_dict()["0.weight"].cpu())
@@ -161,9 +175,14 @@ def _run(folder, steps: int, stop_at: int | None = None, resume: bool = False) -
                 opt.zero_grad(set_to_none=True)
             losses.append(loss.item())
             if step + 1 == stop_at:
-                training.save_checkpoint(acc, folder, rng, {"step": step + 1, "losses": losses},
-                                         tensors={"best": model.state_dict(), "none": None},
-                                         arrays={"probs": np.arange(3.0)})
+                training.save_checkpoint(
+                    acc,
+                    folder,
+                    rng,
+                    {"step": step + 1, "losses": losses},
+                    tensors={"best": model.state_dict(), "none": None},
+                    arrays={"probs": np.arange(3.0)},
+                )
                 break
         training.release(acc, model, opt)
     return losses

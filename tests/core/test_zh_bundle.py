@@ -3,6 +3,7 @@ paths cope with it (the zoo's recipes and the speed comparison skip it), Fill-ma
 note is shown only for a model that does not read Chinese, the walkthrough's embedding parts do not claim A/B
 segments for it, the representation pages read the Chinese corpus, and Attributions name the tokenizer's mask
 token (hfl's Chinese RoBERTa is BERT code: [MASK], not the family's <mask>)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -31,8 +32,11 @@ def test_the_registry_bundles_the_chinese_capable_model():
     assert fam in registry.bundled_families()
     assert registry.chinese_bundled() == [("xlm-roberta", XLMR)]
     assert registry.reads_chinese(XLMR) and registry.language_of(XLMR) == "multi"
-    assert not any(registry.reads_chinese(registry.bundled_id(f.key)) for f in registry.bundled_families()
-                   if f.key != "xlm-roberta")  # the minis are English
+    assert not any(
+        registry.reads_chinese(registry.bundled_id(f.key))
+        for f in registry.bundled_families()
+        if f.key != "xlm-roberta"
+    )  # the minis are English
     assert registry.reads_chinese("hfl/rbt3") and registry.language_of("some/folder") is None
 
 
@@ -54,16 +58,19 @@ class _Tok:
         return self.vocab
 
 
-@pytest.mark.parametrize("checkpoint, pieces, han, note", [
-    (XLMR, ["北京"], 0, False),  # the bundled XLM-R reads Chinese
-    ("hfl/rbt3", ["北", "京"], 0, False),  # a zh checkpoint of the registry
-    ("xlm-roberta-base", ["▁北京"], 0, False),  # multi
-    ("encoderlab/bert-mini", ["北", "京"], 21000, True),  # an English mini, whatever its vocabulary holds
-    ("some/folder", ["北", "京"], 21000, False),  # unknown: a Chinese vocabulary keeps every character as text
-    ("some/folder", ["北", "京"], 488, True),  # ... bert-base-uncased's few hundred characters
-    ("some/folder", ["北", "[UNK]"], 21000, True),  # ... an [UNK]
-    ("some/folder", ["åĮĹ", "äº¬"], 21000, True),  # ... byte-level pieces
-])
+@pytest.mark.parametrize(
+    "checkpoint, pieces, han, note",
+    [
+        (XLMR, ["北京"], 0, False),  # the bundled XLM-R reads Chinese
+        ("hfl/rbt3", ["北", "京"], 0, False),  # a zh checkpoint of the registry
+        ("xlm-roberta-base", ["▁北京"], 0, False),  # multi
+        ("encoderlab/bert-mini", ["北", "京"], 21000, True),  # an English mini, whatever its vocabulary holds
+        ("some/folder", ["北", "京"], 21000, False),  # unknown: a Chinese vocabulary keeps every character as text
+        ("some/folder", ["北", "京"], 488, True),  # ... bert-base-uncased's few hundred characters
+        ("some/folder", ["北", "[UNK]"], 21000, True),  # ... an [UNK]
+        ("some/folder", ["åĮĹ", "äº¬"], 21000, True),  # ... byte-level pieces
+    ],
+)
 def test_the_cjk_note_only_for_a_model_that_does_not_read_chinese(checkpoint, pieces, han, note):
     text = "北京"
     offsets = [(0, 2)] if len(pieces) == 1 else [(0, 1), (1, 2)]
@@ -81,8 +88,9 @@ def test_fill_mask_on_chinese_with_the_bundled_model_has_no_cjk_note(xlmr):
     r = fill_mask(xlmr, FillMaskConfig(CAPITAL, top_k=3))
     assert len(r.masks) == 1 and "fill_mask.note_cjk" not in [getattr(n, "kind", "") for n in r.notes], r.notes
     mini = load(ModelSpec("bert", "encoderlab/bert-mini", "cpu"), "mlm")
-    assert "fill_mask.note_cjk" in [getattr(n, "kind", "") for n in fill_mask(mini, FillMaskConfig(
-        CAPITAL, top_k=3)).notes]
+    assert "fill_mask.note_cjk" in [
+        getattr(n, "kind", "") for n in fill_mask(mini, FillMaskConfig(CAPITAL, top_k=3)).notes
+    ]
 
 
 def test_the_pair_has_no_segments_for_the_bundled_xlmr(xlmr):

@@ -1,6 +1,7 @@
 """#30 part 6: the Chinese checkpoints from the Hub, each served as a tiny stand-in (tests/zh_hub_standins.py) by a
 local server speaking the Hub's protocol, downloaded on huggingface_hub's real path and loaded the way every page
 loads a model (core.models.loading)."""
+
 from __future__ import annotations
 
 import pytest
@@ -34,11 +35,15 @@ def test_the_registry_lists_the_four_and_flags_macbert_alone():
     assert [cid for cid in IDS if zh[cid].mlm_as_correction] == [MACBERT]
     for cid in IDS:  # every one is BERT code: its masked LM is BertForMaskedLM, whatever family lists it
         info = zh[cid]
-        assert model_class(info.family, "mlm", info.model_type or family(info.family).model_type).__name__ \
-            == "BertForMaskedLM", cid
+        assert (
+            model_class(info.family, "mlm", info.model_type or family(info.family).model_type).__name__
+            == "BertForMaskedLM"
+        ), cid
     # hfl's RoBERTa-wwm-ext and RBT3 are listed as RoBERTa (their training), with the BERT code their configs name
     assert {cid: (zh[cid].family, zh[cid].model_type) for cid in ("hfl/chinese-roberta-wwm-ext", "hfl/rbt3")} == {
-        "hfl/chinese-roberta-wwm-ext": ("roberta", "bert"), "hfl/rbt3": ("roberta", "bert")}
+        "hfl/chinese-roberta-wwm-ext": ("roberta", "bert"),
+        "hfl/rbt3": ("roberta", "bert"),
+    }
 
 
 @pytest.mark.parametrize("cid", IDS)
@@ -47,8 +52,9 @@ def test_downloaded_then_loaded_with_the_bert_classes_reading_chinese(hub, stand
     assert resolve(cid).source == "Hub download"
     lm = load(ModelSpec(info.family, cid), "mlm")
     assert lm.source == "Hub download"
-    assert any(m == "GET" and p.startswith(f"/{cid}/resolve/") and p.endswith("/model.safetensors")
-               for m, p in hub.requests), hub.requests
+    assert any(
+        m == "GET" and p.startswith(f"/{cid}/resolve/") and p.endswith("/model.safetensors") for m, p in hub.requests
+    ), hub.requests
     assert type(lm.model).__name__ == "BertForMaskedLM"  # hfl's RoBERTa too, as its card says
     assert type(lm.tokenizer).__name__.startswith("BertTokenizer")
     assert lm.family.key == info.family  # the family shown is the one it is listed under...
@@ -66,4 +72,3 @@ def test_downloaded_then_loaded_with_the_bert_classes_reading_chinese(hub, stand
     assert len(pred.candidates) == 5 and all(c.piece for c in pred.candidates)
     assert all(0 < c.prob <= 1 for c in pred.candidates)
     assert resolve(cid).source == "HF cache"  # the next load reads the cache
-

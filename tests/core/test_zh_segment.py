@@ -6,6 +6,7 @@ view and the Pretraining lab's instances); fill-mask's words; the Words attentio
 projector's words. The models are tiny random ones on tokenizers trained here on Chinese text: a WordPiece one
 (one token per character, as BERT's) and a Unigram one (several characters per piece, as XLM-R's).
 """
+
 from __future__ import annotations
 
 import math
@@ -38,10 +39,19 @@ MILK = "我每天早上喝一杯牛奶。"
 CODE = "我用Python写代码。"
 PARK = "今天天气很好，我们去公园散步吧。"
 SCHOOL = "我的朋友在大学学习计算机科学。"
-SENTENCES = [CAPITAL, MILK, CODE, PARK, SCHOOL, "北京是一个美丽的城市。", "他每天早上去公园跑步。",
-             "我们一起学习中文吧。", "妈妈在厨房做饭。", "这本书很有意思。"]
-ENGLISH = ["the quick brown fox jumps over the lazy dog", "python is a programming language",
-           "we write code every day"]
+SENTENCES = [
+    CAPITAL,
+    MILK,
+    CODE,
+    PARK,
+    SCHOOL,
+    "北京是一个美丽的城市。",
+    "他每天早上去公园跑步。",
+    "我们一起学习中文吧。",
+    "妈妈在厨房做饭。",
+    "这本书很有意思。",
+]
+ENGLISH = ["the quick brown fox jumps over the lazy dog", "python is a programming language", "we write code every day"]
 LONG = "".join([CAPITAL, MILK, PARK, SCHOOL] * 2)  # about 60 tokens: enough positions for the share tests
 
 
@@ -101,11 +111,23 @@ def test_regroup_moves_each_chinese_character_into_its_ci():
 def test_segmenter_is_offline_quiet_and_writes_no_cache(tmp_path):
     """jieba's dictionary is in its wheel: a fresh process segments with no network, says nothing on stderr and
     leaves no prefix-dict cache in the temp folder (jieba's default would write jieba.cache there)."""
-    env = {**os.environ, "TMPDIR": str(tmp_path), "HF_HUB_OFFLINE": "1", "no_proxy": "", "http_proxy": "http://0.0.0.0:9",
-           "https_proxy": "http://0.0.0.0:9"}
+    env = {
+        **os.environ,
+        "TMPDIR": str(tmp_path),
+        "HF_HUB_OFFLINE": "1",
+        "no_proxy": "",
+        "http_proxy": "http://0.0.0.0:9",
+        "https_proxy": "http://0.0.0.0:9",
+    }
     code = "from core.base.segment import word_spans; print(len(word_spans('中国的首都是北京。')))"
-    out = subprocess.run([sys.executable, "-W", "error::DeprecationWarning", "-c", code], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-W", "error::DeprecationWarning", "-c", code],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "5" and out.stderr == ""
     assert list(tmp_path.iterdir()) == []
@@ -120,8 +142,10 @@ def test_segment_starts_join_the_characters_of_a_ci():
     assert got == [True, False, True, True, False, True, True, False, True]  # 中国 的 首都 是 北京 。
     assert word_index(got) == [0, 0, 2, 3, 3, 5, 6, 6, 8]
     # Unigram: only the first piece has "▁", pieces of several characters; a lone "▁" opens the first word
-    pieces, offs = ["▁", "中国", "的", "首都", "是北", "京", "。"], [(0, 0), (0, 2), (2, 3), (3, 5), (5, 7), (7, 8),
-                                                                (8, 9)]
+    pieces, offs = (
+        ["▁", "中国", "的", "首都", "是北", "京", "。"],
+        [(0, 0), (0, 2), (2, 3), (3, 5), (5, 7), (7, 8), (8, 9)],
+    )
     got = segment_starts(CAPITAL, offs, word_starts(pieces, "unigram"))
     assert got == [True, False, True, True, True, True, True]  # 是北 starts in 是; 京 in 北京; 。 after a 词
     # no Han characters: unchanged

@@ -1,4 +1,5 @@
 """Helpers for e2e tests: wait for the app, open a page, take a screenshot."""
+
 from __future__ import annotations
 
 import time
@@ -16,14 +17,16 @@ def wait_idle(pg, timeout: float = 60.0) -> None:
     end = time.time() + timeout
     quiet = 0
     while time.time() < end:
-        busy = pg.locator('[data-testid="stStatusWidget"], [data-testid="stSkeleton"], [data-testid="stSpinner"]').count()
+        busy = pg.locator(
+            '[data-testid="stStatusWidget"], [data-testid="stSkeleton"], [data-testid="stSpinner"]'
+        ).count()
         # a deep link sent to the root first (app/deeplinks.py) is busy until the app has switched to its page
         busy = busy or f"?{PAGE_PARAM}=" in pg.url
         quiet = 0 if busy else quiet + 1
         if quiet >= 3:
             return
         pg.wait_for_timeout(250)
-    raise TimeoutError("the app kept running for %.0fs" % timeout)
+    raise TimeoutError(f"the app kept running for {timeout:.0f}s")
 
 
 def open_page(pg, url_path: str, timeout: float = 90.0) -> None:

@@ -3,6 +3,7 @@
 Every test fails on a browser console error and on any request that leaves localhost. Screenshots go to the
 git-ignored tests/e2e/screenshots/.
 """
+
 from __future__ import annotations
 
 import os
@@ -19,8 +20,16 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 CHROMIUM = os.environ.get("ENCODERLAB_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run", "--disable-sync", "--disable-quic"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+    "--disable-quic",
+]
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "[::1]", "::1"}
 
 
@@ -36,9 +45,23 @@ def start_streamlit(env: dict[str, str], log: Path) -> tuple[str, subprocess.Pop
     if not Path(CHROMIUM).exists():
         pytest.fail(f"{CHROMIUM} is missing: `make test` installs Debian's chromium (apt-get install chromium).")
     port = _free_port()
-    cmd = [sys.executable, "-m", "streamlit", "run", "app/serve.py", "--server.port", str(port),
-           "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false",
-           "--server.fileWatcherType", "none"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        "app/serve.py",
+        "--server.port",
+        str(port),
+        "--server.address",
+        "127.0.0.1",
+        "--server.headless",
+        "true",
+        "--browser.gatherUsageStats",
+        "false",
+        "--server.fileWatcherType",
+        "none",
+    ]
     fh = open(log, "w")
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT)
     proc.log_file = fh
@@ -68,8 +91,13 @@ def stop_streamlit(proc: subprocess.Popen) -> None:
 @pytest.fixture(scope="session")
 def server(tiny_zoo, tmp_path_factory):
     """A real server on a free port with the tiny zoo as the bundled models."""
-    env = {**os.environ, "ENCODERLAB_ZOO": str(tiny_zoo), "HF_HUB_OFFLINE": "1",
-           "ENCODERLAB_RUNS": str(tmp_path_factory.mktemp("runs")), "PYTHONUNBUFFERED": "1"}
+    env = {
+        **os.environ,
+        "ENCODERLAB_ZOO": str(tiny_zoo),
+        "HF_HUB_OFFLINE": "1",
+        "ENCODERLAB_RUNS": str(tmp_path_factory.mktemp("runs")),
+        "PYTHONUNBUFFERED": "1",
+    }
     url, proc = start_streamlit(env, tmp_path_factory.mktemp("server") / "streamlit.log")
     yield url
     stop_streamlit(proc)

@@ -1,5 +1,6 @@
 """The real server in Debian's Chromium: switch attention heads off under a Fill-mask result and see the prediction
 change (core.inspect.ablation through app/views/inspect/ablation.py)."""
+
 from __future__ import annotations
 
 import re

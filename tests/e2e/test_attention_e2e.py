@@ -1,5 +1,6 @@
 """The Attention page in Chromium: bertviz views render offline, user text stays plain text, clicking a head
 thumbnail focuses it. The page fixture fails the test on console errors and on requests leaving localhost."""
+
 from __future__ import annotations
 
 import time

@@ -1,4 +1,5 @@
 """The real server in Debian's Chromium: explain a masked word and see the tokens coloured by attribution."""
+
 from __future__ import annotations
 
 from tests.e2e.browser import SHOTS, open_page, screenshot, wait_idle
@@ -33,8 +34,9 @@ def test_batch_csv_upload_and_export(page):
     main = page.locator('[data-testid="stMain"]')
     main.get_by_role("tab", name="Batch (CSV)").click()
     csv = b"text,word\nThe cat sat on the [MASK].,mat\nno mask in this row,\nParis is the [MASK] of France.,\n"
-    main.locator('input[type="file"]').set_input_files(files=[{"name": "rows.csv", "mimeType": "text/csv",
-                                                               "buffer": csv}])
+    main.locator('input[type="file"]').set_input_files(
+        files=[{"name": "rows.csv", "mimeType": "text/csv", "buffer": csv}]
+    )
     wait_idle(page)
     main.get_by_role("button", name="Explain all rows").click()
     main.get_by_text("2 of 3 rows explained").wait_for(timeout=120_000)

@@ -1,5 +1,6 @@
 """Many people, one server: six browser sessions predict at once while a seventh fine-tunes; and watching a
 fine-tune (its page open, polling its live curves) does not slow it against the same run left alone."""
+
 from __future__ import annotations
 
 import os
@@ -14,9 +15,14 @@ from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, LOCAL_HOSTS
 
 pytestmark = pytest.mark.timeout(1800)  # a shared 2-core machine can take minutes per page
 
-TEXTS = ["The cat slept on the warm [MASK] all afternoon.", "Paris is the [MASK] of France.",
-         "She drank a cup of [MASK] before work.", "The [MASK] barked at the mailman.",
-         "He plays the [MASK] in a band.", "Rain fell on the [MASK] roof all night."]
+TEXTS = [
+    "The cat slept on the warm [MASK] all afternoon.",
+    "Paris is the [MASK] of France.",
+    "She drank a cup of [MASK] before work.",
+    "The [MASK] barked at the mailman.",
+    "He plays the [MASK] in a band.",
+    "Rain fell on the [MASK] roof all night.",
+]
 
 
 class Session:
@@ -64,8 +70,8 @@ def _start_finetune(page, epochs: str, rows: str, source: str = "Bundled: WordNe
 
 
 def _expected_fills(tiny_zoo) -> dict[str, str]:
-    from core.predict.fill_mask import FillMaskConfig, fill_mask
     from core.models.loading import ModelSpec, load
+    from core.predict.fill_mask import FillMaskConfig, fill_mask
 
     lm = load(ModelSpec("bert", str(tiny_zoo / "bert-mini")), "mlm")
     return {t: fill_mask(lm, FillMaskConfig(t)).filled_text for t in TEXTS}
@@ -149,9 +155,13 @@ def far_browser(browser):
 WATCH_ENV = "ENCODERLAB_BENCH_WATCH"  # set by `bench/concurrency.py --watch`, the one place this measurement runs
 
 
-@pytest.mark.skipif(os.environ.get(WATCH_ENV) != "1", reason=(
-    "a speed ratio, so a benchmark and not a test: `python bench/concurrency.py --watch` runs it (a bound inside the "
-    "suite is a timing threshold, which the project keeps out of tests)"))
+@pytest.mark.skipif(
+    os.environ.get(WATCH_ENV) != "1",
+    reason=(
+        "a speed ratio, so a benchmark and not a test: `python bench/concurrency.py --watch` runs it (a bound inside the "
+        "suite is a timing threshold, which the project keeps out of tests)"
+    ),
+)
 def test_watching_a_finetune_does_not_slow_it(far_browser, server):
     """A run watched (the page open, polling the progress and the live curves to the end) and the same run left
     alone (the user on another page, nothing polling, until the run is surely done) both finish and report their
@@ -171,7 +181,9 @@ def test_watching_a_finetune_does_not_slow_it(far_browser, server):
         took = time.time() - t0
         wait_idle(page)
         page.get_by_role("button", name="Start fine-tuning").click()
-        main.get_by_text(re.compile(r"Fine-tune run2-bert: (step \d+/|starting|loading)")).first.wait_for(timeout=180_000)
+        main.get_by_text(re.compile(r"Fine-tune run2-bert: (step \d+/|starting|loading)")).first.wait_for(
+            timeout=180_000
+        )
         page.get_by_role("link", name="Home").first.click()  # the user goes elsewhere: nothing polls the job
         wait_idle(page)
         page.wait_for_timeout(int(max(20.0, 2.5 * took) * 1000))
@@ -180,8 +192,10 @@ def test_watching_a_finetune_does_not_slow_it(far_browser, server):
         alone = _samples_per_s(page, "run2-bert")
         ratio = watched / alone
         screenshot(page, "concurrency-watching")
-        print(f"\nfine-tune samples/s: watched (page open, polling) {watched:.1f}; on another page {alone:.1f}: "
-              f"{ratio:.2f}x (bound >= 0.4x)")
+        print(
+            f"\nfine-tune samples/s: watched (page open, polling) {watched:.1f}; on another page {alone:.1f}: "
+            f"{ratio:.2f}x (bound >= 0.4x)"
+        )
         assert ratio >= 0.4, f"watching slowed the fine-tune: {watched:.1f} vs {alone:.1f} samples/s"
     finally:
         errors = s.close()

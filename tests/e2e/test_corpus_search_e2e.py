@@ -1,5 +1,6 @@
 """The real server in Debian's Chromium: index a pasted corpus (a background job in a worker process), click a
 word, see the neighbours with the matched word highlighted and the histogram."""
+
 from __future__ import annotations
 
 import re
@@ -7,8 +8,13 @@ import time
 
 from tests.e2e.browser import open_page, screenshot, wait_idle
 
-CORPUS = ["The bank of the river was muddy.", "I put money in the bank.", "A cat sat on the mat.",
-          "Dogs bark at night, loudly!", "The river <b>flows</b> past the old mill."]
+CORPUS = [
+    "The bank of the river was muddy.",
+    "I put money in the bank.",
+    "A cat sat on the mat.",
+    "Dogs bark at night, loudly!",
+    "The river <b>flows</b> past the old mill.",
+]
 
 
 def test_index_search_and_see_the_neighbours(page):

@@ -1,5 +1,6 @@
 """The real server in Chromium: a tiny fine-tune on the bundled WordNet glosses runs as a background job and
 shows its loss / held-out accuracy curves, the result metrics and the run comparison."""
+
 from __future__ import annotations
 
 import re

@@ -1,4 +1,5 @@
 """The real server in Debian's Chromium: every foundation page renders, the picker works, Speed runs a job."""
+
 from __future__ import annotations
 
 import re
@@ -73,7 +74,7 @@ def test_every_page_in_the_navigation_renders(page, lang, monkeypatch):
     the walk's "English left in 中文")."""
     from app.kit import i18n
     from app.nav import available_pages, title
-    from tests.app.test_walk_errors import english_in
+    from tests.app.test_zh_core_messages import english_in
 
     monkeypatch.setitem(i18n._last, "lang", lang)  # title(p) outside a run: in the language the pages are opened in
     for p in available_pages():

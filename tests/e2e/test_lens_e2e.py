@@ -1,4 +1,5 @@
 """The real server in Debian's Chromium: look at a mask through every layer and see the layers x top-k table."""
+
 from __future__ import annotations
 
 from tests.e2e.browser import open_page, screenshot, wait_idle

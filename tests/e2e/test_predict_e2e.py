@@ -1,4 +1,5 @@
 """The real server in Debian's Chromium: fill a mask and see the predictions; score a sentence pair."""
+
 from __future__ import annotations
 
 from tests.e2e.browser import open_page, screenshot, wait_idle

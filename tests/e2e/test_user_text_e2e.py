@@ -2,6 +2,7 @@
 the characters typed, never as code, bold or tags, and the special tokens are taken out with a note saying so.
 Pages without free text (Home, Models, Speed) are covered by the sidebar's custom-checkpoint box, which every
 page shows. The page fixture also fails on console errors (the deep-link probe included) and on off-host requests."""
+
 from __future__ import annotations
 
 from tests.e2e.browser import open_page, screenshot, wait_idle

@@ -1,4 +1,5 @@
 """Workshop mode in the real browser: a shared link reproduces the prediction in a fresh session; 中文; presenter."""
+
 from __future__ import annotations
 
 from app.kit.i18n import catalog
@@ -35,8 +36,14 @@ def test_a_shared_link_shows_the_same_prediction(page, browser):
     try:
         other = ctx.new_page()
         errors = []
-        other.on("console", lambda m: errors.append(m.text) if m.type == "error" and "_stcore" not in
-                 (m.location or {}).get("url", "") else None)
+        other.on(
+            "console",
+            lambda m: (
+                errors.append(m.text)
+                if m.type == "error" and "_stcore" not in (m.location or {}).get("url", "")
+                else None
+            ),
+        )
         other.goto(link)
         wait_idle(other, 90)
         assert _joint_fill(other) == made

@@ -1,6 +1,7 @@
 """中文 end to end, offline, on the REAL bundled models (assets/models, not the tiny zoo): the sidebar offers the
 bundled Chinese-capable model first, Fill-mask fills a Chinese blank with Chinese characters drawn with real glyphs,
 and the Walkthrough's seven steps run on Chinese examples (each step screenshotted: tests/e2e/screenshots/zh-walk-*)."""
+
 from __future__ import annotations
 
 import os
@@ -18,8 +19,9 @@ XLMR = "encoderlab/xlmr-e5-small"
 @pytest.fixture(scope="module")
 def zh_page(browser, tmp_path_factory):
     env = {k: v for k, v in os.environ.items() if k != "ENCODERLAB_ZOO"}  # the real bundled models
-    env.update({"HF_HUB_OFFLINE": "1", "ENCODERLAB_RUNS": str(tmp_path_factory.mktemp("runs")),
-                "PYTHONUNBUFFERED": "1"})
+    env.update(
+        {"HF_HUB_OFFLINE": "1", "ENCODERLAB_RUNS": str(tmp_path_factory.mktemp("runs")), "PYTHONUNBUFFERED": "1"}
+    )
     url, proc = start_streamlit(env, tmp_path_factory.mktemp("server") / "streamlit.log")
     ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
     try:
@@ -50,8 +52,12 @@ def test_fill_mask_in_chinese_on_the_bundled_chinese_model(zh_page):
     main.get_by_role("button", name=catalog()["fill_mask.predict"]["zh"]).click()
     main.locator(".js-plotly-plot .ytick text").first.wait_for(timeout=180_000)
     wait_idle(page, 60)
-    answers = [t.strip() for t in main.locator(".js-plotly-plot").first.locator(".ytick text").evaluate_all(
-        "els => els.map(e => e.textContent)")]
+    answers = [
+        t.strip()
+        for t in main.locator(".js-plotly-plot")
+        .first.locator(".ytick text")
+        .evaluate_all("els => els.map(e => e.textContent)")
+    ]
     assert len(answers) == 5 and all(len(a) == 1 and "\u4e00" <= a <= "\u9fff" for a in answers), answers
     _no_boxes(main.locator(".js-plotly-plot").first.locator(".yaxislayer-above"))  # the chart's Chinese answers
     _no_boxes(main.locator(".encoderlab-tokens").first)  # the token strip

@@ -4,6 +4,7 @@ Every test here runs on one pytest-xdist worker (``RAY_TESTS``: group "ray", ``-
 never starts two Ray instances side by side on a 2-core machine. A test that needs a cluster of its own
 (test_two_nodes.py) shuts this one down; the next test that asks for ``ray_backend`` starts it again.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -12,8 +13,9 @@ pytest.importorskip("ray", reason="the Ray backend's tests need requirements-ray
 
 import core.runtime.backend as backend  # noqa: E402
 
-# each module here: pytestmark = RAY_TESTS
-RAY_TESTS = [pytest.mark.ray, pytest.mark.slow, pytest.mark.xdist_group("ray")]
+# each module here: pytestmark = RAY_TESTS; the first test on a worker starts a local Ray (tens of seconds on two
+# cores) and deploys models, so these get 300 s against the default 120
+RAY_TESTS = [pytest.mark.ray, pytest.mark.slow, pytest.mark.xdist_group("ray"), pytest.mark.timeout(300)]
 
 
 class _Local:

@@ -1,4 +1,5 @@
 """Module-level job functions the Ray tests submit (a Ray worker imports them from this checkout)."""
+
 from __future__ import annotations
 
 import os

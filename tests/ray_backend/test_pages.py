@@ -1,5 +1,6 @@
 """The pages on the Ray backend: the same page, opened from the same link, renders the same results in-process and
 on Ray, and the model it used was served by a Ray Serve deployment (pages never ask which backend is in use)."""
+
 from __future__ import annotations
 
 import json
@@ -37,8 +38,11 @@ def _render(name: str, params: dict[str, str]) -> dict:
 
 CASES = {
     "fill_mask": {"fill_mask.text": "The cat sat on the [MASK] .", "fill_mask.type.top_k": "6"},
-    "sentence_pair": {"sentence_pair.a": "The sun rose.", "sentence_pair.b": "Birds began to sing.",
-                      "sentence_pair.probe": "0"},
+    "sentence_pair": {
+        "sentence_pair.a": "The sun rose.",
+        "sentence_pair.b": "Birds began to sing.",
+        "sentence_pair.probe": "0",
+    },
 }
 
 
@@ -64,5 +68,7 @@ def test_a_page_renders_the_same_on_both_backends(page, tiny_models, ray_backend
     running = set(serve.status().applications)
     # (other tests of the "ray" group, in this process before this one, left recipes of other kinds: a recipe's
     # first argument is a ModelSpec only for a loaded model)
-    assert any(name in running and getattr(recipe[1][0], "checkpoint", None) == params["custom"]
-               for name, recipe in ray_backend.recipes.items()), (ray_backend.recipes, running)
+    assert any(
+        name in running and getattr(recipe[1][0], "checkpoint", None) == params["custom"]
+        for name, recipe in ray_backend.recipes.items()
+    ), (ray_backend.recipes, running)

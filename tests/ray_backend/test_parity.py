@@ -1,6 +1,7 @@
 """The same inputs through the in-process and the Ray backend give the same results: fill-mask, sentence pairs,
 attention and attributions (and the layer lens, head ablation and the embedding parts), for every bundled family on
 tiny models; errors cross as themselves."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -16,11 +17,11 @@ from core.inspect.ablation_predict import ablate_fill_mask
 from core.inspect.attention import AttentionConfig, compute_attention
 from core.inspect.attribution import attribute
 from core.inspect.attribution_inputs import AttributionConfig
-from core.walkthrough.embeddings import embedding_parts
-from core.predict.fill_mask import FillMaskConfig, FillMaskError, fill_mask
 from core.inspect.lens import LensConfig, lens
 from core.models.loading import ModelSpec, load
+from core.predict.fill_mask import FillMaskConfig, FillMaskError, fill_mask
 from core.predict.sentence_pair import PairError, score_pairs
+from core.walkthrough.embeddings import embedding_parts
 from tests.conftest import BUNDLED_NAMES
 from tests.ray_backend.conftest import RAY_TESTS
 
@@ -83,12 +84,20 @@ def test_both_backends_give_identical_results(fam, tiny_models, ray_backend, one
         "fill-mask": (fill_mask, lm, FillMaskConfig(f"the cat sat on the {mask} today .", top_k=5)),
         "pairs": (score_pairs, lm, [("the cat sat .", "it was happy ."), ("dogs bark .", "birds sing .")]),
         "attention": (compute_attention, lm, AttentionConfig("the cat sat on the mat .")),
-        "attribution": (attribute, lm, AttributionConfig("mask", f"the cat sat on the {mask} .",
-                                                         methods=("lig", "saliency"), n_steps=8,
-                                                         internal_batch_size=8)),
+        "attribution": (
+            attribute,
+            lm,
+            AttributionConfig(
+                "mask", f"the cat sat on the {mask} .", methods=("lig", "saliency"), n_steps=8, internal_batch_size=8
+            ),
+        ),
         "lens": (lens, lm, LensConfig(f"the cat sat on the {mask} .", top_k=3)),
-        "ablation": (ablate_fill_mask, lm, FillMaskConfig(f"the cat sat on the {mask} ."),
-                     AblationConfig(((0, 0), (1, 1)), "zero")),
+        "ablation": (
+            ablate_fill_mask,
+            lm,
+            FillMaskConfig(f"the cat sat on the {mask} ."),
+            AblationConfig(((0, 0), (1, 1)), "zero"),
+        ),
         "embeddings": (embedding_parts, lm, "the cat sat .", "it was happy ."),
     }
     for name, (fn, *args) in cases.items():
@@ -136,8 +145,7 @@ def test_progress_streams_and_cancel_stops_the_replica(tiny_models, ray_backend)
     """An attribution with progress: the calls arrive while it runs; raising from one (Cancel) ends the run."""
     lm = load(ModelSpec("bert", str(tiny_models["bert"]), "cpu"), task="pretraining", attentions=True)
     mask = lm.tokenizer.mask_token
-    cfg = AttributionConfig("mask", f"the cat sat on the {mask} .", methods=("lig",), n_steps=64,
-                            internal_batch_size=4)
+    cfg = AttributionConfig("mask", f"the cat sat on the {mask} .", methods=("lig",), n_steps=64, internal_batch_size=4)
     seen: list[float] = []
     attribute(lm, cfg, progress=lambda frac, msg="": seen.append(frac))
     assert len(seen) >= 3 and seen == sorted(seen)

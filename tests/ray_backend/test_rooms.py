@@ -1,5 +1,6 @@
 """Rooms on Ray: the presenter on this process, a follower on another process (another front-end); both reach the
 named room actor, so the follower sees what the presenter publishes and the presenter counts the follower's answer."""
+
 from __future__ import annotations
 
 import json
@@ -11,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from core.runtime import room as R
 from core.runtime.backend import store as room_store
 from core.runtime.room import PresenterState, RoomClosedError, RoomError
 from tests.ray_backend.conftest import RAY_TESTS
@@ -47,10 +47,20 @@ def test_presenter_and_follower_on_two_processes(ray_backend):
     assert type(rooms).__name__ == "RayRoomStore"  # what app/room calls (core.runtime.backend.store) is the backend's
     made = rooms.create()
     rooms.publish(made.code, made.key, PresenterState.of("fill_mask", {"text": "first"}))
-    env = {**os.environ, "ENCODERLAB_BACKEND": "ray", "PYTHONPATH": str(ROOT),
-           "ENCODERLAB_RAY_ADDRESS": ray_backend.address}
-    follower = subprocess.Popen([sys.executable, "-c", FOLLOWER, made.code], env=env, cwd=ROOT, text=True,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    env = {
+        **os.environ,
+        "ENCODERLAB_BACKEND": "ray",
+        "PYTHONPATH": str(ROOT),
+        "ENCODERLAB_RAY_ADDRESS": ray_backend.address,
+    }
+    follower = subprocess.Popen(
+        [sys.executable, "-c", FOLLOWER, made.code],
+        env=env,
+        cwd=ROOT,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         assert follower.stdout.readline().strip() == "RayRoomStore"
         end = time.time() + 120

@@ -1,6 +1,7 @@
 """Two Ray nodes on this machine (ray.cluster_utils.Cluster): a job asking for a GPU is placed on the node that
 declares one; killing that node mid-job ends the job with a clear message, and the app keeps serving predictions
 and jobs on the node that is left."""
+
 from __future__ import annotations
 
 import functools
@@ -9,9 +10,9 @@ import time
 import pytest
 
 import core.runtime.backend as backend
+from core.models.loading import ModelSpec, load
 from core.predict.fill_mask import FillMaskConfig, fill_mask
 from core.runtime.jobs import DONE, ERROR
-from core.models.loading import ModelSpec, load
 from tests.ray_backend import jobs_fixture
 from tests.ray_backend.conftest import RAY_TESTS
 

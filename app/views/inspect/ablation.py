@@ -15,9 +15,11 @@ Heads are 0-based in text and code ("L3H7": layer 3, head 7, counting from 0 as 
 only while it was made from the current model, input, heads and mode (app/kit/render.current_result, job_for).
 Every label comes from assets/i18n/ablation.toml.
 """
+
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import plotly.graph_objects as go
@@ -25,9 +27,9 @@ import streamlit as st
 
 from app.kit import presenter, report, state
 from app.kit.i18n import explain, t
-from app.kit.plot_text import plot_text
 from app.kit.jobs_panel import job_section, start_job, submit_job
 from app.kit.loaders import get_model
+from app.kit.plot_text import plot_text
 from app.kit.render import as_text, current_result, run_or_error
 from core.base.messages import carry
 from core.inspect.ablation import MODES, AblationConfig, AblationError, default_texts, format_heads, parse_heads
@@ -38,7 +40,11 @@ from core.predict.sentence_pair import PairConfig, check_pair, pair_head
 from core.registry import ModelLoadError, attention_layers
 
 MAX_LABEL = 24  # characters of a label on a chart axis
-IMPORTANCE_TEXTS = (16, 64, 256)  # held-out sentences the importance job may use (64: core.inspect.head_importance's default)
+IMPORTANCE_TEXTS = (
+    16,
+    64,
+    256,
+)  # held-out sentences the importance job may use (64: core.inspect.head_importance's default)
 
 
 def _safe(text: str) -> str:
@@ -50,7 +56,7 @@ def _safe(text: str) -> str:
 def model_shape(model) -> tuple[int, int]:
     """(layers, heads) of an encoder: every depth the attention runs at (a shared layer counts once per depth)."""
     cfg = getattr(model, "base_model", model).config
-    heads = getattr(cfg, "num_attention_heads", None) or getattr(cfg, "n_heads")
+    heads = getattr(cfg, "num_attention_heads", None) or cfg.n_heads
     return len(attention_layers(model)), int(heads)
 
 
@@ -116,8 +122,12 @@ def head_picker(scope: str, n_layers: int, n_heads: int) -> AblationConfig:
     args = (scope, n_layers, n_heads)
     with st.form(k["form"], border=False):
         c1, c2 = st.columns([4, 1], vertical_alignment="bottom")
-        c1.text_input(t("ablation.spec"), key=k["spec"], placeholder=t("ablation.spec_placeholder"),
-                      help=t("ablation.spec_help", layers=n_layers, heads=n_heads))
+        c1.text_input(
+            t("ablation.spec"),
+            key=k["spec"],
+            placeholder=t("ablation.spec_placeholder"),
+            help=t("ablation.spec_help", layers=n_layers, heads=n_heads),
+        )
         c2.form_submit_button(t("ablation.apply"), on_click=_from_text, args=args, type="primary")
     if st.session_state.get(k["error"]):
         st.error(explain(st.session_state[k["error"]]))
@@ -126,12 +136,25 @@ def head_picker(scope: str, n_layers: int, n_heads: int) -> AblationConfig:
         for layer in range(n_layers):
             c1, c2 = st.columns([1, 14], vertical_alignment="center")
             c1.markdown(f"**L{layer}**")  # i18n: ok (a layer number)
-            c2.pills(t("ablation.layer_label", layer=layer), list(range(n_heads)), selection_mode="multi",
-                     format_func=_head_label, key=_layer_key(scope, layer), on_change=_from_grid, args=args,
-                     label_visibility="collapsed")
+            c2.pills(
+                t("ablation.layer_label", layer=layer),
+                list(range(n_heads)),
+                selection_mode="multi",
+                format_func=_head_label,
+                key=_layer_key(scope, layer),
+                on_change=_from_grid,
+                args=args,
+                label_visibility="collapsed",
+            )
     c1, c2 = st.columns([3, 1], vertical_alignment="center")
-    mode = c1.segmented_control(t("ablation.mode"), list(MODES), key=k["mode"], required=True,
-                                format_func=_mode_labels(), help=t("ablation.mode_help"))
+    mode = c1.segmented_control(
+        t("ablation.mode"),
+        list(MODES),
+        key=k["mode"],
+        required=True,
+        format_func=_mode_labels(),
+        help=t("ablation.mode_help"),
+    )
     c2.button(t("ablation.clear"), key=state.key(scope, "ab.clear"), on_click=_clear, args=args)
     return AblationConfig(current_heads(scope, n_layers, n_heads), mode or MODES[0])
 
@@ -153,17 +176,36 @@ def before_after_figure(p: AblatedPrediction) -> go.Figure:
     labels = [_safe(x) for x in p.labels]
     x = list(range(len(labels)))  # by position: two pieces that read the same ("Ġthe", "the") stay two groups
     fig = go.Figure()
-    fig.add_bar(name=t("ablation.before"), x=x, y=[v * 100 for v in p.before], marker_color="#4C78A8",
-                text=[_pct(v) for v in p.before], textposition="outside", hovertext=labels)
-    fig.add_bar(name=t("ablation.after"), x=x, y=[v * 100 for v in p.after], marker_color="#E45756",
-                text=[_pct(v) for v in p.after], textposition="outside", hovertext=labels)
+    fig.add_bar(
+        name=t("ablation.before"),
+        x=x,
+        y=[v * 100 for v in p.before],
+        marker_color="#4C78A8",
+        text=[_pct(v) for v in p.before],
+        textposition="outside",
+        hovertext=labels,
+    )
+    fig.add_bar(
+        name=t("ablation.after"),
+        x=x,
+        y=[v * 100 for v in p.after],
+        marker_color="#E45756",
+        text=[_pct(v) for v in p.after],
+        textposition="outside",
+        hovertext=labels,
+    )
     fig.update_xaxes(tickvals=x, ticktext=labels)
     top = max([*p.before, *p.after, 1e-9])
-    fig.update_layout(barmode="group", height=340, margin=dict(t=60, b=10, l=10, r=10),
-                      yaxis=dict(title=t("ablation.prob"), ticksuffix="%", tickformat="~g",
-                                  range=[0, min(100.0, top * 130)]),  # percent: a tiny model's 0.005% stays legible
-                      legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="right", x=1),
-                      title=t("ablation.fig_title"))
+    fig.update_layout(
+        barmode="group",
+        height=340,
+        margin=dict(t=60, b=10, l=10, r=10),
+        yaxis=dict(
+            title=t("ablation.prob"), ticksuffix="%", tickformat="~g", range=[0, min(100.0, top * 130)]
+        ),  # percent: a tiny model's 0.005% stays legible
+        legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="right", x=1),
+        title=t("ablation.fig_title"),
+    )
     return fig
 
 
@@ -182,32 +224,52 @@ def show_prediction(p: AblatedPrediction, n_heads: int, key: str) -> None:
     """The answer's probability before -> after, whether the top answer changed, and the bars."""
     i = p.labels.index(p.answer_before) if p.answer_before in p.labels else 0
     c1, c2 = st.columns(2)
-    c1.metric(t("ablation.answer_prob", answer=as_text(p.answer_before)), _pct(p.after[i]),
-              delta=t("ablation.delta", d=_points(p.delta), before=_pct(p.before[i])),
-              help=t("ablation.answer_help"))
+    c1.metric(
+        t("ablation.answer_prob", answer=as_text(p.answer_before)),
+        _pct(p.after[i]),
+        delta=t("ablation.delta", d=_points(p.delta), before=_pct(p.before[i])),
+        help=t("ablation.answer_help"),
+    )
     if p.answer_after == p.answer_before:
-        c2.metric(t("ablation.top_after"), as_text(p.answer_after), delta=t("ablation.same"), delta_color="off",
-                  delta_arrow="off")
+        c2.metric(
+            t("ablation.top_after"),
+            as_text(p.answer_after),
+            delta=t("ablation.same"),
+            delta_color="off",
+            delta_arrow="off",
+        )
     else:
-        c2.metric(t("ablation.top_after"), as_text(p.answer_after),
-                  delta=t("ablation.changed", before=as_text(p.answer_before)), delta_color="inverse",
-                  delta_arrow="off")
+        c2.metric(
+            t("ablation.top_after"),
+            as_text(p.answer_after),
+            delta=t("ablation.changed", before=as_text(p.answer_before)),
+            delta_color="inverse",
+            delta_arrow="off",
+        )
     fig = before_after_figure(p)
     st.plotly_chart(presenter.scale(fig), width="stretch", key=key + ".fig")
     if p.after_top:
         st.caption(t("ablation.after_top", top=as_text(", ".join(f"{w} {_pct(q)}" for w, q in p.after_top))))
-    st.caption(t("ablation.heads_off", heads=format_heads(p.heads, n_heads), n=len(p.heads),
-                 mode=_mode_labels()(p.mode)))
-    report.record_view("ablation", t("report.page.ablation"),
-                       t("report.ablation_title", before=p.answer_before, after=p.answer_after),
-                       {t("report.in.heads"): format_heads(p.heads, n_heads), t("report.in.mode"): _mode_labels()(p.mode)},
-                       (key, p.kind, p.heads, p.mode, p.labels, p.before, p.after), figures=[fig],
-                       rows=[{t("report.col.label"): x, t("report.col.before"): _pct(b), t("report.col.after"): _pct(a)}
-                             for x, b, a in zip(p.labels, p.before, p.after)])
+    st.caption(
+        t("ablation.heads_off", heads=format_heads(p.heads, n_heads), n=len(p.heads), mode=_mode_labels()(p.mode))
+    )
+    report.record_view(
+        "ablation",
+        t("report.page.ablation"),
+        t("report.ablation_title", before=p.answer_before, after=p.answer_after),
+        {t("report.in.heads"): format_heads(p.heads, n_heads), t("report.in.mode"): _mode_labels()(p.mode)},
+        (key, p.kind, p.heads, p.mode, p.labels, p.before, p.after),
+        figures=[fig],
+        rows=[
+            {t("report.col.label"): x, t("report.col.before"): _pct(b), t("report.col.after"): _pct(a)}
+            for x, b, a in zip(p.labels, p.before, p.after)
+        ],
+    )
 
 
-def heads_panel(scope: str, n_layers: int, n_heads: int, compute: Callable[[AblationConfig], AblatedPrediction],
-                made_from: Any) -> AblatedPrediction | None:
+def heads_panel(
+    scope: str, n_layers: int, n_heads: int, compute: Callable[[AblationConfig], AblatedPrediction], made_from: Any
+) -> AblatedPrediction | None:
     """Picker + the recomputed prediction. ``compute(cfg)`` runs core (ablate_*); ``made_from`` names what the
     prediction is of (model, input): a result is shown only for the current ``made_from``, heads and mode."""
     cfg = head_picker(scope, n_layers, n_heads)
@@ -256,8 +318,13 @@ def attention_heads(lm, config) -> None:
         return
     st.caption(t("ablation.numbering"))
     n_layers, n_heads = model_shape(lm.model)  # the same checkpoint: the task model has the same heads
-    heads_panel("attention", n_layers, n_heads, lambda ab: _ablate(kind, get_model(lm.spec, task), cfg, ab),
-                made_from=(kind, lm.spec, cfg))
+    heads_panel(
+        "attention",
+        n_layers,
+        n_heads,
+        lambda ab: _ablate(kind, get_model(lm.spec, task), cfg, ab),
+        made_from=(kind, lm.spec, cfg),
+    )
 
 
 def _ablate(kind: str, lm, cfg, ab: AblationConfig) -> AblatedPrediction:
@@ -272,16 +339,20 @@ def fill_mask_heads(lm, text: str, top_k: int, strategy: str, per_line: bool = F
     """Under a Fill-mask result: an expander that recomputes it with heads off (the first line when per line)."""
     with st.expander(t("ablation.expander")):
         try:
-            cfg = (configs_from_lines(text, top_k, strategy)[0] if per_line
-                   else FillMaskConfig(text, top_k=top_k, strategy=strategy))
+            cfg = (
+                configs_from_lines(text, top_k, strategy)[0]
+                if per_line
+                else FillMaskConfig(text, top_k=top_k, strategy=strategy)
+            )
         except ValueError as e:
             st.error(explain(e))
             return
         if per_line:
             st.caption(t("ablation.first_line", text=as_text(cfg.text)))
         n_layers, n_heads = model_shape(lm.model)
-        heads_panel("fill_mask", n_layers, n_heads, lambda ab: _ablate("fill_mask", lm, cfg, ab),
-                    made_from=(lm.spec, cfg))
+        heads_panel(
+            "fill_mask", n_layers, n_heads, lambda ab: _ablate("fill_mask", lm, cfg, ab), made_from=(lm.spec, cfg)
+        )
 
 
 def pair_heads(lm, a: str, b: str, seed: int = 0) -> None:
@@ -293,8 +364,9 @@ def pair_heads(lm, a: str, b: str, seed: int = 0) -> None:
             st.error(explain(e))
             return
         n_layers, n_heads = model_shape(lm.model)
-        heads_panel("sentence_pair", n_layers, n_heads, lambda ab: _ablate("pair", lm, cfg, ab),
-                    made_from=(lm.spec, cfg))
+        heads_panel(
+            "sentence_pair", n_layers, n_heads, lambda ab: _ablate("pair", lm, cfg, ab), made_from=(lm.spec, cfg)
+        )
 
 
 def classify_heads(load_fm: Callable[[], Any], text: str, scope: str, made_from: Any) -> None:
@@ -307,17 +379,24 @@ def classify_heads(load_fm: Callable[[], Any], text: str, scope: str, made_from:
             st.error(explain(e))
             return
         n_layers, n_heads = model_shape(fm.model)
-        heads_panel(scope, n_layers, n_heads, lambda ab: ablate_classify(fm, text, None, ab),
-                    made_from=(made_from, text))
+        heads_panel(
+            scope, n_layers, n_heads, lambda ab: ablate_classify(fm, text, None, ab), made_from=(made_from, text)
+        )
 
 
 # ---------------------------------------------------------------------------------------------- importance
 def importance_heatmap(z: np.ndarray, title: str, colorscale: str = "Viridis") -> go.Figure:
     """(layers, heads) scores as a heatmap with 0-based L/H ticks."""
     n_layers, n_heads = z.shape
-    fig = go.Figure(go.Heatmap(z=np.round(np.asarray(z, dtype=float), 5), x=[f"H{h}" for h in range(n_heads)],
-                               y=[f"L{la}" for la in range(n_layers)], colorscale=colorscale,
-                               hovertemplate=t("ablation.imp.hover")))
+    fig = go.Figure(
+        go.Heatmap(
+            z=np.round(np.asarray(z, dtype=float), 5),
+            x=[f"H{h}" for h in range(n_heads)],
+            y=[f"L{la}" for la in range(n_layers)],
+            colorscale=colorscale,
+            hovertemplate=t("ablation.imp.hover"),
+        )
+    )
     fig.update_yaxes(autorange="reversed")
     fig.update_layout(title=title, height=max(300, 28 * n_layers + 140), margin=dict(t=70, l=10, r=10, b=10))
     return fig
@@ -328,11 +407,17 @@ def pruning_figure(r) -> go.Figure:
     x = [f * 100 for f in r.pruning_fraction]
     fig = go.Figure()
     fig.add_scatter(x=x, y=list(r.pruning_importance), mode="lines+markers", name=t("ablation.imp.order_importance"))
-    fig.add_scatter(x=x, y=list(r.pruning_random), mode="lines+markers", name=t("ablation.imp.order_random"),
-                    line=dict(dash="dash"))
-    fig.update_layout(title=t("ablation.imp.pruning_title", metric=r.metric), height=360,
-                      xaxis_title=t("ablation.imp.removed"), yaxis_title=r.metric,
-                      margin=dict(t=60, l=10, r=10, b=10), legend=dict(orientation="h", y=-0.25))
+    fig.add_scatter(
+        x=x, y=list(r.pruning_random), mode="lines+markers", name=t("ablation.imp.order_random"), line=dict(dash="dash")
+    )
+    fig.update_layout(
+        title=t("ablation.imp.pruning_title", metric=r.metric),
+        height=360,
+        xaxis_title=t("ablation.imp.removed"),
+        yaxis_title=r.metric,
+        margin=dict(t=60, l=10, r=10, b=10),
+        legend=dict(orientation="h", y=-0.25),
+    )
     return fig
 
 
@@ -343,9 +428,16 @@ def show_importance(r, key: str) -> None:
     if r.seconds_exhaustive is None:
         st.caption(t("ablation.imp.summary", id=r.checkpoint, n=r.n_texts, s=f"{r.seconds_gradient:,.1f}"))
     else:
-        st.caption(t("ablation.imp.summary_ex", id=r.checkpoint, n=r.n_texts, s=f"{r.seconds_gradient:,.1f}",
-                     ex=f"{r.seconds_exhaustive:,.1f}",
-                     x=f"{r.seconds_exhaustive / max(r.seconds_gradient, 1e-9):,.0f}"))
+        st.caption(
+            t(
+                "ablation.imp.summary_ex",
+                id=r.checkpoint,
+                n=r.n_texts,
+                s=f"{r.seconds_gradient:,.1f}",
+                ex=f"{r.seconds_exhaustive:,.1f}",
+                x=f"{r.seconds_exhaustive / max(r.seconds_gradient, 1e-9):,.0f}",
+            )
+        )
     c1, c2 = st.columns(2)
     figs = [importance_heatmap(r.scores, t("ablation.imp.gradient_title"))]
     with c1:
@@ -361,9 +453,14 @@ def show_importance(r, key: str) -> None:
         figs.append(pruning_figure(r))
         st.plotly_chart(presenter.scale(figs[-1]), width="stretch", key=key + ".prune")
         st.caption(t("ablation.imp.pruning_caption", metric=r.metric))
-    report.record_view("importance", t("report.page.importance"), t("report.importance_title", id=r.checkpoint),
-                       {t("report.in.model"): r.checkpoint, t("report.in.texts"): r.n_texts,
-                        t("report.in.metric"): r.metric}, key, figures=figs)
+    report.record_view(
+        "importance",
+        t("report.page.importance"),
+        t("report.importance_title", id=r.checkpoint),
+        {t("report.in.model"): r.checkpoint, t("report.in.texts"): r.n_texts, t("report.in.metric"): r.metric},
+        key,
+        figures=figs,
+    )
 
 
 def importance_tab(spec, model=None, device: str = "cpu") -> None:
@@ -387,16 +484,34 @@ def importance_tab(spec, model=None, device: str = "cpu") -> None:
         cfg = getattr(model, "base_model", model).config
         hidden = int(getattr(cfg, "hidden_size", None) or getattr(cfg, "dim", 0) or 768)
         est = exhaustive_seconds(n_layers, n_heads, hidden, int(n_texts), device)
-        c1.caption(t("ablation.imp.exhaustive_estimate", s=f"{max(1, round(est)):,}", n=n_layers * n_heads,
-                     texts=int(n_texts)))
+        c1.caption(
+            t("ablation.imp.exhaustive_estimate", s=f"{max(1, round(est)):,}", n=n_layers * n_heads, texts=int(n_texts))
+        )
     asked = (spec, bool(exhaustive), int(n_texts))
     jobs_key = state.key(scope, "imp.jobs")
     if c3.button(t("ablation.imp.go"), key=state.key(scope, "imp.go"), type="primary"):
+
         def _submit():  # QuotaError (too many jobs), ImportanceError: start_job shows them
-            fn = importance_job(spec.family, spec.checkpoint, spec.device, texts=default_texts(int(n_texts)),
-                                exhaustive=bool(exhaustive))
-            return submit_job("attention.importance", t("ablation.imp.job_name", id=spec.checkpoint), fn,
-                              device=spec.device, jobs_key=jobs_key, asked=asked)
+            fn = importance_job(
+                spec.family,
+                spec.checkpoint,
+                spec.device,
+                texts=default_texts(int(n_texts)),
+                exhaustive=bool(exhaustive),
+            )
+            return submit_job(
+                "attention.importance",
+                t("ablation.imp.job_name", id=spec.checkpoint),
+                fn,
+                device=spec.device,
+                jobs_key=jobs_key,
+                asked=asked,
+            )
+
         start_job(jobs_key, _submit)
-    job_section(jobs_key, asked, lambda j: show_importance(j.result, key=state.key(scope, f"imp.{j.id}")),
-                key=state.key(scope, "imp"))
+    job_section(
+        jobs_key,
+        asked,
+        lambda j: show_importance(j.result, key=state.key(scope, f"imp.{j.id}")),
+        key=state.key(scope, "imp"),
+    )

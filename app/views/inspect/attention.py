@@ -6,6 +6,7 @@ kept in the URL (app/kit/urlstate.py): ``option_fields()`` do not depend on the 
 ``focus_fields(...)`` do (token count, layers, heads), so the page binds them once the result is known, before
 their widgets are drawn. Option widgets sit in ``presenter.settings()``: folded away in presenter view.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -73,28 +74,37 @@ class RangeField(urlstate.Field):
 
 def option_fields() -> tuple[urlstate.Field, ...]:
     """View options that do not depend on the result: bound before anything is computed."""
-    return (urlstate.Field(K("view"), choices=VIEW_KINDS), urlstate.Field(K("stat"), choices=STATS),
-            urlstate.Field(K("pattern"), choices=tuple(A.PATTERNS)),
-            urlstate.Field(K("threshold"), "float", lo=0.0, hi=1.0), urlstate.Field(K("fmt"), choices=FORMATS))
+    return (
+        urlstate.Field(K("view"), choices=VIEW_KINDS),
+        urlstate.Field(K("stat"), choices=STATS),
+        urlstate.Field(K("pattern"), choices=tuple(A.PATTERNS)),
+        urlstate.Field(K("threshold"), "float", lo=0.0, hi=1.0),
+        urlstate.Field(K("fmt"), choices=FORMATS),
+    )
 
 
 def filter_fields(r: A.AttentionResult) -> tuple[urlstate.Field, ...]:
     """Token range, layers and heads: their bounds are the result's (bind after reset_view_state)."""
-    return (RangeField(K("range"), "ints", lo=0, hi=r.n_tokens),
-            urlstate.Field(K("layers"), "ints", choices=tuple(range(r.n_layers))),
-            urlstate.Field(K("heads"), "ints", choices=tuple(range(r.n_heads))))
+    return (
+        RangeField(K("range"), "ints", lo=0, hi=r.n_tokens),
+        urlstate.Field(K("layers"), "ints", choices=tuple(range(r.n_layers))),
+        urlstate.Field(K("heads"), "ints", choices=tuple(range(r.n_heads))),
+    )
 
 
-def focus_fields(r: A.AttentionResult, lo: int, hi: int, layers: list[int],
-                 heads: list[int]) -> tuple[urlstate.Field, ...]:
+def focus_fields(
+    r: A.AttentionResult, lo: int, hi: int, layers: list[int], heads: list[int]
+) -> tuple[urlstate.Field, ...]:
     """The focused head of each tab and the rollout options: their choices are the filters' values."""
-    return (urlstate.Field(K("layer"), "int", choices=tuple(layers)),
-            urlstate.Field(K("head"), "int", choices=tuple(heads)),
-            urlstate.Field(K("qk.layer"), "int", choices=tuple(layers)),
-            urlstate.Field(K("qk.head"), "int", choices=tuple(heads)),
-            urlstate.Field(K("qk.token"), "int", choices=tuple(range(lo, hi))),
-            urlstate.Field(K("mix.layer"), "int", choices=tuple(range(r.n_layers))),
-            urlstate.Field(K("flow"), "bool"))
+    return (
+        urlstate.Field(K("layer"), "int", choices=tuple(layers)),
+        urlstate.Field(K("head"), "int", choices=tuple(heads)),
+        urlstate.Field(K("qk.layer"), "int", choices=tuple(layers)),
+        urlstate.Field(K("qk.head"), "int", choices=tuple(heads)),
+        urlstate.Field(K("qk.token"), "int", choices=tuple(range(lo, hi))),
+        urlstate.Field(K("mix.layer"), "int", choices=tuple(range(r.n_layers))),
+        urlstate.Field(K("flow"), "bool"),
+    )
 
 
 def settings_box(label: str, expanded: bool = False):
@@ -104,8 +114,21 @@ def settings_box(label: str, expanded: bool = False):
     return st.expander(label, expanded=expanded)
 
 
-VIEW_KEYS = ("range", "layers", "heads", "layer", "head", "qk.layer", "qk.head", "qk.token", "mix.layer", "flow",
-             "w.sel.words", "w.sel.tokens", "layout")
+VIEW_KEYS = (
+    "range",
+    "layers",
+    "heads",
+    "layer",
+    "head",
+    "qk.layer",
+    "qk.head",
+    "qk.token",
+    "mix.layer",
+    "flow",
+    "w.sel.words",
+    "w.sel.tokens",
+    "layout",
+)
 
 
 def reset_view_state() -> None:
@@ -136,8 +159,7 @@ def chart_config(name: str) -> dict:
 
 
 def show(fig: go.Figure, name: str, **kw):
-    return st.plotly_chart(presenter.scale(fig), width="stretch", key=K("fig." + name), config=chart_config(name),
-                           **kw)
+    return st.plotly_chart(presenter.scale(fig), width="stretch", key=K("fig." + name), config=chart_config(name), **kw)
 
 
 # ---------------------------------------------------------------------------------------------- figures
@@ -145,11 +167,30 @@ def show(fig: go.Figure, name: str, **kw):
 
 # ---------------------------------------------------------------------------------------------- sections
 @st.cache_data(max_entries=6, show_spinner=False)
-def cached_view(kind: str, att: np.ndarray, labels: tuple[str, ...], b_start: int | None, layers: tuple[int, ...],
-                heads: tuple[int, ...], dark: bool, title: str = "Attention", layout: str = "vertical",
-                controls: tuple[tuple[str, str], ...] = ()):
-    return build_view(kind, att, list(labels), b_start, list(layers), list(heads), dark=dark, title=title,
-                      layout=layout, controls=controls)
+def cached_view(
+    kind: str,
+    att: np.ndarray,
+    labels: tuple[str, ...],
+    b_start: int | None,
+    layers: tuple[int, ...],
+    heads: tuple[int, ...],
+    dark: bool,
+    title: str = "Attention",
+    layout: str = "vertical",
+    controls: tuple[tuple[str, str], ...] = (),
+):
+    return build_view(
+        kind,
+        att,
+        list(labels),
+        b_start,
+        list(layers),
+        list(heads),
+        dark=dark,
+        title=title,
+        layout=layout,
+        controls=controls,
+    )
 
 
 def filters(r: A.AttentionResult) -> tuple[int, int, list[int], list[int]] | None:
@@ -181,17 +222,30 @@ def bind_focus(r: A.AttentionResult, lo: int, hi: int, layers: list[int], heads:
 
 def bertviz_section(r: A.AttentionResult, lo: int, hi: int, layers: list[int], heads: list[int]) -> None:
     st.session_state.setdefault(K("view"), "head")
-    kind = st.segmented_control(t("attention.view"), list(VIEW_KINDS), key=K("view"), required=True,
-                                format_func=option_labels(VIEW_KINDS, lambda k: t(f"attention.view_kind.{k}")))
+    kind = st.segmented_control(
+        t("attention.view"),
+        list(VIEW_KINDS),
+        key=K("view"),
+        required=True,
+        format_func=option_labels(VIEW_KINDS, lambda k: t(f"attention.view_kind.{k}")),
+    )
     kind = kind or "head"
     layout = "vertical"
     if kind == "head":  # a long CJK sentence opens across the page (bertviz #18); reset with each new result
         config = st.session_state.get(K("config"))
         st.session_state.setdefault(K("layout"), default_layout(list(r.labels[lo:hi]), getattr(config, "text", "")))
         with presenter.settings():
-            layout = st.segmented_control(t("zh_fonts.layout"), list(LAYOUTS), key=K("layout"), required=True,
-                                          help=t("zh_fonts.layout_help"), format_func=option_labels(
-                                              LAYOUTS, lambda x: t(f"zh_fonts.layout_opt.{x}"))) or "vertical"
+            layout = (
+                st.segmented_control(
+                    t("zh_fonts.layout"),
+                    list(LAYOUTS),
+                    key=K("layout"),
+                    required=True,
+                    help=t("zh_fonts.layout_help"),
+                    format_func=option_labels(LAYOUTS, lambda x: t(f"zh_fonts.layout_opt.{x}")),
+                )
+                or "vertical"
+            )
         if layout == "horizontal":
             st.caption(t("zh_fonts.horizontal_caption"))
     b = r.sentence_b_start if r.sentence_b_start is not None and lo < r.sentence_b_start < hi else None
@@ -205,15 +259,30 @@ def bertviz_section(r: A.AttentionResult, lo: int, hi: int, layers: list[int], h
         st.info(t("attention.cut", n=hi - lo, what=t("attention.and").join(cut)))
     sub = r.attentions[:, :, lo:hi, lo:hi]
     with st.spinner(t("attention.building_view")):
-        view = cached_view(kind, sub, tuple(r.labels[lo:hi]), None if b is None else b - lo, tuple(shipped),
-                           tuple(heads_shipped), dark_theme(), t("attention.view_title"), layout,
-                           tuple((c, t(f"zh_fonts.control.c{i}")) for i, c in enumerate(CONTROLS)))
+        view = cached_view(
+            kind,
+            sub,
+            tuple(r.labels[lo:hi]),
+            None if b is None else b - lo,
+            tuple(shipped),
+            tuple(heads_shipped),
+            dark_theme(),
+            t("attention.view_title"),
+            layout,
+            tuple((c, t(f"zh_fonts.control.c{i}")) for i, c in enumerate(CONTROLS)),
+        )
     st.iframe(view.html, height=view.height, alt=f"bertviz {kind} view")  # i18n: ok (the iframe's title, not shown)
     rows = t("attention.view_rows_cut") if (lo, hi) != (0, r.n_tokens) else t("attention.view_all_tokens")
-    st.caption(t("attention.view_caption", kind=t(f"attention.view_kind.{kind}"), mb=f"{view.size_bytes / 1e6:.2f}",
-                 rows=rows))
-    st.download_button(t("attention.download_view"), lambda: view.html.encode("utf-8"),
-                       file_name=f"attention-{kind}-view.html", mime="text/html", key=K("dl.html"))
+    st.caption(
+        t("attention.view_caption", kind=t(f"attention.view_kind.{kind}"), mb=f"{view.size_bytes / 1e6:.2f}", rows=rows)
+    )
+    st.download_button(
+        t("attention.download_view"),
+        lambda: view.html.encode("utf-8"),
+        file_name=f"attention-{kind}-view.html",
+        mime="text/html",
+        key=K("dl.html"),
+    )
 
 
 def focus_from_grid() -> None:
@@ -236,8 +305,13 @@ def heatmap_section(r: A.AttentionResult, lo: int, hi: int, layers: list[int], h
         layer = c1.selectbox(t("attention.layer"), layers, key=K("layer"))
         head = c2.selectbox(t("attention.head"), heads, key=K("head"))
     labels = list(r.labels[lo:hi])
-    focused = heatmap(r.attentions[layer, head, lo:hi, lo:hi], labels, labels,
-                      t("attention.fig.head_title", layer=layer, head=head), lo)
+    focused = heatmap(
+        r.attentions[layer, head, lo:hi, lo:hi],
+        labels,
+        labels,
+        t("attention.fig.head_title", layer=layer, head=head),
+        lo,
+    )
     show(focused, "heatmap")
     st.markdown(t("attention.all_heads"))
     sub = r.attentions[:, :, lo:hi, lo:hi][np.ix_(layers, heads)]
@@ -261,11 +335,13 @@ def qk_section(r: A.AttentionResult, lo: int, hi: int, layers: list[int], heads:
         c1, c2 = st.columns(2)
         layer = c1.selectbox(t("attention.layer"), layers, key=K("qk.layer"))
         head = c2.selectbox(t("attention.head"), heads, key=K("qk.head"))
-    q = right.selectbox(t("attention.query_token"), list(range(lo, hi)), key=K("qk.token"),
-                     format_func=lambda i: f"{i}: {r.labels[i]}")
+    q = right.selectbox(
+        t("attention.query_token"), list(range(lo, hi)), key=K("qk.token"), format_func=lambda i: f"{i}: {r.labels[i]}"
+    )
     v = A.qk_view(r.queries, r.keys, layer, head, q)
-    keys = A.QKView(query=v.query, keys=v.keys[lo:hi], product=v.product[lo:hi], scores=v.scores[lo:hi],
-                    weights=v.weights[lo:hi])
+    keys = A.QKView(
+        query=v.query, keys=v.keys[lo:hi], product=v.product[lo:hi], scores=v.scores[lo:hi], weights=v.weights[lo:hi]
+    )
     show(qk_figure(keys, list(r.labels[lo:hi]), r.labels[q]), "qk")
 
 
@@ -273,8 +349,9 @@ def stats_section(r: A.AttentionResult, stats: A.HeadStats) -> go.Figure:
     """Head statistics and the pattern finder; returns the statistic's layer x head map (for the report)."""
     st.caption(t("attention.stats_intro"))
     with presenter.settings():
-        name = st.selectbox(t("attention.statistic"), list(STATS), key=K("stat"),
-                            format_func=option_labels(STATS, stat_label))
+        name = st.selectbox(
+            t("attention.statistic"), list(STATS), key=K("stat"), format_func=option_labels(STATS, stat_label)
+        )
     hm, sc = stat_figures(stats, name)
     c1, c2 = st.columns(2)
     with c1:
@@ -285,10 +362,15 @@ def stats_section(r: A.AttentionResult, stats: A.HeadStats) -> go.Figure:
     st.session_state.setdefault(K("threshold"), 0.5)
     with presenter.settings():
         c1, c2 = st.columns([2, 2])
-        pattern = c1.selectbox(t("attention.pattern_pick"), list(A.PATTERNS), key=K("pattern"),
-                               format_func=option_labels(A.PATTERNS, pattern_label))
-        thr = c2.slider(t("attention.threshold"), 0.0, 1.0, step=0.05, key=K("threshold"),
-                        help=t("attention.threshold_help"))
+        pattern = c1.selectbox(
+            t("attention.pattern_pick"),
+            list(A.PATTERNS),
+            key=K("pattern"),
+            format_func=option_labels(A.PATTERNS, pattern_label),
+        )
+        thr = c2.slider(
+            t("attention.threshold"), 0.0, 1.0, step=0.05, key=K("threshold"), help=t("attention.threshold_help")
+        )
     hits = A.find_heads(stats, pattern, thr)
     if not hits:
         best = stats.share(pattern)
@@ -296,8 +378,12 @@ def stats_section(r: A.AttentionResult, stats: A.HeadStats) -> go.Figure:
         st.info(t("attention.no_hits", thr=f"{thr:.2f}", layer=bl, head=bh, score=f"{best[bl, bh]:.2f}"))
         return hm
     cols = (t("attention.col.layer"), t("attention.col.head"), t("attention.col.score"))
-    st.dataframe([dict(zip(cols, (m.layer, m.head, round(m.score, 3)))) for m in hits], hide_index=True,
-                 key=K("hits"), height=min(400, 35 * len(hits) + 40))
+    st.dataframe(
+        [dict(zip(cols, (m.layer, m.head, round(m.score, 3)))) for m in hits],
+        hide_index=True,
+        key=K("hits"),
+        height=min(400, 35 * len(hits) + 40),
+    )
     return hm
 
 
@@ -315,8 +401,10 @@ def mixing_section(r: A.AttentionResult, lo: int, hi: int) -> None:
     with c2:
         show(heatmap(roll[lo:hi, lo:hi], labels, labels, t("attention.fig.rollout"), lo), "rollout")
     cls = r.cls_index
-    bars = {t("attention.fig.raw_bar", layer=layer): A.relevance(raw, cls),
-            t("attention.fig.rollout_bar"): A.relevance(roll, cls)}
+    bars = {
+        t("attention.fig.raw_bar", layer=layer): A.relevance(raw, cls),
+        t("attention.fig.rollout_bar"): A.relevance(roll, cls),
+    }
     full = (lo, hi) == (0, r.n_tokens)
     n = r.n_tokens if full else hi - lo
     if n > A.FLOW_MAX_TOKENS:
@@ -354,16 +442,28 @@ def words_section(r: A.AttentionResult, config: A.AttentionConfig, tokenizer) ->
     _keep("w.head", [MEAN_HEADS, *range(r.n_heads)])
     with presenter.settings():
         c1, c2, c3 = st.columns([2, 1, 1])
-        level = c1.segmented_control(t("attention.w.level"), list(WORD_LEVELS), key=K("w.level"), required=True,
-                                     format_func=option_labels(WORD_LEVELS, lambda x: t(f"attention.w.level_opt.{x}")))
+        level = c1.segmented_control(
+            t("attention.w.level"),
+            list(WORD_LEVELS),
+            key=K("w.level"),
+            required=True,
+            format_func=option_labels(WORD_LEVELS, lambda x: t(f"attention.w.level_opt.{x}")),
+        )
         layer = c2.selectbox(t("attention.layer"), list(range(r.n_layers)), key=K("w.layer"))
-        head = c3.selectbox(t("attention.head"), [MEAN_HEADS, *range(r.n_heads)], key=K("w.head"),
-                            format_func=option_labels([MEAN_HEADS], lambda _: t("attention.w.mean_heads")))
+        head = c3.selectbox(
+            t("attention.head"),
+            [MEAN_HEADS, *range(r.n_heads)],
+            key=K("w.head"),
+            format_func=option_labels([MEAN_HEADS], lambda _: t("attention.w.mean_heads")),
+        )
     level = level or "words"
     a = r.attentions[layer].astype(np.float64)  # (heads, seq, seq)
     a = (a.mean(0) if head == MEAN_HEADS else a[head])[None, None]  # (1, 1, seq, seq)
-    which = t("attention.w.mean_heads_title", layer=layer) if head == MEAN_HEADS else \
-        t("attention.fig.head_title", layer=layer, head=head)
+    which = (
+        t("attention.w.mean_heads_title", layer=layer)
+        if head == MEAN_HEADS
+        else t("attention.fig.head_title", layer=layer, head=head)
+    )
     if level == "words":
         try:
             g = attention_word_groups(tokenizer, r.checkpoint, config)
@@ -375,8 +475,15 @@ def words_section(r: A.AttentionResult, config: A.AttentionConfig, tokenizer) ->
         merged = [i for i in g.merged()]
         if merged:
             shown = ", ".join(f"{g.words[i]} ({len(g.groups[i])})" for i in merged[:12])
-            st.caption(t("attention.w.merged", words=g.n_words, tokens=g.n_tokens, n=len(merged),
-                         shown=as_text(shown) + (" …" if len(merged) > 12 else "")))
+            st.caption(
+                t(
+                    "attention.w.merged",
+                    words=g.n_words,
+                    tokens=g.n_tokens,
+                    n=len(merged),
+                    shown=as_text(shown) + (" …" if len(merged) > 12 else ""),
+                )
+            )
         else:
             st.caption(t("attention.w.none_merged", n=g.n_tokens))
         title = t("attention.w.word_title", which=which)
@@ -395,28 +502,56 @@ def words_section(r: A.AttentionResult, config: A.AttentionConfig, tokenizer) ->
         st.session_state.pop(sel_key, None)
     with presenter.settings():
         c1, c2, c3 = st.columns([3, 1, 1])
-        picked = c1.multiselect(t("attention.w.select"), list(range(len(labels))), key=sel_key,
-                                format_func=lambda i: f"{i}: {labels[i]}", placeholder=t("attention.w.select_ph"))
-        how = c2.radio(t("attention.w.how"), list(HOW), key=K("w.how"), format_func=option_labels(
-            HOW, lambda x: t(f"attention.w.how_opt.{x}")))
-        direction = c3.radio(t("attention.w.direction"), list(DIRECTIONS), key=K("w.direction"),
-                             format_func=option_labels(DIRECTIONS, lambda x: t(f"attention.w.direction_opt.{x}")))
+        picked = c1.multiselect(
+            t("attention.w.select"),
+            list(range(len(labels))),
+            key=sel_key,
+            format_func=lambda i: f"{i}: {labels[i]}",
+            placeholder=t("attention.w.select_ph"),
+        )
+        how = c2.radio(
+            t("attention.w.how"),
+            list(HOW),
+            key=K("w.how"),
+            format_func=option_labels(HOW, lambda x: t(f"attention.w.how_opt.{x}")),
+        )
+        direction = c3.radio(
+            t("attention.w.direction"),
+            list(DIRECTIONS),
+            key=K("w.direction"),
+            format_func=option_labels(DIRECTIONS, lambda x: t(f"attention.w.direction_opt.{x}")),
+        )
     if not picked:
         st.info(t("attention.w.pick"))
         return
     vec = selection_attention(m[None, None], SelectionConfig(tuple(picked), how, direction))[0, 0]
     names = ", ".join(labels[i] for i in sorted(picked))
-    show(selection_bars(vec, labels, t(f"attention.w.sel_title.{direction}.{how}", which=which,
-                                       sel=safe(names if len(names) <= 60 else names[:59] + "…")), sorted(picked)),
-         f"w.sel.{level}")
+    show(
+        selection_bars(
+            vec,
+            labels,
+            t(
+                f"attention.w.sel_title.{direction}.{how}",
+                which=which,
+                sel=safe(names if len(names) <= 60 else names[:59] + "…"),
+            ),
+            sorted(picked),
+        ),
+        f"w.sel.{level}",
+    )
     st.caption(t(f"attention.w.sel_caption.{direction}.{how}", n=len(picked)))
 
 
 def export_section(r: A.AttentionResult) -> None:
     with presenter.settings():
         st.radio(t("attention.fmt"), list(FORMATS), key=K("fmt"), horizontal=True)
-    st.download_button(t("attention.download_npz"), lambda: attention_npz(r), file_name="attention.npz",
-                       mime="application/octet-stream", key=K("dl.npz"))
+    st.download_button(
+        t("attention.download_npz"),
+        lambda: attention_npz(r),
+        file_name="attention.npz",
+        mime="application/octet-stream",
+        key=K("dl.npz"),
+    )
     st.caption(t("attention.npz_caption", shape=str(r.attentions.shape)))
 
 
@@ -436,8 +571,13 @@ def compare_picker(r: A.AttentionResult) -> tuple[tuple[str, str], bool]:
     shared = family(r.family).shared_layers
     default = next((i for i, o in enumerate(opts) if family(o[0]).shared_layers != shared), 0)
     c1, c2 = st.columns([3, 1])
-    choice = c1.selectbox(t("attention.compare_with"), opts, index=default, key=K("cmp.model"),
-                          format_func=lambda o: f"{family(o[0]).label} · {o[1]}")
+    choice = c1.selectbox(
+        t("attention.compare_with"),
+        opts,
+        index=default,
+        key=K("cmp.model"),
+        format_func=lambda o: f"{family(o[0]).label} · {o[1]}",
+    )
     return choice, c2.button(t("attention.compare"), key=K("cmp.run"), type="primary")
 
 
@@ -447,27 +587,44 @@ def compare_view(sides: tuple[A.ModelAttention, A.ModelAttention]) -> None:
     for i, (col, side) in enumerate(zip(cols, sides)):
         res = side.result
         with col:
-            st.metric(t("attention.next_layer_corr", model=side.label), f"{side.adjacent:.3f}",
-                      help=t("attention.model_shape", layers=res.n_layers, heads=res.n_heads, n=res.n_tokens))
+            st.metric(
+                t("attention.next_layer_corr", model=side.label),
+                f"{side.adjacent:.3f}",
+                help=t("attention.model_shape", layers=res.n_layers, heads=res.n_heads, n=res.n_tokens),
+            )
             show(similarity_figure(side.similarity, side.label), "cmp.sim" + ("" if i == 0 else ".other"))
     with presenter.settings():
-        name = st.selectbox(t("attention.stat_per_layer"), list(STATS), key=K("cmp.stat"),
-                            format_func=option_labels(STATS, stat_label))
+        name = st.selectbox(
+            t("attention.stat_per_layer"), list(STATS), key=K("cmp.stat"), format_func=option_labels(STATS, stat_label)
+        )
     show(per_layer_lines({side.label: side.stats for side in sides}, name), "cmp.lines")
 
 
-def record(r: A.AttentionResult, config: A.AttentionConfig, lo: int, hi: int, heatmap_fig: go.Figure,
-           stats_fig: go.Figure) -> None:
+def record(
+    r: A.AttentionResult, config: A.AttentionConfig, lo: int, hi: int, heatmap_fig: go.Figure, stats_fig: go.Figure
+) -> None:
     """This result in the session report (one entry per model and text; redrawing replaces it)."""
     digest = hashlib.sha1(repr((r.checkpoint, config.text, config.pair, config.text_b)).encode()).hexdigest()[:12]
     inputs = {t("attention.report.model"): r.checkpoint, t("attention.report.text"): config.text}
     if config.pair:
         inputs[t("attention.report.text_b")] = config.text_b
     inputs[t("attention.report.tokens")] = f"{lo}–{hi - 1}"
-    inputs[t("attention.report.focus")] = t("attention.fig.head_title", layer=st.session_state.get(K("layer")),
-                                            head=st.session_state.get(K("head")))
-    report.record(f"attention:{digest}", page=t("nav.attention"), title=t("attention.report.title"), inputs=inputs,
-                  text=t("attention.summary", n=r.n_tokens, layers=r.n_layers, heads=r.n_heads, max=r.max_tokens),
-                  figures=[go.Figure(heatmap_fig).update_layout(  # axis titles; keys below, clear of the title
-                      xaxis_title=t("report.attention_x"), yaxis_title=t("report.attention_y"), xaxis_side="bottom",
-                      margin_t=60), stats_fig])
+    inputs[t("attention.report.focus")] = t(
+        "attention.fig.head_title", layer=st.session_state.get(K("layer")), head=st.session_state.get(K("head"))
+    )
+    report.record(
+        f"attention:{digest}",
+        page=t("nav.attention"),
+        title=t("attention.report.title"),
+        inputs=inputs,
+        text=t("attention.summary", n=r.n_tokens, layers=r.n_layers, heads=r.n_heads, max=r.max_tokens),
+        figures=[
+            go.Figure(heatmap_fig).update_layout(  # axis titles; keys below, clear of the title
+                xaxis_title=t("report.attention_x"),
+                yaxis_title=t("report.attention_y"),
+                xaxis_side="bottom",
+                margin_t=60,
+            ),
+            stats_fig,
+        ],
+    )

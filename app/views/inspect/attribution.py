@@ -2,6 +2,7 @@
 the token x layer heatmap, and the batch export. Figures are plain functions of core results (testable).
 Labels come from assets/i18n/attribution.toml; core's own texts (target label, notes, errors) stay as core wrote
 them."""
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -61,31 +62,57 @@ def _normalised(scores: np.ndarray) -> np.ndarray:
 def bar_chart(res: AttributionResult, method: str) -> go.Figure:
     """One method's attribution per token, green up / red down."""
     m = res.method(method)
-    fig = go.Figure(go.Bar(x=_labels(shown_tokens(res)), y=m.scores,
-                           marker_color=[POSITIVE if v >= 0 else NEGATIVE for v in m.scores],
-                           customdata=plot_texts(res.tokens),  # the raw piece
-                           hovertemplate="%{x} (%{customdata}): %{y:+.4f}<extra></extra>"))
-    fig.update_layout(xaxis_title=t("attribution.fig.bar_x"),
-                      yaxis_title=t("attribution.fig.bar_y", method=method_label(m.method)), margin=dict(t=30, b=10),
-                      height=320)
+    fig = go.Figure(
+        go.Bar(
+            x=_labels(shown_tokens(res)),
+            y=m.scores,
+            marker_color=[POSITIVE if v >= 0 else NEGATIVE for v in m.scores],
+            customdata=plot_texts(res.tokens),  # the raw piece
+            hovertemplate="%{x} (%{customdata}): %{y:+.4f}<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        xaxis_title=t("attribution.fig.bar_x"),
+        yaxis_title=t("attribution.fig.bar_y", method=method_label(m.method)),
+        margin=dict(t=30, b=10),
+        height=320,
+    )
     return fig
 
 
 def methods_heatmap(res: AttributionResult) -> go.Figure:
     """Every method for the same input, each scaled to its own max |value| so they can be compared."""
     z = np.stack([_normalised(m.scores) for m in res.methods])
-    fig = go.Figure(go.Heatmap(z=z, x=_labels(shown_tokens(res)), y=[method_label(m.method) for m in res.methods], zmin=-1,
-                               zmax=1,
-                               colorscale=DIVERGING, hovertemplate="%{y}<br>%{x}: %{z:+.2f}<extra></extra>"))
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=_labels(shown_tokens(res)),
+            y=[method_label(m.method) for m in res.methods],
+            zmin=-1,
+            zmax=1,
+            colorscale=DIVERGING,
+            hovertemplate="%{y}<br>%{x}: %{z:+.2f}<extra></extra>",
+        )
+    )
     fig.update_layout(margin=dict(t=30, b=10), height=120 + 40 * len(res.methods))
     return fig
 
 
 def correlation_heatmap(res: AttributionResult) -> go.Figure:
     names = [method_label(m.method) for m in res.methods]
-    fig = go.Figure(go.Heatmap(z=res.rank_corr, x=names, y=names, zmin=-1, zmax=1, colorscale=DIVERGING,
-                               text=np.round(res.rank_corr, 2), texttemplate="%{text}",
-                               hovertemplate=t("attribution.fig.hover_corr")))
+    fig = go.Figure(
+        go.Heatmap(
+            z=res.rank_corr,
+            x=names,
+            y=names,
+            zmin=-1,
+            zmax=1,
+            colorscale=DIVERGING,
+            text=np.round(res.rank_corr, 2),
+            texttemplate="%{text}",
+            hovertemplate=t("attribution.fig.hover_corr"),
+        )
+    )
     fig.update_layout(margin=dict(t=30, b=10), height=140 + 45 * len(names))
     return fig
 
@@ -93,9 +120,18 @@ def correlation_heatmap(res: AttributionResult) -> go.Figure:
 def layer_heatmap(res: AttributionResult) -> go.Figure:
     """LayerIG at each encoder layer: tokens across, layers down (row-normalised)."""
     z = np.stack([_normalised(r) for r in res.layer_scores])
-    fig = go.Figure(go.Heatmap(z=z, x=_labels(shown_tokens(res)), y=list(res.layer_names), zmin=-1, zmax=1,
-                               colorscale=DIVERGING, customdata=res.layer_scores,
-                               hovertemplate="%{y}<br>%{x}: %{customdata:+.4f}<extra></extra>"))
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=_labels(shown_tokens(res)),
+            y=list(res.layer_names),
+            zmin=-1,
+            zmax=1,
+            colorscale=DIVERGING,
+            customdata=res.layer_scores,
+            hovertemplate="%{y}<br>%{x}: %{customdata:+.4f}<extra></extra>",
+        )
+    )
     fig.update_layout(yaxis_autorange="reversed", margin=dict(t=30, b=10), height=140 + 30 * len(res.layer_names))
     return fig
 
@@ -120,12 +156,14 @@ def show_result(res: AttributionResult, key: str) -> list[go.Figure]:
     st.caption(t("attribution.colours"))
     for m in res.methods:
         extra = "" if m.delta is None else t("attribution.delta", delta=f"{m.delta:+.2e}")
-        st.markdown(f"**{method_label(m.method)}** <small>({m.note}; {m.seconds:.2f}s{extra})</small>",
-                    unsafe_allow_html=True)
+        st.markdown(
+            f"**{method_label(m.method)}** <small>({m.note}; {m.seconds:.2f}s{extra})</small>", unsafe_allow_html=True
+        )
         st.html(tokens_html(shown_tokens(res), m.scores, res.special))
     shown = [m.method for m in res.methods]
-    pick = st.selectbox(t("attribution.bar_of"), shown, format_func=option_labels(shown, method_label),
-                        key=f"{key}.bar")
+    pick = st.selectbox(
+        t("attribution.bar_of"), shown, format_func=option_labels(shown, method_label), key=f"{key}.bar"
+    )
     figures = [bar_chart(res, pick)]
     st.plotly_chart(presenter.scale(figures[0]), key=f"{key}.barfig")
     if len(res.methods) > 1:
@@ -141,10 +179,12 @@ def show_result(res: AttributionResult, key: str) -> list[go.Figure]:
         st.plotly_chart(presenter.scale(figures[-1]), key=f"{key}.layers")
     single = BatchResult((BatchRow(" ".join(res.tokens)),), (for_export(res),), (None,))
     row = st.container(horizontal=True)  # the buttons side by side at their own widths
-    row.download_button(t("attribution.download_csv"), batch_to_csv(single), "attribution.csv", "text/csv",
-                       key=f"{key}.csv")
-    row.download_button(t("attribution.download_html"), batch_to_html(single), "attribution.html", "text/html",
-                       key=f"{key}.html")
+    row.download_button(
+        t("attribution.download_csv"), batch_to_csv(single), "attribution.csv", "text/csv", key=f"{key}.csv"
+    )
+    row.download_button(
+        t("attribution.download_html"), batch_to_html(single), "attribution.html", "text/html", key=f"{key}.html"
+    )
     return figures
 
 
@@ -156,10 +196,12 @@ def show_batch(batch: BatchResult, key: str) -> None:
             st.warning(t("attribution.batch_row_error", i=i, text=row.text[:60], error=err))
     row = st.container(horizontal=True)  # the buttons side by side at their own widths
     shown = replace(batch, results=tuple(None if r is None else for_export(r) for r in batch.results))
-    row.download_button(t("attribution.download_csv"), batch_to_csv(shown), "attributions.csv", "text/csv",
-                       key=f"{key}.csv")
-    row.download_button(t("attribution.download_standalone"), batch_to_html(shown), "attributions.html", "text/html",
-                       key=f"{key}.html")
+    row.download_button(
+        t("attribution.download_csv"), batch_to_csv(shown), "attributions.csv", "text/csv", key=f"{key}.csv"
+    )
+    row.download_button(
+        t("attribution.download_standalone"), batch_to_html(shown), "attributions.html", "text/html", key=f"{key}.html"
+    )
     for i, res in enumerate(batch.results[:20], start=1):
         if res is not None:
             st.markdown(f"**{i}.** {res.target_label}")
@@ -169,9 +211,11 @@ def show_batch(batch: BatchResult, key: str) -> None:
 # ---------------------------------------------------------------------------------------------- the report
 def report_inputs(checkpoint: str, cfg: AttributionConfig, class_label) -> dict[str, str]:
     """What the participant asked for, labelled in the session's language (kept when the job starts)."""
-    inputs = {t("attribution.report.model"): checkpoint,
-              t("attribution.report.target"): t(f"attribution.target.{cfg.target}"),
-              t("attribution.report.text"): cfg.text}
+    inputs = {
+        t("attribution.report.model"): checkpoint,
+        t("attribution.report.target"): t(f"attribution.target.{cfg.target}"),
+        t("attribution.report.text"): cfg.text,
+    }
     if cfg.target == "pair":
         inputs[t("attribution.report.text_b")] = cfg.text_b
     if cfg.target == "mask":
@@ -189,7 +233,15 @@ def report_inputs(checkpoint: str, cfg: AttributionConfig, class_label) -> dict[
 def record(res: AttributionResult, inputs: dict[str, str], figures: list[go.Figure], entry_id: str) -> None:
     """One attribution in the session report: a row per token with each method's score, and the figures."""
     token_col = t("attribution.report.token")
-    rows = [{token_col: tok, **{method_label(m.method): f"{m.scores[i]:+.4f}" for m in res.methods}}
-            for i, tok in enumerate(shown_tokens(res))]
-    report.record(entry_id, page=t("nav.attribution"), title=t("attribution.report.title", target=res.target_label),
-                  inputs=inputs, rows=rows, figures=figures)
+    rows = [
+        {token_col: tok, **{method_label(m.method): f"{m.scores[i]:+.4f}" for m in res.methods}}
+        for i, tok in enumerate(shown_tokens(res))
+    ]
+    report.record(
+        entry_id,
+        page=t("nav.attribution"),
+        title=t("attribution.report.title", target=res.target_label),
+        inputs=inputs,
+        rows=rows,
+        figures=figures,
+    )

@@ -2,9 +2,10 @@
 class) and how (the methods and the settings they read). The method picker, its help and which settings appear
 come from the method registry, core.inspect.attribution_methods.METHODS. pages/attribution.py lays these out and runs the
 jobs; app/views/inspect/attribution.py draws the results."""
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import streamlit as st
 
@@ -14,7 +15,9 @@ from app.kit.loaders import model_or_error
 from app.kit.render import mini_note
 from app.kit.zh_examples import fill_default
 from app.views.inspect import attribution as ra
-from core.inspect import attribution_estimate as AE, attribution_inputs as AI, attribution_methods as AM
+from core.inspect import attribution_estimate as AE
+from core.inspect import attribution_inputs as AI
+from core.inspect import attribution_methods as AM
 from core.models.cost import BACKWARD_FACTOR, ForwardTiming
 from core.models.loading import LoadedModel, ModelSpec
 from core.registry import ModelLoadError
@@ -44,22 +47,31 @@ def classifier_names() -> list[str]:
 # What a link keeps. The text/target fields are bound before the model loads; the class choice needs the model.
 TOP_FIELDS = (urlstate.Field(K("target"), choices=TARGETS), urlstate.Field(K("classifier"), choices=classifier_names))
 ONE_FIELDS = (
-    *(urlstate.Field(K(f"text.{x}")) for x in TARGETS), urlstate.Field(K("text_b")),
-    urlstate.Field(K("one.mask_index"), "int", lo=1, hi=50), urlstate.Field(K("one.word"), max_len=100),
+    *(urlstate.Field(K(f"text.{x}")) for x in TARGETS),
+    urlstate.Field(K("text_b")),
+    urlstate.Field(K("one.mask_index"), "int", lo=1, hi=50),
+    urlstate.Field(K("one.word"), max_len=100),
     urlstate.Field(K("one.word_index"), "int", lo=1, hi=200),
     urlstate.Field(K("one.contrast"), max_len=100),
     urlstate.Field(K("one.methods"), "strs", choices=tuple(AM.METHODS)),
     urlstate.Field(K("one.baseline"), choices=tuple(AI.BASELINES)),
-    urlstate.Field(K("one.n_steps"), "int", lo=2, hi=1000), urlstate.Field(K("one.ibs"), "int", lo=1, hi=1000),
-    urlstate.Field(K("one.samples"), "int", lo=10, hi=5000), urlstate.Field(K("layers"), "bool"),
+    urlstate.Field(K("one.n_steps"), "int", lo=2, hi=1000),
+    urlstate.Field(K("one.ibs"), "int", lo=1, hi=1000),
+    urlstate.Field(K("one.samples"), "int", lo=10, hi=5000),
+    urlstate.Field(K("layers"), "bool"),
     urlstate.Field(K("layer_steps"), "int", lo=2, hi=300),
 )
 
 
 # ------------------------------------------------------------------------------------------------ what to explain
 def target_picker() -> str:
-    return st.radio(t("attribution.explain"), TARGETS, horizontal=True, key=K("target"),
-                    format_func=ra.option_labels(TARGETS, lambda x: t(f"attribution.target.{x}")))
+    return st.radio(
+        t("attribution.explain"),
+        TARGETS,
+        horizontal=True,
+        key=K("target"),
+        format_func=ra.option_labels(TARGETS, lambda x: t(f"attribution.target.{x}")),
+    )
 
 
 def model_for(target: str) -> LoadedModel | None:
@@ -69,9 +81,13 @@ def model_for(target: str) -> LoadedModel | None:
     if target in KIND:
         tuned = tuned_models()
         noun = "tagger" if target == "token" else "classifier"
-        pick = st.selectbox(t(f"attribution.{noun}"), classifier_names(), key=K("classifier"),
-                            format_func=ra.option_labels([SIDEBAR], lambda x: t(f"attribution.sidebar_{noun}")),
-                            help=t("attribution.classifier_help"))
+        pick = st.selectbox(
+            t(f"attribution.{noun}"),
+            classifier_names(),
+            key=K("classifier"),
+            format_func=ra.option_labels([SIDEBAR], lambda x: t(f"attribution.sidebar_{noun}")),
+            help=t("attribution.classifier_help"),
+        )
         if pick != SIDEBAR:
             m = next(m for m in tuned if m.label == pick)
             try:
@@ -85,8 +101,11 @@ def model_for(target: str) -> LoadedModel | None:
     if lm is None:
         return None
     if target == "pair" and lm.family.pair_head is None:
-        st.warning(t_or(f"attribution.no_pair_head.{lm.family.key}", lm.family.pair_head_note) + " "
-                   + t("attribution.pick_pair_family"))
+        st.warning(
+            t_or(f"attribution.no_pair_head.{lm.family.key}", lm.family.pair_head_note)
+            + " "
+            + t("attribution.pick_pair_family")
+        )
         return None
     mini_note(lm.spec.checkpoint, {"mask": "mlm", "pair": lm.family.pair_head}.get(target))  # what a bundled mini is
     return lm
@@ -107,18 +126,29 @@ def class_label(lm: LoadedModel, target: str) -> Callable[[int], str]:
         if target == "pair" and lm.family.pair_head:
             return t_or(f"attribution.pair_class.{lm.family.pair_head}.{i}", classes[i])
         return classes[i]
+
     return label
 
 
 def defaults(prefix: str, target: str, lm: LoadedModel) -> None:
     """Widget defaults, set once (a link's values were restored into session state before this)."""
     mask = lm.tokenizer.mask_token or lm.family.mask_token  # the tokenizer's: hfl's Chinese RoBERTa is [MASK]
-    text = {"mask": f"The capital of France is {mask}, a city on the Seine.", "pair": "She opened the door.",
-            "class": "The film was a delight from start to finish.",
-            "token": "Anna flew from Paris to Tokyo on Monday."}[target]
-    for name, value in ((f"{prefix}.methods", DEFAULT_METHODS), (f"{prefix}.baseline", "pad"),
-                        (f"{prefix}.n_steps", 50), (f"{prefix}.ibs", 50), (f"{prefix}.samples", 200),
-                        (f"{prefix}.mask_index", 1), (f"{prefix}.word_index", 1), ("layer_steps", 20)):
+    text = {
+        "mask": f"The capital of France is {mask}, a city on the Seine.",
+        "pair": "She opened the door.",
+        "class": "The film was a delight from start to finish.",
+        "token": "Anna flew from Paris to Tokyo on Monday.",
+    }[target]
+    for name, value in (
+        (f"{prefix}.methods", DEFAULT_METHODS),
+        (f"{prefix}.baseline", "pad"),
+        (f"{prefix}.n_steps", 50),
+        (f"{prefix}.ibs", 50),
+        (f"{prefix}.samples", 200),
+        (f"{prefix}.mask_index", 1),
+        (f"{prefix}.word_index", 1),
+        ("layer_steps", 20),
+    ):
         st.session_state.setdefault(K(name), value)
     # the texts: Chinese ones in 中文 with a Chinese-capable model (an untouched example follows the model)
     fill_default(K("text_b"), "It creaked loudly.", "attr_pair_b", lm.spec)
@@ -129,19 +159,34 @@ def target_widgets(prefix: str, target: str, lm: LoadedModel) -> dict:
     """Which mask and word, which word's tag, or which class; returns AttributionConfig fields."""
     if target == "mask":
         c1, c2, c3 = st.columns([1, 2, 2])
-        which = c1.number_input(t("attribution.which_mask"), 1, 50, key=K(f"{prefix}.mask_index"),
-                                persist_state="session")
+        which = c1.number_input(
+            t("attribution.which_mask"), 1, 50, key=K(f"{prefix}.mask_index"), persist_state="session"
+        )
         word = c2.text_input(t("attribution.word"), key=K(f"{prefix}.word"), persist_state="session")
-        other = c3.text_input(t("attribution.contrast"), key=K(f"{prefix}.contrast"),
-                              help=t("attribution.contrast_help"), persist_state="session")
+        other = c3.text_input(
+            t("attribution.contrast"),
+            key=K(f"{prefix}.contrast"),
+            help=t("attribution.contrast_help"),
+            persist_state="session",
+        )
         return dict(mask_index=int(which) - 1, word=word, contrast_word=other)
     if target == "token":  # the predicted tag of one word is explained
-        which = st.number_input(t("attribution.which_word"), 1, 200, key=K(f"{prefix}.word_index"),
-                                help=t("attribution.which_word_help"), persist_state="session")
+        which = st.number_input(
+            t("attribution.which_word"),
+            1,
+            200,
+            key=K(f"{prefix}.word_index"),
+            help=t("attribution.which_word_help"),
+            persist_state="session",
+        )
         return dict(word_index=int(which) - 1)
     n = len(AI.target_classes(lm, target))
-    c = st.selectbox(t("attribution.class"), range(n), key=K(f"{prefix}.class"),
-                     format_func=ra.option_labels(range(n), class_label(lm, target)))
+    c = st.selectbox(
+        t("attribution.class"),
+        range(n),
+        key=K(f"{prefix}.class"),
+        format_func=ra.option_labels(range(n), class_label(lm, target)),
+    )
     return dict(class_index=int(c))
 
 
@@ -156,9 +201,13 @@ def method_settings(prefix: str, lm: LoadedModel, per_layer_option: bool = False
     picked = st.session_state.get(K(f"{prefix}.methods"), [])
     if any(m in blocked for m in picked):  # e.g. from a link made with another model
         st.session_state[K(f"{prefix}.methods")] = [m for m in picked if m not in blocked]
-    methods = st.multiselect(t("attribution.methods"), offered,
-                             format_func=ra.option_labels(AM.METHODS, ra.method_label),
-                             key=K(f"{prefix}.methods"), help=ra.methods_help(offered))
+    methods = st.multiselect(
+        t("attribution.methods"),
+        offered,
+        format_func=ra.option_labels(AM.METHODS, ra.method_label),
+        key=K(f"{prefix}.methods"),
+        help=ra.methods_help(offered),
+    )
     for key_, why in blocked.items():
         st.caption(t("attribution.not_offered", method=ra.method_label(key_), why=why))
     reads = {s for m in methods for s in AM.METHODS[m].settings}
@@ -170,18 +219,29 @@ def method_settings(prefix: str, lm: LoadedModel, per_layer_option: bool = False
         key = K(f"{prefix}.{WIDGET.get(name, name)}")
         col = next(cols)
         if name == "baseline":
-            col.selectbox(t("attribution.baseline_pick"), list(AI.BASELINES), key=key, persist_state="session",
-                          format_func=ra.option_labels(AI.BASELINES, ra.baseline_label))
+            col.selectbox(
+                t("attribution.baseline_pick"),
+                list(AI.BASELINES),
+                key=key,
+                persist_state="session",
+                format_func=ra.option_labels(AI.BASELINES, ra.baseline_label),
+            )
         elif name == "n_steps":
             col.number_input(t("attribution.n_steps"), 2, 1000, key=key, persist_state="session")
         elif name == "internal_batch_size":
-            col.number_input(t("attribution.ibs"), 1, 1000, key=key, help=t("attribution.ibs_help"),
-                             persist_state="session")
+            col.number_input(
+                t("attribution.ibs"), 1, 1000, key=key, help=t("attribution.ibs_help"), persist_state="session"
+            )
         else:
             col.number_input(t("attribution.samples"), 10, 5000, key=key, persist_state="session")
     values = {name: st.session_state[K(f"{prefix}.{WIDGET.get(name, name)}")] for name in SETTINGS}
-    out = dict(methods=tuple(methods), baseline=values["baseline"], n_steps=int(values["n_steps"]),
-               internal_batch_size=int(values["internal_batch_size"]), n_samples=int(values["n_samples"]))
+    out = dict(
+        methods=tuple(methods),
+        baseline=values["baseline"],
+        n_steps=int(values["n_steps"]),
+        internal_batch_size=int(values["internal_batch_size"]),
+        n_samples=int(values["n_samples"]),
+    )
     if per_layer_option:
         c1, c2 = st.columns([1, 3])
         c1.checkbox(t("attribution.layers"), key=K("layers"), help=t("attribution.layers_help"))
@@ -218,8 +278,9 @@ def _duration(seconds: float) -> str:
     return t("attribution.estimate_min", m=f"{seconds / 60:.0f}")
 
 
-def show_estimate(where, lm: LoadedModel, cfg: AI.AttributionConfig | None, error: str | None = None,
-                  pressed: bool = False) -> None:
+def show_estimate(
+    where, lm: LoadedModel, cfg: AI.AttributionConfig | None, error: str | None = None, pressed: bool = False
+) -> None:
     """Beside Explain: about how many forward passes the picked methods and settings make, and about how long that
     takes on this model (core.inspect.attribution_estimate.estimate). For inputs Explain would refuse, the reason
     instead of a time (``error``: why the settings themselves were refused; ``pressed``: Explain was just pressed,
@@ -237,6 +298,7 @@ def show_estimate(where, lm: LoadedModel, cfg: AI.AttributionConfig | None, erro
         return
     grad = t("attribution.estimate_grad", b=f"{est.backwards:,}") if est.backwards else ""
     first = t("attribution.estimate_first") if est.first_run else ""
-    where.caption(t("attribution.estimate", n=f"{est.forwards:,}", grad=grad, time=_duration(est.seconds)) + first,
-                  help=t("attribution.estimate_help", rows=min(est.batch, AE.TIMING_ROWS),
-                           factor=f"{BACKWARD_FACTOR:g}"))
+    where.caption(
+        t("attribution.estimate", n=f"{est.forwards:,}", grad=grad, time=_duration(est.seconds)) + first,
+        help=t("attribution.estimate_help", rows=min(est.batch, AE.TIMING_ROWS), factor=f"{BACKWARD_FACTOR:g}"),
+    )

@@ -20,6 +20,7 @@ is swapped for head_view_horizontal.js (next to this file).
 
 No streamlit import here: bench/attention.py builds the same HTML.
 """
+
 from __future__ import annotations
 
 import functools
@@ -51,29 +52,35 @@ HORIZONTAL_JS = Path(__file__).with_name("head_view_horizontal.js")
 H_TEXT, H_TOP, H_GAP, H_MIN_COL, H_MAX_COL, H_MAX_CHARS = 15, 30, 170, 20, 48, 12
 LONG_CJK_TOKENS = 24  # a text of at least this many tokens, half of them CJK, opens in the horizontal layout
 
-THEME_CSS = ("html,body{margin:0;padding:4px;}"
-             "html.light body{background:var(--app-bg,#ffffff);color:#31333f;}"
-             "html.dark body{background:var(--app-bg,#0e1117);color:#fafafa;}"
-             "html.dark select{background:var(--app-bg,#0e1117);color:#fafafa;}"
-             "html.dark svg text{fill:#fafafa;}"
-             f"html,body,svg text{{font-family:{FONT_STACK};}}")
+THEME_CSS = (
+    "html,body{margin:0;padding:4px;}"
+    "html.light body{background:var(--app-bg,#ffffff);color:#31333f;}"
+    "html.dark body{background:var(--app-bg,#0e1117);color:#fafafa;}"
+    "html.dark select{background:var(--app-bg,#0e1117);color:#fafafa;}"
+    "html.dark svg text{fill:#fafafa;}"
+    f"html,body,svg text{{font-family:{FONT_STACK};}}"
+)
 # The theme is baked in from st.context.theme, which Streamlit reports wrongly on a session's first run
 # (streamlit#11920). Embedded in the app (a same-origin iframe), the view checks the app's actual background;
 # opened on its own (the standalone download), it keeps the baked one.
-THEME_JS = ("(function(){var dark=BAKED;try{var d=window.parent!==window&&window.parent.document;"
-            "var el=d&&(d.querySelector('.stApp')||d.body);if(el){var m=getComputedStyle(el).backgroundColor"
-            ".match(/\\d+/g);if(m&&m.length>=3&&(m.length<4||+m[3]>0)){dark=(0.299*m[0]+0.587*m[1]+0.114*m[2])<128;"
-            "document.documentElement.style.setProperty('--app-bg',getComputedStyle(el).backgroundColor);}}}catch(e){}"
-            "document.documentElement.className=dark?'dark':'light';"
-            "window.ENCODERLAB_MODE=dark?'dark':'light';})();")
+THEME_JS = (
+    "(function(){var dark=BAKED;try{var d=window.parent!==window&&window.parent.document;"
+    "var el=d&&(d.querySelector('.stApp')||d.body);if(el){var m=getComputedStyle(el).backgroundColor"
+    ".match(/\\d+/g);if(m&&m.length>=3&&(m.length<4||+m[3]>0)){dark=(0.299*m[0]+0.587*m[1]+0.114*m[2])<128;"
+    "document.documentElement.style.setProperty('--app-bg',getComputedStyle(el).backgroundColor);}}}catch(e){}"
+    "document.documentElement.className=dark?'dark':'light';"
+    "window.ENCODERLAB_MODE=dark?'dark':'light';})();"
+)
 
 # bertviz's model view draws a fixed 970 px wide SVG (DIV_WIDTH in model_view.js) plus the body's 2x4 px padding;
 # the app's column is narrower (about 940 px at a 1400 px window), which cut off the last head column. The page
 # zooms itself to fit its frame instead (zoom keeps d3's mouse positions right, unlike a CSS transform).
 MODEL_VIEW_WIDTH = 970 + 2 * 4
-FIT_JS = ("(function(){function fit(){var w=document.documentElement.clientWidth;"
-          "document.body.style.zoom=w>0&&w<NEED?String(w/NEED):'';}"
-          "window.addEventListener('resize',fit);fit();})();").replace("NEED", str(MODEL_VIEW_WIDTH))
+FIT_JS = (
+    "(function(){function fit(){var w=document.documentElement.clientWidth;"
+    "document.body.style.zoom=w>0&&w<NEED?String(w/NEED):'';}"
+    "window.addEventListener('resize',fit);fit();})();"
+).replace("NEED", str(MODEL_VIEW_WIDTH))
 
 
 @functools.cache
@@ -86,8 +93,10 @@ def vendor_js() -> str:
         if "</script" in src.lower():
             raise RuntimeError(f"{VENDOR_FILES[key]} contains '</script' and cannot be inlined as is.")
         parts.append(f"<script>/* {VENDOR_FILES[key]} (assets/vendor) */\n{src}\n</script>")
-    parts.append("<script>define('d3', [], function () { return window.d3; });\n"
-                 "define('jquery', [], function () { return window.jQuery; });</script>")
+    parts.append(
+        "<script>define('d3', [], function () { return window.d3; });\n"
+        "define('jquery', [], function () { return window.jQuery; });</script>"
+    )
     return "\n".join(parts)
 
 
@@ -97,7 +106,7 @@ def js_string_safe(text: str) -> str:
 
 
 def _number_table(decimals: int) -> np.ndarray:
-    scale = 10 ** decimals
+    scale = 10**decimals
     out = []
     for i in range(scale + 1):
         s = f"{i / scale:.{decimals}f}".rstrip("0").rstrip(".")
@@ -107,25 +116,26 @@ def _number_table(decimals: int) -> np.ndarray:
 
 def encode_weights(arr: np.ndarray, decimals: int = DECIMALS) -> str:
     """A nested JS array literal of ``arr`` (any rank) with weights in [0, 1] rounded to ``decimals``."""
-    scale = 10 ** decimals
+    scale = 10**decimals
     ints = np.clip(np.rint(np.asarray(arr, dtype=np.float64) * scale), 0, scale).astype(np.int64)
     table = _number_table(decimals)
     shape = ints.shape
     rows = ["[" + ",".join(r) + "]" for r in table[ints.reshape(-1, shape[-1])]]
     for size in reversed(shape[:-1]):
-        rows = ["[" + ",".join(rows[i:i + size]) + "]" for i in range(0, len(rows), size)]
+        rows = ["[" + ",".join(rows[i : i + size]) + "]" for i in range(0, len(rows), size)]
     return rows[0] if len(shape) > 1 else "[" + ",".join(table[ints]) + "]"
 
 
-def fit_payload(layers: list[int], heads: list[int], n_tokens: int, pair: bool,
-                budget: int = PAYLOAD_BUDGET) -> tuple[list[int], list[int]]:
+def fit_payload(
+    layers: list[int], heads: list[int], n_tokens: int, pair: bool, budget: int = PAYLOAD_BUDGET
+) -> tuple[list[int], list[int]]:
     """The leading layers (and, if one layer is already too big, the leading heads) whose attention fits the
     payload budget; never less than one layer and one head. A pair ships about twice the values: bertviz adds
     the A->A, B->B, A->B and B->A slices."""
     per_head = n_tokens * n_tokens * (2 if pair else 1)
     if len(heads) * per_head > budget:
-        return list(layers[:1]), list(heads[:max(1, budget // per_head)])
-    return list(layers[:max(1, budget // (len(heads) * per_head))]), list(heads)
+        return list(layers[:1]), list(heads[: max(1, budget // per_head)])
+    return list(layers[: max(1, budget // (len(heads) * per_head))]), list(heads)
 
 
 @dataclass(frozen=True)
@@ -147,8 +157,12 @@ class ViewHTML:
 
 def _split_bertviz(html: str) -> tuple[str, str]:
     """bertviz's returned HTML -> (its view <div>, its view JS), with the CDN require.js tag removed."""
-    m = re.match(r'\s*<script src="https://cdnjs[^"]*require[^"]*"></script>(.*?)<script type="text/javascript">'
-                 r"(.*)</script>\s*$", html, flags=re.S)
+    m = re.match(
+        r'\s*<script src="https://cdnjs[^"]*require[^"]*"></script>(.*?)<script type="text/javascript">'
+        r"(.*)</script>\s*$",
+        html,
+        flags=re.S,
+    )
     if not m:
         raise RuntimeError("bertviz's HTML has an unexpected shape: the offline embed needs bertviz 1.4.x.")
     div, js = m.group(1), m.group(2)
@@ -166,8 +180,11 @@ def _rewrite_params(js: str, layers: list[int], heads: list[int], decimals: int)
     blocks = []
     for d in params.pop("attention"):
         weights = encode_weights(np.asarray(d["attn"], dtype=np.float64), decimals)
-        meta = js_string_safe(json.dumps({"name": d["name"], "left_text": d["left_text"],
-                                          "right_text": d["right_text"]}, separators=(",", ":")))
+        meta = js_string_safe(
+            json.dumps(
+                {"name": d["name"], "left_text": d["left_text"], "right_text": d["right_text"]}, separators=(",", ":")
+            )
+        )
         blocks.append(meta[:-1] + ',"attn":' + weights + "}")
     params["include_layers"] = layers  # bertviz numbered the layers it was given 0..k-1; show the real ones
     if "include_heads" in params:
@@ -181,8 +198,13 @@ def wide(c: str) -> bool:
     """A CJK character (Han, kana, Hangul, their punctuation and full-width forms): one em wide, upright when
     written top to bottom."""
     o = ord(c)
-    return 0x2E80 <= o <= 0xA4CF or 0xAC00 <= o <= 0xD7AF or 0xF900 <= o <= 0xFAFF or 0xFF00 <= o <= 0xFFEF \
+    return (
+        0x2E80 <= o <= 0xA4CF
+        or 0xAC00 <= o <= 0xD7AF
+        or 0xF900 <= o <= 0xFAFF
+        or 0xFF00 <= o <= 0xFFEF
         or 0x20000 <= o <= 0x3FFFF
+    )
 
 
 def default_layout(labels: list[str], text: str = "") -> str:
@@ -198,9 +220,11 @@ def default_layout(labels: list[str], text: str = "") -> str:
 def _label_px(labels: list[str]) -> int:
     """Height of a row of labels written top to bottom: the longest (cut at H_MAX_CHARS), a CJK character one em,
     a Latin one (turned sideways) at most 0.7 em."""
+
     def one(label: str) -> float:
-        shown = label if len(label) <= H_MAX_CHARS else label[:H_MAX_CHARS - 1] + "…"
+        shown = label if len(label) <= H_MAX_CHARS else label[: H_MAX_CHARS - 1] + "…"
         return sum(H_TEXT if wide(c) else 0.7 * H_TEXT for c in shown)
+
     return int(max([2 * H_TEXT] + [one(x) for x in labels])) + 10
 
 
@@ -217,16 +241,34 @@ def _horizontal(js: str, labels: list[str], b: int | None) -> str:
     """bertviz's head-view JS with its drawing code (everything after the ``const params`` line, inside its
     ``requirejs`` callback) replaced by head_view_horizontal.js."""
     cut = js.index("\n", js.index("const params = "))
-    layout = {"text_size": H_TEXT, "top": H_TOP, "gap": H_GAP, "min_col": H_MIN_COL, "max_col": H_MAX_COL,
-              "max_chars": H_MAX_CHARS, "label_px": [[_label_px(t), _label_px(u)] for t, u in _rows(labels, b)]}
-    return (js[:cut + 1] + f"    const HLAYOUT = {json.dumps(layout)};\n"
-            + HORIZONTAL_JS.read_text(encoding="utf-8") + "\n});\n")
+    layout = {
+        "text_size": H_TEXT,
+        "top": H_TOP,
+        "gap": H_GAP,
+        "min_col": H_MIN_COL,
+        "max_col": H_MAX_COL,
+        "max_chars": H_MAX_CHARS,
+        "label_px": [[_label_px(t), _label_px(u)] for t, u in _rows(labels, b)],
+    }
+    return (
+        js[: cut + 1]
+        + f"    const HLAYOUT = {json.dumps(layout)};\n"
+        + HORIZONTAL_JS.read_text(encoding="utf-8")
+        + "\n});\n"
+    )
 
 
 # bertviz's own control text in the view's <div> (its layer and attention-filter selects), which the page writes in
 # the session's language: "Layer:" and "Attention:" before the selects, the filter's options after.
-CONTROLS = ("Layer", "Attention", "All", "Sentence A -> Sentence A", "Sentence B -> Sentence B",
-            "Sentence A -> Sentence B", "Sentence B -> Sentence A")
+CONTROLS = (
+    "Layer",
+    "Attention",
+    "All",
+    "Sentence A -> Sentence A",
+    "Sentence B -> Sentence B",
+    "Sentence A -> Sentence B",
+    "Sentence B -> Sentence A",
+)
 
 
 def translate_controls(div: str, names: dict[str, str]) -> str:
@@ -252,10 +294,19 @@ def _height(kind: str, n_tokens: int, n_layers: int, total_heads: int, horizonta
     return int(max(n_layers * thumb + axis, detail) + 50)
 
 
-def build_view(kind: str, attentions: np.ndarray, labels: list[str], sentence_b_start: int | None = None,
-               layers: list[int] | None = None, heads: list[int] | None = None, dark: bool = False,
-               decimals: int = DECIMALS, title: str = "Attention", layout: str = "vertical",
-               controls: tuple[tuple[str, str], ...] = ()) -> ViewHTML:
+def build_view(
+    kind: str,
+    attentions: np.ndarray,
+    labels: list[str],
+    sentence_b_start: int | None = None,
+    layers: list[int] | None = None,
+    heads: list[int] | None = None,
+    dark: bool = False,
+    decimals: int = DECIMALS,
+    title: str = "Attention",
+    layout: str = "vertical",
+    controls: tuple[tuple[str, str], ...] = (),
+) -> ViewHTML:
     """The bertviz ``kind`` view ("head" or "model") of ``attentions`` (layers, heads, seq, seq) as one offline
     HTML page. ``labels`` are the display tokens; ``layers``/``heads`` filter what is shipped (default all);
     ``layout`` ("vertical" or "horizontal") is the head view's; ``controls`` are (bertviz's English, the session's
@@ -276,30 +327,50 @@ def build_view(kind: str, attentions: np.ndarray, labels: list[str], sentence_b_
     heads = list(range(n_heads)) if heads is None else [int(x) for x in heads]
     if not layers or not heads:
         raise ValueError("Pick at least one layer and one head to show.")
-    scale = 10 ** decimals
+    scale = 10**decimals
     sel = np.round(np.asarray(attentions[layers][:, heads], dtype=np.float64) * scale) / scale
-    tensors = [torch.from_numpy(sel[i:i + 1]) for i in range(len(layers))]  # bertviz wants (1, heads, n, n) each
+    tensors = [torch.from_numpy(sel[i : i + 1]) for i in range(len(layers))]  # bertviz wants (1, heads, n, n) each
     mode = "dark" if dark else "light"
     if kind == "head":
-        out = head_view(tensors, list(labels), sentence_b_start=sentence_b_start, prettify_tokens=False,
-                        html_action="return")
+        out = head_view(
+            tensors, list(labels), sentence_b_start=sentence_b_start, prettify_tokens=False, html_action="return"
+        )
     else:
-        out = model_view(tensors, list(labels), sentence_b_start=sentence_b_start, prettify_tokens=False,
-                         display_mode=mode, html_action="return")
+        out = model_view(
+            tensors,
+            list(labels),
+            sentence_b_start=sentence_b_start,
+            prettify_tokens=False,
+            display_mode=mode,
+            html_action="return",
+        )
     div, js = _split_bertviz(out.data)
     div = translate_controls(div, dict(controls))
     js = _rewrite_params(js, layers, heads, decimals)
     if horizontal:
         js = _horizontal(js, list(labels), sentence_b_start)
     safe_title = title.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    html = ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
-            f"<title>{safe_title}</title><style>{THEME_CSS}</style>"
-            f"<script>{THEME_JS.replace('BAKED', 'true' if dark else 'false')}</script></head><body>\n"
-            + vendor_js() + "\n" + div + "\n<script>\n" + js + "\n</script>\n"
-            + (f"<script>{FIT_JS}</script>\n" if kind == "model" else "") + "</body></html>\n")
+    html = (
+        '<!DOCTYPE html>\n<html><head><meta charset="utf-8">'
+        f"<title>{safe_title}</title><style>{THEME_CSS}</style>"
+        f"<script>{THEME_JS.replace('BAKED', 'true' if dark else 'false')}</script></head><body>\n"
+        + vendor_js()
+        + "\n"
+        + div
+        + "\n<script>\n"
+        + js
+        + "\n</script>\n"
+        + (f"<script>{FIT_JS}</script>\n" if kind == "model" else "")
+        + "</body></html>\n"
+    )
     if "cdnjs" in html or re.search(r"<script[^>]+src=", html):
         raise RuntimeError("the offline view still loads a script from elsewhere")
-    return ViewHTML(html=html, kind=kind, layers=tuple(layers), heads=tuple(heads), n_tokens=n,
-                    height=_height(kind, n, len(layers), len(heads),
-                                   _rows(list(labels), sentence_b_start) if horizontal else None),
-                    layout=layout if kind == "head" else "vertical")
+    return ViewHTML(
+        html=html,
+        kind=kind,
+        layers=tuple(layers),
+        heads=tuple(heads),
+        n_tokens=n,
+        height=_height(kind, n, len(layers), len(heads), _rows(list(labels), sentence_b_start) if horizontal else None),
+        layout=layout if kind == "head" else "vertical",
+    )

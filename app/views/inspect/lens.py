@@ -1,8 +1,8 @@
 """Renderers for the Layer lens page: the layers x top-k table, the answer across depth, the KL per depth.
 
 Labels come from assets/i18n/lens.toml. Every chart goes through presenter.scale."""
-from __future__ import annotations
 
+from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
@@ -32,7 +32,7 @@ def depth_labels(n_depths: int) -> list[str]:
 
 def _cell(text: str) -> str:
     text = text if text.strip() else "␣"  # a piece that decodes to nothing (a word-start marker, a space)
-    return text if len(text) <= TABLE_WORD else text[:TABLE_WORD - 1] + "…"
+    return text if len(text) <= TABLE_WORD else text[: TABLE_WORD - 1] + "…"
 
 
 def lens_table(r: LensResult, m: MaskLens) -> go.Figure:
@@ -41,23 +41,43 @@ def lens_table(r: LensResult, m: MaskLens) -> go.Figure:
     labels = depth_labels(r.depths)
     k = len(m.rows[0])
     z = np.array([[c.prob for c in row] for row in m.rows])  # (D, k)
-    words = [[("<b>" + plot_text(_cell(c.text)) + "</b>") if c.token_id == m.answer.token_id
-              else plot_text(_cell(c.text)) for c in row] for row in m.rows]
-    full = [[f"{plot_text(c.text)} · {plot_text(c.piece)}" for c in row]
-            for row in m.rows]  # the hover: the word, then the tokenizer's own piece
+    words = [
+        [
+            ("<b>" + plot_text(_cell(c.text)) + "</b>") if c.token_id == m.answer.token_id else plot_text(_cell(c.text))
+            for c in row
+        ]
+        for row in m.rows
+    ]
+    full = [
+        [f"{plot_text(c.text)} · {plot_text(c.piece)}" for c in row] for row in m.rows
+    ]  # the hover: the word, then the tokenizer's own piece
     cols = [t("lens.choice", n=i + 1) for i in range(k)]
     top = max(float(z.max()), 1e-9)
     fmt = ".0%" if top >= 0.1 else ".1%" if top >= 0.01 else ".1e"  # a random model's 3e-05 is not "0%"
-    fig = go.Figure(go.Heatmap(z=z, x=cols, y=labels, text=words, customdata=full, texttemplate="%{text}",
-                               textfont=dict(size=13), colorscale="Blues", zmin=0, zmax=top,
-                               colorbar=dict(title=t("lens.prob"), tickformat=fmt),
-                               hovertemplate=t("lens.table_hover").replace("%{text}", "%{customdata}")
-                               .replace(":.1%}", f":{fmt}}}")
-                               + "<extra></extra>"))
-    fig.update_layout(title=dict(text=t("lens.table_title", k=k, mode=t(f"lens.mode_short.{r.mode}")), y=0.99,
-                                 yanchor="top"),
-                      height=130 + ROW_PX * r.depths, margin=dict(t=75, b=10, l=10, r=10),
-                      yaxis=dict(autorange="reversed", type="category"), xaxis=dict(side="top", type="category"))
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=cols,
+            y=labels,
+            text=words,
+            customdata=full,
+            texttemplate="%{text}",
+            textfont=dict(size=13),
+            colorscale="Blues",
+            zmin=0,
+            zmax=top,
+            colorbar=dict(title=t("lens.prob"), tickformat=fmt),
+            hovertemplate=t("lens.table_hover").replace("%{text}", "%{customdata}").replace(":.1%}", f":{fmt}}}")
+            + "<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        title=dict(text=t("lens.table_title", k=k, mode=t(f"lens.mode_short.{r.mode}")), y=0.99, yanchor="top"),
+        height=130 + ROW_PX * r.depths,
+        margin=dict(t=75, b=10, l=10, r=10),
+        yaxis=dict(autorange="reversed", type="category"),
+        xaxis=dict(side="top", type="category"),
+    )
     return fig
 
 
@@ -65,15 +85,39 @@ def answer_plot(r: LensResult, m: MaskLens) -> go.Figure:
     """The last layer's answer across depth: its rank (log scale, 1 = first) and its probability."""
     x = depth_labels(r.depths)
     fig = make_subplots(specs=[[{"secondary_y": True}]])
-    fig.add_scatter(x=x, y=[rk + 1 for rk in m.answer_rank], name=t("lens.rank"), mode="lines+markers",
-                    line=dict(color="#F58518"), hovertemplate="%{x}: %{y}<extra></extra>")
-    fig.add_scatter(x=x, y=list(m.answer_prob), name=t("lens.prob"), mode="lines+markers", line=dict(color="#4C78A8"),
-                    hovertemplate="%{x}: %{y:.2%}<extra></extra>", secondary_y=True)
+    fig.add_scatter(
+        x=x,
+        y=[rk + 1 for rk in m.answer_rank],
+        name=t("lens.rank"),
+        mode="lines+markers",
+        line=dict(color="#F58518"),
+        hovertemplate="%{x}: %{y}<extra></extra>",
+    )
+    fig.add_scatter(
+        x=x,
+        y=list(m.answer_prob),
+        name=t("lens.prob"),
+        mode="lines+markers",
+        line=dict(color="#4C78A8"),
+        hovertemplate="%{x}: %{y:.2%}<extra></extra>",
+        secondary_y=True,
+    )
     fig.update_yaxes(title_text=t("lens.rank"), type="log", autorange="reversed", dtick=1, secondary_y=False)
-    fig.update_yaxes(title_text=t("lens.prob"), tickformat=".0%", range=[0, max(max(m.answer_prob) * 1.15, 0.01)],
-                     tickmode="auto", showgrid=False, secondary_y=True)
-    fig.update_layout(title=t("lens.answer_title", word=m.answer.text), height=360, xaxis_title=t("lens.depth"),
-                      margin=dict(t=50, b=10), legend=dict(orientation="h", y=-0.3))
+    fig.update_yaxes(
+        title_text=t("lens.prob"),
+        tickformat=".0%",
+        range=[0, max(max(m.answer_prob) * 1.15, 0.01)],
+        tickmode="auto",
+        showgrid=False,
+        secondary_y=True,
+    )
+    fig.update_layout(
+        title=t("lens.answer_title", word=m.answer.text),
+        height=360,
+        xaxis_title=t("lens.depth"),
+        margin=dict(t=50, b=10),
+        legend=dict(orientation="h", y=-0.3),
+    )
     return fig
 
 
@@ -81,12 +125,31 @@ def kl_plot(rep: TuneReport) -> go.Figure:
     """Held-out KL(last || lens) per intermediate depth, raw against tuned."""
     x = depth_labels(len(rep.kl_raw))[:-1]
     fig = go.Figure()
-    fig.add_scatter(x=x, y=list(rep.kl_raw[:-1]), name=t("lens.kl_raw"), mode="lines+markers",
-                    line=dict(color="#9E9E9E"), hovertemplate="%{x}: %{y:.3f}<extra></extra>")
-    fig.add_scatter(x=x, y=list(rep.kl_tuned[:-1]), name=t("lens.kl_tuned"), mode="lines+markers",
-                    line=dict(color="#54A24B"), hovertemplate="%{x}: %{y:.3f}<extra></extra>")
-    fig.update_layout(title=t("lens.kl_title"), height=340, xaxis_title=t("lens.depth"), yaxis_title=t("lens.kl_axis"),
-                      yaxis=dict(rangemode="tozero"), margin=dict(t=50, b=10), legend=dict(orientation="h", y=-0.3))
+    fig.add_scatter(
+        x=x,
+        y=list(rep.kl_raw[:-1]),
+        name=t("lens.kl_raw"),
+        mode="lines+markers",
+        line=dict(color="#9E9E9E"),
+        hovertemplate="%{x}: %{y:.3f}<extra></extra>",
+    )
+    fig.add_scatter(
+        x=x,
+        y=list(rep.kl_tuned[:-1]),
+        name=t("lens.kl_tuned"),
+        mode="lines+markers",
+        line=dict(color="#54A24B"),
+        hovertemplate="%{x}: %{y:.3f}<extra></extra>",
+    )
+    fig.update_layout(
+        title=t("lens.kl_title"),
+        height=340,
+        xaxis_title=t("lens.depth"),
+        yaxis_title=t("lens.kl_axis"),
+        yaxis=dict(rangemode="tozero"),
+        margin=dict(t=50, b=10),
+        legend=dict(orientation="h", y=-0.3),
+    )
     return fig
 
 
@@ -108,8 +171,12 @@ def show_result(r: LensResult) -> None:
     if len(r.masks) > 1:
         if st.session_state.get(K("mask")) not in range(len(r.masks)):  # an earlier text had more masks
             st.session_state.pop(K("mask"), None)
-        j = st.selectbox(t("lens.mask_pick"), list(range(len(r.masks))), key=K("mask"),
-                         format_func=lambda i: t("lens.mask_option", n=i + 1, position=r.masks[i].position))
+        j = st.selectbox(
+            t("lens.mask_pick"),
+            list(range(len(r.masks))),
+            key=K("mask"),
+            format_func=lambda i: t("lens.mask_option", n=i + 1, position=r.masks[i].position),
+        )
         j = j if j is not None and j < len(r.masks) else 0
     m = r.masks[j]
     table, answer = lens_table(r, m), answer_plot(r, m)
@@ -119,10 +186,19 @@ def show_result(r: LensResult) -> None:
     line = t("lens.answer_line", word=as_text(m.answer.text), depth=labels[first], stays=labels[stays])
     st.markdown(line)
     st.plotly_chart(presenter.scale(answer), width="stretch", key=K("answer"))
-    report.record_view("lens", t("nav.lens"), t("report.lens_title", word=m.answer.text),
-                       {t("report.in.model"): r.checkpoint, t("report.in.text"): r.text,
-                        t("report.in.lens"): t(f"lens.mode_opt.{r.mode}")},
-                       (r.checkpoint, r.text, r.mode, r.lens_key, j), text=line, figures=[table, answer])
+    report.record_view(
+        "lens",
+        t("nav.lens"),
+        t("report.lens_title", word=m.answer.text),
+        {
+            t("report.in.model"): r.checkpoint,
+            t("report.in.text"): r.text,
+            t("report.in.lens"): t(f"lens.mode_opt.{r.mode}"),
+        },
+        (r.checkpoint, r.text, r.mode, r.lens_key, j),
+        text=line,
+        figures=[table, answer],
+    )
 
 
 def show_kl(rep: TuneReport) -> None:

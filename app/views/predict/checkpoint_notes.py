@@ -2,6 +2,7 @@
 MacBERT's "MLM as correction" pretraining (no [MASK] in its inputs: its answers behind one are not meaningful), and
 a checkpoint listed under one family whose code is another's (hfl's Chinese RoBERTa-wwm-ext and RBT3 are BERT
 code: their configs say model_type "bert", so they load with the BERT classes). Texts in assets/i18n/zh_hub.toml."""
+
 from __future__ import annotations
 
 import streamlit as st
@@ -19,11 +20,20 @@ def checkpoint_notes(lm: LoadedModel) -> None:
         return
     listed = family(info.family)
     if info.mlm_as_correction:
-        st.warning(t("zh_hub.mlm_as_correction", id=info.id, mask=lm.tokenizer.mask_token or "[MASK]"),
-                   icon=":material/warning:")
+        st.warning(
+            t("zh_hub.mlm_as_correction", id=info.id, mask=lm.tokenizer.mask_token or "[MASK]"),
+            icon=":material/warning:",
+        )
     code_key = family_of_model_type(info.model_type or "")
     if code_key and code_key != listed.key:
-        st.caption(t("zh_hub.other_code", id=info.id, family=t_or(f"families.{listed.key}.label", listed.label),
-                     code=t_or(f"families.{code_key}.label", FAMILIES[code_key].label),
-                     model_type=info.model_type, cls=type(lm.model).__name__,
-                     mask=lm.tokenizer.mask_token or "[MASK]"))
+        st.caption(
+            t(
+                "zh_hub.other_code",
+                id=info.id,
+                family=t_or(f"families.{listed.key}.label", listed.label),
+                code=t_or(f"families.{code_key}.label", FAMILIES[code_key].label),
+                model_type=info.model_type,
+                cls=type(lm.model).__name__,
+                mask=lm.tokenizer.mask_token or "[MASK]",
+            )
+        )

@@ -1,9 +1,10 @@
 """The Fill-mask page's pieces: its session keys and URL fields, the option widgets, the compare-tab model list,
 the report entries, the compare columns, and the "Which words look replaced?" tab (replaced token detection, for
 a family with a discriminator). The page (pages/fill_mask.py) keeps the layout."""
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import streamlit as st
 
@@ -15,11 +16,12 @@ from app.kit.render import current_result, entry_id, mini_short, minis_caption, 
 from app.kit.zh_examples import chinese_examples
 from app.views.predict.results import record_fill, record_rtd, show_fill_result, show_replaced, strategy_label
 from core import registry
-from core.base.segment import has_han
 from core.base.fields import bounds
+from core.base.segment import has_han
 from core.models.loading import ModelSpec, resolve
 from core.predict.fill_mask import MAX_TOP_K, STRATEGIES, CompareResult, FillMaskResult, examples, words
-from core.predict.replaced_tokens import RTD_TASK, RtdConfig, role as rtd_role, rtd_class, score
+from core.predict.replaced_tokens import RTD_TASK, RtdConfig, rtd_class, score
+from core.predict.replaced_tokens import role as rtd_role
 from core.registry import FAMILIES
 
 P = "fill_mask"
@@ -70,16 +72,21 @@ def options_row(prefix: str) -> tuple[int, str]:
     st.session_state.setdefault(k(f"{prefix}.top_k"), DEFAULT_TOP_K)
     c1, c2 = st.columns(2)
     top_k = c1.slider(t("fill_mask.top_k"), 1, MAX_TOP_K, key=k(f"{prefix}.top_k"))
-    strategy = c2.radio(t("fill_mask.strategy"), STRATEGIES, format_func=strategy_label,
-                        key=k(f"{prefix}.strategy"), horizontal=True)
+    strategy = c2.radio(
+        t("fill_mask.strategy"), STRATEGIES, format_func=strategy_label, key=k(f"{prefix}.strategy"), horizontal=True
+    )
     return top_k, strategy
 
 
 def compare_options() -> list[str]:
-    """"family|checkpoint" for every model the picker lists that can be had here."""
+    """ "family|checkpoint" for every model the picker lists that can be had here."""
     # a discriminator (replaced token detection) has no MLM head: it cannot be compared on filling masks
-    opts = [f"{fam}|{c}" for fam in FAMILIES for c in known_checkpoints(fam) if resolve(c).source != "unavailable"
-            and rtd_role(ModelSpec(fam, c)) != "discriminator"]
+    opts = [
+        f"{fam}|{c}"
+        for fam in FAMILIES
+        for c in known_checkpoints(fam)
+        if resolve(c).source != "unavailable" and rtd_role(ModelSpec(fam, c)) != "discriminator"
+    ]
     # the bundled models once more in int8 (core.compare.int8), last, so fp32 and int8 can be compared side by side
     return opts + [f"{o}|int8" for o in opts if o.split("|", 1)[1].startswith("encoderlab/")]
 
@@ -100,7 +107,8 @@ def fmt_option(o: str) -> str:
 def default_compare_models(opts: Sequence[str]) -> None:
     """Two bundled models to start with; drop any this session no longer has (at most four)."""
     st.session_state.setdefault(
-        k("cmp_models"), [o for o in opts if o.split("|", 1)[1].startswith("encoderlab/")][:2] or list(opts[:2]))
+        k("cmp_models"), [o for o in opts if o.split("|", 1)[1].startswith("encoderlab/")][:2] or list(opts[:2])
+    )
     kept = [o for o in st.session_state[k("cmp_models")] if o in opts][:4]
     if kept != st.session_state[k("cmp_models")]:
         st.session_state[k("cmp_models")] = kept
@@ -112,14 +120,23 @@ def _word_choices() -> range:
 
 
 # Everything on the page is in the URL, so the address bar is a link to this view (app/kit/urlstate.py).
-TYPE_FIELDS = (urlstate.Field(k("text")), urlstate.Field(k("per_line"), "bool"),
-               urlstate.Field(k("type.top_k"), "int", lo=1, hi=MAX_TOP_K),
-               urlstate.Field(k("type.strategy"), choices=STRATEGIES))
-WORD_FIELDS = (urlstate.Field(k("plain")), urlstate.Field(k("word"), "int", choices=_word_choices),
-               urlstate.Field(k("word.top_k"), "int", lo=1, hi=MAX_TOP_K),
-               urlstate.Field(k("word.strategy"), choices=STRATEGIES))
-CMP_FIELDS = (urlstate.Field(k("cmp_models"), "strs", choices=compare_options), urlstate.Field(k("cmp_text")),
-              urlstate.Field(k("cmp.top_k"), "int", lo=1, hi=MAX_TOP_K))
+TYPE_FIELDS = (
+    urlstate.Field(k("text")),
+    urlstate.Field(k("per_line"), "bool"),
+    urlstate.Field(k("type.top_k"), "int", lo=1, hi=MAX_TOP_K),
+    urlstate.Field(k("type.strategy"), choices=STRATEGIES),
+)
+WORD_FIELDS = (
+    urlstate.Field(k("plain")),
+    urlstate.Field(k("word"), "int", choices=_word_choices),
+    urlstate.Field(k("word.top_k"), "int", lo=1, hi=MAX_TOP_K),
+    urlstate.Field(k("word.strategy"), choices=STRATEGIES),
+)
+CMP_FIELDS = (
+    urlstate.Field(k("cmp_models"), "strs", choices=compare_options),
+    urlstate.Field(k("cmp_text")),
+    urlstate.Field(k("cmp.top_k"), "int", lo=1, hi=MAX_TOP_K),
+)
 
 
 # ---------------------------------------------------------------------------------------------- replaced tokens
@@ -128,12 +145,17 @@ def rtd_partners(spec: ModelSpec | None, want: str) -> list[str]:
     and that can be had here (the picker's list: official ids, this session's models)."""
     if spec is None or rtd_class(spec.family) is None:
         return []
-    return [c for c in known_checkpoints(spec.family) if c != spec.checkpoint
-            and resolve(c).source != "unavailable" and rtd_role(ModelSpec(spec.family, c, spec.device)) == want]
+    return [
+        c
+        for c in known_checkpoints(spec.family)
+        if c != spec.checkpoint
+        and resolve(c).source != "unavailable"
+        and rtd_role(ModelSpec(spec.family, c, spec.device)) == want
+    ]
 
 
 def _generator_choices() -> list[str]:
-    """"" (no generator: score the text as written) and the generators the replaced-token tab can use."""
+    """ "" (no generator: score the text as written) and the generators the replaced-token tab can use."""
     spec = state.current_spec()
     if rtd_role(spec) == "generator":
         return ["", spec.checkpoint]
@@ -145,10 +167,13 @@ def _discriminator_choices() -> list[str]:
     return [spec.checkpoint] if rtd_role(spec) == "discriminator" else rtd_partners(spec, "discriminator")
 
 
-RTD_FIELDS = (urlstate.Field(k("rtd.text")), urlstate.Field.of(k("rtd.corrupt"), bounds(RtdConfig, "corrupt")),
-              urlstate.Field.of(k("rtd.seed"), bounds(RtdConfig, "seed")),
-              urlstate.Field(k("rtd.generator"), choices=_generator_choices),
-              urlstate.Field(k("rtd.discriminator"), choices=_discriminator_choices))
+RTD_FIELDS = (
+    urlstate.Field(k("rtd.text")),
+    urlstate.Field.of(k("rtd.corrupt"), bounds(RtdConfig, "corrupt")),
+    urlstate.Field.of(k("rtd.seed"), bounds(RtdConfig, "seed")),
+    urlstate.Field(k("rtd.generator"), choices=_generator_choices),
+    urlstate.Field(k("rtd.discriminator"), choices=_discriminator_choices),
+)
 
 
 def tab_set(kind: str | None) -> dict:
@@ -158,8 +183,12 @@ def tab_set(kind: str | None) -> dict:
         names.insert(0, "rtd")
     elif kind == "generator":
         names.append("rtd")
-    labels = {"type": t("fill_mask.tab_type"), "word": t("fill_mask.tab_word"), "compare": t("fill_mask.tab_compare"),
-              "rtd": t("replaced_tokens.tab")}
+    labels = {
+        "type": t("fill_mask.tab_type"),
+        "word": t("fill_mask.tab_word"),
+        "compare": t("fill_mask.tab_compare"),
+        "rtd": t("replaced_tokens.tab"),
+    }
     return dict(zip(names, st.tabs([labels[n] for n in names])))
 
 
@@ -182,20 +211,33 @@ def replaced_tab(spec: ModelSpec, kind: str, from_link: bool) -> None:
     for name in ("corrupt", "seed"):
         st.session_state.setdefault(k(f"rtd.{name}"), bounds(RtdConfig, name).default)
     with st.form(k("rtd_form")):
-        disc = st.selectbox(t("replaced_tokens.discriminator"), _discriminator_choices(), key=k("rtd.discriminator"),
-                            disabled=kind == "discriminator")
-        gen = st.selectbox(t("replaced_tokens.generator"), _generator_choices(), key=k("rtd.generator"),
-                           format_func=lambda c: c or t("replaced_tokens.no_generator"),
-                           help=t("replaced_tokens.generator_help"))
+        disc = st.selectbox(
+            t("replaced_tokens.discriminator"),
+            _discriminator_choices(),
+            key=k("rtd.discriminator"),
+            disabled=kind == "discriminator",
+        )
+        gen = st.selectbox(
+            t("replaced_tokens.generator"),
+            _generator_choices(),
+            key=k("rtd.generator"),
+            format_func=lambda c: c or t("replaced_tokens.no_generator"),
+            help=t("replaced_tokens.generator_help"),
+        )
         text = st.text_input(t("replaced_tokens.text"), key=k("rtd.text"))
         with presenter.settings():
             c1, c2 = st.columns(2)
-            corrupt = c1.number_input(t("replaced_tokens.corrupt"), key=k("rtd.corrupt"),
-                                      help=t("replaced_tokens.corrupt_help"), **bounds(RtdConfig, "corrupt").widget())
+            corrupt = c1.number_input(
+                t("replaced_tokens.corrupt"),
+                key=k("rtd.corrupt"),
+                help=t("replaced_tokens.corrupt_help"),
+                **bounds(RtdConfig, "corrupt").widget(),
+            )
             seed = c2.number_input(t("replaced_tokens.seed"), key=k("rtd.seed"), **bounds(RtdConfig, "seed").widget())
         go = st.form_submit_button(t("replaced_tokens.score"), type="primary")
     asked = (spec.family, disc, gen, spec.device, spec.quant, text, int(corrupt), int(seed))
     if go or (from_link and text.strip()):  # a shared link shows its scores without a click
+
         def _score():
             cfg = RtdConfig(text, corrupt=int(corrupt), seed=int(seed))  # bad input: its message, before any load
             d = get_model(ModelSpec(spec.family, disc, spec.device, spec.quant), RTD_TASK)
@@ -204,10 +246,17 @@ def replaced_tab(spec: ModelSpec, kind: str, from_link: bool) -> None:
 
         res = run_or_error(k("rtd_result"), _score, made_from=asked)
         if res is not None:
-            record_rtd(entry_id(f"{P}:rtd", *asked), {
-                t("replaced_tokens.in_discriminator"): disc, t("replaced_tokens.in_generator"): gen or "–",
-                t("replaced_tokens.in_text"): text, t("replaced_tokens.in_corrupt"): int(corrupt),
-                t("replaced_tokens.in_seed"): int(seed)}, res)
+            record_rtd(
+                entry_id(f"{P}:rtd", *asked),
+                {
+                    t("replaced_tokens.in_discriminator"): disc,
+                    t("replaced_tokens.in_generator"): gen or "–",
+                    t("replaced_tokens.in_text"): text,
+                    t("replaced_tokens.in_corrupt"): int(corrupt),
+                    t("replaced_tokens.in_seed"): int(seed),
+                },
+                res,
+            )
     res = current_result(k("rtd_result"), asked)
     if res is not None:
         show_replaced(res, key=k("rtd"))
@@ -218,29 +267,37 @@ def _inputs(model: str, **fields) -> dict:
     return {t("fill_mask.in.model"): model, **{t(f"fill_mask.in.{name}"): v for name, v in fields.items()}}
 
 
-def record_typed(checkpoint: str, text: str, top_k: int, strategy: str, per_line: bool,
-                 results: Sequence[FillMaskResult]) -> None:
-    record_fill(entry_id(f"{P}:type", checkpoint, text, top_k, strategy, per_line),
-                t("fill_mask.report_type", text=shorten(text.replace("\n", " / "), TITLE_CHARS)),
-                _inputs(checkpoint, text=text, top_k=top_k, strategy=strategy_label(strategy),
-                        per_line=yes_no(per_line)),
-                results, by="text" if len(results) > 1 else None)
+def record_typed(
+    checkpoint: str, text: str, top_k: int, strategy: str, per_line: bool, results: Sequence[FillMaskResult]
+) -> None:
+    record_fill(
+        entry_id(f"{P}:type", checkpoint, text, top_k, strategy, per_line),
+        t("fill_mask.report_type", text=shorten(text.replace("\n", " / "), TITLE_CHARS)),
+        _inputs(checkpoint, text=text, top_k=top_k, strategy=strategy_label(strategy), per_line=yes_no(per_line)),
+        results,
+        by="text" if len(results) > 1 else None,
+    )
 
 
-def record_word(checkpoint: str, plain: str, idx: int, word: str, top_k: int, strategy: str,
-                res: FillMaskResult) -> None:
-    record_fill(entry_id(f"{P}:word", checkpoint, plain, idx, top_k, strategy),
-                t("fill_mask.report_word", word=word, text=shorten(plain, TITLE_CHARS)),
-                _inputs(checkpoint, plain=plain, word=f"{word} ({idx + 1})", top_k=top_k,
-                        strategy=strategy_label(strategy)),
-                [res])
+def record_word(
+    checkpoint: str, plain: str, idx: int, word: str, top_k: int, strategy: str, res: FillMaskResult
+) -> None:
+    record_fill(
+        entry_id(f"{P}:word", checkpoint, plain, idx, top_k, strategy),
+        t("fill_mask.report_word", word=word, text=shorten(plain, TITLE_CHARS)),
+        _inputs(checkpoint, plain=plain, word=f"{word} ({idx + 1})", top_k=top_k, strategy=strategy_label(strategy)),
+        [res],
+    )
 
 
 def record_compare(chosen: Sequence[str], text: str, top_k: int, cres: CompareResult) -> None:
-    record_fill(entry_id(f"{P}:compare", tuple(chosen), text, top_k),
-                t("fill_mask.report_compare", n=len(chosen), text=shorten(text, TITLE_CHARS)),
-                _inputs(", ".join(o.split("|", 1)[1] for o in chosen), text=text, top_k=top_k),
-                cres.results, by="model")
+    record_fill(
+        entry_id(f"{P}:compare", tuple(chosen), text, top_k),
+        t("fill_mask.report_compare", n=len(chosen), text=shorten(text, TITLE_CHARS)),
+        _inputs(", ".join(o.split("|", 1)[1] for o in chosen), text=text, top_k=top_k),
+        cres.results,
+        by="model",
+    )
 
 
 def show_compare(cres: CompareResult, chosen: Sequence[str] = ()) -> None:
@@ -248,11 +305,19 @@ def show_compare(cres: CompareResult, chosen: Sequence[str] = ()) -> None:
     for i, (col, r) in enumerate(zip(st.columns(len(cres.results)), cres.results)):
         with col:
             int8 = i < len(chosen) and chosen[i].endswith("|int8")
-            st.markdown(f"**{registry.family(r.family).label}** · `{r.checkpoint}`" + (f" · {t('sidebar.int8')}" if int8 else ""))
+            st.markdown(
+                f"**{registry.family(r.family).label}** · `{r.checkpoint}`"
+                + (f" · {t('sidebar.int8')}" if int8 else "")
+            )
             st.metric(t("fill_mask.latency"), f"{r.latency_ms:,.1f} ms")
             mini_short(r.checkpoint)
             show_fill_result(r, key=k(f"cmp.{i}"), narrow=True)
     if cres.first_ms:  # the latencies are warm: say so, and what the left-out first runs took
-        st.caption(t("fill_mask.cmp_timing", n=cres.repeats, first=", ".join(
-            f"{r.checkpoint} {ms:,.1f} ms" for r, ms in zip(cres.results, cres.first_ms))))
+        st.caption(
+            t(
+                "fill_mask.cmp_timing",
+                n=cres.repeats,
+                first=", ".join(f"{r.checkpoint} {ms:,.1f} ms" for r, ms in zip(cres.results, cres.first_ms)),
+            )
+        )
     minis_caption([r.checkpoint for r in cres.results])

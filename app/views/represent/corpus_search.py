@@ -4,6 +4,7 @@ histogram of which words the neighbours are.
 Labels come from assets/i18n/corpus_search.toml. Sentences are user (or corpus) text: every piece of it is
 html-escaped before it goes into the HTML list or a plotly label, so it shows as typed. Charts go through
 presenter.scale."""
+
 from __future__ import annotations
 
 import html
@@ -51,8 +52,17 @@ def kind_label(ci: CorpusIndex) -> str:
 
 def show_index(ci: CorpusIndex) -> None:
     """One line: what the index holds and how it searches."""
-    st.success(t("corpus_search.ready", n=f"{len(ci.sentences):,}", rows=f"{len(ci):,}", depth=depth_label(ci.depth),
-                 kind=kind_label(ci), s=f"{ci.seconds:,.1f}"), icon=":material/database:")
+    st.success(
+        t(
+            "corpus_search.ready",
+            n=f"{len(ci.sentences):,}",
+            rows=f"{len(ci):,}",
+            depth=depth_label(ci.depth),
+            kind=kind_label(ci),
+            s=f"{ci.seconds:,.1f}",
+        ),
+        icon=":material/database:",
+    )
     if ci.truncated:
         st.caption(t("corpus_search.truncated", n=ci.truncated, max=ci.max_length))
 
@@ -73,15 +83,19 @@ def neighbours_html(r: SearchResult) -> str:
     rows = []
     for n in r.neighbours:
         tag = f'<span class="cs-self">{html.escape(t("corpus_search.self"))}</span>' if n.is_query else ""
-        rows.append(f'<div class="cs-row" data-testid="cs-neighbour"><span class="cs-rank">{n.rank}</span>'
-                    f'<span class="cs-sim" title="{html.escape(t("corpus_search.similarity"))}">{n.similarity:.3f}'
-                    f'</span><span class="cs-sent">{_snippet(n.sentence, n.start, n.end)}</span>'
-                    f'<span class="cs-piece" title="{html.escape(t("corpus_search.piece") + ": " + n.piece)}">'
-                    f'{html.escape(display_piece(n.piece), quote=False)}</span>{tag}</div>')
-    head = (f'<div class="cs-row cs-head"><span class="cs-rank">#</span><span class="cs-sim">'
-            f'{html.escape(t("corpus_search.similarity"))}</span><span class="cs-sent">'
-            f'{html.escape(t("corpus_search.col_sentence"))}</span><span class="cs-piece">'
-            f'{html.escape(t("corpus_search.piece"))}</span></div>')
+        rows.append(
+            f'<div class="cs-row" data-testid="cs-neighbour"><span class="cs-rank">{n.rank}</span>'
+            f'<span class="cs-sim" title="{html.escape(t("corpus_search.similarity"))}">{n.similarity:.3f}'
+            f'</span><span class="cs-sent">{_snippet(n.sentence, n.start, n.end)}</span>'
+            f'<span class="cs-piece" title="{html.escape(t("corpus_search.piece") + ": " + n.piece)}">'
+            f"{html.escape(display_piece(n.piece), quote=False)}</span>{tag}</div>"
+        )
+    head = (
+        f'<div class="cs-row cs-head"><span class="cs-rank">#</span><span class="cs-sim">'
+        f'{html.escape(t("corpus_search.similarity"))}</span><span class="cs-sent">'
+        f'{html.escape(t("corpus_search.col_sentence"))}</span><span class="cs-piece">'
+        f"{html.escape(t('corpus_search.piece'))}</span></div>"
+    )
     return _CSS + '<div class="cs-list">' + head + "".join(rows) + "</div>"
 
 
@@ -89,27 +103,55 @@ def histogram(r: SearchResult) -> go.Figure:
     """Bars: how many of the neighbours are each word (lower-cased), most frequent first."""
     words = plot_texts(w for w, _ in r.histogram)  # plotly reads <b>, <br> in labels: escape
     counts = [c for _, c in r.histogram]
-    fig = go.Figure(go.Bar(x=words, y=counts, marker_color=HIT, hovertemplate=t("corpus_search.hist_hover")
-                           + "<extra></extra>"))
-    fig.update_layout(title=t("corpus_search.hist_title", k=len(r.neighbours), depth=depth_label(r.depth)),
-                      height=340, margin=dict(t=50, b=10), xaxis=dict(title=t("corpus_search.hist_x"), type="category"),
-                      yaxis=dict(title=t("corpus_search.hist_y"), rangemode="tozero",
-                                 dtick=1 if max(counts or [1]) <= 10 else None))
+    fig = go.Figure(
+        go.Bar(x=words, y=counts, marker_color=HIT, hovertemplate=t("corpus_search.hist_hover") + "<extra></extra>")
+    )
+    fig.update_layout(
+        title=t("corpus_search.hist_title", k=len(r.neighbours), depth=depth_label(r.depth)),
+        height=340,
+        margin=dict(t=50, b=10),
+        xaxis=dict(title=t("corpus_search.hist_x"), type="category"),
+        yaxis=dict(title=t("corpus_search.hist_y"), rangemode="tozero", dtick=1 if max(counts or [1]) <= 10 else None),
+    )
     return fig
 
 
 def show_result(r: SearchResult) -> None:
-    summary = t("corpus_search.summary", k=len(r.neighbours), word=as_text(r.word),
-                piece=as_text(display_piece(r.piece)), depth=depth_label(r.depth), rows=f"{r.corpus_rows:,}",
-                n=f"{r.corpus_sentences:,}", kind=t(f"corpus_search.kind_short.{r.kind}"), ms=f"{r.latency_ms:,.0f}")
+    summary = t(
+        "corpus_search.summary",
+        k=len(r.neighbours),
+        word=as_text(r.word),
+        piece=as_text(display_piece(r.piece)),
+        depth=depth_label(r.depth),
+        rows=f"{r.corpus_rows:,}",
+        n=f"{r.corpus_sentences:,}",
+        kind=t(f"corpus_search.kind_short.{r.kind}"),
+        ms=f"{r.latency_ms:,.0f}",
+    )
     st.caption(summary)
     st.html(neighbours_html(r))
     fig = histogram(r)
     st.plotly_chart(presenter.scale(fig), width="stretch", key=K("hist"))
-    report.record_view("corpus_search", t("nav.corpus_search"), t("report.corpus_title", word=r.word),
-                       {t("report.in.model"): r.checkpoint, t("report.in.query"): r.query,
-                        t("report.in.word"): r.word, t("report.in.depth"): depth_label(r.depth)},
-                       (r.checkpoint, r.index_key, r.query, r.word_number, r.k), text=summary, figures=[fig],
-                       rows=[{t("report.col.rank"): n.rank, t("report.col.similarity"): f"{n.similarity:.3f}",
-                              t("report.col.word"): n.word, t("report.col.sentence"): n.sentence}
-                             for n in r.neighbours])
+    report.record_view(
+        "corpus_search",
+        t("nav.corpus_search"),
+        t("report.corpus_title", word=r.word),
+        {
+            t("report.in.model"): r.checkpoint,
+            t("report.in.query"): r.query,
+            t("report.in.word"): r.word,
+            t("report.in.depth"): depth_label(r.depth),
+        },
+        (r.checkpoint, r.index_key, r.query, r.word_number, r.k),
+        text=summary,
+        figures=[fig],
+        rows=[
+            {
+                t("report.col.rank"): n.rank,
+                t("report.col.similarity"): f"{n.similarity:.3f}",
+                t("report.col.word"): n.word,
+                t("report.col.sentence"): n.sentence,
+            }
+            for n in r.neighbours
+        ],
+    )

@@ -13,6 +13,7 @@ User text (the snippets) is escaped: plotly reads <b>, <br>, <a> in hover text a
 so plot_text (app.kit.plot_text) shows it as written. Labels come from assets/i18n/projector.toml; every
 chart goes through presenter.scale.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -27,8 +28,20 @@ from core.represent.projector import MANY_POINTS, ColorGroup, Projection, color_
 
 PAGE = "projector"
 # A qualitative palette (plotly's D3 + extras) for up to 12 groups; "other" is always grey.
-PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22",
-           "#393b79", "#ad494a", "#637939")
+PALETTE = (
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#d62728",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#17becf",
+    "#bcbd22",
+    "#393b79",
+    "#ad494a",
+    "#637939",
+)
 OTHER = "#b0b0b0"
 HEIGHT = 620
 MARKER_SIZES = ((1_000, 9, 5), (10_000, 6, 3), (None, 4, 2))  # (up to n points, 2-D size, 3-D size)
@@ -71,8 +84,11 @@ def _hover(p: Projection, g: ColorGroup | None, idx: np.ndarray) -> dict:
         name = plot_text(g.value) if g.kind == "word" else t("projector.end")
         return dict(text=hover_texts(p, idx), hovertemplate=f"%{{text}}<br>{nxt}: {name}<extra></extra>")
     end = t("projector.end")
-    return dict(text=hover_texts(p, idx), customdata=plot_texts(p.next_words[i] or end for i in idx),
-                hovertemplate=f"%{{text}}<br>{nxt}: %{{customdata}}<extra>%{{fullData.name}}</extra>")
+    return dict(
+        text=hover_texts(p, idx),
+        customdata=plot_texts(p.next_words[i] or end for i in idx),
+        hovertemplate=f"%{{text}}<br>{nxt}: %{{customdata}}<extra>%{{fullData.name}}</extra>",
+    )
 
 
 def _trace(dims: int, xyz: np.ndarray, **kw):
@@ -98,33 +114,59 @@ def map_figure(p: Projection, depth: int, color: str) -> go.Figure:
         for j, g in enumerate(groups):
             shown = int(g.value) == depth
             kw = _hover(p, None, np.arange(n)) if shown else dict(hoverinfo="skip")
-            fig.add_trace(_trace(p.dims, pts[g.index], name=plot_text(group_label(g)),
-                                 marker=_marker(p.dims, n, PALETTE[j % len(PALETTE)], 0.9 if shown else 0.18), **kw))
+            fig.add_trace(
+                _trace(
+                    p.dims,
+                    pts[g.index],
+                    name=plot_text(group_label(g)),
+                    marker=_marker(p.dims, n, PALETTE[j % len(PALETTE)], 0.9 if shown else 0.18),
+                    **kw,
+                )
+            )
         lim = float(np.abs(pts).max()) * 1.05
     else:
         pts = p.at(depth)
         colors = iter(PALETTE)
         for g in groups:
             c = OTHER if g.kind == "other" else next(colors, OTHER)
-            fig.add_trace(_trace(p.dims, pts[g.index], name=plot_text(group_label(g)),
-                                 marker=_marker(p.dims, n, c, 0.8),
-                                 **_hover(p, g if color == "next_word" else None, g.index)))
+            fig.add_trace(
+                _trace(
+                    p.dims,
+                    pts[g.index],
+                    name=plot_text(group_label(g)),
+                    marker=_marker(p.dims, n, c, 0.8),
+                    **_hover(p, g if color == "next_word" else None, g.index),
+                )
+            )
         lim = float(np.abs(p.coords).max()) * 1.05  # the same axes at every depth: the slider moves the points
-    title = (t("projector.title_word", word=plot_text(p.word), depth=depth_label(depth), method=p.method.upper())
-             if p.what == "word" else t("projector.title_sample", n=f"{n:,}", depth=depth_label(depth),
-                                        method=p.method.upper()))
+    title = (
+        t("projector.title_word", word=plot_text(p.word), depth=depth_label(depth), method=p.method.upper())
+        if p.what == "word"
+        else t("projector.title_sample", n=f"{n:,}", depth=depth_label(depth), method=p.method.upper())
+    )
     axis = dict(range=[-lim, lim], zeroline=False, showticklabels=False)  # the coordinates have no units to read
     names = [t(f"projector.axis.{p.method}", n=i) for i in (1, 2, 3)]  # PC 1, UMAP 1, t-SNE 1, ...
-    fig.update_layout(title=dict(text=title), height=HEIGHT, margin=dict(t=50, b=10, l=10, r=10),
-                      legend=dict(title=dict(text=t(f"projector.color_opt.{color}")), itemsizing="constant"),
-                      uirevision=f"{p.checkpoint}|{p.dims}")  # keep the user's zoom when the depth changes
+    fig.update_layout(
+        title=dict(text=title),
+        height=HEIGHT,
+        margin=dict(t=50, b=10, l=10, r=10),
+        legend=dict(title=dict(text=t(f"projector.color_opt.{color}")), itemsizing="constant"),
+        uirevision=f"{p.checkpoint}|{p.dims}",
+    )  # keep the user's zoom when the depth changes
     if p.dims == 3:
-        fig.update_layout(scene=dict(xaxis=dict(axis, title=dict(text=names[0])),
-                                     yaxis=dict(axis, title=dict(text=names[1])),
-                                     zaxis=dict(axis, title=dict(text=names[2])), aspectmode="cube"))
+        fig.update_layout(
+            scene=dict(
+                xaxis=dict(axis, title=dict(text=names[0])),
+                yaxis=dict(axis, title=dict(text=names[1])),
+                zaxis=dict(axis, title=dict(text=names[2])),
+                aspectmode="cube",
+            )
+        )
     else:
-        fig.update_layout(xaxis=dict(axis, title=dict(text=names[0])),
-                          yaxis=dict(axis, title=dict(text=names[1]), scaleanchor="x", scaleratio=1))
+        fig.update_layout(
+            xaxis=dict(axis, title=dict(text=names[0])),
+            yaxis=dict(axis, title=dict(text=names[1]), scaleanchor="x", scaleratio=1),
+        )
     return fig
 
 
@@ -132,56 +174,123 @@ def separation_figure(p: Projection, depth: int) -> go.Figure:
     """Silhouette of the k-means clusters and next-word agreement per depth, the chance level dashed."""
     x = [depth_label(d) for d in p.depths]
     fig = go.Figure()
-    fig.add_scatter(x=x, y=list(p.agreement), name=t("projector.agreement"), mode="lines+markers",
-                    line=dict(color="#4C78A8"), hovertemplate="%{x}: %{y:.1%}<extra></extra>")
-    fig.add_scatter(x=x, y=[p.agreement_chance] * len(x), name=t("projector.chance"), mode="lines",
-                    line=dict(color="#4C78A8", dash="dot"), hovertemplate="%{y:.1%}<extra></extra>")
-    fig.add_scatter(x=x, y=list(p.silhouette), name=t("projector.silhouette", k=p.k), mode="lines+markers",
-                    line=dict(color="#F58518"), hovertemplate="%{x}: %{y:.2f}<extra></extra>")
+    fig.add_scatter(
+        x=x,
+        y=list(p.agreement),
+        name=t("projector.agreement"),
+        mode="lines+markers",
+        line=dict(color="#4C78A8"),
+        hovertemplate="%{x}: %{y:.1%}<extra></extra>",
+    )
+    fig.add_scatter(
+        x=x,
+        y=[p.agreement_chance] * len(x),
+        name=t("projector.chance"),
+        mode="lines",
+        line=dict(color="#4C78A8", dash="dot"),
+        hovertemplate="%{y:.1%}<extra></extra>",
+    )
+    fig.add_scatter(
+        x=x,
+        y=list(p.silhouette),
+        name=t("projector.silhouette", k=p.k),
+        mode="lines+markers",
+        line=dict(color="#F58518"),
+        hovertemplate="%{x}: %{y:.2f}<extra></extra>",
+    )
     fig.add_vline(x=p.depths.index(depth), line=dict(color="#999", width=1, dash="dash"))
-    fig.update_layout(title=t("projector.sep_title"), height=300, xaxis_title=t("projector.depth"),
-                      yaxis=dict(rangemode="tozero"), margin=dict(t=50, b=10),
-                      legend=dict(orientation="h", y=-0.35))
+    fig.update_layout(
+        title=t("projector.sep_title"),
+        height=300,
+        xaxis_title=t("projector.depth"),
+        yaxis=dict(rangemode="tozero"),
+        margin=dict(t=50, b=10),
+        legend=dict(orientation="h", y=-0.35),
+    )
     return fig
 
 
 def show_projection(p: Projection) -> None:
     """Summary, notes, colour and depth pickers (no recompute: every depth is in ``p``), the map, the numbers."""
-    what = ((t("projector.summary_word", word=as_text(p.word), n=f"{len(p):,}") if p.occurrences == len(p) else
-             t("projector.summary_word_of", word=as_text(p.word), n=f"{len(p):,}", found=f"{p.occurrences:,}"))
-            if p.what == "word" else t("projector.summary_sample", n=f"{len(p):,}"))
-    st.caption(t("projector.summary", what=what, sentences=f"{p.sentences_read:,}", k=p.k, method=p.method.upper(),
-                 s=f"{p.seconds:,.1f}"))
+    what = (
+        (
+            t("projector.summary_word", word=as_text(p.word), n=f"{len(p):,}")
+            if p.occurrences == len(p)
+            else t("projector.summary_word_of", word=as_text(p.word), n=f"{len(p):,}", found=f"{p.occurrences:,}")
+        )
+        if p.what == "word"
+        else t("projector.summary_sample", n=f"{len(p):,}")
+    )
+    st.caption(
+        t(
+            "projector.summary",
+            what=what,
+            sentences=f"{p.sentences_read:,}",
+            k=p.k,
+            method=p.method.upper(),
+            s=f"{p.seconds:,.1f}",
+        )
+    )
     for note in p.notes:
         st.info(explain(note))
     c1, c2 = st.columns([1, 2])
     with c1:
-        color = st.radio(t("projector.color"), ("next_word", "cluster", "layer"), key=K("color"), horizontal=True,
-                         format_func=lambda c: t(f"projector.color_opt.{c}"))
+        color = st.radio(
+            t("projector.color"),
+            ("next_word", "cluster", "layer"),
+            key=K("color"),
+            horizontal=True,
+            format_func=lambda c: t(f"projector.color_opt.{c}"),
+        )
     with c2:
         if st.session_state.get(K("depth")) not in p.depths:  # an earlier map of another model had other depths
             st.session_state[K("depth")] = p.depths[-1]
-        depth = st.select_slider(t("projector.depth"), options=list(p.depths), key=K("depth"), format_func=depth_label,
-                                 help=t("projector.depth_help"))
+        depth = st.select_slider(
+            t("projector.depth"),
+            options=list(p.depths),
+            key=K("depth"),
+            format_func=depth_label,
+            help=t("projector.depth_help"),
+        )
     if color == "layer" and p.joint is None:
         st.info(t("projector.need_joint"))
         color = "next_word"
     fig = map_figure(p, depth, color)
-    st.plotly_chart(presenter.scale(fig), width="stretch", key=K("map"),
-                    config={"displaylogo": False})
+    st.plotly_chart(presenter.scale(fig), width="stretch", key=K("map"), config={"displaylogo": False})
     i = p.depths.index(depth)
-    line = t("projector.depth_line", depth=depth_label(depth), agree=f"{p.agreement[i]:.0%}",
-             chance=f"{p.agreement_chance:.0%}", sil=f"{p.silhouette[i]:.2f}", k=p.k)
+    line = t(
+        "projector.depth_line",
+        depth=depth_label(depth),
+        agree=f"{p.agreement[i]:.0%}",
+        chance=f"{p.agreement_chance:.0%}",
+        sil=f"{p.silhouette[i]:.2f}",
+        k=p.k,
+    )
     if p.explained is not None:
         line += " " + t("projector.explained", share=f"{p.explained[i]:.0%}", dims=p.dims)
     st.markdown(line)
     sep = separation_figure(p, depth)
     st.plotly_chart(presenter.scale(sep), width="stretch", key=K("sep"))
-    report.record_view("projector", t("nav.projector"), t("report.projector_title", what=what),
-                       {t("report.in.model"): p.checkpoint, t("report.in.corpus"): p.corpus,
-                        t("report.in.method"): p.method.upper(), t("report.in.depth"): depth_label(depth)},
-                       (p.checkpoint, p.what, p.word, p.corpus, p.method, p.dims, p.depths, len(p), depth, color),
-                       text=line, figures=[fig, sep],
-                       rows=[{t("report.col.depth"): depth_label(d), t("report.col.agreement"): f"{p.agreement[i]:.0%}",
-                              t("report.col.silhouette"): f"{p.silhouette[i]:.2f}"} for i, d in enumerate(p.depths)])
+    report.record_view(
+        "projector",
+        t("nav.projector"),
+        t("report.projector_title", what=what),
+        {
+            t("report.in.model"): p.checkpoint,
+            t("report.in.corpus"): p.corpus,
+            t("report.in.method"): p.method.upper(),
+            t("report.in.depth"): depth_label(depth),
+        },
+        (p.checkpoint, p.what, p.word, p.corpus, p.method, p.dims, p.depths, len(p), depth, color),
+        text=line,
+        figures=[fig, sep],
+        rows=[
+            {
+                t("report.col.depth"): depth_label(d),
+                t("report.col.agreement"): f"{p.agreement[i]:.0%}",
+                t("report.col.silhouette"): f"{p.silhouette[i]:.2f}",
+            }
+            for i, d in enumerate(p.depths)
+        ],
+    )
     st.caption(t("projector.sep_caption", k=p.k))

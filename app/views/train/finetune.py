@@ -1,6 +1,7 @@
 """The Fine-tune page's settings form: its keys, the number boxes' bounds, the presets, the task switch, the config
 the form stands for, and the advice and out-of-memory offers under it. The page's other pieces: finetune_data (the
 data choice), finetune_charts (figures), finetune_results (finished runs), finetune_report (report entries)."""
+
 from __future__ import annotations
 
 import streamlit as st
@@ -25,11 +26,25 @@ def K(name: str) -> str:
 # ---------------------------------------------------------------------------------------------- settings
 # The form's widgets, keyed K(name) (also their URL parameters), and the FinetuneConfig field each one sets. A number
 # box takes its range and step from the field (core.base.fields), so the widget, the URL and the config agree.
-CONFIG_KEYS = {"epochs": "epochs", "max_steps": "max_steps", "lr": "lr", "batch": "batch_size", "max_len": "max_length",
-               "warmup": "warmup_ratio", "wd": "weight_decay", "clip": "grad_clip", "seed": "seed",
-               "freeze_emb": "freeze_embeddings", "freeze_n": "freeze_layers", "pooling": "pooling",
-               "patience": "patience", "evals": "evals_per_epoch", "precision": "precision",
-               "grad_ckpt": "gradient_checkpointing", "dropout": "dropout"}
+CONFIG_KEYS = {
+    "epochs": "epochs",
+    "max_steps": "max_steps",
+    "lr": "lr",
+    "batch": "batch_size",
+    "max_len": "max_length",
+    "warmup": "warmup_ratio",
+    "wd": "weight_decay",
+    "clip": "grad_clip",
+    "seed": "seed",
+    "freeze_emb": "freeze_embeddings",
+    "freeze_n": "freeze_layers",
+    "pooling": "pooling",
+    "patience": "patience",
+    "evals": "evals_per_epoch",
+    "precision": "precision",
+    "grad_ckpt": "gradient_checkpointing",
+    "dropout": "dropout",
+}
 BOUNDS = bounded_fields(FinetuneConfig)
 # The page's own: rows of each split to use (0: all); the held-out share of an upload is core.data.datasets_local's.
 ROWS = Bounds(0, 0, 100_000, int)
@@ -48,9 +63,11 @@ def number(where, name: str, **kw):
 
 
 # ---------------------------------------------------------------------------------------------- presets
-PRESET_KEYS = {field: name for name, field in CONFIG_KEYS.items()
-               if field in ("epochs", "max_steps", "lr", "batch_size", "max_length", "warmup_ratio", "weight_decay",
-                            "grad_clip")}
+PRESET_KEYS = {
+    field: name
+    for name, field in CONFIG_KEYS.items()
+    if field in ("epochs", "max_steps", "lr", "batch_size", "max_length", "warmup_ratio", "weight_decay", "grad_clip")
+}
 
 
 def _apply(settings: dict) -> None:
@@ -94,6 +111,7 @@ def dropout_label(v: float) -> str:
 
 def config_from_state(spec, task: str, strict: bool = False) -> FinetuneConfig | None:
     """The FinetuneConfig the form's values stand for; None when they are not valid (``strict``: the ValueError)."""
+
     def value(name: str, field_: str):
         v = st.session_state.get(K(name))
         if field_ in BOUNDS:  # a number box holds an int for a float field when its min and max are ints
@@ -125,17 +143,34 @@ def presets(hidden: int | None, suggested: dict, articles: dict, task: str = "se
     if current == articles:
         st.caption(t("finetune.preset.token_articles_in_use" if task == "token" else "finetune.preset.articles_in_use"))
     elif current == suggested:
-        st.caption(t("finetune.preset.token_small_in_use" if task == "token" else "finetune.preset.small_in_use",
-                     hidden=hidden, lr=f"{suggested['lr']:.0e}", epochs=suggested["epochs"],
-                     max_len=suggested["max_length"]))
+        st.caption(
+            t(
+                "finetune.preset.token_small_in_use" if task == "token" else "finetune.preset.small_in_use",
+                hidden=hidden,
+                lr=f"{suggested['lr']:.0e}",
+                epochs=suggested["epochs"],
+                max_len=suggested["max_length"],
+            )
+        )
     else:
         st.caption(t("finetune.preset.own"))
     c1, c2, _ = st.columns([1, 1, 2])
-    c1.button(t("finetune.preset.articles"), key=K("preset.articles"), on_click=_apply, args=(articles,),
-              disabled=current == articles, help=t("finetune.preset.articles_help"))
+    c1.button(
+        t("finetune.preset.articles"),
+        key=K("preset.articles"),
+        on_click=_apply,
+        args=(articles,),
+        disabled=current == articles,
+        help=t("finetune.preset.articles_help"),
+    )
     if small:
-        c2.button(t("finetune.preset.small"), key=K("preset.small"), on_click=_apply, args=(suggested,),
-                  disabled=current == suggested)
+        c2.button(
+            t("finetune.preset.small"),
+            key=K("preset.small"),
+            on_click=_apply,
+            args=(suggested,),
+            disabled=current == suggested,
+        )
 
 
 # ---------------------------------------------------------------------------------------------- remedies
@@ -155,8 +190,12 @@ def oom_offer(run: dict, restart) -> None:
     st.markdown(t("finetune.oom.offer"))
     cols = st.columns(len(names))
     for col, n in zip(cols, names):
-        col.button(t("finetune.oom.restart", remedy=t_or(f"finetune.remedy.{n}", REMEDIES[n][0])),
-                   key=K(f"remedy.{run['name']}.{n}"), on_click=restart, args=(run, n))
+        col.button(
+            t("finetune.oom.restart", remedy=t_or(f"finetune.remedy.{n}", REMEDIES[n][0])),
+            key=K(f"remedy.{run['name']}.{n}"),
+            on_click=restart,
+            args=(run, n),
+        )
 
 
 def oom_panel(cfg: FinetuneConfig | None, data) -> None:

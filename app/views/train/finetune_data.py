@@ -1,5 +1,6 @@
 """The Fine-tune page's data choice: bundled, uploaded or GLUE labelled data, the token task's data, and how the
 model's tokenizer splits words."""
+
 from __future__ import annotations
 
 import hashlib
@@ -42,15 +43,20 @@ def _glue(task: str) -> LabelledData:
 
 def data_picker() -> LabelledData | None:
     """Draw the data choice; return the labelled data, or None after saying what is missing or wrong."""
-    source = st.radio(t("finetune.data"), SOURCES, key=K("source"), persist_state=KEEP, horizontal=True,
-                      format_func=lambda s: t(f"finetune.source.{s}"))
+    source = st.radio(
+        t("finetune.data"),
+        SOURCES,
+        key=K("source"),
+        persist_state=KEEP,
+        horizontal=True,
+        format_func=lambda s: t(f"finetune.source.{s}"),
+    )
     try:
         if source in BUNDLED:
             info = BUNDLED[source]
             data = bundled_data(info.key)
             description = t_or(f"finetune.data_desc.{info.key}", info.description)
-            st.caption(t("finetune.bundled_caption", description=description, source=info.source,
-                         licence=info.licence))
+            st.caption(t("finetune.bundled_caption", description=description, source=info.source, licence=info.licence))
             if info.key == "drugreview":  # why it is not the default
                 st.caption(t("finetune.drugreview_note"))
         elif source == "upload":
@@ -65,16 +71,29 @@ def data_picker() -> LabelledData | None:
     for note in data.notes:
         st.info(explain(note))
     counts = ", ".join(f"{k}: {v}" for k, v in data.counts().items())
-    st.caption(t("finetune.data_summary", train=len(data.train), test=len(data.test), counts=counts,
-                 majority=f"{data.majority_rate():.1%}"))
+    st.caption(
+        t(
+            "finetune.data_summary",
+            train=len(data.train),
+            test=len(data.test),
+            counts=counts,
+            majority=f"{data.majority_rate():.1%}",
+        )
+    )
     return data
 
 
 def _upload() -> LabelledData | None:
     # Any file is taken and refused here, under the box (app.kit.uploads); the caption says the app's limit.
-    up = upload_box(t("finetune.upload"), K("upload"), kinds=[*UPLOAD_KINDS, "json"], expect=t("uploads.expect.table"),
-                    limit=MAX_UPLOAD_MB, help=t("finetune.upload_help"),
-                    note=t("finetune.upload_limit", mb=f"{MAX_UPLOAD_MB:.0f}"))
+    up = upload_box(
+        t("finetune.upload"),
+        K("upload"),
+        kinds=[*UPLOAD_KINDS, "json"],
+        expect=t("uploads.expect.table"),
+        limit=MAX_UPLOAD_MB,
+        help=t("finetune.upload_help"),
+        note=t("finetune.upload_limit", mb=f"{MAX_UPLOAD_MB:.0f}"),
+    )
     if up is None:
         st.info(t("finetune.upload_info"))
         return None
@@ -92,13 +111,26 @@ def _upload() -> LabelledData | None:
         st.session_state[K("label_col")] = guess.label
     c1, c2, c3, c4 = st.columns(4)
     text = c1.selectbox(t("finetune.text_col"), cols, key=K("text_col"), persist_state=KEEP)
-    text_b = c2.selectbox(t("finetune.text_col_b"), [NO_SECOND_TEXT] + cols, key=K("text_col_b"), persist_state=KEEP,
-                          format_func=lambda c: t("finetune.no_second_text") if c == NO_SECOND_TEXT else c)
+    text_b = c2.selectbox(
+        t("finetune.text_col_b"),
+        [NO_SECOND_TEXT] + cols,
+        key=K("text_col_b"),
+        persist_state=KEEP,
+        format_func=lambda c: t("finetune.no_second_text") if c == NO_SECOND_TEXT else c,
+    )
     label = c3.selectbox(t("finetune.label_col"), cols, key=K("label_col"), persist_state=KEEP)
     why = {role: t(f"finetune.guess.{code}") for role, code in guess.why.items()}
-    st.caption(t("finetune.guess.caption", text=guess.text, why_text=why["text"], label=guess.label,
-                 why_label=why["label"], why_b=why["text_b"],
-                 text_b=guess.text_b or t("finetune.no_second_text")))
+    st.caption(
+        t(
+            "finetune.guess.caption",
+            text=guess.text,
+            why_text=why["text"],
+            label=guess.label,
+            why_label=why["label"],
+            why_b=why["text_b"],
+            text_b=guess.text_b or t("finetune.no_second_text"),
+        )
+    )
     st.session_state.setdefault(K("test_frac"), TEST_FRAC.default)
     frac = number(c4, "test_frac")
     return from_table(df, text, label, None if text_b == NO_SECOND_TEXT else text_b, test_fraction=frac, name=up.name)
@@ -125,34 +157,56 @@ SPLIT_EXAMPLE = "Anneliese Kowalczyk flew from Reykjavik to Ljubljana on Thursda
 
 def token_data_picker() -> TokenData | None:
     """The token task's data: the bundled sample or a CoNLL/IOB/JSONL upload; None after saying what is wrong."""
-    source = st.radio(t("finetune.tok.data"), TOKEN_SOURCES, key=K("tok_source"), persist_state=KEEP,
-                      horizontal=True, format_func=lambda s: t(f"finetune.tok.source.{s}"))
+    source = st.radio(
+        t("finetune.tok.data"),
+        TOKEN_SOURCES,
+        key=K("tok_source"),
+        persist_state=KEEP,
+        horizontal=True,
+        format_func=lambda s: t(f"finetune.tok.source.{s}"),
+    )
     try:
         if source == "sample":
             data = token_sample()
-            st.caption(t("finetune.tok.sample_caption", source=BUNDLED_TOKENS["source"],
-                         licence=BUNDLED_TOKENS["licence"]))
+            st.caption(
+                t("finetune.tok.sample_caption", source=BUNDLED_TOKENS["source"], licence=BUNDLED_TOKENS["licence"])
+            )
         else:
-            up = upload_box(t("finetune.tok.upload"), K("tok_upload"), kinds=TOKEN_UPLOAD_KINDS, limit=MAX_UPLOAD_MB,
-                            expect=t("uploads.expect.tokens"), help=t("finetune.tok.upload_help"),
-                            note=t("finetune.upload_limit", mb=f"{MAX_UPLOAD_MB:.0f}"))
+            up = upload_box(
+                t("finetune.tok.upload"),
+                K("tok_upload"),
+                kinds=TOKEN_UPLOAD_KINDS,
+                limit=MAX_UPLOAD_MB,
+                expect=t("uploads.expect.tokens"),
+                help=t("finetune.tok.upload_help"),
+                note=t("finetune.upload_limit", mb=f"{MAX_UPLOAD_MB:.0f}"),
+            )
             if up is None:
                 st.info(t("finetune.tok.upload_info"))
                 return None
             if not up.ok:  # the reason is under the box
                 return None
             st.session_state.setdefault(K("tok_test_frac"), TEST_FRAC.default)
-            frac = st.number_input(t("finetune.test_frac"), **TEST_FRAC.widget(), key=K("tok_test_frac"),
-                                   persist_state=KEEP)
+            frac = st.number_input(
+                t("finetune.test_frac"), **TEST_FRAC.widget(), key=K("tok_test_frac"), persist_state=KEEP
+            )
             data = read_tokens(up.data, up.name, test_fraction=float(frac))
     except DataError as e:
         st.error(as_text(explain(e)))  # the message quotes the file's own line: shown as text
         return None
     for note in data.notes:
         st.info(as_text(explain(note)))
-    st.caption(t("finetune.tok.summary", train=len(data.train), test=len(data.test),
-                 words=f"{data.train.n_words:,}", tags=", ".join(data.label_names),
-                 majority_tag=data.majority_tag(), majority=f"{data.majority_rate():.1%}"))
+    st.caption(
+        t(
+            "finetune.tok.summary",
+            train=len(data.train),
+            test=len(data.test),
+            words=f"{data.train.n_words:,}",
+            tags=", ".join(data.label_names),
+            majority_tag=data.majority_tag(),
+            majority=f"{data.majority_rate():.1%}",
+        )
+    )
     return data
 
 
@@ -168,18 +222,29 @@ def split_table(spec, data: TokenData | None) -> None:
     fam = registry.family(spec.family)
     st.markdown(t("finetune.tok.split_title", family=fam.label, kind=fam.tokenizer_kind))
     st.session_state.setdefault(K("tok_split_text"), SPLIT_EXAMPLE)
-    text = st.text_input(t("finetune.tok.split_input"), key=K("tok_split_text"), max_chars=400,
-                         help=t("finetune.tok.split_help"))
+    text = st.text_input(
+        t("finetune.tok.split_input"), key=K("tok_split_text"), max_chars=400, help=t("finetune.tok.split_help")
+    )
     words = text.split()
     if not words:
         st.info(t("finetune.type_first"))
         return
     rows = piece_table(tok, words[:60])
     c = {k: t(f"finetune.tok.col.{k}") for k in ("word", "pieces", "n", "labelled", "ignored")}
-    df = pd.DataFrame([{c["word"]: r["word"], c["pieces"]: " · ".join(r["pieces"]), c["n"]: len(r["pieces"]),
-                        c["labelled"]: r["labelled"] or "", c["ignored"]: " · ".join(r["pieces"][1:])}
-                       for r in rows])
+    df = pd.DataFrame(
+        [
+            {
+                c["word"]: r["word"],
+                c["pieces"]: " · ".join(r["pieces"]),
+                c["n"]: len(r["pieces"]),
+                c["labelled"]: r["labelled"] or "",
+                c["ignored"]: " · ".join(r["pieces"][1:]),
+            }
+            for r in rows
+        ]
+    )
     st.dataframe(df, hide_index=True, key=K("tok_split_table"))
     split = sum(len(r["pieces"]) > 1 for r in rows)
-    st.caption(t("finetune.tok.split_caption", split=split, words=len(rows),
-                 pieces=sum(len(r["pieces"]) for r in rows)))
+    st.caption(
+        t("finetune.tok.split_caption", split=split, words=len(rows), pieces=sum(len(r["pieces"]) for r in rows))
+    )

@@ -1,5 +1,6 @@
 """The Fine-tune page's finished runs: the result view (sequence and token), try-it boxes, and the comparison
 across runs."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -33,16 +34,29 @@ def result_view(name: str, result: FinetuneResult) -> None:
         token_result_view(name, result)
         return
     c = st.columns(6)
-    c[0].metric(t("finetune.m.accuracy"), f"{result.accuracy:.1%}",
-                t("finetune.m.vs_majority", d=f"{result.accuracy - result.majority_rate:+.1%}"))
+    c[0].metric(
+        t("finetune.m.accuracy"),
+        f"{result.accuracy:.1%}",
+        t("finetune.m.vs_majority", d=f"{result.accuracy - result.majority_rate:+.1%}"),
+    )
     c[1].metric(t("finetune.m.macro_f1"), f"{result.macro_f1:.3f}")
     c[2].metric(t("finetune.m.steps"), f"{result.steps}", stop_reason_label(result.stop_reason), delta_color="off")
     c[3].metric(t("finetune.m.time"), t("finetune.seconds", s=f"{result.train_seconds:,.1f}"))
     c[4].metric(t("finetune.m.samples_per_s"), f"{result.samples_per_s:,.1f}")
     c[5].metric(t("finetune.m.padding"), f"{result.padding_saved:.0%}", help=t("finetune.m.padding_help"))
-    st.caption(t("finetune.result_caption", device=result.device, precision=result.precision,
-                 trained=f"{result.params_trainable:,}", total=f"{result.params_total:,}", best=result.best_step))
-    st.plotly_chart(presenter.scale(curves([(name, list(result.history) + list(result.evals))])), key=K(f"curves.{name}"))
+    st.caption(
+        t(
+            "finetune.result_caption",
+            device=result.device,
+            precision=result.precision,
+            trained=f"{result.params_trainable:,}",
+            total=f"{result.params_total:,}",
+            best=result.best_step,
+        )
+    )
+    st.plotly_chart(
+        presenter.scale(curves([(name, list(result.history) + list(result.evals))])), key=K(f"curves.{name}")
+    )
     left, right = st.columns([2, 3])
     left.plotly_chart(presenter.scale(confusion(result)), key=K(f"cm.{name}"))
     with right:
@@ -66,8 +80,9 @@ def _pick(family: str, checkpoint: str) -> None:
 
 def _try_it(name: str, result: FinetuneResult) -> None:
     with st.form(K(f"try.{name}")):
-        text = st.text_area(t("finetune.try_text"), key=K(f"try_text.{name}"), height=80,
-                            placeholder=t("finetune.try_placeholder"))
+        text = st.text_area(
+            t("finetune.try_text"), key=K(f"try_text.{name}"), height=80, placeholder=t("finetune.try_placeholder")
+        )
         go_ = st.form_submit_button(t("finetune.classify"))
     if go_ and text.strip():
         try:
@@ -83,8 +98,12 @@ def _try_it(name: str, result: FinetuneResult) -> None:
     elif go_:
         st.warning(t("finetune.type_first"))
     if text.strip() and st.session_state.get(K(f"try_done.{name}")) == text.strip():  # heads off, same text
-        classify_heads(lambda: finetuned(result.model_dir, "cpu" if result.device == "cpu" else "auto"),
-                       text.strip(), K(f"try.{name}"), made_from=result.model_dir)
+        classify_heads(
+            lambda: finetuned(result.model_dir, "cpu" if result.device == "cpu" else "auto"),
+            text.strip(),
+            K(f"try.{name}"),
+            made_from=result.model_dir,
+        )
 
 
 def compare(finished: list[tuple[str, FinetuneResult]]) -> None:
@@ -97,22 +116,39 @@ def compare(finished: list[tuple[str, FinetuneResult]]) -> None:
         if len(tasks) > 1:
             st.markdown(t("finetune.compare_task", task=t(f"finetune.task_opt.{task}"), n=len(runs)))
         df = pd.DataFrame([_compare_row(n, r) for n, r in runs])
-        st.dataframe(df.rename(columns={c: t(f"finetune.col.{c}") for c in df.columns}), hide_index=True,
-                     key=K(f"compare.table.{task}"))
-        st.plotly_chart(presenter.scale(curves([(n, list(r.history) + list(r.evals)) for n, r in runs])),
-                        key=K(f"compare.curves.{task}"))
+        st.dataframe(
+            df.rename(columns={c: t(f"finetune.col.{c}") for c in df.columns}),
+            hide_index=True,
+            key=K(f"compare.table.{task}"),
+        )
+        st.plotly_chart(
+            presenter.scale(curves([(n, list(r.history) + list(r.evals)) for n, r in runs])),
+            key=K(f"compare.curves.{task}"),
+        )
 
 
 def _compare_row(n: str, r: FinetuneResult) -> dict:
     """One run's row: what both tasks share, then its own task's measures (a token run has no pooling choice)."""
     head = dict(run=n, family=r.config.family, checkpoint=r.config.checkpoint, data=r.data_name)
-    own = (dict(accuracy=round(r.accuracy, 4), macro_f1=round(r.macro_f1, 4), majority=round(r.majority_rate, 4))
-           if r.token_metrics is None else
-           dict(entity_f1=round(r.token_metrics.f1, 4), token_accuracy=round(r.token_metrics.token_accuracy, 4),
-                majority=round(r.token_metrics.majority_accuracy, 4)))
-    tail = dict(steps=r.steps, seconds=round(r.train_seconds, 1), samples_per_s=round(r.samples_per_s, 1),
-                params_m=round(r.params_total / 1e6, 2), trained_m=round(r.params_trainable / 1e6, 2),
-                lr=r.config.lr, batch=r.config.batch_size, max_len=r.config.max_length)
+    own = (
+        dict(accuracy=round(r.accuracy, 4), macro_f1=round(r.macro_f1, 4), majority=round(r.majority_rate, 4))
+        if r.token_metrics is None
+        else dict(
+            entity_f1=round(r.token_metrics.f1, 4),
+            token_accuracy=round(r.token_metrics.token_accuracy, 4),
+            majority=round(r.token_metrics.majority_accuracy, 4),
+        )
+    )
+    tail = dict(
+        steps=r.steps,
+        seconds=round(r.train_seconds, 1),
+        samples_per_s=round(r.samples_per_s, 1),
+        params_m=round(r.params_total / 1e6, 2),
+        trained_m=round(r.params_trainable / 1e6, 2),
+        lr=r.config.lr,
+        batch=r.config.batch_size,
+        max_len=r.config.max_length,
+    )
     if r.token_metrics is None:
         tail["pooling"] = r.config.pooling
     return {**head, **own, **tail, "device": r.device}
@@ -122,12 +158,27 @@ def _run_buttons(name: str, result) -> None:
     """A finished run's three buttons, for sequence and token runs alike: download its folder, pick it in the
     sidebar, or go back to the checkpoint it started from."""
     d1, d2, d3 = st.columns(3)
-    d1.download_button(t("finetune.download"), lambda: zip_folder(result.model_dir),
-                       file_name=f"{name}.zip", mime="application/zip", key=K(f"dl.{name}"))
-    d2.button(t("finetune.pick"), key=K(f"pick.{name}"), on_click=_pick,
-              args=(result.config.family, result.model_dir), help=t("finetune.pick_help"))
-    d3.button(t("finetune.orig"), key=K(f"orig.{name}"), on_click=_pick,
-              args=(result.config.family, result.config.checkpoint), help=t("finetune.orig_help"))
+    d1.download_button(
+        t("finetune.download"),
+        lambda: zip_folder(result.model_dir),
+        file_name=f"{name}.zip",
+        mime="application/zip",
+        key=K(f"dl.{name}"),
+    )
+    d2.button(
+        t("finetune.pick"),
+        key=K(f"pick.{name}"),
+        on_click=_pick,
+        args=(result.config.family, result.model_dir),
+        help=t("finetune.pick_help"),
+    )
+    d3.button(
+        t("finetune.orig"),
+        key=K(f"orig.{name}"),
+        on_click=_pick,
+        args=(result.config.family, result.config.checkpoint),
+        help=t("finetune.orig_help"),
+    )
 
 
 def _mix_view(name: str, result: FinetuneResult) -> None:
@@ -136,9 +187,15 @@ def _mix_view(name: str, result: FinetuneResult) -> None:
     st.markdown(t("finetune.mix.title"))
     st.plotly_chart(presenter.scale(layer_weights_chart(result)), key=K(f"mix.{name}"))
     top = max(range(len(result.layer_weights)), key=result.layer_weights.__getitem__)
-    st.caption(t("finetune.mix.caption", gamma=f"{result.layer_gamma:.2f}",
-                 top=t("finetune.mix.embeddings") if top == 0 else t("finetune.mix.layer", n=top),
-                 w=f"{result.layer_weights[top]:.3f}", even=f"{1 / len(result.layer_weights):.3f}"))
+    st.caption(
+        t(
+            "finetune.mix.caption",
+            gamma=f"{result.layer_gamma:.2f}",
+            top=t("finetune.mix.embeddings") if top == 0 else t("finetune.mix.layer", n=top),
+            w=f"{result.layer_weights[top]:.3f}",
+            even=f"{1 / len(result.layer_weights):.3f}",
+        )
+    )
 
 
 def token_result_view(name: str, result: FinetuneResult) -> None:
@@ -146,29 +203,50 @@ def token_result_view(name: str, result: FinetuneResult) -> None:
     sentences with predicted entities, try-it tagging, download and links."""
     tm = result.token_metrics
     c = st.columns(6)
-    c[0].metric(t("finetune.tok.m.f1"), f"{tm.f1:.3f}",
-                t("finetune.tok.m.vs_majority", d=f"{tm.f1 - tm.majority_f1:+.3f}", tag=tm.majority_tag))
+    c[0].metric(
+        t("finetune.tok.m.f1"),
+        f"{tm.f1:.3f}",
+        t("finetune.tok.m.vs_majority", d=f"{tm.f1 - tm.majority_f1:+.3f}", tag=tm.majority_tag),
+    )
     c[1].metric(t("finetune.tok.m.precision"), f"{tm.precision:.3f}")
     c[2].metric(t("finetune.tok.m.recall"), f"{tm.recall:.3f}")
-    c[3].metric(t("finetune.tok.m.accuracy"), f"{tm.token_accuracy:.1%}",
-                t("finetune.tok.m.vs_majority", d=f"{tm.token_accuracy - tm.majority_accuracy:+.1%}", tag=tm.majority_tag))
+    c[3].metric(
+        t("finetune.tok.m.accuracy"),
+        f"{tm.token_accuracy:.1%}",
+        t("finetune.tok.m.vs_majority", d=f"{tm.token_accuracy - tm.majority_accuracy:+.1%}", tag=tm.majority_tag),
+    )
     c[4].metric(t("finetune.m.steps"), f"{result.steps}", stop_reason_label(result.stop_reason), delta_color="off")
     c[5].metric(t("finetune.m.time"), t("finetune.seconds", s=f"{result.train_seconds:,.1f}"))
-    st.caption(t("finetune.tok.baseline", tag=tm.majority_tag, acc=f"{tm.majority_accuracy:.1%}",
-                 f1=f"{tm.majority_f1:.3f}"))
+    st.caption(
+        t("finetune.tok.baseline", tag=tm.majority_tag, acc=f"{tm.majority_accuracy:.1%}", f1=f"{tm.majority_f1:.3f}")
+    )
     if tm.words_truncated:
         st.caption(t("finetune.tok.truncated", n=tm.words_truncated, max_len=result.config.max_length))
-    st.caption(t("finetune.result_caption", device=result.device, precision=result.precision,
-                 trained=f"{result.params_trainable:,}", total=f"{result.params_total:,}", best=result.best_step))
-    st.plotly_chart(presenter.scale(curves([(name, list(result.history) + list(result.evals))])), key=K(f"curves.{name}"))
+    st.caption(
+        t(
+            "finetune.result_caption",
+            device=result.device,
+            precision=result.precision,
+            trained=f"{result.params_trainable:,}",
+            total=f"{result.params_total:,}",
+            best=result.best_step,
+        )
+    )
+    st.plotly_chart(
+        presenter.scale(curves([(name, list(result.history) + list(result.evals))])), key=K(f"curves.{name}")
+    )
     left, right = st.columns([2, 3])
     with left:
         st.markdown(t("finetune.tok.per_label"))
         cols = {k: t(f"finetune.tok.col.{k}") for k in ("label", "precision", "recall", "f1", "support")}
-        st.dataframe(pd.DataFrame(list(tm.per_label)).rename(columns=cols), hide_index=True,
-                     key=K(f"per_label.{name}"),
-                     column_config={cols[k]: st.column_config.NumberColumn(format="%.3f")
-                                    for k in ("precision", "recall", "f1")})
+        st.dataframe(
+            pd.DataFrame(list(tm.per_label)).rename(columns=cols),
+            hide_index=True,
+            key=K(f"per_label.{name}"),
+            column_config={
+                cols[k]: st.column_config.NumberColumn(format="%.3f") for k in ("precision", "recall", "f1")
+            },
+        )
     with right:
         st.markdown(t("finetune.tok.heldout"))
         types = tuple(sorted({n.split("-", 1)[1] for n in result.label_names if "-" in n}))
@@ -180,8 +258,12 @@ def token_result_view(name: str, result: FinetuneResult) -> None:
 
 def _tag_it(name: str, result: FinetuneResult, types: tuple[str, ...]) -> None:
     with st.form(K(f"tag.{name}")):
-        text = st.text_input(t("finetune.tok.try_text"), key=K(f"tag_text.{name}"), max_chars=1000,
-                             placeholder=t("finetune.tok.try_placeholder"))
+        text = st.text_input(
+            t("finetune.tok.try_text"),
+            key=K(f"tag_text.{name}"),
+            max_chars=1000,
+            placeholder=t("finetune.tok.try_placeholder"),
+        )
         go_ = st.form_submit_button(t("finetune.tok.tag"))
     if go_ and not text.strip():
         st.warning(t("finetune.type_first"))
@@ -201,5 +283,9 @@ def _tag_it(name: str, result: FinetuneResult, types: tuple[str, ...]) -> None:
     words, tags_ = [w for w, _, _ in tagged], [g for _, g, _ in tagged]
     st.html(TOKEN_CSS + f'<div class="tk-s">{tagged_html(words, tags_, types)}</div>')
     cw, ct, cp = (t(f"finetune.tok.col.{k}") for k in ("word", "tag", "probability"))
-    st.dataframe(pd.DataFrame([{cw: w, ct: g, cp: p} for w, g, p in tagged]), hide_index=True,
-                 key=K(f"tag_table.{name}"), column_config={cp: st.column_config.ProgressColumn(min_value=0, max_value=1)})
+    st.dataframe(
+        pd.DataFrame([{cw: w, ct: g, cp: p} for w, g, p in tagged]),
+        hide_index=True,
+        key=K(f"tag_table.{name}"),
+        column_config={cp: st.column_config.ProgressColumn(min_value=0, max_value=1)},
+    )

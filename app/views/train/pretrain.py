@@ -1,5 +1,6 @@
 """The Pretraining lab's renderers: curves per run, the live panel, the finished-run summary and its report
 entry. The page (pages/pretrain.py) keeps the form and the layout."""
+
 from __future__ import annotations
 
 import plotly.graph_objects as go
@@ -27,9 +28,13 @@ def curves(jobs, metric: str) -> go.Figure:
         pts = [(m["step"], m[metric]) for m in j.metrics if metric in m]
         if pts:
             fig.add_scatter(x=[p[0] for p in pts], y=[p[1] for p in pts], mode="lines+markers", name=j.name)
-    fig.update_layout(title=t(f"pretrain.curve.{metric}") if metric in CURVES else metric,
-                      xaxis_title=t("pretrain.step"), height=300, margin=dict(t=40, b=10),
-                      legend=dict(orientation="h"))
+    fig.update_layout(
+        title=t(f"pretrain.curve.{metric}") if metric in CURVES else metric,
+        xaxis_title=t("pretrain.step"),
+        height=300,
+        margin=dict(t=40, b=10),
+        legend=dict(orientation="h"),
+    )
     return fig
 
 
@@ -39,20 +44,38 @@ def pair_metric(j) -> str:
 
 def live(j) -> None:
     a, b = st.columns(2)
-    a.plotly_chart(presenter.scale(curves([j], "mlm_loss")), width="stretch", key=f"pretrain.loss.{j.id}.{len(j.metrics)}")
-    b.plotly_chart(presenter.scale(curves([j], pair_metric(j))), width="stretch", key=f"pretrain.pair.{j.id}.{len(j.metrics)}")
+    a.plotly_chart(
+        presenter.scale(curves([j], "mlm_loss")), width="stretch", key=f"pretrain.loss.{j.id}.{len(j.metrics)}"
+    )
+    b.plotly_chart(
+        presenter.scale(curves([j], pair_metric(j))), width="stretch", key=f"pretrain.pair.{j.id}.{len(j.metrics)}"
+    )
     samples = next((m["samples"] for m in reversed(j.metrics) if m.get("samples")), None)
     if samples:
         st.caption(t("pretrain.samples_caption"))
-        st.dataframe([{t("pretrain.col.text"): s["text"], t("pretrain.col.gold"): " ".join(s["gold"]),
-                       t("pretrain.col.guess"): " ".join(s["pred"])} for s in samples],
-                     hide_index=True, width="stretch")
+        st.dataframe(
+            [
+                {
+                    t("pretrain.col.text"): s["text"],
+                    t("pretrain.col.gold"): " ".join(s["gold"]),
+                    t("pretrain.col.guess"): " ".join(s["pred"]),
+                }
+                for s in samples
+            ],
+            hide_index=True,
+            width="stretch",
+        )
 
 
 def _summary(j) -> str:
     f = j.result.final
-    msg = t("pretrain.summary", name=j.name, top1=f"{f['mlm_top1']:.1%}", top5=f"{f['mlm_top5']:.1%}",
-            unigram=f"{f['unigram_top5']:.1%}")
+    msg = t(
+        "pretrain.summary",
+        name=j.name,
+        top1=f"{f['mlm_top1']:.1%}",
+        top5=f"{f['mlm_top5']:.1%}",
+        unigram=f"{f['unigram_top5']:.1%}",
+    )
     if "pair_acc" in f:
         msg += t("pretrain.summary_pair", acc=f"{f['pair_acc']:.1%}")
     return msg
@@ -87,9 +110,12 @@ def report_entry(j) -> dict:
     }
     metric, value = t("pretrain.rep.metric"), t("pretrain.rep.value")
     pct = lambda k: f"{f[k]:.1%}"  # noqa: E731
-    rows = [(t("pretrain.rep.top1"), pct("mlm_top1")), (t("pretrain.rep.top5"), pct("mlm_top5")),
-            (t("pretrain.rep.unigram_top1"), pct("unigram_top1")),
-            (t("pretrain.rep.unigram_top5"), pct("unigram_top5"))]
+    rows = [
+        (t("pretrain.rep.top1"), pct("mlm_top1")),
+        (t("pretrain.rep.top5"), pct("mlm_top5")),
+        (t("pretrain.rep.unigram_top1"), pct("unigram_top1")),
+        (t("pretrain.rep.unigram_top5"), pct("unigram_top5")),
+    ]
     if "mlm_loss" in f:
         rows.append((t("pretrain.rep.mlm_loss"), f"{f['mlm_loss']:.3f}"))
     if "pair_acc" in f:
@@ -98,8 +124,13 @@ def report_entry(j) -> dict:
     figs = [curves([j], "mlm_loss"), curves([j], "heldout_top5")]
     if pair_metric(j) != "mlm_acc":
         figs.append(curves([j], pair_metric(j)))
-    return dict(page=t("nav.pretrain"), title=t("pretrain.rep.title", name=j.name), inputs=inputs,
-                rows=[{metric: a, value: b} for a, b in rows], figures=figs)
+    return dict(
+        page=t("nav.pretrain"),
+        title=t("pretrain.rep.title", name=j.name),
+        inputs=inputs,
+        rows=[{metric: a, value: b} for a, b in rows],
+        figures=figs,
+    )
 
 
 def t_masking(m: str) -> str:

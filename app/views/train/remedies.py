@@ -1,5 +1,6 @@
 """The Fine-tune page's "Out of memory?" panel: one click measures the same short run with each remedy of
 core.train.finetune.REMEDIES (core.train.remedies, in a background job), shown next to the third article's advice."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -37,16 +38,21 @@ def remedies_table(res) -> pd.DataFrame:
     rows = []
     for r in res.rows:
         note = t("remedies.note.unchanged") if not r.changed else explain(r.error or "")
-        row = {t("remedies.col.remedy"): t("remedies.baseline") if r.name == "baseline" else
-               t(f"remedies.name.{r.name}"),
-               t("remedies.col.settings"): r.settings,
-               t("remedies.col.peak"): _num(r.peak_mb, ",.0f")}
+        row = {
+            t("remedies.col.remedy"): t("remedies.baseline") if r.name == "baseline" else t(f"remedies.name.{r.name}"),
+            t("remedies.col.settings"): r.settings,
+            t("remedies.col.peak"): _num(r.peak_mb, ",.0f"),
+        }
         if cpu:
             row[t("remedies.col.train_mb")] = _num(r.train_mb, ",.0f")
-        row.update({t("remedies.col.memory_ratio"): _x(r.memory_ratio),
-                    t("remedies.col.steps"): _num(r.steps_per_s, ",.2f"),
-                    t("remedies.col.speed_ratio"): _x(r.speed_ratio),
-                    t("remedies.col.note"): note})
+        row.update(
+            {
+                t("remedies.col.memory_ratio"): _x(r.memory_ratio),
+                t("remedies.col.steps"): _num(r.steps_per_s, ",.2f"),
+                t("remedies.col.speed_ratio"): _x(r.speed_ratio),
+                t("remedies.col.note"): note,
+            }
+        )
         rows.append(row)
     df = pd.DataFrame(rows)
     if not any(df[t("remedies.col.note")]):  # every run ran: no column of blanks
@@ -56,15 +62,30 @@ def remedies_table(res) -> pd.DataFrame:
 
 def _show(job) -> None:
     res = job.result
-    st.success(t("remedies.measured", n=len([r for r in res.rows if r.changed]), steps=res.steps,
-                 rows=res.train_rows, device=res.device, threads=res.threads, s=f"{job.elapsed:,.0f}"))
+    st.success(
+        t(
+            "remedies.measured",
+            n=len([r for r in res.rows if r.changed]),
+            steps=res.steps,
+            rows=res.train_rows,
+            device=res.device,
+            threads=res.threads,
+            s=f"{job.elapsed:,.0f}",
+        )
+    )
     table = remedies_table(res)
     st.dataframe(table, hide_index=True, width="stretch")
     st.caption(t("remedies.how_cpu") if res.device == "cpu" else t("remedies.how_gpu"))
-    record_once("remedies.recorded", f"remedies:{job.id}", lambda: dict(
-        page=t("nav.finetune"), title=t("remedies.report_title"),
-        inputs={t("remedies.col.settings"): res.rows[0].settings, t("remedies.steps"): res.steps},
-        rows=table.to_dict("records")))
+    record_once(
+        "remedies.recorded",
+        f"remedies:{job.id}",
+        lambda: dict(
+            page=t("nav.finetune"),
+            title=t("remedies.report_title"),
+            inputs={t("remedies.col.settings"): res.rows[0].settings, t("remedies.steps"): res.steps},
+            rows=table.to_dict("records"),
+        ),
+    )
 
 
 def oom_panel(cfg, data) -> None:
@@ -81,6 +102,15 @@ def oom_panel(cfg, data) -> None:
     asked = (cfg, data.fingerprint(), int(steps))
     c2.caption(t("remedies.steps_help", rows=int(steps) * cfg.batch_size))
     if st.button(t("remedies.measure"), key="remedies.go", icon=":material/memory:"):
-        start_job(JOBS, lambda: submit_job("finetune", t("remedies.job_name"), job(cfg, data, int(steps)),
-                                           device=cfg.device, jobs_key=JOBS, asked=asked))
+        start_job(
+            JOBS,
+            lambda: submit_job(
+                "finetune",
+                t("remedies.job_name"),
+                job(cfg, data, int(steps)),
+                device=cfg.device,
+                jobs_key=JOBS,
+                asked=asked,
+            ),
+        )
     job_section(JOBS, asked, _show, key="remedies")

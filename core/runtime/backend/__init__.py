@@ -17,12 +17,14 @@ core reaches the backend through three seams:
 cluster (empty starts a local Ray). A model object with no ``recipe`` (loaded with a dtype or a fresh head:
 core.models.loading.load) has no way to be rebuilt elsewhere, so its ops always run in this process.
 """
+
 from __future__ import annotations
 
 import functools
 import inspect
 import os
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from core.runtime.backend import base
 from core.runtime.backend.base import BACKENDS, Backend, BackendError, use  # noqa: F401  (the seam's API)
@@ -86,14 +88,18 @@ def chosen() -> str:
 def current() -> Backend:
     """This process's backend, chosen on first use. Inside a Ray replica or job worker it is always in-process."""
     with base.LOCK:
-        if base.installed() is None:
+        backend = base.installed()
+        if backend is None:
             if chosen() == "ray":
                 try:
                     from core.runtime.backend.ray_backend import RayBackend  # optional: Ray is installed apart
                 except ImportError as e:
-                    raise BackendError(f"ENCODERLAB_BACKEND=ray needs Ray ({e}): install it with "
-                                       "`pip install -r requirements-ray.txt`, or unset ENCODERLAB_BACKEND.") from None
-                base.install(RayBackend.from_settings())
+                    raise BackendError(
+                        f"ENCODERLAB_BACKEND=ray needs Ray ({e}): install it with "
+                        "`pip install -r requirements-ray.txt`, or unset ENCODERLAB_BACKEND."
+                    ) from None
+                backend = RayBackend.from_settings()
             else:
-                base.install(InProcessBackend())
-        return base.installed()
+                backend = InProcessBackend()
+            base.install(backend)
+        return backend

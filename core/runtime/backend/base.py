@@ -4,13 +4,15 @@ this process uses (``use``; core.runtime.backend.current chooses one on first us
 Apart from the package's ``__init__`` so that the Ray modules (core.runtime.backend.ray_*), which the chooser
 imports, can import what they share with it without importing the chooser back.
 """
+
 from __future__ import annotations
 
 import importlib
 import pickle
 import threading
 from abc import ABC, abstractmethod
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 BACKENDS = ("inprocess", "ray")
 
@@ -27,11 +29,12 @@ class Backend(ABC):
         """``fn(obj, [item])[0]``, batched with concurrent requests on the same model and ``op``."""
 
     @abstractmethod
-    def call(self, obj: Any, fn: Callable[..., Any], args: tuple, kwargs: dict,
-             progress: Callable[..., Any] | None = None) -> Any:
+    def call(
+        self, obj: Any, fn: Callable[..., Any], args: tuple, kwargs: dict, progress: Callable[..., Any] | None = None
+    ) -> Any:
         """``fn(obj, *args, **kwargs)``; ``progress`` (when given) receives the function's progress calls."""
 
-    def prepare(self, obj: Any) -> None:
+    def prepare(self, obj: Any) -> None:  # noqa: B027 (a hook: nothing to do unless a backend overrides it)
         """Get ready to serve ``obj`` (a model just loaded): nothing to do in this process."""
 
     def runs_on(self, obj: Any) -> str:

@@ -1,5 +1,6 @@
 """The in-process backend: everything here, models in this process's caches, jobs in its worker processes, rooms
 in its memory (the default, and what a Ray replica or job actor runs inside)."""
+
 from __future__ import annotations
 
 import threading

@@ -3,12 +3,14 @@ bounds can be checked without a cluster: at most ``limit`` handles, the least re
 deploy at a time per model. A model's deploy lock lives only while someone deploys it or waits to, so no lock
 outlives its handle and the lock table never grows past the deploys in flight.
 """
+
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 
 class ModelHandles:

@@ -17,11 +17,13 @@ Chosen with ``ENCODERLAB_BACKEND=ray``. Its settings (read once, when the backen
 Every node must import the same ``core`` package: a local Ray gets this checkout on its workers' PYTHONPATH, and a
 cluster's nodes run the same image (docker-compose.yml).
 """
+
 from __future__ import annotations
 
 import hashlib
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import ray  # here, so a missing Ray is one clear ImportError when the backend is chosen
 from ray import serve
@@ -45,16 +47,23 @@ def connect(cfg: RaySettings) -> None:
         env = worker_env()
         try:
             if cfg.address:
-                ray.init(address=cfg.address, namespace=NAMESPACE, runtime_env={"env_vars": env},
-                         log_to_driver=False)
+                ray.init(address=cfg.address, namespace=NAMESPACE, runtime_env={"env_vars": env}, log_to_driver=False)
             else:
                 # "local": a Ray of our own, never a cluster another process started on this machine
-                ray.init(address="local", num_cpus=cfg.cpus, include_dashboard=False, namespace=NAMESPACE,
-                         runtime_env={"env_vars": env}, log_to_driver=False)
+                ray.init(
+                    address="local",
+                    num_cpus=cfg.cpus,
+                    include_dashboard=False,
+                    namespace=NAMESPACE,
+                    runtime_env={"env_vars": env},
+                    log_to_driver=False,
+                )
         except Exception as e:  # noqa: BLE001 - ConnectionError, RuntimeError, ...: the operator needs the text
             where = cfg.address or "a local Ray"
-            raise BackendError(f"Could not start or join Ray at {where} ({type(e).__name__}: {e}). Check "
-                               "ENCODERLAB_RAY_ADDRESS and that the head node is up (`ray status`).") from None
+            raise BackendError(
+                f"Could not start or join Ray at {where} ({type(e).__name__}: {e}). Check "
+                "ENCODERLAB_RAY_ADDRESS and that the head node is up (`ray status`)."
+            ) from None
     serve.start(proxy_location="Disabled")
 
 
@@ -75,7 +84,7 @@ class RayBackend(Backend):
         self._store = None
 
     @classmethod
-    def from_settings(cls) -> "RayBackend":
+    def from_settings(cls) -> RayBackend:
         return cls(RaySettings.from_env())
 
     @property
@@ -105,15 +114,18 @@ class RayBackend(Backend):
                 opts: dict[str, Any] = {"num_cpus": self.cfg.replica_cpus}
                 if self.cfg.replica_gpus:
                     opts["num_gpus"] = self.cfg.replica_gpus
-                app = ModelReplica.options(
-                    num_replicas=self.cfg.replicas, ray_actor_options=opts,
+                # @serve.deployment adds .options: mypy does not apply a class decorator's return type
+                app = ModelReplica.options(  # type: ignore[attr-defined]
+                    num_replicas=self.cfg.replicas,
+                    ray_actor_options=opts,
                     max_ongoing_requests=max(16, 2 * s.max_batch),
                 ).bind(recipe, self.cfg.replica_threads, s.max_batch, s.batch_window_ms / 1000.0)
                 try:
                     h = serve.run(app, name=name, route_prefix=None)
                 except Exception as e:  # noqa: BLE001 - a replica that cannot load its model says why
-                    raise BackendError(f"The model tier could not start {recipe[1]!r}: {type(e).__name__}: {e}") \
-                        from None
+                    raise BackendError(
+                        f"The model tier could not start {recipe[1]!r}: {type(e).__name__}: {e}"
+                    ) from None
             for old in self._models.put(name, h, recipe):
                 try:
                     serve.delete(old, _blocking=False)
@@ -135,8 +147,7 @@ class RayBackend(Backend):
         """Drop the cached handle (its application was deleted elsewhere): the next call deploys again."""
         self._models.forget(app_name(recipe))
 
-    def _remote(self, obj: Any, send: Callable[[Any], Any]) -> Any:
-        recipe = getattr(obj, "recipe", None)
+    def _remote(self, recipe: tuple, send: Callable[[Any], Any]) -> Any:
         h = self.handle(recipe)
         try:
             status, value = send(h)
@@ -148,21 +159,24 @@ class RayBackend(Backend):
         return value
 
     def batched(self, obj, op, fn, item):
-        if getattr(obj, "recipe", None) is None:  # made here: nothing elsewhere can rebuild it
+        recipe = getattr(obj, "recipe", None)
+        if recipe is None:  # made here: nothing elsewhere can rebuild it
             return fn(obj, [item])[0]
         name = op_name(fn)
-        return self._remote(obj, lambda h: h.batched.remote(op, name, item).result())
+        return self._remote(recipe, lambda h: h.batched.remote(op, name, item).result())
 
     def call(self, obj, fn, args, kwargs, progress=None):
-        if getattr(obj, "recipe", None) is None:
+        recipe = getattr(obj, "recipe", None)
+        if recipe is None:
             if progress is not None:
                 kwargs = {**kwargs, "progress": progress}
             return fn(obj, *args, **kwargs)
         name = op_name(fn)
         if progress is None:
-            return self._remote(obj, lambda h: h.call.remote(name, args, kwargs).result())
-        return self._remote(obj, lambda h: _follow(h.options(stream=True).stream.remote(name, args, kwargs),
-                                                   progress))
+            return self._remote(recipe, lambda h: h.call.remote(name, args, kwargs).result())
+        return self._remote(
+            recipe, lambda h: _follow(h.options(stream=True).stream.remote(name, args, kwargs), progress)
+        )
 
     def prepare(self, obj) -> None:
         """Deploy ``obj``'s model now, in the background (about 14 s here), so the page's first prediction does not

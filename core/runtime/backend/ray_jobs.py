@@ -10,6 +10,7 @@ ends the job with a message saying so, and the front-end goes on serving.
 Jobs that need this process's objects (a cached model: attributions, pair batches) still run on a thread here, and
 their model calls go to the model tier (core.runtime.backend).
 """
+
 from __future__ import annotations
 
 import os
@@ -29,8 +30,10 @@ from core.runtime.job_worker import prepare_worker, worker_threads
 from core.runtime.jobs import CANCEL_GRACE_S, CANCELLED, Job, JobRunner
 
 POLL_S = 0.25
-LOST = ("The cluster node running this job went away ({why}). Nothing on the front-end was lost; start the job "
-        "again and Ray places it on a node that is up.")
+LOST = (
+    "The cluster node running this job went away ({why}). Nothing on the front-end was lost; start the job "
+    "again and Ray places it on a node that is up."
+)
 
 
 class _Box:
@@ -107,7 +110,8 @@ class RayJobRunner(JobRunner):
     def _run_process(self, job: Job, payload: bytes) -> None:
         actor = None
         try:
-            actor = JobWorker.options(**self.actor_options(job.resource)).remote()
+            # @ray.remote adds .options: mypy does not apply a class decorator's return type (ray is untyped here)
+            actor = JobWorker.options(**self.actor_options(job.resource)).remote()  # type: ignore[attr-defined]
             threads = worker_threads(job.resource, self.limits)
             started = actor.start.remote(payload, threads, job.name, job.resource)
             job.message = f"waiting for a node with a free {job.resource.upper()}"

@@ -14,12 +14,14 @@ A replica loads the model from its recipe (core.runtime.backend.base.load_recipe
 Outcomes travel as ``("ok", value)`` or ``("err", exception)`` so the front-end raises the op's own exception
 (FillMaskError, PairError, ValueError ...) with its own message, never a Ray wrapper around it.
 """
+
 from __future__ import annotations
 
 import asyncio
 import os
 import queue
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 import ray
@@ -55,6 +57,7 @@ def _run_group(model: Any, fn_name: str, items: list) -> list[tuple[str, Any]]:
 class ModelReplica:
     def __init__(self, recipe: tuple, threads: int, max_batch: int, window_s: float) -> None:
         import torch  # lazy: torch loads ~1 GB, in the replica only
+
         use(InProcessBackend())  # the ops run here, never sent on to Ray again
         if threads > 0:
             torch.set_num_threads(threads)
@@ -66,8 +69,12 @@ class ModelReplica:
     def where(self) -> dict:
         import torch  # lazy: torch loads ~1 GB, in the replica only
 
-        return {"node": ray.get_runtime_context().get_node_id(), "pid": os.getpid(), "threads": torch.get_num_threads(),
-                "device": str(getattr(self.model, "device", "?"))}
+        return {
+            "node": ray.get_runtime_context().get_node_id(),
+            "pid": os.getpid(),
+            "threads": torch.get_num_threads(),
+            "device": str(getattr(self.model, "device", "?")),
+        }
 
     # Serve's batching collects the requests that arrive within the window; several such batches may run at once
     # (max_concurrent_batches), and core.runtime.serving's batcher then merges the ones that meet on this replica into one
@@ -89,11 +96,12 @@ class ModelReplica:
 
     def _merged(self, op: str, fn_name: str, items: list) -> list[tuple[str, Any]]:
         """One Serve batch's items of one op, run together with the other Serve batches meeting here meanwhile."""
-        def run(groups: list[list]) -> list[list[tuple[str, Any]]]:
+
+        def run(groups: Sequence[list[Any]]) -> list[list[tuple[str, Any]]]:
             flat = _run_group(self.model, fn_name, [x for g in groups for x in g])
             out, i = [], 0
             for g in groups:
-                out.append(flat[i:i + len(g)])
+                out.append(flat[i : i + len(g)])
                 i += len(g)
             return out
 

@@ -6,6 +6,7 @@ store's plain frozen values, and the actor runs one call at a time, which does t
 A RoomError raised in the actor reaches the page as itself (RoomClosedError, RateLimitError, ...), with its own
 message. At the default poll interval that is one actor call per follower per second.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -35,8 +36,9 @@ class RoomActor:
 def room_actor():
     """The deployment's room actor, created by the first front-end that asks. It lives on the head node (as Serve's
     controller does), so rooms outlive any front-end or worker that restarts."""
-    return RoomActor.options(name=ACTOR_NAME, lifetime="detached", get_if_exists=True,
-                             resources={"node:__internal_head__": 0.001}).remote()
+    return RoomActor.options(
+        name=ACTOR_NAME, lifetime="detached", get_if_exists=True, resources={"node:__internal_head__": 0.001}
+    ).remote()
 
 
 class RayRoomStore(RoomStore):

@@ -4,6 +4,7 @@
 The window and the largest batch are settings (``ENCODERLAB_BATCH_WINDOW_MS``, ``ENCODERLAB_MAX_BATCH``; a
 largest batch of 1 turns batching off). See core/runtime/serving/batcher.py for the scheme.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -21,5 +22,6 @@ def coalesce(obj: Any, op: str, item: Any, run_batch: RunBatch) -> Any:
 
 
 def stats(obj: Any, op: str) -> BatchStats:
-    """Calls, batches and the largest batch seen so far for ``obj`` and ``op`` (tests and the benchmark)."""
+    """Calls, batches, the largest batch, and the batches whose leader waited (and ran out its window) so far for
+    ``obj`` and ``op`` (tests and the benchmark)."""
     return batcher().stats(obj, op)

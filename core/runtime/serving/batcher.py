@@ -16,13 +16,15 @@ them, so no caller ever computes for longer than its own batch.
 ``run_batch(items) -> results`` must return one result per item in order. When it raises, each item is run alone
 so that one bad input fails only its own caller, with its own message.
 """
+
 from __future__ import annotations
 
 import threading
 import time
 import weakref
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 RunBatch = Callable[[Sequence[Any]], Sequence[Any]]
 # A call is "concurrent" when another thread called on the same key less than this long ago: only then does the
@@ -48,6 +50,8 @@ class BatchStats:
     batches: int = 0
     largest: int = 0
     fallbacks: int = 0  # batches that raised and were rerun one item at a time
+    waits: int = 0  # batches whose leader waited for companions (a lone caller's never do)
+    timeouts: int = 0  # of those, batches that ran because the window ran out, not because every expected caller came
 
 
 class _Queue:
@@ -120,10 +124,13 @@ class Batcher:
     def _lead(self, q: _Queue, me: _Request, run_batch: RunBatch, window_s: float, max_batch: int) -> None:
         with self._lock:
             deadline = q.pending[0].arrived + window_s  # the oldest waiter bounds the wait
+            waited = timed_out = False
             while len(q.pending) < min(max_batch, max(1, q.expected())):
                 left = deadline - time.perf_counter()
                 if left <= 0:
+                    timed_out = waited
                     break
+                waited = True
                 self._cond.wait(left)
             batch = q.pending[:max_batch]
             del q.pending[:max_batch]
@@ -131,6 +138,8 @@ class Batcher:
                 batch[-1:] = [me]
             q.stats.batches += 1
             q.stats.largest = max(q.stats.largest, len(batch))
+            q.stats.waits += waited
+            q.stats.timeouts += timed_out
         try:
             results = list(run_batch([r.item for r in batch]))
             if len(results) != len(batch):

@@ -4,6 +4,7 @@ Shows a progress bar, checkpoints every --checkpoint-every steps (rerun the same
 pretrain_log.json next to the model, and prints the final held-out metrics as JSON.
 ``python -m core.train.pretrain zoo`` rebuilds the bundled models (what `make models` runs).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,8 +21,9 @@ from core.train.pretrain.zoo import main as zoo_main
 
 
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m core.train.pretrain", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m core.train.pretrain", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     # Defaults and ranges come from PretrainConfig's fields (core.base.fields): argparse refuses an out-of-range value.
     arg = functools.partial(add_argument, ap, PretrainConfig)
     ap.add_argument("--family", required=True, choices=list(FAMILIES))
@@ -56,14 +58,33 @@ def main(argv: list[str] | None = None) -> int:
     from tqdm import tqdm
 
     try:
-        cfg = PretrainConfig(family=a.family, out=a.out, corpus=a.corpus, heldout=a.heldout, steps=a.steps,
-                             batch_size=a.batch_size, max_len=a.max_len, lr=a.lr, head_lr=a.head_lr,
-                             size=a.size, init=a.init,
-                             masking=a.masking, whole_word=a.whole_word, pair=None if a.no_pair else "auto",
-                             teacher=a.teacher, temperature=a.temperature, vocab_size=a.vocab_size, seed=a.seed,
-                             eval_every=a.eval_every, eval_instances=a.eval_instances,
-                             checkpoint_every=a.checkpoint_every, resume=not a.no_resume, device=a.device,
-                             threads=a.threads, fp16_export=a.fp16_export)
+        cfg = PretrainConfig(
+            family=a.family,
+            out=a.out,
+            corpus=a.corpus,
+            heldout=a.heldout,
+            steps=a.steps,
+            batch_size=a.batch_size,
+            max_len=a.max_len,
+            lr=a.lr,
+            head_lr=a.head_lr,
+            size=a.size,
+            init=a.init,
+            masking=a.masking,
+            whole_word=a.whole_word,
+            pair=None if a.no_pair else "auto",
+            teacher=a.teacher,
+            temperature=a.temperature,
+            vocab_size=a.vocab_size,
+            seed=a.seed,
+            eval_every=a.eval_every,
+            eval_instances=a.eval_instances,
+            checkpoint_every=a.checkpoint_every,
+            resume=not a.no_resume,
+            device=a.device,
+            threads=a.threads,
+            fp16_export=a.fp16_export,
+        )
         bar = tqdm(total=a.steps, desc=f"pretrain {a.family}", unit="step")
 
         def on_step(ev: dict) -> None:
@@ -84,8 +105,18 @@ def main(argv: list[str] | None = None) -> int:
     except (PretrainError, CorpusError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    print(json.dumps({"out": report.out, "steps": report.steps, "wall_s": report.wall_s, "params": report.params,
-                      **{k: v for k, v in report.final.items() if k != "samples"}}, indent=1))
+    print(
+        json.dumps(
+            {
+                "out": report.out,
+                "steps": report.steps,
+                "wall_s": report.wall_s,
+                "params": report.params,
+                **{k: v for k, v in report.final.items() if k != "samples"},
+            },
+            indent=1,
+        )
+    )
     return 0
 
 

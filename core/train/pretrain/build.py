@@ -4,12 +4,15 @@ Sizes: ``tiny`` (tests, the lab page's quick runs), ``mini`` (the bundled zoo), 
 from the offline MiniLM encoder (6x384, bert-base-uncased vocab) with a fresh MLM head tied to its word
 embeddings and a fresh NSP head; the DistilBERT student takes every other layer of its teacher.
 """
+
 from __future__ import annotations
 
+import functools
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any
 
 import torch
 
@@ -41,7 +44,7 @@ def new_config(family: str, size: str, tokenizer):
     """A fresh config of the family's own class at ``size`` (its recipe's ``config``; ALBERT keeps E < H and one
     shared layer)."""
     if size not in SIZES:
-        raise ValueError(msg("pretrain.unknown_size_use_one_2", size=size, p=', '.join(SIZES)))
+        raise ValueError(msg("pretrain.unknown_size_use_one_2", size=size, p=", ".join(SIZES)))
     return recipe(family).config(SIZES[size], tokenizer)
 
 
@@ -51,7 +54,7 @@ def pretraining_class(family: str):
     return getattr(transformers, FAMILIES[family].classes["pretraining"])
 
 
-def from_minilm(family: str, tokenizer, fit: "MiniLMFit | None" = None, source: str | Path | None = None):
+def from_minilm(family: str, tokenizer, fit: MiniLMFit | None = None, source: str | Path | None = None):
     """The family's start from a BERT-architecture encoder (its recipe's ``from_minilm``): the offline MiniLM, or
     ``source``, a folder of a BERT model with the bert-base-uncased vocabulary (the zoo's RoBERTa and ALBERT start
     from the bundled bert-mini, whose encoder has learned MLM). Raises ValueError for a family that has none."""
@@ -62,8 +65,15 @@ def from_minilm(family: str, tokenizer, fit: "MiniLMFit | None" = None, source: 
 
 
 def student(family: str, teacher, layers: tuple[int, ...] | None = None):
-    """A student of ``family`` cut from ``teacher`` (its recipe's ``student``)."""
-    return STUDENTS[recipe(family).student](teacher, layers)
+    """A student of ``family`` cut from ``teacher`` (its recipe's ``student``); ValueError for a family that is not
+    distilled (PretrainConfig refuses a teacher for one first)."""
+    cut = recipe(family).student
+    if cut is None:
+        students = ", ".join(f.label for k, f in FAMILIES.items() if recipe(k).distils)
+        raise ValueError(
+            msg("pretrain.distillation_trains_student_distilled", students=students, label=FAMILIES[family].label)
+        )
+    return STUDENTS[cut](teacher, layers)
 
 
 def _source(source: str | Path | None) -> str:
@@ -77,8 +87,9 @@ def bert_from_minilm(source: str | Path | None = None):
 
     transformers.logging.set_verbosity_error()
     with BUILD_LOCK:
-        model = transformers.BertForPreTraining.from_pretrained(_source(source), use_safetensors=True,
-                                                            dtype=torch.float32)
+        model = transformers.BertForPreTraining.from_pretrained(
+            _source(source), use_safetensors=True, dtype=torch.float32
+        )
     model.config.architectures = [type(model).__name__]
     model.tie_weights()
     return model
@@ -98,15 +109,22 @@ def distil_student(teacher, layers: tuple[int, ...] | None = None):
     if any(not 0 <= i < n for i in layers):
         raise ValueError(msg("pretrain.student_layers_must_teacher", layers=layers, p=n - 1))
     cfg = transformers.DistilBertConfig(
-        vocab_size=tc.vocab_size, dim=tc.hidden_size, n_layers=len(layers), n_heads=tc.num_attention_heads,
-        hidden_dim=tc.intermediate_size, max_position_embeddings=tc.max_position_embeddings,
-        pad_token_id=tc.pad_token_id, activation="gelu")
+        vocab_size=tc.vocab_size,
+        dim=tc.hidden_size,
+        n_layers=len(layers),
+        n_heads=tc.num_attention_heads,
+        hidden_dim=tc.intermediate_size,
+        max_position_embeddings=tc.max_position_embeddings,
+        pad_token_id=tc.pad_token_id,
+        activation="gelu",
+    )
     student = transformers.DistilBertForMaskedLM(cfg)
     tb, sb = teacher.bert, student.distilbert
     with torch.no_grad():
         sb.embeddings.word_embeddings.weight.copy_(tb.embeddings.word_embeddings.weight)
         sb.embeddings.position_embeddings.weight.copy_(
-            tb.embeddings.position_embeddings.weight + tb.embeddings.token_type_embeddings.weight[0])
+            tb.embeddings.position_embeddings.weight + tb.embeddings.token_type_embeddings.weight[0]
+        )
         sb.embeddings.LayerNorm.load_state_dict(tb.embeddings.LayerNorm.state_dict())
         for s_layer, t_i in zip(sb.transformer.layer, layers):
             t = tb.encoder.layer[t_i]
@@ -187,7 +205,7 @@ def _bert_piece_ids(token: str, kind: str, bert_tok, vocab: dict[str, int] | Non
     every ``.vocab`` access (it was 40% of an ALBERT-from-MiniLM build)."""
     marker = WORD_MARKERS[kind]
     start = token.startswith(marker)
-    text = token[len(marker):] if start else token
+    text = token[len(marker) :] if start else token
     text = text.lower()
     if not text:
         return []
@@ -219,7 +237,7 @@ def _mlm_transform(source: str | Path | None) -> dict[str, torch.Tensor] | None:
         return None
     state = load_file(str(path))
     pre = "cls.predictions.transform."
-    keys = {k[len(pre):]: v.float() for k, v in state.items() if k.startswith(pre)}
+    keys = {k[len(pre) :]: v.float() for k, v in state.items() if k.startswith(pre)}
     return keys if {"dense.weight", "dense.bias", "LayerNorm.weight", "LayerNorm.bias"} <= set(keys) else None
 
 
@@ -235,10 +253,17 @@ def roberta_from_minilm(tokenizer, source: str | Path | None = None):
     bert_tok = bert_uncased_tokenizer()
     mc = minilm.config
     cfg = transformers.RobertaConfig(
-        vocab_size=len(tokenizer), hidden_size=mc.hidden_size, num_hidden_layers=mc.num_hidden_layers,
-        num_attention_heads=mc.num_attention_heads, intermediate_size=mc.intermediate_size,
-        max_position_embeddings=mc.max_position_embeddings + 2, type_vocab_size=1,
-        pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.cls_token_id, eos_token_id=tokenizer.sep_token_id)
+        vocab_size=len(tokenizer),
+        hidden_size=mc.hidden_size,
+        num_hidden_layers=mc.num_hidden_layers,
+        num_attention_heads=mc.num_attention_heads,
+        intermediate_size=mc.intermediate_size,
+        max_position_embeddings=mc.max_position_embeddings + 2,
+        type_vocab_size=1,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.cls_token_id,
+        eos_token_id=tokenizer.sep_token_id,
+    )
     model = transformers.RobertaForMaskedLM(cfg)
     me, re_ = minilm.embeddings, model.roberta.embeddings
     _piece_means(tokenizer, "bpe", me.word_embeddings.weight, bert_tok, re_.word_embeddings.weight)
@@ -263,14 +288,21 @@ def _piece_means(tokenizer, kind: str, src: torch.Tensor, bert_tok, out: torch.T
     """Rows of ``out`` (a BPE/Unigram vocabulary's embeddings) from ``src`` (bert-base-uncased WordPiece rows):
     special tokens take their WordPiece twin, every other token the mean of the pieces that spell it; tokens with
     no such piece keep their row."""
-    specials = {tokenizer.cls_token_id: bert_tok.cls_token_id, tokenizer.sep_token_id: bert_tok.sep_token_id,
-                tokenizer.pad_token_id: bert_tok.pad_token_id, tokenizer.unk_token_id: bert_tok.unk_token_id,
-                tokenizer.mask_token_id: bert_tok.mask_token_id}
+    specials = {
+        tokenizer.cls_token_id: bert_tok.cls_token_id,
+        tokenizer.sep_token_id: bert_tok.sep_token_id,
+        tokenizer.pad_token_id: bert_tok.pad_token_id,
+        tokenizer.unk_token_id: bert_tok.unk_token_id,
+        tokenizer.mask_token_id: bert_tok.mask_token_id,
+    }
     vocab = bert_tok.get_vocab()
     with torch.no_grad():
         for tid in range(len(tokenizer)):
-            ids = [specials[tid]] if tid in specials else _bert_piece_ids(tokenizer.convert_ids_to_tokens(tid), kind,
-                                                                           bert_tok, vocab)
+            ids = (
+                [specials[tid]]
+                if tid in specials
+                else _bert_piece_ids(tokenizer.convert_ids_to_tokens(tid), kind, bert_tok, vocab)
+            )
             if ids:
                 out[tid] = src[ids].mean(0)
 
@@ -301,19 +333,31 @@ class MiniLMFit:
     device: str = "cpu"  # where the fit runs (the pretraining run's device); the fitted model comes back on the CPU
 
 
-def _albert_like_minilm(minilm, tokenizer, words: torch.Tensor, embedding_size: int, layers: int, shared_from: int,
-                        residual_scale: float):
+def _albert_like_minilm(
+    minilm, tokenizer, words: torch.Tensor, embedding_size: int, layers: int, shared_from: int, residual_scale: float
+):
     """An AlbertForPreTraining for ``tokenizer`` with MiniLM's start: ``words`` (V, H) factorized by PCA, the
     shared layer from MiniLM layer ``shared_from``, its residual branches scaled; fresh MLM and SOP heads."""
     import transformers
 
     mc = minilm.config
     cfg = transformers.AlbertConfig(
-        vocab_size=len(tokenizer), embedding_size=embedding_size, hidden_size=mc.hidden_size,
-        num_hidden_layers=layers, num_hidden_groups=1, inner_group_num=1, num_attention_heads=mc.num_attention_heads,
-        intermediate_size=mc.intermediate_size, hidden_act="gelu", max_position_embeddings=mc.max_position_embeddings,
-        type_vocab_size=2, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, classifier_dropout_prob=0.1,
-        pad_token_id=tokenizer.pad_token_id)
+        vocab_size=len(tokenizer),
+        embedding_size=embedding_size,
+        hidden_size=mc.hidden_size,
+        num_hidden_layers=layers,
+        num_hidden_groups=1,
+        inner_group_num=1,
+        num_attention_heads=mc.num_attention_heads,
+        intermediate_size=mc.intermediate_size,
+        hidden_act="gelu",
+        max_position_embeddings=mc.max_position_embeddings,
+        type_vocab_size=2,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        classifier_dropout_prob=0.1,
+        pad_token_id=tokenizer.pad_token_id,
+    )
     with BUILD_LOCK:  # see core.models.loading.BUILD_LOCK (re-entrant: callers may hold it already)
         model = transformers.AlbertForPreTraining(cfg)
     me, ae = minilm.embeddings, model.albert.embeddings
@@ -362,7 +406,6 @@ def fit_to_minilm(albert, minilm, bert_tok, fit: MiniLMFit, head=None, teacher_h
 
     import torch.nn.functional as F
 
-
     # sentence by sentence (WordPiece splits on spaces, so the ids are those of the joined text, without the
     # tokenizer's over-length warning for long documents)
     ids = [i for e in bert_tok([s for d in fit.docs for s in d], add_special_tokens=False)["input_ids"] for i in e]
@@ -370,10 +413,13 @@ def fit_to_minilm(albert, minilm, bert_tok, fit: MiniLMFit, head=None, teacher_h
     if len(ids) <= span:
         raise ValueError(msg("pretrain.corpus_too_small_fit"))
     # an AlbertModel: the recipe's embedding parts sit at its top level
-    parts = recipe(family_of_model_type(albert.config.model_type)).embedding_parts
+    model_type = albert.config.model_type
+    parts = recipe(family_of_model_type(model_type) or model_type).embedding_parts
     named = [(training.under(n, parts), p) for n, p in albert.named_parameters()]
-    groups = [{"params": [p for e, p in named if e], "lr": fit.embed_lr},
-              {"params": [p for e, p in named if not e], "lr": fit.lr}]
+    groups: list[dict[str, Any]] = [
+        {"params": [p for e, p in named if e], "lr": fit.embed_lr},
+        {"params": [p for e, p in named if not e], "lr": fit.lr},
+    ]
     distil = head is not None and teacher_head is not None
     if distil:  # the head's own parameters (its decoder is the tied word embeddings, already above)
         mine = {id(p) for _, p in named}
@@ -393,10 +439,15 @@ def fit_to_minilm(albert, minilm, bert_tok, fit: MiniLMFit, head=None, teacher_h
     for step in range(fit.steps):
         # 1. a batch of corpus windows, 15% of tokens corrupted 80/10/10 (the states at masks are what MLM reads)
         starts = [rng.randrange(0, len(ids) - span) for _ in range(fit.batch_size)]
-        x = torch.tensor([[bert_tok.cls_token_id] + ids[a:a + span] + [bert_tok.sep_token_id] for a in starts])
+        x = torch.tensor([[bert_tok.cls_token_id] + ids[a : a + span] + [bert_tok.sep_token_id] for a in starts])
         special = (x == bert_tok.cls_token_id) | (x == bert_tok.sep_token_id)
-        masked = mask_tokens(x, special, mask_id=bert_tok.mask_token_id, vocab_size=len(bert_tok),
-                             generator=torch.Generator().manual_seed(fit.seed * 100_003 + step))
+        masked = mask_tokens(
+            x,
+            special,
+            mask_id=bert_tok.mask_token_id,
+            vocab_size=len(bert_tok),
+            generator=torch.Generator().manual_seed(fit.seed * 100_003 + step),
+        )
         x, sel = masked.input_ids.to(device), (masked.labels != -100).to(device)
         # 2. MiniLM's last hidden states are the target; cosine + MSE (+ the teacher's predictions at the masks)
         with torch.autocast(device, dtype=torch.bfloat16, enabled=fit.bf16):
@@ -407,7 +458,7 @@ def fit_to_minilm(albert, minilm, bert_tok, fit: MiniLMFit, head=None, teacher_h
             logits = head(h[sel]).float() if distil else None
         c = F.cosine_similarity(h, target, dim=-1).mean()
         loss = (1 - c) + F.mse_loss(h, target)
-        if distil:
+        if logits is not None and soft is not None:  # distil
             loss = loss + F.kl_div(torch.log_softmax(logits / 2.0, -1), soft, reduction="batchmean") * 4.0
         # 3. step, clipped
         opt.zero_grad()
@@ -426,8 +477,15 @@ def fit_to_minilm(albert, minilm, bert_tok, fit: MiniLMFit, head=None, teacher_h
     return cos
 
 
-def albert_from_minilm(tokenizer, embedding_size: int = 128, layers: int = 6, shared_from: int = 2,
-                       residual_scale: float = 0.5, fit: MiniLMFit | None = None, source: str | Path | None = None):
+def albert_from_minilm(
+    tokenizer,
+    embedding_size: int = 128,
+    layers: int = 6,
+    shared_from: int = 2,
+    residual_scale: float = 0.5,
+    fit: MiniLMFit | None = None,
+    source: str | Path | None = None,
+):
     """An ALBERT (E=128 < H=384, one layer shared across ``layers`` of depth) started from MiniLM: Unigram
     embeddings transferred from its WordPiece ones and factorized by PCA (V x E, then E x H), and the shared
     layer initialised from MiniLM layer ``shared_from``. MLM and SOP heads are fresh.
@@ -443,20 +501,33 @@ def albert_from_minilm(tokenizer, embedding_size: int = 128, layers: int = 6, sh
         import transformers
 
         with BUILD_LOCK:
-            teacher = transformers.BertForMaskedLM.from_pretrained(_source(source), use_safetensors=True,
-                                                                   dtype=torch.float32)
+            teacher = transformers.BertForMaskedLM.from_pretrained(
+                _source(source), use_safetensors=True, dtype=torch.float32
+            )
         minilm, teacher_head = teacher.bert, teacher.cls
     else:
         minilm = _minilm_encoder(source)
     bert_tok = bert_uncased_tokenizer()
     words = _transferred_embeddings(tokenizer, "unigram", minilm, bert_tok)  # (V, H)
-    arch = dict(embedding_size=embedding_size, layers=layers, shared_from=shared_from, residual_scale=residual_scale)
+    albert_like = functools.partial(
+        _albert_like_minilm,
+        embedding_size=embedding_size,
+        layers=layers,
+        shared_from=shared_from,
+        residual_scale=residual_scale,
+    )
     if fit is None or fit.steps == 0:
-        return _albert_like_minilm(minilm, tokenizer, words, **arch)
-    wp = _albert_like_minilm(minilm, bert_tok, minilm.embeddings.word_embeddings.weight.detach(), **arch)
-    fit_to_minilm(wp.albert, minilm, bert_tok, fit, head=wp.predictions if teacher_head is not None else None,
-                  teacher_head=teacher_head)
-    model = _albert_like_minilm(minilm, tokenizer, words, **arch)  # its heads and config; the rest from ``wp``
+        return albert_like(minilm, tokenizer, words)
+    wp = albert_like(minilm, bert_tok, minilm.embeddings.word_embeddings.weight.detach())
+    fit_to_minilm(
+        wp.albert,
+        minilm,
+        bert_tok,
+        fit,
+        head=wp.predictions if teacher_head is not None else None,
+        teacher_head=teacher_head,
+    )
+    model = albert_like(minilm, tokenizer, words)  # its heads and config; the rest from ``wp``
     if teacher_head is not None:  # the fitted head's transform (H -> E, LayerNorm) works on any E-space vocabulary
         with torch.no_grad():
             model.predictions.dense.load_state_dict(wp.predictions.dense.state_dict())
@@ -468,7 +539,9 @@ def albert_from_minilm(tokenizer, embedding_size: int = 128, layers: int = 6, sh
             getattr(a.embeddings, name).load_state_dict(getattr(w.embeddings, name).state_dict())
         a.pooler.load_state_dict(w.pooler.state_dict())
     # the fitted E-space rows (30522, E) move to the Unigram vocabulary
-    _piece_means(tokenizer, "unigram", w.embeddings.word_embeddings.weight, bert_tok, a.embeddings.word_embeddings.weight)
+    _piece_means(
+        tokenizer, "unigram", w.embeddings.word_embeddings.weight, bert_tok, a.embeddings.word_embeddings.weight
+    )
     model.tie_weights()
     return model
 
@@ -478,7 +551,8 @@ def albert_from_minilm(tokenizer, embedding_size: int = 128, layers: int = 6, sh
 STARTS: dict[str, Callable] = {
     "copy_encoder": lambda tokenizer, fit=None, source=None: bert_from_minilm(source),
     "transfer_to_bpe": lambda tokenizer, fit=None, source=None: roberta_from_minilm(tokenizer, source),
-    "factorize_and_share": lambda tokenizer, fit=None, source=None: albert_from_minilm(tokenizer, fit=fit,
-                                                                                       source=source),
+    "factorize_and_share": lambda tokenizer, fit=None, source=None: albert_from_minilm(
+        tokenizer, fit=fit, source=source
+    ),
 }
 STUDENTS: dict[str, Callable] = {"every_other_layer": distil_student}

@@ -10,6 +10,7 @@
 Every instance keeps the per-token word index (for whole-word masking). Randomness comes from one
 ``random.Random(seed)``, so the instance list is a pure function of (documents, tokenizer, settings, seed).
 """
+
 from __future__ import annotations
 
 import random
@@ -62,8 +63,15 @@ def tokenize_documents(docs: list[list[str]], tokenizer, family: str) -> list[li
     return out
 
 
-def _assemble(tokenizer, a: list[Sentence], b: list[Sentence] | None, label: int, max_len: int,
-              rng: random.Random, use_types: bool) -> Instance:
+def _assemble(
+    tokenizer,
+    a: list[Sentence],
+    b: list[Sentence] | None,
+    label: int,
+    max_len: int,
+    rng: random.Random,
+    use_types: bool,
+) -> Instance:
     ta = [(i, s) for sent in a for i, s in zip(sent.ids, sent.starts)]
     tb = [(i, s) for sent in (b or []) for i, s in zip(sent.ids, sent.starts)]
     budget = max_len - (3 if b is not None else 2)
@@ -86,8 +94,16 @@ def _assemble(tokenizer, a: list[Sentence], b: list[Sentence] | None, label: int
     return Instance(tuple(ids), tuple(types), tuple(word_index(starts)), label)
 
 
-def make_instances(docs: list[list[Sentence]], tokenizer, *, pair: str | None, max_len: int, seed: int,
-                   short_seq_prob: float = 0.1, use_types: bool = True) -> list[Instance]:
+def make_instances(
+    docs: list[list[Sentence]],
+    tokenizer,
+    *,
+    pair: str | None,
+    max_len: int,
+    seed: int,
+    short_seq_prob: float = 0.1,
+    use_types: bool = True,
+) -> list[Instance]:
     """Build instances for ``pair`` in (None, "nsp", "sop"). Deterministic for a seed."""
     rng = random.Random(seed)
     out: list[Instance] = []
@@ -106,8 +122,9 @@ def make_instances(docs: list[list[Sentence]], tokenizer, *, pair: str | None, m
                     a_end = rng.randint(1, len(chunk) - 1)
                     a, b = chunk[:a_end], chunk[a_end:]
                     swap = rng.random() < 0.5
-                    out.append(_assemble(tokenizer, b if swap else a, a if swap else b, int(swap), max_len, rng,
-                                         use_types))
+                    out.append(
+                        _assemble(tokenizer, b if swap else a, a if swap else b, int(swap), max_len, rng, use_types)
+                    )
                 elif pair == "nsp":
                     a_end = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
                     a = chunk[:a_end]
@@ -145,8 +162,14 @@ class Batch:
 def pad(instances: list[Instance], tokenizer) -> tuple[torch.Tensor, ...]:
     """Pad to the longest instance through the tokenizer (core.train.common.pad, on its padding side): ids, attention
     mask, token types, word index (padding points to itself), pair labels."""
-    b = training.pad(tokenizer, [{"input_ids": x.ids, "token_type_ids": x.types, "words": x.words,
-                                  "pair_labels": x.pair_label} for x in instances], fill={"words": training.POSITION})
+    b = training.pad(
+        tokenizer,
+        [
+            {"input_ids": x.ids, "token_type_ids": x.types, "words": x.words, "pair_labels": x.pair_label}
+            for x in instances
+        ],
+        fill={"words": training.POSITION},
+    )
     return b["input_ids"], b["attention_mask"], b["token_type_ids"], b["words"], b["pair_labels"]
 
 
@@ -158,14 +181,28 @@ def special_mask(ids: torch.Tensor, attention: torch.Tensor, tokenizer) -> torch
     return special
 
 
-def collate(instances: list[Instance], tokenizer, *, generator: torch.Generator | None, mlm_probability: float,
-            whole_word: bool, vocab_size: int, masked: Masked | None = None) -> Batch:
+def collate(
+    instances: list[Instance],
+    tokenizer,
+    *,
+    generator: torch.Generator | None,
+    mlm_probability: float,
+    whole_word: bool,
+    vocab_size: int,
+    masked: Masked | None = None,
+) -> Batch:
     """Pad and mask a list of instances. ``masked`` reuses a fixed (static) mask; else a fresh one is drawn."""
     ids, att, types, words, pairs = pad(instances, tokenizer)
     if masked is None:
         if generator is None:
             raise ValueError(msg("pretrain.collate_needs_generator_dynamic"))
-        masked = mask_tokens(ids, special_mask(ids, att, tokenizer), mask_id=tokenizer.mask_token_id,
-                             vocab_size=vocab_size, generator=generator, mlm_probability=mlm_probability,
-                             word_ids=words if whole_word else None)
+        masked = mask_tokens(
+            ids,
+            special_mask(ids, att, tokenizer),
+            mask_id=tokenizer.mask_token_id,
+            vocab_size=vocab_size,
+            generator=generator,
+            mlm_probability=mlm_probability,
+            word_ids=words if whole_word else None,
+        )
     return Batch(masked.input_ids, att, types, masked.labels, pairs, ids)

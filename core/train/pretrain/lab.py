@@ -3,14 +3,16 @@
 The page never branches on family names: ``switches(family)`` says which objectives a family can switch
 (its own pair head, distillation), and ``prepare`` turns bad input into one clear PretrainError/CorpusError.
 """
+
 from __future__ import annotations
 
 import functools
 import os
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from core.base import settings
 from core.base.messages import msg
@@ -35,7 +37,7 @@ class LabLimits:
     @property
     def sizes(self) -> list[str]:
         order = list(SIZES)
-        return order[:order.index(self.max_size) + 1]
+        return order[: order.index(self.max_size) + 1]
 
 
 def limits() -> LabLimits:
@@ -50,9 +52,12 @@ def limits() -> LabLimits:
 def switches(family: str) -> dict[str, Any]:
     """What a family can switch on besides MLM: its pair head (label or None) and distillation."""
     f = FAMILIES[family]
-    return {"pair": f.pair_head.upper() if f.pair_head else None,
-            "pair_label": PAIR_HEADS.get(f.pair_head or "", ""), "pair_note": f.pair_head_note,
-            "distill": recipe(family).distils}
+    return {
+        "pair": f.pair_head.upper() if f.pair_head else None,
+        "pair_label": PAIR_HEADS.get(f.pair_head or "", ""),
+        "pair_note": f.pair_head_note,
+        "distill": recipe(family).distils,
+    }
 
 
 @dataclass(frozen=True)
@@ -77,8 +82,9 @@ def prepare(req: LabRequest, workdir: str | Path | None = None, lim: LabLimits |
     corpus: str = str(CORPUS_DIR)
     if req.upload is not None:
         if len(req.upload) > MAX_UPLOAD_MB * 2**20:
-            raise CorpusError(msg("pretrain.over_mb_upload_smaller", upload_name=req.upload_name,
-                                  MAX_UPLOAD_MB=MAX_UPLOAD_MB))
+            raise CorpusError(
+                msg("pretrain.over_mb_upload_smaller", upload_name=req.upload_name, MAX_UPLOAD_MB=MAX_UPLOAD_MB)
+            )
         docs = parse_documents(decode_upload(req.upload, req.upload_name))
         check_documents(docs, need_pairs=bool(req.pair and sw["pair"]))
         out.mkdir(parents=True, exist_ok=True)
@@ -86,24 +92,46 @@ def prepare(req: LabRequest, workdir: str | Path | None = None, lim: LabLimits |
         Path(corpus).write_bytes(req.upload)
     teacher = None
     if req.distill:
-        if not sw["distill"]:
+        teacher_key = FAMILIES[req.family].distilled_from
+        if not sw["distill"] or teacher_key is None:
             students = ", ".join(r.label for r in FAMILIES.values() if recipe(r.key).distils)
-            raise PretrainError(msg("pretrain.distillation_trains_student_distilled", students=students,
-                                    label=FAMILIES[req.family].label))
-        teacher_family = FAMILIES[FAMILIES[req.family].distilled_from]
+            raise PretrainError(
+                msg(
+                    "pretrain.distillation_trains_student_distilled",
+                    students=students,
+                    label=FAMILIES[req.family].label,
+                )
+            )
+        teacher_family = FAMILIES[teacher_key]
         teacher = zoo_dir() / teacher_family.bundled
         if not (teacher / "model.safetensors").exists():
             raise PretrainError(msg("pretrain.distillation_needs_bundled_mini", label=teacher_family.label))
         if "mini" not in lim.sizes:
-            raise PretrainError(msg("pretrain.distilled_student_has_half", label=teacher_family.label,
-                                    max_size=lim.max_size))
+            raise PretrainError(
+                msg("pretrain.distilled_student_has_half", label=teacher_family.label, max_size=lim.max_size)
+            )
     return PretrainConfig(
-        family=req.family, out=str(out / "model"), corpus=corpus, steps=req.steps, size=req.size,
-        masking=req.masking, whole_word=req.whole_word, pair="auto" if (req.pair and sw["pair"]) else None,
-        teacher=str(teacher) if teacher else None, seed=req.seed, batch_size=16, max_len=64, lr=1e-3 if not teacher
-        else 2e-4, log_every=max(1, req.steps // 100), eval_every=max(10, req.steps // 5), eval_instances=32,
-        checkpoint_every=max(10, req.steps // 4), max_steps=lim.max_steps, max_size=lim.max_size,
-        max_documents=lim.max_documents)
+        family=req.family,
+        out=str(out / "model"),
+        corpus=corpus,
+        steps=req.steps,
+        size=req.size,
+        masking=req.masking,
+        whole_word=req.whole_word,
+        pair="auto" if (req.pair and sw["pair"]) else None,
+        teacher=str(teacher) if teacher else None,
+        seed=req.seed,
+        batch_size=16,
+        max_len=64,
+        lr=1e-3 if not teacher else 2e-4,
+        log_every=max(1, req.steps // 100),
+        eval_every=max(10, req.steps // 5),
+        eval_instances=32,
+        checkpoint_every=max(10, req.steps // 4),
+        max_steps=lim.max_steps,
+        max_size=lim.max_size,
+        max_documents=lim.max_documents,
+    )
 
 
 def job(cfg: PretrainConfig) -> Callable[[Any], TrainReport]:
@@ -116,12 +144,19 @@ def job(cfg: PretrainConfig) -> Callable[[Any], TrainReport]:
 
 def _run_job(cfg: PretrainConfig, ctx) -> TrainReport:
     def on_step(ev: dict) -> None:
-        m = {k: v for k, v in ev.items() if k in ("step", "loss", "mlm_loss", "mlm_acc", "nsp_acc", "sop_acc",
-                                                  "kl", "cos")}
+        m = {
+            k: v
+            for k, v in ev.items()
+            if k in ("step", "loss", "mlm_loss", "mlm_acc", "nsp_acc", "sop_acc", "kl", "cos")
+        }
         if "eval" in ev:
             e = ev["eval"]
-            m.update(heldout_top1=e["mlm_top1"], heldout_top5=e["mlm_top5"], unigram_top5=e["unigram_top5"],
-                     samples=e.get("samples", []))
+            m.update(
+                heldout_top1=e["mlm_top1"],
+                heldout_top5=e["mlm_top5"],
+                unigram_top5=e["unigram_top5"],
+                samples=e.get("samples", []),
+            )
             if "pair_acc" in e:
                 m["heldout_pair_acc"] = e["pair_acc"]
         try:

@@ -15,6 +15,7 @@ with atomic adds) and cuBLAS's split reductions sum in a run-dependent order, so
 than exactly. ``torch.use_deterministic_algorithms(True)`` (with CUBLAS_WORKSPACE_CONFIG=:4096:8) would remove
 that at a speed cost; it is not turned on here.
 """
+
 from __future__ import annotations
 
 import copy
@@ -22,9 +23,9 @@ import json
 import math
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import torch
 
@@ -48,7 +49,7 @@ from core.registry.pretraining import MAX_POSITIONS, recipe
 from core.train import common as training
 from core.train.memory import drop_frames
 from core.train.pretrain import build
-from core.train.pretrain.data import Instance, collate, make_instances, pad, special_mask, tokenize_documents
+from core.train.pretrain.data import Batch, Instance, collate, make_instances, pad, special_mask, tokenize_documents
 from core.train.pretrain.evaluate import evaluate, unigram_top
 from core.train.rng import RunRNG
 
@@ -95,8 +96,9 @@ class PretrainConfig:
     init: str = "scratch"  # "scratch", "minilm" (BERT: the offline MiniLM encoder), or a model folder to continue
     # with init "minilm": a BERT folder (bert-base-uncased vocabulary) whose encoder takes the MiniLM's place
     encoder_from: str | None = None
-    mlm_probability: float = bounded(0.15, 0.0, 1.0, open_lo=True, open_hi=True, label="mlm_probability",
-                                     hint="BERT uses 0.15")
+    mlm_probability: float = bounded(
+        0.15, 0.0, 1.0, open_lo=True, open_hi=True, label="mlm_probability", hint="BERT uses 0.15"
+    )
     masking: str = "dynamic"  # "static": one mask per instance for the whole run; "dynamic": fresh every visit
     whole_word: bool = False
     pair: str | None = "auto"  # "auto" = the family's own head (NSP for BERT, SOP for ALBERT), None = MLM only
@@ -125,9 +127,9 @@ class PretrainConfig:
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
-            raise PretrainError(msg("pretrain.unknown_family_use_one", family=self.family, p=', '.join(FAMILIES)))
+            raise PretrainError(msg("pretrain.unknown_family_use_one", family=self.family, p=", ".join(FAMILIES)))
         if self.size not in build.SIZES:
-            raise PretrainError(msg("pretrain.unknown_size_use_one", size=self.size, p=', '.join(build.SIZES)))
+            raise PretrainError(msg("pretrain.unknown_size_use_one", size=self.size, p=", ".join(build.SIZES)))
         order = list(build.SIZES)
         if order.index(self.size) > order.index(self.max_size):
             raise PretrainError(msg("pretrain.size_over_limit_here", size=self.size, max_size=self.max_size))
@@ -141,21 +143,30 @@ class PretrainConfig:
         if self.init not in ("scratch", "minilm") and not (Path(self.init) / "config.json").exists():
             raise PretrainError(msg("pretrain.init_must_scratch_minilm"))
         rec = recipe(self.family)
-        if self.encoder_from is not None and (self.init != "minilm"
-                                              or not (Path(self.encoder_from) / "config.json").exists()):
+        if self.encoder_from is not None and (
+            self.init != "minilm" or not (Path(self.encoder_from) / "config.json").exists()
+        ):
             raise PretrainError(msg("pretrain.encoder_from_takes_encoder"))
         if self.init == "minilm" and rec.from_minilm is None:
             starts = ", ".join(f.label for k, f in FAMILIES.items() if recipe(k).from_minilm is not None)
-            raise PretrainError(msg("pretrain.minilm_distils" if rec.distils else "pretrain.minilm_with",
-                                    starts=starts))
+            raise PretrainError(
+                msg("pretrain.minilm_distils" if rec.distils else "pretrain.minilm_with", starts=starts)
+            )
         head = FAMILIES[self.family].pair_head
         if self.pair not in ("auto", None, "nsp", "sop"):
             raise PretrainError(msg("pretrain.pair_must_auto_none"))
         if self.pair in ("nsp", "sop") and self.pair != head:
             has = f"has a {head.upper()} head" if head else "has no sentence-pair head"
             owners = " or ".join(f.label for f in families_with(pair_head=self.pair)) or "another family"
-            raise PretrainError(msg("pretrain.needs_switch_off", label=FAMILIES[self.family].label, has=has,
-                                    p=self.pair.upper(), owners=owners))
+            raise PretrainError(
+                msg(
+                    "pretrain.needs_switch_off",
+                    label=FAMILIES[self.family].label,
+                    has=has,
+                    p=self.pair.upper(),
+                    owners=owners,
+                )
+            )
         if self.fit_steps and not (rec.fits_to_minilm and self.init == "minilm"):
             fits = ", ".join(f.label for k, f in FAMILIES.items() if recipe(k).fits_to_minilm) or "none"
             raise PretrainError(msg("pretrain.fit_steps_fits_shared", fits=fits))
@@ -199,10 +210,15 @@ def _heldout_docs(cfg: PretrainConfig, docs: list[list[str]]) -> tuple[list[list
 
 def _param_groups(model, family: str, cfg: PretrainConfig):
     """Six groups: (encoder | embeddings | heads) x (decay | no decay on biases and LayerNorm), core.train.common's."""
-    return training.param_groups(model, cfg.lr, cfg.weight_decay,
-                                 head_lr_mult=(cfg.head_lr or cfg.lr) / cfg.lr, head_prefixes=build.head_paths(model),
-                                 embed_lr_mult=(cfg.embed_lr or cfg.lr) / cfg.lr,
-                                 embed_prefixes=build.embedding_paths(model, family))
+    return training.param_groups(
+        model,
+        cfg.lr,
+        cfg.weight_decay,
+        head_lr_mult=(cfg.head_lr or cfg.lr) / cfg.lr,
+        head_prefixes=build.head_paths(model),
+        embed_lr_mult=(cfg.embed_lr or cfg.lr) / cfg.lr,
+        embed_prefixes=build.embedding_paths(model, family),
+    )
 
 
 def _build_model(cfg: PretrainConfig, tokenizer, teacher):
@@ -213,8 +229,9 @@ def _build_model(cfg: PretrainConfig, tokenizer, teacher):
         if cfg.init == "minilm":
             return build.from_minilm(cfg.family, tokenizer, source=cfg.encoder_from)
         if cfg.init != "scratch":
-            return build.pretraining_class(cfg.family).from_pretrained(cfg.init, use_safetensors=True,
-                                                                       dtype=torch.float32)
+            return build.pretraining_class(cfg.family).from_pretrained(
+                cfg.init, use_safetensors=True, dtype=torch.float32
+            )
         model = build.pretraining_class(cfg.family)(build.new_config(cfg.family, cfg.size, tokenizer))
     model.config.architectures = [type(model).__name__]
     return model
@@ -225,11 +242,17 @@ def _static_masks(instances: list[Instance], tokenizer, cfg: PretrainConfig) -> 
     gen = torch.Generator().manual_seed(cfg.seed + 17)
     out = []
     for b0 in range(0, len(instances), 512):
-        block = instances[b0:b0 + 512]
+        block = instances[b0 : b0 + 512]
         ids, att, _, words, _ = pad(block, tokenizer)
-        m = mask_tokens(ids, special_mask(ids, att, tokenizer), mask_id=tokenizer.mask_token_id,
-                        vocab_size=len(tokenizer), generator=gen, mlm_probability=cfg.mlm_probability,
-                        word_ids=words if cfg.whole_word else None)
+        m = mask_tokens(
+            ids,
+            special_mask(ids, att, tokenizer),
+            mask_id=tokenizer.mask_token_id,
+            vocab_size=len(tokenizer),
+            generator=gen,
+            mlm_probability=cfg.mlm_probability,
+            word_ids=words if cfg.whole_word else None,
+        )
         for r in range(len(block)):
             real = att[r].bool()  # the instance's own tokens, whichever side the tokenizer pads
             out.append(Masked(m.input_ids[r][real][None].clone(), m.labels[r][real][None].clone()))
@@ -238,8 +261,11 @@ def _static_masks(instances: list[Instance], tokenizer, cfg: PretrainConfig) -> 
 
 def _stack_static(masks: list[Masked], tokenizer) -> Masked:
     """The batch's fixed masks padded like its instances (core.train.common.pad: the tokenizer's side; labels -100)."""
-    b = training.pad(tokenizer, [{"input_ids": m.input_ids[0].tolist(), "labels": m.labels[0].tolist()}
-                                 for m in masks], fill={"labels": IGNORE})
+    b = training.pad(
+        tokenizer,
+        [{"input_ids": m.input_ids[0].tolist(), "labels": m.labels[0].tolist()} for m in masks],
+        fill={"labels": IGNORE},
+    )
     return Masked(b["input_ids"], b["labels"])
 
 
@@ -248,10 +274,13 @@ def _has_checkpoint(out: Path) -> bool:
 
 
 # ---------------------------------------------------------------------------------------------- the loop
-def pretrain(cfg: PretrainConfig, on_step: Callable[[dict], None] | None = None,
-             should_stop: Callable[[], bool] | None = None,
-             on_fit: Callable[[int, int, float], None] | None = None,
-             on_eval: Callable[[object, object], dict] | None = None) -> TrainReport:
+def pretrain(
+    cfg: PretrainConfig,
+    on_step: Callable[[dict], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    on_fit: Callable[[int, int, float], None] | None = None,
+    on_eval: Callable[[object, object], dict] | None = None,
+) -> TrainReport:
     """Train, checkpoint, evaluate and save a model folder in ``cfg.out``; returns the TrainReport.
 
     ``on_step(info)`` is called after every step with step, fraction, losses and accuracies (and ``eval`` when
@@ -276,15 +305,18 @@ def pretrain(cfg: PretrainConfig, on_step: Callable[[dict], None] | None = None,
     # 1. one Accelerator (device, bf16 autocast on a GPU that has it; checkpoints through its save_state); seeds:
     #    instances, data order and masks have their own seeded generators; init and dropout draw the run's own
     #    stream (RunRNG), never the process-wide one that other sessions share
-    mixed = ("bf16" if cfg.precision == "bf16" or (cfg.precision == "auto" and dev.kind == "cuda" and training.bf16_ok())
-             else "no")
+    mixed = (
+        "bf16"
+        if cfg.precision == "bf16" or (cfg.precision == "auto" and dev.kind == "cuda" and training.bf16_ok())
+        else "no"
+    )
     with training.accelerator(dev.kind, mixed, PretrainError) as acc:
         device = acc.device
         rng = RunRNG(cfg.seed, cuda=dev.kind == "cuda")
         pair = cfg.pair_objective
 
         # 2. corpus -> train / held-out documents
-        docs = load_training_documents(cfg.corpus, tuple(cfg.train_files))[:cfg.max_documents]
+        docs = load_training_documents(cfg.corpus, tuple(cfg.train_files))[: cfg.max_documents]
         check_documents(docs, need_pairs=pair is not None)
         train_docs, heldout_docs = _heldout_docs(cfg, docs)
         check_documents(train_docs, need_pairs=pair is not None)
@@ -293,9 +325,14 @@ def pretrain(cfg: PretrainConfig, on_step: Callable[[dict], None] | None = None,
         resuming = cfg.resume and _has_checkpoint(out)
         teacher, teacher_family = None, fam.distilled_from
         if cfg.teacher:
+            assert teacher_family is not None  # PretrainConfig takes a teacher for a distilled family only
             with BUILD_LOCK:  # see core.models.loading.BUILD_LOCK: one model build at a time per process
-                teacher = build.pretraining_class(teacher_family).from_pretrained(
-                    cfg.teacher, use_safetensors=True, dtype=torch.float32).to(device).eval()
+                teacher = (
+                    build.pretraining_class(teacher_family)
+                    .from_pretrained(cfg.teacher, use_safetensors=True, dtype=torch.float32)
+                    .to(device)
+                    .eval()
+                )
             tokenizer = transformers.AutoTokenizer.from_pretrained(cfg.teacher)
             if not fam.token_types:
                 tokenizer.model_input_names = ["input_ids", "attention_mask"]
@@ -313,9 +350,21 @@ def pretrain(cfg: PretrainConfig, on_step: Callable[[dict], None] | None = None,
         #    its teacher
         if cfg.fit_steps and not resuming:  # minutes of fitting (the zoo's command line): its dropout is seeded too,
             with rng.active():  # so it holds the build lock throughout
-                model = build.from_minilm(cfg.family, tokenizer, source=cfg.encoder_from, fit=build.MiniLMFit(
-                    train_docs, steps=cfg.fit_steps, lr=cfg.fit_lr, embed_lr=cfg.fit_embed_lr, seed=cfg.seed,
-                    on_step=on_fit, bf16=mixed == "bf16", device=str(device)))
+                model = build.from_minilm(
+                    cfg.family,
+                    tokenizer,
+                    source=cfg.encoder_from,
+                    fit=build.MiniLMFit(
+                        train_docs,
+                        steps=cfg.fit_steps,
+                        lr=cfg.fit_lr,
+                        embed_lr=cfg.fit_embed_lr,
+                        seed=cfg.seed,
+                        on_step=on_fit,
+                        bf16=mixed == "bf16",
+                        device=str(device),
+                    ),
+                )
         else:
             with rng.active():
                 model = _build_model(cfg, tokenizer, teacher)
@@ -330,26 +379,42 @@ def pretrain(cfg: PretrainConfig, on_step: Callable[[dict], None] | None = None,
 
         # 5. instances (and static masks); held-out instances never trained on
         use_types = fam.token_types
-        train_inst = make_instances(tokenize_documents(train_docs, tokenizer, cfg.family), tokenizer, pair=pair,
-                                    max_len=cfg.max_len, seed=cfg.seed, use_types=use_types)
-        eval_inst = make_instances(tokenize_documents(heldout_docs, tokenizer, cfg.family), tokenizer, pair=pair,
-                                   max_len=cfg.max_len, seed=cfg.seed + 1, use_types=use_types)[:cfg.eval_instances]
+        train_inst = make_instances(
+            tokenize_documents(train_docs, tokenizer, cfg.family),
+            tokenizer,
+            pair=pair,
+            max_len=cfg.max_len,
+            seed=cfg.seed,
+            use_types=use_types,
+        )
+        eval_inst = make_instances(
+            tokenize_documents(heldout_docs, tokenizer, cfg.family),
+            tokenizer,
+            pair=pair,
+            max_len=cfg.max_len,
+            seed=cfg.seed + 1,
+            use_types=use_types,
+        )[: cfg.eval_instances]
         if not train_inst or not eval_inst:
             raise CorpusError(msg("pretrain.corpus_gives_training_held"))
         static = _static_masks(train_inst, tokenizer, cfg) if cfg.masking == "static" else None
         unigram = unigram_top(train_inst, tokenizer)
         if cfg.prior_bias and teacher is None and cfg.init in ("scratch", "minilm"):  # only a fresh head
             special = set(tokenizer.all_special_ids)
-            build.init_bias_to_prior(model, cfg.family, Counter(i for x in train_inst for i in x.ids if i not in special))
+            build.init_bias_to_prior(
+                model, cfg.family, Counter(i for x in train_inst for i in x.ids if i not in special)
+            )
 
         # 6. optimizer (no decay on biases/LayerNorm), linear warmup + decay; accelerate places them and saves
         #    them in checkpoints (the scheduler as an object registered for checkpointing)
         # fused=True: one kernel per step for all parameters (the per-parameter loop took a fifth of a bert-mini
         # step on a 2-core CPU, measured), as core.train.finetune
-        optimizer = torch.optim.AdamW(_param_groups(model, cfg.family, cfg), lr=cfg.lr, betas=(0.9, 0.98), eps=1e-6,
-                                      fused=True)
-        scheduler = transformers.get_linear_schedule_with_warmup(optimizer, math.ceil(cfg.warmup * cfg.steps),
-                                                                 cfg.steps)
+        optimizer = torch.optim.AdamW(
+            _param_groups(model, cfg.family, cfg), lr=cfg.lr, betas=(0.9, 0.98), eps=1e-6, fused=True
+        )
+        scheduler = transformers.get_linear_schedule_with_warmup(
+            optimizer, math.ceil(cfg.warmup * cfg.steps), cfg.steps
+        )
         model, optimizer = acc.prepare(model, optimizer)
         acc.register_for_checkpointing(scheduler)
 
@@ -369,6 +434,7 @@ def pretrain(cfg: PretrainConfig, on_step: Callable[[dict], None] | None = None,
         window: list[dict] = []
         status = "done"
         failure: BaseException | None = None
+        batch: Batch | None = None  # set to None after a failure, with the other references, to free them
         try:
             while step < cfg.steps:
                 # 8a. the batch: a seeded permutation per epoch, so the order is a function of (seed, step)
@@ -382,13 +448,25 @@ def pretrain(cfg: PretrainConfig, on_step: Callable[[dict], None] | None = None,
                     idx.append(int(perm[pos]))
                 chunk = [train_inst[i] for i in idx]
                 if static is not None:
-                    batch = collate(chunk, tokenizer, generator=None, mlm_probability=cfg.mlm_probability,
-                                    whole_word=cfg.whole_word, vocab_size=len(tokenizer),
-                                    masked=_stack_static([static[i] for i in idx], tokenizer))
+                    batch = collate(
+                        chunk,
+                        tokenizer,
+                        generator=None,
+                        mlm_probability=cfg.mlm_probability,
+                        whole_word=cfg.whole_word,
+                        vocab_size=len(tokenizer),
+                        masked=_stack_static([static[i] for i in idx], tokenizer),
+                    )
                 else:
                     gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + step)
-                    batch = collate(chunk, tokenizer, generator=gen, mlm_probability=cfg.mlm_probability,
-                                    whole_word=cfg.whole_word, vocab_size=len(tokenizer))
+                    batch = collate(
+                        chunk,
+                        tokenizer,
+                        generator=gen,
+                        mlm_probability=cfg.mlm_probability,
+                        whole_word=cfg.whole_word,
+                        vocab_size=len(tokenizer),
+                    )
                 ids, att = batch.input_ids.to(device), batch.attention_mask.to(device)
                 types = batch.token_type_ids.to(device)
                 sel = (batch.labels != -100).to(device)
@@ -401,26 +479,40 @@ def pretrain(cfg: PretrainConfig, on_step: Callable[[dict], None] | None = None,
                         logits = build.mlm_logits(model, cfg.family, seq[sel]).float()  # (n_selected, vocab)
                         mlm_loss = torch.nn.functional.cross_entropy(logits, gold) if gold.numel() else logits.sum() * 0
                         loss = mlm_loss
-                        info = {"mlm_loss": mlm_loss.item(),
-                                "mlm_acc": (logits.argmax(-1) == gold).float().mean().item() if gold.numel() else 0.0}
+                        info = {
+                            "mlm_loss": mlm_loss.item(),
+                            "mlm_acc": (logits.argmax(-1) == gold).float().mean().item() if gold.numel() else 0.0,
+                        }
                         if pair is not None:
-                            pl = build.pair_logits(model, cfg.family, pooled).float()
+                            pair_out = build.pair_logits(model, cfg.family, pooled)
+                            assert pair_out is not None  # a pair objective is set for a family with a pair head only
+                            pl = pair_out.float()
                             plabels = batch.pair_labels.to(device)
                             pair_loss = torch.nn.functional.cross_entropy(pl, plabels)
                             loss = loss + pair_loss
                             info[f"{pair}_loss"] = pair_loss.item()
                             info[f"{pair}_acc"] = (pl.argmax(-1) == plabels).float().mean().item()
-                        if teacher is not None:
+                        if teacher is not None and teacher_family is not None:  # a teacher has a family (above)
                             with torch.no_grad():
                                 t_seq, _ = build.encode(teacher, teacher_family, ids, att, torch.zeros_like(ids))
                                 t_logits = build.mlm_logits(teacher, teacher_family, t_seq[sel]).float()
                             T = cfg.temperature
-                            kl = torch.nn.functional.kl_div(torch.log_softmax(logits / T, -1),
-                                                            torch.softmax(t_logits / T, -1),
-                                                            reduction="batchmean") * T * T
+                            kl = (
+                                torch.nn.functional.kl_div(
+                                    torch.log_softmax(logits / T, -1),
+                                    torch.softmax(t_logits / T, -1),
+                                    reduction="batchmean",
+                                )
+                                * T
+                                * T
+                            )
                             keep = att.bool()
-                            cos = 1 - torch.nn.functional.cosine_similarity(seq[keep].float(), t_seq[keep].float(),
-                                                                            dim=-1).mean()
+                            cos = (
+                                1
+                                - torch.nn.functional.cosine_similarity(
+                                    seq[keep].float(), t_seq[keep].float(), dim=-1
+                                ).mean()
+                            )
                             loss = cfg.alpha_mlm * mlm_loss + cfg.alpha_kl * kl + cfg.alpha_cos * cos
                             info.update(kl=kl.item(), cos=cos.item())
 
@@ -438,8 +530,13 @@ def pretrain(cfg: PretrainConfig, on_step: Callable[[dict], None] | None = None,
                 event = {"step": step, "fraction": step / cfg.steps, "elapsed": time.time() - t0, **info}
                 if step % cfg.log_every == 0 or step == cfg.steps:
                     mean = {k: sum(w[k] for w in window) / len(window) for k in window[0]}
-                    history.append({"step": step, "elapsed": round(time.time() - t0, 2),
-                                    **{k: round(v, 5) for k, v in mean.items()}})
+                    history.append(
+                        {
+                            "step": step,
+                            "elapsed": round(time.time() - t0, 2),
+                            **{k: round(v, 5) for k, v in mean.items()},
+                        }
+                    )
                     window = []
                 if (cfg.eval_every and step % cfg.eval_every == 0) or step == cfg.steps:
                     ev = evaluate(model, cfg.family, tokenizer, eval_inst, unigram, device=device, samples=3)
@@ -461,11 +558,18 @@ def pretrain(cfg: PretrainConfig, on_step: Callable[[dict], None] | None = None,
                     save(step)
                     status = "stopped"
                     break
-        except Exception as e:  # an error, out of memory, or a Cancel raised from on_step (core.runtime.job_outcome.JobCancelled)
-            failure = PretrainError(
-                f"Out of memory at step {step}: lower the batch size ({cfg.batch_size}), the max length "
-                f"({cfg.max_len}) or the model size. The last checkpoint is kept in {ckpt} and the run resumes "
-                "from it.") if is_oom(e) else e
+        except (
+            Exception
+        ) as e:  # an error, out of memory, or a Cancel raised from on_step (core.runtime.job_outcome.JobCancelled)
+            failure = (
+                PretrainError(
+                    f"Out of memory at step {step}: lower the batch size ({cfg.batch_size}), the max length "
+                    f"({cfg.max_len}) or the model size. The last checkpoint is kept in {ckpt} and the run resumes "
+                    "from it."
+                )
+                if is_oom(e)
+                else e
+            )
         if failure is not None:
             # Raised outside the except block, with the traceback's frames cleared and our references dropped: a
             # traceback keeps every frame's locals (model, optimizer state, activations) alive, on the GPU too.
@@ -481,10 +585,26 @@ def pretrain(cfg: PretrainConfig, on_step: Callable[[dict], None] | None = None,
         _save_folder(acc.unwrap_model(model), tokenizer, out, cfg.fp16_export)
         training.release(acc, model, optimizer)
         model = optimizer = scheduler = teacher = None
-    report = TrainReport(cfg.family, str(out), status, step, round(wall, 2), params, tuple(history), tuple(evals),
-                         final, _config_dict(cfg))
-    (out / LOG_FILE).write_text(json.dumps({**asdict(report), "resumed_from": start_step, "setup_s": setup_s,
-                                            "unigram_top5_ids": unigram}, indent=1, default=str) + "\n")
+    report = TrainReport(
+        cfg.family,
+        str(out),
+        status,
+        step,
+        round(wall, 2),
+        params,
+        tuple(history),
+        tuple(evals),
+        final,
+        _config_dict(cfg),
+    )
+    (out / LOG_FILE).write_text(
+        json.dumps(
+            {**asdict(report), "resumed_from": start_step, "setup_s": setup_s, "unigram_top5_ids": unigram},
+            indent=1,
+            default=str,
+        )
+        + "\n"
+    )
     return report
 
 

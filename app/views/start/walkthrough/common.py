@@ -1,19 +1,21 @@
 """What every walkthrough step shares: the Step record a step module exports, session keys, and small drawing and
 loading helpers. Imports nothing else from the package, so each step module imports only this one."""
+
 from __future__ import annotations
 
 import hashlib
 import html
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import streamlit as st
 
 from app.kit import report, state, urlstate
 from app.kit.cache import param_breakdown
 from app.kit.i18n import explain, t
-from app.kit.plot_text import plot_texts
 from app.kit.loaders import get_model
+from app.kit.plot_text import plot_texts
 from app.kit.render import pair_card_caption
 from app.kit.zh_examples import fill_default
 from app.views.predict.results import token_strip
@@ -65,15 +67,28 @@ def device() -> str:
     return st.session_state.get(state.DEVICE, "auto")
 
 
-def record(step: int, inputs: dict[str, Any], *, rows: Sequence[dict] = (), text: str = "",
-           figures: Sequence = (), same: Sequence | None = None) -> None:
+def record(
+    step: int,
+    inputs: dict[str, Any],
+    *,
+    rows: Sequence[dict] = (),
+    text: str = "",
+    figures: Sequence = (),
+    same: Sequence | None = None,
+) -> None:
     """Put a step's live result into the session report. A later result with the same ``same`` values (default:
     the same inputs) replaces the earlier entry, so sliding through options does not flood the report."""
     basis = same if same is not None else sorted((str(k), str(v)) for k, v in inputs.items())
     digest = hashlib.sha1(repr(basis).encode()).hexdigest()[:10]
-    report.record(f"walkthrough:s{step}:{digest}", page=t("nav.walkthrough"),
-                  title=f"{step}. {t(f'walkthrough.s{step}.title')}", inputs=inputs, rows=rows, text=text,
-                  figures=figures)
+    report.record(
+        f"walkthrough:s{step}:{digest}",
+        page=t("nav.walkthrough"),
+        title=f"{step}. {t(f'walkthrough.s{step}.title')}",
+        inputs=inputs,
+        rows=rows,
+        text=text,
+        figures=figures,
+    )
 
 
 def chips(tokens, colors, titles=None) -> str:
@@ -81,9 +96,11 @@ def chips(tokens, colors, titles=None) -> str:
     out = []
     for i, (tok, color) in enumerate(zip(tokens, colors)):
         title = html.escape(titles[i] if titles else f"{i}")
-        out.append(f'<span title="{title}" style="display:inline-block;margin:2px;padding:1px 6px;border-radius:6px;'
-                   f'border:1px solid {color};color:{color};font-family:monospace;white-space:pre">'
-                   f"{html.escape(tok)}</span>")
+        out.append(
+            f'<span title="{title}" style="display:inline-block;margin:2px;padding:1px 6px;border-radius:6px;'
+            f'border:1px solid {color};color:{color};font-family:monospace;white-space:pre">'
+            f"{html.escape(tok)}</span>"
+        )
     return '<div class="encoderlab-tokens">' + "".join(out) + "</div>"
 
 
@@ -129,13 +146,21 @@ def noise_hint(note: UnlearnedPairHead) -> str:
     """What to do about a pair head that did not learn: pick the family's full checkpoint (once it can be had)."""
     if note.full is None:
         return t("common.mini_get_full")
-    return t("zh_polish.noise_full_here" if note.full_here else "zh_polish.noise_full_get", id=note.full,
-             label=t("sidebar.checkpoint"))  # the list as the sidebar names it in this language
+    return t(
+        "zh_polish.noise_full_here" if note.full_here else "zh_polish.noise_full_get",
+        id=note.full,
+        label=t("sidebar.checkpoint"),
+    )  # the list as the sidebar names it in this language
 
 
 def noise_numbers(note: UnlearnedPairHead) -> dict[str, str]:
-    return dict(id=note.checkpoint, head=note.head.upper(), acc=f"{note.acc:.1%}", majority=f"{note.majority:.1%}",
-                pairs=f"{note.pairs:,}" if note.pairs else "?")
+    return dict(
+        id=note.checkpoint,
+        head=note.head.upper(),
+        acc=f"{note.acc:.1%}",
+        majority=f"{note.majority:.1%}",
+        pairs=f"{note.pairs:,}" if note.pairs else "?",
+    )
 
 
 def pair_head_note(checkpoint: str, head: str) -> UnlearnedPairHead | None:
@@ -158,6 +183,7 @@ def pair_strip(lm, a: str, b: str | None) -> EmbeddingParts | None:
     except ValueError as e:
         st.error(explain(e))
         return None
-    st.markdown(token_strip(r.tokens, (), tuple(tok for tok, sp in zip(r.tokens, r.special) if sp)),
-                unsafe_allow_html=True)
+    st.markdown(
+        token_strip(r.tokens, (), tuple(tok for tok, sp in zip(r.tokens, r.special) if sp)), unsafe_allow_html=True
+    )
     return r

@@ -1,6 +1,7 @@
 """The Walkthrough page's frame: the step list, navigation and progress (kept per browser session and in the URL),
 the explanation, links to the pages a step points to, the check question with its answer on reveal, and what a
 link keeps. Each step is a module of this package exporting ``STEP`` (see common.Step)."""
+
 from __future__ import annotations
 
 import streamlit as st
@@ -21,8 +22,9 @@ from app.views.start.walkthrough import (
 )
 from app.views.start.walkthrough.common import DONE, REVEAL, STEP, TEXT, TEXT_B, K, Step
 
-STEPS: tuple[Step, ...] = tuple(m.STEP for m in (step_inputs, step_mlm, step_pair, step_sharing, step_distil,
-                                                 step_finetune, step_inside))
+STEPS: tuple[Step, ...] = tuple(
+    m.STEP for m in (step_inputs, step_mlm, step_pair, step_sharing, step_distil, step_finetune, step_inside)
+)
 N_STEPS = len(STEPS)
 NUMBERS = tuple(range(1, N_STEPS + 1))
 if tuple(s.number for s in STEPS) != NUMBERS:  # the texts are keyed s1..sN: the list order is the numbering
@@ -49,8 +51,12 @@ def keep_widget_state() -> None:
 
 def fields() -> tuple[urlstate.Field, ...]:
     """What a link keeps: the step, the sentences, and each step's inputs and options."""
-    return (urlstate.Field(STEP, "int", lo=1, hi=N_STEPS), urlstate.Field(TEXT, max_len=500),
-            urlstate.Field(TEXT_B, max_len=500), *(f for s in STEPS for f in s.fields))
+    return (
+        urlstate.Field(STEP, "int", lo=1, hi=N_STEPS),
+        urlstate.Field(TEXT, max_len=500),
+        urlstate.Field(TEXT_B, max_len=500),
+        *(f for s in STEPS for f in s.fields),
+    )
 
 
 # ---------------------------------------------------------------------------------------------- navigation
@@ -75,13 +81,28 @@ def navigation() -> int:
         text += " · " + t("walkthrough.done_list", steps=", ".join(str(i) for i in sorted(done)))
     st.progress(len(done) / N_STEPS, text=text)
     # persist_state: coming back from another page keeps the step (Streamlit drops an undrawn widget's value)
-    step = st.radio(t("walkthrough.step_label"), NUMBERS, key=STEP, horizontal=True, format_func=step_label,
-                    persist_state="session")
+    step = st.radio(
+        t("walkthrough.step_label"), NUMBERS, key=STEP, horizontal=True, format_func=step_label, persist_state="session"
+    )
     c1, c2, _ = st.columns([1, 1, 5])
-    c1.button(t("walkthrough.prev"), key=K("prev"), on_click=_go, args=(-1,), disabled=step == 1,
-              icon=":material/arrow_back:", width="stretch")
-    c2.button(t("walkthrough.next"), key=K("next"), on_click=_go, args=(1,), disabled=step == N_STEPS,
-              icon=":material/arrow_forward:", width="stretch")
+    c1.button(
+        t("walkthrough.prev"),
+        key=K("prev"),
+        on_click=_go,
+        args=(-1,),
+        disabled=step == 1,
+        icon=":material/arrow_back:",
+        width="stretch",
+    )
+    c2.button(
+        t("walkthrough.next"),
+        key=K("next"),
+        on_click=_go,
+        args=(1,),
+        disabled=step == N_STEPS,
+        icon=":material/arrow_forward:",
+        width="stretch",
+    )
     return int(step)
 
 
@@ -106,8 +127,12 @@ def links(step: int) -> None:
     # One row that wraps: each link as wide as its label (equal columns cut long labels off on narrow windows)
     row = st.container(horizontal=True, wrap=True, gap="medium")
     for url, page in targets:
-        row.page_link(page, label=t("walkthrough.open_page", page=t(f"nav.{url.replace('-', '_')}")),
-                      icon=":material/open_in_new:", width="content")
+        row.page_link(
+            page,
+            label=t("walkthrough.open_page", page=t(f"nav.{url.replace('-', '_')}")),
+            icon=":material/open_in_new:",
+            width="content",
+        )
 
 
 def render(step: int) -> None:
@@ -129,14 +154,20 @@ def question(step: int) -> None:
     """The check question: three options, and the answer (with a verdict on the choice) on reveal."""
     st.markdown("#### " + t("walkthrough.check"))
     options = [quiz_text(step, f"opt{j}") for j in range(N_OPTIONS)]
-    choice = st.radio(quiz_text(step, "q"), list(range(N_OPTIONS)), index=None, key=K(f"q{step}"),
-                      format_func=lambda j: options[j])
+    choice = st.radio(
+        quiz_text(step, "q"), list(range(N_OPTIONS)), index=None, key=K(f"q{step}"), format_func=lambda j: options[j]
+    )
     # In a room the question is a poll: answers go to the room, the presenter sees them and reveals for everyone.
     revealed = room_poll(step, choice, options, BY_NUMBER[step].correct)
     if revealed is None:
         revealed = step in st.session_state[REVEAL]
-        st.button(t("walkthrough.hide_answer") if revealed else t("walkthrough.show_answer"), key=K(f"reveal{step}"),
-                  on_click=_toggle, args=(REVEAL, step), icon=":material/visibility:")
+        st.button(
+            t("walkthrough.hide_answer") if revealed else t("walkthrough.show_answer"),
+            key=K(f"reveal{step}"),
+            on_click=_toggle,
+            args=(REVEAL, step),
+            icon=":material/visibility:",
+        )
     if not revealed:
         return
     right = BY_NUMBER[step].correct
@@ -153,6 +184,11 @@ def question(step: int) -> None:
 
 def mark_done(step: int) -> None:
     done = step in st.session_state[DONE]
-    st.button(t("walkthrough.unmark_done") if done else t("walkthrough.mark_done"), key=K("mark_done"),
-              on_click=_toggle, args=(DONE, step), type="secondary" if done else "primary",
-              icon=":material/undo:" if done else ":material/check_circle:")
+    st.button(
+        t("walkthrough.unmark_done") if done else t("walkthrough.mark_done"),
+        key=K("mark_done"),
+        on_click=_toggle,
+        args=(DONE, step),
+        type="secondary" if done else "primary",
+        icon=":material/undo:" if done else ":material/check_circle:",
+    )

@@ -1,6 +1,7 @@
 """Step 5: a distilled student against its teacher (the registry's ``distilled_from``): their parameters from the
 shipped configs, and on a click their speed on this device and the bundled models' held-out top-5
 (core.walkthrough.checks.measure_distillation, on core.compare.speed and core.predict.fill_mask)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -39,12 +40,21 @@ def _params() -> None:
         st.error(explain(e))
         return
     c = st.columns(3)
-    c[0].metric(t("walkthrough.s5.bert_params"), f"{bb.backbone / 1e6:,.1f}M",
-                t("walkthrough.s5.claim", m=f"{bb.claim_m:g}") if bb.claim_m else None, **CLAIM)
-    c[1].metric(t("walkthrough.s5.distil_params"), f"{db.backbone / 1e6:,.1f}M",
-                t("walkthrough.s5.claim", m=f"{db.claim_m:g}") if db.claim_m else None, **CLAIM)
-    c[2].metric(t("walkthrough.s5.smaller"), f"{1 - db.backbone / bb.backbone:.0%}", t("walkthrough.s5.claim_pct"),
-                **CLAIM)
+    c[0].metric(
+        t("walkthrough.s5.bert_params"),
+        f"{bb.backbone / 1e6:,.1f}M",
+        t("walkthrough.s5.claim", m=f"{bb.claim_m:g}") if bb.claim_m else None,
+        **CLAIM,
+    )
+    c[1].metric(
+        t("walkthrough.s5.distil_params"),
+        f"{db.backbone / 1e6:,.1f}M",
+        t("walkthrough.s5.claim", m=f"{db.claim_m:g}") if db.claim_m else None,
+        **CLAIM,
+    )
+    c[2].metric(
+        t("walkthrough.s5.smaller"), f"{1 - db.backbone / bb.backbone:.0%}", t("walkthrough.s5.claim_pct"), **CLAIM
+    )
 
 
 def render() -> None:
@@ -82,51 +92,103 @@ def render() -> None:
 def _draw(res: dict, n_sent: int) -> None:
     sp, student, teacher, models = res["speed"], res["student"], res["teacher"], res["models"]
     speedup = sp.speedup(student, teacher)
-    st.success(t("walkthrough.s5.speed", device=sp.device_name, batch=sp.batch, seq=sp.seq_len, reps=sp.repeats,
-                 bert=f"{sp.row(teacher).latency_ms:,.1f}", distil=f"{sp.row(student).latency_ms:,.1f}",
-                 x=f"{speedup:.2f}", at=res["at"]))
+    st.success(
+        t(
+            "walkthrough.s5.speed",
+            device=sp.device_name,
+            batch=sp.batch,
+            seq=sp.seq_len,
+            reps=sp.repeats,
+            bert=f"{sp.row(teacher).latency_ms:,.1f}",
+            distil=f"{sp.row(student).latency_ms:,.1f}",
+            x=f"{speedup:.2f}",
+            at=res["at"],
+        )
+    )
     for err in res["errors"]:
         st.error(explain(err))
     rows = []
     for m in models:
         card = bundled_card(m.checkpoint).get("heldout", {})
-        rows.append({t("walkthrough.in.model"): m.checkpoint, t("walkthrough.s5.col.layers"): m.layers,
-                     t("walkthrough.s5.col.params"): round(m.params / 1e6, 1),
-                     t("walkthrough.s5.col.top5"): f"{m.top5:.1%}", t("walkthrough.s5.col.pieces"): m.pieces,
-                     t("walkthrough.s5.col.ms"): round(m.ms, 1),
-                     t("walkthrough.s5.col.card"): f"{card['mlm_top5']:.1%}" if "mlm_top5" in card
-                     else t("walkthrough.none")})
+        rows.append(
+            {
+                t("walkthrough.in.model"): m.checkpoint,
+                t("walkthrough.s5.col.layers"): m.layers,
+                t("walkthrough.s5.col.params"): round(m.params / 1e6, 1),
+                t("walkthrough.s5.col.top5"): f"{m.top5:.1%}",
+                t("walkthrough.s5.col.pieces"): m.pieces,
+                t("walkthrough.s5.col.ms"): round(m.ms, 1),
+                t("walkthrough.s5.col.card"): f"{card['mlm_top5']:.1%}"
+                if "mlm_top5" in card
+                else t("walkthrough.none"),
+            }
+        )
     fig = None
     if rows:
         st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
         st.caption(t("walkthrough.s5.top5_caption", n=models[0].sentences))
-        fig = make_subplots(rows=1, cols=3, subplot_titles=(t("walkthrough.s5.col.params"), t("walkthrough.s5.col.ms"),
-                                                            t("walkthrough.s5.col.top5")))
+        fig = make_subplots(
+            rows=1,
+            cols=3,
+            subplot_titles=(t("walkthrough.s5.col.params"), t("walkthrough.s5.col.ms"), t("walkthrough.s5.col.top5")),
+        )
         names = [m.checkpoint for m in models]
-        for col, ys in enumerate(([m.params / 1e6 for m in models], [m.ms for m in models], [m.top5 for m in models]),
-                                 start=1):
-            fig.add_trace(go.Bar(x=names, y=ys, marker_color=["#4C78A8", "#F58518"][:len(ys)], showlegend=False),
-                          row=1, col=col)
+        for col, ys in enumerate(
+            ([m.params / 1e6 for m in models], [m.ms for m in models], [m.top5 for m in models]), start=1
+        ):
+            fig.add_trace(
+                go.Bar(x=names, y=ys, marker_color=["#4C78A8", "#F58518"][: len(ys)], showlegend=False), row=1, col=col
+            )
         fig.update_layout(height=320, margin=dict(t=40, b=10))
         st.plotly_chart(presenter.scale(fig), key=K("s5.fig"), width="stretch")
         if len(models) == 2:
             tm, sm = models
-            st.markdown(t("walkthrough.s5.verdict", teacher=tm.checkpoint, student=sm.checkpoint,
-                          size=f"{1 - sm.params / tm.params:.0%}", x=f"{tm.ms / max(sm.ms, 1e-9):.2f}",
-                          kept=f"{sm.top5 / tm.top5:.0%}" if tm.top5 > 0 else "–"))
+            st.markdown(
+                t(
+                    "walkthrough.s5.verdict",
+                    teacher=tm.checkpoint,
+                    student=sm.checkpoint,
+                    size=f"{1 - sm.params / tm.params:.0%}",
+                    x=f"{tm.ms / max(sm.ms, 1e-9):.2f}",
+                    kept=f"{sm.top5 / tm.top5:.0%}" if tm.top5 > 0 else "–",
+                )
+            )
         vs = bundled_card(models[-1].checkpoint).get("vs_teacher", {})
         if "top5_kept" in vs:
-            st.caption(t("walkthrough.s5.card_kept", teacher=vs.get("teacher", "?"), kept=f"{vs['top5_kept']:.1%}",
-                         x=f"{vs.get('speedup', 0):.2f}", enc=f"{vs.get('encoder_speedup', 0):.2f}"))
-    record(N, {t("walkthrough.s5.seq"): sp.seq_len, t("walkthrough.s5.batch"): sp.batch,
-               t("walkthrough.s5.reps"): sp.repeats, t("walkthrough.s5.sentences"): n_sent,
-               t("walkthrough.in.device"): sp.device_name},
-           rows=rows, figures=[fig] if fig is not None else [],
-           text=t("walkthrough.s5.report", x=f"{speedup:.2f}", device=sp.device_name))
+            st.caption(
+                t(
+                    "walkthrough.s5.card_kept",
+                    teacher=vs.get("teacher", "?"),
+                    kept=f"{vs['top5_kept']:.1%}",
+                    x=f"{vs.get('speedup', 0):.2f}",
+                    enc=f"{vs.get('encoder_speedup', 0):.2f}",
+                )
+            )
+    record(
+        N,
+        {
+            t("walkthrough.s5.seq"): sp.seq_len,
+            t("walkthrough.s5.batch"): sp.batch,
+            t("walkthrough.s5.reps"): sp.repeats,
+            t("walkthrough.s5.sentences"): n_sent,
+            t("walkthrough.in.device"): sp.device_name,
+        },
+        rows=rows,
+        figures=[fig] if fig is not None else [],
+        text=t("walkthrough.s5.report", x=f"{speedup:.2f}", device=sp.device_name),
+    )
 
 
-STEP = Step(N, render, correct=2, links=("speed", "models"),
-            fields=(urlstate.Field(K("s5.seq"), "int", choices=SEQS), urlstate.Field(K("s5.batch"), "int", choices=BATCHES),
-                    urlstate.Field(K("s5.reps"), "int", lo=REPS[0], hi=REPS[1]),
-                    urlstate.Field(K("s5.sentences"), "int", choices=SENTENCES)),
-            keep=tuple(K(k) for k in DEFAULTS))
+STEP = Step(
+    N,
+    render,
+    correct=2,
+    links=("speed", "models"),
+    fields=(
+        urlstate.Field(K("s5.seq"), "int", choices=SEQS),
+        urlstate.Field(K("s5.batch"), "int", choices=BATCHES),
+        urlstate.Field(K("s5.reps"), "int", lo=REPS[0], hi=REPS[1]),
+        urlstate.Field(K("s5.sentences"), "int", choices=SENTENCES),
+    ),
+    keep=tuple(K(k) for k in DEFAULTS),
+)

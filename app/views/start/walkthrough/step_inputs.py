@@ -1,5 +1,6 @@
 """Step 1: what pretraining is, and what the encoder reads: the token, segment and position parts of each input
 vector of the participant's sentence pair (core.walkthrough.embeddings)."""
+
 from __future__ import annotations
 
 import math
@@ -66,8 +67,9 @@ def aligned_axes(bar_max: float, line_values, lo_n: int = 4, hi_n: int = 8) -> t
     if right is None:
         return left, {}
     start, step2 = right
-    return left, dict(range=[round(start, 12), round(start + step2 * n, 12)], tick0=round(start, 12), dtick=step2,
-                      autorange=False)
+    return left, dict(
+        range=[round(start, 12), round(start + step2 * n, 12)], tick0=round(start, 12), dtick=step2, autorange=False
+    )
 
 
 def render() -> None:
@@ -87,44 +89,80 @@ def render() -> None:
     if r.truncated:
         st.warning(t("walkthrough.s1.truncated", n=len(r.tokens)))
     if r.segments == "single" and r.type_vocab_size > 1:  # the bundled XLM-R: two rows, the tokenizer asks for one
-        st.info(t("zh_walk.s1.seg_unused", id=lm.spec.checkpoint, n=r.type_vocab_size,
-                  seps=f"`{tok.sep_token * lm.family.pair_separators}`"))
+        st.info(
+            t(
+                "zh_walk.s1.seg_unused",
+                id=lm.spec.checkpoint,
+                n=r.type_vocab_size,
+                seps=f"`{tok.sep_token * lm.family.pair_separators}`",
+            )
+        )
     else:
         st.info(t(SEG_NOTE[r.segments], family=lm.family.label))
     if r.factorized:
         st.info(t("walkthrough.s1.factorized", e=r.embedding_size, h=r.hidden_size))
     x = axis_labels(r.tokens)
     fig = go.Figure()
-    parts = [("token", r.token_norms), ("segment", r.segment_norms), ("position", r.position_norms),
-             ("output", r.output_norms)]
+    parts = [
+        ("token", r.token_norms),
+        ("segment", r.segment_norms),
+        ("position", r.position_norms),
+        ("output", r.output_norms),
+    ]
     for name, values in parts:
         if values is None:
             continue
         label = t(f"walkthrough.s1.part.{name}")
         hover = "%{x}<br>" + label + ": %{y:.3f}<extra></extra>"
         if name == "output":  # about sqrt(E) times larger: its own axis, so the three parts stay readable
-            fig.add_scatter(x=x, y=values, name=label, yaxis="y2", mode="lines+markers",
-                            line=dict(color=PART_COLORS[name]), hovertemplate=hover)
+            fig.add_scatter(
+                x=x,
+                y=values,
+                name=label,
+                yaxis="y2",
+                mode="lines+markers",
+                line=dict(color=PART_COLORS[name]),
+                hovertemplate=hover,
+            )
         else:
             fig.add_bar(x=x, y=values, name=label, marker_color=PART_COLORS[name], hovertemplate=hover)
     bars = [v for name, vals in parts if name != "output" and vals is not None for v in vals]
     left, right = aligned_axes(max(bars, default=1.0), r.output_norms)
-    fig.update_layout(barmode="group", height=380, margin=dict(t=40, b=10), title=t("walkthrough.s1.fig_title"),
-                      yaxis=dict(title=t("walkthrough.s1.norm"), **left), legend=dict(orientation="h", y=-0.25),
-                      yaxis2=dict(title=t("walkthrough.s1.norm_ln"), overlaying="y", side="right", showgrid=False,
-                                  **right))
+    fig.update_layout(
+        barmode="group",
+        height=380,
+        margin=dict(t=40, b=10),
+        title=t("walkthrough.s1.fig_title"),
+        yaxis=dict(title=t("walkthrough.s1.norm"), **left),
+        legend=dict(orientation="h", y=-0.25),
+        yaxis2=dict(title=t("walkthrough.s1.norm_ln"), overlaying="y", side="right", showgrid=False, **right),
+    )
     st.plotly_chart(presenter.scale(fig), key=K("s1.fig"), width="stretch")
     none = t("walkthrough.none")
-    rows = [{t("walkthrough.s1.col.pos"): i, t("walkthrough.s1.col.token"): tk,
-             t("walkthrough.s1.col.segment"): r.token_type_ids[i] if r.segments == "ab" else none,
-             t("walkthrough.s1.col.position"): r.position_ids[i],
-             t("walkthrough.s1.part.token"): round(float(r.token_norms[i]), 3),
-             t("walkthrough.s1.part.segment"): none if r.segment_norms is None else round(float(r.segment_norms[i]), 3),
-             t("walkthrough.s1.part.position"): round(float(r.position_norms[i]), 3),
-             t("walkthrough.s1.part.output"): round(float(r.output_norms[i]), 3)} for i, tk in enumerate(r.tokens)]
+    rows = [
+        {
+            t("walkthrough.s1.col.pos"): i,
+            t("walkthrough.s1.col.token"): tk,
+            t("walkthrough.s1.col.segment"): r.token_type_ids[i] if r.segments == "ab" else none,
+            t("walkthrough.s1.col.position"): r.position_ids[i],
+            t("walkthrough.s1.part.token"): round(float(r.token_norms[i]), 3),
+            t("walkthrough.s1.part.segment"): none if r.segment_norms is None else round(float(r.segment_norms[i]), 3),
+            t("walkthrough.s1.part.position"): round(float(r.position_norms[i]), 3),
+            t("walkthrough.s1.part.output"): round(float(r.output_norms[i]), 3),
+        }
+        for i, tk in enumerate(r.tokens)
+    ]
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
-    record(N, {t("walkthrough.in.model"): lm.spec.checkpoint, t("walkthrough.sentence_a"): a,
-               t("walkthrough.sentence_b_optional"): b}, rows=rows, figures=[fig])
+    record(
+        N,
+        {
+            t("walkthrough.in.model"): lm.spec.checkpoint,
+            t("walkthrough.sentence_a"): a,
+            t("walkthrough.sentence_b_optional"): b,
+        },
+        rows=rows,
+        figures=[fig],
+    )
 
 
 STEP = Step(N, render, correct=1, links=("models",))

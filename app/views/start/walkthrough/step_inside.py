@@ -1,6 +1,7 @@
 """Step 7: looking inside the model just fine-tuned: its attention on a sentence (core.inspect.attention), and for a [CLS]
 classifier (core.walkthrough.checks.is_cls_classifier) the integrated gradients of a class (core.inspect.attribution).
 The model is step 6's run (either learning rate), one fine-tuned on any page, or the sidebar's."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -12,7 +13,9 @@ from app.kit.i18n import explain, t
 from app.kit.plot_text import plot_text
 from app.kit.zh_examples import chinese_examples
 from app.views.start.walkthrough.common import K, Step, axis_labels, device, go_to, load, record, text_default
-from core.inspect import attention as A, attribution as AT, attribution_inputs as ATI
+from core.inspect import attention as A
+from core.inspect import attribution as AT
+from core.inspect import attribution_inputs as ATI
 from core.models.loading import ModelSpec
 from core.registry import FAMILIES
 from core.walkthrough.checks import is_cls_classifier
@@ -30,8 +33,13 @@ def _spec() -> ModelSpec | None:
     tuned = [m for m in state.session_models() if m.kind == "fine-tuned"]  # the Fine-tune page's too
     step6_done = (runs.get("good") or {}).get("result") is not None
     st.session_state.setdefault(K("s7.source"), "session" if tuned and not step6_done else "step6")
-    source = st.radio(t("walkthrough.s7.source"), SOURCES, key=K("s7.source"), horizontal=True,
-                      format_func=lambda s: t(f"walkthrough.s7.src.{s}"))
+    source = st.radio(
+        t("walkthrough.s7.source"),
+        SOURCES,
+        key=K("s7.source"),
+        horizontal=True,
+        format_func=lambda s: t(f"walkthrough.s7.src.{s}"),
+    )
     if source == "session":
         if not tuned:
             st.info(t("walkthrough.s7.need_any"))
@@ -96,28 +104,57 @@ def render() -> None:
     with presenter.settings():
         c1, c2 = st.columns(2)
         layer = c1.slider(t("walkthrough.s7.layer"), 1, n_layers, key=K("s7.layer")) if n_layers > 1 else 1
-        head = c2.selectbox(t("walkthrough.s7.head"), list(range(-1, n_heads)), key=K("s7.head"),
-                            format_func=lambda h: t("walkthrough.s7.mean_heads") if h < 0 else str(h + 1))
+        head = c2.selectbox(
+            t("walkthrough.s7.head"),
+            list(range(-1, n_heads)),
+            key=K("s7.head"),
+            format_func=lambda h: t("walkthrough.s7.mean_heads") if h < 0 else str(h + 1),
+        )
     z = att.attentions[layer - 1].astype(np.float32)  # (heads, seq, seq)
     z = z.mean(0) if head < 0 else z[head]
     labels = axis_labels(att.tokens)
-    heat = go.Figure(go.Heatmap(z=z, x=labels, y=labels, colorscale="Blues", zmin=0,
-                                hovertemplate=t("walkthrough.s7.hover") + "<extra></extra>"))
+    heat = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=labels,
+            y=labels,
+            colorscale="Blues",
+            zmin=0,
+            hovertemplate=t("walkthrough.s7.hover") + "<extra></extra>",
+        )
+    )
     which = t("walkthrough.s7.mean_heads") if head < 0 else str(head + 1)
-    title = (t("zh_polish.s7.heat_title_mean", layer=layer) if head < 0
-             else t("walkthrough.s7.heat_title", layer=layer, head=which))
-    heat.update_layout(title=title, height=460,
-                       yaxis=dict(autorange="reversed"), margin=dict(t=40, b=10),
-                       xaxis_title=t("walkthrough.s7.keys"), yaxis_title=t("walkthrough.s7.queries"))
+    title = (
+        t("zh_polish.s7.heat_title_mean", layer=layer)
+        if head < 0
+        else t("walkthrough.s7.heat_title", layer=layer, head=which)
+    )
+    heat.update_layout(
+        title=title,
+        height=460,
+        yaxis=dict(autorange="reversed"),
+        margin=dict(t=40, b=10),
+        xaxis_title=t("walkthrough.s7.keys"),
+        yaxis_title=t("walkthrough.s7.queries"),
+    )
     st.plotly_chart(presenter.scale(heat), key=K("s7.heat"), width="stretch")
     figs, rows = [heat], []
     if not classifier:
         st.info(t("walkthrough.s7.not_classifier"))
     else:
         figs, rows = _attributions(lm, text, figs)
-    record(N, {t("walkthrough.in.model"): spec.checkpoint, text_label(spec, name): text,
-               t("walkthrough.s7.layer"): layer, t("walkthrough.s7.head"): which}, rows=rows, figures=figs,
-           same=(spec.checkpoint, text))
+    record(
+        N,
+        {
+            t("walkthrough.in.model"): spec.checkpoint,
+            text_label(spec, name): text,
+            t("walkthrough.s7.layer"): layer,
+            t("walkthrough.s7.head"): which,
+        },
+        rows=rows,
+        figures=figs,
+        same=(spec.checkpoint, text),
+    )
 
 
 def text_label(spec: ModelSpec, name: str) -> str:
@@ -129,7 +166,7 @@ def text_label(spec: ModelSpec, name: str) -> str:
 
 
 def hint() -> str:
-    """"Try this": in 中文 with a sidebar model that reads Chinese (the Layer lens and Corpus search use it), the
+    """ "Try this": in 中文 with a sidebar model that reads Chinese (the Layer lens and Corpus search use it), the
     special tokens of the models it names and a Chinese word of the Chinese corpus to click."""
     spec = state.current_spec()
     if spec is None or not chinese_examples(spec):
@@ -139,8 +176,9 @@ def hint() -> str:
     shown = st.session_state.get(SPECIALS)  # the heatmap's model (step 6's run, say), else the sidebar's
     cls, sep = shown or (specials.get("cls_token", "[CLS]"), specials.get("sep_token", "[SEP]"))
     mask = family.mask_token if family is not None else "[MASK]"
-    return t("zh_polish.s7.try", cls=cls, sep=sep, mask=mask, word=t("zh_polish.s7.word"),
-             sense=t("zh_polish.s7.word_sense"))
+    return t(
+        "zh_polish.s7.try", cls=cls, sep=sep, mask=mask, word=t("zh_polish.s7.word"), sense=t("zh_polish.s7.word_sense")
+    )
 
 
 def quiz(part: str) -> str:
@@ -163,17 +201,26 @@ def _attributions(lm, text: str, figs: list) -> tuple[list, list]:
     _clamp(K("s7.class"), range(len(names)), pred)
     st.session_state.setdefault(K("s7.n_steps"), ATTR_STEPS[2])
     c1, c2 = st.columns([2, 1])
-    cls = c1.selectbox(t("walkthrough.s7.class"), list(range(len(names))), key=K("s7.class"),
-                       format_func=lambda i: names[i])
+    cls = c1.selectbox(
+        t("walkthrough.s7.class"), list(range(len(names))), key=K("s7.class"), format_func=lambda i: names[i]
+    )
     with c2, presenter.settings():
         n_steps = st.number_input(t("walkthrough.s7.n_steps"), ATTR_STEPS[0], ATTR_STEPS[1], key=K("s7.n_steps"))
     key = (lm.spec.checkpoint, text, int(cls), int(n_steps))
     if st.button(t("walkthrough.s7.run_attr"), key=K("s7.run"), type="primary", icon=":material/insights:"):
         with st.spinner(t("walkthrough.s7.explaining")):
             try:
-                res = AT.attribute(lm, ATI.AttributionConfig(target="class", text=text, class_index=int(cls),
-                                                            methods=(ATTR_METHOD,), n_steps=int(n_steps),
-                                                            internal_batch_size=int(n_steps)))
+                res = AT.attribute(
+                    lm,
+                    ATI.AttributionConfig(
+                        target="class",
+                        text=text,
+                        class_index=int(cls),
+                        methods=(ATTR_METHOD,),
+                        n_steps=int(n_steps),
+                        internal_batch_size=int(n_steps),
+                    ),
+                )
                 st.session_state[K("s7.result")] = (key, res)
             except ValueError as e:
                 st.error(explain(e))
@@ -184,19 +231,37 @@ def _attributions(lm, text: str, figs: list) -> tuple[list, list]:
     res = held[1]
     scores = res.methods[0].scores
     labels = axis_labels(res.tokens)
-    bars = go.Figure(go.Bar(x=labels, y=scores, marker_color=["#54A24B" if s >= 0 else "#E45756" for s in scores],
-                            hovertemplate="%{x}: %{y:+.4f}<extra></extra>"))
-    bars.update_layout(title=t("walkthrough.s7.bars_title", label=plot_text(names[int(cls)])), height=340,
-                       yaxis_title=t("walkthrough.s7.attr_y"), margin=dict(t=40, b=10))
+    bars = go.Figure(
+        go.Bar(
+            x=labels,
+            y=scores,
+            marker_color=["#54A24B" if s >= 0 else "#E45756" for s in scores],
+            hovertemplate="%{x}: %{y:+.4f}<extra></extra>",
+        )
+    )
+    bars.update_layout(
+        title=t("walkthrough.s7.bars_title", label=plot_text(names[int(cls)])),
+        height=340,
+        yaxis_title=t("walkthrough.s7.attr_y"),
+        margin=dict(t=40, b=10),
+    )
     st.plotly_chart(presenter.scale(bars), key=K("s7.bars"), width="stretch")
     if res.delta_warning:
         st.warning(explain(res.delta_warning))
-    rows = [{t("walkthrough.s1.col.token"): tok, t("walkthrough.s7.attr_y"): round(float(s), 4)}
-            for tok, s in zip(res.tokens, scores)]
+    rows = [
+        {t("walkthrough.s1.col.token"): tok, t("walkthrough.s7.attr_y"): round(float(s), 4)}
+        for tok, s in zip(res.tokens, scores)
+    ]
     return figs + [bars], rows
 
 
-STEP = Step(N, render, correct=1, hint=hint, quiz=quiz, links=("attention", "attribution", "lens", "corpus-search"),
-            fields=(urlstate.Field(K("s7.source"), choices=SOURCES), urlstate.Field(K("s7.text"), max_len=500)),
-            keep=(K("s7.source"), K("s7.tuned"), K("s7.text"), K("s7.layer"), K("s7.head"), K("s7.class"),
-                  K("s7.n_steps")))
+STEP = Step(
+    N,
+    render,
+    correct=1,
+    hint=hint,
+    quiz=quiz,
+    links=("attention", "attribution", "lens", "corpus-search"),
+    fields=(urlstate.Field(K("s7.source"), choices=SOURCES), urlstate.Field(K("s7.text"), max_len=500)),
+    keep=(K("s7.source"), K("s7.tuned"), K("s7.text"), K("s7.layer"), K("s7.head"), K("s7.class"), K("s7.n_steps")),
+)

@@ -1,6 +1,7 @@
 """Step 2: masked language modelling. A fresh 15% / 80-10-10 mask of the participant's sentence on every click
 (core.walkthrough.masking_view, the Pretraining lab's own masking function), its shares measured over 2,000 draws, fill-mask
 on one word (core.predict.fill_mask), and the pretraining objectives of every registered family."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -10,9 +11,9 @@ from plotly.subplots import make_subplots
 
 from app.kit import presenter, urlstate
 from app.kit.i18n import explain, t, t_or
+from app.kit.loaders import model_or_error
 from app.kit.plot_text import plot_text, plot_texts
 from app.kit.words_line import word_line
-from app.kit.loaders import model_or_error
 from app.views.start.walkthrough.common import TEXT, K, Step, chips, record, text_default
 from core.base.segment import has_han
 from core.base.text import display_piece
@@ -45,8 +46,9 @@ def render() -> None:
     seed = st.session_state.setdefault(K("s2.seed"), 1)
     st.session_state.setdefault(K("s2.whole_word"), False)
     c1, c2 = st.columns([1, 2])
-    c1.button(t("walkthrough.s2.remask"), key=K("s2.remask"), on_click=_remask, type="primary",
-              icon=":material/casino:")
+    c1.button(
+        t("walkthrough.s2.remask"), key=K("s2.remask"), on_click=_remask, type="primary", icon=":material/casino:"
+    )
     whole = c2.toggle(t("walkthrough.s2.whole_word"), key=K("s2.whole_word"), help=t("walkthrough.s2.whole_word_help"))
     try:
         v = corrupt(lm, text, seed, whole_word=whole)
@@ -55,8 +57,9 @@ def render() -> None:
         st.error(explain(e))
         return
     # Both rows in the legend's colours: a selected token has the colour of what is done to it, in either row
-    colors = [ACTION_COLORS[a] if a else (SPECIAL_COLOR if s else ACTION_COLORS[""])
-              for a, s in zip(v.actions, v.special)]
+    colors = [
+        ACTION_COLORS[a] if a else (SPECIAL_COLOR if s else ACTION_COLORS[""]) for a, s in zip(v.actions, v.special)
+    ]
     mask = lm.tokenizer.mask_token or BERT_MASK
     st.session_state[MASK_TOKEN] = mask
     titles = [action_title(a, mask) for a in v.actions]
@@ -70,22 +73,42 @@ def render() -> None:
     if mask != BERT_MASK:
         st.caption(t("zh_polish.s2.mask_note", id=lm.spec.checkpoint, token=mask))
     n_sel = len(v.selected)
-    st.markdown(t("walkthrough.s2.counts", n=n_sel, cand=v.candidates, mask=v.count("mask"),
-                  random=v.count("random"), keep=v.count("keep")))
+    st.markdown(
+        t(
+            "walkthrough.s2.counts",
+            n=n_sel,
+            cand=v.candidates,
+            mask=v.count("mask"),
+            random=v.count("random"),
+            keep=v.count("keep"),
+        )
+    )
     if n_sel == 0:
-        st.caption(t("walkthrough.s2.none_selected", p=f"{0.85 ** v.candidates:.0%}", cand=v.candidates))
+        st.caption(t("walkthrough.s2.none_selected", p=f"{0.85**v.candidates:.0%}", cand=v.candidates))
     hist: list = st.session_state.setdefault(K("s2.history"), [])
     row = (seed, whole, " ".join(v.corrupted))
     if not hist or hist[-1] != row:
         hist.append(row)
         del hist[:-HISTORY]
     st.markdown("**" + t("walkthrough.s2.history") + "**")
-    st.dataframe(pd.DataFrame([{t("walkthrough.s2.col.pass"): s, t("walkthrough.s2.col.whole"): t("walkthrough.s2.whole_on" if w else "walkthrough.s2.whole_off"),
-                                t("walkthrough.s2.col.reads"): r} for s, w, r in reversed(hist)]),
-                 hide_index=True, width="stretch")
+    st.dataframe(
+        pd.DataFrame(
+            [
+                {
+                    t("walkthrough.s2.col.pass"): s,
+                    t("walkthrough.s2.col.whole"): t("walkthrough.s2.whole_on" if w else "walkthrough.s2.whole_off"),
+                    t("walkthrough.s2.col.reads"): r,
+                }
+                for s, w, r in reversed(hist)
+            ]
+        ),
+        hide_index=True,
+        width="stretch",
+    )
     m = st.columns(4)
-    m[0].metric(t("walkthrough.s2.m.selected"), f"{shares.selected:.1%}",
-                help=t("walkthrough.s2.m.help", n=shares.draws))
+    m[0].metric(
+        t("walkthrough.s2.m.selected"), f"{shares.selected:.1%}", help=t("walkthrough.s2.m.help", n=shares.draws)
+    )
     m[1].metric(t("zh_polish.s2.m_mask", token=mask), f"{shares.mask:.1%}")
     m[2].metric(t("walkthrough.s2.m.random"), f"{shares.random:.1%}")
     m[3].metric(t("walkthrough.s2.m.keep"), f"{shares.keep:.1%}")
@@ -95,11 +118,15 @@ def render() -> None:
     fig = None
     if ws:
         if st.session_state.get(K("s2.word"), len(ws)) >= len(ws):  # first visit, or a shorter sentence now
-            long_words = [i for i, w in enumerate(ws) if w.text.isalpha()
-                          and (len(w.text) > 3 or (has_han(w.text) and len(w.text) > 1))]  # 北京, not 的
+            long_words = [
+                i
+                for i, w in enumerate(ws)
+                if w.text.isalpha() and (len(w.text) > 3 or (has_han(w.text) and len(w.text) > 1))
+            ]  # 北京, not 的
             st.session_state[K("s2.word")] = long_words[-1] if long_words else 0
-        idx = st.selectbox(t("walkthrough.s2.pick_word"), list(range(len(ws))), key=K("s2.word"),
-                           format_func=lambda i: ws[i].text)
+        idx = st.selectbox(
+            t("walkthrough.s2.pick_word"), list(range(len(ws))), key=K("s2.word"), format_func=lambda i: ws[i].text
+        )
         try:
             res = fill_mask(lm, FillMaskConfig(text, top_k=TOP_K, word=int(idx)))
         except ValueError as e:
@@ -110,11 +137,26 @@ def render() -> None:
             st.plotly_chart(presenter.scale(fig), key=K("s2.fill"), width="stretch")
             st.caption(fill_caption(res))
     _objectives()
-    record(N, {t("walkthrough.in.model"): lm.spec.checkpoint, t("walkthrough.your_sentence"): text,
-               t("walkthrough.s2.col.pass"): seed, t("walkthrough.s2.whole_word"): whole},
-           text=t("zh_polish.s2.report", token=mask, reads=" ".join(v.corrupted), sel=f"{shares.selected:.1%}",
-                  mask=f"{shares.mask:.1%}", random=f"{shares.random:.1%}", keep=f"{shares.keep:.1%}"),
-           figures=[fig] if fig is not None else [], same=(lm.spec.checkpoint, text))
+    record(
+        N,
+        {
+            t("walkthrough.in.model"): lm.spec.checkpoint,
+            t("walkthrough.your_sentence"): text,
+            t("walkthrough.s2.col.pass"): seed,
+            t("walkthrough.s2.whole_word"): whole,
+        },
+        text=t(
+            "zh_polish.s2.report",
+            token=mask,
+            reads=" ".join(v.corrupted),
+            sel=f"{shares.selected:.1%}",
+            mask=f"{shares.mask:.1%}",
+            random=f"{shares.random:.1%}",
+            keep=f"{shares.keep:.1%}",
+        ),
+        figures=[fig] if fig is not None else [],
+        same=(lm.spec.checkpoint, text),
+    )
 
 
 def action_title(action: str, mask: str) -> str:
@@ -154,19 +196,39 @@ def fill_caption(res) -> str:
 def fill_figure(res) -> go.Figure:
     """Top-5 of each masked piece, side by side; the original piece in green."""
     n = len(res.masks)
-    fig = make_subplots(rows=1, cols=n, subplot_titles=[
-        t("walkthrough.s2.piece", i=i + 1, piece=plot_text(display_piece(m.original.piece)) if m.original else "?")
-        for i, m in enumerate(res.masks)])
+    fig = make_subplots(
+        rows=1,
+        cols=n,
+        subplot_titles=[
+            t("walkthrough.s2.piece", i=i + 1, piece=plot_text(display_piece(m.original.piece)) if m.original else "?")
+            for i, m in enumerate(res.masks)
+        ],
+    )
     for c, m in enumerate(res.masks, start=1):
         colors = [GREEN if _is_original(m, x) else "#4C78A8" for x in m.candidates]
         # bars by rank, labelled with the text each piece stands for (two pieces may read alike: "Ġthe", "the");
         # the raw piece is in the hover
         rows = list(range(len(m.candidates)))
-        fig.add_trace(go.Bar(x=[x.prob for x in m.candidates], y=rows, orientation="h",
-                             marker_color=colors, showlegend=False, customdata=plot_texts(x.piece for x in m.candidates),
-                             hovertemplate="%{customdata}: %{x:.3f}<extra></extra>"), row=1, col=c)
-        fig.update_yaxes(autorange="reversed", tickvals=rows,
-                         ticktext=plot_texts(display_piece(x.piece) for x in m.candidates), row=1, col=c)
+        fig.add_trace(
+            go.Bar(
+                x=[x.prob for x in m.candidates],
+                y=rows,
+                orientation="h",
+                marker_color=colors,
+                showlegend=False,
+                customdata=plot_texts(x.piece for x in m.candidates),
+                hovertemplate="%{customdata}: %{x:.3f}<extra></extra>",
+            ),
+            row=1,
+            col=c,
+        )
+        fig.update_yaxes(
+            autorange="reversed",
+            tickvals=rows,
+            ticktext=plot_texts(display_piece(x.piece) for x in m.candidates),
+            row=1,
+            col=c,
+        )
     fig.update_xaxes(title_text=t("walkthrough.probability"))
     fig.update_layout(height=280, margin=dict(t=40, b=10))
     return fig
@@ -175,11 +237,27 @@ def fill_figure(res) -> go.Figure:
 def _objectives() -> None:
     """Every registered family's pretraining objectives, from the registry: MLM is one of several."""
     st.markdown("#### " + t("walkthrough.s2.objectives_title"))
-    st.dataframe(pd.DataFrame([{t("walkthrough.s2.col.family"): f.label,
-                                t("walkthrough.s2.col.objectives"): t_or(f"families.{f.key}.objectives",
-                                                                         " + ".join(f.objectives))}
-                               for f in FAMILIES.values()]), hide_index=True, width="stretch")
+    st.dataframe(
+        pd.DataFrame(
+            [
+                {
+                    t("walkthrough.s2.col.family"): f.label,
+                    t("walkthrough.s2.col.objectives"): t_or(f"families.{f.key}.objectives", " + ".join(f.objectives)),
+                }
+                for f in FAMILIES.values()
+            ]
+        ),
+        hide_index=True,
+        width="stretch",
+    )
 
 
-STEP = Step(N, render, correct=2, quiz=quiz, links=("fill-mask", "pretrain"),
-            fields=(urlstate.Field(K("s2.whole_word"), "bool"),), keep=(K("s2.whole_word"), K("s2.word")))
+STEP = Step(
+    N,
+    render,
+    correct=2,
+    quiz=quiz,
+    links=("fill-mask", "pretrain"),
+    fields=(urlstate.Field(K("s2.whole_word"), "bool"),),
+    keep=(K("s2.whole_word"), K("s2.word")),
+)

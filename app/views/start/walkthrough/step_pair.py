@@ -1,7 +1,7 @@
 """Step 3: Next Sentence Prediction, and why RoBERTa dropped it. Every family with a sentence-pair head (NSP or
 SOP, asked of the registry) scores (A, B), (B, A) and (A, a sentence on another topic) (core.predict.sentence_pair)."""
-from __future__ import annotations
 
+from __future__ import annotations
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -56,8 +56,9 @@ def render() -> None:
             results.append(predict_pair(lm, cfg, probe=True))
         except ValueError as e:
             st.error(explain(e))
-    st.caption(t("walkthrough.s3.no_head", families=t("walkthrough.list_sep").join(
-        f.label for f in no_pair_head_families())))
+    st.caption(
+        t("walkthrough.s3.no_head", families=t("walkthrough.list_sep").join(f.label for f in no_pair_head_families()))
+    )
     if english:
         st.info(t("zh_walk.s3.minis_english", ids=t("walkthrough.list_sep").join(english)))
     if not results:
@@ -68,21 +69,37 @@ def render() -> None:
         name = t(f"walkthrough.s3.head.{r.head}", id=r.checkpoint)
         if unlearned_pair_head(r.checkpoint, r.head) is not None:
             name += t("walkthrough.s3.head_noise")
-        fig.add_bar(x=pair_names[:len(r.scores)], y=[s.prob for s in r.scores], name=name,
-                    marker_color=COLORS[i % len(COLORS)], text=[f"{s.prob:.0%}" for s in r.scores],
-                    textposition="outside",
-                    hovertemplate="%{x}: %{y:.3f}<extra>" + plot_text(name) + "</extra>")
+        fig.add_bar(
+            x=pair_names[: len(r.scores)],
+            y=[s.prob for s in r.scores],
+            name=name,
+            marker_color=COLORS[i % len(COLORS)],
+            text=[f"{s.prob:.0%}" for s in r.scores],
+            textposition="outside",
+            hovertemplate="%{x}: %{y:.3f}<extra>" + plot_text(name) + "</extra>",
+        )
     fig.add_hline(y=0.5, line_dash="dot", line_color="grey")
-    fig.update_layout(barmode="group", height=360, yaxis=dict(range=[0, 1.1], title=t("walkthrough.s3.y")),
-                      margin=dict(t=30, b=10), legend=dict(orientation="h", y=-0.2))
+    fig.update_layout(
+        barmode="group",
+        height=360,
+        yaxis=dict(range=[0, 1.1], title=t("walkthrough.s3.y")),
+        margin=dict(t=30, b=10),
+        legend=dict(orientation="h", y=-0.2),
+    )
     st.plotly_chart(presenter.scale(fig), key=K("s3.fig"), width="stretch")
     for r in results:
         pair_head_note(r.checkpoint, r.head)
     other = results[0].scores[2].second if len(results[0].scores) > 2 else ""
     if other:
         st.caption(t("walkthrough.s3.other", sentence=other))
-    rows = [{t("walkthrough.in.model"): r.checkpoint, t("walkthrough.s3.col.head"): r.head.upper(),
-             **{n: round(s.prob, 3) for n, s in zip(pair_names, r.scores)}} for r in results]
+    rows = [
+        {
+            t("walkthrough.in.model"): r.checkpoint,
+            t("walkthrough.s3.col.head"): r.head.upper(),
+            **{n: round(s.prob, 3) for n, s in zip(pair_names, r.scores)},
+        }
+        for r in results
+    ]
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
     record(N, {t("walkthrough.sentence_a"): a, t("walkthrough.sentence_b"): b}, rows=rows, figures=[fig])
 
@@ -103,14 +120,26 @@ def _sidebar_without_head(a: str, b: str) -> None:
     lm = load(spec, "mlm")
     if lm is None or pair_head_module(lm.model) is not None:
         return
-    st.markdown(t("zh_walk.s3.no_head", id=spec.checkpoint, note=t_or(f"families.{lm.family.key}.pair_head_note",
-                                                                         lm.family.pair_head_note)))
+    st.markdown(
+        t(
+            "zh_walk.s3.no_head",
+            id=spec.checkpoint,
+            note=t_or(f"families.{lm.family.key}.pair_head_note", lm.family.pair_head_note),
+        )
+    )
     r = pair_strip(lm, a, b)
     if r is None:
         return
     tok = lm.tokenizer
-    st.caption(t("zh_walk.s3.pair_tokens_types" if r.has_segments else "zh_walk.s3.pair_tokens", n=len(r.tokens),
-                 cls=tok.cls_token, sep=tok.sep_token, seps=tok.sep_token * lm.family.pair_separators))
+    st.caption(
+        t(
+            "zh_walk.s3.pair_tokens_types" if r.has_segments else "zh_walk.s3.pair_tokens",
+            n=len(r.tokens),
+            cls=tok.cls_token,
+            sep=tok.sep_token,
+            seps=tok.sep_token * lm.family.pair_separators,
+        )
+    )
     st.divider()
 
 
@@ -133,10 +162,19 @@ def hint() -> str:
     if not notes:
         return t("walkthrough.s3.try")
     which = t("walkthrough.list_sep").join(t("walkthrough.s3.noise_one", **noise_numbers(n)) for n in notes)
-    return t("walkthrough.s3.try_noise" if learned else "walkthrough.s3.try_all_noise", notes=which,
-             hint=" ".join(dict.fromkeys(noise_hint(n) for n in notes)))
+    return t(
+        "walkthrough.s3.try_noise" if learned else "walkthrough.s3.try_all_noise",
+        notes=which,
+        hint=" ".join(dict.fromkeys(noise_hint(n) for n in notes)),
+    )
 
 
-STEP = Step(N, render, correct=0, hint=hint, links=("sentence-pair",),
-            fields=(urlstate.Field(K("s3.a"), max_len=500), urlstate.Field(K("s3.b"), max_len=500)),
-            keep=(K("s3.a"), K("s3.b")))
+STEP = Step(
+    N,
+    render,
+    correct=0,
+    hint=hint,
+    links=("sentence-pair",),
+    fields=(urlstate.Field(K("s3.a"), max_len=500), urlstate.Field(K("s3.b"), max_len=500)),
+    keep=(K("s3.a"), K("s3.b")),
+)

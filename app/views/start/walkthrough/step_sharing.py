@@ -1,8 +1,8 @@
 """Step 4: ALBERT's factorized embeddings (the V×H against V×E + E×H calculator, core.models.params), its shared layers
 (stored against applied parameters of base and large, from the shipped configs) and its SOP head on one ordered
 pair. The families compared are asked of the registry (core.walkthrough.checks.sharing_plan, sop_family)."""
-from __future__ import annotations
 
+from __future__ import annotations
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -35,11 +35,17 @@ def render() -> None:
     if f is not None:
         m = st.columns(3)
         m[0].metric(t("walkthrough.s4.full"), f"{f.full / 1e6:,.2f}M")
-        m[1].metric(t("walkthrough.s4.fact"), f"{f.factorized / 1e6:,.2f}M", f"-{f.saved / 1e6:,.2f}M",
-                    delta_color="inverse")
+        m[1].metric(
+            t("walkthrough.s4.fact"), f"{f.factorized / 1e6:,.2f}M", f"-{f.saved / 1e6:,.2f}M", delta_color="inverse"
+        )
         m[2].metric(t("walkthrough.s4.ratio"), f"{f.ratio:,.1f}×")
-        st.caption(t("walkthrough.s4.parts", ve=f"{f.vocab * f.embedding / 1e6:,.2f}M",
-                     eh=f"{f.embedding * f.hidden / 1e6:,.3f}M"))
+        st.caption(
+            t(
+                "walkthrough.s4.parts",
+                ve=f"{f.vocab * f.embedding / 1e6:,.2f}M",
+                eh=f"{f.embedding * f.hidden / 1e6:,.3f}M",
+            )
+        )
     if chinese_examples():  # the Chinese-capable model in the sidebar: its own vocabulary in the same sum
         _sidebar_vocab()
 
@@ -58,28 +64,54 @@ def render() -> None:
         stored = [r.stored_m for r in rows_b]
         applied = [r.applied_m for r in rows_b]
         fig = go.Figure()
-        for name, ys, color in ((t("walkthrough.s4.stored"), stored, "#4C78A8"),
-                                (t("walkthrough.s4.applied"), applied, "#F58518")):
-            fig.add_bar(x=ids, y=ys, name=name, marker_color=color, text=[f"{y:,.0f}M" for y in ys],
-                        textposition="outside",
-                        hovertemplate="%{x}: %{y:,.1f}M<extra>" + plot_text(name) + "</extra>")
-        fig.update_layout(barmode="group", height=380, yaxis_title=t("walkthrough.s4.y"), margin=dict(t=30, b=10),
-                          legend=dict(orientation="h", y=-0.2))
+        for name, ys, color in (
+            (t("walkthrough.s4.stored"), stored, "#4C78A8"),
+            (t("walkthrough.s4.applied"), applied, "#F58518"),
+        ):
+            fig.add_bar(
+                x=ids,
+                y=ys,
+                name=name,
+                marker_color=color,
+                text=[f"{y:,.0f}M" for y in ys],
+                textposition="outside",
+                hovertemplate="%{x}: %{y:,.1f}M<extra>" + plot_text(name) + "</extra>",
+            )
+        fig.update_layout(
+            barmode="group",
+            height=380,
+            yaxis_title=t("walkthrough.s4.y"),
+            margin=dict(t=30, b=10),
+            legend=dict(orientation="h", y=-0.2),
+        )
         st.plotly_chart(presenter.scale(fig), key=K("s4.fig"), width="stretch")
-        rows = [{t("walkthrough.in.model"): r.checkpoint, t("walkthrough.s4.col.layers"): r.layers,
-                 t("walkthrough.s4.col.hidden"): r.hidden, t("walkthrough.s4.col.e"): r.embedding_size,
-                 t("walkthrough.s4.col.stored"): round(r.stored_m, 1),
-                 t("walkthrough.s4.col.claim"): r.claim_m if r.claim_m is not None else t("walkthrough.none"),
-                 t("walkthrough.s4.col.applied"): round(r.applied_m, 1)} for r in rows_b]
+        rows = [
+            {
+                t("walkthrough.in.model"): r.checkpoint,
+                t("walkthrough.s4.col.layers"): r.layers,
+                t("walkthrough.s4.col.hidden"): r.hidden,
+                t("walkthrough.s4.col.e"): r.embedding_size,
+                t("walkthrough.s4.col.stored"): round(r.stored_m, 1),
+                t("walkthrough.s4.col.claim"): r.claim_m if r.claim_m is not None else t("walkthrough.none"),
+                t("walkthrough.s4.col.applied"): round(r.applied_m, 1),
+            }
+            for r in rows_b
+        ]
         st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
         st.caption(t("walkthrough.s4.share_caption"))
 
     st.markdown("#### " + t("walkthrough.s4.sop_title"))
     sop_rows = _sop()
-    record(N, {"V": v, "H": h, "E": e}, rows=rows + sop_rows, figures=[fig] if fig is not None else [],
-           same=("calculator",),
-           text=t("walkthrough.s4.report", full=f"{f.full:,}", fact=f"{f.factorized:,}", ratio=f"{f.ratio:.1f}")
-           if f is not None else "")
+    record(
+        N,
+        {"V": v, "H": h, "E": e},
+        rows=rows + sop_rows,
+        figures=[fig] if fig is not None else [],
+        same=("calculator",),
+        text=t("walkthrough.s4.report", full=f"{f.full:,}", fact=f"{f.factorized:,}", ratio=f"{f.ratio:.1f}")
+        if f is not None
+        else "",
+    )
 
 
 ALBERT_E = 128  # ALBERT-base's embedding size
@@ -92,8 +124,18 @@ def _sidebar_vocab() -> None:
         return
     v, h = int(lm.model.config.vocab_size), int(lm.model.config.hidden_size)
     f = albert_factorization(v, h, min(ALBERT_E, h))
-    st.info(t("zh_walk.s4.vocab", id=spec.checkpoint, v=f"{v:,}", h=h, ve=f"{f.full / 1e6:,.1f}M", e=f.embedding,
-              fact=f"{f.factorized / 1e6:,.1f}M", ratio=f"{f.ratio:,.1f}"))
+    st.info(
+        t(
+            "zh_walk.s4.vocab",
+            id=spec.checkpoint,
+            v=f"{v:,}",
+            h=h,
+            ve=f"{f.full / 1e6:,.1f}M",
+            e=f.embedding,
+            fact=f"{f.factorized / 1e6:,.1f}M",
+            ratio=f"{f.ratio:,.1f}",
+        )
+    )
 
 
 def _size(col, name: str) -> int:
@@ -121,10 +163,17 @@ def _sop() -> list[dict]:
     m[1].metric(t("walkthrough.s4.sop_ba", a=sb, b=sa), f"{r.scores[1].prob:.1%}")
     st.caption(t("walkthrough.s4.sop_caption", id=r.checkpoint))
     pair_head_note(r.checkpoint, r.head)  # a mini's SOP head that did not learn: these two numbers are noise
-    return [{t("walkthrough.s3.col.pair"): f"{s.first} ‖ {s.second}", t("walkthrough.s3.y"): round(s.prob, 3)}
-            for s in r.scores]
+    return [
+        {t("walkthrough.s3.col.pair"): f"{s.first} ‖ {s.second}", t("walkthrough.s3.y"): round(s.prob, 3)}
+        for s in r.scores
+    ]
 
 
-STEP = Step(N, render, correct=1, links=("models",),
-            fields=tuple(urlstate.Field(K(name), "int", lo=lo, hi=hi) for name, (lo, hi, _, _) in SIZES.items()),
-            keep=tuple(K(name) for name in SIZES))
+STEP = Step(
+    N,
+    render,
+    correct=1,
+    links=("models",),
+    fields=tuple(urlstate.Field(K(name), "int", lo=lo, hi=hi) for name, (lo, hi, _, _) in SIZES.items()),
+    keep=tuple(K(name) for name in SIZES),
+)

@@ -1,15 +1,15 @@
-"""Walk findings (tag "start"): the Hub check on a machine with no network, and warm latencies in Compare models."""
+"""core.models.downloads asks the Hub quietly: with no DNS the check is one quiet False with no thread traceback,
+and the answer is remembered for a while (hub_reachable_recently, can_have_now)."""
+
 from __future__ import annotations
 
 import logging
 import socket
 import threading
-from dataclasses import dataclass
 
 import pytest
 
 from core.models import downloads
-from core.predict import fill_mask as fm
 
 
 @pytest.fixture()
@@ -52,38 +52,3 @@ def test_reachability_is_asked_once_per_while(monkeypatch):
         assert downloads.can_have_now("Hub download") and len(asked) == 2
     finally:
         downloads.forget_reachability()
-
-
-@dataclass(frozen=True)
-class _Res:
-    checkpoint: str
-    latency_ms: float
-
-
-def _fake_models(monkeypatch, times: dict[str, list[float]]):
-    """fill_mask replaced by a stub answering each model's latencies in turn; returns the calls made."""
-    calls: list[str] = []
-
-    def fake(m, cfg):
-        calls.append(m)
-        return _Res(m, times[m][sum(c == m for c in calls) - 1])
-
-    monkeypatch.setattr(fm, "fill_mask", fake)
-    monkeypatch.setattr(fm, "check_mlm", lambda m: None)
-    return calls
-
-
-def test_compare_times_warm_calls_and_keeps_the_first_apart(monkeypatch):
-    # a cold first call of 76.5 ms, then warm calls with one slow outlier: the median of the warm calls is shown
-    calls = _fake_models(monkeypatch, {"a": [76.5, 8.0, 40.0, 8.4], "b": [9.0, 5.0, 6.0, 7.0]})
-    res = fm.compare(["a", "b"], fm.FillMaskConfig("The [MASK] is here."), repeats=3)
-    assert calls == ["a"] * 4 + ["b"] * 4  # one warm-up, then three timed, per model
-    assert [r.latency_ms for r in res.results] == [8.4, 6.0]  # the warm-up's 76.5 and 9.0 are not in the median
-    assert res.first_ms == (76.5, 9.0) and res.repeats == 3
-    assert [r.checkpoint for r in res.results] == ["a", "b"]
-
-
-def test_compare_without_warmup_times_every_call(monkeypatch):
-    calls = _fake_models(monkeypatch, {"a": [3.0, 1.0], "b": [2.0, 4.0]})
-    res = fm.compare(["a", "b"], fm.FillMaskConfig("The [MASK] is here."), warmup=False, repeats=2)
-    assert len(calls) == 4 and res.first_ms == () and [r.latency_ms for r in res.results] == [2.0, 3.0]

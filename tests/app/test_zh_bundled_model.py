@@ -1,10 +1,11 @@
-"""#30 part 4: 中文 mode end to end, offline, on the real bundled Chinese-capable model (encoderlab/xlmr-e5-small,
+"""中文 mode end to end, offline, on the real bundled Chinese-capable model (encoderlab/xlmr-e5-small,
 assets/models/xlmr-e5-small): the sidebar offers it first, the Walkthrough's seven steps run on Chinese examples
 and say plainly what does not apply (no NSP/SOP head, no bundled teacher, English fine-tuning data), and Fill-mask,
 Attention, Layer lens, Attributions, Corpus search (on the Chinese corpus) and the Projector run on Chinese text.
 
 The model is loaded once per process through the app's cache; texts are short, so each test takes seconds. Its MLM
 head may be untrained (a stand-in until the lead's training lands): nothing here reads what it predicts."""
+
 from __future__ import annotations
 
 import json
@@ -171,8 +172,11 @@ def _attribution_defaults():
     from app.views.inspect.attribution_widgets import defaults
     from core.models.loading import ModelSpec
 
-    lm = SimpleNamespace(tokenizer=SimpleNamespace(mask_token="[MASK]"), family=SimpleNamespace(mask_token="<mask>"),
-                         spec=ModelSpec("roberta", "hfl/chinese-roberta-wwm-ext"))
+    lm = SimpleNamespace(
+        tokenizer=SimpleNamespace(mask_token="[MASK]"),
+        family=SimpleNamespace(mask_token="<mask>"),
+        spec=ModelSpec("roberta", "hfl/chinese-roberta-wwm-ext"),
+    )
     defaults("one", "mask", lm)
 
 
@@ -188,12 +192,19 @@ def test_the_attribution_example_uses_the_tokenizers_mask_token(lang):
     assert has_han(text) is (lang == "zh")  # a Chinese checkpoint in 中文: the Chinese example
 
 
-CARD = {"name": XLMR, "family": "xlm-roberta", "architecture": "XLMRobertaForMaskedLM", "objectives": ["MLM"],
-        "arch": {"layers": 12, "hidden": 384, "heads": 12, "vocab": 41406}, "params": 33_000_000,
-        "corpus": {"path": "assets/corpus/zh + assets/corpus", "zh_instances": 40000},  # no word count
-        "heldout": {"mlm_top1": 0.41, "mlm_top5": 0.62, "mlm_loss": 2.9, "masked_tokens": 5000},
-        "heldout_zh": {"mlm_top1": 0.45, "mlm_top5": 0.66, "mlm_loss": 2.7, "masked_tokens": 5000},
-        "probe": {"top1": 0.2, "top5": 0.4}, "probe_zh": {"top1": 0.5, "top5": 0.7}}
+CARD = {
+    "name": XLMR,
+    "family": "xlm-roberta",
+    "architecture": "XLMRobertaForMaskedLM",
+    "objectives": ["MLM"],
+    "arch": {"layers": 12, "hidden": 384, "heads": 12, "vocab": 41406},
+    "params": 33_000_000,
+    "corpus": {"path": "assets/corpus/zh + assets/corpus", "zh_instances": 40000},  # no word count
+    "heldout": {"mlm_top1": 0.41, "mlm_top5": 0.62, "mlm_loss": 2.9, "masked_tokens": 5000},
+    "heldout_zh": {"mlm_top1": 0.45, "mlm_top5": 0.66, "mlm_loss": 2.7, "masked_tokens": 5000},
+    "probe": {"top1": 0.2, "top5": 0.4},
+    "probe_zh": {"top1": 0.5, "top5": 0.7},
+}
 
 
 def _notes():

@@ -1,17 +1,17 @@
-"""Walk finding: one upload decoder (core.base.uploads.read_upload) refuses a binary, a non-UTF-8 and an empty
+"""One upload decoder (core.base.uploads.read_upload) refuses a binary, a non-UTF-8 and an empty
 file, a wrong type and a file over the limit, each with its own reason and a message that quotes no raw bytes."""
+
 from __future__ import annotations
 
 import codecs
-import tomllib
 
 import pytest
 
 from core.base import uploads as U
-from core.base.paths import ASSETS
+from core.base.messages import read_catalogue
 
 GZIP = b"\x1f\x8b\x08\x00\xa3\xc1j\x00\x00\x03binary\xff\xfe"  # the walk's file began like this
-CONTROL = bytes([0x89, 0x08, 0x9c, 0xe1, 0x6a, 0x01, 0x02, 0x03, 0x04, 0x05]) * 20  # binary, no NUL
+CONTROL = bytes([0x89, 0x08, 0x9C, 0xE1, 0x6A, 0x01, 0x02, 0x03, 0x04, 0x05]) * 20  # binary, no NUL
 LATIN1 = "a,b,label\nun café,le thé,1\n".encode("latin-1")
 
 
@@ -23,8 +23,17 @@ def _reason(data: bytes, name: str = "x.csv", **kw) -> U.UploadError:
     return e.value
 
 
-@pytest.mark.parametrize("data, reason", [(GZIP, "binary"), (CONTROL, "binary"), (b"\x89PNG\r\n\x1a\n\x00", "binary"),
-                                          (LATIN1, "not_utf8"), (b"", "empty"), (b" \n\t\n", "empty")])
+@pytest.mark.parametrize(
+    "data, reason",
+    [
+        (GZIP, "binary"),
+        (CONTROL, "binary"),
+        (b"\x89PNG\r\n\x1a\n\x00", "binary"),
+        (LATIN1, "not_utf8"),
+        (b"", "empty"),
+        (b" \n\t\n", "empty"),
+    ],
+)
 def test_each_bad_file_has_its_own_reason(data, reason):
     e = _reason(data, expect="a CSV")
     assert e.reason == reason and e.params["name"] == "x.csv"
@@ -59,11 +68,13 @@ def test_good_text_utf16_and_lenient_decoding():
 def test_core_readers_get_their_own_error_class():
     class DataError(ValueError):
         pass
+
     with pytest.raises(DataError, match="not a text file"):
         U.upload_text(GZIP, "x.csv", error=DataError)
 
 
-def test_every_reason_has_its_message_in_both_languages():
-    with (ASSETS / "i18n" / "uploads.toml").open("rb") as fh:
-        rejected = tomllib.load(fh)["rejected"]
-    assert set(rejected) == set(U.REASONS)
+def test_every_reason_has_its_message():
+    """Each reason has an entry of uploads.toml's [rejected] table, no more and no fewer (that every entry has both
+    languages with the same placeholders is tests/app/test_i18n.py's check of every catalogue)."""
+    rejected = {k.removeprefix("rejected.") for k in read_catalogue(U.MESSAGES_FILE) if k.startswith("rejected.")}
+    assert rejected == set(U.REASONS)

@@ -1,6 +1,8 @@
-"""A new user's tour: Home describes every page and counts the checkpoints the Models page lists; the Models page
-says what it counts while it counts, its figures read as figures; the Chinese UI names the weights' source and the
-sidebar's Checkpoint box in Chinese; the checkpoint labels are short enough for the sidebar."""
+"""Home's and the sidebar's texts: Home's start-here path, a text for every page and the Models page's count of
+checkpoints; the Models page's progress text and aligned figures; the weights' source named in en and zh (int8
+included); the sidebar's labels in Chinese and short enough for it; Chinese checkpoints offered only when the Hub
+answers."""
+
 from __future__ import annotations
 
 import ast
@@ -10,9 +12,11 @@ import re
 import pytest
 
 from app.kit.i18n import catalog
-from core.registry import official_checkpoints
 from core.base.paths import REPO_ROOT
+from core.models import downloads
+from core.registry import official_checkpoints
 from tests.app.conftest import open_page, page_for
+from tests.hub_server import go_online
 
 
 def _links(at) -> list[str]:
@@ -25,7 +29,7 @@ def test_home_describes_every_page(use_tiny_zoo, lang):
 
     at = open_page(None, state={"ui.lang": lang})
     pages = [p for p in available_pages() if p.url != "home"]
-    start, links = _links(at)[:-len(pages)], _links(at)[-len(pages):]  # Start here's short links, then the list
+    start, links = _links(at)[: -len(pages)], _links(at)[-len(pages) :]  # Start here's short links, then the list
     assert len(start) == 3 and all("—" not in s for s in start)
     for p, label in zip(pages, links):
         assert catalog().get(f"home.help.{p.url.replace('-', '_')}", {}).get(lang), p.url  # a text of its own
@@ -60,8 +64,10 @@ def test_models_page_counts_with_a_progress_bar_and_aligns_its_figures(use_tiny_
 
     monkeypatch.setattr(st, "progress", progress)
     at = open_page("models")
-    assert texts and texts[0] == f"Counting the parameters of {len(official_checkpoints())} checkpoints from their " \
-                                 "configs…"
+    assert (
+        texts
+        and texts[0] == f"Counting the parameters of {len(official_checkpoints())} checkpoints from their configs…"
+    )
     assert not at.get("progress")  # cleared once the tables are drawn
     claims = _column_config(at.dataframe[0])
     assert claims["articles' claim (M)"]["alignment"] == "right" and claims["difference (M)"]["alignment"] == "right"
@@ -75,8 +81,9 @@ def _resolve_sources() -> set[str]:
     """Every ``source`` core.models.loading.resolve can return: the Resolution(...) literals and what a name there holds."""
     tree = ast.parse((REPO_ROOT / "core" / "models" / "loading.py").read_text())
     fn = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "resolve")
-    names = {t.id: n.value for n in ast.walk(fn) if isinstance(n, ast.Assign) for t in n.targets
-             if isinstance(t, ast.Name)}
+    names = {
+        t.id: n.value for n in ast.walk(fn) if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)
+    }
     out: set[str] = set()
     for call in ast.walk(fn):
         if isinstance(call, ast.Call) and getattr(call.func, "id", None) == "Resolution":
@@ -132,10 +139,75 @@ def test_chinese_mini_note_names_the_sidebar_box_as_the_sidebar_does(monkeypatch
                 assert f"*{custom}*" in line
 
 
-@pytest.mark.parametrize("lang, label", [("en", "encoderlab/bert-mini (bundled)"),
-                                         ("zh", "encoderlab/bert-mini（内置）")])
+@pytest.mark.parametrize(
+    "lang, label", [("en", "encoderlab/bert-mini (bundled)"), ("zh", "encoderlab/bert-mini（内置）")]
+)
 def test_checkpoint_labels_fit_the_sidebar(use_tiny_zoo, lang, label):
     at = open_page(None, state={"ui.lang": lang})
     box = at.sidebar.selectbox(key="sidebar.checkpoint")
     assert box.options[0] == label  # the name and "bundled", nothing the box would cut
     assert box.proto.help  # what "bundled" means, one hover away
+
+
+def test_home_starts_with_a_path_for_a_first_session_and_a_workshop(use_tiny_zoo):
+    at = open_page(None)
+    heads = [s.value for s in at.subheader]
+    assert heads.index("Start here") < heads.index("The families")  # above the dense table
+    links = [p.proto.label for p in at.get("page_link")]
+    assert links[:3] == ["Walkthrough", "Fill-mask", "Walkthrough"]  # each path's pages, before the page list
+    steps = " ".join(m.value for m in at.markdown)
+    assert "1. The **Walkthrough**" in steps and "2. Then **Fill-mask**" in steps
+    # the workshop: the walkthrough, then the sidebar's own controls by their labels
+    assert "1. Open the **Walkthrough** on the projector" in steps
+    assert "**Presenter view**" in steps and "**Start a room**" in steps and "**Join a room**" in steps
+
+
+def test_home_start_here_in_chinese(use_tiny_zoo):
+    at = open_page(None, state={"ui.lang": "zh"})
+    assert at.subheader[0].value == "从这里开始"
+    steps = " ".join(m.value for m in at.markdown)
+    assert "**演示模式**" in steps and "**开启课堂房间**" in steps and "Presenter" not in steps
+
+
+def test_int8_is_named_in_the_source_line(use_tiny_zoo):
+    at = page_for("attention")
+    banner = [c.value for c in at.caption if "weights from" in c.value]
+    assert banner and banner[0].endswith("on `cpu`"), banner
+    at.sidebar.radio(key="sidebar.device").set_value("cpu")
+    at.sidebar.checkbox(key="sidebar.quant").check().run()
+    assert not at.exception
+    banner = [c.value for c in at.caption if "weights from" in c.value]
+    assert banner and banner[0].endswith("on `cpu, int8`"), banner
+
+
+@pytest.fixture()
+def no_network(monkeypatch, tmp_path):
+    """Downloads allowed (HF_HUB_OFFLINE unset), an empty HF cache, and a Hub that does not answer."""
+    go_online(monkeypatch, tmp_path / "hf-cache")
+    monkeypatch.setattr(downloads, "reachable", lambda *a, **k: False)
+    downloads.forget_reachability()
+    yield
+    downloads.forget_reachability()
+
+
+def _zh_buttons(at) -> list[str]:
+    return [b.label for b in at.sidebar.button if b.key.startswith("sidebar.zh.")]
+
+
+def test_chinese_checkpoints_are_not_offered_without_network(use_tiny_zoo, no_network):
+    at = open_page(None, state={"ui.lang": "zh"})
+    # bert-base-chinese cannot be downloaded from here: not suggested; the bundled Chinese-capable model is (offline)
+    assert _zh_buttons(at) == ["encoderlab/xlmr-e5-small"]
+    assert any("中文检查点" in c.value and "bert-base-chinese" in c.value for c in at.sidebar.caption)
+    at.sidebar.selectbox(key="sidebar.checkpoint").set_value("bert-base-chinese").run()  # picked anyway
+    assert not at.exception
+    assert not any("Hub 下载" in c.value for c in at.sidebar.caption)  # not "weights from: Hub download"
+    assert any("连不上 Hub" in w.value for w in at.sidebar.warning)  # why it cannot be had, in 中文
+    assert any("bert-base-chinese" in e.label or "官方检查点" in e.label for e in at.sidebar.expander)
+
+
+def test_chinese_checkpoints_are_offered_when_the_hub_answers(use_tiny_zoo, no_network, monkeypatch):
+    monkeypatch.setattr(downloads, "reachable", lambda *a, **k: True)
+    downloads.forget_reachability()
+    at = open_page(None, state={"ui.lang": "zh"})
+    assert "bert-base-chinese" in _zh_buttons(at)

@@ -1,12 +1,9 @@
-"""Walk findings on uploads (AppTest): every upload box in app/ and pages/ refuses a binary, a Latin-1 and an empty
-file with its own message right under the box (never the file's raw bytes), takes any file type and says why a
-wrong one is refused, drops the message when a good file replaces the bad one, and applies the hosted limit.
-Plotly charts show a class label `<b>bold</b>` as typed (escaped), never bold."""
+"""Every upload box in app/ and pages/ (AppTest) refuses a binary, a Latin-1, an empty or a wrong-type file with
+its own message right under the box (never the file's raw bytes), drops the message when a good file replaces the
+bad one, and says and applies the hosted size limit."""
+
 from __future__ import annotations
 
-import json
-
-import numpy as np
 import pytest
 
 from tests.app.conftest import page_for
@@ -24,20 +21,56 @@ def _radio(key, value):
 # page, how to reach its box, the box's key, its form (a form sends the file on submit), a good file's name and
 # text (one that fails later, in the page's own checks, or where a job would start: no job runs in these tests)
 BOXES = {
-    "finetune": ("finetune", _radio("finetune.source", "upload"), "finetune.upload", None, "d.csv",
-                 "text,label\n" + "".join(f"text {i},{i % 2}\n" for i in range(20))),
-    "finetune_tokens": ("finetune", lambda at: _radio("finetune.tok_source", "upload")(
-        _radio("finetune.task", "token")(at)), "finetune.tok_upload", None, "d.conll", "Ada B-PER\nLovelace I-PER\n"),
-    "sentence_pair": ("sentence_pair", None, "sentence_pair.upload", "sentence_pair.batch_form", "p.csv",
-                      "a,b,label\nOne.,Two.,7\n"),
-    "attribution": ("attribution", None, "attribution.batch.file", "attribution.batch.form", "a.csv",
-                    "text,class\nA fine day.,x\n"),
+    "finetune": (
+        "finetune",
+        _radio("finetune.source", "upload"),
+        "finetune.upload",
+        None,
+        "d.csv",
+        "text,label\n" + "".join(f"text {i},{i % 2}\n" for i in range(20)),
+    ),
+    "finetune_tokens": (
+        "finetune",
+        lambda at: _radio("finetune.tok_source", "upload")(_radio("finetune.task", "token")(at)),
+        "finetune.tok_upload",
+        None,
+        "d.conll",
+        "Ada B-PER\nLovelace I-PER\n",
+    ),
+    "sentence_pair": (
+        "sentence_pair",
+        None,
+        "sentence_pair.upload",
+        "sentence_pair.batch_form",
+        "p.csv",
+        "a,b,label\nOne.,Two.,7\n",
+    ),
+    "attribution": (
+        "attribution",
+        None,
+        "attribution.batch.file",
+        "attribution.batch.form",
+        "a.csv",
+        "text,class\nA fine day.,x\n",
+    ),
     "projector": ("projector", None, "projector.upload", "projector.form", "s.txt", "The cat sat.\n"),
     "probes": ("probes", None, "probes.upload", None, "s.txt", "The cat sat.\n"),
-    "corpus_search": ("corpus_search", _radio("corpus_search.source", "upload"), "corpus_search.upload",
-                      "corpus_search.form", "s.txt", "The cat sat.\n"),
-    "pretrain": ("pretrain", _radio("pretrain.corpus", "upload"), "pretrain.upload", "pretrain.form", "c.txt",
-                 "Some words here.\n"),
+    "corpus_search": (
+        "corpus_search",
+        _radio("corpus_search.source", "upload"),
+        "corpus_search.upload",
+        "corpus_search.form",
+        "s.txt",
+        "The cat sat.\n",
+    ),
+    "pretrain": (
+        "pretrain",
+        _radio("pretrain.corpus", "upload"),
+        "pretrain.upload",
+        "pretrain.form",
+        "c.txt",
+        "Some words here.\n",
+    ),
 }
 
 
@@ -49,6 +82,7 @@ def env(use_tiny_zoo, tmp_path, monkeypatch):
 
     def no_job(*a, **k):
         raise ValueError("no job in this test")
+
     monkeypatch.setattr("app.kit.jobs_panel.submit_job", no_job)
 
 
@@ -97,8 +131,9 @@ def test_every_box_refuses_binary_latin1_and_empty_files_with_its_own_message(en
     if which == "pretrain":  # pretraining text is read leniently: the odd bytes are counted, and UTF-8 is asked for
         assert any("2 byte(s) of latin" in w and "UTF-8" in w for w in _shown(at)), _shown(at)
     else:
-        assert any(f"latin.{ext} is not UTF-8 text (line 2" in e and "save the file as UTF-8" in e
-                   for e in _errors(at)), _errors(at)
+        assert any(
+            f"latin.{ext} is not UTF-8 text (line 2" in e and "save the file as UTF-8" in e for e in _errors(at)
+        ), _errors(at)
         assert not any("not a text file" in e for e in _errors(at))  # the earlier file's message is gone
     _upload(at, key, form, f"none.{ext}", b"")
     assert any(f"none.{ext} is empty" in e for e in _errors(at)), _errors(at)
@@ -118,39 +153,3 @@ def test_the_hosted_limit_is_said_under_the_box(env, monkeypatch):
     assert any("big.txt is 0.019 MB; EncoderLab takes uploads up to 0.01 MB" in e for e in _errors(at)), _errors(at)
     at.file_uploader(key=key).set_value(None).run()  # removed: its message goes with it
     assert not any("big.txt" in e for e in _errors(at))
-
-
-# ------------------------------------------------------------------------------------------------- charts
-BOLD = "<b>bold</b>"
-
-
-def _json(fig) -> str:
-    return json.dumps(fig.to_plotly_json(), default=str)
-
-
-def test_finetune_confusion_and_try_chart_escape_class_labels():
-    from types import SimpleNamespace
-
-    from app.views.train.finetune_charts import confusion, try_chart
-
-    res = SimpleNamespace(label_names=(BOLD, "plain"), confusion=[[1, 0], [0, 1]])
-    for fig in (confusion(res), try_chart((BOLD, "plain"), [0.7, 0.3])):
-        s = _json(fig)
-        assert "&lt;b&gt;bold&lt;/b&gt;" in s and BOLD not in s
-
-
-def test_fill_mask_and_attribution_charts_escape_tokens():
-    from types import SimpleNamespace
-
-    from app.views.inspect.attribution import bar_chart, methods_heatmap
-    from app.views.predict.results import topk_bar
-
-    cand = SimpleNamespace(piece=BOLD, prob=0.5, token_id=1)
-    fig = topk_bar(SimpleNamespace(candidates=[cand], original=None, position=1), "mask")
-    s = _json(fig)
-    assert "&lt;b&gt;bold&lt;/b&gt;" in s and BOLD not in s
-    m = SimpleNamespace(method="saliency", label="Saliency", scores=np.array([0.3, -0.1]))
-    res = SimpleNamespace(tokens=(BOLD, "x"), labels=(BOLD, "x"), methods=[m], method=lambda name: m)
-    for fig in (bar_chart(res, "saliency"), methods_heatmap(res)):
-        s = _json(fig)
-        assert "&lt;b&gt;bold&lt;/b&gt;" in s and BOLD not in s

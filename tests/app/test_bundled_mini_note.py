@@ -1,5 +1,7 @@
-"""Issue 14, major 5: next to a bundled mini's output, one line says what it is (size, corpus, held-out score from
-its card) and how to get a full model; a head that did not learn says so and is not drawn as a result."""
+"""Next to a bundled mini's output, a note says what it is (size, corpus, held-out score from its card) and how to
+get a full model, in full once per session and then as one line that opens; a head that did not learn says so and
+is not drawn as a result; no note without a card."""
+
 from __future__ import annotations
 
 import json
@@ -8,7 +10,7 @@ import shutil
 import pytest
 
 from core.base.paths import ASSETS
-from tests.app.conftest import click, page_for
+from tests.app.conftest import click, page_for, page_path
 from tests.conftest import BUNDLED_NAMES
 
 
@@ -62,10 +64,10 @@ def test_the_committed_cards_heads():
     measured it (tests/core/test_model_quality.py holds the numbers to their bars)."""
     from app.kit.render import head_learned
     from core.models.cards import bundled_card
-
     from core.registry.pretraining import zoo_recipes
 
-    for name in zoo_recipes():  # the zoo's minis (the bundled XLM-R's card has no unigram bar: test_zh_walk.py)
+    # the zoo's minis (the bundled XLM-R's card has no unigram bar: test_zh_bundled_model.py)
+    for name in zoo_recipes():
         assert head_learned(f"encoderlab/{name}", "mlm") is True, name
     assert head_learned("encoderlab/bert-mini", "nsp") is True
     held = bundled_card("encoderlab/albert-mini")["heldout"]
@@ -121,3 +123,26 @@ def test_no_line_for_a_checkpoint_without_a_card(use_tiny_zoo):
     at = _page("fill_mask")
     _submit(at, "Predict")
     assert not _notes(at) and not any("did not learn" in w.value for w in at.warning)
+
+
+def _full(at) -> list[str]:
+    return [c.value for c in at.caption if "is a bundled mini:" in c.value]
+
+
+def _boxes(at) -> list:
+    return [e for e in at.main.expander if "is a bundled mini (" in e.label]
+
+
+def test_mini_note_in_full_once_then_one_line(carded_zoo):
+    at = page_for("fill_mask")
+    click(at, "Predict")
+    assert len(_full(at)) == 1 and not _boxes(at)  # first: in full
+    click(at, "Predict")
+    assert len(_full(at)) == 1 and not _boxes(at)  # and it stays so on this page's reruns
+    at.switch_page(page_path("attention")).run()
+    assert not at.exception
+    (box,) = _boxes(at)  # elsewhere: one line that opens
+    card = json.loads((carded_zoo / "bert-mini" / "encoderlab_card.json").read_text())
+    assert "encoderlab/bert-mini" in box.label and f"{card['params'] / 1e6:.1f}M" in box.label
+    (inside,) = [c.value for c in box.caption]
+    assert "is a bundled mini:" in inside and "full model" in inside  # the full note, one click away

@@ -1,17 +1,13 @@
-"""Walk findings (inspect): a token is shown as the text it stands for (core.base.text.display_piece), never with
-the tokenizer's Ġ/▁ markers, for every bundled family; the pages' core results carry that form; the exhaustive
-head-importance estimate and the attributions estimate's first-run flag."""
-from __future__ import annotations
+"""core.base.text.display_piece shows a token as the text it stands for: no Ġ/▁ markers for any bundled family's
+tokenizer, WordPiece's ## kept, special tokens as they are."""
 
-import sys
+from __future__ import annotations
 
 import pytest
 from transformers import AutoTokenizer
 
 from core.base.paths import ASSETS
 from core.base.text import BARE_MARK, display_piece
-from core.inspect import attribution_estimate as AE
-from core.inspect.head_importance import exhaustive_seconds
 
 BUNDLED = ("bert", "roberta", "albert", "distilbert")
 TEXT = "The capital of France is amazingly beautiful, said the tokenization café."
@@ -40,22 +36,3 @@ def test_wordpiece_continuations_keep_their_joiner():
     tok = _tok("bert")
     assert display_piece("##ing", tok) == "##ing"
     assert display_piece("▁capital") == "capital" and display_piece("Ġ") == BARE_MARK
-
-
-def test_exhaustive_estimate_scales_with_the_work():
-    bert_mini = exhaustive_seconds(6, 12, 384, 64)
-    assert bert_mini == pytest.approx(33.0)  # what it is calibrated on: the bundled mini's measured run
-    assert exhaustive_seconds(6, 12, 384, 16) == pytest.approx(bert_mini / 4)
-    assert exhaustive_seconds(6, 12, 384, 64, "cuda") < bert_mini
-
-
-def test_attribution_estimate_says_when_a_run_is_the_first(monkeypatch):
-    import torch
-
-    model = torch.nn.Linear(2, 2)
-    monkeypatch.delitem(sys.modules, "captum.attr", raising=False)
-    assert AE.first_run() and AE.first_run(model)  # captum not loaded yet: it will be
-    monkeypatch.setitem(sys.modules, "captum.attr", object())
-    assert not AE.first_run() and AE.first_run(model)  # loaded, but no run has finished on this model
-    AE.mark_warm(model)
-    assert not AE.first_run(model)

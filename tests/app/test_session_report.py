@@ -1,5 +1,6 @@
-"""Walk findings on the session report: Markdown rendered, long axis titles kept whole, the views that record,
+"""The session report: Markdown rendered, long axis titles kept whole, the views that record,
 the panel on every page state, and a follower's count."""
+
 from __future__ import annotations
 
 from app.kit import report
@@ -44,10 +45,17 @@ def test_no_page_calls_st_stop():
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
-    found = [f"{p.relative_to(root)}:{n.lineno}" for d in ("pages", "app") for p in sorted((root / d).rglob("*.py"))
-             for n in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
-             if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "stop"
-             and isinstance(n.func.value, ast.Name) and n.func.value.id == "st"]
+    found = [
+        f"{p.relative_to(root)}:{n.lineno}"
+        for d in ("pages", "app")
+        for p in sorted((root / d).rglob("*.py"))
+        for n in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+        if isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and n.func.attr == "stop"
+        and isinstance(n.func.value, ast.Name)
+        and n.func.value.id == "st"
+    ]
     assert not found, found
 
 
@@ -55,9 +63,14 @@ def test_no_page_calls_st_stop():
 def test_markdown_in_titles_texts_and_cells_is_rendered_not_shown_raw():
     from app.kit.render import as_text
 
-    e = report.Entry("e1", "Walkthrough", "6. **Fine-tuning**", {"text": "2 **3**"},
-                     rows=({"run": "**10×** run", "n": 3},),
-                     text=f"**The 10× run did worse**: typed `{as_text('a*b*c <i>x</i>')}`\n- one\n- two")
+    e = report.Entry(
+        "e1",
+        "Walkthrough",
+        "6. **Fine-tuning**",
+        {"text": "2 **3**"},
+        rows=({"run": "**10×** run", "n": 3},),
+        text=f"**The 10× run did worse**: typed `{as_text('a*b*c <i>x</i>')}`\n- one\n- two",
+    )
     html = report.build_html([e])
     assert "**" not in html.split("<table>", 1)[1].split("</table>", 1)[1]  # outside the inputs (typed as is)
     assert "<h2>6. <strong>Fine-tuning</strong></h2>" in html
@@ -72,8 +85,9 @@ def test_a_long_vertical_axis_title_is_broken_to_fit_its_plot():
     import plotly.graph_objects as go
 
     title = "Integrated Gradients (Sundararajan et al.) attribution"
-    fig = go.Figure(go.Bar(x=["a", "b"], y=[1, -1])).update_layout(yaxis_title=title, height=320,
-                                                                   margin=dict(t=30, b=10))
+    fig = go.Figure(go.Bar(x=["a", "b"], y=[1, -1])).update_layout(
+        yaxis_title=title, height=320, margin=dict(t=30, b=10)
+    )
     drawn = report.report_figure(fig.to_json())
     lines = drawn.layout.yaxis.title.text.split("<br>")
     assert len(lines) >= 2 and " ".join(lines) == title
@@ -91,8 +105,11 @@ def test_a_followers_count_says_which_results_it_only_followed():
 
     from app.room import session as room_session
 
-    assert (report.ROOM_ROLE, report.ROOM_FOLLOWING, report.FOLLOWER) == (room_session.ROLE, room_session.FOLLOWING,
-                                                                         room_session.FOLLOWER)
+    assert (report.ROOM_ROLE, report.ROOM_FOLLOWING, report.FOLLOWER) == (
+        room_session.ROLE,
+        room_session.FOLLOWING,
+        room_session.FOLLOWER,
+    )
 
     def script():
         import streamlit as st
@@ -153,8 +170,18 @@ def _show_ablation():
     from app.views.inspect.ablation import show_prediction
     from core.inspect.ablation_predict import AblatedPrediction
 
-    p = AblatedPrediction("fill_mask", ((0, 1), (1, 0)), "zero", ("mat", "floor"), (0.6, 0.2), (0.3, 0.4), "mat",
-                          "floor", -0.3, (("floor", 0.4), ("mat", 0.3)))
+    p = AblatedPrediction(
+        "fill_mask",
+        ((0, 1), (1, 0)),
+        "zero",
+        ("mat", "floor"),
+        (0.6, 0.2),
+        (0.3, 0.4),
+        "mat",
+        "floor",
+        -0.3,
+        (("floor", 0.4), ("mat", 0.3)),
+    )
     show_prediction(p, 2, key="fill_mask.ab")
 
 
@@ -164,8 +191,20 @@ def _show_importance():
     from app.views.inspect.ablation import show_importance
     from core.inspect.head_importance import ImportanceResult
 
-    r = ImportanceResult("encoderlab/bert-mini", "mlm", np.ones((2, 2)), np.ones((2, 2)), 0.5, (0.0, 0.5, 1.0),
-                         (2.0, 2.5, 4.0), (2.0, 3.0, 4.0), "MLM loss", 16, 1.0, 4.0)
+    r = ImportanceResult(
+        "encoderlab/bert-mini",
+        "mlm",
+        np.ones((2, 2)),
+        np.ones((2, 2)),
+        0.5,
+        (0.0, 0.5, 1.0),
+        (2.0, 2.5, 4.0),
+        (2.0, 3.0, 4.0),
+        "MLM loss",
+        16,
+        1.0,
+        4.0,
+    )
     show_importance(r, key="attention.imp.7")
 
 

@@ -1,10 +1,11 @@
-"""Workshop walk, "English left in 中文": every message a page shows from core is in the session's language.
+"""In 中文 every message a page shows from core (errors and notes) is in the session's language.
 
 Core raises its own errors and returns its own notes (with a kind and params, core.base.messages); the app writes
 them in the session's language (app.kit.i18n.explain). In 中文 the shown messages hold the zh text of their kind
 and no English sentence of assets/i18n/errors.toml (``english_sentences``, also used by the e2e pass over every
 page in tests/e2e/test_foundation_e2e.py).
 """
+
 from __future__ import annotations
 
 import re
@@ -47,8 +48,9 @@ def zh_app(name: str, params: dict[str, str] | None = None) -> AppTest:
 
 def zh(kind: str, **params) -> str:
     """The zh text of ``kind`` as the app shows it."""
-    return templates()[kind]["zh"].format(**{k: (zh(v.kind, **v.params) if hasattr(v, "kind") else v)
-                                            for k, v in params.items()})
+    return templates()[kind]["zh"].format(
+        **{k: (zh(v.kind, **v.params) if hasattr(v, "kind") else v) for k, v in params.items()}
+    )
 
 
 def shown(at: AppTest) -> list[str]:
@@ -69,9 +71,11 @@ def test_the_known_english_list_is_built_from_the_templates():
 
 def test_fill_mask_bad_inputs_and_tokenizer_notes_in_chinese(use_tiny_zoo):
     at = zh_app("fill_mask")
-    cases = [("", zh("text.text_empty", empty_hint=msg("fill_mask.hint_empty"))),
-             ("No mask here.", zh("fill_mask.text_has_mask_write")),
-             ("[MASK] [MASK]", zh("fill_mask.text_only_masks_there"))]
+    cases = [
+        ("", zh("text.text_empty", empty_hint=msg("fill_mask.hint_empty"))),
+        ("No mask here.", zh("fill_mask.text_has_mask_write")),
+        ("[MASK] [MASK]", zh("fill_mask.text_only_masks_there")),
+    ]
     for text, want in cases:
         at.text_area(key="fill_mask.text").set_value(text)
         submit(at, "fill_mask.form", "fill_mask.predict")

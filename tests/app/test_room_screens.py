@@ -1,13 +1,11 @@
-"""Workshop walk findings on the room: the presenter's own messages (a closed room, a revealed poll), the poll chart
-on a projector (full wrapped labels, bars with room, the right answer marked), charts' text kept inside them on a
-phone, the page names in presenter view's sidebar, and a follower's sentence box above the page's output."""
+"""What a room's presenter and followers see: the presenter's own messages (a closed room, a revealed poll), the
+poll chart on a projector (full wrapped labels, bars with room, the right answer marked), and a follower's
+sentence box above the page's output."""
+
 from __future__ import annotations
 
 import json
 
-import plotly.graph_objects as go
-
-from app.kit import presenter
 from app.kit.i18n import catalog
 from app.room import polls
 from app.room import session as room_session
@@ -24,7 +22,9 @@ def _presenter(page: str):
 
 
 def _texts(at) -> str:
-    parts = [e.value for kind in ("markdown", "info", "warning", "error", "success", "caption") for e in getattr(at, kind)]
+    parts = [
+        e.value for kind in ("markdown", "info", "warning", "error", "success", "caption") for e in getattr(at, kind)
+    ]
     return "\n".join(str(p) for p in parts)
 
 
@@ -86,29 +86,6 @@ def test_the_poll_chart_keeps_every_word_of_a_long_option_and_room_for_its_bars(
     assert list(unmarked.data[0].marker.color) == [polls.BAR] * 3 and "✓" not in "".join(unmarked.layout.yaxis.ticktext)
 
 
-def test_a_long_chart_title_and_a_legend_below_the_plot_fit_a_phone():
-    title = "Length (L2 norm) of each part of each token's input vector"
-    fig = go.Figure(go.Bar(x=["a"], y=[1], name="stored")).update_layout(
-        title=title, margin=dict(t=40, b=10), legend=dict(orientation="h", y=-0.25), height=380)
-    shown = presenter.scale(fig)
-    lines = shown.layout.title.text.split("<br>")
-    assert " ".join(lines) == title and len(lines) == 2
-    assert all(len(line) <= presenter.TITLE_WRAP for line in lines)
-    assert shown.layout.margin.t >= 2 * presenter.TITLE_PX  # room for both lines
-    assert (shown.layout.legend.yref, shown.layout.legend.y, shown.layout.legend.yanchor) == ("container", 0, "bottom")
-    assert fig.layout.title.text == title and fig.layout.legend.y == -0.25  # the caller's figure is unchanged
-    short = go.Figure().update_layout(title="loss")
-    assert presenter.scale(short) is short
-    zh = presenter.wrap_text("每个词元输入向量各部分的长度以及层归一化之后的长度", presenter.TITLE_WRAP)
-    assert "<br>" in zh and zh.replace("<br>", "") == "每个词元输入向量各部分的长度以及层归一化之后的长度"
-
-
-def test_presenter_views_sidebar_lets_a_long_page_name_wrap():
-    css = presenter._CSS
-    assert '[data-testid="stSidebarNav"] a [data-testid="stMarkdownContainer"]' in css
-    assert "min-width: 0" in css
-
-
 def test_a_followers_sentence_box_comes_before_the_fill_mask_output(use_tiny_zoo):
     pres, code = _presenter("fill_mask")
     pres.toggle(key="room.collect_toggle").set_value(True).run()
@@ -120,12 +97,3 @@ def test_a_followers_sentence_box_comes_before_the_fill_mask_output(use_tiny_zoo
     drawn = list(f.main)  # depth first: the order on the page
     where = {id(node): i for i, node in enumerate(drawn)}
     assert where[id(send)] < where[id(f.title[0])] < where[id(predict)]
-
-
-def test_a_long_legend_name_and_named_categories_fit_a_phone():
-    name = "encoder weights applied per token"
-    fig = go.Figure(go.Bar(x=["bert-base-uncased", "albert-large-v2"], y=[1, 2], name=name)).update_layout(
-        legend=dict(orientation="h", y=-0.2))
-    shown = presenter.scale(fig)
-    assert "<br>" in shown.data[0].name and shown.data[0].name.replace("<br>", " ") == name
-    assert shown.layout.xaxis.automargin is True and fig.data[0].name == name

@@ -1,7 +1,8 @@
-"""Walk findings on the Look-inside and Predict pages: tokens shown without Ġ/▁ (Fill-mask's charts and tables,
+"""Labels and hints on the Look-inside and Predict pages: tokens shown without Ġ/▁ (Fill-mask's charts and tables,
 Attention, Attributions), the Switch-off-heads hint for a mask in sentence B, head importance's fast default and
 its estimate, the query/key layout, the Speed chart's labels, the attributions estimate for a refused text, and an
 attribution result marked out of date when its text changes."""
+
 from __future__ import annotations
 
 import json
@@ -17,7 +18,8 @@ from app.views.inspect.attribution import bar_chart, for_export, shown_tokens
 from app.views.predict.results import fill_rows, topk_bar
 from app.views.start.walkthrough.step_mlm import fill_figure
 from core.base.paths import ASSETS
-from core.inspect import attention as A, attribution_estimate as AE
+from core.inspect import attention as A
+from core.inspect import attribution_estimate as AE
 from core.inspect.attribution import attribute
 from core.inspect.attribution_inputs import AttributionConfig
 from core.models.loading import ModelSpec, load
@@ -48,8 +50,9 @@ def test_fill_mask_chart_and_table_labels_use_the_display_form(fam):
     for m in r.masks:
         fig = topk_bar(m, "t")
         assert _clean(fig.layout.yaxis.ticktext) and len(fig.layout.yaxis.ticktext) == len(m.candidates)
-        assert [c[0] for c in fig.data[0].customdata] == [c.piece.replace("<", "&lt;").replace(">", "&gt;")
-                                                          for c in m.candidates]  # the raw piece in the hover
+        assert [c[0] for c in fig.data[0].customdata] == [
+            c.piece.replace("<", "&lt;").replace(">", "&gt;") for c in m.candidates
+        ]  # the raw piece in the hover
     for row in fill_rows([r]):
         assert _clean(row.values()), row
     if fam == "roberta":  # the walkthrough's masking step draws the same result with the same labels
@@ -69,8 +72,10 @@ def test_attention_labels_use_the_display_form(fam):
 
 def test_attribution_charts_and_exports_use_the_display_form():
     lm = _bundled("roberta")
-    res = attribute(lm, AttributionConfig(target="mask", text="The capital of France is <mask>, on the Seine.",
-                                          methods=("saliency",)))
+    res = attribute(
+        lm,
+        AttributionConfig(target="mask", text="The capital of France is <mask>, on the Seine.", methods=("saliency",)),
+    )
     assert any(mk in p for p in res.tokens for mk in MARKERS)
     assert not AE.first_run(lm.model)  # a finished run: the next estimate on this model is not a first run's
     assert _clean(shown_tokens(res)) and _clean(for_export(res).tokens) and _clean([res.target_label])
@@ -96,19 +101,22 @@ def test_fill_mask_page_table_and_charts_show_no_markers(use_tiny_zoo):
 
 # ---------------------------------------------------------------------------------------------- 2. attention hint
 def _heads_tab(fam: str, text: str, text_b: str, pair: bool):
+    from types import SimpleNamespace
+
     from app.views.inspect.ablation import attention_heads
     from core.inspect.attention import AttentionConfig
     from core.models.loading import ModelSpec
-    from types import SimpleNamespace
 
-    attention_heads(SimpleNamespace(spec=ModelSpec(fam, f"encoderlab/{fam}-mini", "cpu")),
-                    AttentionConfig(text, text_b, pair))
+    attention_heads(
+        SimpleNamespace(spec=ModelSpec(fam, f"encoderlab/{fam}-mini", "cpu")), AttentionConfig(text, text_b, pair)
+    )
 
 
 @pytest.mark.parametrize("fam", ["roberta", "distilbert"])
 def test_switch_off_heads_says_where_the_mask_is(fam):
-    at = AppTest.from_function(_heads_tab, args=(fam, "The cat sat down.", "It was [MASK].", True),
-                               default_timeout=60).run()
+    at = AppTest.from_function(
+        _heads_tab, args=(fam, "The cat sat down.", "It was [MASK].", True), default_timeout=60
+    ).run()
     assert not at.exception, at.exception
     infos = " ".join(i.value for i in at.info)
     assert "Nothing to recompute" not in infos and "sentence B" in infos
@@ -130,8 +138,13 @@ def test_attention_page_with_a_mask_offers_the_heads(use_tiny_zoo):
 def test_qk_figure_keeps_tick_numbers_off_the_titles():
     n, d = 12, 16
     rng = np.random.default_rng(0)
-    v = A.QKView(query=rng.normal(size=d), keys=rng.normal(size=(n, d)), product=rng.normal(size=(n, d)),
-                 scores=rng.normal(size=n), weights=np.full(n, 1 / n))
+    v = A.QKView(
+        query=rng.normal(size=d),
+        keys=rng.normal(size=(n, d)),
+        product=rng.normal(size=(n, d)),
+        scores=rng.normal(size=n),
+        weights=np.full(n, 1 / n),
+    )
     fig = AF.qk_figure(v, [f"t{i}" for i in range(n)], "t0")
     lay = fig.layout
     assert lay.xaxis.showticklabels is False  # the query strip's numbers (they sat on the lower titles)
@@ -146,8 +159,10 @@ def test_qk_figure_keeps_tick_numbers_off_the_titles():
 
 # ---------------------------------------------------------------------------------------------- 5. speed chart
 def test_speed_chart_labels_sit_above_the_error_bars():
-    rows = tuple(SimpleNamespace(label=f"m{i}", latency_ms=lat, latency_std_ms=sd, throughput=1.0)
-                 for i, (lat, sd) in enumerate([(12.0, 3.0), (5.0, 0.5), (30.0, 8.0)]))
+    rows = tuple(
+        SimpleNamespace(label=f"m{i}", latency_ms=lat, latency_std_ms=sd, throughput=1.0)
+        for i, (lat, sd) in enumerate([(12.0, 3.0), (5.0, 0.5), (30.0, 8.0)])
+    )
     fig = speed_chart(SimpleNamespace(rows=rows))
     bar = next(tr for tr in fig.data if tr.type == "bar")
     assert not bar.text and bar.textposition != "outside"  # no value label for the error bar to strike through

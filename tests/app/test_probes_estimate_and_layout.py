@@ -1,16 +1,13 @@
-"""Layer probes: the estimate under Run (timed on the model, changing with the settings), a table whose depth
-columns fit, the exports side by side; the Projector's axis titles and the Attributions bar chart's x title."""
-from __future__ import annotations
+"""Layer probes: the time estimate under Run (timed on the model, following the settings), a table whose depth
+columns fit beside the task columns, and the exports side by side in one row (Layer probes and Attributions)."""
 
-import json
-import types
+from __future__ import annotations
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from core.represent.probes import ProbeConfig, ProbeResult, ProbeTiming, TaskScore, estimate
-
-from tests.app.conftest import click, page_for
+from tests.app.conftest import page_for
 
 
 def _estimate(at) -> str:
@@ -39,10 +36,21 @@ def test_estimate_scales_with_sentences_and_fits():
 
 def _result(depths: int = 7) -> ProbeResult:
     acc = tuple(0.5 + 0.05 * d for d in range(depths))
-    return ProbeResult("tiny", "bert", depths, {"per_task": 300}, 1000, "bundled", (
-        TaskScore("length", "sentence", ("a", "b"), 240, 60, 1000, acc, 0.2),
-        TaskScore("suffix", "word", ("-s", "other"), 240, 60, 3000, acc, 0.1, acc, tuple(0.0 for _ in acc))),
-        1.0, "k", 1.0)
+    return ProbeResult(
+        "tiny",
+        "bert",
+        depths,
+        {"per_task": 300},
+        1000,
+        "bundled",
+        (
+            TaskScore("length", "sentence", ("a", "b"), 240, 60, 1000, acc, 0.2),
+            TaskScore("suffix", "word", ("-s", "other"), 240, 60, 3000, acc, 0.1, acc, tuple(0.0 for _ in acc)),
+        ),
+        1.0,
+        "k",
+        1.0,
+    )
 
 
 def test_depth_columns_fit_beside_the_task_columns():
@@ -57,8 +65,8 @@ def test_depth_columns_fit_beside_the_task_columns():
 
 
 def _show_probes():
-    from tests.app.test_probes_polish import _result
     from app.views.represent.probes import show_result
+    from tests.app.test_probes_estimate_and_layout import _result  # AppTest runs this function's source alone
 
     show_result(_result(3))
 
@@ -94,22 +102,3 @@ def test_download_buttons_sit_side_by_side_in_one_horizontal_row(script):
     parents = _download_parents(at)
     assert len(parents) == 2 and parents[0] is parents[1]  # one row, not two half-page columns
     assert parents[0].proto.flex_container.direction == 2  # horizontal  # noqa: PLR2004
-
-
-def test_attribution_bar_chart_names_both_axes():
-    from app.views.inspect import attribution as ra
-
-    m = types.SimpleNamespace(method="ig", scores=[0.5, -0.2])
-    res = types.SimpleNamespace(tokens=["[CLS]", "the"], method=lambda _name: m)
-    fig = ra.bar_chart(res, "ig")
-    assert fig.layout.xaxis.title.text == "token (position · piece)" and fig.layout.yaxis.title.text
-
-
-def test_projector_scatter_names_the_methods_components(use_tiny_zoo, tmp_path, monkeypatch):
-    from tests.app.test_projector_page import _fill
-
-    monkeypatch.setenv("ENCODERLAB_RUNS", str(tmp_path / "runs"))
-    at = page_for("projector")
-    _fill(at)
-    layout = json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]
-    assert layout["xaxis"]["title"]["text"] == "PC 1" and layout["yaxis"]["title"]["text"] == "PC 2"

@@ -1,6 +1,7 @@
-"""Walk findings on fine-tuning: walkthrough step 6 says what its runs measured, a held-out chart with one
-evaluation is readable, the worst errors wrap, token runs have no pooling choice, and Compare runs keeps sequence
-and token runs apart."""
+"""The fine-tune views (app/views/train/finetune*, walkthrough step 6): step 6 says what its runs measured, a
+held-out chart with one evaluation is readable, the worst errors wrap, token runs have no pooling choice, and
+Compare runs keeps sequence and token runs apart."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace as NS
@@ -36,8 +37,10 @@ def test_step6_says_the_10x_run_won_when_it_did_as_measured_on_the_bundled_mini(
     assert "too high" not in t("walkthrough.s6.title")
 
 
-@pytest.mark.parametrize("good, high, kind", [(0.70, 0.88, "short_run"), (0.88, 0.70, "worse"),
-                                              (0.88, 0.15, "collapsed"), (0.15, 0.74, "stuck")])
+@pytest.mark.parametrize(
+    "good, high, kind",
+    [(0.70, 0.88, "short_run"), (0.88, 0.70, "worse"), (0.88, 0.15, "collapsed"), (0.15, 0.74, "stuck")],
+)
 def test_step6_names_the_winner_the_runs_show_and_the_jitter_as_measured(good, high, kind):
     for losses_high, jumpier in ((JUMPY, True), (SMOOTH, False)):
         v = lr_verdict(_report(good, SMOOTH), _report(high, losses_high))
@@ -73,10 +76,16 @@ def two_runs(tiny_models, tmp_path_factory):
     from tests.core.test_finetune import toy
 
     fam = "bert" if "bert" in tiny_models else next(iter(tiny_models))
-    seq = train(FinetuneConfig(fam, str(tiny_models[fam]), max_steps=2, batch_size=8, max_length=16, patience=0),
-                toy(24, 8), tmp_path_factory.mktemp("seq"))
-    tok = train(FinetuneConfig(fam, str(tiny_models[fam]), task="token", max_steps=2, batch_size=8, max_length=32,
-                               patience=0), load_bundled_tokens().subset(16, 4), tmp_path_factory.mktemp("tok"))
+    seq = train(
+        FinetuneConfig(fam, str(tiny_models[fam]), max_steps=2, batch_size=8, max_length=16, patience=0),
+        toy(24, 8),
+        tmp_path_factory.mktemp("seq"),
+    )
+    tok = train(
+        FinetuneConfig(fam, str(tiny_models[fam]), task="token", max_steps=2, batch_size=8, max_length=32, patience=0),
+        load_bundled_tokens().subset(16, 4),
+        tmp_path_factory.mktemp("tok"),
+    )
     return seq, tok
 
 
@@ -94,8 +103,9 @@ def _result(name, result):
 
 def test_compare_runs_puts_sequence_and_token_runs_in_separate_tables(two_runs):
     seq, tok = two_runs
-    at = AppTest.from_function(_compare, args=([("run1", seq), ("run2", tok), ("run3", seq)],),
-                               default_timeout=60).run()
+    at = AppTest.from_function(
+        _compare, args=([("run1", seq), ("run2", tok), ("run3", seq)],), default_timeout=60
+    ).run()
     assert not at.exception, at.exception
     tables = [d.value for d in at.dataframe]
     assert len(tables) == 2 and len(at.get("plotly_chart")) == 2
@@ -118,8 +128,9 @@ def test_the_worst_errors_are_a_wrapping_table_with_every_column(two_runs):
     at = AppTest.from_function(_result, args=("run1", seq), default_timeout=60).run()
     assert not at.exception, at.exception
     (table,) = [tb.value for tb in at.table]
-    assert list(table.columns) == [t(f"finetune.col.{c}") for c in ("text", "true", "predicted", "confidence",
-                                                                       "p_true")]
+    assert list(table.columns) == [
+        t(f"finetune.col.{c}") for c in ("text", "true", "predicted", "confidence", "p_true")
+    ]
     assert table.iloc[0, 3].endswith("%")
     assert not [d for d in at.dataframe if "text" in list(d.value.columns)]
 
@@ -131,5 +142,6 @@ def test_a_token_task_has_no_pooling_options(use_tiny_zoo, tmp_path, monkeypatch
     assert at.checkbox(key="finetune.tok_mix").value is True
     assert any("has no pooling" in (c.help or "") for c in at.checkbox)
     at.radio(key="finetune.task").set_value("sequence").run()
-    assert at.radio(key="finetune.pooling").options == [t(f"finetune.pooling_opt.{p}") for p in
-                                                        ("cls", "mean", "scalar_mix")]
+    assert at.radio(key="finetune.pooling").options == [
+        t(f"finetune.pooling_opt.{p}") for p in ("cls", "mean", "scalar_mix")
+    ]

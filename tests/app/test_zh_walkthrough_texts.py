@@ -1,9 +1,10 @@
-"""#30 part 4, polish: the Walkthrough in 中文 with the bundled Chinese-capable model (encoderlab/xlmr-e5-small)
-names that model's own special tokens (<mask>, <s>, </s>) instead of BERT's, draws step 2's fill-mask result, and
-gives Chinese guidance in step 7. Texts: assets/i18n/zh_polish.toml.
+"""The Walkthrough in 中文 with the bundled Chinese-capable model (encoderlab/xlmr-e5-small) names that model's
+own special tokens (<mask>, <s>, </s>) instead of BERT's, draws step 2's fill-mask result, and gives Chinese
+guidance in step 7. Texts: assets/i18n/zh_polish.toml.
 
-The model is loaded once per process through the app's cache (as in test_zh_walk.py); nothing here reads what its
-MLM head predicts (it may be untrained)."""
+The model is loaded once per process through the app's cache (as in test_zh_bundled_model.py); nothing here reads
+what its MLM head predicts (it may be untrained)."""
+
 from __future__ import annotations
 
 import json

@@ -1,7 +1,8 @@
-"""A new user's tour of the Walkthrough: every step's page links shown whole (a wrapping row, not equal columns),
-step 1's chart axes fitting the tallest bar with nice ticks, step 2's colours, legend, "whole words" cell and
-fill-mask caption agreeing with what is drawn, steps 3 and 4 saying when the bundled ALBERT mini's SOP head did
-not learn (read from its card), and step 5's article figures drawn with no up/down arrow."""
+"""What the Walkthrough's steps draw agrees with what they measure: every step's page links shown whole (a
+wrapping row, not equal columns), step 1's chart axes fitting the tallest bar with nice ticks, step 2's colours,
+legend, "whole words" cell and fill-mask caption agreeing with what is drawn, steps 3 and 4 saying when the bundled
+ALBERT mini's SOP head did not learn (read from its card), and step 5's article figures drawn with no arrow."""
+
 from __future__ import annotations
 
 import json
