@@ -33,8 +33,9 @@ chromium:
 run: install
 	$(PY) -m streamlit run app/serve.py --server.port $(PORT) --server.address $${ENCODERLAB_HOST:-localhost}
 
-# Every test: the non-browser ones on two workers (pytest-xdist), then the browser tests on their own (each starts
-# a real server and Chromium, and some compare timings, which a second worker beside them would skew).
+# Every test: the non-browser ones on two workers (pytest-xdist), then the browser tests, also on two workers (each
+# starts its own server on a free port and its own Chromium; none asserts a time, so a neighbour slows it harmlessly:
+# 6:00 against 8:35 one at a time).
 # The non-browser tests run shuffled (pytest-randomly) with a fixed seed: no test may depend on another's order, and
 # a failure still reproduces; `make test RANDOM_SEED=<n>` shakes the order another way.
 TEST_ENV := HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
@@ -42,7 +43,7 @@ RANDOM_SEED ?= 45
 test: install-test lint
 	@rc=0; \
 	$(TEST_ENV) $(PY) -m pytest -q -p no:cacheprovider --durations=25 -n 2 --dist loadgroup --randomly-seed=$(RANDOM_SEED) -m "not e2e" tests || rc=1; \
-	$(TEST_ENV) $(PY) -m pytest -q -p no:cacheprovider --durations=25 -p no:randomly -m e2e tests || rc=1; \
+	$(TEST_ENV) $(PY) -m pytest -q -p no:cacheprovider --durations=25 -n 2 --dist loadgroup -p no:randomly -m e2e tests || rc=1; \
 	exit $$rc
 
 # ruff (lint, then the format check) and mypy on core/, as pyproject.toml sets them; make test runs this first

@@ -131,10 +131,12 @@ def test_pretrain_model_is_freed_after_the_run(outcome, tmp_path):
         if outcome == "finished":
             assert pretrain(cfg, on_step=on_step).steps == 6
         else:
-            with pytest.raises(JobCancelled if outcome == "cancelled" else FileExistsError):
+            with pytest.raises(JobCancelled if outcome == "cancelled" else FileExistsError) as err:
                 pretrain(cfg, on_step=on_step)
     assert len(seen) > 0
     assert_freed(seen, params)  # while `err` still holds the exception, as a job table would
+    if outcome != "finished":
+        assert err.value is not None  # (and it is still held here)
 
 
 def test_release_breaks_accelerates_mixed_precision_cycle():

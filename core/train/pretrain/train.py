@@ -575,7 +575,8 @@ def pretrain(
             # traceback keeps every frame's locals (model, optimizer state, activations) alive, on the GPU too.
             training.release(acc, model, optimizer)
             model = teacher = optimizer = scheduler = batch = ids = att = types = sel = gold = None
-            seq = pooled = logits = loss = mlm_loss = pl = pair_loss = kl = cos = t_seq = t_logits = None  # graphs
+            # and the graphs, each of which holds the model's parameters
+            seq = pooled = logits = loss = mlm_loss = pl = pair_out = pair_loss = kl = cos = t_seq = t_logits = None
             drop_frames(failure)
             raise failure
 
