@@ -87,7 +87,11 @@ def load_fresh(cfg: FinetuneConfig, data):
             raise ValueError(msg("finetune.does_not_support_gradient", name__=type(hf).__name__))
         # use_reentrant=False: torch's recommended form; it also keeps gradients flowing when the embeddings are
         # frozen (the reentrant form needs an input that requires grad).
-        hf.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        enable = getattr(hf, "activation_checkpointing_enable", None)  # the name since transformers 5.2x
+        if enable is not None:
+            enable(activation_checkpointing_kwargs={"use_reentrant": False})
+        else:  # an older transformers (a lent GPU machine's own); the old name warns that v6 drops it
+            hf.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     bad = [n for n, p in model.named_parameters() if not p.isfinite().all()]
     if bad:
         raise FinetuneError(
