@@ -2,19 +2,16 @@
 see its nearest contexts in the corpus and which words they are. Logic in core/represent/corpus_index.py, drawing in
 app/views/represent/corpus_search.py."""
 
-import hashlib
-
 import streamlit as st
 
-from app.kit import presenter
 from app.kit.flow import end_page
 from app.kit.i18n import explain, t
 from app.kit.jobs_panel import job_panel, runner, submit_job
 from app.kit.loaders import model_or_error
-from app.kit.render import as_text, current_result, job_for, run_or_error, shorten
+from app.kit.render import job_for
 from app.kit.uploads import upload_box
 from app.kit.zh_examples import chinese_examples
-from app.views.represent.corpus_search import PAGE, K, depth_label, show_index, show_result
+from app.views.represent.corpus_search import PAGE, K, depth_label, query_section, show_index
 from core.base.messages import carry
 from core.base.settings import current as server_settings
 from core.represent.corpus_index import (
@@ -26,8 +23,6 @@ from core.represent.corpus_index import (
     index_key,
     load_key,
     max_sentences_allowed,
-    query_words,
-    search,
     sentences_from_text,
     sentences_from_upload,
 )
@@ -35,8 +30,6 @@ from core.represent.token_vectors import num_depths
 from core.runtime.jobs import CANCELLED, DONE, ERROR
 
 SOURCES = ("bundled", "paste", "upload")
-MAX_NEIGHBOURS = 50
-FOUND_SHOWN = 200  # sentences with the looked-up word offered at most
 
 st.title(t("corpus_search.title"))
 st.caption(t("corpus_search.intro"))
@@ -167,74 +160,4 @@ if ci is None:  # not built for this model, corpus and depth: a background job b
     end_page()
 
 show_index(ci)
-
-
-def word_key(query: str) -> str:
-    """The word picker's key for one query text: another text starts with no word picked."""
-    return K("word." + hashlib.sha1(query.encode("utf-8")).hexdigest()[:12])
-
-
-def use_sentence(sentence: str, word: str) -> None:
-    st.session_state[K("query")] = sentence
-    w = next((i for i, (_, _, x) in enumerate(query_words(sentence)) if x.lower() == word.strip().lower()), None)
-    st.session_state[word_key(sentence)] = w
-
-
-def on_find() -> None:  # a new word to look up: its first sentence becomes the query, with the word picked
-    word = st.session_state.get(K("find"), "")
-    try:
-        use_sentence(ci.sentences[ci.sentences_with(word)[0]], word)
-    except ValueError:
-        pass  # the message is shown below the box
-
-
-def on_found(sel_key: str, word: str) -> None:
-    if st.session_state.get(sel_key) is not None:
-        use_sentence(ci.sentences[st.session_state[sel_key]], word)
-
-
-st.subheader(t("corpus_search.query_head"))
-st.session_state.setdefault(K("query"), ci.sentences[0])
-c1, c2 = st.columns([1, 2])
-find = c1.text_input(
-    t("corpus_search.find"), key=K("find"), placeholder=t("corpus_search.find_placeholder"), on_change=on_find
-)
-if find.strip():
-    try:
-        found = ci.sentences_with(find)
-    except ValueError as e:  # a word absent from the corpus
-        c2.error(explain(e))
-    else:
-        sel = K(f"found.{ci.key}.{find.strip().lower()}")
-        c2.selectbox(
-            t("corpus_search.found", word=as_text(find.strip()), n=f"{len(found):,}"),
-            list(found[:FOUND_SHOWN]),
-            key=sel,
-            format_func=lambda i: shorten(ci.sentences[i], 120),
-            on_change=on_found,
-            args=(sel, find),
-        )
-query = st.text_input(t("corpus_search.query"), key=K("query"))
-words = query_words(query)
-pick = None
-if not words:
-    st.info(t("corpus_search.no_words"))
-else:
-    pick = st.pills(
-        t("corpus_search.pick"),
-        list(range(len(words))),
-        key=word_key(query),
-        selection_mode="single",
-        format_func=lambda i: as_text(words[i][2]),
-    )
-    with presenter.settings():
-        k = st.slider(t("corpus_search.k"), 1, MAX_NEIGHBOURS, 10, key=K("k"))
-    if pick is None:
-        st.caption(t("corpus_search.pick_prompt"))
-if pick is not None:
-    asked = (lm.spec, ci.key, query, int(pick), int(k))  # model, corpus, depth (in the key), query, word, k
-    if current_result(K("result"), asked) is None:
-        run_or_error(K("result"), lambda: search(lm, ci, query, int(pick), k=int(k)), made_from=asked)
-    res = current_result(K("result"), asked)
-    if res is not None:
-        show_result(res)
+query_section(lm, ci)

@@ -7,40 +7,18 @@ finished run (and each try-it prediction) goes into the session report."""
 
 from __future__ import annotations
 
-import time
-from pathlib import Path
-
 import streamlit as st
 
 from app.kit import presenter, state, urlstate
 from app.kit.i18n import explain, t
-from app.kit.jobs_panel import job_panel, runner
-from app.views.train import (
-    finetune as view,
-)
-from app.views.train import (
-    finetune_charts as charts,
-)
-from app.views.train import (
-    finetune_data as data_view,
-)
-from app.views.train import (
-    finetune_report as run_report,
-)
-from app.views.train import (
-    finetune_results as results,
-)
+from app.views.train import finetune as view
+from app.views.train import finetune_data as data_view
+from app.views.train import finetune_runs as runs_view
 from core import registry
-from core.base.fields import default_of
-from core.data.datasets_local import GLUE_TASKS
-from core.train.finetune import job_fn, job_resource, runs_root
 from core.train.finetune_config import (
-    DEFAULT_DATA,
     POOLINGS,
     PRECISIONS,
     TASKS,
-    FinetuneConfig,
-    apply_remedy,
     hidden_size_of,
 )
 
@@ -53,46 +31,7 @@ TASK = st.session_state.get(K("task")) or st.query_params.get(K("task"))  # a li
 TASK = TASK if TASK in TASKS else "sequence"
 # by model size (the minis need a higher lr than the articles' to learn in a minute) and task (token: 5e-5)
 START, ARTICLES = view.starting_settings(HIDDEN, TASK)
-# key: (default, URL field). Every widget below is keyed K(key) and starts from its default; a number's range is
-# its config field's (view.bounds_of), in the URL as in the widget.
-DEFAULT = {n: default_of(FinetuneConfig, f) for n, f in view.CONFIG_KEYS.items()}
-DEFAULT.update(
-    {view.PRESET_KEYS[f]: v for f, v in START.items()}, dropout=view.OWN_DROPOUT, rows=0, test_rows=0, test_frac=None
-)  # test_frac: set where the upload's widget is drawn
-OPTIONS = {
-    n: (DEFAULT[n], urlstate.Field.of(K(n), view.bounds_of(n)))
-    for n in (
-        "epochs",
-        "max_steps",
-        "warmup",
-        "wd",
-        "clip",
-        "freeze_n",
-        "seed",
-        "patience",
-        "evals",
-        "rows",
-        "test_rows",
-        "test_frac",
-    )
-}
-OPTIONS.update(
-    {
-        "task": ("sequence", urlstate.Field(K("task"), choices=TASKS)),
-        "source": (DEFAULT_DATA, urlstate.Field(K("source"), choices=data_view.SOURCES)),
-        "tok_source": ("sample", urlstate.Field(K("tok_source"), choices=data_view.TOKEN_SOURCES)),
-        "glue_task": (None, urlstate.Field(K("glue_task"), choices=tuple(GLUE_TASKS))),
-        "lr": (DEFAULT["lr"], urlstate.Field(K("lr"), "float", choices=LRS)),
-        "batch": (DEFAULT["batch"], urlstate.Field(K("batch"), "int", choices=BATCHES)),
-        "max_len": (DEFAULT["max_len"], urlstate.Field(K("max_len"), "int", choices=MAX_LENS)),
-        "pooling": (DEFAULT["pooling"], urlstate.Field(K("pooling"), choices=POOLINGS)),
-        "tok_mix": (False, urlstate.Field(K("tok_mix"), "bool")),  # token runs: the scalar mix, or the family's head
-        "freeze_emb": (DEFAULT["freeze_emb"], urlstate.Field(K("freeze_emb"), "bool")),
-        "grad_ckpt": (DEFAULT["grad_ckpt"], urlstate.Field(K("grad_ckpt"), "bool")),
-        "precision": (DEFAULT["precision"], urlstate.Field(K("precision"), choices=PRECISIONS)),
-        "dropout": (view.OWN_DROPOUT, urlstate.Field(K("dropout"), "float", choices=view.DROPOUTS)),
-    }
-)
+OPTIONS = view.url_options(START, data_view.SOURCES, data_view.TOKEN_SOURCES)  # key: (default, URL field)
 FIELDS = tuple(f for _, f in OPTIONS.values())
 
 restored = urlstate.bind(FIELDS)  # before the widgets: a link's values become their state
@@ -210,69 +149,14 @@ with st.form(K("form") if task == "sequence" else K("form_token"), enter_to_subm
 view.oom_panel(preview, data)
 
 
-def submit(cfg, run_data) -> None:
-    name = f"run{len(runs) + 1}-{cfg.family}"
-    out = runs_root(state.session_id()) / f"{name}-{time.strftime('%H%M%S')}"
-    job = runner().submit(
-        t("finetune.job_name", name=name),
-        job_fn(cfg, run_data, out),
-        resource=job_resource(cfg),
-        owner=state.session_id(),
-    )
-    runs.append(dict(name=name, job_id=job.id, cfg=cfg, data=run_data, out=str(out), result=None))
-
-
 if start:
     try:
         if spec is None or data is None:
             raise ValueError(t("finetune.need_model_and_data"))
         rows, test_rows = (int(st.session_state[K(k)]) or None for k in ("rows", "test_rows"))
-        submit(view.config_from_state(spec, task, strict=True), data.subset(rows, test_rows))
+        runs_view.submit(runs, view.config_from_state(spec, task, strict=True), data.subset(rows, test_rows))
     except ValueError as e:
         st.error(explain(e))
 
-st.subheader(t("finetune.h_runs"))
-if not runs:
-    st.info(t("finetune.no_runs"))
-for run in reversed(runs):
-    job = runner().get(run["job_id"])
-    if run["result"] is None and job is not None and job.status == "done":
-        run["result"] = job.result  # kept in the session: later errors cannot lose it
-        state.register_session_model(
-            f"{run['name']} ({run['data'].name})",
-            run["cfg"].family,
-            job.result.model_dir,
-            kind="fine-tuned-token" if run["cfg"].task == "token" else "fine-tuned",
-        )
-        run_report.record_run(job.id, run["name"], job.result, len(run["data"].train))  # once, when it finishes
-        st.rerun()  # once, so the sidebar picker (drawn before this page) lists the new model
-    with st.expander(f"{run['name']} · {run['cfg'].checkpoint} · {run['data'].name}", expanded=run is runs[-1]):
-        if run["result"] is not None:
-            results.result_view(run["name"], run["result"])
-            continue
-
-        def resume(r=run) -> None:
-            j = runner().submit(
-                t("finetune.job_name_resumed", name=r["name"]),
-                job_fn(r["cfg"], r["data"], r["out"], resume=True),
-                resource=job_resource(r["cfg"]),
-                owner=state.session_id(),
-            )
-            r["job_id"] = j.id
-
-        job_panel(
-            run["job_id"],
-            on_done=lambda j: st.rerun(),
-            on_running=charts.live,  # result picked up above
-            key=K(f"job.{run['name']}"),
-        )
-        if job is not None and job.status == "error" and view.is_oom_error(job.error):
-            view.oom_offer(run, lambda r, remedy: submit(apply_remedy(r["cfg"], remedy), r["data"]))
-        if job is not None and job.status == "cancelled" and (Path(run["out"]) / "checkpoint").exists():
-            st.button(t("finetune.resume"), key=K(f"resume.{run['name']}"), on_click=resume)
-
-done = [(r["name"], r["result"]) for r in runs if r["result"] is not None]
-if done:
-    st.subheader(t("finetune.h_compare"))
-    results.compare(done)
+runs_view.runs_section(runs)
 urlstate.publish()  # the defaults set above, on the first visit, too

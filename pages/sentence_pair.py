@@ -8,19 +8,10 @@ from app.kit import presenter, state, urlstate
 from app.kit.i18n import explain, t, t_or
 from app.kit.jobs_panel import job_section, start_job, submit_job
 from app.kit.loaders import model_or_error
-from app.kit.render import as_text, current_result, entry_id, mini_note, record_once, run_or_error, yes_no
+from app.kit.render import current_result, entry_id, run_or_error, yes_no
 from app.kit.uploads import upload_box
-from app.views.inspect.ablation import pair_heads
-from app.views.predict.results import (
-    batch_report,
-    batch_table,
-    confusion_fig,
-    pair_bars,
-    pair_label,
-    prob_label,
-    record_pair,
-    token_strip,
-)
+from app.views.predict.results import prob_label, record_pair
+from app.views.predict.sentence_pair import P, show_batch, show_pair
 from core.base.paths import ASSETS
 from core.predict.sentence_pair import (
     MAX_CHARS,
@@ -36,7 +27,6 @@ from core.predict.sentence_pair import (
 from core.registry import FAMILIES
 from core.runtime.jobs import resource_for
 
-P = "sentence_pair"
 # option value (kept as it always was, so old links and tests still name it) -> file
 EXAMPLE_CSVS = {"NSP: next vs random sentence": "pairs_nsp_en.csv", "SOP: in order vs swapped": "pairs_sop_en.csv"}
 SEED_MAX = 10_000
@@ -127,26 +117,7 @@ if lm is not None:
                     },
                     res,
                 )
-        res = current_result(k("result"), asked)
-        if res is not None:
-            for n in res.notes:
-                st.warning(explain(n))
-            learned = mini_note(res.checkpoint, res.head)  # a head that did not learn is not drawn as a result
-            with st.container() if learned else st.expander(t("common.mini_scores_anyway")):
-                if learned:
-                    st.plotly_chart(presenter.scale(pair_bars(res)), key=k("bars"), width="stretch")
-                cols = st.columns(len(res.scores))
-                for col, s in zip(cols, res.scores):
-                    col.metric(f"{prob_label(res.head, res.prob_label)} {pair_label(s.label)}", f"{s.prob:.1%}")
-                    col.caption(as_text(f"{s.first} ‖ {s.second}"))
-            st.markdown(
-                token_strip(res.scores[0].tokens, specials=tuple(lm.tokenizer.all_special_tokens)),
-                unsafe_allow_html=True,
-            )
-            st.caption(t("sentence_pair.latency", ms=f"{res.latency_ms:,.1f}", n=len(res.scores)))
-            if learned:
-                st.markdown(t("sentence_pair.reading"))
-            pair_heads(lm, a, b, int(seed))  # the same pair with heads switched off
+        show_pair(current_result(k("result"), asked), lm, a, b, int(seed), k)
 
     with tab_batch:
         st.markdown(t("sentence_pair.batch_intro", max_rows=MAX_ROWS))
@@ -189,36 +160,6 @@ if lm is not None:
 
             start_job(k("batch_for"), _submit)
 
-        def show_batch(job) -> None:
-            bres = job.result
-            c1, c2, c3 = st.columns(3)
-            c1.metric(t("sentence_pair.accuracy"), f"{bres.accuracy:.1%}")
-            c2.metric(t("sentence_pair.rows"), len(bres.rows))
-            c3.metric(t("sentence_pair.time"), f"{bres.latency_ms / 1000:,.2f} s")
-            bprob = prob_label(bres.head, bres.prob_label)
-            mini_note(bres.checkpoint, bres.head)  # a measured accuracy: drawn, with what the mini's head is
-            st.caption(
-                t("sentence_pair.batch_caption", model=bres.checkpoint, label=bprob, threshold=f"{bres.threshold:.2f}")
-            )
-            if bres.truncated_rows:
-                st.warning(t("sentence_pair.truncated_rows", n=bres.truncated_rows))
-            for n in bres.notes:
-                st.info(explain(n))
-            st.plotly_chart(presenter.scale(confusion_fig(bres)), key=k(f"confusion.{job.id}"), width="stretch")
-            st.dataframe(batch_table(bres), hide_index=True, key=k(f"table.{job.id}"))
-            record_once(
-                k("recorded"),
-                f"{P}:batch:{job.id}",
-                lambda: batch_report(
-                    bres,
-                    {
-                        t("sentence_pair.in.model"): bres.checkpoint,
-                        t("sentence_pair.rows"): len(bres.rows),
-                        t("sentence_pair.in.threshold"): f"{bres.threshold:.2f}",
-                    },
-                ),
-            )
-
-        job_section(k("batch_for"), batch_asked, show_batch, key=k("batch"))
+        job_section(k("batch_for"), batch_asked, lambda job: show_batch(job, k), key=k("batch"))
 
 urlstate.publish()  # values first created in this run (the defaults) join the link too

@@ -7,17 +7,19 @@ presenter.scale."""
 
 from __future__ import annotations
 
+import hashlib
 import html
 
 import plotly.graph_objects as go
 import streamlit as st
 
 from app.kit import presenter, report, state
-from app.kit.i18n import t
+from app.kit.i18n import explain, t
 from app.kit.plot_text import plot_texts
-from app.kit.render import as_text
+from app.kit.render import as_text, current_result, run_or_error, shorten
 from core.base.text import display_piece
-from core.represent.corpus_index import CorpusIndex, SearchResult
+from core.models.loading import LoadedModel
+from core.represent.corpus_index import CorpusIndex, SearchResult, query_words, search
 
 PAGE = "corpus_search"
 CONTEXT = 90  # characters of a long sentence kept on each side of the match (the rest is "…")
@@ -155,3 +157,86 @@ def show_result(r: SearchResult) -> None:
             for n in r.neighbours
         ],
     )
+
+
+# ---------------------------------------------------------------------------------------------- the query
+MAX_NEIGHBOURS = 50
+FOUND_SHOWN = 200  # sentences with the looked-up word offered at most
+
+
+def word_key(query: str) -> str:
+    """The word picker's key for one query text: another text starts with no word picked."""
+    return K("word." + hashlib.sha1(query.encode("utf-8")).hexdigest()[:12])
+
+
+def use_sentence(sentence: str, word: str) -> None:
+    st.session_state[K("query")] = sentence
+    w = next((i for i, (_, _, x) in enumerate(query_words(sentence)) if x.lower() == word.strip().lower()), None)
+    st.session_state[word_key(sentence)] = w
+
+
+def on_find(ci: CorpusIndex) -> None:
+    """A new word to look up: its first sentence becomes the query, with the word picked."""
+    word = st.session_state.get(K("find"), "")
+    try:
+        use_sentence(ci.sentences[ci.sentences_with(word)[0]], word)
+    except ValueError:
+        pass  # the message is shown below the box
+
+
+def on_found(ci: CorpusIndex, sel_key: str, word: str) -> None:
+    if st.session_state.get(sel_key) is not None:
+        use_sentence(ci.sentences[st.session_state[sel_key]], word)
+
+
+def query_section(lm: LoadedModel, ci: CorpusIndex) -> None:
+    """The query: find a word in the corpus or type a sentence, pick one of its words, see its neighbours."""
+    st.subheader(t("corpus_search.query_head"))
+    st.session_state.setdefault(K("query"), ci.sentences[0])
+    c1, c2 = st.columns([1, 2])
+    find = c1.text_input(
+        t("corpus_search.find"),
+        key=K("find"),
+        placeholder=t("corpus_search.find_placeholder"),
+        on_change=on_find,
+        args=(ci,),
+    )
+    if find.strip():
+        try:
+            found = ci.sentences_with(find)
+        except ValueError as e:  # a word absent from the corpus
+            c2.error(explain(e))
+        else:
+            sel = K(f"found.{ci.key}.{find.strip().lower()}")
+            c2.selectbox(
+                t("corpus_search.found", word=as_text(find.strip()), n=f"{len(found):,}"),
+                list(found[:FOUND_SHOWN]),
+                key=sel,
+                format_func=lambda i: shorten(ci.sentences[i], 120),
+                on_change=on_found,
+                args=(ci, sel, find),
+            )
+    query = st.text_input(t("corpus_search.query"), key=K("query"))
+    words = query_words(query)
+    pick = None
+    if not words:
+        st.info(t("corpus_search.no_words"))
+    else:
+        pick = st.pills(
+            t("corpus_search.pick"),
+            list(range(len(words))),
+            key=word_key(query),
+            selection_mode="single",
+            format_func=lambda i: as_text(words[i][2]),
+        )
+        with presenter.settings():
+            k = st.slider(t("corpus_search.k"), 1, MAX_NEIGHBOURS, 10, key=K("k"))
+        if pick is None:
+            st.caption(t("corpus_search.pick_prompt"))
+    if pick is not None:
+        asked = (lm.spec, ci.key, query, int(pick), int(k))  # model, corpus, depth (in the key), query, word, k
+        if current_result(K("result"), asked) is None:
+            run_or_error(K("result"), lambda: search(lm, ci, query, int(pick), k=int(k)), made_from=asked)
+        res = current_result(K("result"), asked)
+        if res is not None:
+            show_result(res)

@@ -6,12 +6,21 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.kit import state
+from app.kit import state, urlstate
 from app.kit.i18n import explain, t, t_or
 from app.views.train import remedies as render_remedies
 from core.base.fields import Bounds, bounded_fields, default_of
-from core.data.datasets_local import HELD_OUT_FRACTION
-from core.train.finetune_config import POOLINGS, REMEDIES, FinetuneConfig, remedies_for, suggested_settings
+from core.data.datasets_local import GLUE_TASKS, HELD_OUT_FRACTION
+from core.train.finetune_config import (
+    DEFAULT_DATA,
+    POOLINGS,
+    PRECISIONS,
+    REMEDIES,
+    TASKS,
+    FinetuneConfig,
+    remedies_for,
+    suggested_settings,
+)
 
 PAGE = "finetune"
 # Settings and data choice outlive a visit to another page (Streamlit drops a widget's value once it is not
@@ -202,3 +211,50 @@ def oom_panel(cfg: FinetuneConfig | None, data) -> None:
     """The "Out of memory?" expander: helper PR's measurement panel (app.views.train.remedies), when it is installed."""
     with st.expander(t("finetune.oom.expander")):
         render_remedies.oom_panel(cfg, data)  # it says itself when the settings or the data are missing
+
+
+# ---------------------------------------------------------------------------------------------- URL state
+def url_options(start: dict, sources: tuple[str, ...], token_sources: tuple[str, ...]) -> dict[str, tuple]:
+    """The page's settings as ``key: (default, URL field)``. Every widget is keyed K(key) and starts from its
+    default (``start``: the starting settings for this model and task); a number's range is its config field's
+    (bounds_of), in the URL as in the widget; ``sources`` and ``token_sources`` are the data pickers' choices."""
+    default = {n: default_of(FinetuneConfig, f) for n, f in CONFIG_KEYS.items()}
+    default.update(
+        {PRESET_KEYS[f]: v for f, v in start.items()}, dropout=OWN_DROPOUT, rows=0, test_rows=0, test_frac=None
+    )  # test_frac: set where the upload's widget is drawn
+    options = {
+        n: (default[n], urlstate.Field.of(K(n), bounds_of(n)))
+        for n in (
+            "epochs",
+            "max_steps",
+            "warmup",
+            "wd",
+            "clip",
+            "freeze_n",
+            "seed",
+            "patience",
+            "evals",
+            "rows",
+            "test_rows",
+            "test_frac",
+        )
+    }
+    options.update(
+        {
+            "task": ("sequence", urlstate.Field(K("task"), choices=TASKS)),
+            "source": (DEFAULT_DATA, urlstate.Field(K("source"), choices=sources)),
+            "tok_source": ("sample", urlstate.Field(K("tok_source"), choices=token_sources)),
+            "glue_task": (None, urlstate.Field(K("glue_task"), choices=tuple(GLUE_TASKS))),
+            "lr": (default["lr"], urlstate.Field(K("lr"), "float", choices=BOUNDS["lr"].stops)),
+            "batch": (default["batch"], urlstate.Field(K("batch"), "int", choices=BOUNDS["batch_size"].stops)),
+            "max_len": (default["max_len"], urlstate.Field(K("max_len"), "int", choices=BOUNDS["max_length"].stops)),
+            "pooling": (default["pooling"], urlstate.Field(K("pooling"), choices=POOLINGS)),
+            # token runs: the scalar mix, or the family's head
+            "tok_mix": (False, urlstate.Field(K("tok_mix"), "bool")),
+            "freeze_emb": (default["freeze_emb"], urlstate.Field(K("freeze_emb"), "bool")),
+            "grad_ckpt": (default["grad_ckpt"], urlstate.Field(K("grad_ckpt"), "bool")),
+            "precision": (default["precision"], urlstate.Field(K("precision"), choices=PRECISIONS)),
+            "dropout": (OWN_DROPOUT, urlstate.Field(K("dropout"), "float", choices=DROPOUTS)),
+        }
+    )
+    return options
