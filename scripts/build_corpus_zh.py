@@ -3,7 +3,7 @@
     python scripts/build_corpus_zh.py [--out assets/corpus/zh]
 
 Needs the Debian packages fortunes-zh, manpages-zh and debian-reference-zh-cn (apt-get install them). The committed
-corpus is what the tests, the Chinese corpus search and scripts/train_xlmr_e5.py read; this script is how it was
+corpus is what the tests, the Chinese corpus search and core.train.pretrain.chinese read; this script is how it was
 made. Sentences: runs of text ending in 。！？； with at least 8 Han characters and at most 200 characters,
 deduplicated. Held out: sha1(sentence) % 100 < 5. Any sentence that holds an item of the Chinese everyday probe
 (tests/data/everyday_probe_zh.tsv, with any accepted answer filled in) is dropped, so the probe is never trained on.

@@ -12,7 +12,6 @@ ignores those), and does nothing when they are already built from the same input
 from __future__ import annotations
 
 import argparse
-import hashlib
 import sys
 from pathlib import Path
 
@@ -21,16 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from core.models import e5_import  # noqa: E402
 
 OUT = Path(__file__).resolve().parent.parent / "assets" / "models" / "xlmr-e5-small"
-STAMP = ".built"
-
-
-def inputs_hash(folder: Path) -> str:
-    h = hashlib.sha256()
-    for name in ("trained.safetensors", "kept_pieces.json"):
-        h.update((folder / name).read_bytes())
-    h.update(e5_import.e5_path().read_bytes()[:4096])
-    h.update(str(e5_import.e5_path().stat().st_size).encode())
-    return h.hexdigest()
+STAMP = e5_import.STAMP
 
 
 def main() -> None:
@@ -39,7 +29,7 @@ def main() -> None:
     ap.add_argument("--force", action="store_true")
     args = ap.parse_args()
     folder = Path(args.out)
-    want = inputs_hash(folder)
+    want = e5_import.inputs_hash(folder)
     if (
         not args.force
         and (folder / STAMP).exists()

