@@ -84,17 +84,13 @@ def probe_strings(path: Path) -> list[str]:
     return out
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default=str(ZH_DIR))
-    args = ap.parse_args()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    probe = probe_strings(ZH_PROBE_PATH)
+def split_sentences(docs, probe: list[str]) -> tuple[dict[str, dict[str, list[str]]], int]:
+    """Deduplicate (first seen wins), drop sentences that hold a probe string, and split the rest by
+    sha1(sentence) % 100 < 5 into held-out and train, per document name; returns the split and the dropped count."""
     seen: set[str] = set()
     split: dict[str, dict[str, list[str]]] = {"train": {}, "heldout": {}}
     dropped = 0
-    for doc, sents in read_sources().items():
+    for doc, sents in docs:
         for s in sents:
             if s in seen:
                 continue
@@ -104,6 +100,17 @@ def main() -> None:
                 continue
             part = "heldout" if int(hashlib.sha1(s.encode()).hexdigest(), 16) % 100 < 5 else "train"
             split[part].setdefault(doc, []).append(s)
+    return split, dropped
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default=str(ZH_DIR))
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    probe = probe_strings(ZH_PROBE_PATH)
+    split, dropped = split_sentences(read_sources().items(), probe)
     manifest: dict = {
         "format": "one sentence per line, blank line between documents",
         "heldout_rule": "sha1(sentence) % 100 < 5",

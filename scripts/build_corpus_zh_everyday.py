@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import glob
-import hashlib
 import io
 import json
 import re
@@ -46,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 
 from core.data.probe_items import ZH_PROBE_PATH  # noqa: E402
 from core.represent.bundled_corpus import ZH_DIR  # noqa: E402
-from scripts.build_corpus_zh import probe_strings  # noqa: E402
+from scripts.build_corpus_zh import probe_strings, split_sentences  # noqa: E402
 
 HAN = re.compile(r"[\u4e00-\u9fff]")
 DOC = 20  # sentences per document
@@ -155,22 +154,13 @@ def main() -> None:
     args = ap.parse_args()
     out = Path(args.out)
     probe = probe_strings(ZH_PROBE_PATH)
-    seen: set[str] = set()
-    split: dict[str, dict[str, list[str]]] = {"train": {}, "heldout": {}}
-    dropped = 0
     with tempfile.TemporaryDirectory() as tmp:
         sources = read_sources(Path(args.downloads), Path(tmp))
-    for name, (lines, _) in sources.items():
-        for raw in lines:
-            s = clean(raw)
-            if len(HAN.findall(s)) < 4 or len(s) > 200 or s in seen:
-                continue
-            seen.add(s)
-            if any(p in s for p in probe):
-                dropped += 1
-                continue
-            part = "heldout" if int(hashlib.sha1(s.encode()).hexdigest(), 16) % 100 < 5 else "train"
-            split[part].setdefault(name, []).append(s)
+    kept = {
+        name: [s for s in map(clean, lines) if len(HAN.findall(s)) >= 4 and len(s) <= 200]
+        for name, (lines, _) in sources.items()
+    }
+    split, dropped = split_sentences(kept.items(), probe)
     manifest: dict = {
         "format": f"one sentence per line, blank line between documents ({DOC} sentences of one source)",
         "heldout_rule": "sha1(sentence) % 100 < 5",

@@ -100,3 +100,16 @@ def test_the_command_rebuilds_a_loadable_model_and_its_card(tmp_path, capsys):
     assert card["heldout_zh_everyday"]["masked_tokens"] > 1000
     assert [e["sentence"] for e in card["examples"]][0] == "中国的首都是北[MASK]。"
     assert "2 steps" in (out / "README.md").read_text()
+
+
+def test_the_command_reports_progress_and_stops_for_resume(tmp_path, capsys, monkeypatch):
+    """Progress every 25 steps (without a probe on that step) and, when interrupted, how to go on."""
+    recipe = small(2)
+    recipe["batch"], recipe["eval_every"], recipe["checkpoint_every"] = 2, 1000, 1000
+    recipe["phases"] = [dict(recipe["phases"][0], steps=26), dict(recipe["phases"][1], steps=1)]
+    monkeypatch.setattr(chinese, "RECIPE", recipe)
+    work = tmp_path / "work"
+    assert chinese.main(["--work", str(work), "--out", str(tmp_path / "m"), "--stop-after", "26"]) == 0
+    out = capsys.readouterr().out
+    assert "step 25/27 (words) loss" in out and f"continue with --resume --work {work}" in out
+    assert (work / chinese.CHECKPOINT).exists() and not (tmp_path / "m").exists()

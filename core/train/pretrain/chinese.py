@@ -452,10 +452,10 @@ def main(argv: list[str]) -> int:
             if "note" in ev:
                 print(ev["note"], flush=True)
             elif "probe" in ev or ev["step"] % 25 == 0 or ev["step"] == total:
-                probe = f"  Chinese probe top-1 {ev['probe']['probe_top1']:.1%} top-5 {ev['probe']['probe_top5']:.1%}"
+                p = ev.get("probe")
+                probe = f"  Chinese probe top-1 {p['probe_top1']:.1%} top-5 {p['probe_top5']:.1%}" if p else ""
                 print(
-                    f"step {ev['step']}/{total} ({ev['phase']}) loss {ev['loss']:.3f} {ev['wall_s']:.0f} s"
-                    + (probe if "probe" in ev else ""),
+                    f"step {ev['step']}/{total} ({ev['phase']}) loss {ev['loss']:.3f} {ev['wall_s']:.0f} s{probe}",
                     flush=True,
                 )
 
