@@ -113,3 +113,14 @@ def test_the_command_reports_progress_and_stops_for_resume(tmp_path, capsys, mon
     out = capsys.readouterr().out
     assert "step 25/27 (words) loss" in out and f"continue with --resume --work {work}" in out
     assert (work / chinese.CHECKPOINT).exists() and not (tmp_path / "m").exists()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (scripts/gpu_check.sh runs it on one)")
+def test_the_recipe_runs_on_cuda_in_bf16_and_its_weights_are_measured_on_the_cpu(tmp_path):
+    out = tmp_path / "model"
+    argv = ["chinese", "--steps", "40", "--device", "cuda", "--work", str(tmp_path / "w"), "--out", str(out)]
+    assert pretrain_main(argv) == 0
+    card = json.loads((out / "encoderlab_card.json").read_text())
+    assert card["training"]["device"] == "cuda" and card["training"]["bf16"] is True
+    assert card["training"]["steps"] == 40 and card["probe_zh"]["items"] == 169  # measured by the card, on the CPU

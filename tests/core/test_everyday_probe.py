@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from core.base.paths import ASSETS
-from core.data.probe_items import ZH_PROBE_PATH, filled_sentences, load_probe, normalize
+from core.data.probe_items import filled_sentences, load_probe, normalize
 from core.models.loading import ModelSpec, load
 from core.predict.everyday_probe import score
 from core.predict.fill_mask import FillMaskConfig, fill_mask
@@ -19,24 +19,6 @@ def test_the_corpus_does_not_contain_the_probe():
     assert {f.name for f in files} >= {"train.txt", "heldout.txt", "train_everyday.txt", "heldout_everyday.txt"}
     corpus = "\n".join(normalize(line) for f in files for line in f.read_text(encoding="utf-8").splitlines())
     hits = [f for f in filled_sentences() if f in corpus]
-    assert not hits, hits[:5]
-
-
-def zh_filled(items) -> list[str]:
-    """Each Chinese probe sentence with every accepted answer filled in, without its final punctuation (how
-    scripts/build_corpus_zh*.py drop them)."""
-    return [it.sentence.replace("[MASK]", a).rstrip("。！？，") for it in items for a in it.answers]
-
-
-def test_the_chinese_corpus_does_not_contain_the_chinese_probe():
-    files = sorted((ASSETS / "corpus" / "zh").glob("*.txt"))
-    assert {f.name for f in files} >= {"train.txt", "heldout.txt", "train_everyday.txt", "heldout_everyday.txt"}
-    text = "\n".join(f.read_text(encoding="utf-8") for f in files)
-    filled = zh_filled(load_probe(ZH_PROBE_PATH))
-    assert len(filled) > 169
-    assert "中国的首都是北京" in filled  # the check can fail: this one is in ordinary text
-    assert "他说中国的首都是北京。" in "他说" + filled[0] + "。"
-    hits = [f for f in filled if f in text]
     assert not hits, hits[:5]
 
 

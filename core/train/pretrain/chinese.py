@@ -117,7 +117,8 @@ def git_commit() -> str:
 
 
 def sized(recipe: dict, steps: int | None) -> dict:
-    """The recipe with every phase shrunk in proportion so the run takes ``steps`` steps (at least 1 per phase)."""
+    """The recipe with every phase scaled in proportion so the run takes ``steps`` steps (at least 1 per phase):
+    the suite's smoke run, or a longer schedule for a GPU."""
     if not steps:
         return recipe
     total = sum(p["steps"] for p in recipe["phases"])
@@ -126,7 +127,8 @@ def sized(recipe: dict, steps: int | None) -> dict:
         for p in recipe["phases"]
     ]
     phases[-1]["steps"] = max(1, steps - sum(p["steps"] for p in phases[:-1]))  # the rest: ``steps`` in all
-    return dict(recipe, phases=phases, eval_every=max(1, steps), checkpoint_every=1)
+    every = {k: min(recipe[k], steps) for k in ("eval_every", "checkpoint_every")}  # a short run still gets one
+    return dict(recipe, phases=phases, **every)
 
 
 def read_lines(files: list[str]) -> list[str]:
@@ -442,7 +444,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--work", default=str(WORK), help=f"checkpoints (outside git; default {WORK})")
     ap.add_argument("--out", default=str(OUT), help="the model folder to write (default: the bundled one)")
     ap.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
-    ap.add_argument("--steps", type=int, default=None, help="shrink every phase so the run takes this many steps")
+    ap.add_argument("--steps", type=int, default=None, help="scale every phase so the run takes this many steps")
     ap.add_argument("--stop-after", type=int, default=None, help="stop after this many steps, as if interrupted")
     ap.add_argument("--card-only", action="store_true", help="only re-measure --out and rewrite its card")
     a = ap.parse_args(argv)
