@@ -53,11 +53,10 @@ from core.models.devices import resolve_device
 from core.predict.everyday_probe import during_training
 from core.train.common import cpu_bf16_native
 from core.train.pretrain.build import encode, mlm_logits
-from core.train.pretrain.chinese_card import write_card
+from core.train.pretrain.chinese_card import BUNDLED, FAMILY, write_card
 from core.train.pretrain.data import collate, make_instances, tokenize_documents
 
-FAMILY = "xlm-roberta"
-OUT = ASSETS / "models" / "xlmr-e5-small"
+OUT = ASSETS / "models" / BUNDLED
 WORK = Path(os.environ.get("ENCODERLAB_RUNS", Path.home() / ".cache" / "encoderlab")) / "pretrain-chinese"
 CHECKPOINT = "checkpoint.pt"
 

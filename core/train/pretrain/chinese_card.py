@@ -17,10 +17,12 @@ from core.data.probe_items import CAPITAL_BLANK, ZH_PROBE_BAR, ZH_PROBE_BAR_CPU,
 from core.models.loading import ModelSpec, load
 from core.predict.everyday_probe import score
 from core.predict.fill_mask import FillMaskConfig, fill_mask_batch
+from core.registry import families_with
 from core.train.pretrain.data import make_instances, tokenize_documents
 from core.train.pretrain.evaluate import evaluate, unigram_top
 
-FAMILY = "xlm-roberta"
+BUNDLED = "xlmr-e5-small"  # the bundled model this recipe makes (assets/models/xlmr-e5-small)
+FAMILY = families_with(bundled=BUNDLED)[0].key  # its family, as the registry names it (XLM-RoBERTa)
 HELDOUT = {  # card key -> (held-out file, the training file its unigram baseline counts), under assets/corpus
     "heldout_zh": ("zh/heldout.txt", "zh/train.txt"),
     "heldout_zh_everyday": ("zh/heldout_everyday.txt", "zh/train_everyday.txt"),
