@@ -51,9 +51,9 @@ from core.data.probe_items import ZH_PROBE_PATH, load_probe
 from core.models import e5_import
 from core.models.devices import resolve_device
 from core.predict.everyday_probe import during_training
-from core.train.common import cpu_bf16_native
+from core.train.common import cpu_bf16_native, pad
 from core.train.pretrain.build import encode, mlm_logits
-from core.train.pretrain.chinese_card import BUNDLED, FAMILY, write_card
+from core.train.pretrain.chinese_card import BUNDLED, FAMILY, corpus_lines, write_card
 from core.train.pretrain.data import collate, make_instances, tokenize_documents
 
 OUT = ASSETS / "models" / BUNDLED
@@ -130,13 +130,6 @@ def sized(recipe: dict, steps: int | None) -> dict:
     return dict(recipe, phases=phases, **every)
 
 
-def read_lines(files: list[str]) -> list[str]:
-    out: list[str] = []
-    for f in files:
-        out += [x.strip() for x in (ASSETS / "corpus" / f).read_text(encoding="utf-8").splitlines() if x.strip()]
-    return out
-
-
 @dataclass
 class Setup:
     """What a run is made of before its first step: the kept vocabulary, its tokenizer, the model, the pools."""
@@ -154,7 +147,7 @@ def build(recipe: dict) -> Setup:
     from transformers import XLMRobertaForMaskedLM
 
     e5 = e5_import.read_e5()
-    pools = {name: read_lines(files) for name, files in recipe["pools"].items()}
+    pools = {name: [x for f in files for x in corpus_lines(f)] for name, files in recipe["pools"].items()}
     full = e5_import.tokenizer(e5, np.arange(len(e5.pieces)))
     texts = sorted({x for lines in pools.values() for x in lines})
     used = {i for ids in full(texts, add_special_tokens=False)["input_ids"] for i in ids}
@@ -245,13 +238,8 @@ def char_blanks(setup: Setup, lines: list[str], max_len: int, rng: random.Random
             break
     if not rows:
         return None
-    width = max(len(r[0]) for r in rows)
-    ids_t = torch.full((len(rows), width), tok.pad_token_id)
-    labels_t = torch.full((len(rows), width), -100)
-    for r, (x, y) in enumerate(rows):
-        ids_t[r, : len(x)] = torch.tensor(x)
-        labels_t[r, : len(y)] = torch.tensor(y)
-    return ids_t, (ids_t != tok.pad_token_id).long(), labels_t
+    b = pad(tok, [{"input_ids": x, "labels": y} for x, y in rows], fill={"labels": -100})
+    return b["input_ids"], b["attention_mask"], b["labels"]
 
 
 def schedule(opt, phase: dict):

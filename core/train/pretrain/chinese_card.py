@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from core.base.paths import ASSETS
+from core.data.corpus import CORPUS_DIR, load_documents
 from core.data.probe_items import CAPITAL_BLANK, ZH_PROBE_BAR, ZH_PROBE_BAR_CPU, ZH_PROBE_PATH, load_probe
 from core.models.loading import ModelSpec, load
 from core.predict.everyday_probe import score
@@ -39,19 +39,20 @@ EXAMPLES = (  # five everyday blanks shown on the card (the first is the issue's
 )
 
 
-def _lines(rel: str, n: int) -> list[str]:
-    text = (ASSETS / "corpus" / rel).read_text(encoding="utf-8")
-    return [x.strip() for x in text.splitlines() if x.strip()][:n]
+def corpus_lines(rel: str) -> list[str]:
+    """The sentences of a corpus file under assets/corpus, in order (core.data.corpus's reader, documents
+    flattened)."""
+    return [s for doc in load_documents(CORPUS_DIR / rel) for s in doc]
 
 
 def heldout(lm, rel: str, train_rel: str) -> dict:
     """Masked top-1 / top-5 on the first ``HELDOUT_LINES`` sentences of ``rel`` (one instance each, up to 64
     tokens), beside the unigram baseline of ``train_rel``'s first ``UNIGRAM_LINES`` sentences."""
     tok = lm.tokenizer
-    docs = tokenize_documents([[x] for x in _lines(rel, HELDOUT_LINES)], tok, FAMILY)
+    docs = tokenize_documents([[x] for x in corpus_lines(rel)[:HELDOUT_LINES]], tok, FAMILY)
     inst = make_instances(docs, tok, pair=None, max_len=64, seed=0)
     train = make_instances(
-        tokenize_documents([[x] for x in _lines(train_rel, UNIGRAM_LINES)], tok, FAMILY),
+        tokenize_documents([[x] for x in corpus_lines(train_rel)[:UNIGRAM_LINES]], tok, FAMILY),
         tok,
         pair=None,
         max_len=64,
