@@ -14,11 +14,11 @@ from app.kit.i18n import LANG_KEY, LANGS, explain, t, t_or
 from app.kit.model_choice import AWAITING, CUSTOM_OPTION, LOAD_FAILED, known_checkpoints, pick, source_slot
 from app.kit.render import as_text, source_name
 from app.room.joining import sidebar_controls as room_controls
-from core.base.messages import carry
+from core.base.messages import carry, excerpt
 from core.models.devices import resolve_device
 from core.models.downloads import can_have_now
 from core.models.hosted import check_custom_checkpoint
-from core.models.loading import ModelSpec, resolve
+from core.models.loading import ModelSpec, Source, resolve
 from core.registry import FAMILIES, ModelLoadError, chinese_bundled, family, picker_families
 
 DEVICES = ("auto", "cpu", "cuda")
@@ -186,11 +186,12 @@ def model_picker() -> ModelSpec | None:
         failed = st.session_state.get(LOAD_FAILED, {}).get(spec)
         res = resolve(spec.checkpoint)
         if failed:
-            source.error(t("sidebar.load_failed", id=as_text(spec.checkpoint), error=explain(failed)))
-        elif res.source == "unavailable":
-            source.warning(t("sidebar.unavailable", id=as_text(spec.checkpoint), tried=as_text("; ".join(res.tried))))
+            source.error(t("sidebar.load_failed", id=as_text(excerpt(spec.checkpoint)), error=explain(failed)))
+        elif res.source == Source.UNAVAILABLE:
+            tried = as_text(" ".join(explain(x) for x in res.tried))  # each place asked, in the page's language
+            source.warning(t("sidebar.unavailable", id=as_text(excerpt(spec.checkpoint)), tried=tried))
         elif not can_have_now(res.source):  # downloads allowed, but the Hub does not answer: say so here
-            source.warning(t("sidebar.hub_unreachable", id=as_text(spec.checkpoint)))
+            source.warning(t("sidebar.hub_unreachable", id=as_text(excerpt(spec.checkpoint))))
         else:
             source.caption(
                 t("sidebar.weights_from", source=source_name(res.source)) + (f" — `{res.path}`" if res.path else "")

@@ -11,13 +11,13 @@ from app.kit import state
 from app.kit.i18n import explain, t
 from app.kit.model_choice import awaiting_checkpoint, note_load
 from app.kit.render import runs_on_label, source_name
-from core.base.messages import carry
+from core.base.messages import carry, excerpt
 from core.base.paths import zoo_dir
 from core.data.datasets_local import LabelledData, load_bundled, load_glue
 from core.data.token_data import TokenData, load_bundled_tokens
 from core.models.devices import resolve_device
 from core.models.downloads import DownloadError, download
-from core.models.loading import LoadedModel, ModelSpec, load, resolve
+from core.models.loading import LoadedModel, ModelSpec, Source, load, resolve
 from core.predict.classify import FinetunedModel, load_finetuned
 from core.registry import ModelLoadError
 from core.runtime.backend import prepare_serving
@@ -56,9 +56,9 @@ def model_or_error(task: str = "base", attentions: bool = False, spec: ModelSpec
             st.error(explain(st.session_state.get(state.SPEC_ERROR) or t("common.pick_model")))
         return None
     try:
-        if resolve(spec.checkpoint).source == "Hub download":
+        if resolve(spec.checkpoint).source == Source.DOWNLOAD:
             download_with_progress(spec.checkpoint)
-        with st.spinner(t("common.loading", id=spec.checkpoint)):
+        with st.spinner(t("common.loading", id=excerpt(spec.checkpoint))):
             lm = get_model(spec, task, attentions)
     except ModelLoadError as e:
         if spec == state.current_spec():
@@ -106,7 +106,7 @@ def download_with_progress(checkpoint: str) -> None:
         th.join(POLL_S)
         p = box["progress"]
         if p is not None and p.total_bytes:
-            bar.progress(p.fraction, text=t("downloads.progress", id=checkpoint, detail=p.describe()))
+            bar.progress(p.fraction, text=t("downloads.progress", id=checkpoint, detail=explain(p.describe())))
     if box["error"]:
         bar.empty()
         raise ModelLoadError(box["error"])

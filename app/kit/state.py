@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 from app.kit.i18n import DEFAULT_LANG, LANG_KEY, LANGS
-from core.models.loading import ModelSpec, resolve
+from core.models.loading import ModelSpec, Source, resolve
 from core.registry import FAMILIES, bundled_families, bundled_id
 
 # Sidebar (shared by every page)
@@ -64,7 +64,7 @@ def init_language() -> None:
 def default_family() -> str:
     """The first registered family whose bundled model is present here (else the first family)."""
     for fam in bundled_families():
-        if resolve(bundled_id(fam.key)).source != "unavailable":
+        if resolve(bundled_id(fam.key)).source != Source.UNAVAILABLE:
             return fam.key
     return next(iter(FAMILIES))
 

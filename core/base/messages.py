@@ -72,6 +72,35 @@ def render(kind: str, lang: str, params: dict[str, Any]) -> str:
         return f"{template} {params}"
 
 
+QUOTE_MAX = 200  # the longest text a message quotes whole (a longer one is shown as its start … its end)
+QUOTE_HEAD, QUOTE_TAIL = 140, 40
+
+
+def excerpt(text: str) -> str:
+    """``text`` as a message quotes it: whole up to QUOTE_MAX characters, else its first QUOTE_HEAD and last
+    QUOTE_TAIL characters around " … " (a 5,000-character word is not echoed back 5,000 characters long). A name
+    Python decoded from non-UTF-8 bytes (lone surrogates, which no page can send) shows "?" for those bytes."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "replace").decode("utf-8")
+    if len(text) <= QUOTE_MAX:
+        return text
+    return f"{text[:QUOTE_HEAD]} … {text[-QUOTE_TAIL:]}"
+
+
+def _excerpt(v: Any) -> Any:
+    """A param as a message keeps it: plain text cut by ``excerpt`` (a Message is kept whole: it is the project's
+    own text, already bounded), lists and tuples item by item, anything else as it is."""
+    if isinstance(v, str) and not isinstance(v, Message):
+        return excerpt(v)
+    if isinstance(v, list):
+        return [_excerpt(x) for x in v]
+    if isinstance(v, tuple):
+        return tuple(_excerpt(x) for x in v)
+    return v
+
+
 class Message(str):
     """A message with a ``kind`` and ``params``; as a str it is the English text."""
 
@@ -79,6 +108,7 @@ class Message(str):
     params: dict[str, Any]
 
     def __new__(cls, kind: str, /, **params: Any) -> Message:
+        params = {k: _excerpt(v) for k, v in params.items()}
         obj = super().__new__(cls, render(kind, "en", params))
         obj.kind, obj.params = kind, params
         return obj

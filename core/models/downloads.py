@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -53,10 +54,21 @@ class DownloadError(Problem, RuntimeError):
     """A download could not start or did not finish. The message says what happened and what to do."""
 
 
+class Source(StrEnum):
+    """Where core.models.loading.resolve found a checkpoint: a code that code compares, never a display text (the page shows
+    common.source.<value, lower case, "_" for spaces> in the session's language)."""
+
+    BUNDLED = "bundled"
+    LOCAL = "local folder"
+    CACHE = "HF cache"
+    DOWNLOAD = "Hub download"
+    UNAVAILABLE = "unavailable"
+
+
 @dataclass(frozen=True)
 class Policy:
     allowed: bool
-    reason: str  # why not, or where from
+    reason: str  # why not, or where from: a Message (core.base.messages)
 
 
 @dataclass(frozen=True)
@@ -77,13 +89,17 @@ class DownloadProgress:
         return max(self.total_bytes - self.done_bytes, 0) / self.rate_bps
 
     def describe(self) -> str:
-        """'12.3 of 45.6 MB · 3.2 MB/s · about 10 s left', for the progress bar's text."""
+        """'12.3 of 45.6 MB · 3.2 MB/s · about 10 s left', for the progress bar's text: a Message (the page writes
+        it in its language)."""
         if not self.total_bytes:
-            return "reading the file list…"
+            return msg("download.progress.file_list")
         eta = self.eta_s
-        left = "" if eta is None else f" · about {eta:,.0f} s left"
-        return (
-            f"{self.done_bytes / 1e6:,.1f} of {self.total_bytes / 1e6:,.1f} MB · {self.rate_bps / 1e6:,.1f} MB/s{left}"
+        return msg(
+            "download.progress.bytes" if eta is None else "download.progress.bytes_eta",
+            done=self.done_bytes / 1e6,
+            total=self.total_bytes / 1e6,
+            rate=self.rate_bps / 1e6,
+            eta=eta or 0.0,
         )
 
 
@@ -94,16 +110,14 @@ def endpoint() -> str:
 def policy() -> Policy:
     """Whether picking an official checkpoint that is not cached downloads it here, and why not."""
     if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in TRUE:
-        return Policy(False, "HF_HUB_OFFLINE=1 is set")
+        return Policy(False, msg("download.policy.offline_set"))
     allow = os.environ.get("ENCODERLAB_ALLOW_DOWNLOAD", "").strip().lower()
     if allow in FALSE:
-        return Policy(False, "ENCODERLAB_ALLOW_DOWNLOAD=0 is set")
+        return Policy(False, msg("download.policy.refused_by_env"))
 
     if hosted() and allow not in TRUE:
-        return Policy(
-            False, "this is the hosted server, and its operator has not allowed downloads (ENCODERLAB_ALLOW_DOWNLOAD=1)"
-        )
-    return Policy(True, f"from {endpoint()}")
+        return Policy(False, msg("download.policy.hosted_not_allowed"))
+    return Policy(True, msg("download.policy.from_endpoint", endpoint=endpoint()))
 
 
 def reachable(timeout: float = REACH_TIMEOUT_S) -> bool:
@@ -174,9 +188,9 @@ def can_have_now(source: str) -> bool:
     """Whether a checkpoint that core.models.loading.resolve found at ``source`` can be had now: a bundled model,
     a local folder or the HF cache; a "Hub download" only when the Hub answered recently (downloads allowed and no
     network is not enough). What the sidebar suggests and the pages name as a full model."""
-    if source == "unavailable":
+    if source == Source.UNAVAILABLE:
         return False
-    return source != "Hub download" or hub_reachable_recently()
+    return source != Source.DOWNLOAD or hub_reachable_recently()
 
 
 class _Meter:

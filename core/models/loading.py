@@ -7,6 +7,7 @@ names are re-exported here for the modules that import them from core.models.loa
 
 from __future__ import annotations
 
+import errno
 import json
 import threading
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ from typing import Any
 from core.base.messages import carry, msg
 from core.base.paths import zoo_dir
 from core.models.devices import resolve_device
-from core.models.downloads import DownloadError, allow_download, download, policy
+from core.models.downloads import DownloadError, Source, allow_download, download, policy
 from core.models.hosted import HostedRefusal, check_folder
 from core.models.int8 import QuantizeError, check_mode, quantize_int8
 from core.registry import (
@@ -59,8 +60,8 @@ class ModelSpec:
 @dataclass(frozen=True)
 class Resolution:
     path: str | None  # a local folder, or None when the Hub would be needed
-    source: str  # "bundled", "local folder", "HF cache", "Hub download" or "unavailable"
-    tried: tuple[str, ...] = ()
+    source: Source
+    tried: tuple[str, ...] = ()  # each place asked: a Message (core.base.messages), shown in the page's language
 
 
 def _has_weights(folder: Path) -> bool:
@@ -88,33 +89,38 @@ def resolve(checkpoint: str) -> Resolution:
     downloads are allowed. Returns source "unavailable" with the list of places tried otherwise.
     """
     tried: list[str] = []
-    p = Path(checkpoint).expanduser()
-    if p.is_dir():
+    try:  # a typed name the file system refuses (too long, an unknown ~user, a NUL): a message, not a traceback
+        p = Path(checkpoint).expanduser()
+        is_dir = p.is_dir()
+    except (OSError, RuntimeError, ValueError) as e:
+        kind = "load.tried.name_too_long" if getattr(e, "errno", None) == errno.ENAMETOOLONG else "load.tried.bad_name"
+        return Resolution(None, Source.UNAVAILABLE, (msg(kind, n=len(checkpoint)),))
+    if is_dir:
         try:
             check_folder(p)  # hosted mode: only the server's own folders (zoo, runs, HF cache)
         except HostedRefusal as e:
-            return Resolution(None, "unavailable", (str(e),))
+            return Resolution(None, Source.UNAVAILABLE, (carry(e),))
         zoo = zoo_dir().resolve()
-        src = "bundled" if zoo in p.resolve().parents else "local folder"
-        return Resolution(str(p), src, (f"local folder {p}",))
-    tried.append(f"local folder {p} (not found)")
+        src = Source.BUNDLED if zoo in p.resolve().parents else Source.LOCAL
+        return Resolution(str(p), src, (msg("load.tried.local_found", path=str(p)),))
+    tried.append(msg("load.tried.local_missing", path=str(p)))
     if checkpoint.startswith(("/", ".", "~")) or checkpoint.count("/") > 1 or "\\" in checkpoint:
-        tried.append("it looks like a path, so the Hub was not asked: check the folder exists on the server")
-        return Resolution(None, "unavailable", tuple(tried))
+        tried.append(msg("load.tried.looks_like_path"))
+        return Resolution(None, Source.UNAVAILABLE, tuple(tried))
     if checkpoint.startswith("encoderlab/"):
         z = zoo_dir() / checkpoint.split("/", 1)[1]
         if (z / "config.json").exists():
-            return Resolution(str(z), "bundled", tuple(tried))
-        tried.append(f"bundled zoo {z} (missing: run `make models`)")
-        return Resolution(None, "unavailable", tuple(tried))
+            return Resolution(str(z), Source.BUNDLED, tuple(tried))
+        tried.append(msg("load.tried.zoo_missing", path=str(z)))
+        return Resolution(None, Source.UNAVAILABLE, tuple(tried))
     snap = _cached_snapshot(checkpoint)
     if snap is not None:
-        return Resolution(str(snap), "HF cache", tuple(tried))
-    tried.append("Hugging Face cache (not cached)")
+        return Resolution(str(snap), Source.CACHE, tuple(tried))
+    tried.append(msg("load.tried.not_cached"))
     if allow_download():
-        return Resolution(None, "Hub download", tuple(tried))
-    tried.append(f"Hub (downloads are off: {policy().reason})")
-    return Resolution(None, "unavailable", tuple(tried))
+        return Resolution(None, Source.DOWNLOAD, tuple(tried))
+    tried.append(msg("load.tried.downloads_off", reason=policy().reason))
+    return Resolution(None, Source.UNAVAILABLE, tuple(tried))
 
 
 # ---------------------------------------------------------------------------------------------- loading
@@ -232,8 +238,8 @@ def load(
     transformers.utils.logging.disable_progress_bar()
     dev = resolve_device(spec.device)
     res = resolve(spec.checkpoint)
-    if res.source == "unavailable":
-        raise ModelLoadError(msg("load.cannot_get", checkpoint=spec.checkpoint, tried="; ".join(res.tried)))
+    if res.source == Source.UNAVAILABLE:
+        raise ModelLoadError(msg("load.cannot_get", checkpoint=spec.checkpoint, tried=res.tried))
     kwargs: dict[str, Any] = {"use_safetensors": True, "trust_remote_code": False}
     if attentions:
         kwargs["attn_implementation"] = "eager"
@@ -242,7 +248,7 @@ def load(
     kwargs["dtype"] = getattr(torch, dtype) if dtype else torch.float32
     if model_kwargs:  # e.g. num_labels/id2label for a fresh classification head (core.train.finetune)
         kwargs.update(model_kwargs)
-    if res.source == "Hub download":  # the page shows a progress bar first (app.kit.loaders); this is the rest
+    if res.source == Source.DOWNLOAD:  # the page shows a progress bar first (app.kit.loaders); this is the rest
         try:
             target = str(download(spec.checkpoint))
         except DownloadError as e:

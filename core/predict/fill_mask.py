@@ -295,7 +295,7 @@ def _saved_as(lm: LoadedModel) -> str:
 def _mlm_suggestion(family: str) -> str:
     """Checkpoints with an MLM head that can be had here: the family's bundled mini, and official ones present."""
     fam = registry.family(family)
-    present = [c.id for c in fam.checkpoints if models.resolve(c.id).source != "unavailable"]
+    present = [c.id for c in fam.checkpoints if models.resolve(c.id).source != models.Source.UNAVAILABLE]
     ids = ([registry.bundled_id(family)] if fam.bundled else []) + present[:1]
     if not ids:
         return "a checkpoint saved with its MLM head (its *ForMaskedLM or *ForPreTraining model), typed under custom"

@@ -22,7 +22,7 @@ from core.base.paths import ASSETS
 from core.compare import speed as bench
 from core.data.datasets_local import load_bundled
 from core.models.cards import bundled_card, pair_head_learned
-from core.models.loading import ModelSpec, resolve
+from core.models.loading import ModelSpec, Source, resolve
 from core.predict.classify import META_FILE
 from core.predict.fill_mask import FillMaskConfig, fill_mask_batch, words
 from core.registry import FAMILIES, Family, bundled_families, bundled_id, family
@@ -35,7 +35,7 @@ S6_DATA, S6_BATCH, S6_MAX_LEN, S6_TEST_ROWS = "wordnet", 16, 48, 120
 
 
 def _bundled_available(checkpoint: str) -> bool:
-    return resolve(checkpoint).source != "unavailable"
+    return resolve(checkpoint).source != Source.UNAVAILABLE
 
 
 # ---------------------------------------------------------------------------------------------- which models

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from streamlit.testing.v1 import AppTest
 
 from core.runtime.backend import runner
+from tests.app.conftest import MAIN, page_path
 from tests.app.conftest import new_app as _app
-from tests.app.conftest import page_path
 
 
 def test_home_lists_families_and_device(use_tiny_zoo):
@@ -216,3 +217,24 @@ def test_foundation_pages_in_presenter_view(use_tiny_zoo):
     assert "Settings" in [e.label for e in at.main.expander]  # Speed's shape, folded away
     zh = _open("speed", state={"ui.lang": "zh"})
     assert zh.title[0].value == "速度" and any("开始测量" in i.value for i in zh.info)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_custom_checkpoint_too_long_for_a_file_name_gets_a_message_not_a_traceback(use_tiny_zoo, lang):
+    """The third walk (#46): a custom checkpoint of about 300 characters replaced every page with
+    ``OSError: [Errno 36] File name too long`` and a traceback, in English and 中文."""
+    from app.kit import i18n
+    from app.kit.model_choice import CUSTOM_OPTION
+
+    at = AppTest.from_file(MAIN, default_timeout=120)
+    at.session_state[i18n.LANG_KEY] = lang
+    at.run()
+    at.sidebar.selectbox(key="sidebar.checkpoint").set_value(CUSTOM_OPTION).run()
+    at.sidebar.text_input(key="sidebar.custom").set_value("x" * 300).run()
+    assert not at.exception, at.exception
+    said = " ".join(w.value for w in at.sidebar.warning)
+    assert ("300 characters long" if lang == "en" else "300 个字符") in said
+    assert "Errno" not in said and "x" * 201 not in said
+    at.switch_page(page_path("fill_mask")).run()
+    assert not at.exception, at.exception
+    assert at.main.error and "Errno" not in " ".join(e.value for e in [*at.main.error, *at.sidebar.error])

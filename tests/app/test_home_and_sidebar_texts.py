@@ -5,14 +5,12 @@ answers."""
 
 from __future__ import annotations
 
-import ast
 import json
 import re
 
 import pytest
 
 from app.kit.i18n import catalog
-from core.base.paths import REPO_ROOT
 from core.models import downloads
 from core.registry import official_checkpoints
 from tests.app.conftest import open_page, page_for
@@ -77,26 +75,11 @@ def test_models_page_counts_with_a_progress_bar_and_aligns_its_figures(use_tiny_
     assert arch["from the config"]["width"] == "large"
 
 
-def _resolve_sources() -> set[str]:
-    """Every ``source`` core.models.loading.resolve can return: the Resolution(...) literals and what a name there holds."""
-    tree = ast.parse((REPO_ROOT / "core" / "models" / "loading.py").read_text())
-    fn = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "resolve")
-    names = {
-        t.id: n.value for n in ast.walk(fn) if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)
-    }
-    out: set[str] = set()
-    for call in ast.walk(fn):
-        if isinstance(call, ast.Call) and getattr(call.func, "id", None) == "Resolution":
-            arg = call.args[1]
-            arg = names.get(arg.id, arg) if isinstance(arg, ast.Name) else arg
-            out |= {c.value for c in ast.walk(arg) if isinstance(c, ast.Constant) and isinstance(c.value, str)}
-    return out
-
-
 def test_every_weights_source_has_a_name_in_both_languages():
-    sources = _resolve_sources()
-    assert {"bundled", "local folder", "HF cache", "Hub download", "unavailable"} <= sources
-    for source in sources:
+    assert {"bundled", "local folder", "HF cache", "Hub download", "unavailable"} == set(
+        downloads.Source
+    )  # all resolve returns
+    for source in downloads.Source:
         entry = catalog().get(f"common.source.{source.lower().replace(' ', '_')}")
         assert entry and entry["en"] == source and entry["zh"], source  # English keeps today's words
 

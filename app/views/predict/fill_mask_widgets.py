@@ -18,7 +18,7 @@ from app.views.predict.results import record_fill, record_rtd, show_fill_result,
 from core import registry
 from core.base.fields import bounds
 from core.base.segment import has_han
-from core.models.loading import ModelSpec, resolve
+from core.models.loading import ModelSpec, Source, resolve
 from core.predict.fill_mask import MAX_TOP_K, STRATEGIES, CompareResult, FillMaskResult, examples, words
 from core.predict.replaced_tokens import RTD_TASK, RtdConfig, rtd_class, score
 from core.predict.replaced_tokens import role as rtd_role
@@ -85,7 +85,7 @@ def compare_options() -> list[str]:
         f"{fam}|{c}"
         for fam in FAMILIES
         for c in known_checkpoints(fam)
-        if resolve(c).source != "unavailable" and rtd_role(ModelSpec(fam, c)) != "discriminator"
+        if resolve(c).source != Source.UNAVAILABLE and rtd_role(ModelSpec(fam, c)) != "discriminator"
     ]
     # the bundled models once more in int8 (core.compare.int8), last, so fp32 and int8 can be compared side by side
     return opts + [f"{o}|int8" for o in opts if o.split("|", 1)[1].startswith("encoderlab/")]
@@ -149,7 +149,7 @@ def rtd_partners(spec: ModelSpec | None, want: str) -> list[str]:
         c
         for c in known_checkpoints(spec.family)
         if c != spec.checkpoint
-        and resolve(c).source != "unavailable"
+        and resolve(c).source != Source.UNAVAILABLE
         and rtd_role(ModelSpec(spec.family, c, spec.device)) == want
     ]
 
