@@ -4,6 +4,8 @@ A tokenizer matches its special tokens anywhere in the text, so a typed "[SEP]" 
 token (a second segment boundary, a sequence start) instead of the characters typed. Each family's tokenizer adds
 its own special tokens, so a typed one is never what the user meant. Fill-mask, Sentence pair and Attention all
 clean their text here, so the same input gets the same treatment and the same note on every page.
+``with_mask_token`` is the one rule for a mask the user writes: ``[MASK]`` (or ``<mask>``) on every page and for
+every model becomes the tokenizer's own mask token before the tokenizer reads the text.
 ``check_text`` is the one empty-text and length-limit check the configs run on a typed text.
 ``display_piece`` is the one way a tokenizer piece is shown to a person (charts, tables, exports).
 """
@@ -17,8 +19,10 @@ from core.base.messages import msg
 from core.base.settings import current
 
 # The special tokens of the four families (BERT/ALBERT/DistilBERT write [..], RoBERTa <..>); [MASK]/<mask> are
-# not among them: a page that reads masks maps them itself, the others let the model read them as masks.
+# not among them: they are mapped to the model's own mask token (with_mask_token), which the model reads as a mask.
 TYPED_SPECIALS = ("[CLS]", "[SEP]", "[PAD]", "[UNK]", "<s>", "</s>", "<pad>", "<unk>")
+# A mask as a user writes it, in any case: BERT's [MASK] (what every page's texts say) or RoBERTa's <mask>
+MASK_PATTERN = re.compile(r"\[mask\]|<mask>", re.IGNORECASE)
 
 
 def strip_typed_specials(text: str) -> tuple[str, tuple[str, ...]]:
@@ -28,6 +32,17 @@ def strip_typed_specials(text: str) -> tuple[str, tuple[str, ...]]:
         return text, ()
     pat = re.compile("|".join(re.escape(s) for s in found), re.IGNORECASE)
     return re.sub(r"\s{2,}", " ", pat.sub(" ", text)).strip(), found
+
+
+def with_mask_token(text: str, mask_token: str | None) -> str:
+    """``text`` with every mask the user wrote (``[MASK]`` or ``<mask>``, any case) as ``mask_token``, the
+    tokenizer's own (BERT's [MASK], RoBERTa's and XLM-R's <mask>), so that the tokenizer reads one mask token there
+    and not the pieces '[', 'M', 'AS', 'K', ']'. The one rule of every page that tokenizes a user's text for a model
+    (Fill-mask, Layer lens and head ablation through Fill-mask's encoding, Attention, Attributions, the
+    walkthrough); a tokenizer without a mask token (None) gets the text unchanged."""
+    if not mask_token:
+        return text
+    return MASK_PATTERN.sub(lambda _: mask_token, text)
 
 
 def removed_note(found: tuple[str, ...], what: str = "the text") -> str:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from core.base.messages import Problem, msg
-from core.base.text import display_piece, removed_note, strip_typed_specials
+from core.base.text import display_piece, removed_note, strip_typed_specials, with_mask_token
 from core.models.loading import max_tokens as model_max_tokens
 from core.registry import family, qk_modules
 from core.runtime.backend import model_op
@@ -140,6 +140,20 @@ def _split_heads(x, n_heads: int) -> np.ndarray:
     return x[0].reshape(seq, n_heads, hidden // n_heads).permute(1, 0, 2).numpy()
 
 
+def model_texts(config: AttentionConfig, tokenizer) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The one text (or the pair) as the tokenizer reads it, and the typed special tokens taken out: typed specials
+    removed, a typed [MASK] / <mask> as the tokenizer's own mask token (core.base.text). compute_attention and the
+    word view (core.inspect.attention_views) encode these, so their tokens are the same."""
+    mask = getattr(tokenizer, "mask_token", None)
+    text, found = strip_typed_specials(config.text)
+    texts = [with_mask_token(text, mask)]
+    if config.pair:
+        text_b, found_b = strip_typed_specials(config.text_b)
+        texts.append(with_mask_token(text_b, mask))
+        found = tuple(dict.fromkeys(found + found_b))
+    return tuple(texts), found
+
+
 @model_op
 def compute_attention(lm, config: AttentionConfig) -> AttentionResult:
     """Run ``lm`` (a core.models.loading.LoadedModel) once on the config's text and return its attention.
@@ -152,11 +166,8 @@ def compute_attention(lm, config: AttentionConfig) -> AttentionResult:
 
     model, tok = lm.model, lm.tokenizer
     limit = position_limit(model, tok)
-    text, found = strip_typed_specials(config.text)
-    text_b, found_b = strip_typed_specials(config.text_b) if config.pair else ("", ())
-    found = tuple(dict.fromkeys(found + found_b))
-    args = (text, text_b) if config.pair else (text,)
-    enc = tok(*args, return_tensors="pt", return_special_tokens_mask=True, truncation=False)
+    texts, found = model_texts(config, tok)
+    enc = tok(*texts, return_tensors="pt", return_special_tokens_mask=True, truncation=False)
     n = int(enc["input_ids"].shape[1])
     if n > limit:
         raise ValueError(msg("attention.text_tokens_long_but", n=n, limit=limit, p=n - limit))

@@ -25,8 +25,8 @@ import numpy as np
 
 from core.base.messages import msg
 from core.base.segment import han_words
-from core.base.text import display_piece, strip_typed_specials
-from core.inspect.attention import AttentionConfig
+from core.base.text import display_piece
+from core.inspect.attention import AttentionConfig, model_texts
 
 HOW = ("sum", "mean")
 DIRECTIONS = ("from", "to")
@@ -199,15 +199,12 @@ def group_words(
 
 def word_groups(tokenizer, config: AttentionConfig) -> WordGroups:
     """The words of ``config``'s text, encoded exactly as core.inspect.attention.compute_attention encodes it (same
-    typed-special stripping, same pair handling), so the groups index that result's tokens.
+    typed-special stripping, same mask token, same pair handling), so the groups index that result's tokens.
 
     Raises ValueError for a tokenizer without word ids (a slow, pure-Python tokenizer)."""
     if not getattr(tokenizer, "is_fast", False):
         raise ValueError(msg("attention.slow_tokenizer_does_not", name__=type(tokenizer).__name__))
-    text, _ = strip_typed_specials(config.text)
-    texts = [text]
-    if config.pair:
-        texts.append(strip_typed_specials(config.text_b)[0])
+    texts, _ = model_texts(config, tokenizer)
     enc = tokenizer(*texts, return_offsets_mapping=True, truncation=False)
     ids = enc["input_ids"]
     return group_words(

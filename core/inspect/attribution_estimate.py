@@ -13,7 +13,7 @@ import time
 import weakref
 from dataclasses import dataclass
 
-from core.inspect.attribution_inputs import forward_batch
+from core.inspect.attribution_inputs import forward_batch, model_texts
 from core.inspect.attribution_methods import METHODS, batch_calls
 from core.models.cost import Cost, ForwardTiming
 from core.registry.shape import shape
@@ -37,9 +37,8 @@ class Estimate:
 
 
 def _encoded(lm, cfg):
-    tok = lm.tokenizer
-    second = cfg.text_b if cfg.target == "pair" else None  # as core.inspect.attribution_inputs.prepare tokenizes it
-    return tok(cfg.text, second, return_tensors="pt", truncation=True, max_length=lm.max_tokens)
+    # as core.inspect.attribution_inputs.prepare tokenizes it (the pair target's two sentences, the model's mask)
+    return lm.tokenizer(*model_texts(lm, cfg), return_tensors="pt", truncation=True, max_length=lm.max_tokens)
 
 
 def _plan(lm, cfg) -> tuple[int, int]:

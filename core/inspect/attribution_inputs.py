@@ -19,10 +19,10 @@ import numpy as np
 
 from core.base.messages import msg
 from core.base.settings import current
-from core.base.text import display_piece
+from core.base.text import MASK_PATTERN, display_piece, with_mask_token
 from core.inspect.attribution_methods import METHODS, NotApplicable
 from core.models.loading import LoadedModel
-from core.predict.fill_mask import MASK_PATTERN, MAX_MASKS, count_masks
+from core.predict.fill_mask import MAX_MASKS, count_masks
 from core.registry import mlm_head
 
 TARGETS = {
@@ -156,15 +156,19 @@ def word_id(lm: LoadedModel, word: str, at_start: bool) -> int:
     return int(ids[0])
 
 
+def model_texts(lm: LoadedModel, cfg: AttributionConfig) -> tuple[str, ...]:
+    """The text (with the pair target: both sentences) as the tokenizer reads it: a typed [MASK] / <mask> as the
+    tokenizer's own mask token (core.base.text.with_mask_token, as on Fill-mask and Attention)."""
+    texts = (cfg.text, cfg.text_b) if cfg.target == "pair" else (cfg.text,)
+    return tuple(with_mask_token(t, lm.tokenizer.mask_token) for t in texts)
+
+
 def prepare(lm: LoadedModel, cfg: AttributionConfig) -> Prepared:
     """Tokenize, check the input against the model, and build the scalar to explain. Raises ValueError."""
     import torch  # lazy: torch takes seconds to load; importing this module (a page's imports) should not
 
     tok, model, fam = lm.tokenizer, lm.model, lm.family
-    if cfg.target == "pair":
-        enc = tok(cfg.text, cfg.text_b, return_tensors="pt")
-    else:
-        enc = tok(cfg.text, return_tensors="pt")
+    enc = tok(*model_texts(lm, cfg), return_tensors="pt")
     ids = enc["input_ids"]
     limit = lm.max_tokens
     if ids.shape[1] > limit:

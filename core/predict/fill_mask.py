@@ -1,6 +1,7 @@
 """Fill-mask: predict the words behind [MASK] with any family's MLM head.
 
-The user always writes ``[MASK]`` (``<mask>`` works too); it is mapped to the model's own mask token. The
+The user always writes ``[MASK]`` (``<mask>`` works too); it is mapped to the model's own mask token (the one
+rule of every page, core.base.text.with_mask_token). The
 encoder runs once over each batch (texts sorted by length, in chunks, so padding stays small); its last layer
 and the MLM head run at the masked positions only (core/models/masked_forward.py), so the vocabulary projection
 (hidden x vocab, the most expensive matmul of the head) is never computed for the other tokens. On CPU the
@@ -32,7 +33,7 @@ from core.models.masked_forward import masked_logits
 from core.runtime.backend import batched, model_op
 
 USER_MASK = "[MASK]"
-MASK_PATTERN = re.compile(r"\[mask\]|<mask>", re.IGNORECASE)
+MASK_PATTERN = text_rules.MASK_PATTERN  # [MASK] / <mask> as typed (core.base.text.with_mask_token maps them)
 STRATEGIES = ("independent", "iterative")
 MAX_TOP_K = 50
 MAX_MASKS = 20
@@ -174,7 +175,7 @@ def to_model_text(text: str, mask_token: str) -> tuple[str, tuple[str, ...]]:
     text, found = text_rules.strip_typed_specials(text)
     if found:
         notes.append(msg("fill_mask.removed_specials", removed=text_rules.removed_note(found)))
-    return MASK_PATTERN.sub(lambda _: mask_token, text), tuple(notes)
+    return text_rules.with_mask_token(text, mask_token), tuple(notes)
 
 
 def _cjk(c: str) -> bool:

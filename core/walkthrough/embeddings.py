@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from core.base.messages import msg
+from core.base.text import with_mask_token
 from core.models.loading import LoadedModel
 from core.runtime.backend import model_op
 
@@ -81,6 +82,8 @@ def embedding_parts(lm: LoadedModel, text: str, text_b: str | None = None) -> Em
         raise ValueError(msg("walkthrough.has_bert_style_embedding", name__=type(lm.model).__name__))
     limit = min(MAX_TEXT_TOKENS, lm.max_tokens)
     pair = bool(text_b and text_b.strip())
+    text = with_mask_token(text, tok.mask_token)  # a typed [MASK] is the model's own mask token, as on every page
+    text_b = with_mask_token(text_b, tok.mask_token) if text_b else text_b
     full = tok(text, text_b if pair else None)["input_ids"]
     enc = tok(
         text,

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from core.base.messages import msg
 from core.base.segment import has_han
+from core.base.text import with_mask_token
 from core.data.masking import IGNORE, mask_tokens, segment_starts, word_index, word_starts
 from core.models.loading import LoadedModel
 from core.registry import piece_kind
@@ -55,6 +56,7 @@ def _prepare(lm: LoadedModel, text: str):
     tok = lm.tokenizer
     if tok.mask_token_id is None:
         raise ValueError(msg("walkthrough.tokenizer_has_mask_token", checkpoint=lm.spec.checkpoint))
+    text = with_mask_token(text, tok.mask_token)  # a typed [MASK] is the model's own mask token, as on every page
     chinese = has_han(text) and getattr(tok, "is_fast", False)  # 词 need the tokens' character offsets
     enc = tok(
         text,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +19,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from core.base.messages import read_catalogue
+from core.base.paths import ASSETS
 from core.base.segment import has_han, regroup, word_spans
 from core.data.masking import segment_starts, word_index, word_starts
 from core.inspect.attention import AttentionConfig
@@ -73,6 +76,22 @@ def zh(tmp_path_factory):
     character) and xlm-roberta (Unigram, pieces of several characters)."""
     base = tmp_path_factory.mktemp("zh")
     return {"bert": _tiny("bert", base / "bert", 400), "xlm-roberta": _tiny("xlm-roberta", base / "xlmr", 300)}
+
+
+# What the texts said before the views grouped Chinese by jieba's 词 (#46): each character a word
+CHARACTER_WORDS = re.compile(r"Chinese character|character is a word|每个汉字|一个汉字|单个汉字")
+
+
+def _explain_ci(*keys: str) -> None:
+    """The catalogue's en and zh texts of ``keys`` (namespace.key, the namespace a file of assets/i18n) say that
+    Chinese words are jieba's 词, and none says each Chinese character is a word."""
+    for key in keys:
+        ns, name = key.split(".", 1)
+        entry = read_catalogue(ASSETS / "i18n" / f"{ns}.toml")[name]
+        for lang in ("en", "zh"):
+            text = entry[lang]
+            assert not CHARACTER_WORDS.search(text), (key, lang, text)
+            assert "jieba" in text, (key, lang, text)
 
 
 def _groups(text: str) -> list[tuple[int, int]]:
@@ -238,6 +257,7 @@ def test_words_attention_view_groups_a_ci(zh, fam):
     if fam == "bert":
         assert inner == ["中国", "的", "首都", "是", "北京", "。"]
         assert len(g.groups[g.words.index("北京")]) == 2  # two tokens, one word
+    _explain_ci("attention.w.intro")  # the Words view's explanation says so (#46)
 
 
 def test_corpus_search_and_projector_words_are_ci(zh):
@@ -249,3 +269,5 @@ def test_corpus_search_and_projector_words_are_ci(zh):
     sents = [CAPITAL, "北京是一个美丽的城市。", "我爱北京。", "北京北京。"] * MIN_POINTS
     _, found = pick_sentences(ProjectorConfig(what="word", word="北京"), sents)
     assert found == 5 * MIN_POINTS  # each 北京 counted once, whatever characters are around it
+    # the Projector's word box and its messages say so (#46)
+    _explain_ci("projector.word_help", "errors.projector.type_word_look_example", "errors.projector.not_one_word_give")
