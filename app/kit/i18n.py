@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from core.base.messages import Message, message_of, read_catalogue, render
+from core.base.messages import Items, Message, message_of, read_catalogue, render
 from core.base.paths import ASSETS, scrub
 
 I18N_DIR = ASSETS / "i18n"
@@ -81,6 +81,8 @@ def explain(x: object) -> str:
     params = {
         k: explain(v)
         if isinstance(v, (Message, BaseException))
+        else Items(explain(x) for x in v)
+        if isinstance(v, Items)
         else [explain(x) for x in v]
         if isinstance(v, (list, tuple))
         else v

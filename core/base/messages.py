@@ -58,12 +58,28 @@ def templates() -> dict[str, dict[str, str]]:
 register_cache(__name__, templates.cache_clear)
 
 
+class Items(tuple):
+    """A param that is a list of phrases (remedies, choices): it reads as its items separated by the language's
+    list separator (ITEM_SEP: "; ", "；"); a plain list or tuple reads as its items joined by a space (sentences)."""
+
+
+ITEM_SEP = {"en": "; ", "zh": "；"}
+
+
+def _joined(v: Any, lang: str) -> Any:
+    if isinstance(v, Items):
+        return ITEM_SEP.get(lang, ITEM_SEP["en"]).join(str(x) for x in v)
+    if isinstance(v, (list, tuple)):
+        return " ".join(str(x) for x in v)
+    return v
+
+
 def render(kind: str, lang: str, params: dict[str, Any]) -> str:
     """The template of ``kind`` in ``lang`` (English when absent) filled with ``params``; an unknown kind or a
     template that does not fit its params still gives readable text (the kind and the params)."""
     entry = templates().get(kind, {})
     template = entry.get(lang) or entry.get("en")
-    params = {k: " ".join(str(x) for x in v) if isinstance(v, (list, tuple)) else v for k, v in params.items()}
+    params = {k: _joined(v, lang) for k, v in params.items()}
     if template is None:
         return f"{kind}: {params}" if params else kind
     try:
@@ -97,7 +113,7 @@ def _excerpt(v: Any) -> Any:
     if isinstance(v, list):
         return [_excerpt(x) for x in v]
     if isinstance(v, tuple):
-        return tuple(_excerpt(x) for x in v)
+        return type(v)(_excerpt(x) for x in v) if isinstance(v, Items) else tuple(_excerpt(x) for x in v)
     return v
 
 
@@ -137,6 +153,21 @@ def message_of(x: T) -> Message | T:
     if isinstance(x, BaseException) and x.args and isinstance(x.args[0], Message):
         return x.args[0]
     return x
+
+
+def holds_kind(x: object, kind: str) -> bool:
+    """Whether ``x`` (a Message, or an error raised with one) is of ``kind`` or quotes one that is, at any depth of
+    its params: how code asks what a message says (a failed job's "jobs.failed_with" quoting the error it wraps)
+    without reading its words."""
+    m = message_of(x)
+    if not isinstance(m, Message):
+        return False
+    if m.kind == kind:
+        return True
+    return any(
+        holds_kind(v, kind) or (isinstance(v, (list, tuple)) and any(holds_kind(i, kind) for i in v))
+        for v in m.params.values()
+    )
 
 
 class Problem:

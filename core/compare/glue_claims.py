@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 
 from core.registry import FAMILIES
@@ -65,6 +66,13 @@ def claims_in_text(text: str) -> dict[str, tuple[float, ...]]:
     return out
 
 
+class Metric(StrEnum):
+    """What a measured run's ``value`` is (the page names it as models.glue.metric.<value>)."""
+
+    ACCURACY = "accuracy"
+    ENTITY_F1 = "entity_f1"
+
+
 @dataclass(frozen=True)
 class MeasuredRun:
     """One finished fine-tune found on this machine."""
@@ -75,7 +83,7 @@ class MeasuredRun:
     data: str  # the data's name: "glue-sst2", "drugreview", "wordnet", an upload's file name, ...
     task: str  # "sequence" or "token"
     glue_task: str | None  # "sst2", "cola", ... when the data is a GLUE task
-    metric: str  # "accuracy" or "entity F1"
+    metric: Metric  # what ``value`` is: held-out accuracy, or entity F1 for a token run
     value: float  # 0..1, on the run's own held-out split
     macro_f1: float | None
     steps: int
@@ -105,7 +113,7 @@ def read_run(model_dir: str | Path) -> MeasuredRun | None:
             data=str(meta.get("data", "")),
             task=task,
             glue_task=_glue_task(str(meta.get("data", ""))),
-            metric="entity F1" if token else "accuracy",
+            metric=Metric.ENTITY_F1 if token else Metric.ACCURACY,
             value=float(meta["entity_f1"] if token else meta["accuracy"]),
             macro_f1=None if meta.get("macro_f1") is None else float(meta["macro_f1"]),
             steps=int(meta.get("steps", 0)),

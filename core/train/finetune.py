@@ -30,14 +30,14 @@ from typing import Any
 
 import numpy as np
 
-from core.base.messages import msg
+from core.base.messages import Items, Message, msg
 from core.data.datasets_local import DataError, LabelledData
 from core.data.token_data import token_metrics as score_tokens
 from core.models.devices import is_oom
 from core.runtime.job_outcome import JobCancelled
 from core.runtime.jobs import resource_for
 from core.train import common as training
-from core.train.finetune_config import REMEDIES, FinetuneConfig, FinetuneError, remedies_for
+from core.train.finetune_config import OOM_KIND, REMEDIES, FinetuneConfig, FinetuneError, remedies_for
 from core.train.finetune_data import LengthGroupedBatches, padding_saved, task_for
 from core.train.finetune_model import accelerator, freeze, load_fresh, param_groups, save_model
 from core.train.memory import drop_frames
@@ -150,14 +150,17 @@ class FinetuneResult:
         ]
 
 
-def _oom_message(cfg: FinetuneConfig, device: str) -> str:
-    names = remedies_for(cfg)
-    offer = "; ".join(REMEDIES[n][0] for n in names) or "a smaller checkpoint"
-    return (
-        f"Out of memory on {device} with batch size {cfg.batch_size} and max length {cfg.max_length}. "
-        f"Try batch size {max(1, cfg.batch_size // 2)} or max length {max(8, cfg.max_length // 2)}, freeze the "
-        "embeddings or the first layers, or pick a smaller checkpoint (DistilBERT, ALBERT, a bundled mini). "
-        f"The article's remedies that would change this run: {offer}."
+def _oom_message(cfg: FinetuneConfig, device: str) -> Message:
+    """What to lower after running out of memory (kind OOM_KIND: the page finds it by its kind, not its words)."""
+    offer = Items(REMEDIES[n][0] for n in remedies_for(cfg)) or Items((msg("finetune.remedy.smaller_checkpoint"),))
+    return msg(
+        OOM_KIND,
+        device=device,
+        batch=cfg.batch_size,
+        max_len=cfg.max_length,
+        half_batch=max(1, cfg.batch_size // 2),
+        half_len=max(8, cfg.max_length // 2),
+        offer=offer,
     )
 
 

@@ -37,6 +37,9 @@ MAX_DROPOUT = 0.5
 HEAD_DROPOUT = 0.1  # EncoderLab's own heads (mean pooling, scalar mix) when FinetuneConfig.dropout is None
 
 
+OOM_KIND = "finetune.out_of_memory"  # the kind of the FinetuneError a run that ran out of memory ends with
+
+
 class FinetuneError(Problem, RuntimeError):
     """Training stopped for a reason the user can act on (NaN loss, out of memory, a bad resume).
 
@@ -243,15 +246,19 @@ def _mixed(cfg: FinetuneConfig) -> FinetuneConfig:
 
 # The out-of-memory remedies of the third article, in the order it gives them (plus the two every trainer has):
 # name -> (label, how it changes a config). A remedy that would not change a config is not offered for it.
+# The label is a Message (finetune.remedy.<name>): the page writes it in its language.
 REMEDIES: dict[str, tuple[str, Callable[[FinetuneConfig], FinetuneConfig]]] = {
-    "gradient_checkpointing": ("gradient checkpointing", lambda c: replace(c, gradient_checkpointing=True)),
-    "mixed_precision": ("mixed precision (bf16, or fp16 on a GPU without bf16)", _mixed),
-    "half_batch": ("half the batch size", lambda c: replace(c, batch_size=max(1, c.batch_size // 2))),
+    "gradient_checkpointing": (
+        msg("finetune.remedy.gradient_checkpointing"),
+        lambda c: replace(c, gradient_checkpointing=True),
+    ),
+    "mixed_precision": (msg("finetune.remedy.mixed_precision"), _mixed),
+    "half_batch": (msg("finetune.remedy.half_batch"), lambda c: replace(c, batch_size=max(1, c.batch_size // 2))),
     "max_length_64": (
-        "a shorter max length (halved, not under 64)",
+        msg("finetune.remedy.max_length_64"),
         lambda c: replace(c, max_length=max(min(c.max_length, ARTICLE_MIN_LENGTH), c.max_length // 2)),
     ),
-    "freeze_embeddings": ("freeze the embeddings", lambda c: replace(c, freeze_embeddings=True)),
+    "freeze_embeddings": (msg("finetune.remedy.freeze_embeddings"), lambda c: replace(c, freeze_embeddings=True)),
 }
 
 

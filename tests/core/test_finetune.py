@@ -634,3 +634,20 @@ def test_advice_quotes_the_article():
     assert any("3e-05 to 7e-05" in a for a in token) and any("Dropout" in a for a in token)
     assert any("2 to 3" in a for a in token)
     assert not FinetuneConfig("bert", "x", task="token", lr=3e-4).advice(hidden_size=384)  # a mini needs more
+
+
+def test_a_failed_run_is_found_out_of_memory_by_its_kind_not_its_words():
+    """#46: the Fine-tune page found out-of-memory by the substring "Out of memory", which a 中文 session never shows.
+    The job's message (core.runtime.job_outcome.describe_error) quotes the FinetuneError of kind OOM_KIND; that kind
+    decides, through a process boundary (pickle) too."""
+    import pickle
+
+    from app.views.train.finetune import is_oom_error
+    from core.runtime.job_outcome import describe_error
+
+    cfg = FinetuneConfig("bert", "x", batch_size=32, max_length=256)
+    oom = describe_error(FinetuneError(ft._oom_message(cfg, "cuda"), ftc.remedies_for(cfg)), "run 1")
+    assert is_oom_error(pickle.loads(pickle.dumps(oom)))
+    assert "gradient checkpointing; mixed precision; half the batch size" in oom  # a list, not run together
+    look_alike = describe_error(ValueError("Out of memory on cuda? No: a bad label"), "run 2")
+    assert not is_oom_error(look_alike) and not is_oom_error(None) and not is_oom_error("Out of memory")

@@ -7,6 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from core.base.messages import read_catalogue
+from core.base.paths import ASSETS
+from core.compare import glue_claims as gc
 from core.compare.glue_claims import (
     GLUE_CLAIMS,
     GLUE_COLUMNS,
@@ -86,3 +89,18 @@ def test_a_finished_fine_tune_is_found_with_its_model_steps_and_seed(tiny_models
     assert read_run(broken) is None
     runs = find_runs([tmp_path / "other", tmp_path / "missing"])
     assert [r.glue_task for r in runs] == ["sst2"]
+
+
+def test_every_metric_code_has_a_name_in_both_languages(tmp_path):
+    """#46: the page chose the metric's name by comparing r.metric with the English 'entity F1'; now the code is a
+    StrEnum and the page names it models.glue.metric.<code>."""
+    names = read_catalogue(ASSETS / "i18n" / "models.toml", "models")
+    for m in gc.Metric:
+        entry = names.get(f"models.glue.metric.{m}")
+        assert entry and entry.get("en") and entry.get("zh"), m
+    model = tmp_path / "model"
+    model.mkdir()
+    cfg = {"family": "bert", "checkpoint": "x", "task": "token"}
+    (model / META_FILE).write_text(json.dumps({"config": cfg, "accuracy": 0.9, "entity_f1": 0.5}), encoding="utf-8")
+    run = gc.read_run(model)
+    assert run is not None and run.metric == gc.Metric.ENTITY_F1 and run.value == 0.5

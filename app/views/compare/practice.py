@@ -265,7 +265,7 @@ def measured_table(runs, speeds: dict[str, float]) -> pd.DataFrame:
                 t("models.glue.col.model"): r.checkpoint,
                 t("models.glue.col.family"): FAMILIES[r.family].label if r.family in FAMILIES else r.family,
                 t("models.glue.col.data"): COLUMN_LABELS.get(r.glue_task or "", r.data),
-                t("models.glue.col.metric"): t(f"models.glue.metric.{'f1' if r.metric == 'entity F1' else 'accuracy'}"),
+                t("models.glue.col.metric"): t(f"models.glue.metric.{r.metric}"),
                 t("models.glue.col.measured"): f"{r.value * 100:.1f}",
                 t("models.glue.col.claim"): "–" if claim is None else f"{claim:.1f}",  # i18n: ok (a dash)
                 t("models.glue.col.steps"): r.steps,

@@ -7,12 +7,14 @@ from __future__ import annotations
 import streamlit as st
 
 from app.kit import state, urlstate
-from app.kit.i18n import explain, t, t_or
+from app.kit.i18n import explain, t
 from app.views.train import remedies as render_remedies
 from core.base.fields import Bounds, bounded_fields, default_of
+from core.base.messages import holds_kind
 from core.data.datasets_local import GLUE_TASKS, HELD_OUT_FRACTION
 from core.train.finetune_config import (
     DEFAULT_DATA,
+    OOM_KIND,
     POOLINGS,
     PRECISIONS,
     REMEDIES,
@@ -141,8 +143,9 @@ def config_from_state(spec, task: str, strict: bool = False) -> FinetuneConfig |
 
 
 def is_oom_error(error: str | None) -> bool:
-    """A failed job's message says it ran out of memory (core.train.finetune's FinetuneError for OOM)."""
-    return bool(error) and "Out of memory" in error
+    """A failed job ran out of memory: its message is, or quotes, core.train.finetune's FinetuneError for OOM (by its
+    kind, never its words: the words are the session's language)."""
+    return holds_kind(error, OOM_KIND)
 
 
 def presets(hidden: int | None, suggested: dict, articles: dict, task: str = "sequence") -> None:
@@ -200,7 +203,7 @@ def oom_offer(run: dict, restart) -> None:
     cols = st.columns(len(names))
     for col, n in zip(cols, names):
         col.button(
-            t("finetune.oom.restart", remedy=t_or(f"finetune.remedy.{n}", REMEDIES[n][0])),
+            t("finetune.oom.restart", remedy=explain(REMEDIES[n][0])),
             key=K(f"remedy.{run['name']}.{n}"),
             on_click=restart,
             args=(run, n),
