@@ -58,7 +58,7 @@ def templates() -> dict[str, dict[str, str]]:
 register_cache(__name__, templates.cache_clear)
 
 
-class Items(tuple):
+class Items(tuple[Any, ...]):
     """A param that is a list of phrases (remedies, choices): it reads as its items separated by the language's
     list separator (ITEM_SEP: "; ", "；"); a plain list or tuple reads as its items joined by a space (sentences)."""
 
