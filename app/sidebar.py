@@ -15,7 +15,7 @@ from app.kit.model_choice import AWAITING, CUSTOM_OPTION, LOAD_FAILED, known_che
 from app.kit.render import as_text, source_name
 from app.room.joining import sidebar_controls as room_controls
 from core.base.messages import carry, excerpt
-from core.models.devices import resolve_device
+from core.models.devices import check_int8, resolve_device
 from core.models.downloads import can_have_now
 from core.models.hosted import check_custom_checkpoint
 from core.models.loading import ModelSpec, Source, resolve
@@ -168,12 +168,11 @@ def model_picker() -> ModelSpec | None:
     try:
         if awaiting:  # what a page's model_or_error shows: the pointer, not the sidebar's sentence again
             raise ModelLoadError(t("sidebar.custom_pointer"))
-        dev = resolve_device(st.session_state[state.DEVICE])
+        resolve_device(st.session_state[state.DEVICE])  # cuda asked for on a machine without one: said here
         if choice == CUSTOM_OPTION:
             check_custom_checkpoint(checkpoint)  # hosted mode: Hub ids only, never a server path
         quant = "int8" if st.session_state.get(QUANT) else ""
-        if quant and dev.kind != "cpu":  # "auto" on a GPU server: say so here, not on every page
-            raise ModelLoadError(t("sidebar.int8_cpu_only"))
+        check_int8(quant, st.session_state[state.DEVICE])  # "auto" on a GPU server: said here, not on every page
         spec = ModelSpec(fam, checkpoint, st.session_state[state.DEVICE], quant)
     except ModelLoadError as e:
         error = carry(e)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypedDict
 
+from core.base.messages import msg
 from core.registry import ModelLoadError
 
 # The oldest driver each CUDA major release runs on (NVIDIA's CUDA compatibility tables; within a major release,
@@ -255,14 +256,28 @@ def resolve_device(choice: str = "auto") -> DeviceInfo:
     import torch
 
     if choice not in ("auto", "cpu", "cuda"):
-        raise ModelLoadError(f"Unknown device {choice!r}: use auto, cpu or cuda.")
+        raise ModelLoadError(msg("devices.unknown_choice", choice=choice))
     has_cuda = torch.cuda.is_available()
     if choice == "cuda" and not has_cuda:
-        raise ModelLoadError("CUDA was asked for, but this machine has no usable GPU. Choose 'auto' or 'cpu'.")
+        raise ModelLoadError(msg("devices.no_gpu_here"))
     if choice == "cuda" or (choice == "auto" and has_cuda):
         props = torch.cuda.get_device_properties(0)
         return DeviceInfo("cuda", props.name, round(props.total_memory / 2**30, 1), "cuda")
     return DeviceInfo("cpu", _cpu_name(), None, "cpu")
+
+
+def check_int8(quant: str, choice: str) -> None:
+    """The int8 rule: dynamic int8 linears (core.models.int8) run on the CPU only, so int8 with a device choice that
+    resolves to a GPU ("auto" on a GPU server, or "cuda") is refused here, with what to change. Raises
+    ModelLoadError."""
+    if quant == "int8" and resolve_device(choice).kind != "cpu":
+        raise ModelLoadError(msg("devices.int8_cpu_only"))
+
+
+def device_for_trained(trained_on: str) -> str:
+    """The device choice for using a model fine-tuned on ``trained_on`` ("cpu", "cuda", ...): a model trained on the
+    CPU is tried on the CPU; one trained on a GPU goes back to a GPU when this machine has one ("auto")."""
+    return "cpu" if trained_on == "cpu" else "auto"
 
 
 def _cpu_name() -> str:

@@ -23,6 +23,7 @@ from app.views.train.finetune_charts import (
     try_chart,
 )
 from app.views.train.finetune_report import record_prediction
+from core.models.devices import device_for_trained
 from core.predict.classify import classify, tag, zip_folder
 from core.registry import ModelLoadError
 from core.train.finetune import FinetuneResult
@@ -86,7 +87,7 @@ def _try_it(name: str, result: FinetuneResult) -> None:
         go_ = st.form_submit_button(t("finetune.classify"))
     if go_ and text.strip():
         try:
-            fm = finetuned(result.model_dir, "cpu" if result.device == "cpu" else "auto")
+            fm = finetuned(result.model_dir, device_for_trained(result.device))
         except ModelLoadError as e:
             st.error(t("finetune.cannot_load", error=explain(e)))
             return
@@ -99,7 +100,7 @@ def _try_it(name: str, result: FinetuneResult) -> None:
         st.warning(t("finetune.type_first"))
     if text.strip() and st.session_state.get(K(f"try_done.{name}")) == text.strip():  # heads off, same text
         classify_heads(
-            lambda: finetuned(result.model_dir, "cpu" if result.device == "cpu" else "auto"),
+            lambda: finetuned(result.model_dir, device_for_trained(result.device)),
             text.strip(),
             K(f"try.{name}"),
             made_from=result.model_dir,
@@ -271,7 +272,7 @@ def _tag_it(name: str, result: FinetuneResult, types: tuple[str, ...]) -> None:
     if not text.strip() or not (go_ or st.session_state.get(K(f"tag_done.{name}")) == text.strip()):
         return
     try:
-        fm = finetuned(result.model_dir, "cpu" if result.device == "cpu" else "auto")
+        fm = finetuned(result.model_dir, device_for_trained(result.device))
     except ModelLoadError as e:
         st.error(t("finetune.cannot_load", error=explain(e)))
         return
