@@ -12,6 +12,7 @@ import streamlit as st
 
 from app.kit.fonts import font_updates
 from app.kit.i18n import t
+from core.base.segment import is_wide
 
 PRESENT = "ui.present"
 PIN = "ui.pin"
@@ -61,7 +62,7 @@ TITLE_PX = 17  # px: a chart title's font where the figure sets none (Streamlit'
 
 
 def _units(text: str) -> int:
-    return sum(2 if ord(c) >= 0x2E80 else 1 for c in text)
+    return sum(2 if is_wide(c) else 1 for c in text)
 
 
 def wrap_text(text: str, width: int) -> str:

@@ -26,6 +26,7 @@ import streamlit as st
 
 from app.kit.fonts import font_updates
 from app.kit.i18n import lang, t
+from core.base.segment import is_wide
 
 ENTRIES = "report.entries"
 MAX_ENTRIES = 100
@@ -126,7 +127,7 @@ log = logging.getLogger(__name__)
 
 def _text_px(text: str, size: float) -> float:
     """About how wide ``text`` is drawn at font ``size`` (CJK glyphs a full em, others about 0.6 em)."""
-    return sum(size if ord(c) > 0x2E7F else 0.6 * size for c in text)
+    return sum(size if is_wide(c) else 0.6 * size for c in text)
 
 
 def wrap_title(text: str, room_px: float, size: float = 14) -> str:

@@ -26,6 +26,7 @@ import functools
 import logging
 import re
 import threading
+import unicodedata
 import warnings
 from collections.abc import Iterable
 from typing import Any
@@ -67,6 +68,19 @@ def _cutter() -> Any:
 def is_han(ch: str) -> bool:
     """True for one Han (Chinese) character."""
     return bool(_HAN_RUN.fullmatch(ch))
+
+
+def is_wide(ch: str) -> bool:
+    """True for one character drawn a full em wide (two columns): East Asian Wide or Fullwidth in Unicode's
+    EastAsianWidth table (Han, kana, Hangul, their punctuation, full-width forms, most emoji). The one width rule of
+    charts, titles and the attention view's labels."""
+    return unicodedata.east_asian_width(ch) in ("W", "F")
+
+
+def is_cjk(ch: str) -> bool:
+    """True for one Chinese, Japanese or Korean letter (Han, kana, Hangul): written without spaces between words, so
+    a text of them needs a word cutter (jieba's 词 for Chinese) or counts them one by one. Not their punctuation."""
+    return ch.isalpha() and is_wide(ch)
 
 
 def has_han(text: str) -> bool:

@@ -19,18 +19,9 @@ import torch
 
 from core.base.messages import msg
 from core.base.segment import han_words
-from core.registry import FAMILIES
 
 IGNORE = -100
 WORD_MARKERS = {"wordpiece": "##", "bpe": "Ġ", "unigram": "▁"}
-
-
-def __getattr__(name: str):
-    """``FAMILY_PIECES`` (family -> piece kind), computed from the registry (``Family.piece_kind``) when asked for:
-    the old table's name, for code that has not moved to asking the registry."""
-    if name == "FAMILY_PIECES":
-        return {f.key: f.piece_kind for f in FAMILIES.values()}
-    raise AttributeError(msg("masking.module_has_attribute", name__=__name__, name=name))
 
 
 def word_starts(tokens: list[str], kind: str) -> list[bool]:

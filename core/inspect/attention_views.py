@@ -24,30 +24,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from core.base.messages import msg
-from core.base.segment import han_words
+from core.base.segment import han_words, is_cjk  # is_cjk: each CJK letter a word unless in a Chinese 词
 from core.base.text import display_piece
 from core.inspect.attention import AttentionConfig, model_texts
 
 HOW = ("sum", "mean")
 DIRECTIONS = ("from", "to")
-# Characters written without spaces between words: each one is a word here unless it is in a Chinese 词
-# (the ranges core/predict/fill_mask.words uses).
-_CJK_RANGES = (
-    (0x3040, 0x30FF),
-    (0x3400, 0x4DBF),
-    (0x4E00, 0x9FFF),
-    (0xF900, 0xFAFF),
-    (0xAC00, 0xD7AF),
-    (0x20000, 0x2FFFF),
-)
-
-
-def is_cjk(ch: str) -> bool:
-    """True for a Chinese/Japanese/Korean character (one character)."""
-    o = ord(ch)
-    return any(lo <= o <= hi for lo, hi in _CJK_RANGES)
-
-
 # ---------------------------------------------------------------------------------------------- selections
 @dataclass(frozen=True)
 class SelectionConfig:

@@ -25,7 +25,7 @@ from core.base import text as text_rules
 from core.base.caches import register as register_cache
 from core.base.messages import Problem, msg
 from core.base.paths import ASSETS
-from core.base.segment import is_han, regroup
+from core.base.segment import is_cjk, is_han, regroup
 from core.base.settings import current
 from core.models import loading as models
 from core.models.loading import LoadedModel
@@ -178,10 +178,6 @@ def to_model_text(text: str, mask_token: str) -> tuple[str, tuple[str, ...]]:
     return text_rules.with_mask_token(text, mask_token), tuple(notes)
 
 
-def _cjk(c: str) -> bool:
-    return unicodedata.east_asian_width(c) == "W" and c.isalpha()
-
-
 HAN_VOCAB = 2500  # Han pieces a Chinese vocabulary holds at least (the 2,500 common characters; bert-base-uncased: 488)
 # tokenizer -> its Han pieces; weak keys: an entry goes with its tokenizer (an id() key could be reused by another)
 _HAN_PIECES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -212,7 +208,7 @@ def reads_cjk(checkpoint: str, text: str, pieces: Sequence[str], offsets: Sequen
         return lang in registry.CHINESE_LANGUAGES
     unk = getattr(tok, "unk_token", None)
     for i, c in enumerate(text):
-        if _cjk(c) and not any(s <= i < e and p != unk and c in p for p, (s, e) in zip(pieces, offsets)):
+        if is_cjk(c) and not any(s <= i < e and p != unk and c in p for p, (s, e) in zip(pieces, offsets)):
             return False
     return _han_pieces(tok) >= HAN_VOCAB
 
@@ -233,7 +229,7 @@ def _script_notes(
     if emoji and not lost:
         n = sum(1 for p, (s, e) in zip(pieces, offsets) if any(unicodedata.category(c) == "So" for c in text[s:e]))
         notes.append(msg("fill_mask.note_emoji", emoji="".join(dict.fromkeys(emoji)), n=n))
-    if any(_cjk(c) for c in text) and not reads_cjk(checkpoint, text, pieces, offsets, tok):
+    if any(is_cjk(c) for c in text) and not reads_cjk(checkpoint, text, pieces, offsets, tok):
         notes.append(msg("fill_mask.note_cjk"))
     if any(unicodedata.bidirectional(c) in ("R", "AL") for c in text):
         notes.append(msg("fill_mask.note_rtl"))

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from core.base.messages import Problem, msg
 from core.base.paths import ASSETS
+from core.base.segment import han_words, has_han
 from core.base.settings import current
 from core.base.text import removed_note, strip_typed_specials
 from core.models.loading import LoadedModel
@@ -41,6 +42,12 @@ _STOP = set(
     "the a an and or but of to in on at for with by from as is are was were be been it its this that "
     "these those he she they we you i his her their our my your them him us me not no so than then there "
     "has have had do does did will would can could all after before when while into over".split()
+)
+
+# Chinese function words (as jieba cuts them): they carry no topic
+_STOP_ZH = set(
+    "的 地 得 是 了 着 过 我 你 他 她 它 我们 你们 他们 她们 咱们 在 这 那 这个 那个 这里 那里 很 和 与 也 就 都 "
+    "不 没 没有 有 一个 吗 呢 吧 啊 会 要 能 说 去 到 上 下 里 还 又 把 被 给 让 对 从 向 为 因为 所以 但是 如果".split()
 )
 
 
@@ -224,13 +231,11 @@ def score_pairs_now(
 
 # ---------------------------------------------------------------------------------------------- probe
 def _content_words(s: str) -> set[str]:
-    """Lower-cased words that carry topic (no stop words); each CJK character counts as a word."""
+    """Lower-cased words that carry topic: Latin words of 3+ letters that are not stop words, and Chinese 词
+    (jieba's, core.base.segment) that are not function words (_STOP_ZH). 公园 and 公共汽车 share a character but
+    no word, so they are different topics."""
     latin = {w for w in re.findall(r"[a-z\u00c0-\u024f]+", s.lower()) if w not in _STOP and len(w) > 2}
-    return latin | {c for c in s if _has_cjk(c) and c not in "的是了我他她们在这那很"}
-
-
-def _has_cjk(s: str) -> bool:
-    return any("\u4e00" <= c <= "\u9fff" for c in s)
+    return latin | {s[a:b] for a, b in han_words(s) if s[a:b] not in _STOP_ZH}
 
 
 def example_sentences(lang: str = "en") -> list[str]:
@@ -246,11 +251,11 @@ def example_sentences(lang: str = "en") -> list[str]:
 def other_topic(a: str, b: str, seed: int = 0, pool: Sequence[str] | None = None) -> str:
     """A sentence from the examples that shares no content word with A or B (random among those, by seed)."""
     if pool is None:
-        pool = [s for s in example_sentences("zh" if _has_cjk(a) else "en")]
-        if _has_cjk(a):
-            pool = [s for s in pool if _has_cjk(s)]
+        pool = [s for s in example_sentences("zh" if has_han(a) else "en")]
+        if has_han(a):
+            pool = [s for s in pool if has_han(s)]
         else:
-            pool = [s for s in pool if not _has_cjk(s)]
+            pool = [s for s in pool if not has_han(s)]
     used = _content_words(a) | _content_words(b)
     fresh = [s for s in pool if s.strip() not in (a.strip(), b.strip()) and not (_content_words(s) & used)]
     candidates = fresh or [s for s in pool if s.strip() not in (a.strip(), b.strip())]

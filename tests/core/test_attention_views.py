@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from core.base.segment import is_cjk
 from core.inspect.attention import AttentionConfig, compute_attention
 from core.inspect.attention_views import (
     SelectionConfig,
     WordGroups,
     group_words,
-    is_cjk,
     selection_attention,
     word_attention,
     word_groups,

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from core.base import segment
 from core.base.messages import read_catalogue
 from core.base.paths import ASSETS
 from core.base.segment import has_han, regroup, word_spans
@@ -28,6 +29,7 @@ from core.inspect.attention_views import word_groups
 from core.models.loading import ModelSpec, load
 from core.models.tiny import tiny_config
 from core.models.tokenizer_build import save_tokenizer, train_tokenizer
+from core.predict import sentence_pair as sp
 from core.predict.fill_mask import FillMaskConfig, encode, words
 from core.registry import build_model
 from core.represent.corpus_index import query_words
@@ -271,3 +273,20 @@ def test_corpus_search_and_projector_words_are_ci(zh):
     assert found == 5 * MIN_POINTS  # each 北京 counted once, whatever characters are around it
     # the Projector's word box and its messages say so (#46)
     _explain_ci("projector.word_help", "errors.projector.type_word_look_example", "errors.projector.not_one_word_give")
+
+
+def test_one_han_test_and_one_width_rule_for_every_place():
+    """#46 §3: eight separate "is this Han/CJK" tests became is_han, is_cjk and is_wide in core.base.segment."""
+    assert segment.is_cjk("猫") and segment.is_cjk("あ") and segment.is_cjk("한") and segment.is_cjk("𠀀")
+    assert not segment.is_cjk("a") and not segment.is_cjk("。") and not segment.is_cjk("1")
+    assert segment.is_wide("中") and segment.is_wide("。") and segment.is_wide("Ａ") and not segment.is_wide("a")
+    assert not segment.is_wide("ｱ")  # half-width katakana is drawn narrow
+
+
+def test_the_other_topic_sentence_shares_no_chinese_word_with_the_pair():
+    """#46 §3: the topic overlap counted Chinese characters against a stop list of characters; it counts jieba's 词.
+    公共汽车 shares 公 with 公园 but no word; 今天 is a shared word."""
+    assert sp._content_words("我们今天去公园散步。") == {"今天", "公园", "散步"}
+    pool = ["公共汽车来了。", "今天下雨了。"]
+    picks = {sp.other_topic("我们今天去公园散步。", "天气很好。", seed=s, pool=pool) for s in range(8)}
+    assert picks == {"公共汽车来了。"}

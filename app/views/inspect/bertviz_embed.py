@@ -33,6 +33,7 @@ import numpy as np
 
 from app.kit.fonts import FONT_STACK
 from core.base.paths import ASSETS
+from core.base.segment import is_wide
 
 VENDOR = ASSETS / "vendor"
 VENDOR_FILES = {"d3": "d3-5.7.0.min.js", "jquery": "jquery-2.1.4.min.js", "require": "require-2.3.6.js"}
@@ -194,26 +195,13 @@ def _rewrite_params(js: str, layers: list[int], heads: list[int], decimals: int)
     return js[:a] + rest[:-1] + ',"attention":[' + ",".join(blocks) + "]};" + js[line_end:]
 
 
-def wide(c: str) -> bool:
-    """A CJK character (Han, kana, Hangul, their punctuation and full-width forms): one em wide, upright when
-    written top to bottom."""
-    o = ord(c)
-    return (
-        0x2E80 <= o <= 0xA4CF
-        or 0xAC00 <= o <= 0xD7AF
-        or 0xF900 <= o <= 0xFAFF
-        or 0xFF00 <= o <= 0xFFEF
-        or 0x20000 <= o <= 0x3FFFF
-    )
-
-
 def default_layout(labels: list[str], text: str = "") -> str:
     """The head view's layout for these tokens (of ``text``): horizontal for a long CJK text, where bertviz's
     vertical one would be one tall strip: at least LONG_CJK_TOKENS tokens, and half of them with a CJK character
     or half of the text's characters CJK (a tokenizer that lacks them writes [UNK]); vertical otherwise."""
-    cjk = sum(any(wide(c) for c in label) for label in labels)
+    cjk = sum(any(is_wide(c) for c in label) for label in labels)
     chars = [c for c in text if not c.isspace()]
-    cjk_text = bool(chars) and 2 * sum(wide(c) for c in chars) >= len(chars)
+    cjk_text = bool(chars) and 2 * sum(is_wide(c) for c in chars) >= len(chars)
     return "horizontal" if len(labels) >= LONG_CJK_TOKENS and (2 * cjk >= len(labels) or cjk_text) else "vertical"
 
 
@@ -223,7 +211,7 @@ def _label_px(labels: list[str]) -> int:
 
     def one(label: str) -> float:
         shown = label if len(label) <= H_MAX_CHARS else label[: H_MAX_CHARS - 1] + "…"
-        return sum(H_TEXT if wide(c) else 0.7 * H_TEXT for c in shown)
+        return sum(H_TEXT if is_wide(c) else 0.7 * H_TEXT for c in shown)
 
     return int(max([2 * H_TEXT] + [one(x) for x in labels])) + 10
 
