@@ -14,6 +14,7 @@ import io
 
 import numpy as np
 
+from app.kit.i18n import explain, lang, t
 from core.inspect.attention import AttentionResult
 from core.inspect.attribution import BatchResult
 from core.represent.probes import ProbeResult
@@ -44,11 +45,11 @@ def batch_to_csv(batch: BatchResult) -> str:
     w.writerow(["row", "text", "target", "method", "token_index", "token", "special", "score", "error"])
     for i, (row, res, err) in enumerate(zip(batch.rows, batch.results, batch.errors), start=1):
         if res is None:
-            w.writerow([i, row.text, "", "", "", "", "", "", err])
+            w.writerow([i, row.text, "", "", "", "", "", "", explain(err) if err else ""])
             continue
         for m in res.methods:
-            for t, (tok, sp, s) in enumerate(zip(res.tokens, res.special, m.scores)):
-                w.writerow([i, row.text, res.target_label, m.method, t, tok, int(sp), f"{s:.6g}", ""])
+            for j, (tok, sp, s) in enumerate(zip(res.tokens, res.special, m.scores)):
+                w.writerow([i, row.text, res.target_label, m.method, j, tok, int(sp), f"{s:.6g}", ""])
     return buf.getvalue()
 
 
@@ -56,30 +57,30 @@ def tokens_html(tokens: tuple[str, ...], scores: np.ndarray, special: np.ndarray
     """Tokens as escaped <span>s coloured by score (diverging), with the score as a tooltip."""
     scale = float(np.max(np.abs(scores))) if len(scores) else 0.0
     spans = []
-    for i, (t, s) in enumerate(zip(tokens, scores)):
+    for i, (piece, s) in enumerate(zip(tokens, scores)):
         sp = special is not None and bool(special[i])
         style = f"background:{color(float(s), scale)};padding:2px 3px;margin:1px;border-radius:3px;" + (
             "opacity:.55;font-style:italic;" if sp else ""
         )
         spans.append(
-            f'<span class="attr-tok" style="{style}" title="{html.escape(f"{s:+.4f}")}">{html.escape(t)}</span>'
+            f'<span class="attr-tok" style="{style}" title="{html.escape(f"{s:+.4f}")}">{html.escape(piece)}</span>'
         )
     return '<div class="attr-line" style="line-height:2;font-family:monospace">' + " ".join(spans) + "</div>"
 
 
 def batch_to_html(batch: BatchResult) -> str:
     """A standalone HTML page (no scripts, no external resources) of every row's coloured tokens."""
-    parts = [
-        "<!doctype html><html><head><meta charset='utf-8'><title>EncoderLab attributions</title>",
+    parts = [  # in the session's language, like the page it comes from
+        f"<!doctype html><html lang='{lang()}'><head><meta charset='utf-8'>",
+        f"<title>{html.escape(t('attribution.export.title'))}</title>",
         "<style>body{font-family:sans-serif;margin:2em}h3{margin-bottom:.2em}.m{color:#555;font-size:.9em}"
-        ".err{color:#b00}</style></head><body><h1>Attributions</h1>",
-        "<p class='m'>Green pushes the explained score up, red pushes it down; faded tokens are special "
-        "tokens kept fixed in the baseline.</p>",
+        f".err{{color:#b00}}</style></head><body><h1>{html.escape(t('attribution.export.heading'))}</h1>",
+        f"<p class='m'>{html.escape(t('attribution.colours'))}</p>",
     ]
     for i, (row, res, err) in enumerate(zip(batch.rows, batch.results, batch.errors), start=1):
         parts.append(f"<h3>{i}. {html.escape(row.text)}</h3>")
         if res is None:
-            parts.append(f"<p class='err'>{html.escape(err or '')}</p>")
+            parts.append(f"<p class='err'>{html.escape(explain(err) if err else '')}</p>")
             continue
         parts.append(f"<p class='m'>{html.escape(res.target_label)} · f(x) = {res.f_x:+.3f}</p>")
         for m in res.methods:

@@ -32,7 +32,7 @@ def poll(step: int, choice: int | None, options: list[str], correct: int | None 
             sent[step] = choice
         revealed = step in rooms().view(code).revealed
     except R.RoomError as e:
-        st.error(str(e))
+        st.error(explain(e))
         return None
     if not revealed:
         st.caption(t("room.poll_sent") if choice is not None else t("room.poll_wait"))

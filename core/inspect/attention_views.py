@@ -30,6 +30,8 @@ from core.inspect.attention import AttentionConfig, model_texts
 
 HOW = ("sum", "mean")
 DIRECTIONS = ("from", "to")
+
+
 # ---------------------------------------------------------------------------------------------- selections
 @dataclass(frozen=True)
 class SelectionConfig:

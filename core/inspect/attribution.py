@@ -201,7 +201,7 @@ def attribute(lm: LoadedModel, cfg: AttributionConfig, progress: Progress | None
                 prep, cfg, lambda fr, msg: report((base_done + fr * layer_cost) / total, msg)
             )
         except NotApplicable as e:
-            skipped.append(("layers", str(e)))
+            skipped.append(("layers", carry(e)))
     keep = ~prep.special
     m = len(methods)
     corr = np.eye(m)
@@ -306,7 +306,7 @@ def attribute_batch(
             errors.append(None)
         except ValueError as e:
             results.append(None)
-            errors.append(str(e))
+            errors.append(carry(e))  # its Message: the page writes it in its language
     return BatchResult(tuple(rows), tuple(results), tuple(errors))
 
 

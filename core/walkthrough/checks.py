@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core.base.messages import msg
+from core.base.messages import carry, msg
 from core.base.paths import ASSETS
 from core.compare import speed as bench
 from core.data.datasets_local import load_bundled
@@ -313,7 +313,7 @@ def measure_distillation(
                 )
             )
         except ValueError as e:
-            errors.append(str(e))
+            errors.append(carry(e))  # its Message: the page writes it in its language
     return DistilMeasurement(at, speed, student_f.key, student_f.distilled_from, tuple(models), tuple(errors))
 
 

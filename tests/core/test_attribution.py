@@ -389,6 +389,19 @@ def test_batch_csv_roundtrip(loaded):
     assert "http" not in page  # standalone: no external resources
 
 
+def test_the_html_export_is_in_the_sessions_language(loaded, monkeypatch):
+    """#46 §1: the export's title, heading and legend were English in a 中文 session, and so were a row's errors."""
+    from app.kit import i18n
+
+    rows = A.read_batch_csv("text\nthe cat sat on the [MASK] .\nno mask here\n")
+    batch = A.attribute_batch(loaded("bert"), rows, dict(target="mask", methods=("ixg",), word="", contrast_word=""))
+    monkeypatch.setitem(i18n._last, "lang", "zh")  # outside a script run: the language of the last run
+    page = exports.batch_to_html(batch)
+    assert "<title>EncoderLab 归因</title>" in page and "<h1>归因</h1>" in page and "绿色" in page
+    assert "Green pushes" not in page and str(batch.errors[1]) not in page  # the row's error in 中文 too
+    assert i18n.explain(batch.errors[1]) in page
+
+
 def test_batch_settings_are_checked_first(loaded):
     rows = A.read_batch_csv("text\nhello [MASK] .\n")
     with pytest.raises(ValueError, match="n_steps"):

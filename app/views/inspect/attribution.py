@@ -152,7 +152,7 @@ def show_result(res: AttributionResult, key: str) -> list[go.Figure]:
         st.warning(explain(res.delta_warning))
     for key_, why in res.skipped:
         name = method_label(key_) if key_ in METHODS else t("attribution.per_layer_method")
-        st.info(t("attribution.skipped", method=name, why=why))
+        st.info(t("attribution.skipped", method=name, why=explain(why)))
     st.caption(t("attribution.colours"))
     for m in res.methods:
         extra = "" if m.delta is None else t("attribution.delta", delta=f"{m.delta:+.2e}")
@@ -193,7 +193,7 @@ def show_batch(batch: BatchResult, key: str) -> None:
     st.success(t("attribution.batch_done", ok=ok, n=len(batch.rows)))
     for i, (row, err) in enumerate(zip(batch.rows, batch.errors), start=1):
         if err:
-            st.warning(t("attribution.batch_row_error", i=i, text=row.text[:60], error=err))
+            st.warning(t("attribution.batch_row_error", i=i, text=row.text[:60], error=explain(err)))
     row = st.container(horizontal=True)  # the buttons side by side at their own widths
     shown = replace(batch, results=tuple(None if r is None else for_export(r) for r in batch.results))
     row.download_button(

@@ -294,7 +294,7 @@ def show_estimate(
         est = AE.estimate(lm, cfg, _timing(lm, cfg))
     except (ValueError, RuntimeError) as e:  # an input the model refuses: say why instead of how long
         if not pressed:
-            where.caption(t("attribution.estimate_refused", why=str(e)))
+            where.caption(t("attribution.estimate_refused", why=explain(e)))
         return
     grad = t("attribution.estimate_grad", b=f"{est.backwards:,}") if est.backwards else ""
     first = t("attribution.estimate_first") if est.first_run else ""
