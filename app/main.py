@@ -13,6 +13,7 @@ import streamlit as st  # noqa: E402
 
 from app.kit import presenter, state  # noqa: E402
 from app.kit.flow import PageEnd  # noqa: E402
+from app.kit.uploads import apply_uploader_language  # noqa: E402
 from app.nav import build_navigation, follow_deep_link  # noqa: E402
 from app.room import lifecycle as room  # noqa: E402
 from app.sidebar import model_picker, report_panel  # noqa: E402
@@ -54,6 +55,7 @@ follow_deep_link()  # a link to /<page> that app/serve.py sent to the root first
 room.begin(page)  # ?room=CODE: join, and the room's banner (a follower's poll follows the presenter)
 model_picker()
 presenter.apply_style()
+apply_uploader_language()  # 中文: Streamlit's own upload-box texts, from the catalogue
 try:
     page.run()
 except PageEnd:  # the page ended early (app.kit.flow.end_page, never st.stop(): that would stop the frame too)

@@ -105,7 +105,7 @@ def job_panel(
         if not j.done:
             st.progress(
                 j.progress,
-                text=t("common.progress", name=j.name, message=j.message, s=f"{j.elapsed:,.0f}") + _fmt_eta(j),
+                text=t("common.progress", name=j.name, message=explain(j.message), s=f"{j.elapsed:,.0f}") + _fmt_eta(j),
             )
             if st.button(t("common.cancel"), key=f"{key}.cancel.{job_id}"):
                 r.cancel(job_id)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from app.kit.i18n import t
+from app.kit.i18n import lang, t
 from app.kit.render import as_text
 from core.base.settings import current as server_settings
 from core.base.uploads import UploadError, read_upload
@@ -68,6 +68,28 @@ def read(
     except UploadError as e:
         return Upload(name, data, None, rejection(e))
     return Upload(name, data, text)
+
+
+def _css_text(text: str) -> str:
+    """``text`` as a CSS string literal (for ``content:``)."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ") + '"'
+
+
+def apply_uploader_language() -> None:
+    """Streamlit's upload box writes its own English ("Drag and drop a file here", "200MB per file", "Upload") and
+    offers no setting for it. In 中文 those texts are hidden and the box's prompt and button are drawn from the
+    catalogue by CSS (uploads.dropzone, uploads.browse); the limits stand in the caption under every box."""
+    if lang() == "en":
+        return
+    prompt, browse = _css_text(t("uploads.dropzone")), _css_text(t("uploads.browse"))
+    st.html(
+        "<style>"
+        '[data-testid="stFileUploaderDropzoneInstructions"] > * { display: none !important; }'
+        f'[data-testid="stFileUploaderDropzoneInstructions"]::before {{ content: {prompt}; font-size: .875rem; }}'
+        '[data-testid="stFileUploaderDropzone"] button > * { display: none !important; }'
+        f'[data-testid="stFileUploaderDropzone"] button::after {{ content: {browse}; }}'
+        "</style>"
+    )
 
 
 def upload_box(

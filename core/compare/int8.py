@@ -179,17 +179,17 @@ def compare_models(
     """Measure a loaded fp32 model against its int8 copy (same tokenizer); see the module docstring."""
     import torch
 
-    def tick(f: float, msg: str) -> None:
+    def tick(f: float, message: str) -> None:
         if on_progress:
-            on_progress(f, msg)
+            on_progress(f, message)
 
     ex = [FillMaskConfig(s, top_k=5) for s in probe_examples()]
     held = heldout_configs(fp32_lm, cfg.heldout) if cfg.heldout else []
-    tick(0.3, f"probe: {len(ex)} example sentences, {len(held)} held-out masked words")
+    tick(0.3, msg("progress.int8.probe", examples=len(ex), heldout=len(held)))
     res = {}
     for name, lm in (("fp32", fp32_lm), ("int8", int8_lm)):
         res[name] = (fill_mask_batch(lm, ex), fill_mask_batch(lm, held) if held else ())
-        tick(0.4 if name == "fp32" else 0.5, f"fill-mask probe on {name}")
+        tick(0.4 if name == "fp32" else 0.5, msg("progress.int8.fill_mask", name=name))
     a_ex, b_ex = _top1(res["fp32"][0]), _top1(res["int8"][0])
     a_h, b_h = _top1(res["fp32"][1]), _top1(res["int8"][1])
     agree_ex = sum(x[1] == y[1] for x, y in zip(a_ex, b_ex)) / max(len(a_ex), 1)
@@ -197,7 +197,7 @@ def compare_models(
     diffs = tuple((x[0], x[1], y[1]) for x, y in zip(a_ex + a_h, b_ex + b_h) if x[1] != y[1])[:8]
     max_len = min(cfg.seq_len, fp32_lm.max_tokens)
     vocab = int(fp32_lm.model.config.vocab_size)
-    tick(0.55, f"timing the encoders at batch {cfg.batch} x {max_len} tokens")
+    tick(0.55, msg("progress.int8.timing", batch=cfg.batch, tokens=max_len))
     lat = time_encoder(fp32_lm.model, vocab, cfg.batch, max_len, cfg.repeats, [int8_lm.model])
     sides = {}
     for (name, lm), s in zip((("fp32", fp32_lm), ("int8", int8_lm)), lat):
@@ -211,7 +211,7 @@ def compare_models(
             top1,
             top5,
         )
-    tick(1.0, "done")
+    tick(1.0, msg("progress.done"))
     return QuantResult(
         checkpoint=fp32_lm.spec.checkpoint,
         family=fp32_lm.spec.family,
@@ -240,13 +240,13 @@ def measure_quantization(
     """
 
     if on_progress:
-        on_progress(0.0, "loading fp32 and int8 copies")
+        on_progress(0.0, msg("progress.int8.loading"))
     base = replace(spec, device="cpu", quant="")
     fp32 = load(base, "mlm")
     check_mlm(fp32)
     int8 = load(replace(base, quant="int8"), "mlm")
     if on_progress:
-        on_progress(0.2, f"quantized {quantized_linears(int8.model)} linear layers")
+        on_progress(0.2, msg("progress.int8.quantized", n=quantized_linears(int8.model)))
     return compare_models(fp32, int8, cfg, on_progress)
 
 

@@ -141,11 +141,11 @@ def measure_speed(cfg: SpeedConfig, on_progress: Callable[[float, str], None] | 
     steps = len(cfg.families) * (1 + cfg.warmup) + cfg.repeats * len(cfg.families)
     done = 0
 
-    def tick(msg: str) -> None:
+    def tick(message: str) -> None:
         nonlocal done
         done += 1
         if on_progress:
-            on_progress(done / steps, msg)
+            on_progress(done / steps, message)
 
     g = torch.Generator().manual_seed(0)
     for fam in cfg.families:
@@ -153,16 +153,16 @@ def measure_speed(cfg: SpeedConfig, on_progress: Callable[[float, str], None] | 
         ids = torch.randint(5, min(mcfg.vocab_size, 1000), (cfg.batch, cfg.seq_len), generator=g).to(dev.torch_device)
         mask = torch.ones_like(ids)
         built[fam] = (model, mcfg, ids, mask)
-        tick(f"built {FAMILIES[fam].label}")
+        tick(msg("progress.speed.built", model=FAMILIES[fam].label))
         for _ in range(cfg.warmup):
             _forward(model, ids, mask, dev.kind)
-            tick(f"warm-up {FAMILIES[fam].label}")
+            tick(msg("progress.speed.warmup", model=FAMILIES[fam].label))
     samples: dict[str, list[float]] = {f: [] for f in cfg.families}
     for rep in range(cfg.repeats):
         for fam in cfg.families:
             model, _, ids, mask = built[fam]
             samples[fam].append(_forward(model, ids, mask, dev.kind))
-            tick(f"round {rep + 1}/{cfg.repeats}: {FAMILIES[fam].label}")
+            tick(msg("progress.speed.round", round=rep + 1, rounds=cfg.repeats, model=FAMILIES[fam].label))
     rows = []
     for fam in cfg.families:
         model, mcfg, _, _ = built[fam]

@@ -25,11 +25,10 @@ from typing import Any
 
 import numpy as np
 
-from core.base.messages import carry, msg
+from core.base.messages import Message, carry, msg
 from core.base.text import display_piece
 from core.inspect.attribution_estimate import mark_warm
 from core.inspect.attribution_inputs import (
-    BASELINES,
     AttributionConfig,
     Prepared,
     Scorer,
@@ -121,7 +120,7 @@ def _run_method(key: str, prep: Prepared, cfg: AttributionConfig, tick: Callable
         cfg=cfg,
         batch=forward_batch(cfg, prep.embeds.shape[1]),
         tick=tick,
-        baseline_label=BASELINES[cfg.baseline],
+        baseline_label=msg(f"attribution.baseline_name.{cfg.baseline}"),
     )
     t0 = time.perf_counter()
     out = m.run(inputs)
@@ -147,6 +146,12 @@ def spearman(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.corrcoef(ra, rb)[0, 1])
 
 
+def method_name(key: str) -> Message:
+    """A method's name in core's messages (its progress lines, why it was skipped): attribution.method_name.<key> of
+    assets/i18n/errors.toml, whose English is METHODS[key].label (tests/core/test_progress_messages.py checks both)."""
+    return msg(f"attribution.method_name.{key}")
+
+
 @model_op
 def attribute(lm: LoadedModel, cfg: AttributionConfig, progress: Progress | None = None) -> AttributionResult:
     """Run every method in ``cfg`` on ``lm`` and return an AttributionResult.
@@ -157,7 +162,7 @@ def attribute(lm: LoadedModel, cfg: AttributionConfig, progress: Progress | None
     """
     import torch  # lazy: torch loads in seconds; the page's imports reach this module
 
-    report = progress or (lambda frac, msg: None)
+    report = progress or (lambda frac, message: None)
     prep = prepare(lm, cfg)
     seq = prep.embeds.shape[1]
     bs = forward_batch(cfg, seq)
@@ -174,13 +179,16 @@ def attribute(lm: LoadedModel, cfg: AttributionConfig, progress: Progress | None
         f_x, f_b = float(both[0]), float(both[1])
     prep.f_x, prep.f_b = f_x, f_b
     for key in cfg.methods:
-        start, label = done[0], METHODS[key].label
+        start, label = done[0], method_name(key)
 
         def tick(key=key, start=start, label=label):
             done[0] = min(done[0] + 1, start + weights[key])
-            report(done[0] / total, f"{label}: batch {done[0] - start}/{weights[key]}")
+            report(
+                done[0] / total,
+                msg("progress.attribution.batch", method=label, done=done[0] - start, total=weights[key]),
+            )
 
-        report(done[0] / total, f"{label} …")
+        report(done[0] / total, msg("progress.attribution.method", method=label))
         try:
             methods.append(_run_method(key, prep, cfg, tick))
         except NotApplicable as e:
@@ -190,7 +198,7 @@ def attribute(lm: LoadedModel, cfg: AttributionConfig, progress: Progress | None
         raise NotApplicable(
             msg(
                 "attribution.all_skipped",
-                reasons=[msg("attribution.skipped_one", label=METHODS[k].label, why=why) for k, why in skipped],
+                reasons=[msg("attribution.skipped_one", label=method_name(k), why=why) for k, why in skipped],
             )
         )
     layer_scores, layer_names, notes = None, (), list(prep.notes)
@@ -198,7 +206,7 @@ def attribute(lm: LoadedModel, cfg: AttributionConfig, progress: Progress | None
         base_done = done[0]
         try:
             layer_scores, layer_names = layer_attributions(
-                prep, cfg, lambda fr, msg: report((base_done + fr * layer_cost) / total, msg)
+                prep, cfg, lambda fr, message: report((base_done + fr * layer_cost) / total, message)
             )
         except NotApplicable as e:
             skipped.append(("layers", carry(e)))
@@ -208,7 +216,7 @@ def attribute(lm: LoadedModel, cfg: AttributionConfig, progress: Progress | None
     for i in range(m):
         for j in range(i + 1, m):
             corr[i, j] = corr[j, i] = spearman(methods[i].scores[keep], methods[j].scores[keep])
-    report(1.0, "done")
+    report(1.0, msg("progress.done"))
     mark_warm(lm.model)  # the next estimate on this model need not warn of the first run's one-off costs
     tokens = tuple(lm.tokenizer.convert_ids_to_tokens(prep.ids[0].tolist()))
     return AttributionResult(
@@ -286,14 +294,14 @@ def attribute_batch(
 
     A row that fails (bad word, no mask, too long) keeps its error message; the others go on.
     """
-    report = progress or (lambda frac, msg: None)
+    report = progress or (lambda frac, message: None)
     check_batch_settings(settings)
     results: list[AttributionResult | None] = []
     errors: list[str | None] = []
     for i, row in enumerate(rows):
 
-        def sub(frac: float, msg: str, i=i) -> None:
-            report((i + frac) / len(rows), f"row {i + 1}/{len(rows)}: {msg}")
+        def sub(frac: float, message: str, i=i) -> None:
+            report((i + frac) / len(rows), msg("progress.attribution.row", row=i + 1, rows=len(rows), inner=message))
 
         try:
             params = {**settings, "layer_steps": 0, "text": row.text, "text_b": row.text_b}

@@ -6,12 +6,12 @@ for the call; a layer shared across depth (ALBERT) is refused, since one hooked 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from core.base.messages import msg
+from core.base.messages import Message, msg
 from core.inspect.attribution_inputs import AttributionConfig, Prepared, Scorer, forward_batch
 from core.inspect.attribution_methods import NotApplicable, per_token
 from core.registry import encoder_layers
@@ -74,6 +74,13 @@ def _hookable(mods: list, probe: Callable[[], Any]) -> list:
     return picked
 
 
+def _layer_step(i: int, names: Sequence[str]) -> Message:
+    """The progress line of the ``i``-th of ``_encoder_layers``' modules (the embeddings first, when found)."""
+    if names[i] == "embeddings":
+        return msg("progress.attribution.layer_embeddings")
+    return msg("progress.attribution.layer", layer=i if names[0] == "embeddings" else i + 1)
+
+
 def layer_attributions(prep: Prepared, cfg: AttributionConfig, report: Callable[[float, str], None]):
     """LayerIG at the embeddings output and after each encoder layer, on a copy of the model."""
     from captum.attr import LayerIntegratedGradients  # lazy: captum is slow to import, only a run needs it
@@ -89,8 +96,8 @@ def layer_attributions(prep: Prepared, cfg: AttributionConfig, report: Callable[
     mods = _hookable(mods, lambda: Scorer(work, prep)(prep.embeds))
     bs = forward_batch(cfg, prep.embeds.shape[1])
     rows = []
-    for i, (mod, name) in enumerate(zip(mods, names)):
-        report(i / len(mods), f"per-layer IG: {name}")
+    for i, mod in enumerate(mods):
+        report(i / len(mods), _layer_step(i, names))
         lig = LayerIntegratedGradients(Scorer(work, prep), mod)
         attr = lig.attribute(prep.embeds, baselines=prep.base, n_steps=cfg.layer_steps, internal_batch_size=bs)
         if isinstance(attr, (tuple, list)):

@@ -54,14 +54,14 @@ class Inputs:
 class Output:
     scores: np.ndarray  # (seq,) one value per token
     delta: float | None = None  # convergence delta: sum(scores) - (f(x) - f(baseline)), where the method has one
-    note: str = ""
+    note: str = ""  # a Message (attribution.note.<method>): the page writes it in its language
 
 
 @dataclass(frozen=True)
 class Method:
     key: str  # stable id: links, CSV exports and other modules name methods by it
     label: str  # English name (the page's names, in both languages, are assets/i18n/attribution.toml method.<key>)
-    description: str  # what it computes and what it costs, one or two lines for the page's help
+    description: str  # what it computes and what it costs, for the page's help: a Message (attribution.about.<key>)
     run: Callable[[Inputs], Output]
     cost: Callable[[int, Any, int], Cost]  # (seq, cfg, batch) -> Cost
     settings: tuple[str, ...] = ()  # AttributionConfig fields it reads besides the target and the text
@@ -96,23 +96,22 @@ def _integrated_gradients(i: Inputs) -> Output:
     )
     # captum's convergence delta, from the f(x), f(baseline) we already have (saves its two extra forwards)
     delta = float(attr.detach().double().sum()) - (i.f_x - i.f_b)
-    return Output(per_token(attr, "sum"), delta, f"{i.baseline_label} baseline, {i.cfg.n_steps} steps, batch {i.batch}")
+    note = msg("attribution.note.ig", baseline=i.baseline_label, steps=i.cfg.n_steps, batch=i.batch)
+    return Output(per_token(attr, "sum"), delta, note)
 
 
 def _saliency(i: Inputs) -> Output:
     from captum.attr import Saliency  # lazy: captum is slow to import, only a run needs it
 
     attr = Saliency(i.forward).attribute(i.embeds.clone().requires_grad_(), abs=True)
-    return Output(
-        per_token(attr, "sum"), note="|gradient| summed over embedding dimensions: magnitude only, never negative"
-    )
+    return Output(per_token(attr, "sum"), note=msg("attribution.note.saliency"))
 
 
 def _input_x_gradient(i: Inputs) -> Output:
     from captum.attr import InputXGradient  # lazy: captum is slow to import, only a run needs it
 
     attr = InputXGradient(i.forward).attribute(i.embeds.clone().requires_grad_())
-    return Output(per_token(attr, "sum"), note="embedding × gradient; ignores the baseline")
+    return Output(per_token(attr, "sum"), note=msg("attribution.note.ixg"))
 
 
 def _deeplift(i: Inputs) -> Output:
@@ -128,9 +127,7 @@ def _deeplift(i: Inputs) -> Output:
     gap = i.f_x - i.f_b
     if abs(delta) > DEEPLIFT_TOLERANCE * abs(gap) + 1e-4:
         raise NotApplicable(msg("attribution.deeplift_ran_but_its", p=float(scores.sum()), gap=gap))
-    return Output(
-        scores, delta, "attention's products and LayerNorm follow plain gradients (no DeepLift rule): check the delta"
-    )
+    return Output(scores, delta, msg("attribution.note.deeplift"))
 
 
 def _occlusion(i: Inputs) -> Output:
@@ -140,7 +137,7 @@ def _occlusion(i: Inputs) -> Output:
     attr = Occlusion(i.forward).attribute(
         i.embeds, sliding_window_shapes=(1, dim), strides=(1, dim), baselines=i.base, perturbations_per_eval=i.batch
     )
-    return Output(per_token(attr, "mean"), note="f(x) − f(x with one token replaced by the baseline)")
+    return Output(per_token(attr, "mean"), note=msg("attribution.note.occlusion"))
 
 
 def _token_features(i: Inputs):
@@ -163,7 +160,7 @@ def _kernel_shap(i: Inputs) -> Output:
     attr = _seeded_kernel_shap(KernelShap, i.forward, gen).attribute(
         i.embeds, baselines=i.base, feature_mask=fmask, n_samples=i.cfg.n_samples, perturbations_per_eval=i.batch
     )
-    return Output(per_token(attr, "mean"), note=f"{i.cfg.n_samples} coalitions of tokens replaced by the baseline")
+    return Output(per_token(attr, "mean"), note=msg("attribution.note.kernelshap", n=i.cfg.n_samples))
 
 
 def _lime(i: Inputs) -> Output:
@@ -189,7 +186,7 @@ def _lime(i: Inputs) -> Output:
     ).attribute(
         i.embeds, baselines=i.base, feature_mask=fmask, n_samples=i.cfg.n_samples, perturbations_per_eval=i.batch
     )
-    return Output(per_token(attr, "mean"), note=f"ridge fit on {i.cfg.n_samples} perturbations, LIME's text kernel")
+    return Output(per_token(attr, "mean"), note=msg("attribution.note.lime", n=i.cfg.n_samples))
 
 
 def _seeded_kernel_shap(kernel_shap_cls, forward, gen):
@@ -230,11 +227,7 @@ def deeplift_module_check(model) -> str | None:
         }
     )
     if unsupported:
-        return (
-            f"DeepLift's rescale rule covers ReLU, ELU, LeakyReLU, Sigmoid, Tanh and Softmax modules; this model's "
-            f"feed-forward uses {', '.join(unsupported)}, for which captum would silently fall back to plain "
-            "gradients, so the result would not be DeepLift. Use Integrated Gradients (the same idea, exact)."
-        )
+        return msg("attribution.deeplift_no_rule", modules=", ".join(unsupported))
     return None
 
 
@@ -259,10 +252,7 @@ def deeplift_check(model, i: Inputs) -> str | None:
         for h in hooks:
             h.remove()
     if any(v > 1 for v in calls.values()):
-        return (
-            "This model runs the same layer module several times (cross-layer parameter sharing); captum's "
-            "DeepLift stores one input per module, so it cannot follow repeated calls. Use Integrated Gradients."
-        )
+        return msg("attribution.deeplift_shared_layers")
     return None
 
 
@@ -270,10 +260,7 @@ def unavailable_methods(model) -> dict[str, str]:
     """Methods that cannot apply to this model, with the reason, known from its modules alone (no forward pass):
     a page offers the rest, so nothing is refused only after a long run."""
     if getattr(model, "encoderlab_quant", ""):  # core.compare.int8: int8 linears have no backward
-        grad = (
-            "This model runs int8 linears (core.compare.int8), which have no gradients: untick int8 (CPU) in the "
-            "sidebar for gradient methods, or use occlusion, KernelSHAP or LIME."
-        )
+        grad = msg("attribution.int8_no_gradients")
         return {k: grad for k, m in METHODS.items() if m.gradients}
     why = deeplift_module_check(model)
     return {"deeplift": why} if why else {}
@@ -294,8 +281,7 @@ METHODS: dict[str, Method] = {
         Method(
             "lig",
             "Integrated Gradients (on the embeddings)",
-            "IG on the word embeddings (= LayerIG of the embedding layer); the scores add up to f(x) − f(baseline). "
-            "n_steps forward + backward passes.",
+            msg("attribution.about.lig"),
             _integrated_gradients,
             lambda seq, cfg, bs: Cost(cfg.n_steps, cfg.n_steps, batch_calls(cfg.n_steps, bs)),
             settings=("baseline", "n_steps", "internal_batch_size"),
@@ -303,21 +289,21 @@ METHODS: dict[str, Method] = {
         Method(
             "saliency",
             "Saliency",
-            "|gradient| at the input: a magnitude, no baseline. 1 forward + backward pass.",
+            msg("attribution.about.saliency"),
             _saliency,
             _one,
         ),
         Method(
             "ixg",
             "Input × Gradient",
-            "Embedding × gradient at the input, no baseline. 1 forward + backward pass.",
+            msg("attribution.about.ixg"),
             _input_x_gradient,
             _one,
         ),
         Method(
             "deeplift",
             "DeepLift",
-            "Rescale rules from the baseline, only where the model's units have rules. 1 forward + backward pass.",
+            msg("attribution.about.deeplift"),
             _deeplift,
             lambda seq, cfg, bs: Cost(3, 2, 1),
             settings=("baseline",),
@@ -325,7 +311,7 @@ METHODS: dict[str, Method] = {
         Method(
             "occlusion",
             "Occlusion",
-            "f(x) − f(x with one token set to its baseline). 1 forward pass per token.",
+            msg("attribution.about.occlusion"),
             _occlusion,
             lambda seq, cfg, bs: Cost(seq + 1, 0, batch_calls(seq, bs) + 1),
             settings=("baseline", "internal_batch_size"),
@@ -334,7 +320,7 @@ METHODS: dict[str, Method] = {
         Method(
             "kernelshap",
             "KernelSHAP",
-            "A Shapley-kernel fit over coalitions of tokens kept or set to the baseline. 1 forward pass per sample.",
+            msg("attribution.about.kernelshap"),
             _kernel_shap,
             lambda seq, cfg, bs: Cost(cfg.n_samples, 0, batch_calls(cfg.n_samples, bs)),
             settings=("baseline", "n_samples", "internal_batch_size", "seed"),
@@ -343,7 +329,7 @@ METHODS: dict[str, Method] = {
         Method(
             "lime",
             "LIME",
-            "A ridge fit over random token subsets, LIME's text kernel. 1 forward pass per sample.",
+            msg("attribution.about.lime"),
             _lime,
             lambda seq, cfg, bs: Cost(cfg.n_samples, 0, batch_calls(cfg.n_samples, bs)),
             settings=("baseline", "n_samples", "internal_batch_size", "seed"),

@@ -20,7 +20,7 @@ import numpy as np
 import torch  # core.data.masking and core.models.masked_forward load it anyway
 import torch.nn.functional as F
 
-from core.base.messages import Problem, carry, msg
+from core.base.messages import Message, Problem, carry, msg
 from core.data.masking import mask_tokens
 from core.inspect.ablation import AblationConfig, ablated, base_model, default_texts, gated, layout
 from core.models.loading import LoadedModel, ModelSpec, load
@@ -171,7 +171,7 @@ def _gradient(lm, chunks, classifier: bool, lay, progress) -> np.ndarray:
             (g,) = torch.autograd.grad(per_text.sum(), gate)
         scores += g.detach().abs().sum(0).double().cpu()
         if progress is not None:
-            progress((i + 1) / len(chunks), f"gradient importance: {i + 1}/{len(chunks)} batches")
+            progress((i + 1) / len(chunks), msg("progress.importance.gradient", done=i + 1, total=len(chunks)))
     return scores.numpy()
 
 
@@ -239,7 +239,7 @@ def head_importance(
     steps = 1 + (n_heads if exhaustive else 0) + ((len(fractions) * (1 + len(seeds))) if pruning else 0)
     done: list[float] = [0]
 
-    def report(message: str, units: float = 1.0) -> None:
+    def report(message: Message, units: float = 1.0) -> None:
         done[0] += units
         if progress is not None:
             progress(min(1.0, done[0] / steps), message)
@@ -254,7 +254,7 @@ def head_importance(
     t0 = time.perf_counter()
     scores = _gradient(lm, chunks, classifier, lay, None if progress is None else (lambda f, m: progress(f / steps, m)))
     seconds_gradient = time.perf_counter() - t0
-    report("gradient importance done")
+    report(msg("progress.importance.gradient_done"))
     flat_heads = [(la, h) for la in range(lay.n_layers) for h in range(lay.n_heads)]
     ex, rho, seconds_ex = None, None, None
     base_loss, base_metric = None, None
@@ -266,7 +266,7 @@ def head_importance(
         ex = np.zeros((lay.n_layers, lay.n_heads))
         for i, (la, h) in enumerate(flat_heads):
             ex[la, h] = loss_and_metric([(la, h)])[0] - base_loss
-            report(f"single-head ablation: {i + 1}/{n_heads} heads")
+            report(msg("progress.importance.single_head", done=i + 1, total=n_heads))
         seconds_ex = time.perf_counter() - t1
         rho = float(spearmanr(scores.ravel(), ex.ravel()).statistic)
         if not np.isfinite(rho):  # constant scores or losses (e.g. a model that ignores its heads)
@@ -287,12 +287,12 @@ def head_importance(
             return metric_at[key]
 
         p_imp = tuple(metric(order[:k]) for k in ks)
-        report("pruning in importance order", len(fr))
+        report(msg("progress.importance.pruning_ordered"), len(fr))
         rand = []
         for sd in seeds:
             perm = [flat_heads[i] for i in np.random.default_rng(sd).permutation(n_heads)]
             rand.append([metric(perm[:k]) for k in ks])
-            report(f"pruning in random order (seed {sd})", len(fr))
+            report(msg("progress.importance.pruning_random", seed=sd), len(fr))
         p_rand = tuple(float(x) for x in np.mean(rand, axis=0))
     scores.setflags(write=False)
     return ImportanceResult(
@@ -356,7 +356,7 @@ def importance_job(
 
 
 def _run_job(family, checkpoint, device, texts, exhaustive, pruning, finetuned_dir, batch, ctx) -> ImportanceResult:
-    ctx.progress(0.0, "loading the model")
+    ctx.progress(0.0, msg("progress.loading_model"))
     lm: FinetunedModel | LoadedModel
     if finetuned_dir:
         lm = load_finetuned(finetuned_dir, device)

@@ -361,14 +361,14 @@ def tune(
 
     def step(i: int, n: int, loss: float) -> None:
         if on_progress is not None:
-            on_progress(0.9 * i / n, f"step {i}/{n}, KL {loss:.3f} nats", step=i, kl=loss)
+            on_progress(0.9 * i / n, msg("progress.lens.step", step=i, total=n, kl=loss), step=i, kl=loss)
 
     tuned, losses = train_tuned_lens(lm, cfg, on_step=step, should_stop=should_stop)
     seconds = time.perf_counter() - t0
     if should_stop is not None and should_stop():
         raise JobCancelled()
     if on_progress is not None:
-        on_progress(0.92, "measuring raw and tuned KL on held-out text")
+        on_progress(0.92, msg("progress.lens.measuring"))
     kl_raw, n = measure_kl(lm, None, cfg=cfg)
     kl_tuned, _ = measure_kl(lm, tuned, cfg=cfg)
     report = TuneReport(
@@ -389,7 +389,7 @@ def tune(
     if save:
         save_tuned(lm, tuned, report)
     if on_progress is not None:
-        on_progress(1.0, "saved")
+        on_progress(1.0, msg("progress.lens.saved"))
     return tuned, report
 
 
@@ -400,7 +400,7 @@ def tune_job(spec: ModelSpec, cfg: TuneConfig | None = None):
 
 
 def _run_tune_job(spec: ModelSpec, cfg: TuneConfig, ctx) -> TuneReport:
-    ctx.progress(0.0, "loading a fresh copy of the model")
+    ctx.progress(0.0, msg("progress.loading_fresh_copy"))
     lm = load(spec, task="mlm")
     try:
         check_mlm(lm)

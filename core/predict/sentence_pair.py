@@ -225,7 +225,7 @@ def score_pairs_now(
                 tokens.append(tuple(tok.convert_ids_to_tokens(ids[:n])))
                 cut.append(len(full[j]) > limit)
             if progress is not None:
-                progress(len(probs) / len(pairs), f"{len(probs)}/{len(pairs)} pairs")
+                progress(len(probs) / len(pairs), msg("progress.pairs", done=len(probs), total=len(pairs)))
     return probs, tokens, cut
 
 

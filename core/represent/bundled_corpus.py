@@ -5,6 +5,9 @@ core.base.segment, which a Chinese-capable model's pages read."""
 
 from __future__ import annotations
 
+import functools
+
+from core.base.caches import register as register_cache
 from core.base.segment import word_spans
 from core.data.corpus import CORPUS_DIR, HELDOUT_FILE, TRAIN_FILE, load_documents
 
@@ -23,3 +26,20 @@ def corpus_sentences(split: str = "train", lang: str = "en") -> list[str]:
     if lang == "zh":
         return [s for doc in docs for s in doc if len(word_spans(s)) >= MIN_WORDS]
     return [s for doc in docs for s in doc if len(s.split()) >= MIN_WORDS]
+
+
+@functools.lru_cache(maxsize=2)  # one corpus per language (English: ~42k sentences), read once per process
+def page_corpus(lang: str = "en") -> tuple[str, ...]:
+    """The bundled corpus the representation pages (corpus search, the projector) read in ``lang``: the train split,
+    or for "zh" the Chinese corpus's held-out split (never trained on by the bundled XLM-R); distinct sentences in
+    file order. One function, so every page counts the same sentences (2,555 Chinese ones, not 2,555 on one page
+    and 2,556 on another)."""
+    return tuple(dict.fromkeys(corpus_sentences("heldout" if lang == "zh" else "train", lang)))
+
+
+register_cache(__name__, page_corpus.cache_clear)
+
+
+def page_corpus_size(lang: str = "en") -> int:
+    """How many sentences page_corpus(lang) holds: the number the pages show."""
+    return len(page_corpus(lang))

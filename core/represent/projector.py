@@ -40,11 +40,10 @@ from dataclasses import dataclass
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from core.base.caches import register as register_cache
 from core.base.messages import msg
 from core.models.loading import LoadedModel, ModelSpec, load
 from core.represent.bundled_corpus import LANGS as BUNDLED_LANGS
-from core.represent.bundled_corpus import corpus_sentences
+from core.represent.bundled_corpus import page_corpus, page_corpus_size
 from core.represent.projector_maps import depth_maps, map_threads, normalise
 from core.represent.token_vectors import MAX_SENTENCES, num_depths, sentence_words, token_vectors
 
@@ -224,18 +223,15 @@ def color_groups(p: Projection, color: str, depth: int, top: int = NEXT_WORD_COL
 
 
 # ---------------------------------------------------------------------------------------------- text
-@functools.lru_cache(maxsize=2)  # one corpus per language (English: ~48k lines), read once per process
 def _bundled(lang: str = "en") -> tuple[str, ...]:
     # Chinese: the zh corpus's held-out split (never trained on by the bundled XLM-R), as corpus search reads it
-    return tuple(corpus_sentences("heldout" if lang == "zh" else "train", lang))
-
-
-register_cache(__name__, _bundled.cache_clear)
+    return page_corpus(lang)
 
 
 def bundled_count(lang: str = "en") -> int:
-    """Sentences of the bundled corpus the projector reads in ``lang``."""
-    return len(_bundled(lang))
+    """Sentences of the bundled corpus the projector reads in ``lang``: corpus search's number too
+    (core.represent.bundled_corpus.page_corpus_size)."""
+    return page_corpus_size(lang)
 
 
 def split_text(text: str) -> list[str]:
@@ -337,11 +333,11 @@ def project(
     if max(depths) >= depths_all:
         raise ValueError(msg("projector.depths_go_from_embeddings", p=depths_all - 1, p2=list(depths)))
     sentences = corpus_of(cfg)
-    report(0.0, f"finding the points in {len(sentences):,} sentences")
+    report(0.0, msg("progress.projector.finding", n=len(sentences)))
     chosen, found = pick_sentences(cfg, sentences)
 
-    def forward_progress(f: float, msg: str) -> None:
-        report(0.05 + 0.45 * f, "reading: " + msg)
+    def forward_progress(f: float, message: str) -> None:
+        report(0.05 + 0.45 * f, msg("progress.projector.reading", inner=message))
 
     tv = token_vectors(lm, chosen, depths, unit="word", max_length=cfg.max_length, on_progress=forward_progress)
     if cfg.what == "word":
@@ -378,7 +374,7 @@ def project(
         notes.append(msg("projector.sentence_s_were_cut", truncated=truncated, max_length=cfg.max_length))
     if cfg.what == "word" and found > n:
         notes.append(msg("projector.occurrences_were_found_random", found=found, n=n))
-    report(1.0, "done")
+    report(1.0, msg("progress.done"))
     return Projection(
         checkpoint=lm.spec.checkpoint,
         family=lm.spec.family,
@@ -410,5 +406,5 @@ def project_job(spec: ModelSpec, cfg: ProjectorConfig):
 
 
 def _run_project_job(spec: ModelSpec, cfg: ProjectorConfig, ctx) -> Projection:
-    ctx.progress(0.0, "loading a fresh copy of the model")
+    ctx.progress(0.0, msg("progress.loading_fresh_copy"))
     return project(load(spec, task="base"), cfg, on_progress=ctx.progress)

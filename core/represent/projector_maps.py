@@ -16,6 +16,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from core.base.messages import msg
+
 K_RANGE = (2, 6)  # k-means: the k with the best silhouette at the last depth, in this range
 REDUCED = 50  # PCA components everything but the PCA map itself is computed on
 SILHOUETTE_SAMPLE = 2_000
@@ -165,7 +167,7 @@ def depth_maps(
     prev = None
     reduced = []
     for i, d in enumerate(depths):
-        report(0.5 + 0.45 * i / steps, f"{method.upper()} at depth {d} ({n:,} points)")
+        report(0.5 + 0.45 * i / steps, msg("progress.projector.map_depth", method=method.upper(), depth=d, n=n))
         xr, ratios = _reduce(x[i], seed)
         reduced.append(xr)
         y, ev = _fit(method, xr, dims, seed, ratios)
@@ -174,12 +176,12 @@ def depth_maps(
             explained.append(ev)
     joint_map = None
     if joint:
-        report(0.5 + 0.45 * D / steps, f"{method.upper()} of all depths together ({n * D:,} points)")
+        report(0.5 + 0.45 * D / steps, msg("progress.projector.map_joint", method=method.upper(), n=n * D))
         xr, ratios = _reduce(x.reshape(D * n, -1), seed)
         joint_map, _ = _fit(method, xr, dims, seed, ratios)
         joint_map = _align(joint_map, None)
     del x  # released: the reduced vectors are all that is needed below
-    report(0.5 + 0.45 * (steps - 1) / steps, "clusters and separation per depth")
+    report(0.5 + 0.45 * (steps - 1) / steps, msg("progress.projector.clusters"))
     k = _choose_k(reduced[-1], seed)
     clusters = np.zeros((D, n), dtype=np.int16)
     sil, agree = [], []

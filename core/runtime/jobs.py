@@ -64,7 +64,9 @@ class Job:
     owner: str | None
     status: str = QUEUED
     progress: float = 0.0
-    message: str = "queued"
+    # a Message (progress.* of assets/i18n/errors.toml): the job's status or its last progress line, which the page
+    # writes in its language; code asks ``status``, never this text
+    message: str = field(default_factory=lambda: msg("progress.queued"))
     metrics: list[dict[str, Any]] = field(default_factory=list)
     result: Any = None
     error: str | None = None
@@ -116,11 +118,11 @@ class Job:
         ("error", message, detail)) as this job's final status; every runner ends its jobs through here."""
         if final[0] == DONE:
             self.result = final[1]
-            self.status, self.progress, self.message = DONE, 1.0, "done"
+            self.status, self.progress, self.message = DONE, 1.0, msg("progress.done")
         elif final[0] == CANCELLED:
-            self.status, self.message = CANCELLED, "cancelled"
+            self.status, self.message = CANCELLED, msg("progress.cancelled")
         else:
-            self.status, self.error, self.message, self.error_detail = ERROR, final[1], "failed", final[2]
+            self.status, self.error, self.message, self.error_detail = ERROR, final[1], msg("progress.failed"), final[2]
 
 
 def default_limits() -> dict[str, int]:
@@ -252,7 +254,7 @@ class JobRunner:
             for i, (j, _) in enumerate(self._queue):
                 if j is job:
                     del self._queue[i]
-                    j.status, j.message, j.finished = CANCELLED, "cancelled before it started", time.time()
+                    j.status, j.message, j.finished = CANCELLED, msg("progress.cancelled_before_start"), time.time()
                     break
         self._pump()  # a session's own running limit may have held another of its jobs
 
@@ -323,7 +325,7 @@ class JobRunner:
                     continue  # this session runs as many as it may; the job keeps its place
                 self._queue.remove(item)
                 self._running[job.resource] += 1
-                job.status, job.started, job.message = RUNNING, time.time(), "starting"
+                job.status, job.started, job.message = RUNNING, time.time(), msg("progress.starting")
                 target = self._run_process if job.in_process else self._run
                 threading.Thread(target=target, args=(job, fn), daemon=True, name=f"job-{job.id}").start()
 

@@ -65,20 +65,18 @@ class StepInfo:
     def fraction(self) -> float:
         return self.step / max(1, self.total_steps)
 
-    def message(self, with_eta: bool = True) -> str:
-        """One status line; ``with_eta=False`` where the caller shows its own estimate (the app's job panel)."""
+    def message(self, with_eta: bool = True) -> Message:
+        """One status line (a Message: English as a str, the page writes it in its language); ``with_eta=False``
+        where the caller shows its own estimate (the app's job panel)."""
+        at: dict[str, Any] = dict(step=self.step, total=self.total_steps, epoch=self.epoch)
         if self.kind == "eval":
-            f1 = "" if self.eval_f1 is None else f" · entity F1 {self.eval_f1:.3f}"
-            what = "token accuracy" if self.eval_f1 is not None else "accuracy"
-            return (
-                f"step {self.step}/{self.total_steps} · epoch {self.epoch:.2f} · held-out {what} "
-                f"{self.eval_accuracy:.3f}{f1}"
-            )
-        eta = "" if self.eta_s is None or not with_eta else f" · ETA {self.eta_s:,.0f}s"
-        return (
-            f"step {self.step}/{self.total_steps} · epoch {self.epoch:.2f} · loss {self.loss:.4f} · "
-            f"{self.samples_per_s:,.1f} samples/s{eta}"
-        )
+            if self.eval_f1 is None:
+                return msg("progress.finetune.eval", **at, accuracy=self.eval_accuracy)
+            return msg("progress.finetune.eval_token", **at, accuracy=self.eval_accuracy, f1=self.eval_f1)
+        at.update(loss=self.loss, samples_per_s=self.samples_per_s)
+        if self.eta_s is None or not with_eta:
+            return msg("progress.finetune.step", **at)
+        return msg("progress.finetune.step_eta", **at, eta=self.eta_s)
 
     def metrics(self) -> dict[str, float]:
         keys = (
@@ -570,7 +568,7 @@ def _run_job(cfg: FinetuneConfig, data: LabelledData, out_dir: str, resume: bool
         # the job panel adds its own ETA to this line: one estimate, not two
         ctx.progress(info.fraction, info.message(with_eta=False), kind=info.kind, **info.metrics())
 
-    ctx.progress(0.0, "loading a fresh copy of the model")
+    ctx.progress(0.0, msg("progress.loading_fresh_copy"))
     return train(cfg, data, out_dir, on_step=on_step, should_stop=lambda: ctx.cancelled, resume=resume)
 
 

@@ -88,12 +88,15 @@ class RemedyResult:
 
 
 def _settings(cfg) -> str:
-    parts = [f"batch {cfg.batch_size}", f"max length {cfg.max_length}", effective_precision(cfg)]
-    if cfg.gradient_checkpointing:
-        parts.append("checkpointing")
-    if cfg.freeze_embeddings:
-        parts.append("embeddings frozen")
-    return " · ".join(parts)
+    """What a run used (batch, max length, precision, checkpointing, frozen embeddings): a Message, English as a str."""
+    return msg(
+        "remedies.settings",
+        batch=cfg.batch_size,
+        max_length=cfg.max_length,
+        precision=effective_precision(cfg),
+        checkpointing=msg("remedies.settings_checkpointing") if cfg.gradient_checkpointing else "",
+        frozen=msg("remedies.settings_frozen") if cfg.freeze_embeddings else "",
+    )
 
 
 def short_run(cfg, steps: int):
@@ -107,7 +110,7 @@ def plan(cfg, names: tuple[str, ...] | None = None) -> list[tuple[str, str, Any,
     unknown = [n for n in names if n not in REMEDIES]
     if unknown:
         raise ValueError(msg("remedies.unknown_remedies_choose_from", unknown=unknown, p=", ".join(REMEDIES)))
-    out = [(BASELINE, "as configured", cfg, True)]
+    out: list[tuple[str, str, Any, bool]] = [(BASELINE, msg("remedies.as_configured"), cfg, True)]
     for n in names:
         c = apply_remedy(cfg, n)
         out.append((n, REMEDIES[n][0], c, c != cfg))
@@ -140,10 +143,10 @@ def measure_remedies(
     with tempfile.TemporaryDirectory(prefix="encoderlab-remedies-") as tmp:
         for i, (name, label, c, _) in enumerate(todo):
             if on_progress:
-                on_progress(i / len(todo), f"run {i + 1}/{len(todo)}: {label}")
+                on_progress(i / len(todo), msg("progress.remedies.run", run=i + 1, runs=len(todo), label=label))
             measured[name] = _run_child(c, sub, Path(tmp) / name, threads, on_progress, i / len(todo))
     if on_progress:
-        on_progress(1.0, "done")
+        on_progress(1.0, msg("progress.done"))
     base = measured.get(BASELINE, {})
     rows = []
     for name, label, c, changed in runs:
@@ -201,7 +204,7 @@ def _run_child(cfg, data, folder: Path, threads: int, on_progress, fraction: flo
         while proc.poll() is None:
             time.sleep(0.2)
             if on_progress:  # may raise JobCancelled: the child is killed below
-                on_progress(fraction, f"{_settings(cfg)} · {time.monotonic() - t0:,.0f}s")
+                on_progress(fraction, msg("progress.remedies.child", settings=_settings(cfg), s=time.monotonic() - t0))
             if time.monotonic() - t0 > CHILD_TIMEOUT_S:
                 raise TimeoutError(msg("remedies.remedy_run_took_over", CHILD_TIMEOUT_S=CHILD_TIMEOUT_S))
     except BaseException:

@@ -75,6 +75,7 @@ def test_every_page_in_the_navigation_renders(page, lang, monkeypatch):
     from app.kit import i18n
     from app.nav import available_pages, title
     from tests.app.test_zh_core_messages import english_in
+    from tests.english import english_runs
 
     monkeypatch.setitem(i18n._last, "lang", lang)  # title(p) outside a run: in the language the pages are opened in
     for p in available_pages():
@@ -87,4 +88,6 @@ def test_every_page_in_the_navigation_renders(page, lang, monkeypatch):
         if lang == "zh":
             shown = [main.inner_text(), page.locator('[data-testid="stSidebar"]').inner_text()]
             assert not english_in(shown), f"{title(p)}: {english_in(shown)[:3]}"
+            runs = [r for text in shown for r in english_runs(text)]  # any 3+ English words (tests/english.py)
+            assert not runs, f"{title(p)}: {runs[:5]}"
         screenshot(page, f"page-{p.url}" + ("-zh" if lang == "zh" else ""))

@@ -30,7 +30,7 @@ def method_label(key: str) -> str:
 def methods_help(keys) -> str:
     """The method picker's help: the page's note, then what each offered method computes and costs (the
     registry's descriptions, as core writes them)."""
-    about = "\n".join(f"- **{method_label(k)}**: {METHODS[k].description}" for k in keys)
+    about = "\n".join(f"- **{method_label(k)}**: {explain(METHODS[k].description)}" for k in keys)
     return t("attribution.methods_help") + "\n\n" + about
 
 
@@ -157,7 +157,8 @@ def show_result(res: AttributionResult, key: str) -> list[go.Figure]:
     for m in res.methods:
         extra = "" if m.delta is None else t("attribution.delta", delta=f"{m.delta:+.2e}")
         st.markdown(
-            f"**{method_label(m.method)}** <small>({m.note}; {m.seconds:.2f}s{extra})</small>", unsafe_allow_html=True
+            f"**{method_label(m.method)}** <small>({explain(m.note)}; {m.seconds:.2f}s{extra})</small>",
+            unsafe_allow_html=True,
         )
         st.html(tokens_html(shown_tokens(res), m.scores, res.special))
     shown = [m.method for m in res.methods]

@@ -209,7 +209,7 @@ def method_settings(prefix: str, lm: LoadedModel, per_layer_option: bool = False
         help=ra.methods_help(offered),
     )
     for key_, why in blocked.items():
-        st.caption(t("attribution.not_offered", method=ra.method_label(key_), why=why))
+        st.caption(t("attribution.not_offered", method=ra.method_label(key_), why=explain(why)))
     reads = {s for m in methods for s in AM.METHODS[m].settings}
     per_layer = per_layer_option and bool(st.session_state.get(K("layers")))
     if per_layer:  # LayerIG integrates from the baseline, in batches

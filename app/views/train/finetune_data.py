@@ -56,7 +56,9 @@ def data_picker() -> LabelledData | None:
             info = BUNDLED[source]
             data = bundled_data(info.key)
             description = t_or(f"finetune.data_desc.{info.key}", info.description)
-            st.caption(t("finetune.bundled_caption", description=description, source=info.source, licence=info.licence))
+            source_text = t_or(f"finetune.data_source.{info.key}", info.source)  # a citation, in the page's language
+            licence = t_or(f"finetune.data_licence.{info.key}", info.licence)
+            st.caption(t("finetune.bundled_caption", description=description, source=source_text, licence=licence))
             if info.key == "drugreview":  # why it is not the default
                 st.caption(t("finetune.drugreview_note"))
         elif source == "upload":

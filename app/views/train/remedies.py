@@ -40,7 +40,7 @@ def remedies_table(res) -> pd.DataFrame:
         note = t("remedies.note.unchanged") if not r.changed else explain(r.error or "")
         row = {
             t("remedies.col.remedy"): t("remedies.baseline") if r.name == "baseline" else t(f"remedies.name.{r.name}"),
-            t("remedies.col.settings"): r.settings,
+            t("remedies.col.settings"): explain(r.settings),
             t("remedies.col.peak"): _num(r.peak_mb, ",.0f"),
         }
         if cpu:
@@ -82,7 +82,7 @@ def _show(job) -> None:
         lambda: dict(
             page=t("nav.finetune"),
             title=t("remedies.report_title"),
-            inputs={t("remedies.col.settings"): res.rows[0].settings, t("remedies.steps"): res.steps},
+            inputs={t("remedies.col.settings"): explain(res.rows[0].settings), t("remedies.steps"): res.steps},
             rows=table.to_dict("records"),
         ),
     )

@@ -22,6 +22,7 @@ from typing import Any
 import ray
 from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError
 
+from core.base.messages import msg
 from core.runtime.backend.base import use
 from core.runtime.backend.inprocess import InProcessBackend
 from core.runtime.backend.ray_settings import RaySettings
@@ -30,10 +31,6 @@ from core.runtime.job_worker import prepare_worker, worker_threads
 from core.runtime.jobs import CANCEL_GRACE_S, CANCELLED, Job, JobRunner
 
 POLL_S = 0.25
-LOST = (
-    "The cluster node running this job went away ({why}). Nothing on the front-end was lost; start the job "
-    "again and Ray places it on a node that is up."
-)
 
 
 class _Box:
@@ -114,16 +111,16 @@ class RayJobRunner(JobRunner):
             actor = JobWorker.options(**self.actor_options(job.resource)).remote()  # type: ignore[attr-defined]
             threads = worker_threads(job.resource, self.limits)
             started = actor.start.remote(payload, threads, job.name, job.resource)
-            job.message = f"waiting for a node with a free {job.resource.upper()}"
+            job.message = msg("progress.waiting_for_node", resource=job.resource.upper())
             while True:  # placement: Ray holds the actor until a node has the resource
                 if job.cancel_requested:
-                    job.status, job.message = CANCELLED, "cancelled before it started"
+                    job.status, job.message = CANCELLED, msg("progress.cancelled_before_start")
                     return
                 ready, _ = ray.wait([started], timeout=POLL_S)
                 if ready:
                     break
             job.placement = ray.get(started)
-            job.message = "starting"
+            job.message = msg("progress.starting")
             cancelled_at = None
             final = None
             while final is None:
@@ -142,8 +139,8 @@ class RayJobRunner(JobRunner):
                     time.sleep(POLL_S)
             job.settle(final)
         except RayActorError as e:  # the node (or the actor's process) died under the job
-            why = "its node left the cluster" if "node" in str(e).lower() else "its process died"
-            job.settle(("error", LOST.format(why=why), str(e)))
+            why = msg("jobs.node_lost_why.node_left" if "node" in str(e).lower() else "jobs.node_lost_why.process_died")
+            job.settle(("error", msg("jobs.node_lost", why=why), str(e)))
         except Exception as e:  # noqa: BLE001 - the actor could not even start
             job.settle(failed(e, job.name))
         finally:

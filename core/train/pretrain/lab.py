@@ -160,7 +160,9 @@ def _run_job(cfg: PretrainConfig, ctx) -> TrainReport:
             if "pair_acc" in e:
                 m["heldout_pair_acc"] = e["pair_acc"]
         try:
-            ctx.progress(ev["fraction"], f"step {ev['step']}/{cfg.steps} · loss {ev['loss']:.3f}", **m)
+            ctx.progress(
+                ev["fraction"], msg("progress.pretrain.step", step=ev["step"], total=cfg.steps, loss=ev["loss"]), **m
+            )
         except JobCancelled:
             pass  # pretrain asks should_stop next: it saves a checkpoint, then the run ends
 
