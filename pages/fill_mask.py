@@ -38,6 +38,7 @@ from app.views.predict.fill_mask_widgets import (
     spec_of,
     tab_set,
     use_example,
+    wants_chinese,
 )
 from app.views.predict.results import show_fill_result
 from core.predict.fill_mask import (
@@ -164,8 +165,8 @@ with tab_word:
 with tab_cmp:
     st.markdown(t("fill_mask.compare_intro"))
     opts = compare_options()
-    default_compare_models(opts)
     example_default(k("cmp_text"), ex)
+    default_compare_models(opts, wants_chinese(spec, st.session_state.get(k("cmp_text"))))  # 中文: Chinese readers
     st.session_state.setdefault(k("cmp.top_k"), DEFAULT_TOP_K)
     with st.form(k("cmp_form")):
         chosen = st.multiselect(

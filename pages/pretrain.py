@@ -107,8 +107,7 @@ with st.form("pretrain.form"):
             kinds=None,
             expect=t("uploads.expect.corpus"),
             limit=MAX_UPLOAD_MB,
-            lenient=True,
-        )  # odd bytes become U+FFFD, and the box says how many
+        )  # UTF-8 only, as every box: a Latin-1 file gets the one "not UTF-8 (line, byte)" message
     go_btn = st.form_submit_button(t("pretrain.go"), type="primary")
 
 if go_btn and (upload is None or upload.ok):  # a refused file: its reason is under the box

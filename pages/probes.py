@@ -8,7 +8,7 @@ import streamlit as st
 
 from app.kit.flow import end_page
 from app.kit.i18n import explain, t
-from app.kit.jobs_panel import job_panel, submit_job
+from app.kit.jobs_panel import job_panel, runner, submit_job
 from app.kit.loaders import model_or_error
 from app.kit.render import current_result, job_for, stale_note
 from app.kit.uploads import upload_box
@@ -29,33 +29,55 @@ from core.represent.probes import (
     time_probe_parts,
 )
 from core.represent.token_vectors import num_depths
+from core.runtime.jobs import DONE
 
 SOURCES = ("bundled", "paste", "upload")
 TIMINGS = K(
     "estimate.timings"
 )  # model spec -> core.represent.probes.ProbeTiming: timed once per model, kept for the session
 TIMINGS_KEEP = 8  # at most this many per session; the oldest goes first
+SCALES = K("estimate.scales")  # model spec -> a finished run's wall time / its estimate (this session's last run)
+PENDING = K("estimate.pending")  # job id -> (model spec, estimated seconds) of a run not yet seen finished
 
 
-def show_estimate(where, lm, tasks, per_task) -> None:
+def calibrate() -> None:
+    """A finished run's wall time, queued to done (the job's start, its copy of the model and building the tasks
+    included), against the seconds estimated for it: later estimates on that model are scaled by it."""
+    pending = st.session_state.setdefault(PENDING, {})
+    for jid, (spec, est) in list(pending.items()):
+        job = runner().get(jid)
+        if job is not None and not job.done:
+            continue
+        pending.pop(jid)
+        if job is not None and job.status == DONE and job.finished is not None and est > 0:
+            st.session_state.setdefault(SCALES, {})[spec] = max(1.0, (job.finished - job.submitted) / est)
+
+
+def show_estimate(where, lm, tasks, per_task) -> float | None:
     """Under Run: about how many sentences and probe fits these settings make and how long that takes, from a
-    forward and a fit timed on this model (core.represent.probes.time_probe_parts, once per model in this session)."""
+    forward and a fit timed on this model (core.represent.probes.time_probe_parts, once per model in this session).
+    Before a run on this model it is a floor ("or more": the job's start, its model load and building the tasks are
+    not timed); after one, it is scaled by what that run took against its estimate ("about"). Returns the unscaled
+    seconds (None: no estimate)."""
     try:
         cfg = ProbeConfig(tasks=tuple(tasks), per_task=int(per_task))
     except ProbeError:  # no task picked, say: Run reports it
-        return
+        return None
     cache = st.session_state.setdefault(TIMINGS, {})
     if lm.spec not in cache:
         cache[lm.spec] = time_probe_parts(lm)
         while len(cache) > TIMINGS_KEEP:
             cache.pop(next(iter(cache)))
     est = estimate(cfg, num_depths(lm), cache[lm.spec])
-    secs = est.seconds
+    scale = st.session_state.get(SCALES, {}).get(lm.spec)
+    secs = est.seconds * (scale or 1.0)
     took = t("probes.estimate_s", s=f"{secs:.0f}") if secs < 90 else t("probes.estimate_min", m=f"{secs / 60:.0f}")
-    where.caption(
-        t("probes.estimate", n=f"{est.sentences:,}", fits=f"{est.fits:,}", time=took),
-        help=t("probes.estimate_help", rows=TIMING_SENTENCES),
-    )
+    numbers = dict(n=f"{est.sentences:,}", fits=f"{est.fits:,}", time=took)
+    if scale is None:
+        where.caption(t("probes.estimate", **numbers), help=t("probes.estimate_help", rows=TIMING_SENTENCES))
+    else:
+        where.caption(t("probes.estimate_about", **numbers), help=t("probes.estimate_about_help", x=f"{scale:.1f}"))
+    return est.seconds
 
 
 st.title(t("probes.title"))
@@ -90,7 +112,8 @@ with st.container(border=True, key=K("form")):
     go = st.button(t("probes.run"), type="primary", key=K("run"))
     estimate_slot = st.empty()  # under the button: filled below, once the form is drawn
 
-show_estimate(estimate_slot, lm, tasks, per_task)
+calibrate()
+est_seconds = show_estimate(estimate_slot, lm, tasks, per_task)
 raw = text.encode("utf-8") if source == "paste" else upload.data if source == "upload" and upload else b""
 want = (lm.spec, model_key(lm), source, hashlib.sha1(raw).hexdigest(), tuple(tasks), int(per_task))
 if go and not (source == "upload" and upload and not upload.ok):  # a refused file: its reason is under the box
@@ -110,7 +133,7 @@ if go and not (source == "upload" and upload and not upload.ok):  # a refused fi
         if found is not None:  # this model on these inputs was probed before: no job
             st.session_state[K("result")], st.session_state[K("result.made_from")] = found, want
         else:
-            submit_job(
+            job = submit_job(
                 "probes",
                 t("probes.job_name", id=lm.spec.checkpoint),
                 probe_job(lm.spec, cfg),
@@ -118,6 +141,8 @@ if go and not (source == "upload" and upload and not upload.ok):  # a refused fi
                 jobs_key=K("jobs"),
                 asked=want,
             )
+            if est_seconds and corpus is None:  # the bundled corpus: as estimated (a small corpus gives fewer)
+                st.session_state.setdefault(PENDING, {})[job.id] = (lm.spec, est_seconds)
     except ValueError as e:  # ProbeError (bad corpus, settings), QuotaError (too many jobs)
         st.session_state[K("error")] = (want, carry(e))
 

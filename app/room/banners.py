@@ -153,12 +153,14 @@ def presenter_banner() -> None:
         st.rerun(scope="app")
     link = join_link(code)
     box = st.container(border=True, key="room-presenter")
-    c1, c2 = box.columns([4, 1], vertical_alignment="center")
-    c1.markdown(t("room.presenting", code=code))
-    c1.markdown(t("room.join_at", link=as_text(link)))
+    # One column: at 1280x720 in the presenter's large type a metric column beside the link was 140 px wide and cut
+    # its label ("Follo…", "正在…"); the count stands on the first line instead, with its help.
+    box.markdown(
+        t("room.presenting_following", code=code, n=view.following), help=t("room.following_help", n=view.members)
+    )
+    box.markdown(t("room.join_at", link=as_text(link)))
     if urlsplit(link).hostname in ("localhost", "127.0.0.1", "::1"):
-        c1.caption(t("room.localhost_hint"))
-    c2.metric(t("room.following_count"), view.following, help=t("room.following_help", n=view.members))
+        box.caption(t("room.localhost_hint"))
     if st.session_state.get(SHOW_QR):
         q1, q2 = box.columns([1, 3], vertical_alignment="center")
         q1.image(qr_svg(link), width=240)

@@ -127,6 +127,8 @@ def _join_typed() -> None:
     code = R.normalize_code(st.session_state.get(JOIN_INPUT, ""))
     if code:
         st.query_params[R.ROOM_PARAM] = code  # begin() joins it (or says why not) in the run this callback starts
+    else:  # Join with an empty box: say what is missing (begin() shows the notice in the run this starts)
+        st.session_state[NOTICE] = ("warning", t("room.join_empty", n=R.CODE_LEN))
 
 
 def sidebar_controls(sb) -> None:

@@ -123,7 +123,7 @@ def _sentences_list(lm) -> None:
     if not subs:
         st.caption(t("room.no_sentences"))
         return
-    st.caption(t("room.n_sentences", n=len(subs)))
+    st.caption(t("room.n_sentences", n=len(subs)) if len(subs) > 1 else t("room.one_sentence"))
     preds = top_fills(lm, [s.text for s in subs])
     for s in reversed(subs):  # newest first
         with st.container(border=True, key=f"room-sub-{s.id}"):

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from core.base.messages import Problem, msg
 from core.base.paths import ASSETS
+from core.base.uploads import looks_binary
 
 CORPUS_DIR = ASSETS / "corpus"
 TRAIN_FILE = "train.txt"
@@ -37,17 +38,6 @@ class CorpusError(Problem, ValueError):
 
 
 # ---------------------------------------------------------------------------------------------- reading
-def _looks_binary(raw: bytes) -> bool:
-    if b"\x00" in raw[:65536]:
-        return True
-    try:
-        raw[:65536].decode("utf-8")
-    except UnicodeDecodeError as e:
-        # a multi-byte character cut at the sample's end is fine
-        return e.start < len(raw[:65536]) - 4
-    return False
-
-
 def parse_documents(text: str) -> list[list[str]]:
     """Split text into documents (blank-line separated) of sentences (one per line)."""
     docs: list[list[str]] = []
@@ -65,10 +55,16 @@ def parse_documents(text: str) -> list[list[str]]:
 
 
 def decode_upload(raw: bytes, name: str = "upload") -> str:
-    """Bytes of an uploaded corpus as text; raises CorpusError for a binary file."""
-    if _looks_binary(raw):
+    """Bytes of an uploaded corpus as UTF-8 text (a BOM dropped). Raises CorpusError for a binary file
+    (core.base.uploads.looks_binary, the upload boxes' own rule) and, like every upload box, for text that is not
+    UTF-8, with the line and byte (a Latin-1 file was "binary" here while the box had read it with replacements)."""
+    if looks_binary(raw):
         raise CorpusError(msg("corpus.looks_like_binary_file", name=name))
-    return raw.decode("utf-8", errors="replace")
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise CorpusError(msg("corpus.not_utf8", name=name, line=line, byte=f"{e.start:,}")) from None
 
 
 def load_documents(path: str | Path) -> list[list[str]]:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from core import registry
 from core.base import text as text_rules
 from core.base.caches import register as register_cache
-from core.base.messages import Problem, msg
+from core.base.messages import Items, Problem, msg
 from core.base.paths import ASSETS
 from core.base.segment import is_cjk, is_han, regroup
 from core.base.settings import current
@@ -350,6 +350,17 @@ def encode(lm: LoadedModel, cfg: FillMaskConfig) -> Encoded:
         for i in pos:
             ids[i] = mask_id
         masked_word = w.text
+        # A piece that reaches past the word (XLM-R's "的水" for 水果 in 我喜欢吃的水果) masks its neighbour too: say so
+        spill = (
+            model_text[min(offsets[i][0] for i in pos) : w.start] + model_text[w.end : max(offsets[i][1] for i in pos)]
+        )
+        if spill.strip():
+            spanned = Items(
+                model_text[offsets[i][0] : offsets[i][1]]
+                for i in pos
+                if offsets[i][0] < w.start or offsets[i][1] > w.end
+            )
+            notes.append(msg("fill_mask.note_mask_spills", word=w.text, pieces=spanned, extra=spill.strip()))
     positions = [i for i, t in enumerate(ids) if t == mask_id]
     if not positions:
         raise FillMaskError(msg("fill_mask.mask_survived_tokenization_write"))

@@ -50,8 +50,14 @@ from core.base.settings import current
 from core.base.uploads import upload_text
 from core.models.loading import LoadedModel, ModelSpec, load
 from core.represent.bundled_corpus import LANGS as BUNDLED_LANGS
-from core.represent.bundled_corpus import corpus_sentences
-from core.represent.token_vectors import MAX_SENTENCES, num_depths, sentence_words, token_vectors
+from core.represent.bundled_corpus import page_corpus, page_corpus_size
+from core.represent.token_vectors import (
+    MAX_SENTENCES,
+    num_depths,
+    sentence_words,
+    token_vectors,
+    words_with_tokens,
+)
 from core.runtime import artifacts
 
 SOURCES = ("bundled", "text")
@@ -82,15 +88,15 @@ def default_depth(lm: LoadedModel) -> int:
     return max(1, (num_depths(lm) - 1) // 2)
 
 
-@functools.lru_cache(maxsize=2)
 def _bundled(lang: str = "en") -> tuple[str, ...]:
     # file order, duplicates dropped; Chinese: the zh corpus's held-out split (never trained on by the bundled XLM-R)
-    return tuple(dict.fromkeys(corpus_sentences("heldout" if lang == "zh" else "train", lang)))
+    return page_corpus(lang)
 
 
 def bundled_size(lang: str = "en") -> int:
-    """Distinct sentences of the bundled corpus (``lang`` "zh": the Chinese corpus's held-out split)."""
-    return len(_bundled(lang))
+    """Distinct sentences of the bundled corpus (``lang`` "zh": the Chinese corpus's held-out split): the
+    projector's number too (core.represent.bundled_corpus.page_corpus_size)."""
+    return page_corpus_size(lang)
 
 
 def sentences_from_text(text: str) -> tuple[str, ...]:
@@ -311,9 +317,9 @@ def build_index(
     t0 = time.perf_counter()
     sentences = cfg.corpus()
 
-    def vec_progress(frac: float, msg: str) -> None:
+    def vec_progress(frac: float, message: str) -> None:
         if on_progress is not None:
-            on_progress(0.9 * frac, f"reading the corpus: {msg}")
+            on_progress(0.9 * frac, msg("progress.index.reading", inner=message))
 
     tv = token_vectors(
         lm, sentences, [int(cfg.depth)], max_length=cfg.max_length, batch_tokens=batch_tokens, on_progress=vec_progress
@@ -323,7 +329,7 @@ def build_index(
     x = np.ascontiguousarray(tv.at(int(cfg.depth)), dtype=np.float32)  # (rows, H)
     _faiss().normalize_L2(x)  # in place: inner product = cosine
     if on_progress is not None:
-        on_progress(0.92, f"building the faiss index over {len(x):,} tokens")
+        on_progress(0.92, msg("progress.index.building", n=len(x)))
     index, kind, nlist, nprobe = make_faiss_index(x, flat_max=flat_max)
     return CorpusIndex(
         key=index_key(lm, cfg, flat_max),
@@ -373,7 +379,6 @@ def _remember(ci: CorpusIndex) -> None:
 
 
 def _forget_all() -> None:
-    _bundled.cache_clear()
     with _CACHE_LOCK:
         _CACHE.clear()
 
@@ -497,15 +502,15 @@ def index_job(spec: ModelSpec, cfg: IndexConfig, flat_max: int = FLAT_MAX):
 
 
 def _run_index_job(spec: ModelSpec, cfg: IndexConfig, flat_max: int, ctx) -> IndexReport:
-    ctx.progress(0.0, "loading a fresh copy of the model")
+    ctx.progress(0.0, msg("progress.loading_fresh_copy"))
     lm = load(spec, task="base")
     found = load_index(lm, cfg, flat_max)
     loaded = found is not None
     if found is None:
         found = build_index(lm, cfg, on_progress=ctx.progress, flat_max=flat_max)
-        ctx.progress(0.97, "saving the index")
+        ctx.progress(0.97, msg("progress.index.saving"))
         save_index(found)
-    ctx.progress(1.0, "saved")
+    ctx.progress(1.0, msg("progress.index.saved"))
     return IndexReport(
         key=found.key,
         family=found.family,
@@ -562,6 +567,14 @@ def query_words(text: str) -> tuple[tuple[int, int, str], ...]:
     return tuple((a, b, text[a:b]) for a, b in sentence_words(text))
 
 
+def searchable_words(lm: LoadedModel, ci: CorpusIndex, query: str) -> tuple[int, ...]:
+    """The numbers of the query's words (query_words order) that ``search`` accepts: those with a token of their
+    own at the index's max_length (core.represent.token_vectors.words_with_tokens). A word the tokenizer put inside
+    a piece that starts in the word before (XLM-R reads 的人 as one piece: 人 has none); nor has a word past the cut."""
+    own = words_with_tokens(lm, str(query), ci.max_length)
+    return tuple(i for i in range(len(query_words(query))) if i in own)
+
+
 def search(
     lm: LoadedModel,
     ci: CorpusIndex,
@@ -616,7 +629,7 @@ def search(
                     )
                 )
         rows = np.where(tv.word_index == w)[0]
-        if not len(rows):
+        if not len(rows) or w not in searchable_words(lm, ci, query):  # the words the page offers (one check)
             raise CorpusIndexError(msg("corpus_index.has_token_its_own", p=words[w][2], max_length=ci.max_length))
     r = int(rows[0])  # the word's first piece
     q = np.ascontiguousarray(tv.at(ci.depth)[r : r + 1], dtype=np.float32)  # (1, H)

@@ -13,6 +13,11 @@ first four). core.represent.probes reads every depth's vectors for them and trai
   (2019) control task: every word type gets a random label (drawn from the real task's label distribution, fixed
   seed). See core.represent.probes for what the control task shows.
 
+Chinese text has no spaces: a sentence with Chinese characters counts jieba's 词 as its words (core.base.segment,
+``word_count``), so pasted Chinese lines are probed too. ``length``, ``bigram_shift`` (two adjacent 词 swapped) and
+``odd_word`` (a 词 of two or more characters replaced by another of its frequency band) work on it; ``coord_inversion``
+and ``suffix`` are English grammar (ENGLISH_ONLY) and say so plainly for a Chinese corpus.
+
 Items are split into train and held-out with the same seed (stratified for sentence tasks; by sentence for the word
 task, so a held-out word's type may well have been seen in training: that is what lets a memorising probe score on
 the control task).
@@ -31,6 +36,7 @@ import numpy as np
 
 from core.base.caches import register as register_cache
 from core.base.messages import Problem, msg
+from core.base.segment import has_han, is_han, word_spans
 from core.base.uploads import upload_text
 from core.data.corpus import split_sentences
 from core.represent.token_vectors import MAX_SENTENCES, sentence_words
@@ -56,6 +62,8 @@ SUBJECTS = frozenset(
 )
 CONJUNCTIONS = frozenset("and but or nor for so yet then".split())
 _CLAUSE_MARKS = re.compile(r"[,;:]")
+_ZH_END = re.compile(r"(?<=[。！？])")  # a Chinese sentence end, with no space after it
+ENGLISH_ONLY = ("coord_inversion", "suffix")  # tasks made of English grammar: nothing to build from Chinese text
 
 
 class ProbeError(Problem, ValueError):
@@ -63,12 +71,27 @@ class ProbeError(Problem, ValueError):
 
 
 # ---------------------------------------------------------------------------------------------- corpus
+def han_words(sentence: str) -> list[tuple[int, int]]:
+    """The spans of the Chinese words (jieba's 词, core.base.segment) of ``sentence``, in order."""
+    return [(a, b) for a, b in word_spans(sentence) if is_han(sentence[a])]
+
+
+def word_count(sentence: str) -> int:
+    """A sentence's length in words: a Chinese sentence's 词 (and runs of letters or digits: core.base.segment,
+    punctuation is no word), else its whitespace tokens."""
+    return len(word_spans(sentence)) if has_han(sentence) else len(sentence.split())
+
+
+def mostly_chinese(pool: Sequence[str]) -> bool:
+    return sum(has_han(s) for s in pool) * 2 > len(pool)
+
+
 def prepare_corpus(sentences: Sequence[str]) -> tuple[str, ...]:
-    """Sentences with whitespace collapsed, MIN_WORDS..MAX_WORDS words long, first occurrence of each kept.
-    Raises ProbeError when none is left."""
+    """Sentences with whitespace collapsed, MIN_WORDS..MAX_WORDS words long (word_count: a Chinese sentence's
+    词), first occurrence of each kept. Raises ProbeError when none is left."""
     out = tuple(
         dict.fromkeys(
-            s for s in (" ".join(str(x).split()) for x in sentences) if MIN_WORDS <= len(s.split()) <= MAX_WORDS
+            s for s in (" ".join(str(x).split()) for x in sentences) if MIN_WORDS <= word_count(s) <= MAX_WORDS
         )
     )
     if not out:
@@ -77,8 +100,16 @@ def prepare_corpus(sentences: Sequence[str]) -> tuple[str, ...]:
 
 
 def corpus_from_text(text: str) -> list[str]:
-    """Sentences of pasted text: each line, split at sentence ends. Raises ProbeError for no text or too many."""
-    sents = [s for line in str(text).splitlines() if line.strip() for s in split_sentences(line.strip())]
+    """Sentences of pasted text: each line, split at sentence ends (Chinese ones too: 。！？). Raises ProbeError
+    for no text or too many."""
+    sents = [
+        z.strip()
+        for line in str(text).splitlines()
+        if line.strip()
+        for s in split_sentences(line.strip())
+        for z in _ZH_END.split(s)
+        if len(z.strip()) > 1
+    ]
     if not sents:
         raise ProbeError(msg("probes.corpus_empty_paste_upload"))
     if len(sents) > MAX_SENTENCES:
@@ -128,11 +159,12 @@ def _stratified_heldout(labels: np.ndarray, share: float, rng: np.random.Generat
     return held
 
 
-def _too_few(task: str, have: int, what: str) -> ProbeError:
-    return ProbeError(
-        f"{TASK_NAMES[task]}: the corpus gives only {have} {what}; at least {MIN_ITEMS} are needed. Use a "
-        "larger corpus or leave this task out."
-    )
+def _too_few(task: str, have: int, pool: Sequence[str] = ()) -> ProbeError:
+    """Too few items for ``task`` (its message names what it needs; probes.too_few.<task>), or, for a task made of
+    English grammar on a Chinese corpus, that it cannot be built from Chinese at all."""
+    if task in ENGLISH_ONLY and mostly_chinese(pool):
+        return ProbeError(msg("probes.english_only"))
+    return ProbeError(msg(f"probes.too_few.{task}", have=have, need=MIN_ITEMS))
 
 
 def _binary_task(
@@ -144,12 +176,11 @@ def _binary_task(
     share: float,
     rng: np.random.Generator,
     label_names: tuple[str, str],
-    what: str,
 ) -> ProbeTask:
     """Half of ``n`` sampled candidate sentences edited by ``edit(sentence, rng)`` (label 1), half as written."""
     m = min(n, len(cands)) // 2 * 2
     if m < MIN_ITEMS:
-        raise _too_few(name, len(cands), what)
+        raise _too_few(name, len(cands), pool)
     picked = [pool[i] for i in rng.choice(np.asarray(cands), size=m, replace=False)]
     labels = np.zeros(m, dtype=np.int64)
     labels[rng.permutation(m)[: m // 2]] = 1
@@ -160,17 +191,18 @@ def _binary_task(
 
 
 def length_task(pool: Sequence[str], n: int, share: float = 0.2, seed: int = 0) -> ProbeTask:
-    """Sentence length in words (whitespace tokens), in LENGTH_BINS quantile bins, the same count per bin."""
+    """Sentence length in words (word_count: whitespace tokens, a Chinese sentence's 词), in LENGTH_BINS quantile
+    bins, the same count per bin."""
     rng = _rng(seed, "length")
-    counts = np.asarray([len(s.split()) for s in pool])
+    counts = np.asarray([word_count(s) for s in pool])
     edges = np.unique(np.floor(np.quantile(counts, np.linspace(0, 1, LENGTH_BINS + 1)[1:-1])).astype(int) + 1)
     bins = np.searchsorted(edges, counts, side="right")  # bin b: edges[b-1] <= words < edges[b]
     present = [b for b in range(len(edges) + 1) if (bins == b).any()]
     if len(present) < 2:
-        raise ProbeError(msg("probes.every_sentence_corpus_has", TASK_NAMES=TASK_NAMES["length"]))
+        raise ProbeError(msg("probes.every_sentence_corpus_has", TASK_NAMES=msg("probes.task.length")))
     per = min(n // len(present), min(int((bins == b).sum()) for b in present))
     if per * len(present) < MIN_ITEMS:
-        raise _too_few("length", per * len(present), "sentences in balanced length bins")
+        raise _too_few("length", per * len(present))
     lo = [int(counts.min())] + [int(e) for e in edges]
     hi = [int(e) - 1 for e in edges] + [int(counts.max())]
     names = tuple(f"{lo[b]}–{hi[b]} words" if lo[b] != hi[b] else f"{lo[b]} words" for b in present)
@@ -195,8 +227,29 @@ def _shift_positions(words: list[str]) -> list[int]:
     return [i for i in range(1, len(words) - 1) if ok[i] and ok[i + 1] and words[i] != words[i + 1]]
 
 
+def _han_shift_positions(sentence: str) -> list[int]:
+    """i such that Chinese words i and i+1 (han_words) touch (nothing between them) and differ: a Chinese
+    sentence's bigram shift swaps two adjacent 词 (there is no capital letter to give the first one away)."""
+    sp = han_words(sentence)
+    return [
+        i
+        for i in range(len(sp) - 1)
+        if sp[i][1] == sp[i + 1][0] and sentence[sp[i][0] : sp[i][1]] != sentence[sp[i + 1][0] : sp[i + 1][1]]
+    ]
+
+
+def can_shift(sentence: str) -> bool:
+    return bool(_han_shift_positions(sentence) if has_han(sentence) else _shift_positions(sentence.split()))
+
+
 def bigram_shift(sentence: str, rng: np.random.Generator) -> str:
-    """``sentence`` with two adjacent lowercase words swapped (at a random valid place)."""
+    """``sentence`` with two adjacent lowercase words swapped (at a random valid place); a Chinese sentence: two
+    adjacent 词."""
+    if has_han(sentence):
+        sp = han_words(sentence)
+        i = int(rng.choice(_han_shift_positions(sentence)))
+        (a, b), (c, d) = sp[i], sp[i + 1]
+        return sentence[:a] + sentence[c:d] + sentence[a:b] + sentence[d:]
     w = sentence.split()
     i = int(rng.choice(_shift_positions(w)))
     w[i], w[i + 1] = w[i + 1], w[i]
@@ -204,17 +257,9 @@ def bigram_shift(sentence: str, rng: np.random.Generator) -> str:
 
 
 def bigram_shift_task(pool: Sequence[str], n: int, share: float = 0.2, seed: int = 0) -> ProbeTask:
-    cands = [i for i, s in enumerate(pool) if _shift_positions(s.split())]
+    cands = [i for i, s in enumerate(pool) if can_shift(s)]
     return _binary_task(
-        "bigram_shift",
-        pool,
-        cands,
-        bigram_shift,
-        n,
-        share,
-        _rng(seed, "bigram_shift"),
-        ("original", "swapped"),
-        "sentences with two adjacent lowercase words",
+        "bigram_shift", pool, cands, bigram_shift, n, share, _rng(seed, "bigram_shift"), ("original", "swapped")
     )
 
 
@@ -262,37 +307,51 @@ def coord_inversion_task(pool: Sequence[str], n: int, share: float = 0.2, seed: 
         share,
         _rng(seed, "coord_inversion"),
         ("original", "inverted"),
-        'sentences of the form "X, and Y."',
     )
 
 
+def _odd_words(sentence: str) -> list[tuple[int, int]]:
+    """The spans of the words of ``sentence`` the odd-word task may replace: a Chinese sentence's 词 of two or more
+    characters; else its whitespace tokens after the first (the first may carry a capital)."""
+    if has_han(sentence):
+        return [(a, b) for a, b in han_words(sentence) if b - a >= 2]
+    spans = [m.span() for m in re.finditer(r"\S+", sentence)]
+    return spans[1:]
+
+
 def frequency_bands(pool: Sequence[str]) -> dict[str, int]:
-    """Lowercase letter-only words (3+ letters, seen twice or more after a sentence's first word) -> their band,
-    floor(log2(count))."""
+    """Lowercase letter-only words (3+ letters, seen twice or more after a sentence's first word) and Chinese 词 (two
+    or more characters, seen twice or more) -> their band, floor(log2(count))."""
     counts = Counter(
-        w for s in pool for w in s.split()[1:] if len(w) >= 3 and w.isascii() and w.isalpha() and w.islower()
+        w
+        for s in pool
+        for a, b in _odd_words(s)
+        if (w := s[a:b]) and (has_han(w) or (len(w) >= 3 and w.isascii() and w.isalpha() and w.islower()))
     )
     return {w: int(math.log2(c)) for w, c in counts.items() if c >= 2}
 
 
 def odd_word_task(pool: Sequence[str], n: int, share: float = 0.2, seed: int = 0) -> ProbeTask:
     bands = frequency_bands(pool)
-    members: dict[int, list[str]] = {}
+    members: dict[tuple[bool, int], list[str]] = {}  # (Chinese?, band): a word is replaced by one of its script
     for w, b in sorted(bands.items()):
-        members.setdefault(b, []).append(w)
+        members.setdefault((has_han(w), b), []).append(w)
 
-    def places(s: str) -> list[int]:
-        return [i for i, w in enumerate(s.split()) if i > 0 and w in bands and len(members[bands[w]]) > 1]
+    def group(w: str) -> list[str]:
+        return members[(has_han(w), bands[w])]
+
+    def places(s: str) -> list[tuple[int, int]]:
+        return [(a, b) for a, b in _odd_words(s) if s[a:b] in bands and len(group(s[a:b])) > 1]
 
     def edit(s: str, rng: np.random.Generator) -> str:
-        w = s.split()
-        i = int(rng.choice(places(s)))
-        band = members[bands[w[i]]]
-        new = w[i]
-        while new == w[i]:
+        spots = places(s)
+        a, b = spots[int(rng.choice(len(spots)))]
+        old = s[a:b]
+        band = group(old)
+        new = old
+        while new == old:
             new = band[int(rng.integers(len(band)))]
-        w[i] = new
-        return " ".join(w)
+        return s[:a] + new + s[b:]
 
     cands = [i for i, s in enumerate(pool) if places(s)]
     return _binary_task(
@@ -304,7 +363,6 @@ def odd_word_task(pool: Sequence[str], n: int, share: float = 0.2, seed: int = 0
         share,
         _rng(seed, "odd_word"),
         ("original", "replaced"),
-        "sentences with a word to replace",
     )
 
 
@@ -361,7 +419,7 @@ def suffix_task(pool: Sequence[str], n: int, share: float = 0.2, seed: int = 0) 
                 break
     per = min(per, min(len(p) for p in picked))
     if per * k < MIN_ITEMS:
-        raise _too_few("suffix", per * k, "repeated words in every suffix class")
+        raise _too_few("suffix", per * k, pool)
     items = sorted((si, wi, w, c) for c in range(k) for si, wi, w in picked[c][:per])  # by sentence, then word
     sent_ids = sorted({si for si, *_ in items})
     local = {si: j for j, si in enumerate(sent_ids)}

@@ -41,7 +41,16 @@ from core.base.settings import current
 from core.models.cost import Cost, ForwardTiming
 from core.models.loading import LoadedModel, ModelSpec, load
 from core.represent.bundled_corpus import corpus_sentences
-from core.represent.probe_tasks import BUILDERS, TASK_NAMES, TASKS, WORD_TASKS, ProbeError, ProbeTask, prepare_corpus
+from core.represent.probe_tasks import (
+    BUILDERS,
+    ENGLISH_ONLY,
+    TASKS,
+    WORD_TASKS,
+    ProbeError,
+    ProbeTask,
+    mostly_chinese,
+    prepare_corpus,
+)
 from core.represent.token_vectors import MAX_SENTENCES, num_depths, token_vectors
 from core.runtime import artifacts
 
@@ -125,6 +134,8 @@ class ProbeConfig:
 def build_tasks(cfg: ProbeConfig, pool: Sequence[str] | None = None) -> tuple[ProbeTask, ...]:
     """The labelled sets of ``cfg.tasks`` drawn from ``pool`` (default: ``cfg.sentences()``). Raises ProbeError."""
     pool = cfg.sentences() if pool is None else tuple(pool)
+    if set(cfg.tasks) & set(ENGLISH_ONLY) and mostly_chinese(pool):  # say it before any task is built
+        raise ProbeError(msg("probes.english_only"))
     return tuple(BUILDERS[name](pool, cfg.per_task, cfg.heldout, cfg.seed) for name in cfg.tasks)
 
 
@@ -182,7 +193,7 @@ def task_features(
 
         def prog(f: float, _msg: str, a=a, c=size) -> None:
             if on_progress is not None:
-                on_progress((a + f * c) / n, f"{min(n, a + round(f * c)):,} / {n:,} sentences")
+                on_progress((a + f * c) / n, msg("progress.sentences", done=min(n, a + round(f * c)), total=n))
 
         tv = token_vectors(
             lm, chunk, None, unit=task.unit if task.unit == "word" else "piece", max_length=max_length, on_progress=prog
@@ -309,17 +320,17 @@ def run_probes(lm: LoadedModel, cfg: ProbeConfig, on_progress: Callable[..., Non
     t0 = time.perf_counter()
     pool = cfg.sentences()
     if on_progress is not None:
-        on_progress(0.0, f"building {len(cfg.tasks)} task(s) from {len(pool):,} sentences")
+        on_progress(0.0, msg("progress.probes.building", tasks=len(cfg.tasks), n=len(pool)))
     tasks = build_tasks(cfg, pool)
     depths = num_depths(lm)
     scores = []
     share = 1.0 / len(tasks)
     for ti, task in enumerate(tasks):
-        title = TASK_NAMES[task.name]
+        title = msg(f"probes.task.{task.name}")  # the task's name, in the page's language
 
-        def prog(f: float, msg: str, ti=ti, title=title) -> None:
+        def prog(f: float, message: str, ti=ti, title=title) -> None:
             if on_progress is not None:
-                on_progress(share * (ti + 0.8 * f), f"{title}: vectors, {msg}")
+                on_progress(share * (ti + 0.8 * f), msg("progress.probes.vectors", task=title, inner=message))
 
         feats, keep = task_features(lm, task, cfg.max_length, prog)
         labels, held = task.labels[keep], task.heldout[keep]
@@ -327,7 +338,8 @@ def run_probes(lm: LoadedModel, cfg: ProbeConfig, on_progress: Callable[..., Non
         def per_depth(d: int, ti=ti, title=title, n=2 if task.control is not None else 1, part=0) -> None:
             if on_progress is not None:
                 on_progress(
-                    share * (ti + 0.8 + 0.2 * (part * depths + d + 1) / (n * depths)), f"{title}: probe at depth {d}"
+                    share * (ti + 0.8 + 0.2 * (part * depths + d + 1) / (n * depths)),
+                    msg("progress.probes.depth", task=title, depth=d),
                 )
 
         acc = fit_probes(feats, labels, held, cfg.reg, on_depth=per_depth)
@@ -354,7 +366,7 @@ def run_probes(lm: LoadedModel, cfg: ProbeConfig, on_progress: Callable[..., Non
             )
         )
     if on_progress is not None:
-        on_progress(1.0, "done")
+        on_progress(1.0, msg("progress.done"))
     conf = {k: v for k, v in asdict(cfg).items() if k != "corpus"}
     conf["tasks"] = list(cfg.tasks)
     return ProbeResult(
@@ -411,7 +423,7 @@ def probe_job(spec: ModelSpec, cfg: ProbeConfig):
 
 
 def _run_probe_job(spec: ModelSpec, cfg: ProbeConfig, ctx) -> ProbeResult:
-    ctx.progress(0.0, "loading a fresh copy of the model")
+    ctx.progress(0.0, msg("progress.loading_fresh_copy"))
     lm = load(spec, task="base")
     result = run_probes(lm, cfg, on_progress=ctx.progress)
     save_result(lm, cfg, result)

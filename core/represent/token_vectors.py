@@ -41,6 +41,46 @@ def sentence_words(text: str) -> list[tuple[int, int]]:
     return regroup(text, [m.span() for m in WORD_RE.finditer(text)])
 
 
+def align_pieces(
+    sentence: str, offsets: Sequence[tuple[int, int]], special: Sequence[int]
+) -> tuple[list[int], list[int], list[tuple[int, int]]]:
+    """(positions kept, the word each falls in, the sentence's word spans) of one encoded sentence: a piece is kept
+    when it is not special and not empty, and belongs to the word its first non-space character falls in. A word
+    that no piece starts in (the tokenizer merged it into a piece that starts in the word before, or it lies past
+    the cut at max_length) has no row of its own."""
+    spans = sentence_words(sentence)
+    word_starts = [a for a, _ in spans]
+    pos, words = [], []
+    for p, (a, b) in enumerate(offsets):
+        if special[p] or b <= a:
+            continue
+        while a < b and sentence[a].isspace():
+            a += 1
+        if a >= b:
+            continue  # a piece of whitespace only (byte BPE's lone space)
+        w = bisect.bisect_right(word_starts, a) - 1
+        if w < 0:
+            continue
+        pos.append(p)
+        words.append(w)
+    return pos, words, spans
+
+
+def words_with_tokens(lm: LoadedModel, text: str, max_length: int = 128) -> frozenset[int]:
+    """The indices (in ``sentence_words`` order) of the words of ``text`` that have a token of their own when
+    token_vectors reads it with ``max_length``: tokenizing only, no forward."""
+    if not getattr(lm.tokenizer, "is_fast", False):
+        raise ValueError(msg("vectors.needs_fast_tokenizer_word"))
+    enc = lm.tokenizer(
+        str(text),
+        truncation=True,
+        max_length=min(int(max_length), lm.max_tokens),
+        return_offsets_mapping=True,
+        return_special_tokens_mask=True,
+    )
+    return frozenset(align_pieces(str(text), enc["offset_mapping"], enc["special_tokens_mask"])[1])
+
+
 @dataclass(frozen=True, eq=False)
 class TokenVectors:
     """Rows are tokens (``unit="piece"``) or words (``unit="word"``) of the sentences, specials left out.
@@ -162,24 +202,9 @@ def token_vectors(
     # Per sentence: which positions are kept (non-special, not empty), the word each falls in and the words' spans.
     keep_pos, word_of, span_of = {}, {}, {}
     for i, sent in enumerate(sentences):
-        spans = sentence_words(sent)
-        word_starts = [a for a, _ in spans]
-        special = enc["special_tokens_mask"][i]
-        offs = enc["offset_mapping"][i]
-        pos, words = [], []
-        for p, (a, b) in enumerate(offs):
-            if special[p] or b <= a:
-                continue
-            while a < b and sent[a].isspace():
-                a += 1
-            if a >= b:
-                continue  # a piece of whitespace only (byte BPE's lone space)
-            w = bisect.bisect_right(word_starts, a) - 1
-            if w < 0:
-                continue
-            pos.append(p)
-            words.append(w)
-        keep_pos[i], word_of[i], span_of[i] = pos, words, spans
+        keep_pos[i], word_of[i], span_of[i] = align_pieces(
+            sent, enc["offset_mapping"][i], enc["special_tokens_mask"][i]
+        )
 
     chunks: list[list[np.ndarray]] = [[] for _ in layers]
     sent_rows: list[np.ndarray] = []
@@ -212,7 +237,7 @@ def token_vectors(
             done += len(batch)
             k = j
             if on_progress is not None:
-                on_progress(done / len(order), f"{done:,} / {len(order):,} sentences")
+                on_progress(done / len(order), msg("progress.sentences", done=done, total=len(order)))
 
     # Rows come out in batch order; put them back in sentence order (sentence, then position).
     order_rows = (

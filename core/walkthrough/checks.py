@@ -22,6 +22,7 @@ from core.base.paths import ASSETS
 from core.compare import speed as bench
 from core.data.datasets_local import load_bundled
 from core.models.cards import bundled_card, pair_head_learned
+from core.models.downloads import can_have_now
 from core.models.loading import ModelSpec, Source, resolve
 from core.predict.classify import META_FILE
 from core.predict.fill_mask import FillMaskConfig, fill_mask_batch, words
@@ -36,6 +37,12 @@ S6_DATA, S6_BATCH, S6_MAX_LEN, S6_TEST_ROWS = "wordnet", 16, 48, 120
 
 def _bundled_available(checkpoint: str) -> bool:
     return resolve(checkpoint).source != Source.UNAVAILABLE
+
+
+def _obtainable_now(checkpoint: str) -> bool:
+    """Whether ``checkpoint`` can be had now (core.models.downloads.can_have_now): a download only counts when the
+    Hub answered recently, as in the sidebar's list (downloads allowed but no network is not enough)."""
+    return can_have_now(resolve(checkpoint).source)
 
 
 # ---------------------------------------------------------------------------------------------- which models
@@ -107,11 +114,11 @@ class UnlearnedPairHead:
     majority: float  # always guessing the majority class, from the card
     pairs: int | None  # how many held-out pairs the card measured
     full: str | None  # the family's first official checkpoint, the one to pick instead
-    full_here: bool  # whether that checkpoint can be loaded here now (HF cache or a folder)
+    full_here: bool  # whether that checkpoint can be had here now (HF cache, a folder, a Hub that answers)
 
 
 def unlearned_pair_head(
-    checkpoint: str, head: str, available: Callable[[str], bool] = _bundled_available
+    checkpoint: str, head: str, available: Callable[[str], bool] = _obtainable_now
 ) -> UnlearnedPairHead | None:
     """The card's numbers when ``checkpoint`` is a bundled mini whose ``head`` pair head is not above its majority
     baseline (core.models.cards.pair_head_learned); None for a head that learned, or a checkpoint with no such card.

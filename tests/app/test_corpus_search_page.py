@@ -106,3 +106,19 @@ def test_find_a_word_and_bad_input(cs_env):
     ).set_value(1).run()
     assert at.text_input(key="corpus_search.query").value == "I put money in the bank."
     assert "<mark>bank</mark>" in _neighbours(at)[0]
+
+
+def test_only_words_with_a_token_of_their_own_are_offered(cs_env):
+    """#46 §5, 11: the page offered words it then refused ('has no token of its own'); now it offers the words
+    search accepts and names the others (here: the words past the 128-token cut of a long query)."""
+    at = page_for("corpus_search")
+    at.radio(key="corpus_search.source").set_value("paste").run()
+    at.text_area(key="corpus_search.text").set_value(CORPUS)
+    _build(at, cs_env)
+    query = " ".join(["river"] * 150 + ["zebra"])
+    at.text_input(key="corpus_search.query").set_value(query).run()
+    pills = at.pills[0]
+    assert 100 < len(pills.options) < 151 and "zebra" not in pills.options
+    assert any("Not offered: river, zebra." in c.value for c in at.caption), [c.value for c in at.caption]
+    pills.set_value(len(pills.options) - 1).run()  # the last word offered is accepted
+    assert not at.exception and not at.error and _neighbours(at)

@@ -95,3 +95,46 @@ def test_bad_input_gets_a_message(probes_env):
     click(at, RUN)
     assert any("No file uploaded" in e.value for e in at.error)
     assert not at.session_state["jobs.probes"] if "jobs.probes" in at.session_state else True
+
+
+def test_pasted_chinese_lines_are_probed_in_chinese(probes_env):
+    """#46 §5, 10: pasted Chinese lines were refused ('no sentence of 4 to 60 words', words counted by spaces).
+    Words are jieba's 词 now; the two tasks made of English grammar say so plainly, in 中文."""
+    from app.kit import i18n
+    from core.base.messages import templates
+    from tests.app.conftest import open_page
+
+    at = open_page("probes", state={i18n.LANG_KEY: "zh"})
+    at.radio(key="probes.source").set_value("paste")
+    at.text_area(key="probes.text").set_value("\n".join(corpus_sentences("heldout", "zh")[:300]))
+    at.number_input(key="probes.per_task").set_value(40)
+    at.button(key="probes.run").click().run()  # every task: two cannot read Chinese
+    assert [e.value for e in at.error] == [templates()["probes.english_only"]["zh"]]
+    at.multiselect(key="probes.tasks").set_value(["length", "bigram_shift", "odd_word"])
+    at.button(key="probes.run").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    job = probes_env.get(at.session_state["jobs.probes"][-1])
+    probes_env.wait(job, timeout=120)
+    assert job.status == "done", job.error
+    assert [s.task for s in job.result.scores] == ["length", "bigram_shift", "odd_word"]
+
+
+def test_after_a_run_the_estimate_is_about_what_runs_take_here(probes_env):
+    """#46 §5, 10: the estimate said '9 s or more' for a 40 s run (the job's start, its model load and building the
+    tasks are not timed). After a run on this model it is scaled by what that run took: 'About N s'."""
+    at = page_for("probes")
+
+    def estimate() -> str:
+        return next(c.value for c in at.caption if "probe fits" in c.value)
+
+    at.multiselect(key="probes.tasks").set_value(["length"])
+    at.number_input(key="probes.per_task").set_value(40).run()
+    assert " or more: " in estimate()
+    click(at, RUN)
+    job = probes_env.get(at.session_state["jobs.probes"][-1])
+    probes_env.wait(job, timeout=120)
+    assert job.status == "done", job.error
+    at.run()
+    assert estimate().startswith("About ") and " or more" not in estimate(), estimate()
+    scale = next(iter(at.session_state["probes.estimate.scales"].values()))
+    assert scale >= 1.0

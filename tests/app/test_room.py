@@ -50,7 +50,8 @@ def _run(at):
 def test_a_room_follows_the_presenter_through_the_walkthrough_and_answers_its_poll(use_tiny_zoo):
     pres, code, key = _presenter("walkthrough")
     assert pres.query_params["room"] == code and pres.query_params["key"] == key
-    assert f"You are presenting room **{code}**" in _texts(pres)
+    assert f"You are presenting room **{code}** · **0** following" in _texts(pres)
+    assert not pres.metric  # #46: no narrow metric column beside the link (its label was cut to "Follo…")
     assert join_link(code).endswith(f"/?room={code}") and key not in join_link(code)
     svg = qr_svg(join_link(code))
     assert svg.startswith("<svg") and "<script" not in svg.lower() and "onload" not in svg.lower()

@@ -158,3 +158,39 @@ def test_the_job_saves_once_and_a_cancel_saves_nothing(tiny_models):
     reset_caches()
     again = job(Ctx())  # saved: the second run only loads it
     assert again.loaded and again.key == first.key
+
+
+# ---------------------------------------------------------------------------------------------- #46 §5, 11
+def test_the_words_offered_are_the_words_search_accepts(models, family):
+    """The page offers searchable_words; search refuses exactly the others ("has no token of its own"): here the
+    words past the cut at max_length (and, for a tokenizer that merges across words, those inside a merged piece)."""
+    lm = models[family]
+    ci = build_index(lm, IndexConfig("text", SENTENCES, depth=1, max_length=8))
+    query = "The bank of the river was muddy after the rain, 她在银行工作。"
+    words = cx.query_words(query)
+    offered = cx.searchable_words(lm, ci, query)
+    assert 0 < len(offered) < len(words), (family, offered)
+    for i in range(len(words)):
+        if i in offered:
+            assert search(lm, ci, query, i, k=2).word_number == i
+        else:
+            with pytest.raises(CorpusIndexError, match="has no token of its own"):
+                search(lm, ci, query, i, k=2)
+
+
+def test_chinese_words_merged_into_the_piece_before_are_not_offered():
+    """The bundled XLM-R's SentencePiece reads 我们的项目 … 更多的人 as ▁我们 | 的项目 | … | 更多的 | 人: 项目 starts
+    inside the piece of 的, so it has no vector of its own (the walk's 项目, 人)."""
+    from types import SimpleNamespace
+
+    from transformers import AutoTokenizer
+
+    from core.models.loading import resolve
+    from core.registry import chinese_bundled
+
+    _, cid = chinese_bundled()[0]
+    lm = SimpleNamespace(tokenizer=AutoTokenizer.from_pretrained(resolve(cid).path), max_tokens=512)
+    query = "我们的项目需要更多的人。"
+    words = [w for _, _, w in cx.query_words(query)]
+    offered = [words[i] for i in cx.searchable_words(lm, SimpleNamespace(max_length=128), query)]
+    assert "项目" in words and "项目" not in offered and "我们" in offered and "需要" in offered

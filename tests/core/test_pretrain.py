@@ -184,6 +184,10 @@ def test_bad_corpora_give_clear_messages():
         check_documents(parse_documents("\n\n"), need_pairs=False)
     with pytest.raises(CorpusError, match="binary"):
         decode_upload(b"\x89PNG\r\n\x1a\n\x00\x00\x00", "image.png")
+    with pytest.raises(CorpusError) as latin:  # #46: a Latin-1 file was "binary" here, "read as �" in the box
+        decode_upload("first line\nun café au lait\n".encode("latin-1"), "latin.txt")
+    assert latin.value.kind == "corpus.not_utf8" and latin.value.params["line"] == 2
+    assert decode_upload("\ufeffun café\n".encode("utf-8"), "bom.txt") == "un café\n"
     with pytest.raises(CorpusError, match="too small"):
         check_documents(parse_documents("one short line"), need_pairs=False)
     one_doc = " ".join(["word"] * 400)  # one sentence, one document

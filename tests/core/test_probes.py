@@ -176,7 +176,7 @@ def test_config_and_corpus_messages():
         PT.corpus_from_upload(b"\x00\x01\x02PK\x03\x04" * 50, "model.bin")
     with pytest.raises(ValueError, match="takes uploads up to 20 MB"):
         PT.corpus_from_upload(b"a b c d.\n" * (51 * 2**20 // 9), "big.txt")
-    with pytest.raises(ValueError, match="only 1 sentences"):
+    with pytest.raises(ValueError, match='at least 20 sentences of the form "X, and Y."; this corpus gives 1\\.'):
         P.build_tasks(P.ProbeConfig(tasks=("coord_inversion",), corpus=tuple(COORD[:1] + ["One two three four."] * 9)))
 
 
@@ -206,3 +206,47 @@ def test_run_probes_on_tiny_models(tiny_models, family, pool, tmp_path, monkeypa
         assert P.saved_result(lm, cfg) == res
         assert P.saved_result(lm, P.ProbeConfig(tasks=cfg.tasks, per_task=61, corpus=cfg.corpus)) is None
         assert str(tmp_path) not in res.to_json()
+
+
+# ---------------------------------------------------------------------------------------------- #46 §5, 10 and 15
+ZH_LINES = "\n".join(corpus_sentences("heldout", "zh")[:600])  # pasted Chinese: one sentence per line, no spaces
+
+
+def test_pasted_chinese_lines_are_counted_in_words_and_probed():
+    """Chinese has no spaces between words: a line was one 'word' and every line was refused ('no sentence of 4 to
+    60 words'). Words are jieba's 词 now: the lines are accepted, and the tasks that work on Chinese build."""
+    assert PT.word_count("我们的项目需要更多的人。") == 8 and PT.word_count("The cat sat down.") == 4
+    assert PT.corpus_from_text("今天下了一场大雨。所以地面还是湿的！\nOne more line here.") == [
+        "今天下了一场大雨。",
+        "所以地面还是湿的！",
+        "One more line here.",
+    ]
+    pool = P.ProbeConfig(corpus=tuple(PT.corpus_from_text(ZH_LINES))).sentences()
+    assert len(pool) > 500
+    cfg = P.ProbeConfig(tasks=("length", "bigram_shift", "odd_word"), per_task=200)
+    built = {t.name: t for t in P.build_tasks(cfg, pool)}
+    assert all(len(t) >= 150 for t in built.values()), {n: len(t) for n, t in built.items()}
+    for name in ("bigram_shift", "odd_word"):  # an edited sentence differs from its original
+        t = built[name]
+        edited = [(o, s) for o, s, y in zip(t.originals, t.sentences, t.labels) if y == 1]
+        assert edited and all(o != s for o, s in edited), name
+        if name == "bigram_shift":  # the same characters, two words swapped
+            assert all(sorted(o) == sorted(s) for o, s in edited)
+    swapped = PT.bigram_shift("我们需要更多的人。", np.random.default_rng(0))
+    assert sorted(swapped) == sorted("我们需要更多的人。") and swapped != "我们需要更多的人。"
+
+
+def test_english_grammar_tasks_say_plainly_they_cannot_read_chinese():
+    pool = P.ProbeConfig(corpus=tuple(PT.corpus_from_text(ZH_LINES))).sentences()
+    for task in PT.ENGLISH_ONLY:
+        with pytest.raises(ValueError, match="cannot be built from Chinese text") as e:
+            P.build_tasks(P.ProbeConfig(tasks=("length", task)), pool)
+        assert e.value.kind == "probes.english_only"
+
+
+def test_every_too_few_message_exists_in_both_languages():
+    from core.base.messages import templates
+
+    for task in PT.TASKS:
+        entry = templates()[f"probes.too_few.{task}"]
+        assert "{have}" in entry["en"] and "{have}" in entry["zh"] and "sentences" not in entry["zh"]

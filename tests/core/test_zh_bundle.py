@@ -17,7 +17,7 @@ from core.inspect.attribution_inputs import AttributionConfig, prepare
 from core.models.loading import ModelSpec, load
 from core.predict.fill_mask import FillMaskConfig, _script_notes, fill_mask, reads_cjk
 from core.registry.pretraining import zoo_recipes
-from core.represent.bundled_corpus import corpus_sentences
+from core.represent.bundled_corpus import corpus_sentences, page_corpus
 from core.represent.corpus_index import IndexConfig, bundled_size
 from core.represent.projector import ProjectorConfig, bundled_count, corpus_of
 from core.walkthrough.embeddings import embedding_parts
@@ -105,7 +105,9 @@ def test_the_pair_has_no_segments_for_the_bundled_xlmr(xlmr):
 def test_the_chinese_corpus_for_corpus_search_and_the_projector():
     zh = corpus_sentences("heldout", "zh")
     assert len(zh) > 1000 and all(has_han(s) for s in zh[:50])
-    assert bundled_size("zh") == len(dict.fromkeys(zh)) and bundled_count("zh") == len(zh)
+    # one number on both pages (#46 §5, 15: corpus search said 2,555 sentences, the projector 2,556)
+    assert bundled_size("zh") == bundled_count("zh") == len(dict.fromkeys(zh)) == len(page_corpus("zh"))
+    assert bundled_size("en") == bundled_count("en")
     cfg = IndexConfig("bundled", max_sentences=20, lang="zh")
     assert len(cfg.corpus()) == 20 and all(s in set(zh) for s in cfg.corpus())
     assert IndexConfig("bundled", max_sentences=20).corpus() != cfg.corpus()  # English by default
@@ -123,3 +125,17 @@ def test_attributions_name_the_tokenizers_mask_token(tiny_models):
     with pytest.raises(ValueError) as e:
         prepare(as_roberta, AttributionConfig(target="mask", text="the capital is paris ."))
     assert "[MASK]" in str(e.value) and "<mask>" not in str(e.value)
+
+
+def test_mask_a_word_says_when_a_piece_also_masks_its_neighbour(xlmr):
+    """#46 (third walk 16): XLM-R cuts 我们的项目 as ▁我们 | 的项目, so "Mask a word" on 项目 masks 的 too. The page says
+    so, where it happens; a word whose pieces stay inside it gets no such note."""
+    from core.predict.fill_mask import FillMaskConfig, encode, words
+
+    def notes(text: str, word: str) -> list:
+        i = [w.text for w in words(text)].index(word)
+        return [n for n in encode(xlmr, FillMaskConfig(text, word=i)).notes if n.kind == "fill_mask.note_mask_spills"]
+
+    spill = notes("我们的项目很好。", "项目")
+    assert len(spill) == 1 and spill[0].params["extra"] == "的" and list(spill[0].params["pieces"]) == ["的项目"]
+    assert notes("这是我们的水果。", "水果") == []

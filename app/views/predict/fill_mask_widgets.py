@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import streamlit as st
 
 from app.kit import presenter, state, urlstate
-from app.kit.i18n import t
+from app.kit.i18n import lang, t
 from app.kit.loaders import get_model, model_or_error
 from app.kit.model_choice import known_checkpoints
 from app.kit.render import current_result, entry_id, mini_short, minis_caption, run_or_error, shorten, yes_no
@@ -104,11 +104,33 @@ def fmt_option(o: str) -> str:
     return f"{registry.family(fam).label} · {ckpt}" + (f" · {t('sidebar.int8')}" if quant else "")
 
 
-def default_compare_models(opts: Sequence[str]) -> None:
-    """Two bundled models to start with; drop any this session no longer has (at most four)."""
-    st.session_state.setdefault(
-        k("cmp_models"), [o for o in opts if o.split("|", 1)[1].startswith("encoderlab/")][:2] or list(opts[:2])
-    )
+def wants_chinese(spec: ModelSpec | None, text: str | None) -> bool:
+    """Whether the compare tab should start from models that read Chinese: the sidebar's model reads it, 中文 is
+    chosen, or the text to compare on is Chinese (an English-only mini answers Chinese with byte pieces)."""
+    return lang() == "zh" or (spec is not None and registry.reads_chinese(spec.checkpoint)) or has_han(text or "")
+
+
+def compare_default(opts: Sequence[str], chinese: bool = False) -> list[str]:
+    """The two options the compare tab starts from: two bundled models; with ``chinese``, two that read Chinese
+    (core.registry.reads_chinese: fp32 ones first, then int8 ones, so the bundled Chinese-capable model alone is
+    compared with its int8 copy), or the bundled pair when none here does."""
+    if chinese:
+        readers = [o for o in opts if registry.reads_chinese(o.split("|")[1])]
+        readers = [o for o in readers if not o.endswith("|int8")] + [o for o in readers if o.endswith("|int8")]
+        if readers:
+            return readers[:2]
+    return [o for o in opts if o.split("|", 1)[1].startswith("encoderlab/")][:2] or list(opts[:2])
+
+
+def default_compare_models(opts: Sequence[str], chinese: bool = False) -> None:
+    """Two models to start with (compare_default); an untouched default follows when it changes (the sidebar's
+    model or the language changed since), a picked selection stays; drop any this session no longer has (at most
+    four)."""
+    want = compare_default(opts, chinese)
+    cur = st.session_state.get(k("cmp_models"))
+    if cur is None or (cur == st.session_state.get(k("cmp_models.default")) and cur != want):
+        st.session_state[k("cmp_models")] = want
+    st.session_state[k("cmp_models.default")] = want if st.session_state[k("cmp_models")] == want else None
     kept = [o for o in st.session_state[k("cmp_models")] if o in opts][:4]
     if kept != st.session_state[k("cmp_models")]:
         st.session_state[k("cmp_models")] = kept

@@ -19,7 +19,7 @@ from app.kit.plot_text import plot_texts
 from app.kit.render import as_text, current_result, run_or_error, shorten
 from core.base.text import display_piece
 from core.models.loading import LoadedModel
-from core.represent.corpus_index import CorpusIndex, SearchResult, query_words, search
+from core.represent.corpus_index import CorpusIndex, SearchResult, query_words, search, searchable_words
 
 PAGE = "corpus_search"
 CONTEXT = 90  # characters of a long sentence kept on each side of the match (the rest is "…")
@@ -169,24 +169,26 @@ def word_key(query: str) -> str:
     return K("word." + hashlib.sha1(query.encode("utf-8")).hexdigest()[:12])
 
 
-def use_sentence(sentence: str, word: str) -> None:
+def use_sentence(lm: LoadedModel, ci: CorpusIndex, sentence: str, word: str) -> None:
+    """``sentence`` becomes the query, with ``word`` picked: its first occurrence that has a token of its own."""
     st.session_state[K("query")] = sentence
-    w = next((i for i, (_, _, x) in enumerate(query_words(sentence)) if x.lower() == word.strip().lower()), None)
-    st.session_state[word_key(sentence)] = w
+    words, offered = query_words(sentence), searchable_words(lm, ci, sentence)
+    want = word.strip().lower()
+    st.session_state[word_key(sentence)] = next((i for i in offered if words[i][2].lower() == want), None)
 
 
-def on_find(ci: CorpusIndex) -> None:
+def on_find(lm: LoadedModel, ci: CorpusIndex) -> None:
     """A new word to look up: its first sentence becomes the query, with the word picked."""
     word = st.session_state.get(K("find"), "")
     try:
-        use_sentence(ci.sentences[ci.sentences_with(word)[0]], word)
+        use_sentence(lm, ci, ci.sentences[ci.sentences_with(word)[0]], word)
     except ValueError:
         pass  # the message is shown below the box
 
 
-def on_found(ci: CorpusIndex, sel_key: str, word: str) -> None:
+def on_found(lm: LoadedModel, ci: CorpusIndex, sel_key: str, word: str) -> None:
     if st.session_state.get(sel_key) is not None:
-        use_sentence(ci.sentences[st.session_state[sel_key]], word)
+        use_sentence(lm, ci, ci.sentences[st.session_state[sel_key]], word)
 
 
 def query_section(lm: LoadedModel, ci: CorpusIndex) -> None:
@@ -199,7 +201,7 @@ def query_section(lm: LoadedModel, ci: CorpusIndex) -> None:
         key=K("find"),
         placeholder=t("corpus_search.find_placeholder"),
         on_change=on_find,
-        args=(ci,),
+        args=(lm, ci),
     )
     if find.strip():
         try:
@@ -214,21 +216,37 @@ def query_section(lm: LoadedModel, ci: CorpusIndex) -> None:
                 key=sel,
                 format_func=lambda i: shorten(ci.sentences[i], 120),
                 on_change=on_found,
-                args=(ci, sel, find),
+                args=(lm, ci, sel, find),
             )
     query = st.text_input(t("corpus_search.query"), key=K("query"))
     words = query_words(query)
+    try:  # only the words search accepts (one check: core.represent.corpus_index.searchable_words)
+        offered = searchable_words(lm, ci, query) if words else ()
+    except ValueError as e:  # a tokenizer without offsets: search would refuse every word
+        st.error(explain(e))
+        return
     pick = None
     if not words:
         st.info(t("corpus_search.no_words"))
     else:
+        if st.session_state.get(word_key(query)) not in (None, *offered):
+            st.session_state[word_key(query)] = None
         pick = st.pills(
             t("corpus_search.pick"),
-            list(range(len(words))),
+            list(offered),
             key=word_key(query),
             selection_mode="single",
             format_func=lambda i: as_text(words[i][2]),
         )
+        left_out = [words[i][2] for i in range(len(words)) if i not in offered]
+        if left_out:
+            st.caption(
+                t(
+                    "corpus_search.not_offered",
+                    words=", ".join(as_text(w) for w in dict.fromkeys(left_out)),
+                    max=ci.max_length,
+                )
+            )
         with presenter.settings():
             k = st.slider(t("corpus_search.k"), 1, MAX_NEIGHBOURS, 10, key=K("k"))
         if pick is None:

@@ -145,7 +145,7 @@ def breakdowns(ids: tuple[str, ...]) -> list:
 def noise_hint(note: UnlearnedPairHead) -> str:
     """What to do about a pair head that did not learn: pick the family's full checkpoint (once it can be had)."""
     if note.full is None:
-        return t("common.mini_get_full")
+        return t("common.mini_get_full", checkpoint=t("sidebar.checkpoint"), custom=t("sidebar.custom_short"))
     return t(
         "zh_polish.noise_full_here" if note.full_here else "zh_polish.noise_full_get",
         id=note.full,
