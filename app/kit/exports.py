@@ -49,7 +49,7 @@ def batch_to_csv(batch: BatchResult) -> str:
             continue
         for m in res.methods:
             for j, (tok, sp, s) in enumerate(zip(res.tokens, res.special, m.scores)):
-                w.writerow([i, row.text, res.target_label, m.method, j, tok, int(sp), f"{s:.6g}", ""])
+                w.writerow([i, row.text, explain(res.target_label), m.method, j, tok, int(sp), f"{s:.6g}", ""])
     return buf.getvalue()
 
 
@@ -82,7 +82,7 @@ def batch_to_html(batch: BatchResult) -> str:
         if res is None:
             parts.append(f"<p class='err'>{html.escape(explain(err) if err else '')}</p>")
             continue
-        parts.append(f"<p class='m'>{html.escape(res.target_label)} · f(x) = {res.f_x:+.3f}</p>")
+        parts.append(f"<p class='m'>{html.escape(explain(res.target_label))} · f(x) = {res.f_x:+.3f}</p>")
         for m in res.methods:
             parts.append(f"<p class='m'>{html.escape(m.label)}</p>" + tokens_html(res.tokens, m.scores, res.special))
     parts.append("</body></html>")

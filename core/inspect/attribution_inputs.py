@@ -204,7 +204,11 @@ def prepare(lm: LoadedModel, cfg: AttributionConfig) -> Prepared:
         at_start = pos == 1
         a = word_id(lm, cfg.word, at_start) if cfg.word.strip() else int(top.indices[0])
         a_tok = display_piece(tok.convert_ids_to_tokens(a), tok)
-        where = f"mask {cfg.mask_index + 1}" if len(mask_pos) > 1 else "the mask"
+        where = (
+            msg("attribution.where.mask_n", n=cfg.mask_index + 1)
+            if len(mask_pos) > 1
+            else msg("attribution.where.mask")
+        )
         if cfg.contrast_word.strip():
             b = word_id(lm, cfg.contrast_word, at_start)
             if b == a:
@@ -215,13 +219,13 @@ def prepare(lm: LoadedModel, cfg: AttributionConfig) -> Prepared:
                 lg = _mlm_logits(o)
                 return lg[:, pos, a] - lg[:, pos, b]
 
-            label = f"logit({a_tok!r}) − logit({b_tok!r}) at {where}: why {a_tok!r} rather than {b_tok!r}"
+            label = msg("attribution.target.contrast", a=a_tok, b=b_tok, where=where)
         else:
 
             def score(o, pos=pos, a=a):
                 return _mlm_logits(o)[:, pos, a]
 
-            label = f"logit of {a_tok!r} at {where}"
+            label = msg("attribution.target.word", a=a_tok, where=where)
         if lm.head_missing:
             notes.append(msg("attribution.checkpoint_has_trained_mlm"))
     elif cfg.target == "pair":
@@ -242,7 +246,11 @@ def prepare(lm: LoadedModel, cfg: AttributionConfig) -> Prepared:
         def score(o, c=c):
             return _pair_logits(o)[:, c]
 
-        label = f"{fam.pair_head.upper()} logit of '{names_[c]}'"
+        label = msg(
+            "attribution.target.pair",
+            head=fam.pair_head.upper(),
+            name=msg(f"attribution.pair_class.{fam.pair_head}.{c}"),
+        )
         if lm.head_missing:
             notes.append(msg("attribution.checkpoint_has_trained_head", p=fam.pair_head.upper()))
     elif (
@@ -266,7 +274,7 @@ def prepare(lm: LoadedModel, cfg: AttributionConfig) -> Prepared:
             return o.logits[:, pos, c]
 
         piece = display_piece(tok.convert_ids_to_tokens(int(ids[0, pos])), tok)
-        label = f"logit of tag '{names_[c]}' at word {cfg.word_index + 1} ({piece!r})"
+        label = msg("attribution.target.tag", name=names_[c], word=cfg.word_index + 1, piece=piece)
     else:
         logits = getattr(out, "logits", None)
         if logits is None or logits.dim() != 2:
@@ -283,7 +291,7 @@ def prepare(lm: LoadedModel, cfg: AttributionConfig) -> Prepared:
         def score(o, c=c):
             return o.logits[:, c]
 
-        label = f"logit of class '{names_[c]}'"
+        label = msg("attribution.target.class", name=names_[c])
         if lm.head_missing:
             notes.append(msg("attribution.checkpoint_s_classification_head"))
 

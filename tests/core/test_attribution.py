@@ -572,3 +572,20 @@ def test_any_masked_lm_encoder_gets_attributions(tiny_models):
     assert res.layer_scores.shape == (lm.model.config.num_hidden_layers + 1, len(res.tokens))
     with pytest.raises(NotApplicable, match="sentence-pair|pair head"):
         attribute(lm, AttributionConfig(target="pair", text="a b .", text_b="c d ."))
+
+
+def test_what_is_explained_reads_in_chinese(loaded, monkeypatch):
+    """#46 (third walk): "logit of '河' at the mask" stayed English on a 中文 page. Each target's label is a Message."""
+    from app.kit import i18n
+    from tests.english import english_runs
+
+    lm = loaded("bert")
+    monkeypatch.setitem(i18n._last, "lang", "zh")
+    for cfg in (
+        A.AttributionConfig(text="the cat sat on the [MASK] .", word="mat"),
+        A.AttributionConfig(text="the cat sat on the [MASK] .", word="mat", contrast_word="hat"),
+    ):
+        label = A.prepare(lm, cfg).target_label
+        shown = i18n.explain(label)
+        assert label.kind.startswith("attribution.target.") and "'mat'" in shown and "掩码处" in shown
+        assert not english_runs(shown), shown

@@ -139,7 +139,7 @@ def layer_heatmap(res: AttributionResult) -> go.Figure:
 def show_result(res: AttributionResult, key: str) -> list[go.Figure]:
     """The whole result: target, warnings, coloured tokens per method, charts, layers, downloads.
     Returns the figures it drew (for the session report)."""
-    st.markdown(t("attribution.explaining", target=res.target_label))
+    st.markdown(t("attribution.explaining", target=explain(res.target_label)))
     c1, c2, c3 = st.columns(3)
     c1.metric("f(x)", f"{res.f_x:+.4f}")  # i18n: ok (a formula)
     c2.metric(t("attribution.f_baseline", baseline=baseline_label(res.baseline)), f"{res.f_baseline:+.4f}")
@@ -205,7 +205,7 @@ def show_batch(batch: BatchResult, key: str) -> None:
     )
     for i, res in enumerate(batch.results[:20], start=1):
         if res is not None:
-            st.markdown(f"**{i}.** {res.target_label}")
+            st.markdown(f"**{i}.** {explain(res.target_label)}")
             st.html(tokens_html(shown_tokens(res), res.methods[0].scores, res.special))
 
 
@@ -241,7 +241,7 @@ def record(res: AttributionResult, inputs: dict[str, str], figures: list[go.Figu
     report.record(
         entry_id,
         page=t("nav.attribution"),
-        title=t("attribution.report.title", target=res.target_label),
+        title=t("attribution.report.title", target=explain(res.target_label)),
         inputs=inputs,
         rows=rows,
         figures=figures,
