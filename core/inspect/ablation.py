@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from core.base.caches import register as register_cache
-from core.base.messages import Problem, carry, msg
+from core.base.messages import Message, Problem, carry, msg
 from core.data.corpus import CORPUS_DIR, HELDOUT_FILE
 from core.models.loading import max_tokens
 from core.registry import ModelLoadError, attention_layers
@@ -50,8 +50,9 @@ Heads = tuple[tuple[int, int], ...]
 _TOKEN = re.compile(r"^(?:l(\d+)|\*)(?:h(\d+)|\*)$")
 
 
-def _range_text(n_layers: int, n_heads: int) -> str:
-    return f"the model has {n_layers} layers of {n_heads} heads: L0H0 … L{n_layers - 1}H{n_heads - 1}"
+def _range_text(n_layers: int, n_heads: int) -> Message:
+    """The valid range, quoted at the end of a head-spec error (a Message: the page writes it in its language)."""
+    return msg("ablation.heads_range", layers=n_layers, heads=n_heads, last=f"L{n_layers - 1}H{n_heads - 1}")
 
 
 def parse_heads(spec: str, n_layers: int, n_heads: int) -> Heads:
