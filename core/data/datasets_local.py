@@ -227,7 +227,7 @@ def load_bundled(key: str = "drugreview") -> LabelledData:
     test = Split(tuple(splits["test"].texts[i] for i in keep), tuple(splits["test"].labels[i] for i in keep))
     dropped = len(splits["test"]) - len(test)
     notes = (
-        (f"{dropped} held-out review(s) also in the training split were left out of the held-out split.",)
+        (msg("data.held_out_duplicates_dropped", n=dropped),)
         if dropped
         else ()
     )

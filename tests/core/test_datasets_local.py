@@ -87,3 +87,11 @@ def test_the_size_limit_names_the_app_limit_and_what_to_do(monkeypatch):
     monkeypatch.setattr("core.data.datasets_local.MAX_UPLOAD_MB", 0.0001)
     with pytest.raises(DataError, match=r"up to 0 MB.*head -n 5000.*server\.maxUploadSize"):
         read_table(_csv(["text,label"] + [f"row number {i},1" for i in range(50)]), "x.csv")
+
+
+def test_the_drug_reviews_duplicate_note_is_a_message():
+    """#46 (third walk): the note about held-out reviews that are also training reviews was an English f-string."""
+    from core.data.datasets_local import load_bundled
+
+    notes = load_bundled("drugreview").notes
+    assert [n.kind for n in notes] == ["data.held_out_duplicates_dropped"] and notes[0].params["n"] >= 1
