@@ -65,3 +65,17 @@ def test_one_room_sentence_is_one_sentence(use_tiny_zoo):
     pres.run()
     captions = [c.value for c in pres.caption]
     assert "1 sentence" in captions and not any("1 sentences" in c for c in captions), captions
+
+
+def test_step_one_table_writes_pieces_as_its_chart_does():
+    """#46 (third walk 6): the step-1 table showed a raw "▁" where its chart showed "␣"; the table writes each piece as
+    the chart does (core.base.text.display_piece) and keeps the tokenizer's own piece in a column beside it."""
+    at = open_page("walkthrough", {"family": "xlm-roberta", "model": "encoderlab/xlmr-e5-small"})
+    assert not at.exception, at.exception
+    df = at.dataframe[0].value
+    shown, raw = (
+        list(df[catalog()["walkthrough.s1.col.token"]["en"]]),
+        list(df[catalog()["walkthrough.s1.col.raw"]["en"]]),
+    )
+    assert any("▁" in p for p in raw), raw  # SentencePiece pieces carry the marker
+    assert not any("▁" in p for p in shown), shown

@@ -13,6 +13,7 @@ from app.kit import presenter
 from app.kit.i18n import t
 from app.kit.loaders import model_or_error
 from app.views.start.walkthrough.common import TEXT, TEXT_B, K, Step, axis_labels, pair_strip, record, text_default
+from core.base.text import display_piece
 
 N = 1
 PART_COLORS = {"token": "#4C78A8", "segment": "#B279A2", "position": "#72B7B2", "output": "#F58518"}
@@ -142,7 +143,8 @@ def render() -> None:
     rows = [
         {
             t("walkthrough.s1.col.pos"): i,
-            t("walkthrough.s1.col.token"): tk,
+            t("walkthrough.s1.col.token"): display_piece(tk),  # as the chart writes it (␣, not a raw ▁)
+            t("walkthrough.s1.col.raw"): tk,  # the tokenizer's own piece beside it
             t("walkthrough.s1.col.segment"): r.token_type_ids[i] if r.segments == "ab" else none,
             t("walkthrough.s1.col.position"): r.position_ids[i],
             t("walkthrough.s1.part.token"): round(float(r.token_norms[i]), 3),
