@@ -30,6 +30,7 @@ from core.predict.fill_mask import check_mlm, mlm_head  # the head or FillMaskEr
 
 Progress = Callable[..., None]  # progress(fraction, message); a job's ctx.progress also raises on Cancel
 PRUNING_FRACTIONS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+GRADIENT_UNITS = 3  # the gradient pass (forward + backward) costs about three loss passes
 RANDOM_SEEDS = (0, 1, 2)
 
 
@@ -236,7 +237,14 @@ def head_importance(
         checkpoint = lm.spec.checkpoint
     lay = layout(lm.model)
     n_heads = lay.n_layers * lay.n_heads
-    steps = 1 + (n_heads if exhaustive else 0) + ((len(fractions) * (1 + len(seeds))) if pruning else 0)
+    # Progress counts work, not calls: one loss pass over the texts is a unit, the gradient pass (a forward and a
+    # backward) GRADIENT_UNITS of them. The old count gave the gradient pass one step of 1 + 10 x 4, so the job
+    # said 493 s left during it, then 38 s, then 0 s with seconds to go (#46, third walk).
+    steps = (
+        GRADIENT_UNITS
+        + ((n_heads + 1) if exhaustive else 0)
+        + (pruning_passes(n_heads, fractions, seeds) if pruning else 0)
+    )
     done: list[float] = [0]
 
     def report(message: Message, units: float = 1.0) -> None:
@@ -252,9 +260,15 @@ def head_importance(
             return loss, loss
 
     t0 = time.perf_counter()
-    scores = _gradient(lm, chunks, classifier, lay, None if progress is None else (lambda f, m: progress(f / steps, m)))
+    scores = _gradient(
+        lm,
+        chunks,
+        classifier,
+        lay,
+        None if progress is None else (lambda f, m: progress(f * GRADIENT_UNITS / steps, m)),
+    )
     seconds_gradient = time.perf_counter() - t0
-    report(msg("progress.importance.gradient_done"))
+    report(msg("progress.importance.gradient_done"), GRADIENT_UNITS)
     flat_heads = [(la, h) for la in range(lay.n_layers) for h in range(lay.n_heads)]
     ex, rho, seconds_ex = None, None, None
     base_loss, base_metric = None, None
@@ -263,6 +277,7 @@ def head_importance(
 
         t1 = time.perf_counter()
         base_loss, base_metric = loss_and_metric(())
+        report(msg("progress.importance.single_head", done=0, total=n_heads))
         ex = np.zeros((lay.n_layers, lay.n_heads))
         for i, (la, h) in enumerate(flat_heads):
             ex[la, h] = loss_and_metric([(la, h)])[0] - base_loss
@@ -280,19 +295,18 @@ def head_importance(
         ks = [int(round(f * n_heads)) for f in fr]
         metric_at: dict[tuple[tuple[int, int], ...], float] = {}  # pruned heads -> the metric without them
 
-        def metric(heads) -> float:
+        def metric(heads, said: Message) -> float:
             key = tuple(sorted(heads))
             if key not in metric_at:
                 metric_at[key] = loss_and_metric(key)[1] if key or base_metric is None else base_metric
+                report(said)  # one loss pass done (a repeated set of heads costs nothing: it is not counted)
             return metric_at[key]
 
-        p_imp = tuple(metric(order[:k]) for k in ks)
-        report(msg("progress.importance.pruning_ordered"), len(fr))
+        p_imp = tuple(metric(order[:k], msg("progress.importance.pruning_ordered")) for k in ks)
         rand = []
         for sd in seeds:
             perm = [flat_heads[i] for i in np.random.default_rng(sd).permutation(n_heads)]
-            rand.append([metric(perm[:k]) for k in ks])
-            report(msg("progress.importance.pruning_random", seed=sd), len(fr))
+            rand.append([metric(perm[:k], msg("progress.importance.pruning_random", seed=sd)) for k in ks])
         p_rand = tuple(float(x) for x in np.mean(rand, axis=0))
     scores.setflags(write=False)
     return ImportanceResult(
@@ -316,6 +330,22 @@ def head_importance(
 # the unablated one) took 33 s on a 2-core CPU. A GPU runs these small batches about this many times faster.
 CPU_SECONDS_PER_UNIT = 33.0 / (73 * 64 * 6 * 384**2)
 GPU_SPEEDUP = 10.0
+
+
+def pruning_passes(
+    n_heads: int, fractions: Sequence[float] = PRUNING_FRACTIONS, seeds: Sequence[int] = RANDOM_SEEDS
+) -> int:
+    """Loss passes the pruning curves make over the texts: one per distinct set of heads removed (every order
+    removes none first, and all of them at 100%)."""
+    ks = {int(round(f * n_heads)) for f in fractions}
+    shared = {k for k in ks if k in (0, n_heads)}  # the same set of heads whatever the order
+    return len(shared) + (len(ks) - len(shared)) * (1 + len(seeds))
+
+
+def pruning_seconds(n_layers: int, n_heads: int, hidden: int, n_texts: int, device: str = "cpu") -> float:
+    """About how long the pruning curves take, as exhaustive_seconds reckons a loss pass."""
+    per_pass = exhaustive_seconds(n_layers, n_heads, hidden, n_texts, device) / (n_layers * n_heads + 1)
+    return per_pass * pruning_passes(n_layers * n_heads)
 
 
 def exhaustive_seconds(n_layers: int, n_heads: int, hidden: int, n_texts: int, device: str = "cpu") -> float:

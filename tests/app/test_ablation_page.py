@@ -144,6 +144,9 @@ def test_head_importance_job_draws_both_maps_and_the_pruning_curve(attention_at)
     at = attention_at
     at.selectbox(key="attention.imp.n_texts").set_value(16).run()
     at.checkbox(key="attention.imp.exhaustive").check().run()  # off by default (the gradient ranking alone)
+    assert at.checkbox(key="attention.imp.pruning").value is False  # the curves too (#46: most of a default run)
+    at.checkbox(key="attention.imp.pruning").check().run()
+    assert any("passes over the 16 sentences" in c.value for c in at.caption)  # the curves' own estimate
     at.button(key="attention.imp.go").click().run()
     assert not at.exception and not _errors(at), _errors(at)
     jid = at.session_state["jobs.attention.importance"][-1]

@@ -99,3 +99,22 @@ def test_importance_order_prunes_more_gently_than_random_on_bert_mini():
     # MLM loss: lower is better; importance order must stay clearly below random order
     assert auc_imp < auc_rand - 0.05, (r.pruning_importance, r.pruning_random)
     assert r.pruning_importance[-1] < r.pruning_random[-1]
+
+
+def test_progress_counts_loss_passes_so_the_eta_is_honest(tiny_models):
+    """#46 (third walk 13): the gradient pass was one step of 41, so the ETA read 493 s, then 38 s, then 0 s with
+    seconds to go. Progress now counts loss passes (the gradient pass as GRADIENT_UNITS of them), one report per pass
+    actually made, and ends at exactly 1."""
+    from core.inspect.head_importance import GRADIENT_UNITS, pruning_passes
+
+    lm = load(ModelSpec("bert", str(tiny_models["bert"]), "cpu"), "pretraining")
+    seen: list[tuple[float, str]] = []
+    head_importance(lm, TEXTS, fractions=(0.0, 0.5, 1.0), seeds=(0,), progress=lambda f, m: seen.append((f, m.kind)))
+    fractions = [f for f, _ in seen]
+    assert fractions == sorted(fractions) and fractions[-1] == pytest.approx(1.0)
+    steps = GRADIENT_UNITS + (8 + 1) + pruning_passes(8, (0.0, 0.5, 1.0), (0,))
+    assert pruning_passes(8, (0.0, 0.5, 1.0), (0,)) == 4  # none and all heads removed are shared by both orders
+    done_gradient = next(f for f, k in seen if k == "progress.importance.gradient_done")
+    assert done_gradient == pytest.approx(GRADIENT_UNITS / steps)
+    pruned = [k for _, k in seen if k.startswith("progress.importance.pruning")]
+    assert len(pruned) == pruning_passes(8, (0.0, 0.5, 1.0), (0,))  # one report per distinct set of heads removed

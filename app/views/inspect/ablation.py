@@ -34,7 +34,7 @@ from app.kit.render import as_text, current_result, run_or_error
 from core.base.messages import carry
 from core.inspect.ablation import MODES, AblationConfig, AblationError, default_texts, format_heads, parse_heads
 from core.inspect.ablation_predict import AblatedPrediction, ablate_classify, ablate_fill_mask, ablate_pair
-from core.inspect.head_importance import exhaustive_seconds, importance_job
+from core.inspect.head_importance import exhaustive_seconds, importance_job, pruning_passes, pruning_seconds
 from core.predict.fill_mask import FillMaskConfig, check_mlm, configs_from_lines, count_masks
 from core.predict.sentence_pair import PairConfig, check_pair, pair_head
 from core.registry import ModelLoadError, attention_layers
@@ -471,10 +471,14 @@ def importance_tab(spec, model=None, device: str = "cpu") -> None:
     scope = "attention"
     st.caption(t("ablation.imp.intro"))
     ex_key, n_key = state.key(scope, "imp.exhaustive"), state.key(scope, "imp.n_texts")
+    pr_key = state.key(scope, "imp.pruning")
     st.session_state.setdefault(ex_key, False)  # the gradient ranking alone: one backward pass, seconds
+    st.session_state.setdefault(pr_key, False)  # the pruning curves: 31 more passes, most of a default run's time
     st.session_state.setdefault(n_key, IMPORTANCE_TEXTS[1])
     c1, c2, c3 = st.columns([3, 1, 1], vertical_alignment="center")
     exhaustive = c1.checkbox(t("ablation.imp.exhaustive"), key=ex_key, help=t("ablation.imp.exhaustive_help"))
+    ex_note = c1.empty()  # its estimate, under it
+    pruning = c1.checkbox(t("ablation.imp.pruning"), key=pr_key, help=t("ablation.imp.pruning_help"))
     n_texts = c2.selectbox(t("ablation.imp.n_texts"), IMPORTANCE_TEXTS, key=n_key, help=t("ablation.imp.n_texts_help"))
     try:  # a model whose heads cannot be located (the generic family): no estimate; the job says why
         n_layers, n_heads = model_shape(model) if model is not None else (0, 0)
@@ -484,10 +488,19 @@ def importance_tab(spec, model=None, device: str = "cpu") -> None:
         cfg = getattr(model, "base_model", model).config
         hidden = int(getattr(cfg, "hidden_size", None) or getattr(cfg, "dim", 0) or 768)
         est = exhaustive_seconds(n_layers, n_heads, hidden, int(n_texts), device)
-        c1.caption(
+        ex_note.caption(
             t("ablation.imp.exhaustive_estimate", s=f"{max(1, round(est)):,}", n=n_layers * n_heads, texts=int(n_texts))
         )
-    asked = (spec, bool(exhaustive), int(n_texts))
+        est_p = pruning_seconds(n_layers, n_heads, hidden, int(n_texts), device)
+        c1.caption(
+            t(
+                "ablation.imp.pruning_estimate",
+                s=f"{max(1, round(est_p)):,}",
+                n=pruning_passes(n_layers * n_heads),
+                texts=int(n_texts),
+            )
+        )
+    asked = (spec, bool(exhaustive), int(n_texts), bool(pruning))
     jobs_key = state.key(scope, "imp.jobs")
     if c3.button(t("ablation.imp.go"), key=state.key(scope, "imp.go"), type="primary"):
 
@@ -498,6 +511,7 @@ def importance_tab(spec, model=None, device: str = "cpu") -> None:
                 spec.device,
                 texts=default_texts(int(n_texts)),
                 exhaustive=bool(exhaustive),
+                pruning=bool(pruning),
             )
             return submit_job(
                 "attention.importance",
