@@ -35,8 +35,8 @@ def _label(opt: str) -> str:
     for m in state.session_models():
         if m.path == opt:
             return t("sidebar.session_label", label=m.label, kind=t(f"sidebar.kind.{m.kind}"))
-    if opt.startswith("encoderlab/"):
-        return t("sidebar.bundled_label", id=opt)
+    if opt.startswith("encoderlab/"):  # "xlmr-e5-small (bundled)": the id's prefix says "bundled" again, and
+        return t("sidebar.bundled_label", id=opt.split("/", 1)[1])  # with it the box cut the label ("…(bund")
     return opt
 
 

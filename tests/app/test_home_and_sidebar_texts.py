@@ -11,8 +11,9 @@ import re
 import pytest
 
 from app.kit.i18n import catalog
+from core.base.segment import is_wide
 from core.models import downloads
-from core.registry import official_checkpoints
+from core.registry import bundled_families, bundled_id, official_checkpoints
 from tests.app.conftest import open_page, page_for
 from tests.hub_server import go_online
 
@@ -122,14 +123,20 @@ def test_chinese_mini_note_names_the_sidebar_box_as_the_sidebar_does(monkeypatch
                 assert f"*{custom}*" in line
 
 
-@pytest.mark.parametrize(
-    "lang, label", [("en", "encoderlab/bert-mini (bundled)"), ("zh", "encoderlab/bert-mini（内置）")]
-)
+SIDEBAR_SELECT_UNITS = 26  # width units (a CJK character two) a sidebar select shows whole at the default font
+
+
+@pytest.mark.parametrize("lang, label", [("en", "bert-mini (bundled)"), ("zh", "bert-mini（内置）")])
 def test_checkpoint_labels_fit_the_sidebar(use_tiny_zoo, lang, label):
     at = open_page(None, state={"ui.lang": lang})
     box = at.sidebar.selectbox(key="sidebar.checkpoint")
     assert box.options[0] == label  # the name and "bundled", nothing the box would cut
     assert box.proto.help  # what "bundled" means, one hover away
+    # every bundled model's label, the longest (xlmr-e5-small) too: the third walk saw "…（内置" and "…(bund"
+    for fam in bundled_families():
+        name = bundled_id(fam.key).split("/", 1)[1]
+        shown = catalog()["sidebar.bundled_label"][lang].format(id=name)
+        assert sum(2 if is_wide(c) else 1 for c in shown) <= SIDEBAR_SELECT_UNITS, shown
 
 
 def test_home_starts_with_a_path_for_a_first_session_and_a_workshop(use_tiny_zoo):

@@ -52,7 +52,7 @@ def test_bad_custom_checkpoint_message(page):
     open_page(page, "models")
     sidebar = page.locator('[data-testid="stSidebar"]')
     box = sidebar.get_by_role("combobox", name="Checkpoint")
-    assert box.input_value() == "encoderlab/bert-mini (bundled)"
+    assert box.input_value() == "bert-mini (bundled)"
     wait_idle(page)
     # the workshop controls sit above the picker: centre it, so its list opens inside the viewport
     box.evaluate("e => e.scrollIntoView({block: 'center'})")
