@@ -226,11 +226,7 @@ def load_bundled(key: str = "drugreview") -> LabelledData:
     keep = [i for i, t in enumerate(splits["test"].texts) if t not in seen]
     test = Split(tuple(splits["test"].texts[i] for i in keep), tuple(splits["test"].labels[i] for i in keep))
     dropped = len(splits["test"]) - len(test)
-    notes = (
-        (msg("data.held_out_duplicates_dropped", n=dropped),)
-        if dropped
-        else ()
-    )
+    notes = (msg("data.held_out_duplicates_dropped", n=dropped),) if dropped else ()
     return LabelledData(key, splits["train"], test, names, info.source, info.licence, notes)
 
 
