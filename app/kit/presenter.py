@@ -65,14 +65,28 @@ def _units(text: str) -> int:
     return sum(2 if is_wide(c) else 1 for c in text)
 
 
+def _unbroken(para: str) -> list[str]:
+    """The words of ``para`` at its spaces, a space inside (…) or （…） kept: "第 1 个 [MASK]（token 6）：…" broke
+    between "token" and "6"."""
+    out: list[str] = []
+    depth = 0
+    for word in para.split(" "):
+        if depth > 0 and out:
+            out[-1] += " " + word
+        else:
+            out.append(word)
+        depth = max(0, depth + sum(word.count(c) for c in "(（") - sum(word.count(c) for c in ")）"))
+    return out
+
+
 def wrap_text(text: str, width: int) -> str:
-    """``text`` broken into lines (plotly's <br>) of at most ``width`` units at spaces, a CJK character counting
-    two; a longer word (or a run of CJK text, which has no spaces) is cut between characters. Every character
-    stays, in order; existing <br>s are kept."""
+    """``text`` broken into lines (plotly's <br>) of at most ``width`` units at spaces outside parentheses, a CJK
+    character counting two; a longer word (or a run of CJK text, which has no spaces) is cut between characters.
+    Every character stays, in order; existing <br>s are kept."""
     out: list[str] = []
     for para in text.split("<br>"):
         lines = [""]
-        for word in para.split(" "):
+        for word in _unbroken(para):
             pieces = [word]
             if _units(word) > width:
                 pieces = [""]

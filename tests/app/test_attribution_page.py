@@ -415,4 +415,5 @@ def test_attribution_bar_chart_names_both_axes():
     m = types.SimpleNamespace(method="ig", scores=[0.5, -0.2])
     res = types.SimpleNamespace(tokens=["[CLS]", "the"], method=lambda _name: m)
     fig = ra.bar_chart(res, "ig")
-    assert fig.layout.xaxis.title.text == "token (position · piece)" and fig.layout.yaxis.title.text
+    assert fig.layout.xaxis.title.text == "token (position · piece)" and fig.layout.yaxis.title.text == "attribution"
+    assert fig.layout.title.text == ra.method_label("ig")  # the method names the chart, not its 320 px y axis

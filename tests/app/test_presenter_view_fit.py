@@ -24,6 +24,10 @@ def test_a_long_chart_title_and_a_legend_below_the_plot_fit_a_phone():
     assert presenter.scale(short) is short
     zh = presenter.wrap_text("每个词元输入向量各部分的长度以及层归一化之后的长度", presenter.TITLE_WRAP)
     assert "<br>" in zh and zh.replace("<br>", "") == "每个词元输入向量各部分的长度以及层归一化之后的长度"
+    # a space inside parentheses is no place to break (#46, third walk 14: "…[MASK]（token<br>6）：…")
+    fm = presenter.wrap_text("第 1 个 [MASK]（token 6）：它自己的分布", presenter.TITLE_WRAP)
+    assert fm == "第 1 个<br>[MASK]（token 6）：它自己的分布", fm
+    assert presenter.wrap_text("a (b c) d", 5) == "a<br>(b c)<br>d"
 
 
 def test_a_long_legend_name_and_named_categories_fit_a_phone():

@@ -71,10 +71,11 @@ def bar_chart(res: AttributionResult, method: str) -> go.Figure:
             hovertemplate="%{x} (%{customdata}): %{y:+.4f}<extra></extra>",
         )
     )
-    fig.update_layout(
+    fig.update_layout(  # the method names the chart; its y axis only says what the bars are (in 中文 a method's name
+        title=dict(text=method_label(m.method), font=dict(size=14)),  # and that overran the 320 px axis)
         xaxis_title=t("attribution.fig.bar_x"),
-        yaxis_title=t("attribution.fig.bar_y", method=method_label(m.method)),
-        margin=dict(t=30, b=10),
+        yaxis_title=t("attribution.fig.bar_y"),
+        margin=dict(t=40, b=10),
         height=320,
     )
     return fig
