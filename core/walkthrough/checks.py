@@ -8,6 +8,7 @@ and timing, step 6's two runs and their verdict, and step 7's classifier detecti
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import random
@@ -23,7 +24,7 @@ from core.compare import speed as bench
 from core.data.datasets_local import load_bundled
 from core.models.cards import bundled_card, pair_head_learned
 from core.models.downloads import can_have_now
-from core.models.loading import ModelSpec, Source, resolve
+from core.models.loading import ModelSpec, Source, load, resolve
 from core.predict.classify import META_FILE
 from core.predict.fill_mask import FillMaskConfig, fill_mask_batch, words
 from core.registry import FAMILIES, Family, bundled_families, bundled_id, family
@@ -322,6 +323,18 @@ def measure_distillation(
         except ValueError as e:
             errors.append(carry(e))  # its Message: the page writes it in its language
     return DistilMeasurement(at, speed, student_f.key, student_f.distilled_from, tuple(models), tuple(errors))
+
+
+def distillation_job(seq_len: int, batch: int, repeats: int, n_sentences: int, device: str):
+    """Step 5's measurement as a core.runtime.jobs function fn(ctx) (picklable: it may run in a worker process, which
+    loads the bundled models itself): like the Speed page's, it waits its turn in the job queue, so a room pressing
+    Measure at once does not time its runs against each other in the script threads."""
+    return functools.partial(_run_distillation, seq_len, batch, repeats, n_sentences, device)
+
+
+def _run_distillation(seq_len: int, batch: int, repeats: int, n_sentences: int, device: str, ctx) -> DistilMeasurement:
+    ctx.progress(0.0, msg("progress.loading_model"))
+    return measure_distillation(seq_len, batch, repeats, n_sentences, device, load)
 
 
 # ---------------------------------------------------------------------------------------------- step 6

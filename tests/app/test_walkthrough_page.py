@@ -105,6 +105,10 @@ def test_every_step_in_english_then_in_chinese(at, monkeypatch):
     at.select_slider(key="walkthrough.s5.sentences").set_value(4)
     at.button(key="walkthrough.s5.run").click().run()
     _ok(at)
+    assert at.session_state["walkthrough.s5.jobs"]  # a background job, queued like the Speed page's (#46 §2)
+    _wait_jobs()
+    at.run()
+    _ok(at)
     assert "faster" in _texts(at) and at.session_state["walkthrough.s5.result"]["models"]
 
     # 6 · two tiny fine-tunes as background jobs; the good one is registered for the session

@@ -132,6 +132,19 @@ def test_measure_distillation_times_the_pair_and_scores_the_bundled_models(use_t
         W.measure_distillation(4, 1, 1, 4, "cpu", load)
 
 
+def test_step_five_runs_as_a_picklable_job(use_tiny_zoo):
+    """#46 §2: step 5 timed in the script thread; now it is a job fn(ctx) that a worker process can take."""
+    import pickle
+
+    from core.runtime.jobs import JobRunner
+
+    fn = pickle.loads(pickle.dumps(W.distillation_job(8, 1, 1, 4, "cpu")))
+    r = JobRunner({"cpu": 1})
+    job = r.wait(r.submit("step 5", fn), timeout=240)
+    assert job.status == "done", job.error
+    assert job.result.speedup() > 0 and len(job.result.models) == 2
+
+
 # ---------------------------------------------------------------------------------------------- step 6
 def test_lr_pair_plan_is_the_seeds_settings_and_ten_times_the_rate():
     fam = next(f.key for f in FAMILIES.values() if f.bundled)

@@ -13,12 +13,12 @@ from plotly.subplots import make_subplots
 
 from app.kit import presenter, state, urlstate
 from app.kit.i18n import explain, t
-from app.kit.loaders import get_model
+from app.kit.jobs_panel import job_section, start_job, submit_job
 from app.kit.zh_examples import chinese_examples
 from app.views.start.walkthrough.common import K, Step, breakdowns, device, record
 from core.models.cards import bundled_card
 from core.registry import FAMILIES, ModelLoadError, family
-from core.walkthrough.checks import distillation_pair, measure_distillation
+from core.walkthrough.checks import distillation_job, distillation_pair
 
 N = 5
 SEQS, BATCHES, SENTENCES = (8, 16, 32, 64, 128), (1, 2, 4, 8), (4, 8, 16, 32, 64)
@@ -74,19 +74,35 @@ def render() -> None:
         batch = c[1].select_slider(t("walkthrough.s5.batch"), BATCHES, key=K("s5.batch"))
         reps = c[2].number_input(t("walkthrough.s5.reps"), *REPS, key=K("s5.reps"))
         n_sent = c[3].select_slider(t("walkthrough.s5.sentences"), SENTENCES, key=K("s5.sentences"))
+    # A background job, as on the Speed page: a room pressing Measure at once waits its turn in the job queue instead
+    # of timing its runs against each other in the script threads (#46 §2).
+    asked = (int(seq), int(batch), int(reps), int(n_sent), device())
+    jobs_key = K("s5.jobs")
     if st.button(t("walkthrough.s5.measure"), key=K("s5.run"), type="primary", icon=":material/speed:"):
-        with st.spinner(t("walkthrough.s5.measuring")):
-            try:
-                m = measure_distillation(int(seq), int(batch), int(reps), int(n_sent), device(), get_model)
-                # the session keeps the result's fields as a mapping, as it did before the result had a type
-                st.session_state[K("s5.result")] = {f.name: getattr(m, f.name) for f in dataclasses.fields(m)}
-            except ValueError as e:
-                st.error(explain(e))
-    res = st.session_state.get(K("s5.result"))
-    if res is None:
-        st.caption(t("walkthrough.s5.not_yet"))
-        return
-    _draw(res, n_sent)
+        start_job(
+            jobs_key,
+            lambda: submit_job(
+                "walkthrough",
+                t("walkthrough.s5.job_name"),
+                distillation_job(*asked),
+                device=asked[-1],
+                jobs_key=jobs_key,
+                asked=asked,
+            ),
+        )
+    if not job_section(jobs_key, asked, lambda j: _done(j, int(n_sent)), key=K("s5.job")):
+        res = st.session_state.get(K("s5.result"))
+        if res is None:
+            st.caption(t("walkthrough.s5.not_yet"))
+            return
+        _draw(res, n_sent)
+
+
+def _done(job, n_sent: int) -> None:
+    """The finished measurement: kept in the session (as a mapping, as before the result had a type), then drawn."""
+    m = job.result
+    st.session_state[K("s5.result")] = {f.name: getattr(m, f.name) for f in dataclasses.fields(m)}
+    _draw(st.session_state[K("s5.result")], n_sent)
 
 
 def _draw(res: dict, n_sent: int) -> None:
