@@ -218,7 +218,7 @@ def _chinese_suggestion(sb) -> None:
     if len(here) == len(own):  # none of the Hub's: why (the bundled one, if any, still reads Chinese)
         sb.caption(
             t(
-                "zh_walk.hub_unavailable" if own else "sidebar.zh_unavailable",
+                "sidebar.zh_hub_unavailable" if own else "sidebar.zh_unavailable",
                 ids=", ".join(f"`{cid}`" for _, cid in zh),
             )
         )

@@ -61,7 +61,7 @@ with st.form(K("form")):
     if source == "bundled":
         total = bundled_size(lang)
         if lang == "zh":
-            st.caption(t("zh_walk.corpus_zh", n=f"{total:,}"))
+            st.caption(t("common.corpus_zh", n=f"{total:,}"))
         sample = st.number_input(
             t("corpus_search.sample", total=f"{total:,}"),
             1,

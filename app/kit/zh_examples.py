@@ -1,6 +1,6 @@
 """Chinese example texts: with 中文 chosen and a Chinese-capable model in the sidebar (the bundled XLM-R, or a
 checkpoint the registry lists as zh or multi: core.registry.reads_chinese), the pages and the Walkthrough start from
-Chinese examples (assets/i18n/zh_walk.toml, ``zh_walk.example.*``) instead of their English ones.
+Chinese examples (assets/i18n/common.toml, ``common.example.*``) instead of their English ones.
 
 A text box keeps what the person typed: ``fill_default`` replaces a box's value only while it is still one of the
 two examples (so changing the model or the language swaps an untouched example, never a typed text)."""
@@ -22,8 +22,8 @@ def chinese_examples(spec: ModelSpec | None = None) -> bool:
 
 
 def zh_example(entry: str, **kw) -> str:
-    """The Chinese example ``entry`` (zh_walk.example.<entry>), in Chinese whatever the interface language."""
-    return t(f"zh_walk.example.{entry}", **kw)
+    """The Chinese example ``entry`` (common.example.<entry>), in Chinese whatever the interface language."""
+    return t(f"common.example.{entry}", **kw)
 
 
 def pick_example(english: str, entry: str, spec: ModelSpec | None = None, **kw) -> str:

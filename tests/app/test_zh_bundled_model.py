@@ -68,25 +68,25 @@ def _step(at, n: int, **state):
 def test_the_seven_steps_run_on_chinese_examples(runs):
     at = _ok(open_page("walkthrough", ZH))
     texts = [w.value for w in at.text_input]
-    assert texts[:2] == [zh("zh_walk.example.sentence"), zh("zh_walk.example.sentence_b")], texts
+    assert texts[:2] == [zh("common.example.sentence"), zh("common.example.sentence_b")], texts
     # its two-row segment table, of which the tokenizer asks for the first only: not "A/B segments"
-    assert any(i.value == zh("zh_walk.s1.seg_unused", id=XLMR, n=2, seps="`</s></s>`") for i in at.info), at.info
+    assert any(i.value == zh("walkthrough.s1.zh_seg_unused", id=XLMR, n=2, seps="`</s></s>`") for i in at.info), at.info
     _step(at, 2)
     assert has_han(at.text_input(key="walkthrough.text").value) and at.get("plotly_chart")  # fill-mask on a 词
     _step(at, 3)
-    assert at.text_input(key="walkthrough.s3.a").value == zh("zh_walk.example.pair_a")
-    no_head = zh("zh_walk.s3.no_head", id=XLMR, note="").split("。")[0]
+    assert at.text_input(key="walkthrough.s3.a").value == zh("common.example.pair_a")
+    no_head = zh("walkthrough.s3.zh_no_head", id=XLMR, note="").split("。")[0]
     assert any(no_head in m.value for m in at.markdown), [m.value for m in at.markdown]
     assert any("</s></s>" in c.value for c in at.caption)  # the pair as it reads it
-    assert any(zh("zh_walk.s3.minis_english", ids="")[:10] in i.value for i in at.info)
+    assert any(zh("walkthrough.s3.zh_minis_english", ids="")[:10] in i.value for i in at.info)
     _step(at, 4)
     assert any(f"{XLMR}：41,406" in i.value or XLMR in i.value for i in at.info)  # its vocabulary, factorized
     _step(at, 5)
-    assert any(zh("zh_walk.s5.not_applicable", id=XLMR) == i.value for i in at.info)
+    assert any(zh("walkthrough.s5.zh_not_applicable", id=XLMR) == i.value for i in at.info)
     _step(at, 6)
-    assert any(zh("zh_walk.s6.english_data", id=XLMR) == i.value for i in at.info)
+    assert any(zh("walkthrough.s6.zh_english_data", id=XLMR) == i.value for i in at.info)
     _step(at, 7, **{"s7.source": "sidebar"})
-    assert at.text_input(key="walkthrough.s7.text").value == zh("zh_walk.example.gloss")
+    assert at.text_input(key="walkthrough.s7.text").value == zh("common.example.gloss")
     heat = json.loads(at.get("plotly_chart")[0].proto.spec)
     assert any(has_han(x) for x in heat["data"][0]["x"])  # the Chinese pieces on the heatmap's axis
 
@@ -113,7 +113,7 @@ def test_fill_mask_on_chinese_without_the_pick_a_chinese_checkpoint_note():
 
 def test_attention_and_the_lens_on_chinese():
     at = open_page("attention", ZH)
-    assert at.text_area(key="attention.text").value == zh("zh_walk.example.attention") and not at.error
+    assert at.text_area(key="attention.text").value == zh("common.example.attention") and not at.error
     at = open_page("lens", ZH)
     assert has_han(at.text_area(key="lens.text").value)
     at.button(key="FormSubmitter:lens.form-" + zh("lens.show")).click().run()
@@ -124,7 +124,7 @@ def test_attention_and_the_lens_on_chinese():
 def test_attributions_on_chinese_with_the_models_mask_token():
     at = open_page("attribution", ZH)
     text = at.text_area(key="attribution.text.mask").value
-    assert text == zh("zh_walk.example.attr_mask", mask="<mask>"), text
+    assert text == zh("common.example.attr_mask", mask="<mask>"), text
     at.multiselect(key="attribution.one.methods").set_value(["saliency"])
     at.button(key="attribution.go").click().run()
     job = runner().get(at.session_state["attribution.attribution.job"])
@@ -141,7 +141,7 @@ def test_corpus_search_indexes_the_chinese_corpus(runs, monkeypatch):
     threads = JobRunner(workers=False)  # the job on a thread here: a worker process costs seconds to start
     monkeypatch.setattr(jobs_panel, "runner", lambda: threads)
     at = open_page("corpus_search", ZH)
-    assert any(c.value.startswith(zh("zh_walk.corpus_zh", n="X").split("X")[0]) for c in at.caption)
+    assert any(c.value.startswith(zh("common.corpus_zh", n="X").split("X")[0]) for c in at.caption)
     at.number_input(key="corpus_search.sample").set_value(12)
     at.button(key="FormSubmitter:corpus_search.form-" + zh("corpus_search.build")).click().run()
     job = threads.get(at.session_state["jobs.corpus_search"][-1])
@@ -157,7 +157,7 @@ def test_corpus_search_indexes_the_chinese_corpus(runs, monkeypatch):
 
 def test_the_projector_on_the_chinese_corpus(runs):
     at = open_page("projector", ZH)
-    assert at.text_input(key="projector.word").value == zh("zh_walk.example.projector_word")
+    assert at.text_input(key="projector.word").value == zh("common.example.projector_word")
     at.number_input(key="projector.max_points").set_value(30)
     at.button(key="FormSubmitter:projector.form-" + zh("projector.show")).click().run()
     _ok(at)

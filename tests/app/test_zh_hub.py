@@ -19,7 +19,7 @@ HFL_ROBERTA = "hfl/chinese-roberta-wwm-ext"
 SERVED = ("bert-base-chinese", HFL_ROBERTA, MACBERT)
 # the warning's opening words, in each language (its bold first sentence, as the catalog has it)
 OPENING = {
-    lang: catalog()["zh_hub.mlm_as_correction"][lang].split("`{mask}`")[0].replace("**{id}", "")
+    lang: catalog()["fill_mask.zh_hub.mlm_as_correction"][lang].split("`{mask}`")[0].replace("**{id}", "")
     for lang in ("en", "zh")
 }
 

@@ -1,6 +1,6 @@
 """The Walkthrough in 中文 with the bundled Chinese-capable model (encoderlab/xlmr-e5-small) names that model's
 own special tokens (<mask>, <s>, </s>) instead of BERT's, draws step 2's fill-mask result, and gives Chinese
-guidance in step 7. Texts: assets/i18n/zh_polish.toml.
+guidance in step 7. Texts: assets/i18n/walkthrough.toml (s2.zh_*, s7.zh_*).
 
 The model is loaded once per process through the app's cache (as in test_zh_bundled_model.py); nothing here reads
 what its MLM head predicts (it may be untrained)."""
@@ -32,16 +32,16 @@ def _step(n: int, **params):
 def test_step2_names_the_loaded_tokenizers_mask_token():
     at = _step(2)
     labels = [m.label for m in at.metric]
-    assert zh("zh_polish.s2.m_mask", token="<mask>") in labels, labels
+    assert zh("walkthrough.s2.zh_m_mask", token="<mask>") in labels, labels
     assert not any("[MASK]" in label for label in labels), labels
     # the chips' hovers (mask 1 of this sentence masks a token) and the note tying the text's [MASK] to <mask>
     chips = [m.value for m in at.markdown if "encoderlab-tokens" in m.value]
     assert chips and not any("[MASK]" in c for c in chips)
     assert any("→ &lt;mask&gt;" in c for c in chips), chips
-    assert zh("zh_polish.s2.mask_note", id=XLMR, token="<mask>") in [c.value for c in at.caption]
+    assert zh("walkthrough.s2.zh_mask_note", id=XLMR, token="<mask>") in [c.value for c in at.caption]
     # the check question's options name it too
     options = at.radio(key="walkthrough.q2").options
-    assert options[0] == zh("zh_polish.s2.opt0", token="<mask>") and not any("[MASK]" in o for o in options)
+    assert options[0] == zh("walkthrough.s2.zh_opt0", token="<mask>") and not any("[MASK]" in o for o in options)
 
 
 def test_step2_fill_mask_draws_its_bars_above_the_caption():
@@ -60,13 +60,13 @@ def test_step2_fill_mask_draws_its_bars_above_the_caption():
 def test_step7_gives_chinese_guidance_for_a_model_that_reads_chinese():
     at = _step(7, **{"walkthrough.s7.source": "sidebar"})
     box = at.text_input(key="walkthrough.s7.text")
-    assert box.label == zh("zh_polish.s7.text_zh", id=XLMR) and "英文" not in box.label
+    assert box.label == zh("walkthrough.s7.zh_text_zh", id=XLMR) and "英文" not in box.label
     hint = next(i.value for i in at.info if "逐层透镜" in i.value)
     assert "“行”" in hint and "light" not in hint
     assert "<mask>" in hint and "</s>" in hint and "[CLS]" not in hint and "[MASK]" not in hint
-    assert at.radio(key="walkthrough.q7").label == zh("zh_polish.s7.q", sep="</s>")
+    assert at.radio(key="walkthrough.q7").label == zh("walkthrough.s7.zh_q", sep="</s>")
     heat = json.loads(at.get("plotly_chart")[0].proto.spec)
-    assert heat["layout"]["title"]["text"] == zh("zh_polish.s7.heat_title_mean", layer=12)
+    assert heat["layout"]["title"]["text"] == zh("walkthrough.s7.zh_heat_title_mean", layer=12)
 
 
 def test_step4_pair_noise_names_the_sidebars_checkpoint_list_in_chinese():

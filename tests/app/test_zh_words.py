@@ -22,7 +22,7 @@ def _captions(at) -> list[str]:
 def test_segmented_joins_the_ci():
     assert segmented(CAPITAL) == "中国 | 的 | 首都 | 是 | 北京"
     assert segmented("我每天早上喝一杯牛奶。") == "我 | 每天 | 早上 | 喝一杯 | 牛奶"
-    assert catalog()["zh_words.line"]["zh"].format(words=segmented(CAPITAL)) == LINE_ZH
+    assert catalog()["common.words_line"]["zh"].format(words=segmented(CAPITAL)) == LINE_ZH
 
 
 def test_walkthrough_masking_step_shows_the_ci_in_chinese(use_tiny_zoo):
@@ -41,7 +41,7 @@ def test_walkthrough_masking_step_shows_the_ci_in_chinese(use_tiny_zoo):
     assert pick.value == 4  # 北京
     at.toggle(key="walkthrough.s2.whole_word").set_value(True).run()
     assert not at.exception, at.exception
-    assert any(c.startswith(LINE_ZH) and catalog()["zh_words.whole_word"]["zh"] in c for c in _captions(at))
+    assert any(c.startswith(LINE_ZH) and catalog()["walkthrough.s2.zh_whole_word"]["zh"] in c for c in _captions(at))
     # English: no 词 line
     at.text_input(key="walkthrough.text").set_value("The capital of France is Paris.").run()
     assert not at.exception, at.exception

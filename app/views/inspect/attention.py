@@ -237,17 +237,17 @@ def bertviz_section(r: A.AttentionResult, lo: int, hi: int, layers: list[int], h
         with presenter.settings():
             layout = (
                 st.segmented_control(
-                    t("zh_fonts.layout"),
+                    t("attention.bertviz.layout"),
                     list(LAYOUTS),
                     key=K("layout"),
                     required=True,
-                    help=t("zh_fonts.layout_help"),
-                    format_func=option_labels(LAYOUTS, lambda x: t(f"zh_fonts.layout_opt.{x}")),
+                    help=t("attention.bertviz.layout_help"),
+                    format_func=option_labels(LAYOUTS, lambda x: t(f"attention.bertviz.layout_opt.{x}")),
                 )
                 or "vertical"
             )
         if layout == "horizontal":
-            st.caption(t("zh_fonts.horizontal_caption"))
+            st.caption(t("attention.bertviz.horizontal_caption"))
     b = r.sentence_b_start if r.sentence_b_start is not None and lo < r.sentence_b_start < hi else None
     shipped, heads_shipped = fit_payload(layers, heads, hi - lo, b is not None)
     cut = []
@@ -269,7 +269,7 @@ def bertviz_section(r: A.AttentionResult, lo: int, hi: int, layers: list[int], h
             dark_theme(),
             t("attention.view_title"),
             layout,
-            tuple((c, t(f"zh_fonts.control.c{i}")) for i, c in enumerate(CONTROLS)),
+            tuple((c, t(f"attention.bertviz.control.c{i}")) for i, c in enumerate(CONTROLS)),
         )
     st.iframe(view.html, height=view.height, alt=f"bertviz {kind} view")  # i18n: ok (the iframe's title, not shown)
     rows = t("attention.view_rows_cut") if (lo, hi) != (0, r.n_tokens) else t("attention.view_all_tokens")

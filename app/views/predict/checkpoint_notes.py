@@ -1,7 +1,7 @@
 """What the registry knows about the loaded checkpoint that changes how to read a masked LM's answers (#30 part 6):
 MacBERT's "MLM as correction" pretraining (no [MASK] in its inputs: its answers behind one are not meaningful), and
 a checkpoint listed under one family whose code is another's (hfl's Chinese RoBERTa-wwm-ext and RBT3 are BERT
-code: their configs say model_type "bert", so they load with the BERT classes). Texts in assets/i18n/zh_hub.toml."""
+code: their configs say model_type "bert", so they load with the BERT classes). Texts in assets/i18n/fill_mask.toml (zh_hub.*)."""
 
 from __future__ import annotations
 
@@ -21,14 +21,14 @@ def checkpoint_notes(lm: LoadedModel) -> None:
     listed = family(info.family)
     if info.mlm_as_correction:
         st.warning(
-            t("zh_hub.mlm_as_correction", id=info.id, mask=lm.tokenizer.mask_token or "[MASK]"),
+            t("fill_mask.zh_hub.mlm_as_correction", id=info.id, mask=lm.tokenizer.mask_token or "[MASK]"),
             icon=":material/warning:",
         )
     code_key = family_of_model_type(info.model_type or "")
     if code_key and code_key != listed.key:
         st.caption(
             t(
-                "zh_hub.other_code",
+                "fill_mask.zh_hub.other_code",
                 id=info.id,
                 family=t_or(f"families.{listed.key}.label", listed.label),
                 code=t_or(f"families.{code_key}.label", FAMILIES[code_key].label),

@@ -53,7 +53,7 @@ class Step:
 
 
 def text_default(key: str, entry: str, spec: ModelSpec | None = None) -> None:
-    """Fill a text box with the example sentence ``walkthrough.<entry>``, or its Chinese one (zh_walk.<entry>) in
+    """Fill a text box with the example sentence ``walkthrough.<entry>``, or its Chinese one (common.example.<entry>) in
     中文 with a Chinese-capable model (``spec``, default the sidebar's); an example still untouched follows a change
     of model or language."""
     fill_default(key, t(f"walkthrough.{entry}"), entry.removeprefix("example."), spec)
@@ -147,7 +147,7 @@ def noise_hint(note: UnlearnedPairHead) -> str:
     if note.full is None:
         return t("common.mini_get_full", checkpoint=t("sidebar.checkpoint"), custom=t("sidebar.custom_short"))
     return t(
-        "zh_polish.noise_full_here" if note.full_here else "zh_polish.noise_full_get",
+        "walkthrough.noise_full_here" if note.full_here else "walkthrough.noise_full_get",
         id=note.full,
         label=t("sidebar.checkpoint"),
     )  # the list as the sidebar names it in this language

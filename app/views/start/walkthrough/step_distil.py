@@ -59,7 +59,7 @@ def _params() -> None:
 
 def render() -> None:
     if chinese_examples():  # the Chinese-capable model has no bundled teacher: what this step shows instead
-        st.info(t("zh_walk.s5.not_applicable", id=state.current_spec().checkpoint))
+        st.info(t("walkthrough.s5.zh_not_applicable", id=state.current_spec().checkpoint))
     pair = distillation_pair()
     for mid in pair.missing:
         st.warning(t("walkthrough.s5.missing", id=mid))

@@ -166,7 +166,7 @@ def render() -> None:
     st.session_state.setdefault(K("s6.lr"), DEFAULT_LR)
     st.session_state.setdefault(K("s6.steps"), STEPS[2])
     if chinese_examples():  # English data only: say so, and that the Chinese-capable model can still be picked
-        st.info(t("zh_walk.s6.english_data", id=state.current_spec().checkpoint))
+        st.info(t("walkthrough.s6.zh_english_data", id=state.current_spec().checkpoint))
     model = st.selectbox(
         t("walkthrough.s6.model"), opts, key=K("s6.model"), format_func=_label, help=t("walkthrough.s6.model_help")
     )

@@ -92,7 +92,7 @@ def render() -> None:
     if r.segments == "single" and r.type_vocab_size > 1:  # the bundled XLM-R: two rows, the tokenizer asks for one
         st.info(
             t(
-                "zh_walk.s1.seg_unused",
+                "walkthrough.s1.zh_seg_unused",
                 id=lm.spec.checkpoint,
                 n=r.type_vocab_size,
                 seps=f"`{tok.sep_token * lm.family.pair_separators}`",

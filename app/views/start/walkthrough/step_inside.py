@@ -125,7 +125,7 @@ def render() -> None:
     )
     which = t("walkthrough.s7.mean_heads") if head < 0 else str(head + 1)
     title = (
-        t("zh_polish.s7.heat_title_mean", layer=layer)
+        t("walkthrough.s7.zh_heat_title_mean", layer=layer)
         if head < 0
         else t("walkthrough.s7.heat_title", layer=layer, head=which)
     )
@@ -161,7 +161,7 @@ def text_label(spec: ModelSpec, name: str) -> str:
     """The text box's label: a short English definition for the WordNet classifiers, any Chinese text for a
     model that reads Chinese in 中文."""
     if chinese_examples(spec):
-        return t("zh_polish.s7.text_zh", id=name)
+        return t("walkthrough.s7.zh_text_zh", id=name)
     return t("walkthrough.s7.text")
 
 
@@ -177,7 +177,12 @@ def hint() -> str:
     cls, sep = shown or (specials.get("cls_token", "[CLS]"), specials.get("sep_token", "[SEP]"))
     mask = family.mask_token if family is not None else "[MASK]"
     return t(
-        "zh_polish.s7.try", cls=cls, sep=sep, mask=mask, word=t("zh_polish.s7.word"), sense=t("zh_polish.s7.word_sense")
+        "walkthrough.s7.zh_try",
+        cls=cls,
+        sep=sep,
+        mask=mask,
+        word=t("walkthrough.s7.zh_word"),
+        sense=t("walkthrough.s7.zh_word_sense"),
     )
 
 
@@ -185,7 +190,7 @@ def quiz(part: str) -> str:
     """The check question naming the separator of the model the heatmap last showed ([SEP], </s>)."""
     if part == "q":
         shown = st.session_state.get(SPECIALS)
-        return t("zh_polish.s7.q", sep=shown[1] if shown else "[SEP]")
+        return t("walkthrough.s7.zh_q", sep=shown[1] if shown else "[SEP]")
     return t(f"walkthrough.s7.{part}")
 
 

@@ -66,12 +66,12 @@ def render() -> None:
     st.markdown(t("walkthrough.s2.original", seed=seed))
     st.markdown(chips(v.tokens, colors, titles), unsafe_allow_html=True)
     if (line := word_line(text)) is not None:  # the 词 whole-word masking selects, under the token strip
-        st.caption(line + ("  \n" + t("zh_words.whole_word") if whole else ""))
+        st.caption(line + ("  \n" + t("walkthrough.s2.zh_whole_word") if whole else ""))
     st.markdown(t("walkthrough.s2.model_reads"))
     st.markdown(chips(v.corrupted, colors, titles), unsafe_allow_html=True)
     st.caption(t("walkthrough.s2.legend"))
     if mask != BERT_MASK:
-        st.caption(t("zh_polish.s2.mask_note", id=lm.spec.checkpoint, token=mask))
+        st.caption(t("walkthrough.s2.zh_mask_note", id=lm.spec.checkpoint, token=mask))
     n_sel = len(v.selected)
     st.markdown(
         t(
@@ -109,7 +109,7 @@ def render() -> None:
     m[0].metric(
         t("walkthrough.s2.m.selected"), f"{shares.selected:.1%}", help=t("walkthrough.s2.m.help", n=shares.draws)
     )
-    m[1].metric(t("zh_polish.s2.m_mask", token=mask), f"{shares.mask:.1%}")
+    m[1].metric(t("walkthrough.s2.zh_m_mask", token=mask), f"{shares.mask:.1%}")
     m[2].metric(t("walkthrough.s2.m.random"), f"{shares.random:.1%}")
     m[3].metric(t("walkthrough.s2.m.keep"), f"{shares.keep:.1%}")
 
@@ -146,7 +146,7 @@ def render() -> None:
             t("walkthrough.s2.whole_word"): whole,
         },
         text=t(
-            "zh_polish.s2.report",
+            "walkthrough.s2.zh_report",
             token=mask,
             reads=" ".join(v.corrupted),
             sel=f"{shares.selected:.1%}",
@@ -162,14 +162,14 @@ def render() -> None:
 def action_title(action: str, mask: str) -> str:
     """A token chip's hover: what masking did to it, naming the tokenizer's own mask token."""
     if action == "mask":
-        return t("zh_polish.s2.action_mask", token=mask)
+        return t("walkthrough.s2.zh_action_mask", token=mask)
     return t(f"walkthrough.s2.action.{action or 'none'}")
 
 
 def quiz(part: str) -> str:
     """The check question, its options naming the mask token of the model the step last loaded."""
     if part.startswith("opt"):
-        return t(f"zh_polish.s2.{part}", token=st.session_state.get(MASK_TOKEN, BERT_MASK))
+        return t(f"walkthrough.s2.zh_{part}", token=st.session_state.get(MASK_TOKEN, BERT_MASK))
     return t(f"walkthrough.s2.{part}")
 
 

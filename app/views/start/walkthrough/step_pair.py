@@ -60,7 +60,7 @@ def render() -> None:
         t("walkthrough.s3.no_head", families=t("walkthrough.list_sep").join(f.label for f in no_pair_head_families()))
     )
     if english:
-        st.info(t("zh_walk.s3.minis_english", ids=t("walkthrough.list_sep").join(english)))
+        st.info(t("walkthrough.s3.zh_minis_english", ids=t("walkthrough.list_sep").join(english)))
     if not results:
         return
     pair_names = [t("walkthrough.s3.pair_ab"), t("walkthrough.s3.pair_ba"), t("walkthrough.s3.pair_other")]
@@ -122,7 +122,7 @@ def _sidebar_without_head(a: str, b: str) -> None:
         return
     st.markdown(
         t(
-            "zh_walk.s3.no_head",
+            "walkthrough.s3.zh_no_head",
             id=spec.checkpoint,
             note=t_or(f"families.{lm.family.key}.pair_head_note", lm.family.pair_head_note),
         )
@@ -133,7 +133,7 @@ def _sidebar_without_head(a: str, b: str) -> None:
     tok = lm.tokenizer
     st.caption(
         t(
-            "zh_walk.s3.pair_tokens_types" if r.has_segments else "zh_walk.s3.pair_tokens",
+            "walkthrough.s3.zh_pair_tokens_types" if r.has_segments else "walkthrough.s3.zh_pair_tokens",
             n=len(r.tokens),
             cls=tok.cls_token,
             sep=tok.sep_token,
@@ -148,7 +148,7 @@ def hint() -> str:
     mini's, by its card): then it says that head's bars are noise and what to read instead."""
     a, b = st.session_state.get(K("s3.a")) or "", st.session_state.get(K("s3.b")) or ""
     if has_han(a + b) and not any(_reads_chinese(fam) for fam in pair_head_families()):
-        return t("zh_walk.s3.try")  # no pair head runs on this Chinese pair: what to try instead
+        return t("walkthrough.s3.zh_try")  # no pair head runs on this Chinese pair: what to try instead
     notes, learned = [], 0
     for fam in pair_head_families():
         try:

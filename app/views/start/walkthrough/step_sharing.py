@@ -126,7 +126,7 @@ def _sidebar_vocab() -> None:
     f = albert_factorization(v, h, min(ALBERT_E, h))
     st.info(
         t(
-            "zh_walk.s4.vocab",
+            "walkthrough.s4.zh_vocab",
             id=spec.checkpoint,
             v=f"{v:,}",
             h=h,
@@ -152,7 +152,7 @@ def _sop() -> list[dict]:
         return []
     sa, sb = t("walkthrough.example.sop_a"), t("walkthrough.example.sop_b")
     if chinese_examples():  # Chinese everywhere else in this walkthrough: say why this pair is English
-        st.caption(t("zh_walk.s4.sop_english", id=lm.spec.checkpoint))
+        st.caption(t("walkthrough.s4.zh_sop_english", id=lm.spec.checkpoint))
     try:
         r = predict_pair(lm, PairConfig(sa, sb), probe=False)
     except ValueError as err:
