@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from core.base.messages import msg
+from core.base.messages import carry, msg
 from core.base.paths import REPO_ROOT
 from core.models.devices import is_oom, resolve_device
 from core.models.loading import read_config, resolve
@@ -283,7 +283,8 @@ def _child(src: str, dst: str) -> int:
             out = dict(peak_mb=peak, train_mb=max(peak - before, 0.0))
         out.update(steps_per_s=sps, precision=res.precision, steps=res.steps)
     except (ValueError, FinetuneError, RuntimeError, MemoryError) as e:
-        out = {"error": ("out of memory: " if is_oom(e) else "") + f"{type(e).__name__}: {e}"}
+        kind = "remedies.child_out_of_memory" if is_oom(e) else "remedies.child_failed"
+        out = {"error": msg(kind, type=type(e).__name__, error=carry(e))}  # a Message: the table explains it
     Path(dst).write_bytes(pickle.dumps(out))
     return 0
 
