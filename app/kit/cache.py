@@ -12,6 +12,7 @@ import streamlit as st
 
 from core.base.messages import carry
 from core.inspect import attention as A
+from core.inspect import attribution_inputs as AI
 from core.inspect.attention_views import WordGroups, word_groups
 from core.models.params import ParamBreakdown, breakdown
 from core.predict.fill_mask import FillMaskConfig, fill_mask_batch
@@ -70,3 +71,33 @@ def top_fills(lm, texts: list[str]) -> dict[str, tuple | str]:
             while len(cache) > TOP_FILLS_KEEP:
                 cache.popitem(last=False)
     return {s: found[s] for s in texts}
+
+
+CHECKS_KEEP = 500  # attribution checks kept (model, settings)
+
+
+@st.cache_resource(show_spinner=False)
+def _attribution_checks() -> tuple[OrderedDict, threading.Lock]:
+    return OrderedDict(), threading.Lock()
+
+
+def attribution_refusal(lm, cfg: AI.AttributionConfig) -> str | None:
+    """Why Explain would refuse ``cfg`` on ``lm`` (core.inspect.attribution_inputs.prepare, the check it runs first:
+    one forward pass), or None: computed once per model and settings, so the estimate beside Explain costs no
+    forward pass on a rerun that changed something else (#46 §2: it ran one on every rerun)."""
+    cache, lock = _attribution_checks()
+    key = (lm.spec, cfg)
+    with lock:
+        if key in cache:
+            cache.move_to_end(key)
+            return cache[key]
+    try:
+        AI.prepare(lm, cfg)
+        why = None
+    except (ValueError, RuntimeError) as e:  # an input the model refuses: its reason
+        why = carry(e)
+    with lock:
+        cache[key] = why
+        while len(cache) > CHECKS_KEEP:
+            cache.popitem(last=False)
+    return why

@@ -417,3 +417,21 @@ def test_attribution_bar_chart_names_both_axes():
     fig = ra.bar_chart(res, "ig")
     assert fig.layout.xaxis.title.text == "token (position · piece)" and fig.layout.yaxis.title.text == "attribution"
     assert fig.layout.title.text == ra.method_label("ig")  # the method names the chart, not its 320 px y axis
+
+
+def test_the_estimate_checks_each_model_and_settings_once(use_tiny_zoo, monkeypatch):
+    """#46 §2: the estimate beside Explain ran the input check (a forward pass) on every rerun; it goes through the
+    app's cache (app.kit.cache.attribution_refusal), once per model and settings."""
+    from core.inspect import attribution_inputs as AI
+
+    calls = []
+    real = AI.prepare
+    monkeypatch.setattr(AI, "prepare", lambda lm, cfg: calls.append(cfg.text) or real(lm, cfg))
+    at = _page()
+    at.text_area(key=f"{P}.text.mask").set_value("A checked-once sentence about the [MASK] here.").run()
+    seen = calls.count("A checked-once sentence about the [MASK] here.")
+    assert seen == 1
+    at.run()
+    at.run()  # reruns with the same model and settings: no new check
+    assert calls.count("A checked-once sentence about the [MASK] here.") == 1
+    assert _estimate(at)[0] > 0  # and the estimate still shows

@@ -10,6 +10,7 @@ from collections.abc import Callable
 import streamlit as st
 
 from app.kit import state, urlstate
+from app.kit.cache import attribution_refusal
 from app.kit.i18n import explain, t, t_or
 from app.kit.loaders import model_or_error
 from app.kit.render import mini_note
@@ -289,10 +290,14 @@ def show_estimate(
         if error and not pressed:  # settings refused (an empty text): the reason, not a time (pressed: the page's
             where.caption(t("attribution.estimate_refused", why=error))  # error under the button says it)
         return
+    why = attribution_refusal(lm, cfg)  # the check Explain runs first (one forward), once per model and settings
+    if why is not None:  # an input the model refuses: say why instead of how long
+        if not pressed:
+            where.caption(t("attribution.estimate_refused", why=explain(why)))
+        return
     try:
-        AI.prepare(lm, cfg)  # the check Explain runs first (one forward): a text it refuses gets no estimate
         est = AE.estimate(lm, cfg, _timing(lm, cfg))
-    except (ValueError, RuntimeError) as e:  # an input the model refuses: say why instead of how long
+    except (ValueError, RuntimeError) as e:
         if not pressed:
             where.caption(t("attribution.estimate_refused", why=explain(e)))
         return
