@@ -33,7 +33,6 @@ from core.models.masked_forward import masked_logits
 from core.runtime.backend import batched, model_op
 
 USER_MASK = "[MASK]"
-MASK_PATTERN = text_rules.MASK_PATTERN  # [MASK] / <mask> as typed (core.base.text.with_mask_token maps them)
 STRATEGIES = ("independent", "iterative")
 MAX_TOP_K = 50
 MAX_MASKS = 20
@@ -85,7 +84,7 @@ class FillMaskConfig:
             raise ValueError(msg("fill_mask.text_has_mask_write"))
         if n > self.max_masks:
             raise ValueError(msg("fill_mask.text_has_masks_most_2", n=n, max_masks=self.max_masks))
-        if not any(ch.isalnum() for ch in MASK_PATTERN.sub(" ", self.text)):
+        if not any(ch.isalnum() for ch in text_rules.MASK_PATTERN.sub(" ", self.text)):
             raise ValueError(msg("fill_mask.text_only_masks_there"))
 
 
@@ -160,7 +159,7 @@ def examples(lang: str = "en") -> list[str]:
 
 def count_masks(text: str) -> int:
     """How many [MASK] / <mask> markers the user wrote (any case)."""
-    return len(MASK_PATTERN.findall(text))
+    return len(text_rules.MASK_PATTERN.findall(text))
 
 
 def words(text: str) -> tuple[Word, ...]:
@@ -324,7 +323,7 @@ def encode(lm: LoadedModel, cfg: FillMaskConfig) -> Encoded:
     mask_id = tok.mask_token_id
     if cfg.word is None:
         model_text, text_notes = to_model_text(cfg.text, tok.mask_token)
-        if not any(ch.isalnum() for ch in MASK_PATTERN.sub(" ", model_text.replace(tok.mask_token, " "))):
+        if not any(ch.isalnum() for ch in text_rules.MASK_PATTERN.sub(" ", model_text.replace(tok.mask_token, " "))):
             raise FillMaskError(msg("fill_mask.without_special_tokens_text"))
     else:
         model_text, text_notes = to_model_text(cfg.text, tok.mask_token)

@@ -23,9 +23,9 @@ from core import registry
 from core.base import text as text_rules
 from core.base.fields import bounded, check_bounds
 from core.base.messages import Problem, msg
+from core.base.text import MASK_PATTERN
 from core.models import loading as models
 from core.models.loading import LoadedModel, ModelSpec
-from core.predict.fill_mask import MASK_PATTERN
 
 RTD_TASK = "rtd"  # the registry task whose class is a family's discriminator
 THRESHOLD = 0.5  # sigmoid(0): the discriminator's own decision line
