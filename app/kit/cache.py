@@ -73,31 +73,14 @@ def top_fills(lm, texts: list[str]) -> dict[str, tuple | str]:
     return {s: found[s] for s in texts}
 
 
-CHECKS_KEEP = 500  # attribution checks kept (model, settings)
-
-
-@st.cache_resource(show_spinner=False)
-def _attribution_checks() -> tuple[OrderedDict, threading.Lock]:
-    return OrderedDict(), threading.Lock()
-
-
-def attribution_refusal(lm, cfg: AI.AttributionConfig) -> str | None:
-    """Why Explain would refuse ``cfg`` on ``lm`` (core.inspect.attribution_inputs.prepare, the check it runs first:
-    one forward pass), or None: computed once per model and settings, so the estimate beside Explain costs no
-    forward pass on a rerun that changed something else (#46 §2: it ran one on every rerun)."""
-    cache, lock = _attribution_checks()
-    key = (lm.spec, cfg)
-    with lock:
-        if key in cache:
-            cache.move_to_end(key)
-            return cache[key]
+@st.cache_data(max_entries=500, show_spinner=False)
+def attribution_refusal(_lm, spec, cfg: AI.AttributionConfig) -> str | None:
+    """Why Explain would refuse ``cfg`` on the model ``_lm`` (named by ``spec``; the model is not hashed), by
+    core.inspect.attribution_inputs.prepare, the check it runs first (one forward pass), or None: computed once per
+    model and settings, so the estimate beside Explain costs no forward pass on a rerun that changed something else
+    (#46 §2: it ran one on every rerun)."""
     try:
-        AI.prepare(lm, cfg)
-        why = None
+        AI.prepare(_lm, cfg)
     except (ValueError, RuntimeError) as e:  # an input the model refuses: its reason
-        why = carry(e)
-    with lock:
-        cache[key] = why
-        while len(cache) > CHECKS_KEEP:
-            cache.popitem(last=False)
-    return why
+        return carry(e)
+    return None
