@@ -60,11 +60,10 @@ def read(
     kinds: Sequence[str] | None,
     expect: str,
     limit: float | None = None,
-    lenient: bool = False,
 ) -> Upload:
     """``data`` read as an upload (no widget): an Upload with its text, or with the reason it is refused."""
     try:
-        text = read_upload(data, name, kinds=kinds, limit_mb=limit_mb(limit), expect=expect, lenient=lenient)
+        text = read_upload(data, name, kinds=kinds, limit_mb=limit_mb(limit), expect=expect)
     except UploadError as e:
         return Upload(name, data, None, rejection(e))
     return Upload(name, data, text)
@@ -99,7 +98,6 @@ def upload_box(
     kinds: Sequence[str] | None,
     expect: str,
     limit: float | None = None,
-    lenient: bool = False,
     help: str | None = None,
     note: str | None = None,
 ) -> Upload | None:
@@ -117,9 +115,7 @@ def upload_box(
     st.caption(note)
     if up is None:
         return None
-    got = read(up.getvalue(), up.name, kinds=kinds, expect=expect, limit=limit, lenient=lenient)
+    got = read(up.getvalue(), up.name, kinds=kinds, expect=expect, limit=limit)
     if not got.ok:
         st.error(got.error)
-    elif lenient and (n := got.text.count("\ufffd") - got.data.count("\ufffd".encode())):
-        st.warning(t("uploads.replaced", n=n, name=as_text(got.name)))
     return got
