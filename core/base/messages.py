@@ -112,8 +112,8 @@ def _excerpt(v: Any) -> Any:
         return excerpt(v)
     if isinstance(v, list):
         return [_excerpt(x) for x in v]
-    if isinstance(v, tuple):
-        return type(v)(_excerpt(x) for x in v) if isinstance(v, Items) else tuple(_excerpt(x) for x in v)
+    if isinstance(v, tuple):  # an Items stays an Items (its list separator)
+        return (Items if isinstance(v, Items) else tuple)(_excerpt(x) for x in v)
     return v
 
 
