@@ -290,7 +290,9 @@ def show_estimate(
         if error and not pressed:  # settings refused (an empty text): the reason, not a time (pressed: the page's
             where.caption(t("attribution.estimate_refused", why=error))  # error under the button says it)
         return
-    why = attribution_refusal(lm, lm.spec, cfg)  # the check Explain runs first (one forward), once per model and settings
+    why = attribution_refusal(
+        lm, lm.spec, cfg
+    )  # the check Explain runs first (one forward), once per model and settings
     if why is not None:  # an input the model refuses: say why instead of how long
         if not pressed:
             where.caption(t("attribution.estimate_refused", why=explain(why)))
