@@ -35,7 +35,7 @@ import numpy as np
 from core.base.caches import register as register_cache
 from core.base.messages import Message, Problem, carry, msg
 from core.data.corpus import CORPUS_DIR, HELDOUT_FILE
-from core.models.loading import max_tokens
+from core.models.spec import max_tokens
 from core.registry import ModelLoadError, attention_layers
 
 MODES = ("zero", "mean")  # zero the head's output, or replace it with its mean over the corpus

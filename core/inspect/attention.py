@@ -24,7 +24,7 @@ import numpy as np
 
 from core.base.messages import Problem, msg
 from core.base.text import display_piece, removed_note, strip_typed_specials, with_mask_token
-from core.models.loading import max_tokens as model_max_tokens
+from core.models.spec import max_tokens as model_max_tokens
 from core.registry import family, qk_modules
 from core.runtime.backend import model_op
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app.kit.i18n import t, t_or
-from core.models.loading import LoadedModel
+from core.models.spec import LoadedModel
 from core.registry import FAMILIES, checkpoint_info, family, family_of_model_type
 
 

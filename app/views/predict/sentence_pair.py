@@ -20,7 +20,7 @@ from app.views.predict.results import (
     prob_label,
     token_strip,
 )
-from core.models.loading import LoadedModel
+from core.models.spec import LoadedModel
 from core.predict.sentence_pair import PairResult
 from core.runtime.jobs import Job
 

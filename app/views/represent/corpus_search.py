@@ -18,7 +18,7 @@ from app.kit.i18n import explain, t
 from app.kit.plot_text import plot_texts
 from app.kit.render import as_text, current_result, run_or_error, shorten
 from core.base.text import display_piece
-from core.models.loading import LoadedModel
+from core.models.spec import LoadedModel
 from core.represent.corpus_index import CorpusIndex, SearchResult, query_words, search, searchable_words
 
 PAGE = "corpus_search"

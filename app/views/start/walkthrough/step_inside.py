@@ -16,7 +16,7 @@ from app.views.start.walkthrough.common import K, Step, axis_labels, device, go_
 from core.inspect import attention as A
 from core.inspect import attribution as AT
 from core.inspect import attribution_inputs as ATI
-from core.models.loading import ModelSpec
+from core.models.spec import ModelSpec
 from core.registry import FAMILIES
 from core.walkthrough.checks import is_cls_classifier
 
