@@ -11,7 +11,7 @@ if str(ROOT) not in sys.path:
 
 import streamlit as st  # noqa: E402
 
-from app.kit import presenter, state  # noqa: E402
+from app.kit import page_style, presenter, state  # noqa: E402
 from app.kit.flow import PageEnd  # noqa: E402
 from app.kit.uploads import apply_uploader_language  # noqa: E402
 from app.nav import build_navigation, follow_deep_link  # noqa: E402
@@ -54,6 +54,7 @@ page = st.navigation(
 follow_deep_link()  # a link to /<page> that app/serve.py sent to the root first: open that page, with its query
 room.begin(page)  # ?room=CODE: join, and the room's banner (a follower's poll follows the presenter)
 model_picker()
+page_style.apply()  # metric labels wrap instead of ending in …
 presenter.apply_style()
 apply_uploader_language()  # 中文: Streamlit's own upload-box texts, from the catalogue
 try:

@@ -80,10 +80,7 @@ RELAYOUT = (
 
 def figure(n: int, lm) -> go.Figure:
     """The page's figure (render_projector.map_figure) of a real n-point projection, outside Streamlit."""
-    from app.kit import i18n
-
-    i18n._last["lang"] = "en"  # t() outside a script run reads the last run's language
-    from app.views.represent.projector import map_figure
+    from app.views.represent.projector import map_figure  # t() outside a script run: English (app.kit.i18n)
 
     t0 = time.perf_counter()
     p = project(lm, ProjectorConfig(what="sample", max_points=n, color="next_word"))

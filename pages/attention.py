@@ -5,18 +5,39 @@ import streamlit as st
 from app.kit import urlstate
 from app.kit.flow import end_page
 from app.kit.i18n import explain, t
+from app.kit.jobs_panel import start_job, submit_job
 from app.kit.loaders import get_model, model_or_error
 from app.kit.render import mini_note
 from app.kit.zh_examples import fill_default
 from app.views.inspect import ablation as render_ablation
 from app.views.inspect import attention as ra
+from core.inspect.ablation import default_texts
 from core.inspect.attention import AttentionConfig, compare_attention, compute_attention, head_stats
+from core.inspect.head_importance import importance_job
 from core.models.loading import ModelSpec
 from core.registry import ModelLoadError
 
 K = ra.K
 DEFAULT_TEXT = "The cat sat on the mat because it was warm, and then it fell asleep."
 INPUTS = (urlstate.Field(K("text")), urlstate.Field(K("pair"), "bool"), urlstate.Field(K("text_b")))
+
+
+def submit_importance(ask: render_ablation.ImportanceAsk):
+    """Queue core.inspect.head_importance for ``ask`` (QuotaError, ImportanceError: start_job shows them)."""
+    s = ask.spec
+    fn = importance_job(
+        s.family,
+        s.checkpoint,
+        s.device,
+        texts=default_texts(ask.n_texts),
+        exhaustive=ask.exhaustive,
+        pruning=ask.pruning,
+    )
+    name = t("ablation.imp.job_name", id=s.checkpoint)
+    return submit_job(
+        "attention.importance", name, fn, device=s.device, jobs_key=render_ablation.IMPORTANCE_JOBS, asked=ask.asked
+    )
+
 
 # A link restores the text and the view options; the result-dependent fields are bound once the result is known.
 restored = urlstate.bind(INPUTS + ra.option_fields())
@@ -95,13 +116,13 @@ with tabs[0]:
 with tabs[1]:
     focused = ra.heatmap_section(r, lo, hi, layers, heads)
 with tabs[2]:
-    ra.qk_section(r, lo, hi, layers, heads)
+    ra.qk_section(r, lo, hi, layers, heads, lm.spec, config)
 with tabs[3]:
     stat_map = ra.stats_section(r, stats)
 with tabs[4]:
-    ra.mixing_section(r, lo, hi)
+    ra.mixing_section(r, lo, hi, lm.spec, config)
 with tabs[5]:
-    ra.words_section(r, config, lm.tokenizer)
+    ra.words_section(r, config, lm.tokenizer, lm.spec)
 with tabs[6]:
     choice, go = ra.compare_picker(r)
     cmp_key = (choice, r.checkpoint, config)
@@ -118,9 +139,12 @@ with tabs[6]:
     if saved and saved[0] == cmp_key:
         ra.compare_view(saved[1])
 with tabs[7]:
-    render_ablation.attention_heads(lm, config)
+    render_ablation.attention_heads(lm, config, lambda task: get_model(lm.spec, task))
 with tabs[8]:
-    render_ablation.importance_tab(lm.spec, lm.model, str(lm.device))
+    imp = render_ablation.importance_tab(lm.spec, lm.model, str(lm.device))
+    if imp.go:
+        start_job(render_ablation.IMPORTANCE_JOBS, lambda: submit_importance(imp))
+    render_ablation.importance_jobs(imp)
 with tabs[9]:
     ra.export_section(r)
 ra.record(r, config, lo, hi, focused, stat_map)

@@ -8,6 +8,7 @@ from app.kit import presenter, state, urlstate
 from app.kit.flow import end_page
 from app.kit.i18n import explain, t
 from app.kit.jobs_panel import job_panel, runner
+from app.kit.loaders import model_or_error
 from app.kit.uploads import upload_box
 from app.views.inspect import attribution as ra
 from app.views.inspect import attribution_widgets as ui
@@ -22,7 +23,9 @@ restored = urlstate.bind(ui.TOP_FIELDS + ui.ONE_FIELDS)
 st.title(t("attribution.title"))
 st.caption(t("attribution.intro"))
 target = ui.target_picker()
-lm = ui.model_for(target)
+ok, spec = ui.model_pick(target)  # spec None: the sidebar's model
+lm = model_or_error(task=ui.TASK[target], spec=spec) if ok else None
+lm = ui.usable(lm, target) if lm is not None else None
 if lm is None:
     urlstate.publish()
     end_page()

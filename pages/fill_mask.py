@@ -7,7 +7,7 @@ import streamlit as st
 
 from app.kit import presenter, state, urlstate
 from app.kit.i18n import explain, t
-from app.kit.loaders import get_model
+from app.kit.loaders import get_model, model_or_error
 from app.kit.render import as_text, current_result, mini_note, run_or_error
 from app.kit.words_line import word_line
 from app.kit.zh_examples import fill_default
@@ -21,6 +21,7 @@ from app.views.predict.fill_mask_widgets import (
     RTD_FIELDS,
     TYPE_FIELDS,
     WORD_FIELDS,
+    RtdAsk,
     compare_options,
     default_compare_models,
     discriminator_note,
@@ -29,11 +30,11 @@ from app.views.predict.fill_mask_widgets import (
     fmt_option,
     k,
     options_row,
-    page_model,
     record_compare,
     record_typed,
     record_word,
-    replaced_tab,
+    replaced_form,
+    replaced_result,
     show_compare,
     spec_of,
     tab_set,
@@ -52,7 +53,16 @@ from core.predict.fill_mask import (
     fill_mask_batch,
     words,
 )
-from core.predict.replaced_tokens import role
+from core.predict.replaced_tokens import RTD_TASK, ReplacedTokensResult, role, score
+
+
+def score_replaced(ask: RtdAsk) -> ReplacedTokensResult:
+    """Load the discriminator (and the generator, if one is picked) and score ``ask``'s text."""
+    cfg = ask.config()  # bad input: its message, before any load
+    d = get_model(ask.model_spec(ask.discriminator), RTD_TASK)
+    g = get_model(ask.model_spec(ask.generator), "mlm") if ask.generator else None
+    return score(d, cfg, generator=g)
+
 
 st.title(t("fill_mask.title"))
 st.caption(t("fill_mask.intro"))
@@ -62,7 +72,9 @@ from_link_word = bool(restored & {f.key for f in WORD_FIELDS})
 spec = state.current_spec()
 kind = role(spec)  # "discriminator" (no MLM head: its own tab instead), "generator", or None
 ex = example_list(spec)
-lm = page_model(kind)
+# The masked LM; none for a discriminator (it has its own tab), or after model_or_error showed why not (while the
+# sidebar's custom box is still empty, a pointer to it).
+lm = None if kind == "discriminator" else model_or_error("mlm")
 if lm is not None:
     try:
         check_mlm(lm)
@@ -76,7 +88,15 @@ tab_type, tab_word, tab_cmp = tabs["type"], tabs["word"], tabs["compare"]
 
 if "rtd" in tabs:
     with tabs["rtd"]:
-        replaced_tab(spec, kind, from_link=bool(restored & {f.key for f in RTD_FIELDS}))
+        st.markdown(t("replaced_tokens.intro"))
+        # a discriminator in the sidebar loads first: its source banner, or why it cannot load
+        ready = kind != "discriminator" or model_or_error(RTD_TASK) is not None
+        ask = replaced_form(spec, kind, from_link=bool(restored & {f.key for f in RTD_FIELDS})) if ready else None
+        if ask is not None:
+            fresh = (
+                run_or_error(k("rtd_result"), lambda: score_replaced(ask), made_from=ask.made_from) if ask.go else None
+            )
+            replaced_result(ask, fresh)  # the result made from what the form holds now, if any
 
 with tab_type:
     if kind == "discriminator":

@@ -7,13 +7,17 @@ finished run (and each try-it prediction) goes into the session report."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import streamlit as st
 
+from app.kit import finetune_work as work
 from app.kit import presenter, state, urlstate
 from app.kit.i18n import explain, t
 from app.views.train import finetune as view
 from app.views.train import finetune_data as data_view
 from app.views.train import finetune_runs as runs_view
+from app.views.train import remedies as remedies_view
 from core import registry
 from core.train.finetune_config import (
     POOLINGS,
@@ -56,12 +60,17 @@ task = st.radio(
     on_change=view.task_changed,
     args=(HIDDEN,),
 )
+# a picker draws its widgets and says what to load; the page loads it, and the view describes what came
 if task == "token":
-    data = data_view.token_data_picker()
+    tok_ask = data_view.token_data_picker()
+    data = data_view.token_data_shown(
+        tok_ask, work.token_sample_data() if tok_ask is not None and tok_ask.sample else None
+    )
     with st.expander(t("finetune.tok.split_expander"), expanded=True):
-        data_view.split_table(spec, data)
+        data_view.split_table(spec, work.split_tokenizer(spec))
 else:
-    data = data_view.data_picker()
+    ask = data_view.data_picker()
+    data = data_view.data_shown(ask, work.labelled_data(ask.bundled, ask.glue) if ask is not None else None)
 
 st.subheader(t("finetune.h_settings"))
 if spec is None:
@@ -146,7 +155,11 @@ with st.form(K("form") if task == "sequence" else K("form_token"), enter_to_subm
     preview = view.config_from_state(spec, task)  # the settings as they stand (a form applies edits on Start)
     view.advice(preview, HIDDEN)
     start = st.form_submit_button(t("finetune.start"), type="primary")
-view.oom_panel(preview, data)
+with st.expander(t("finetune.oom.expander")):  # the remedies measured (a job), beside the article's advice
+    oom = remedies_view.oom_form(preview, data)  # it says itself when the settings or the data are missing
+    if oom is not None and oom.go:
+        work.start_remedies(remedies_view.JOBS, oom.cfg, oom.data, oom.steps, oom.asked)
+    remedies_view.oom_result(oom)
 
 
 if start:
@@ -154,9 +167,11 @@ if start:
         if spec is None or data is None:
             raise ValueError(t("finetune.need_model_and_data"))
         rows, test_rows = (int(st.session_state[K(k)]) or None for k in ("rows", "test_rows"))
-        runs_view.submit(runs, view.config_from_state(spec, task, strict=True), data.subset(rows, test_rows))
+        work.submit(runs, view.config_from_state(spec, task, strict=True), data.subset(rows, test_rows))
     except ValueError as e:
         st.error(explain(e))
 
-runs_view.runs_section(runs)
+runs_view.runs_section(
+    runs, work.jobs_of(runs), resume=work.resume, restart=partial(work.restart, runs), load=work.trained_model
+)
 urlstate.publish()  # the defaults set above, on the first visit, too

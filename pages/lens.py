@@ -117,7 +117,12 @@ if mode == "tuned" and report is None:  # no tuned lens yet: train one in the ba
 
         def _done(j):
             st.success(
-                t("lens.trained", steps=j.result.steps, s=f"{j.result.seconds:,.0f}", n=j.result.heldout_positions)
+                t(
+                    "lens.trained",
+                    steps=j.result.steps,
+                    seconds=f"{j.result.seconds:,.0f}",
+                    n=j.result.heldout_positions,
+                )
             )
             show_kl(j.result)
 

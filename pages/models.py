@@ -27,7 +27,7 @@ def _all_breakdowns():
     bar = st.progress(0.0, text=t("models.counting", n=len(ids)))
     rows = []
     for i, cid in enumerate(ids):  # the one being counted now
-        bar.progress(i / len(ids), text=t("models.counting_one", n=len(ids), i=i + 1, id=cid))
+        bar.progress(i / len(ids), text=t("models.counting_one", n=len(ids), done=i + 1, id=cid))
         rows.append(param_breakdown(cid))
     bar.empty()
     return rows
@@ -139,7 +139,7 @@ try:
     a, b, c = st.columns(3)
     a.metric("V×H", f"{f.full / 1e6:,.2f}M")
     b.metric("V×E + E×H", f"{f.factorized / 1e6:,.2f}M", delta=f"-{f.saved / 1e6:,.2f}M", delta_color="inverse")
-    c.metric(t("models.saving"), t("models.fewer", x=f"{f.ratio:,.1f}"))
+    c.metric(t("models.saving"), t("models.fewer", ratio=f"{f.ratio:,.1f}"))
     st.caption(t("models.seed_example"))
     if computed or restored:
         report.record(
@@ -151,7 +151,7 @@ try:
                 {
                     "V×H": f"{f.full / 1e6:,.2f}M",
                     "V×E + E×H": f"{f.factorized / 1e6:,.2f}M",
-                    t("models.saving"): t("models.fewer", x=f"{f.ratio:,.1f}"),
+                    t("models.saving"): t("models.fewer", ratio=f"{f.ratio:,.1f}"),
                 }
             ],
         )

@@ -71,12 +71,16 @@ def show_estimate(where, lm, tasks, per_task) -> float | None:
     est = estimate(cfg, num_depths(lm), cache[lm.spec])
     scale = st.session_state.get(SCALES, {}).get(lm.spec)
     secs = est.seconds * (scale or 1.0)
-    took = t("probes.estimate_s", s=f"{secs:.0f}") if secs < 90 else t("probes.estimate_min", m=f"{secs / 60:.0f}")
+    took = (
+        t("probes.estimate_s", seconds=f"{secs:.0f}")
+        if secs < 90
+        else t("probes.estimate_min", minutes=f"{secs / 60:.0f}")
+    )
     numbers = dict(n=f"{est.sentences:,}", fits=f"{est.fits:,}", time=took)
     if scale is None:
         where.caption(t("probes.estimate", **numbers), help=t("probes.estimate_help", rows=TIMING_SENTENCES))
     else:
-        where.caption(t("probes.estimate_about", **numbers), help=t("probes.estimate_about_help", x=f"{scale:.1f}"))
+        where.caption(t("probes.estimate_about", **numbers), help=t("probes.estimate_about_help", ratio=f"{scale:.1f}"))
     return est.seconds
 
 
@@ -152,7 +156,7 @@ jid = job_for(K("jobs"), want)
 if error[0] == want:
     st.error(explain(error[1]))
 elif res is not None:
-    st.caption(t("probes.cached", s=f"{time.time() - res.created:,.0f}"))
+    st.caption(t("probes.cached", seconds_ago=f"{time.time() - res.created:,.0f}"))
     show_result(res)
 elif jid is not None:
     job_panel(jid, lambda j: show_result(j.result), key=K("job"))

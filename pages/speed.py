@@ -4,6 +4,8 @@ sidebar's model in fp32 against int8 (core.compare.int8), the third article's AL
 The shape and families live in the URL (a link restores them; it never starts a measurement by itself);
 each finished measurement goes to the session report."""
 
+from functools import partial
+
 import pandas as pd
 import streamlit as st
 
@@ -11,8 +13,9 @@ from app.kit import presenter, state, urlstate
 from app.kit.i18n import t, t_or
 from app.kit.jobs_panel import job_section, start_job, submit_job
 from app.kit.render import record_once, speed_chart, throughput_chart
-from app.views.compare.practice import int8_section
+from app.views.compare.practice import INT8_JOBS, Int8Ask, int8_result, int8_section
 from core.base.fields import bounds, default_of
+from core.compare.int8 import QuantConfig, measure_quantization
 from core.compare.speed import SEED_CLAIMS, SpeedConfig, measure_speed
 from core.registry import FAMILIES
 from core.runtime.jobs import progress_job
@@ -115,7 +118,7 @@ def show(job) -> None:
             batch=res.batch,
             seq=res.seq_len,
             reps=res.repeats,
-            s=f"{job.elapsed:,.1f}",
+            seconds=f"{job.elapsed:,.1f}",
         )
     )
     a, b = st.columns(2)
@@ -148,11 +151,27 @@ def show(job) -> None:
     )
 
 
+def _submit_int8(ask: Int8Ask):
+    """The int8 section's measurement, as a job of this session (a bad shape raises ValueError: start_job says it)."""
+    cfg = QuantConfig(seq_len=ask.seq_len, batch=ask.batch, repeats=ask.repeats)
+    return submit_job(
+        "speed",
+        t("speed.int8.job_name"),
+        progress_job(measure_quantization, ask.base, cfg),
+        resource="cpu",
+        jobs_key=INT8_JOBS,
+        asked=ask.asked,
+    )
+
+
 # a measurement is shown only under the settings it was made with
 if not job_section("speed.made_from", asked, show, key="speed") and not st.session_state.get("speed.made_from"):
     st.info(t("speed.hint"))
 
 st.divider()
-int8_section(spec, seq, batch, reps)  # the sidebar's model in fp32 and int8, at the shape above
+int8 = int8_section(spec, seq, batch, reps)  # the sidebar's model in fp32 and int8, at the shape above
+if int8 is not None and int8.go:
+    start_job(INT8_JOBS, partial(_submit_int8, int8))
+int8_result(int8)
 
 urlstate.publish()  # values first created in this run (the defaults) join the link too

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+from app.kit import i18n  # noqa: E402
 from core.registry import FAMILIES as _REGISTRY  # noqa: E402
 from core.registry import GENERIC, bundled_families  # noqa: E402
 
@@ -56,6 +58,14 @@ def one_torch_thread_per_xdist_worker():
         import torch
 
         torch.set_num_threads(1)
+
+
+@pytest.fixture
+def ui_lang():
+    """Set the language of text built outside a script run (app.kit.i18n.language, a ContextVar): ``ui_lang("zh")``;
+    each call holds until the test ends, and the test after starts from the default again."""
+    with ExitStack() as stack:
+        yield lambda code: stack.enter_context(i18n.language(code))
 
 
 @pytest.fixture(scope="session")

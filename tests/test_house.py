@@ -233,6 +233,62 @@ def test_only_heavy_or_optional_packages_are_imported_inside_functions():
     assert not stdlib_nested, "the standard library is cheap to import: at the top\n" + "\n".join(stdlib_nested)
 
 
+# Views only draw (docs/architecture.md, "Views draw"): the page, or app/kit under it, loads models and data and
+# starts jobs; a view receives what they made. These are the modules and names that load or start work.
+VIEW_BANNED = {
+    ("core.models.loading", None): "loads a model (views name the types from core.models.spec)",
+    ("app.kit.loaders", None): "loads a model or a data set",
+    ("app.kit.jobs_panel", "submit_job"): "starts a job",
+    ("app.kit.jobs_panel", "start_job"): "starts a job",
+    ("app.kit.jobs_panel", "runner"): "reaches the job runner",
+    ("core.runtime.jobs", "JobRunner"): "reaches the job runner",
+    ("core.runtime.jobs", "progress_job"): "builds a job's work",
+}
+
+
+def _view_breaches(edges) -> list[str]:
+    return [
+        f"{src}:{line} imports {dst}{'.' + name if name else ''}: it {why}"
+        for src, items in edges.items()
+        if src.startswith("app.views")
+        for line, dst, name, _top, _third in items
+        for (mod, banned), why in VIEW_BANNED.items()
+        if dst == mod and (banned is None or name == banned)
+    ]
+
+
+def test_views_neither_load_nor_start_work():
+    wrong = _view_breaches(EDGES)
+    assert not wrong, "views draw what the page made:\n" + "\n".join(wrong)
+
+
+def test_architecture_doc_states_the_view_rule():
+    doc = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    named = {name or mod for mod, name in VIEW_BANNED}
+    assert "**Views draw.**" in doc and "VIEW_BANNED" in doc
+    assert not [n for n in sorted(named) if n not in doc], (
+        "docs/architecture.md's 'Views draw' names each banned import"
+    )
+
+
+def test_the_view_check_can_fail():
+    bad = {
+        "app.views.x": [
+            (3, "core.models.loading", "load", True, None),
+            (4, "app.kit.jobs_panel", "submit_job", True, None),
+        ],
+        "app.views.y": [
+            (5, "app.kit.jobs_panel", "job_section", True, None),
+            (6, "core.models.spec", "ModelSpec", True, None),
+        ],
+        "pages.z": [(7, "app.kit.loaders", "get_model", True, None)],
+    }
+    assert _view_breaches(bad) == [
+        "app.views.x:3 imports core.models.loading.load: it loads a model (views name the types from core.models.spec)",
+        "app.views.x:4 imports app.kit.jobs_panel.submit_job: it starts a job",
+    ]
+
+
 @pytest.mark.parametrize(
     "bad, expect",
     [

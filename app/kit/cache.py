@@ -1,6 +1,10 @@
 """The app's one cache of computed results: the st.cache_data / st.cache_resource wrappers views call instead of
 computing themselves (models and data sets load through app.kit.loaders). Each wrapper calls one core function;
-the cache is process-wide, shared by every session (a result depends only on its inputs)."""
+the cache is process-wide, shared by every session (a result depends only on its inputs).
+
+The Attention page's derivations (rollout and relevance, Q·K, word maps) are keyed by what the page's result was
+made from, the model's spec and the AttentionConfig, and by the view's own choices; the result's arrays are passed
+unhashed (a leading ``_``), so a rerun that changes nothing neither recomputes nor hashes megabytes."""
 
 from __future__ import annotations
 
@@ -13,8 +17,9 @@ import streamlit as st
 from core.base.messages import carry
 from core.inspect import attention as A
 from core.inspect import attribution_inputs as AI
-from core.inspect.attention_views import WordGroups, word_groups
+from core.inspect.attention_views import WordGroups, layer_map, word_groups
 from core.models.params import ParamBreakdown, breakdown
+from core.models.spec import ModelSpec
 from core.predict.fill_mask import FillMaskConfig, fill_mask_batch
 
 TOP_FILLS_KEEP = 2000  # top predictions kept (model, text); a room keeps at most 300 sentences
@@ -30,6 +35,44 @@ def attention_flow(att: np.ndarray, rows: tuple[int, ...] | None) -> np.ndarray:
 def attention_word_groups(_tokenizer, checkpoint: str, config: A.AttentionConfig) -> WordGroups:
     """core.inspect.attention_views.word_groups for one model (named by ``checkpoint``; the tokenizer is not hashed)."""
     return word_groups(_tokenizer, config)
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def attention_mixing(_att: np.ndarray, spec: ModelSpec, config: A.AttentionConfig, layer: int, index: int) -> A.Mixing:
+    """core.inspect.attention.mixing (raw attention of ``layer``, rollout, their relevance for token ``index``) of
+    the attentions ``_att`` that ``config`` gave on the model ``spec``."""
+    return A.mixing(_att, layer, index)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def attention_qk(
+    _queries: np.ndarray,
+    _keys: np.ndarray,
+    spec: ModelSpec,
+    config: A.AttentionConfig,
+    layer: int,
+    head: int,
+    index: int,
+) -> A.QKView:
+    """core.inspect.attention.qk_view of query token ``index`` in one head, from the queries and keys ``config``
+    gave on the model ``spec``."""
+    return A.qk_view(_queries, _keys, layer, head, index)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def attention_layer_map(
+    _att: np.ndarray,
+    _groups: WordGroups | None,
+    spec: ModelSpec,
+    config: A.AttentionConfig,
+    layer: int,
+    head: int | None,
+    words: bool,
+) -> np.ndarray:
+    """core.inspect.attention_views.layer_map of the attentions ``config`` gave on the model ``spec``: one head of
+    ``layer`` (None: their mean), per token, or with ``words`` per word of ``_groups`` (attention_word_groups of
+    the same model and config). Raises ValueError (not cached) when the groups do not fit."""
+    return layer_map(_att, layer, head, _groups if words else None)
 
 
 @st.cache_data(show_spinner=False)

@@ -12,6 +12,9 @@ filled from keyword arguments. A missing language falls back to English (tests/a
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import lru_cache
 
 from core.base.messages import Items, Message, message_of, read_catalogue, render
@@ -33,24 +36,37 @@ def catalog() -> dict[str, dict[str, str]]:
     return out
 
 
-_last = {"lang": DEFAULT_LANG}
+# The language outside a script run, per thread and task (a ContextVar, not a process-wide value: each session's
+# script run reads its own session state, and nothing one run sets reaches another session or a later test).
+_LANG: ContextVar[str] = ContextVar("encoderlab.lang", default=DEFAULT_LANG)
 
 
 def lang() -> str:
     """The language of this session ("en" or "zh").
 
-    Outside a script run (no session: the command line, or AppTest re-applying a widget's format_func between
-    runs) it is the language of the last run in this process, so labels match the ones the run drew.
+    In a script run it is the session's choice (session state). Outside one (the command line, a worker, a test
+    building text or re-applying a widget's format_func between AppTest runs) it is the context's language: English
+    unless ``language(code)`` set another.
     """
     import streamlit as st
     from streamlit.runtime.scriptrunner import get_script_run_ctx
 
     if get_script_run_ctx(suppress_warning=True) is None:
-        return _last["lang"]
+        return _LANG.get()
     value = st.session_state.get(LANG_KEY, DEFAULT_LANG)
-    value = value if value in LANGS else DEFAULT_LANG
-    _last["lang"] = value
-    return value
+    return value if value in LANGS else DEFAULT_LANG
+
+
+@contextmanager
+def language(code: str) -> Iterator[str]:
+    """Text built outside a script run, in ``code`` ("en" or "zh"), for the duration of the block."""
+    if code not in LANGS:
+        raise ValueError(f"unknown language {code!r}: one of {sorted(LANGS)}")
+    token = _LANG.set(code)
+    try:
+        yield code
+    finally:
+        _LANG.reset(token)
 
 
 def t(key: str, /, **kw) -> str:

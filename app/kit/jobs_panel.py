@@ -78,7 +78,7 @@ def _thinned(job: Job) -> Job:
 
 def _fmt_eta(job: Job) -> str:
     eta = job.eta
-    return "" if eta is None else t("common.job_eta", s=f"{eta:,.0f}")
+    return "" if eta is None else t("common.job_eta", seconds=f"{eta:,.0f}")
 
 
 def job_panel(
@@ -105,7 +105,8 @@ def job_panel(
         if not j.done:
             st.progress(
                 j.progress,
-                text=t("common.progress", name=j.name, message=explain(j.message), s=f"{j.elapsed:,.0f}") + _fmt_eta(j),
+                text=t("common.progress", name=j.name, message=explain(j.message), seconds=f"{j.elapsed:,.0f}")
+                + _fmt_eta(j),
             )
             if st.button(t("common.cancel"), key=f"{key}.cancel.{job_id}"):
                 r.cancel(job_id)
@@ -119,7 +120,7 @@ def job_panel(
                 with st.expander(t("common.details")):
                     st.code(j.error_detail)
         elif j.status == CANCELLED:
-            st.warning(t("common.job_cancelled", name=j.name, s=f"{j.elapsed:,.0f}"))
+            st.warning(t("common.job_cancelled", name=j.name, seconds=f"{j.elapsed:,.0f}"))
             if on_running is not None:
                 on_running(j)
 

@@ -11,7 +11,8 @@ import streamlit as st
 from app.kit import state
 from app.kit.i18n import explain, t
 from app.kit.render import as_text
-from core.models.loading import ModelSpec
+from core.models.downloads import Source
+from core.models.loading import ModelSpec, resolve
 from core.registry import bundled_id, family
 
 CUSTOM_OPTION = "custom"
@@ -29,6 +30,13 @@ def known_checkpoints(fam: str) -> list[str]:
         *(m.path for m in state.session_models(fam)),
         *(c.id for c in f.checkpoints),
     ]
+
+
+def available(checkpoint: str) -> bool:
+    """Whether ``checkpoint`` can be had here: a folder, the zoo, the HF cache, or a download allowed. It asks
+    core.models.loading.resolve, which reads the file system and loads nothing, so a view may call it for the lists
+    it offers."""
+    return resolve(checkpoint).source != Source.UNAVAILABLE
 
 
 def pick(fam: str, checkpoint: str) -> None:

@@ -70,6 +70,7 @@ def check_text(text: object, *, empty_hint: str, long_hint: str, max_chars: int)
 
 # Word-start markers of byte-level BPE (Ġ: a space byte) and SentencePiece (▁); "</w>" ends a word in old BPEs.
 _MARKERS = ("Ġ", "▁")
+WORDPIECE_JOINER = "##"  # how WordPiece marks a piece that continues the word before it
 BARE_MARK = "␣"  # what a piece that stands for a space alone (a bare "Ġ" / "▁") shows
 
 
@@ -80,9 +81,11 @@ def display_piece(piece: str, tokenizer: Any = None) -> str:  # a transformers t
     its byte pieces into characters; SentencePiece "▁cap" into "cap"). Without one (a view draws a frozen result,
     which carries pieces but no tokenizer) the markers are replaced by hand, which is what those decoders do with
     a marker. Either way the leading/trailing spaces are dropped (a chart's tick label cannot show them) and a
-    piece that is only a space shows as "␣". WordPiece continuations keep their "##": it is the visible sign that
-    the piece joins the one before it, and the tokenizer's own decoder keeps it on a lone piece too. Special
-    tokens ([CLS], <s>, [MASK]) stay as they are. The raw piece belongs in hover text, next to this form.
+    piece that is only a space shows as "␣". A WordPiece continuation shows as the tokenizer writes it inside its
+    word, without its "##" ("##wny" in "Shawny" reads "wny"; the third walk found "8·##wny" in charts confusing):
+    BPE and SentencePiece continuations carry no mark either, so every family reads the same. A lone "##" piece
+    is itself text and stays. Special tokens ([CLS], <s>, [MASK]) stay as they are. The raw piece belongs in
+    hover text and tables' raw columns, next to this form.
     """
     piece = str(piece)
     text = None
@@ -95,5 +98,7 @@ def display_piece(piece: str, tokenizer: Any = None) -> str:  # a transformers t
         text = piece.replace("</w>", "")
         for m in _MARKERS:
             text = text.replace(m, " ")
+    if text.startswith(WORDPIECE_JOINER) and len(text) > len(WORDPIECE_JOINER) and piece.startswith(WORDPIECE_JOINER):
+        text = text[len(WORDPIECE_JOINER) :]
     text = text.strip()
     return text if text else BARE_MARK

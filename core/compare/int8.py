@@ -44,7 +44,7 @@ def heldout_sentences(n: int) -> list[str]:
     lines = [ln.strip() for ln in HELDOUT.read_text(encoding="utf-8").splitlines()]
     ok = [ln for ln in lines if 8 <= len(ln.split()) <= 40 and "[" not in ln and "<" not in ln]
     if not ok:
-        raise QuantizeError(msg("int8.has_usable_sentences", HELDOUT=HELDOUT))
+        raise QuantizeError(msg("int8.no_usable_sentences", corpus=HELDOUT))
     step = max(1, len(ok) // max(n, 1))
     return ok[::step][:n]
 

@@ -49,7 +49,7 @@ class SpeedConfig:
         timeable = [k for k, f in FAMILIES.items() if f.base_checkpoint]
         unknown = [f for f in self.families if f not in timeable]
         if unknown:
-            raise ValueError(msg("speed.cannot_time_use_families", unknown=unknown, p=", ".join(timeable)))
+            raise ValueError(msg("speed.cannot_time_use_families", unknown=unknown, choices=", ".join(timeable)))
         check_timing_shape(self.seq_len, self.batch, self.repeats)
 
 

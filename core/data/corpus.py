@@ -73,7 +73,7 @@ def load_documents(path: str | Path) -> list[list[str]]:
     if p.is_dir():
         p = p / TRAIN_FILE
     if not p.exists():
-        raise CorpusError(msg("corpus.corpus_file_does_not", p=p))
+        raise CorpusError(msg("corpus.corpus_file_does_not", path=p))
     return parse_documents(decode_upload(p.read_bytes(), str(p)))
 
 
@@ -207,7 +207,7 @@ def python_doc_documents(max_chars: int) -> list[tuple[str, list[str]]]:
     """Sections of the Python documentation's prose, in a fixed file order, up to ``max_chars``."""
     roots = sorted({os.path.realpath(p) for p in glob.glob("/usr/share/doc/python3*/html/_sources")})
     if not roots:
-        raise CorpusError(msg("corpus.python_documentation_sources_found"))
+        raise CorpusError(msg("corpus.no_python_docs"))
     root = roots[-1]
     out, total = [], 0
     for sub in ("tutorial", "howto", "faq", "reference", "glossary", "library"):

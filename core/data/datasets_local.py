@@ -205,7 +205,7 @@ def load_bundled(key: str = "drugreview") -> LabelledData:
     import pandas as pd
 
     if key not in BUNDLED:
-        raise DataError(msg("data.bundled_dataset_choose_one", key=key, p=", ".join(BUNDLED)))
+        raise DataError(msg("data.no_such_bundled_dataset", key=key, choices=", ".join(BUNDLED)))
     info = BUNDLED[key]
     folder = DATA_DIR / key
     if key == "wordnet":
@@ -256,7 +256,7 @@ def read_table(data: bytes, filename: str) -> pandas.DataFrame:
     if kind == "json":
         kind = "jsonl"
     if kind not in UPLOAD_KINDS:
-        raise DataError(msg("data.unsupported_file_type_upload", filename=filename, p=kind))
+        raise DataError(msg("data.unsupported_file_type_upload", filename=filename, ext=kind))
 
     text = upload_text(
         data,
@@ -276,7 +276,9 @@ def read_table(data: bytes, filename: str) -> pandas.DataFrame:
     except DataError:
         raise
     except (ValueError, pd.errors.ParserError) as e:
-        raise DataError(msg("data.could_not_parsed_check", filename=filename, p=kind.upper(), e=e)) from None
+        raise DataError(
+            msg("data.could_not_parsed_check", filename=filename, file_type=kind.upper(), error=e)
+        ) from None
     # The separator first: a ';'-separated file read as CSV is one column, and its row count says nothing useful.
     if len(df.columns) < 2:
         header = str(df.columns[0]) if len(df.columns) else ""
@@ -289,17 +291,19 @@ def read_table(data: bytes, filename: str) -> pandas.DataFrame:
             fix = f"rename it to {rename} or save it {expected_name}" if rename else f"save it {expected_name}"
             raise DataError(
                 msg(
-                    "data.looks_separated_but_file",
+                    "data.wrong_separator",
                     filename=filename,
                     shown=shown,
-                    p=kind,
-                    p2="tabs" if kind == "tsv" else "commas",
+                    ext=kind,
+                    separator="tabs" if kind == "tsv" else "commas",
                     fix=fix,
                 )
             )
-        raise DataError(msg("data.has_only_one_column", filename=filename, p=", ".join(map(str, df.columns)), p2=kind))
+        raise DataError(
+            msg("data.has_only_one_column", filename=filename, columns=", ".join(map(str, df.columns)), ext=kind)
+        )
     if len(df) < 2:
-        raise DataError(msg("data.has_data_row_s", filename=filename, n_df=len(df), MIN_ROWS=MIN_ROWS))
+        raise DataError(msg("data.too_few_rows", filename=filename, n_df=len(df), min_rows=MIN_ROWS))
     return df
 
 
@@ -345,7 +349,7 @@ def guess_columns(df) -> ColumnGuess:
     """
     cols = [str(c) for c in df.columns]
     if len(cols) < 2:
-        raise DataError(msg("data.table_has_column_s", n_cols=len(cols)))
+        raise DataError(msg("data.too_few_columns", n_cols=len(cols)))
     by_norm: dict[str, str] = {}  # normalised header -> the first column with it
     for c in cols:
         by_norm.setdefault(_norm(c), c)
@@ -400,7 +404,7 @@ def from_table(
     cols = [text_col, label_col] + ([text_col_b] if text_col_b else [])
     for c in cols:
         if c not in df.columns:
-            raise DataError(msg("data.there_column_columns", c=c, p=", ".join(map(str, df.columns))))
+            raise DataError(msg("data.no_such_column", column=c, columns=", ".join(map(str, df.columns))))
     if len(set(cols)) != len(cols):
         raise DataError(msg("data.pick_different_columns_text"))
     check_held_out(test_fraction)
@@ -416,25 +420,25 @@ def from_table(
     if len(sub) > max_rows:
         raise DataError(msg("data.rows_over_limit_upload", n_sub=len(sub), max_rows=max_rows))
     if len(sub) < MIN_ROWS:
-        raise DataError(msg("data.only_usable_row_s", n_sub=len(sub), MIN_ROWS=MIN_ROWS))
+        raise DataError(msg("data.too_few_usable_rows", n_sub=len(sub), min_rows=MIN_ROWS))
     raw = sub[label_col]
     numeric = pd.to_numeric(raw, errors="coerce")
     if numeric.notna().all() and (numeric == numeric.round()).all():
         values = sorted(set(int(v) for v in numeric))  # integer labels: keep their numeric order
         names = tuple(str(v) for v in values)
         y = [values.index(int(v)) for v in numeric]
-        notes.append(msg("data.integer_labels_became_classes", p=", ".join(names), p2=len(names) - 1))
+        notes.append(msg("data.integer_labels_became_classes", labels=", ".join(names), last_class=len(names) - 1))
     else:
         names = tuple(sorted(set(raw)))
         y = [names.index(v) for v in raw]
     if len(names) < 2:
         raise DataError(msg("data.every_row_has_same", names=names[0]))
     if len(names) > 100:
-        raise DataError(msg("data.label_column_has_different", n_names=len(names)))
+        raise DataError(msg("data.labels_look_like_text", n_names=len(names)))
     counts = {n: y.count(i) for i, n in enumerate(names)}
     tiny = [n for n, c in counts.items() if c < 2]
     if tiny:
-        raise DataError(msg("data.class_es_have_single", p=", ".join(map(repr, tiny))))
+        raise DataError(msg("data.single_example_classes", classes=", ".join(map(repr, tiny))))
     # Stratified split: every class keeps about the same share in both splits.
     rng = np.random.default_rng(seed)
     train_idx, test_idx = [], []
@@ -463,16 +467,16 @@ def from_table(
 def load_glue(task: str, max_rows: int | None = None) -> LabelledData:
     """A GLUE task through `datasets` (train / validation). Raises DataError offline or for an unknown task."""
     if task not in GLUE_TASKS:
-        raise DataError(msg("data.unknown_glue_task_choose", task=task, p=", ".join(GLUE_TASKS)))
+        raise DataError(msg("data.unknown_glue_task_choose", task=task, choices=", ".join(GLUE_TASKS)))
     if not hub_reachable():
-        raise DataError(msg("data.glue_needs_hugging_face"))
+        raise DataError(msg("data.glue_hub_unreachable"))
     import datasets
 
     max_rows = MAX_ROWS if max_rows is None else max_rows
     try:
         ds = datasets.load_dataset("nyu-mll/glue", task)
     except Exception as e:  # network errors come in many types; the message is what matters to the user
-        raise DataError(msg("data.downloading_glue_failed", task=task, e=e)) from None
+        raise DataError(msg("data.downloading_glue_failed", task=task, error=e)) from None
     a, b = GLUE_TASKS[task]
     names = tuple(ds["train"].features["label"].names)
 

@@ -179,7 +179,7 @@ def moby_dick_documents() -> list[tuple[str, list[str]]]:
     text = str(r_lazy_data("tokenizers")["mobydick"][0]).replace("\r", "")
     start, end = text.find("CHAPTER 1. Loomings."), text.find("End of Project Gutenberg")
     if start < 0 or end < 0:
-        raise CorpusError(msg("everyday.r_cran_tokenizers_moby"))
+        raise CorpusError(msg("everyday.moby_dick_unknown_text"))
     return novel_documents("novel:moby-dick", text[start:end].split("\n"))
 
 

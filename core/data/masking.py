@@ -32,7 +32,7 @@ def word_starts(tokens: list[str], kind: str) -> list[bool]:
     continues the word before it (so BPE/Unigram punctuation glued to a word goes with that word).
     """
     if kind not in WORD_MARKERS:
-        raise ValueError(msg("masking.unknown_tokenizer_kind_use", p=kind, p2=", ".join(WORD_MARKERS)))
+        raise ValueError(msg("masking.unknown_tokenizer_kind_use", kind=kind, choices=", ".join(WORD_MARKERS)))
     if kind == "wordpiece":
         return [not t.startswith("##") for t in tokens]
     marker = WORD_MARKERS[kind]
@@ -110,7 +110,11 @@ def mask_tokens(
             )
         )
     if input_ids.shape != special.shape:
-        raise ValueError(msg("masking.input_ids_special_differ", p=tuple(input_ids.shape), p2=tuple(special.shape)))
+        raise ValueError(
+            msg(
+                "masking.input_ids_special_differ", ids_shape=tuple(input_ids.shape), special_shape=tuple(special.shape)
+            )
+        )
     draw = torch.rand(input_ids.shape, generator=generator)  # (batch, seq)
     if word_ids is not None:
         draw = draw.gather(1, word_ids)  # every sub-token takes its word's draw: the whole word is in or out

@@ -142,7 +142,7 @@ def parse_conll(
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     data_lines = [(n, ln) for n, ln in enumerate(lines, 1) if ln.strip() and not ln.strip().startswith("-DOCSTART-")]
     if not data_lines:
-        raise DataError(msg("token_data.holds_words_only_blank", filename=filename))
+        raise DataError(msg("token_data.no_words", filename=filename))
     with_tab = [n for n, ln in data_lines if "\t" in ln.strip()]
     with_space_only = [n for n, ln in data_lines if "\t" not in ln.strip() and " " in ln.strip()]
     notes: list[str] = []
@@ -156,10 +156,10 @@ def parse_conll(
                 if len(by_tab) != len(ln.split()):
                     raise DataError(
                         msg(
-                            "token_data.line_line_mixes_tabs",
+                            "token_data.line_mixes_tabs",
                             filename=filename,
                             n=n,
-                            p=ln.strip(),
+                            line_text=ln.strip(),
                             n_by_tab=len(by_tab),
                             n_items=len(ln.split()),
                             with_space_only=with_space_only[0],
@@ -186,7 +186,7 @@ def parse_conll(
             continue
         fields = [f.strip() for f in s.split("\t") if f.strip()] if mode == "tab" else s.split()
         if len(fields) < 2:
-            raise DataError(msg("token_data.line_has_tag_every", filename=filename, n=n, s=s))
+            raise DataError(msg("token_data.line_has_no_tag", filename=filename, n=n, line_text=s))
         words.append(fields[0])
         tags.append(fields[-1])
     flush()  # no blank line after the last sentence is fine
@@ -213,12 +213,12 @@ def parse_jsonl(
             raise DataError(msg("token_data.line_tokens_tags_must", filename=filename, n=n))
         if len(toks) != len(tags):
             raise DataError(
-                msg("token_data.line_tokens_but_tags", filename=filename, n=n, n_toks=len(toks), n_tags=len(tags))
+                msg("token_data.tag_count_differs", filename=filename, n=n, n_toks=len(toks), n_tags=len(tags))
             )
         if toks:
             sentences.append((tuple(toks), tuple(tags)))
     if not sentences:
-        raise DataError(msg("token_data.holds_sentences", filename=filename))
+        raise DataError(msg("token_data.no_sentences", filename=filename))
     return sentences, []
 
 
@@ -236,9 +236,9 @@ def from_sentences(
     check_held_out(test_fraction)
     n_all = len(sentences) + (len(test) if test is not None else 0)
     if n_all > MAX_SENTENCES:
-        raise DataError(msg("token_data.sentences_over_limit_upload", n_all=n_all, MAX_SENTENCES=MAX_SENTENCES))
+        raise DataError(msg("token_data.sentences_over_limit_upload", n_all=n_all, max_sentences=MAX_SENTENCES))
     if n_all < MIN_SENTENCES:
-        raise DataError(msg("token_data.only_sentence_s_token", n_all=n_all, MIN_SENTENCES=MIN_SENTENCES))
+        raise DataError(msg("token_data.too_few_sentences", n_all=n_all, min_sentences=MIN_SENTENCES))
     if test is None:
         order = list(range(len(sentences)))
         random.Random(seed).shuffle(order)
@@ -250,7 +250,7 @@ def from_sentences(
         raise DataError(msg("token_data.every_word_has_same", labels=labels[0]))
     notes = list(notes)
     if not any(t[:2] in ("B-", "I-", "E-", "S-") for t in labels):
-        notes.append(msg("token_data.tag_iob_form_b"))
+        notes.append(msg("token_data.no_iob_tags"))
     split = lambda ss: TokenSplit(tuple(w for w, _ in ss), tuple(t for _, t in ss))  # noqa: E731
     return TokenData(name, split(sentences), split(test), labels, source, licence, tuple(notes))
 
@@ -265,7 +265,7 @@ def read_tokens(
     elif kind in JSONL_KINDS:
         sentences, notes = parse_jsonl(data, filename)
     else:
-        raise DataError(msg("token_data.unsupported_file_type_upload", filename=filename, p=kind))
+        raise DataError(msg("token_data.unsupported_file_type_upload", filename=filename, ext=kind))
     return from_sentences(sentences, filename, f"uploaded file {filename}", "as uploaded", test_fraction, seed, notes)
 
 
@@ -293,7 +293,7 @@ def words_tokenizer(tokenizer):
     loaded from a tokenizer.json in transformers 5, so a copy gets it set in the backend's ByteLevel step. The
     original (shared, cached) tokenizer is never changed. WordPiece and SentencePiece need nothing."""
     if not getattr(tokenizer, "is_fast", False) or not hasattr(tokenizer, "backend_tokenizer"):
-        raise ValueError(msg("token_data.not_fast_tokenizer_token", name__=type(tokenizer).__name__))
+        raise ValueError(msg("token_data.not_fast_tokenizer_token", tokenizer_class=type(tokenizer).__name__))
     from tokenizers import Tokenizer
 
     state = json.loads(tokenizer.backend_tokenizer.to_str())

@@ -61,7 +61,7 @@ def parse_heads(spec: str, n_layers: int, n_heads: int) -> Heads:
     TransformerLens ("L0H0" is the first head of the first layer). An empty spec gives (). Raises AblationError naming the bad token and the valid range.
     """
     if not isinstance(spec, str):
-        raise AblationError(msg("ablation.heads_must_text_such", name__=type(spec).__name__))
+        raise AblationError(msg("ablation.heads_must_text_such", got_type=type(spec).__name__))
     out: set[tuple[int, int]] = set()
     for raw in re.split(r"[\s,;]+", spec.strip()):
         if not raw:
@@ -69,12 +69,16 @@ def parse_heads(spec: str, n_layers: int, n_heads: int) -> Heads:
         tok = raw.lower()
         m = _TOKEN.match(tok)
         if m is None or tok == "**":
-            raise AblationError(msg("ablation.not_head_write_l", raw=raw, p=_range_text(n_layers, n_heads)))
+            raise AblationError(msg("ablation.not_a_head", raw=raw, heads_range=_range_text(n_layers, n_heads)))
         layer, head = m.group(1), m.group(2)
         if layer is not None and not 0 <= int(layer) < n_layers:
-            raise AblationError(msg("ablation.there_layer", raw=raw, p=int(layer), p2=_range_text(n_layers, n_heads)))
+            raise AblationError(
+                msg("ablation.no_such_layer", raw=raw, layer=int(layer), heads_range=_range_text(n_layers, n_heads))
+            )
         if head is not None and not 0 <= int(head) < n_heads:
-            raise AblationError(msg("ablation.there_head", raw=raw, p=int(head), p2=_range_text(n_layers, n_heads)))
+            raise AblationError(
+                msg("ablation.no_such_head", raw=raw, head=int(head), heads_range=_range_text(n_layers, n_heads))
+            )
         layers = [int(layer)] if layer is not None else range(n_layers)
         heads = [int(head)] if head is not None else range(n_heads)
         out.update((la, h) for la in layers for h in heads)
@@ -109,20 +113,22 @@ class AblationConfig:
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
-            raise AblationError(msg("ablation.unknown_ablation_mode_use", mode=self.mode, p=", ".join(MODES)))
+            raise AblationError(msg("ablation.unknown_ablation_mode_use", mode=self.mode, choices=", ".join(MODES)))
         try:
             heads = tuple(sorted({(int(la), int(h)) for la, h in self.heads}))
         except (TypeError, ValueError):
             raise AblationError(msg("ablation.heads_must_layer_head")) from None
         if any(la < 0 or h < 0 for la, h in heads):
-            raise AblationError(msg("ablation.head_layer_numbers_based"))
+            raise AblationError(msg("ablation.negative_number"))
         object.__setattr__(self, "heads", heads)
 
     def check(self, n_layers: int, n_heads: int) -> None:
         """Raise AblationError when a head is outside the model (layers x heads)."""
         bad = [(la, h) for la, h in self.heads if la >= n_layers or h >= n_heads]
         if bad:
-            raise AblationError(msg("ablation.outside_model", p=format_heads(bad), p2=_range_text(n_layers, n_heads)))
+            raise AblationError(
+                msg("ablation.outside_model", heads=format_heads(bad), heads_range=_range_text(n_layers, n_heads))
+            )
 
 
 # ---------------------------------------------------------------------------------------------- hooks
@@ -360,9 +366,9 @@ def ablated(lm, cfg: AblationConfig, means: np.ndarray | None = None) -> Iterato
         if tuple(np.shape(means)) != (lay.n_layers, lay.n_heads, lay.head_dim):
             raise AblationError(
                 msg(
-                    "ablation.head_means_have_shape",
-                    p=tuple(np.shape(means)),
-                    p2=(lay.n_layers, lay.n_heads, lay.head_dim),
+                    "ablation.head_means_wrong_shape",
+                    shape=tuple(np.shape(means)),
+                    expected=(lay.n_layers, lay.n_heads, lay.head_dim),
                 )
             )
     with _activate(_state_for(model, lay, cfg, means)):

@@ -149,8 +149,8 @@ def _pair_now(lm, cfg):
         raise sp.PairError(
             msg(
                 "ablation.sentence_holds_only_special",
-                p="A" if not a.strip() else "B",
-                p2=", ".join(found_a or found_b),
+                sentence="A" if not a.strip() else "B",
+                found=", ".join(found_a or found_b),
             )
         )
     notes = [removed_note(tuple(dict.fromkeys(found_a + found_b)), "the sentences")] if found_a or found_b else []

@@ -50,14 +50,14 @@ class AttentionConfig:
 
     def __post_init__(self) -> None:
         if not self.text or not self.text.strip():
-            first = msg("attention.first_sentence_a" if self.pair else "attention.first_text")
+            first = msg("attention.sentence_a_empty" if self.pair else "attention.text_empty")
             raise ValueError(msg("attention.type_sentence_see_where", first=first))
         if self.pair and (not self.text_b or not self.text_b.strip()):
             raise ValueError(msg("attention.sentence_b_empty_type"))
         for name, s in (("Sentence A" if self.pair else "The text", self.text), ("Sentence B", self.text_b)):
             clean, found = strip_typed_specials(s)
             if found and not clean.strip():
-                raise ValueError(msg("attention.holds_only_special_tokens", name=name, p=", ".join(found)))
+                raise ValueError(msg("attention.holds_only_special_tokens", name=name, found=", ".join(found)))
 
 
 @dataclass(frozen=True, eq=False)
@@ -170,7 +170,7 @@ def compute_attention(lm, config: AttentionConfig) -> AttentionResult:
     enc = tok(*texts, return_tensors="pt", return_special_tokens_mask=True, truncation=False)
     n = int(enc["input_ids"].shape[1])
     if n > limit:
-        raise ValueError(msg("attention.text_tokens_long_but", n=n, limit=limit, p=n - limit))
+        raise ValueError(msg("attention.text_too_long", n=n, limit=limit, n_over=n - limit))
     ids = enc["input_ids"][0].tolist()
     tokens = tuple(tok.convert_ids_to_tokens(ids))
     b_start = None
@@ -191,9 +191,7 @@ def compute_attention(lm, config: AttentionConfig) -> AttentionResult:
             h.remove()
     atts = getattr(out, "attentions", None)
     if not atts or any(a is None for a in atts):
-        raise AttentionUnavailable(
-            msg("attention.returned_attention_weights_runs", checkpoint=lm.spec.checkpoint, impl=impl)
-        )
+        raise AttentionUnavailable(msg("attention.no_attention_weights", checkpoint=lm.spec.checkpoint, impl=impl))
     att = torch.stack([a[0].float().cpu() for a in atts]).numpy().astype(np.float16)  # (L, H, n, n)
     n_layers, n_heads = att.shape[0], att.shape[1]
     queries = keys = None
@@ -202,7 +200,7 @@ def compute_attention(lm, config: AttentionConfig) -> AttentionResult:
         qk_note = lm.family.qk_note or "This family fuses its query and key projections: there is no q/k view."
     elif want_qk is not None and (len(store["q"]) != n_layers or len(store["k"]) != n_layers):
         qk_note = msg(
-            "attention.captured_query_key_projections",
+            "attention.no_qk_view",
             n_items=len(store["q"]),
             n_items2=len(store["k"]),
             n_layers=n_layers,
@@ -266,7 +264,7 @@ class HeadStats:
         if pattern == "broad":
             return self.entropy / max(np.log2(self.n_tokens), 1e-9)
         if pattern not in PATTERNS:
-            raise ValueError(msg("attention.unknown_pattern_use_one", pattern=pattern, p=", ".join(PATTERNS)))
+            raise ValueError(msg("attention.unknown_pattern_use_one", pattern=pattern, choices=", ".join(PATTERNS)))
         return getattr(self, pattern)
 
 
@@ -372,6 +370,27 @@ def relevance(mixed: np.ndarray, index: int) -> np.ndarray:
     row = np.asarray(mixed[index], dtype=np.float64)
     total = row.sum()
     return row / total if total > 0 else row
+
+
+@dataclass(frozen=True, eq=False)
+class Mixing:
+    """How the tokens mix: by one layer (its raw attention, heads averaged) and through the whole stack (rollout),
+    with each input token's share in one output token under each (``relevance``)."""
+
+    layer: int
+    index: int  # the output token the shares are of (the page's: [CLS])
+    raw: np.ndarray  # (seq, seq) float64
+    rollout: np.ndarray  # (seq, seq) float64
+    raw_relevance: np.ndarray  # (seq,)
+    rollout_relevance: np.ndarray  # (seq,)
+
+
+def mixing(att: np.ndarray, layer: int, index: int) -> Mixing:
+    """The raw attention of ``layer`` (heads averaged) and the rollout of ``att`` (layers, heads, seq, seq), and
+    row ``index`` of each as shares."""
+    raw = np.asarray(att[layer], dtype=np.float64).mean(0)
+    roll = rollout(att)
+    return Mixing(layer, index, raw, roll, relevance(raw, index), relevance(roll, index))
 
 
 # ---------------------------------------------------------------------------------------------- comparisons

@@ -12,6 +12,7 @@
   characters are a word each (byte-level BPE keeps a run of them as one pre-token, and a character's bytes are
   several pieces: they are grouped back by the character they start in).
   Special tokens ([CLS], [SEP], <s>, </s>) stay words of their own.
+- ``layer_map``: one layer's map (one head, or the heads' mean), per token or per word.
 
 Pure numpy on ``core.inspect.attention.AttentionResult.attentions`` (layers, heads, seq, seq), plus one tokenizer call.
 """
@@ -43,9 +44,9 @@ class SelectionConfig:
 
     def __post_init__(self) -> None:
         if not self.positions:
-            raise ValueError(msg("attention.token_selected_pick_least"))
+            raise ValueError(msg("attention.no_token_selected"))
         if self.how not in HOW:
-            raise ValueError(msg("attention.unknown_way_combine_use", how=self.how, p=", ".join(HOW)))
+            raise ValueError(msg("attention.unknown_way_combine_use", how=self.how, choices=", ".join(HOW)))
         if self.direction not in DIRECTIONS:
             raise ValueError(msg("attention.unknown_direction_use_from", direction=self.direction))
 
@@ -60,7 +61,7 @@ def selection_attention(att: np.ndarray, sel: SelectionConfig) -> np.ndarray:
     pos = sorted(set(int(p) for p in sel.positions))
     if pos[0] < 0 or pos[-1] >= n:
         bad = pos[-1] if pos[-1] >= n else pos[0]
-        raise ValueError(msg("attention.selected_position_outside_text", bad=bad, p=n - 1, n=n))
+        raise ValueError(msg("attention.selected_position_outside_text", bad=bad, last=n - 1, n=n))
     a = np.asarray(att, dtype=np.float64)
     part = a[..., pos, :] if sel.direction == "from" else a[..., :, pos]
     axis = -2 if sel.direction == "from" else -1
@@ -187,7 +188,7 @@ def word_groups(tokenizer, config: AttentionConfig) -> WordGroups:
 
     Raises ValueError for a tokenizer without word ids (a slow, pure-Python tokenizer)."""
     if not getattr(tokenizer, "is_fast", False):
-        raise ValueError(msg("attention.slow_tokenizer_does_not", name__=type(tokenizer).__name__))
+        raise ValueError(msg("attention.slow_tokenizer_does_not", tokenizer_class=type(tokenizer).__name__))
     texts, _ = model_texts(config, tokenizer)
     enc = tokenizer(*texts, return_offsets_mapping=True, truncation=False)
     ids = enc["input_ids"]
@@ -208,7 +209,7 @@ def word_attention(att: np.ndarray, groups: WordGroups) -> np.ndarray:
     text (a different token count)."""
     n = att.shape[-1]
     if groups.n_tokens != n:
-        raise ValueError(msg("attention.word_groups_tokens_but", n_tokens=groups.n_tokens, n=n))
+        raise ValueError(msg("attention.word_groups_mismatch", n_tokens=groups.n_tokens, n=n))
     m = groups.n_words
     frm = np.zeros((m, n), dtype=np.float64)  # mean over a word's pieces (rows)
     to = np.zeros((n, m), dtype=np.float64)  # sum over a word's pieces (columns)
@@ -217,6 +218,15 @@ def word_attention(att: np.ndarray, groups: WordGroups) -> np.ndarray:
         to[list(g), w] = 1.0
     a = np.asarray(att, dtype=np.float64)
     return np.einsum("wi,lhij,jv->lhwv", frm, a, to, optimize=True).astype(np.float32)
+
+
+def layer_map(att: np.ndarray, layer: int, head: int | None = None, groups: WordGroups | None = None) -> np.ndarray:
+    """One map of ``layer`` from (layers, heads, seq, seq): head ``head``'s, or with None the mean of the heads,
+    (seq, seq) float64; with ``groups``, per word (``word_attention``), (words, words) float32. Raises ValueError
+    when the groups belong to another text."""
+    a = np.asarray(att[layer], dtype=np.float64)  # (heads, seq, seq)
+    a = a.mean(0) if head is None else a[head]
+    return a if groups is None else word_attention(a[None, None], groups)[0, 0]
 
 
 @dataclass(frozen=True, eq=False)

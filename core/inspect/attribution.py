@@ -96,8 +96,8 @@ class AttributionResult:
             return msg(
                 "attribution.integrated_gradients_convergence_delta",
                 delta=m.delta,
-                p=abs(m.delta) / scale,
-                p2=self.f_x - self.f_baseline,
+                share=abs(m.delta) / scale,
+                gap=self.f_x - self.f_baseline,
             )
         return None
 
@@ -268,7 +268,7 @@ def read_batch_csv(data: str | bytes) -> tuple[BatchRow, ...]:
     reader = csv.DictReader(io.StringIO(data))
     cols = [c.strip().lower() for c in (reader.fieldnames or [])]
     if "text" not in cols:
-        raise ValueError(msg("attribution.csv_needs_text_column", p=", ".join(cols) or "none"))
+        raise ValueError(msg("attribution.csv_needs_text_column", found=", ".join(cols) or "none"))
     rows = []
     for n, raw in enumerate(reader, start=2):
         r = {(k or "").strip().lower(): (v or "").strip() for k, v in raw.items()}
@@ -276,12 +276,12 @@ def read_batch_csv(data: str | bytes) -> tuple[BatchRow, ...]:
             continue
         cls = r.get("class", "")
         if cls and not cls.isdigit():
-            raise ValueError(msg("attribution.line_class_must_class", n=n, p=cls))
+            raise ValueError(msg("attribution.line_class_must_class", n=n, value=cls))
         rows.append(BatchRow(r["text"], r.get("text_b", ""), r.get("word", ""), int(cls) if cls else None))
     if not rows:
-        raise ValueError(msg("attribution.csv_has_non_empty"))
+        raise ValueError(msg("attribution.csv_no_text_rows"))
     if len(rows) > MAX_BATCH_ROWS:
-        raise ValueError(msg("attribution.csv_has_rows_limit", n_rows=len(rows), MAX_BATCH_ROWS=MAX_BATCH_ROWS))
+        raise ValueError(msg("attribution.csv_has_rows_limit", n_rows=len(rows), max_rows=MAX_BATCH_ROWS))
     return tuple(rows)
 
 
@@ -322,8 +322,8 @@ def check_batch_settings(settings: dict[str, Any]) -> None:
     """Raise ValueError (with the fix) when batch settings are invalid, before any row runs."""
     bad = {"text", "text_b"} & set(settings)
     if bad:
-        raise ValueError(msg("attribution.batch_settings_must_not", p=", ".join(sorted(bad))))
+        raise ValueError(msg("attribution.batch_settings_must_not", settings=", ".join(sorted(bad))))
     try:
         AttributionConfig(**settings, text="check", text_b="check")
     except TypeError as e:
-        raise ValueError(msg("attribution.unknown_batch_setting", e=e)) from None
+        raise ValueError(msg("attribution.unknown_batch_setting", error=e)) from None

@@ -59,7 +59,7 @@ class AttributionConfig:
 
     def __post_init__(self) -> None:
         if self.target not in TARGETS:
-            raise ValueError(msg("attribution.unknown_target_use_one", target=self.target, p=", ".join(TARGETS)))
+            raise ValueError(msg("attribution.unknown_target_use_one", target=self.target, choices=", ".join(TARGETS)))
         if not self.text.strip():
             raise ValueError(msg("attribution.input_empty_type_sentence"))
         if self.target == "pair" and not self.text_b.strip():
@@ -68,10 +68,12 @@ class AttributionConfig:
             raise ValueError(msg("attribution.pick_least_one_attribution"))
         bad = [m for m in self.methods if m not in METHODS]  # the registry's keys
         if bad:
-            raise ValueError(msg("attribution.unknown_method_s_use", p=", ".join(bad), p2=", ".join(METHODS)))
+            raise ValueError(
+                msg("attribution.unknown_method_s_use", unknown=", ".join(bad), choices=", ".join(METHODS))
+            )
         if self.baseline not in BASELINES:
             raise ValueError(
-                msg("attribution.unknown_baseline_use_one", baseline=self.baseline, p=", ".join(BASELINES))
+                msg("attribution.unknown_baseline_use_one", baseline=self.baseline, choices=", ".join(BASELINES))
             )
         top = min(1000, current().max_attribution_steps)  # the server's limit (lower on the hosted demo)
         if not 2 <= self.n_steps <= top:
@@ -81,7 +83,9 @@ class AttributionConfig:
         if not 10 <= self.n_samples <= 5000:
             raise ValueError(msg("attribution.kernelshap_lime_samples_must", n_samples=self.n_samples))
         if not 0 <= self.layer_steps <= min(300, top):
-            raise ValueError(msg("attribution.per_layer_steps_must", p=min(300, top), layer_steps=self.layer_steps))
+            raise ValueError(
+                msg("attribution.per_layer_steps_must", max_steps=min(300, top), layer_steps=self.layer_steps)
+            )
         if self.mask_index < 0 or self.class_index < 0 or self.word_index < 0:
             raise ValueError(msg("attribution.mask_class_indices_start"))
         if self.contrast_word.strip() and self.target != "mask":
@@ -89,9 +93,9 @@ class AttributionConfig:
         if self.target == "mask":  # Fill-mask's limits: with too many masks every score is zero and nothing is learnt
             masks = count_masks(self.text)
             if masks > MAX_MASKS:
-                raise ValueError(msg("attribution.text_has_masks_most", masks=masks, MAX_MASKS=MAX_MASKS))
+                raise ValueError(msg("attribution.too_many_masks", masks=masks, max_masks=MAX_MASKS))
             if masks and not any(ch.isalnum() for ch in MASK_PATTERN.sub(" ", self.text)):
-                raise ValueError(msg("attribution.text_only_masks_there"))
+                raise ValueError(msg("attribution.only_masks_no_context"))
 
 
 # ------------------------------------------------------------------------------------------------ setup
@@ -138,21 +142,27 @@ def word_id(lm: LoadedModel, word: str, at_start: bool) -> int:
     if not w:
         raise ValueError(msg("attribution.candidate_word_empty_type"))
     if " " in w:
-        raise ValueError(msg("attribution.several_words_one_mask", w=w))
+        raise ValueError(msg("attribution.several_words_one_mask", word=w))
     # A word after a space, as the tokenizer sees it there: byte-level BPE gives it its Ġ marker, while WordPiece
     # and SentencePiece ignore the space (▁ marks every word start anyway). Asking the tokenizer this way needs no
     # per-tokenizer rule.
     text = w if at_start else " " + w
     ids = tok(text, add_special_tokens=False)["input_ids"]
     if not ids or ids == [tok.unk_token_id]:
-        raise ValueError(msg("attribution.not_model_s_vocabulary", w=w, unk_token=tok.unk_token))
+        raise ValueError(msg("attribution.word_not_in_vocab", word=w, unk_token=tok.unk_token))
     if len(ids) > 1:
         pieces = tok.convert_ids_to_tokens(ids)
         raise ValueError(
-            msg("attribution.sub_tokens_here_but", w=w, n_ids=len(ids), p=" + ".join(pieces), pieces=pieces[0])
+            msg(
+                "attribution.word_is_several_pieces",
+                word=w,
+                n_ids=len(ids),
+                split=" + ".join(pieces),
+                first_piece=pieces[0],
+            )
         )
     if tok.unk_token_id is not None and ids[0] == tok.unk_token_id:
-        raise ValueError(msg("attribution.not_model_s_vocabulary_2", w=w))
+        raise ValueError(msg("attribution.word_not_in_vocab_plain", word=w))
     return int(ids[0])
 
 
@@ -172,9 +182,9 @@ def prepare(lm: LoadedModel, cfg: AttributionConfig) -> Prepared:
     ids = enc["input_ids"]
     limit = lm.max_tokens
     if ids.shape[1] > limit:
-        raise ValueError(msg("attribution.input_tokens_but_model", shape=ids.shape[1], limit=limit))
+        raise ValueError(msg("attribution.input_too_long", shape=ids.shape[1], limit=limit))
     if ids.shape[1] <= 2 and cfg.target != "pair":
-        raise ValueError(msg("attribution.input_has_words_once"))
+        raise ValueError(msg("attribution.no_words_after_tokenizing"))
     names = set(getattr(tok, "model_input_names", ["input_ids", "attention_mask"]))
     extra = {k: v.to(lm.device) for k, v in enc.items() if k != "input_ids" and k in names}
     ids = ids.to(lm.device)
@@ -189,12 +199,12 @@ def prepare(lm: LoadedModel, cfg: AttributionConfig) -> Prepared:
     if cfg.target == "mask":
         logits = _mlm_logits(out)
         if logits is None or logits.dim() != 3:
-            raise NotApplicable(msg("attribution.model_has_masked_language"))
+            raise NotApplicable(msg("attribution.no_mlm_head"))
         mask_pos = (ids[0] == tok.mask_token_id).nonzero().flatten().tolist()
         if not mask_pos:
-            raise ValueError(msg("attribution.text_has_mask_put", mask_token=tok.mask_token))  # hfl: [MASK]
+            raise ValueError(msg("attribution.no_mask_in_text", mask_token=tok.mask_token))  # hfl: [MASK]
         if cfg.mask_index >= len(mask_pos):
-            raise ValueError(msg("attribution.text_has_mask_s", n_mask_pos=len(mask_pos), p=cfg.mask_index + 1))
+            raise ValueError(msg("attribution.no_such_mask", n_mask_pos=len(mask_pos), mask_number=cfg.mask_index + 1))
         pos = mask_pos[cfg.mask_index]
         probs = torch.softmax(logits[0, pos].float(), -1)
         top = torch.topk(probs, 8)
@@ -219,25 +229,25 @@ def prepare(lm: LoadedModel, cfg: AttributionConfig) -> Prepared:
                 lg = _mlm_logits(o)
                 return lg[:, pos, a] - lg[:, pos, b]
 
-            label = msg("attribution.target.contrast", a=a_tok, b=b_tok, where=where)
+            label = msg("attribution.target.contrast", word=a_tok, other=b_tok, where=where)
         else:
 
             def score(o, pos=pos, a=a):
                 return _mlm_logits(o)[:, pos, a]
 
-            label = msg("attribution.target.word", a=a_tok, where=where)
+            label = msg("attribution.target.word", word=a_tok, where=where)
         if lm.head_missing:
-            notes.append(msg("attribution.checkpoint_has_trained_mlm"))
+            notes.append(msg("attribution.untrained_mlm_head"))
     elif cfg.target == "pair":
         logits = _pair_logits(out)
         if fam.pair_head is None:
             raise NotApplicable(fam.pair_head_note)
         if logits is None:
-            raise NotApplicable(msg("attribution.model_was_loaded_without", p=fam.pair_head.upper()))
+            raise NotApplicable(msg("attribution.loaded_without_pair_head", head=fam.pair_head.upper()))
         names_ = PAIR_CLASSES[fam.pair_head]
         if cfg.class_index >= len(names_):
             raise ValueError(
-                msg("attribution.head_has_classes_class", p=fam.pair_head.upper(), class_index=cfg.class_index)
+                msg("attribution.no_such_pair_class", head=fam.pair_head.upper(), class_index=cfg.class_index)
             )
         c = cfg.class_index
         probs = torch.softmax(logits[0].float(), -1)
@@ -252,17 +262,17 @@ def prepare(lm: LoadedModel, cfg: AttributionConfig) -> Prepared:
             name=msg(f"attribution.pair_class.{fam.pair_head}.{c}"),
         )
         if lm.head_missing:
-            notes.append(msg("attribution.checkpoint_has_trained_head", p=fam.pair_head.upper()))
+            notes.append(msg("attribution.untrained_head", head=fam.pair_head.upper()))
     elif (
         cfg.target == "token"
     ):  # the logit of the predicted tag at one word's first piece (core.train.finetune task "token")
         logits = getattr(out, "logits", None)
         if logits is None or logits.dim() != 3:
-            raise NotApplicable(msg("attribution.model_has_token_classification"))
+            raise NotApplicable(msg("attribution.no_token_head"))
         word_ids = enc.word_ids(0)
         firsts = [p for p, w in enumerate(word_ids) if w is not None and (p == 0 or word_ids[p - 1] != w)]
         if cfg.word_index >= len(firsts):
-            raise ValueError(msg("attribution.text_has_word_s", n_firsts=len(firsts), p=cfg.word_index + 1))
+            raise ValueError(msg("attribution.no_such_word", n_firsts=len(firsts), word_number=cfg.word_index + 1))
         pos = firsts[cfg.word_index]
         id2label = getattr(model.config, "id2label", None) or {}
         names_ = tuple(str(id2label.get(i, f"tag {i}")) for i in range(logits.shape[-1]))
@@ -278,10 +288,10 @@ def prepare(lm: LoadedModel, cfg: AttributionConfig) -> Prepared:
     else:
         logits = getattr(out, "logits", None)
         if logits is None or logits.dim() != 2:
-            raise NotApplicable(msg("attribution.model_has_sequence_classification"))
+            raise NotApplicable(msg("attribution.no_sequence_head"))
         n = logits.shape[-1]
         if cfg.class_index >= n:
-            raise ValueError(msg("attribution.classifier_has_classes_class", n=n, p=n - 1, class_index=cfg.class_index))
+            raise ValueError(msg("attribution.no_such_class", n=n, last_class=n - 1, class_index=cfg.class_index))
         id2label = getattr(model.config, "id2label", None) or {}
         names_ = tuple(str(id2label.get(i, f"class {i}")) for i in range(n))
         probs = torch.softmax(logits[0].float(), -1)
@@ -293,7 +303,7 @@ def prepare(lm: LoadedModel, cfg: AttributionConfig) -> Prepared:
 
         label = msg("attribution.target.class", name=names_[c])
         if lm.head_missing:
-            notes.append(msg("attribution.checkpoint_s_classification_head"))
+            notes.append(msg("attribution.untrained_classifier_head"))
 
     emb_layer = model.get_input_embeddings()
     with torch.no_grad():

@@ -69,7 +69,7 @@ def _hookable(mods: list, probe: Callable[[], Any]) -> list:
             m for m in mod.modules() if isinstance(m, torch.nn.LayerNorm) or "layernorm" in type(m).__name__.lower()
         ]
         if not norms:
-            raise NotApplicable(msg("attribution.returns_tensor_output_layerig", name__=type(mod).__name__))
+            raise NotApplicable(msg("attribution.no_hookable_layer_output", module_class=type(mod).__name__))
         picked.append(norms[-1])
     return picked
 
@@ -91,7 +91,7 @@ def layer_attributions(prep: Prepared, cfg: AttributionConfig, report: Callable[
     work = copy.deepcopy(prep.lm.model)  # LayerIG hooks modules: never on the shared model
     found = _encoder_layers(work)
     if found is None:
-        raise NotApplicable(msg("attribution.encoder_layers_could_not", name__=type(work).__name__))
+        raise NotApplicable(msg("attribution.encoder_layers_could_not", model_class=type(work).__name__))
     mods, names = found
     mods = _hookable(mods, lambda: Scorer(work, prep)(prep.embeds))
     bs = forward_batch(cfg, prep.embeds.shape[1])

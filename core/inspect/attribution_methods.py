@@ -126,7 +126,7 @@ def _deeplift(i: Inputs) -> Output:
     scores, delta = per_token(attr, "sum"), float(d.flatten()[0])
     gap = i.f_x - i.f_b
     if abs(delta) > DEEPLIFT_TOLERANCE * abs(gap) + 1e-4:
-        raise NotApplicable(msg("attribution.deeplift_ran_but_its", p=float(scores.sum()), gap=gap))
+        raise NotApplicable(msg("attribution.deeplift_sum_off", total=float(scores.sum()), gap=gap))
     return Output(scores, delta, msg("attribution.note.deeplift"))
 
 

@@ -77,7 +77,7 @@ def _mlm_chunks(lm, texts: Sequence[str]) -> list[_Chunk]:
     """Tokenize, mask 15% (80/10/10) with a fixed seed (core.data.masking), CHUNK texts per chunk."""
     tok, model = lm.tokenizer, lm.model
     if tok.mask_token_id is None:
-        raise ImportanceError(msg("importance.tokenizer_has_mask_token", checkpoint=lm.spec.checkpoint))
+        raise ImportanceError(msg("importance.no_mask_token", checkpoint=lm.spec.checkpoint))
     dev = next(model.parameters()).device
     gen = torch.Generator().manual_seed(MASK_SEED)
     out: list[_Chunk] = []
@@ -104,7 +104,7 @@ def _mlm_chunks(lm, texts: Sequence[str]) -> list[_Chunk]:
             )
         )
     if sum(len(c.labels) for c in out) == 0:
-        raise ImportanceError(msg("importance.token_was_masked_give"))
+        raise ImportanceError(msg("importance.no_token_masked"))
     return out
 
 
@@ -200,16 +200,16 @@ def head_importance(
     classifier = _is_classifier(lm)
     if classifier:
         if batch is None:
-            raise ImportanceError(msg("importance.classifier_s_importance_needs"))
+            raise ImportanceError(msg("importance.classifier_needs_eval_set"))
         b_texts, b_texts_b, b_labels = batch
         if not len(b_texts) or len(b_texts) != len(b_labels):
             raise ImportanceError(
-                msg("importance.eval_set_has_texts", n_b_texts=len(b_texts), n_b_labels=len(b_labels))
+                msg("importance.eval_set_counts_differ", n_b_texts=len(b_texts), n_b_labels=len(b_labels))
             )
         if b_texts_b is not None and len(b_texts_b) != len(b_texts):
-            raise ImportanceError(msg("importance.eval_set_s_second"))
+            raise ImportanceError(msg("importance.second_texts_mismatch"))
         if not all(0 <= int(y) < len(lm.label_names) for y in b_labels):
-            raise ImportanceError(msg("importance.labels_must_class_numbers", p=len(lm.label_names) - 1))
+            raise ImportanceError(msg("importance.labels_must_class_numbers", last_class=len(lm.label_names) - 1))
         n = len(b_texts)
         chunks = _cls_chunks(
             lm, b_texts[:MAX_TEXTS], None if b_texts_b is None else b_texts_b[:MAX_TEXTS], b_labels[:MAX_TEXTS]
@@ -229,9 +229,9 @@ def head_importance(
             texts = default_texts(MLM_TEXTS)
         texts = [t for t in texts if isinstance(t, str) and t.strip()]
         if not texts:
-            raise ImportanceError(msg("importance.text_measure_mlm_loss"))
+            raise ImportanceError(msg("importance.no_text_for_mlm_loss"))
         if len(texts) > MAX_TEXTS:
-            raise ImportanceError(msg("importance.texts_most_used_head", n_texts=len(texts), MAX_TEXTS=MAX_TEXTS))
+            raise ImportanceError(msg("importance.too_many_texts", n_texts=len(texts), max_texts=MAX_TEXTS))
         n = len(texts)
         chunks = _mlm_chunks(lm, texts)
         checkpoint = lm.spec.checkpoint

@@ -39,7 +39,7 @@ class LensConfig:
         if self.mode not in MODES:
             raise ValueError(msg("lens.unknown_lens_mode_use", mode=self.mode))
         if isinstance(self.text, str) and self.text.strip() and count_masks(self.text) == 0:
-            raise ValueError(msg("lens.text_has_mask_write"))
+            raise ValueError(msg("lens.no_mask_in_text"))
         self.fill_config()  # the text rules and messages of Fill-mask (empty, too many masks, too long, top-k)
 
     def fill_config(self) -> FillMaskConfig:
@@ -98,11 +98,13 @@ def lens(lm: LoadedModel, cfg: LensConfig, tuned=None) -> LensResult:
         if tuned is None:
             found = load_tuned(lm)
             if found is None:
-                raise LensError(msg("lens.there_tuned_lens_model"))
+                raise LensError(msg("lens.no_tuned_lens"))
             tuned, report = found
             key = report.key
         if tuned.n_layers != n_layers(lm.model):
-            raise LensError(msg("lens.these_translators_layers_model", n_layers=tuned.n_layers, p=n_layers(lm.model)))
+            raise LensError(
+                msg("lens.translator_layers_differ", n_layers=tuned.n_layers, model_layers=n_layers(lm.model))
+            )
     tok, model = lm.tokenizer, lm.model
     enc = encode(lm, cfg.fill_config())
     L = n_layers(model)

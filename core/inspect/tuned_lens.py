@@ -188,7 +188,7 @@ def measure_kl(
     cfg = cfg or TuneConfig()
     sentences = list(sentences if sentences is not None else corpus_sentences("heldout")[: cfg.heldout_sentences])
     if not sentences:
-        raise LensError(msg("lens.held_out_sentences_measure"))
+        raise LensError(msg("lens.no_heldout_sentences"))
     model, tok = lm.model, lm.tokenizer
     gen = torch.Generator().manual_seed(cfg.seed + 1)
     total, count = None, 0
@@ -225,7 +225,7 @@ def train_tuned_lens(
     L, H = n_layers(model), hidden_size(model)
     pool = list(sentences if sentences is not None else corpus_sentences("train"))
     if not pool:
-        raise LensError(msg("lens.training_sentences_tuned_lens"))
+        raise LensError(msg("lens.no_training_sentences"))
     order = random.Random(cfg.seed)  # this run's own streams: never the process-wide RNG (core/train/rng.py)
     gen = torch.Generator().manual_seed(cfg.seed)
     tuned = TunedLens(L, H).to(lm.device)

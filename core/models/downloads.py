@@ -259,9 +259,7 @@ def download(
     if not pol.allowed:
         raise DownloadError(msg("download.downloads_off_here_use", reason=pol.reason))
     if not reachable():
-        raise DownloadError(
-            msg("download.network_hub_cannot_reached", p=endpoint(), REACH_TIMEOUT_S=REACH_TIMEOUT_S, repo_id=repo_id)
-        )
+        raise DownloadError(msg("download.no_network", endpoint=endpoint(), timeout_s=REACH_TIMEOUT_S, repo_id=repo_id))
     import httpx2  # huggingface_hub's own HTTP client: its errors are what a cut connection raises
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import (
@@ -293,15 +291,15 @@ def download(
             msg(
                 "download.download_stopped_after_mb",
                 repo_id=repo_id,
-                p=got.done_bytes / 1e6,
+                mb_done=got.done_bytes / 1e6,
                 of=of,
-                name__=type(e).__name__,
-                e=e,
+                error_type=type(e).__name__,
+                error=e,
             )
         ) from None
     folder = Path(path)
     if not (folder / "config.json").exists() or not any(folder.glob("*.safetensors")):
-        raise DownloadError(msg("download.hub_has_config_json", repo_id=repo_id))
+        raise DownloadError(msg("download.no_safetensors_on_hub", repo_id=repo_id))
     return folder
 
 

@@ -61,13 +61,13 @@ def check_custom_checkpoint(text: str) -> None:
     if not t:
         return  # ModelSpec says the box is empty
     if looks_like_path(t) or not _HUB_ID.match(t) or (Path(t).exists() and not t.startswith("encoderlab/")):
-        raise HostedRefusal(msg("hosted.hosted_server_loads_hugging"))
+        raise HostedRefusal(msg("hosted.no_server_paths"))
     if t.startswith("encoderlab/"):
         return
     if allow_download():
         return
     if t not in allowlist():
-        raise HostedRefusal(msg("hosted.not_among_models_hosted", t=t))
+        raise HostedRefusal(msg("hosted.not_among_models_hosted", checkpoint=t))
 
 
 def check_folder(folder: str | Path) -> None:
@@ -77,4 +77,4 @@ def check_folder(folder: str | Path) -> None:
         return
     p = Path(folder).expanduser().resolve()
     if not any(p == root or root in p.parents for root in server_folders()):
-        raise HostedRefusal(msg("hosted.hosted_server_loads_models"))
+        raise HostedRefusal(msg("hosted.own_folders_only"))

@@ -43,7 +43,7 @@ def check_mode(quant: str, device_kind: str | None = None) -> None:
     if quant not in QUANT_MODES:
         raise QuantizeError(msg("int8.unknown_quantization_use_fp", quant=quant))
     if quant and device_kind not in (None, "cpu"):
-        raise QuantizeError(msg("int8.int_dynamic_quantization_runs"))
+        raise QuantizeError(msg("int8.cpu_only"))
 
 
 def is_quantized(model) -> bool:
@@ -68,9 +68,9 @@ def quantize_int8(model, inplace: bool = False):
     p = next(model.parameters())
     check_mode("int8", p.device.type)
     if model.training:
-        raise QuantizeError(msg("int8.int_quantization_inference_its"))
+        raise QuantizeError(msg("int8.cannot_train"))
     if p.dtype != torch.float32:
-        raise QuantizeError(msg("int8.int_quantization_starts_from", dtype=p.dtype))
+        raise QuantizeError(msg("int8.needs_fp32", dtype=p.dtype))
     if is_quantized(model):
         return model
     tied = _tied_linears(model)
@@ -80,7 +80,7 @@ def quantize_int8(model, inplace: bool = False):
         if isinstance(m, torch.nn.Linear) and n not in tied
     }
     if not targets:
-        raise QuantizeError(msg("int8.has_linear_layers_quantize", name__=type(model).__name__))
+        raise QuantizeError(msg("int8.no_linear_layers", model_class=type(model).__name__))
     q = torch.ao.quantization.quantize_dynamic(model, targets, dtype=torch.qint8, inplace=inplace)
     setattr(q, MARK, "int8")
     return q

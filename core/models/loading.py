@@ -102,11 +102,11 @@ def resolve(checkpoint: str) -> Resolution:
 def read_config(folder: str | Path) -> dict:
     cfg = Path(folder) / "config.json"
     if not cfg.exists():
-        raise ModelLoadError(msg("load.has_config_json_not", folder=folder))
+        raise ModelLoadError(msg("load.no_config_json", folder=folder))
     try:
         return json.loads(cfg.read_text())
     except json.JSONDecodeError as e:
-        raise ModelLoadError(msg("load.not_valid_json", cfg=cfg, e=e)) from None
+        raise ModelLoadError(msg("load.not_valid_json", config_file=cfg, error=e)) from None
 
 
 def _check_folder(folder: Path, spec: ModelSpec) -> dict:
@@ -114,8 +114,8 @@ def _check_folder(folder: Path, spec: ModelSpec) -> dict:
     if not _has_weights(folder):
         bins = [p.name for p in folder.glob("*.bin")] + [p.name for p in folder.glob("*.pt")]
         if bins:
-            raise ModelLoadError(msg("load.holds_only_encoderlab_loads", folder=folder, p=", ".join(bins)))
-        raise ModelLoadError(msg("load.has_config_json_but", folder=folder))
+            raise ModelLoadError(msg("load.only_pickled_weights", folder=folder, bin_files=", ".join(bins)))
+        raise ModelLoadError(msg("load.no_safetensors", folder=folder))
     _check_family(cfg, spec)
     return cfg
 
@@ -126,14 +126,14 @@ def _check_family(cfg: dict, spec: ModelSpec) -> None:
     if fam.generic:  # any architecture no family claims; a registered one belongs to its own family
         owner = family_of_model_type(mt)
         if owner:
-            raise ModelLoadError(msg("load.checkpoint_model_pick_family", label=FAMILIES[owner].label, mt=mt))
+            raise ModelLoadError(msg("load.checkpoint_model_pick_family", label=FAMILIES[owner].label, model_type=mt))
         return
     info = checkpoint_info(spec.checkpoint)
     allowed = {fam.model_type} | ({info.model_type} if info and info.model_type else set())
     if mt not in allowed:
         owner = family_of_model_type(mt)
         hint = f" Pick the {FAMILIES[owner].label} family for it." if owner else ""
-        raise ModelLoadError(msg("load.checkpoint_model_not", mt=mt, label=fam.label, hint=hint))
+        raise ModelLoadError(msg("load.not_this_family", model_type=mt, label=fam.label, hint=hint))
 
 
 # transformers' from_pretrained swaps process-wide functions while it builds a model (its init contexts patch
@@ -193,13 +193,13 @@ def load(
         if family(spec.family).generic and isinstance(e, ValueError) and "Unrecognized configuration" in str(e):
             raise ModelLoadError(
                 msg(
-                    "load.model_which_transformers_has",
+                    "load.no_transformers_class",
                     checkpoint=spec.checkpoint,
-                    p=cfg.get("model_type", "?"),
+                    model_type=cfg.get("model_type", "?"),
                     task=task,
                 )
             ) from None
-        raise ModelLoadError(msg("load.loading_failed", checkpoint=spec.checkpoint, e=e)) from None
+        raise ModelLoadError(msg("load.loading_failed", checkpoint=spec.checkpoint, error=e)) from None
     model.eval().to(dev.torch_device)
     if spec.quant:  # after from_pretrained, on this fresh copy (core.compare.int8 says why CPU only)
         try:

@@ -27,13 +27,13 @@ class ModelSpec:
     def __post_init__(self) -> None:
         family(self.family)
         if not self.checkpoint or not self.checkpoint.strip():
-            raise ModelLoadError(msg("load.checkpoint_given_pick_one"))
+            raise ModelLoadError(msg("load.no_checkpoint_given"))
         if self.device not in ("auto", "cpu", "cuda"):
             raise ModelLoadError(msg("load.unknown_device_use_auto", device=self.device))
         if self.quant not in ("", "int8"):
             raise ModelLoadError(msg("load.unknown_quantization_use_fp", quant=self.quant))
         if self.quant and self.device == "cuda":
-            raise ModelLoadError(msg("load.int_dynamic_quantization_runs"))
+            raise ModelLoadError(msg("load.int8_cpu_only"))
 
 
 @dataclass

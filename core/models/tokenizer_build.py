@@ -22,7 +22,7 @@ def specials(family: str) -> dict[str, str]:
     """The family's special tokens by transformers' names (``Family.specials``)."""
     sp = dict(_family(family).specials)
     if not sp.get("mask_token") or not sp.get("pad_token"):
-        raise ValueError(msg("load.registry_gives_mask_pad", family=family))
+        raise ValueError(msg("load.no_mask_or_pad_token", family=family))
     return sp
 
 
@@ -82,7 +82,7 @@ def train_tokenizer(family: str, texts: Iterable[str], vocab_size: int):
             vocab_size=vocab_size, special_tokens=marked, unk_token=sp.get("unk_token", "<unk>")
         )
     else:
-        raise ValueError(msg("load.unknown_piece_kind_family", p=kind, family=family))
+        raise ValueError(msg("load.unknown_piece_kind_family", kind=kind, family=family))
     tok.train_from_iterator(list(texts), trainer=trainer)
     cls, sep = sp["cls_token"], sp["sep_token"]
     if "bos_token" in sp:  # RoBERTa-style pairs: <s> A </s></s> B </s>

@@ -116,7 +116,7 @@ def load_finetuned(model_dir: str | Path, device: str = "auto") -> FinetunedMode
 
     meta_path = Path(model_dir) / META_FILE
     if not meta_path.exists():
-        raise ModelLoadError(msg("classify.not_fine_tuned_encoderlab", model_dir=model_dir, META_FILE=META_FILE))
+        raise ModelLoadError(msg("classify.not_fine_tuned_encoderlab", model_dir=model_dir, meta_file=META_FILE))
     meta = json.loads(meta_path.read_text())
     c = meta["config"]
     spec = ModelSpec(c["family"], str(model_dir), device)
@@ -134,7 +134,7 @@ def load_finetuned(model_dir: str | Path, device: str = "auto") -> FinetunedMode
             model = scalar_mix_model(lm.model, len(meta["label_names"]), 0.0, per_token=task == "token")
             missing, unexpected = model.load_state_dict(head, strict=False)
             if unexpected or [k for k in missing if not k.startswith("backbone.")]:
-                raise ModelLoadError(msg("classify.does_not_match_scalar", model_dir=model_dir, HEAD_FILE=HEAD_FILE))
+                raise ModelLoadError(msg("classify.does_not_match_scalar", model_dir=model_dir, head_file=HEAD_FILE))
         model.to(lm.device)
     model.eval()
     word_tok = None

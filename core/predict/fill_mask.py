@@ -62,10 +62,10 @@ class FillMaskConfig:
 
     def __post_init__(self) -> None:
         if not isinstance(self.top_k, int) or not 1 <= self.top_k <= MAX_TOP_K:
-            raise ValueError(msg("fill_mask.top_k_must_whole", MAX_TOP_K=MAX_TOP_K, top_k=self.top_k))
+            raise ValueError(msg("fill_mask.top_k_must_whole", max_top_k=MAX_TOP_K, top_k=self.top_k))
         if self.strategy not in STRATEGIES:
             raise ValueError(
-                msg("fill_mask.unknown_fill_strategy_use", strategy=self.strategy, p=", ".join(STRATEGIES))
+                msg("fill_mask.unknown_fill_strategy_use", strategy=self.strategy, choices=", ".join(STRATEGIES))
             )
         text_rules.check_text(
             self.text, max_chars=MAX_CHARS, empty_hint=msg("fill_mask.hint_empty"), long_hint=msg("fill_mask.hint_long")
@@ -76,16 +76,16 @@ class FillMaskConfig:
                 raise ValueError(msg("fill_mask.mask_word_works_plain"))
             ws = words(self.text)
             if not ws:
-                raise ValueError(msg("fill_mask.text_has_words_mask"))
+                raise ValueError(msg("fill_mask.no_words_to_mask"))
             if not 0 <= self.word < len(ws):
-                raise ValueError(msg("fill_mask.word_number_does_not", word=self.word, n_ws=len(ws)))
+                raise ValueError(msg("fill_mask.no_such_word", word=self.word, n_ws=len(ws)))
             return
         if n == 0:
-            raise ValueError(msg("fill_mask.text_has_mask_write"))
+            raise ValueError(msg("fill_mask.no_mask_in_text"))
         if n > self.max_masks:
-            raise ValueError(msg("fill_mask.text_has_masks_most_2", n=n, max_masks=self.max_masks))
+            raise ValueError(msg("fill_mask.too_many_masks_little_context", n=n, max_masks=self.max_masks))
         if not any(ch.isalnum() for ch in text_rules.MASK_PATTERN.sub(" ", self.text)):
-            raise ValueError(msg("fill_mask.text_only_masks_there"))
+            raise ValueError(msg("fill_mask.only_masks_no_context"))
 
 
 # ---------------------------------------------------------------------------------------------- results
@@ -251,23 +251,23 @@ def mlm_head(model) -> registry.MlmHead:
     head = registry.mlm_head(model)
     if head is not None:
         return head
-    raise FillMaskError(msg("fill_mask.has_masked_language_model", name__=type(model).__name__))
+    raise FillMaskError(msg("fill_mask.no_mlm_head", model_class=type(model).__name__))
 
 
 def check_mlm(lm: LoadedModel) -> None:
     """Raise FillMaskError when the checkpoint cannot fill masks (no MLM head, or its weights are missing)."""
     mlm_head(lm.model)
     if lm.tokenizer.mask_token is None or lm.tokenizer.mask_token_id is None:
-        raise FillMaskError(msg("fill_mask.tokenizer_has_mask_token", checkpoint=lm.spec.checkpoint))
+        raise FillMaskError(msg("fill_mask.no_mask_token", checkpoint=lm.spec.checkpoint))
     if lm.head_missing:
         missing = ", ".join(k for k in lm.missing_keys[:4])
         raise FillMaskError(
             msg(
-                "fill_mask.has_trained_mlm_head",
+                "fill_mask.no_trained_mlm_head",
                 checkpoint=lm.spec.checkpoint,
                 missing=missing,
-                p=_saved_as(lm),
-                p2=_mlm_suggestion(lm.spec.family),
+                saved_as=_saved_as(lm),
+                suggestion=_mlm_suggestion(lm.spec.family),
             )
         )
 
@@ -282,9 +282,9 @@ def _saved_as(lm: LoadedModel) -> str:
         ("ForMultipleChoice", "a fine-tuned multiple-choice model"),
     ):
         if arch.endswith(suffix):
-            return msg("fill_mask.saved_its_task_head", what=what, arch=arch)
+            return msg("fill_mask.saved_with_task_head", what=what, arch=arch)
     if arch:
-        return msg("fill_mask.was_saved_without_its", arch=arch)
+        return msg("fill_mask.saved_without_mlm_head", arch=arch)
     return "it was saved without its masked-language-model head (e.g. a sentence-embedding model)"
 
 
@@ -324,7 +324,7 @@ def encode(lm: LoadedModel, cfg: FillMaskConfig) -> Encoded:
     if cfg.word is None:
         model_text, text_notes = to_model_text(cfg.text, tok.mask_token)
         if not any(ch.isalnum() for ch in text_rules.MASK_PATTERN.sub(" ", model_text.replace(tok.mask_token, " "))):
-            raise FillMaskError(msg("fill_mask.without_special_tokens_text"))
+            raise FillMaskError(msg("fill_mask.only_masks_without_specials"))
     else:
         model_text, text_notes = to_model_text(cfg.text, tok.mask_token)
         if text_notes:
@@ -338,12 +338,12 @@ def encode(lm: LoadedModel, cfg: FillMaskConfig) -> Encoded:
         w = words(model_text)[cfg.word]
         pos = [i for i, (s, e) in enumerate(offsets) if s < w.end and e > w.start]
         if not pos:
-            raise FillMaskError(msg("fill_mask.word_produced_tokens_tokenizer", text=w.text))
+            raise FillMaskError(msg("fill_mask.word_has_no_tokens", text=w.text))
         if pos[0] > 0 and pieces[pos[0] - 1] in WORD_START_PIECES:  # a lone ▁/Ġ opens this word: it is part of it
             pos.insert(0, pos[0] - 1)
         if len(pos) > cfg.max_masks:
             raise FillMaskError(
-                msg("fill_mask.tokens_long_tokenizer_most", text=w.text, n_pos=len(pos), max_masks=cfg.max_masks)
+                msg("fill_mask.word_too_many_tokens", text=w.text, n_pos=len(pos), max_masks=cfg.max_masks)
             )
         originals = tuple(ids[i] for i in pos)
         for i in pos:
@@ -362,9 +362,9 @@ def encode(lm: LoadedModel, cfg: FillMaskConfig) -> Encoded:
             notes.append(msg("fill_mask.note_mask_spills", word=w.text, pieces=spanned, extra=spill.strip()))
     positions = [i for i, t in enumerate(ids) if t == mask_id]
     if not positions:
-        raise FillMaskError(msg("fill_mask.mask_survived_tokenization_write"))
+        raise FillMaskError(msg("fill_mask.no_mask_after_tokenizing"))
     if cfg.word is None and len(positions) > cfg.max_masks:
-        raise FillMaskError(msg("fill_mask.text_has_masks_most", n_positions=len(positions), max_masks=cfg.max_masks))
+        raise FillMaskError(msg("fill_mask.too_many_masks", n_positions=len(positions), max_masks=cfg.max_masks))
     if len(positions) >= 3 and len(positions) / len(ids) > MASK_SHARE_WARN:
         notes.append(
             msg("fill_mask.note_many_masks", n=len(positions), total=len(ids), share=len(positions) / len(ids))
@@ -375,17 +375,22 @@ def encode(lm: LoadedModel, cfg: FillMaskConfig) -> Encoded:
         lo, hi = positions[0], positions[-1]
         if hi - lo + 1 > cap:
             raise FillMaskError(
-                msg("fill_mask.masks_span_tokens_but", p=hi - lo + 1, checkpoint=lm.spec.checkpoint, p2=cap + 2)
+                msg(
+                    "fill_mask.masks_span_too_wide",
+                    n_span=hi - lo + 1,
+                    checkpoint=lm.spec.checkpoint,
+                    max_tokens=cap + 2,
+                )
             )
         start = _window(len(ids), cap, lo, hi)
         cut_end = len(ids) - (start + cap)
         truncation = msg(
-            "fill_mask.text_tokens_reads_most",
+            "fill_mask.text_cut_to_window",
             n_ids=len(ids),
             checkpoint=lm.spec.checkpoint,
-            p=cap + 2,
-            p2=start + 1,
-            p3=start + cap,
+            max_tokens=cap + 2,
+            first_kept=start + 1,
+            last_kept=start + cap,
             start=start,
             cut_end=cut_end,
         )
@@ -573,13 +578,13 @@ def configs_from_lines(
 
     max_lines = min(max_lines, current().max_batch_rows)  # the server's limit (lower on the hosted demo)
     if len(lines) > max_lines:
-        raise ValueError(msg("fill_mask.lines_most_run_one", n_lines=len(lines), max_lines=max_lines))
+        raise ValueError(msg("fill_mask.too_many_lines", n_lines=len(lines), max_lines=max_lines))
     out = []
     for i, ln in lines:
         try:
             out.append(FillMaskConfig(ln, top_k=top_k, strategy=strategy))
         except ValueError as e:
-            raise ValueError(msg("fill_mask.line", i=i, e=e)) from None
+            raise ValueError(msg("fill_mask.line", line=i, error=e)) from None
     return out
 
 

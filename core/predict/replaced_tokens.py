@@ -55,7 +55,7 @@ class RtdConfig:
         if MASK_PATTERN.search(self.text):
             raise ValueError(msg("replaced.text_has_mask_discriminator"))
         if not any(ch.isalnum() for ch in self.text):
-            raise ValueError(msg("replaced.text_has_words_only"))
+            raise ValueError(msg("replaced.no_words"))
         check_bounds(self)
 
 
@@ -143,9 +143,7 @@ def load_discriminator(spec: ModelSpec) -> LoadedModel:
     """The discriminator of ``spec`` (through core.models.loading.load, task "rtd"). Raises ReplacedTokensError when the
     family has no RTD head, ModelLoadError when the checkpoint cannot be had."""
     if rtd_class(spec.family) is None:
-        raise ReplacedTokensError(
-            msg("replaced.has_replaced_token_detection", label=registry.family(spec.family).label)
-        )
+        raise ReplacedTokensError(msg("replaced.no_rtd_head", label=registry.family(spec.family).label))
     return models.load(spec, RTD_TASK)
 
 
@@ -157,10 +155,10 @@ def check_discriminator(lm: LoadedModel) -> None:
     if cls_name is None or not isinstance(lm.model, getattr(transformers, cls_name)):
         raise ReplacedTokensError(
             msg(
-                "replaced.loaded_which_has_replaced",
+                "replaced.loaded_without_rtd_head",
                 checkpoint=lm.spec.checkpoint,
-                name__=type(lm.model).__name__,
-                p=cls_name or "a family with one",
+                model_class=type(lm.model).__name__,
+                suggestion=cls_name or "a family with one",
             )
         )
     missing = [k for k in lm.missing_keys if "prediction" in k]
@@ -168,9 +166,9 @@ def check_discriminator(lm: LoadedModel) -> None:
         arch = next(iter(getattr(lm.model.config, "architectures", None) or ()), "another class")
         raise ReplacedTokensError(
             msg(
-                "replaced.has_trained_replaced_token",
+                "replaced.no_trained_rtd_head",
                 checkpoint=lm.spec.checkpoint,
-                p=", ".join(missing[:3]),
+                missing=", ".join(missing[:3]),
                 arch=arch,
             )
         )
@@ -203,13 +201,13 @@ def _corrupt(
 
     # transformers' own question "does this model end in a vocabulary projection?" (an MLM head)
     if gen.model.get_output_embeddings() is None or gen.head_missing:
-        raise ReplacedTokensError(msg("replaced.has_trained_masked_language", checkpoint=gen.spec.checkpoint))
+        raise ReplacedTokensError(msg("replaced.no_trained_mlm_head", checkpoint=gen.spec.checkpoint))
     if gen.tokenizer.mask_token_id is None:
-        raise ReplacedTokensError(msg("replaced.tokenizer_has_mask_token", checkpoint=gen.spec.checkpoint))
+        raise ReplacedTokensError(msg("replaced.no_mask_token", checkpoint=gen.spec.checkpoint))
     pieces = tok.convert_ids_to_tokens(ids)
     candidates = [w for w, pos in enumerate(word_pos) if any(ch.isalnum() for p in pos for ch in pieces[p])]
     if cfg.corrupt > len(candidates):
-        raise ReplacedTokensError(msg("replaced.text_has_word_s", n_candidates=len(candidates)))
+        raise ReplacedTokensError(msg("replaced.too_few_words", n_candidates=len(candidates)))
     rng = np.random.default_rng(cfg.seed)  # a per-call generator: never the process-wide RNG (a shared server)
     chosen = sorted(int(w) for w in rng.choice(candidates, size=cfg.corrupt, replace=False))
     positions = [p for w in chosen for p in word_pos[w]]
@@ -240,14 +238,14 @@ def score(lm: LoadedModel, cfg: RtdConfig, generator: LoadedModel | None = None)
     text, found = text_rules.strip_typed_specials(cfg.text)
     notes = [text_rules.removed_note(found)] if found else []
     if not any(ch.isalnum() for ch in text):
-        raise ReplacedTokensError(msg("replaced.without_special_tokens_text"))
+        raise ReplacedTokensError(msg("replaced.no_words_without_specials"))
     if cfg.corrupt:
         if generator is None:
             raise ReplacedTokensError(msg("replaced.replacing_words_needs_generator"))
         if not _same_vocab(generator.tokenizer, tok):
             raise ReplacedTokensError(
                 msg(
-                    "replaced.have_different_vocabularies_so",
+                    "replaced.vocabularies_differ",
                     checkpoint=generator.spec.checkpoint,
                     checkpoint2=lm.spec.checkpoint,
                 )
@@ -260,7 +258,7 @@ def score(lm: LoadedModel, cfg: RtdConfig, generator: LoadedModel | None = None)
     cap = lm.max_tokens
     if len(ids) > cap:  # keep the start and the closing special token
         truncation = msg(
-            "replaced.text_tokens_reads_most", n_ids=len(ids), checkpoint=lm.spec.checkpoint, cap=cap, p=cap - 2
+            "replaced.text_too_long", n_ids=len(ids), checkpoint=lm.spec.checkpoint, cap=cap, n_scored=cap - 2
         )
         ids, wid, offsets = ids[: cap - 1] + ids[-1:], wid[: cap - 1] + wid[-1:], offsets[: cap - 1] + offsets[-1:]
     # words in reading order, each with its pieces' positions (the tokenizer's word_ids: None for specials)

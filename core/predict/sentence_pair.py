@@ -145,11 +145,16 @@ def check_pair(lm: LoadedModel) -> PairHead:
         with_head = " or ".join(f"{f.label} ({f.pair_head.upper()})" for f in FAMILIES.values() if f.pair_head)
         raise PairError(msg("pair.pick_sidebar_score_sentence", note=head.note, with_head=with_head))
     if pair_head_module(lm.model) is None:
-        raise PairError(msg("pair.has_head_load_model", name__=type(lm.model).__name__, name=head.name))
+        raise PairError(msg("pair.no_pair_head", model_class=type(lm.model).__name__, name=head.name))
     missing = [k for k in lm.missing_keys if "seq_relationship" in k or "sop_classifier" in k]
     if missing:
         raise PairError(
-            msg("pair.was_saved_without_its", checkpoint=lm.spec.checkpoint, name=head.name, p=", ".join(missing))
+            msg(
+                "pair.saved_without_pair_head",
+                checkpoint=lm.spec.checkpoint,
+                name=head.name,
+                missing=", ".join(missing),
+            )
         )
     return head
 
@@ -260,7 +265,7 @@ def other_topic(a: str, b: str, seed: int = 0, pool: Sequence[str] | None = None
     fresh = [s for s in pool if s.strip() not in (a.strip(), b.strip()) and not (_content_words(s) & used)]
     candidates = fresh or [s for s in pool if s.strip() not in (a.strip(), b.strip())]
     if not candidates:
-        raise PairError(msg("pair.example_sentence_another_topic"))
+        raise PairError(msg("pair.no_other_topic_example"))
     return random.Random(seed).choice(candidates)
 
 
@@ -275,7 +280,11 @@ def predict_pair(lm: LoadedModel, cfg: PairConfig, probe: bool = True) -> PairRe
     b, found_b = strip_typed_specials(cfg.b)
     if not a.strip() or not b.strip():
         raise PairError(
-            msg("pair.sentence_holds_only_special", p="A" if not a.strip() else "B", p2=", ".join(found_a or found_b))
+            msg(
+                "pair.sentence_holds_only_special",
+                sentence="A" if not a.strip() else "B",
+                found=", ".join(found_a or found_b),
+            )
         )
     notes = [removed_note(tuple(dict.fromkeys(found_a + found_b)), "the sentences")] if found_a or found_b else []
     pairs = [("(A, B)", a, b), ("(B, A)", b, a)]
@@ -314,10 +323,10 @@ def parse_pairs_csv(text: str, max_rows: int = MAX_ROWS) -> tuple[PairRow, ...]:
         reader = csv.DictReader(io.StringIO(text.strip().lstrip("\ufeff")))
         header = [h.strip().lower() for h in (reader.fieldnames or [])]
     except csv.Error as e:
-        raise ValueError(msg("pair.csv_cannot_read_use", e=e)) from e
+        raise ValueError(msg("pair.csv_cannot_read_use", error=e)) from e
     missing = [c for c in ("a", "b", "label") if c not in header]
     if missing:
-        raise ValueError(msg("pair.csv_lacks_column_s", p=", ".join(missing), p2=", ".join(header) or "none"))
+        raise ValueError(msg("pair.csv_missing_columns", missing=", ".join(missing), found=", ".join(header) or "none"))
     rows: list[PairRow] = []
     for n, raw in enumerate(reader, start=2):
         rec = {(k or "").strip().lower(): (v or "").strip() for k, v in raw.items() if isinstance(v, str) or v is None}
@@ -326,17 +335,17 @@ def parse_pairs_csv(text: str, max_rows: int = MAX_ROWS) -> tuple[PairRow, ...]:
         if len(rows) >= max_rows:
             raise ValueError(msg("pair.csv_has_more_than", max_rows=max_rows))
         if not rec.get("a") or not rec.get("b"):
-            raise ValueError(msg("pair.line_sentence_empty_every", n=n, p="A" if not rec.get("a") else "B"))
+            raise ValueError(msg("pair.line_sentence_empty_every", n=n, sentence="A" if not rec.get("a") else "B"))
         lab = rec.get("label", "").lower()
         if lab in POSITIVE:
             y = 1
         elif lab in NEGATIVE:
             y = 0
         else:
-            raise ValueError(msg("pair.line_label_not_b", n=n, p=rec.get("label")))
+            raise ValueError(msg("pair.label_not_0_or_1", n=n, label=rec.get("label")))
         rows.append(PairRow(rec["a"], rec["b"], y))
     if not rows:
-        raise ValueError(msg("pair.csv_has_header_but"))
+        raise ValueError(msg("pair.csv_no_rows"))
     return tuple(rows)
 
 
@@ -352,7 +361,7 @@ def score_batch(
         raise ValueError(msg("pair.threshold_must_between_got", threshold=threshold))
     head = check_pair(lm)
     if not rows:
-        raise ValueError(msg("pair.rows_score"))
+        raise ValueError(msg("pair.no_rows_to_score"))
     t0 = time.perf_counter()
     cleaned = [(strip_typed_specials(r.a), strip_typed_specials(r.b)) for r in rows]
     found = tuple(dict.fromkeys(tok for (_, fa), (_, fb) in cleaned for tok in fa + fb))

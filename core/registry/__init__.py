@@ -51,7 +51,7 @@ def family(key: str) -> Family:
         return FAMILIES[key]
     except KeyError:
         raise ModelLoadError(
-            msg("registry.unknown_family_choose_one", key=key, p=", ".join(picker_families()))
+            msg("registry.unknown_family_choose_one", key=key, choices=", ".join(picker_families()))
         ) from None
 
 
@@ -108,7 +108,7 @@ def bundled_id(family_key: str) -> str:
     """The id of the family's bundled model (encoderlab/NAME); ModelLoadError for a family that has none."""
     f = family(family_key)
     if not f.bundled:
-        raise ModelLoadError(msg("registry.encoderlab_ships_model_its", label=f.label))
+        raise ModelLoadError(msg("registry.no_bundled_model", label=f.label))
     return f"encoderlab/{f.bundled}"
 
 
@@ -210,7 +210,7 @@ def attention_layers(model: Any) -> list[tuple[int, Any]]:
     cfg = base.config
     fam = family_of_config(cfg)
     if not fam.head_output:
-        raise ModelLoadError(msg("registry.not_model_family_encoderlab", name__=type(model).__name__))
+        raise ModelLoadError(msg("registry.not_model_family_encoderlab", model_class=type(model).__name__))
     suffix = "." + fam.head_output
     mods = [m for name, m in base.named_modules() if ("." + name).endswith(suffix)]  # in layer order
     n = int(cfg.num_hidden_layers)
@@ -220,7 +220,7 @@ def attention_layers(model: Any) -> list[tuple[int, Any]]:
     if groups and len(mods) == groups:  # shared layers: one module per group, each applied at several depths
         return [(i, mods[int(i / (n / groups))]) for i in range(n)]
     raise ModelLoadError(
-        msg("registry.found_attention_output_projections", name__=type(model).__name__, n_mods=len(mods), n=n)
+        msg("registry.projections_not_one_per_layer", model_class=type(model).__name__, n_mods=len(mods), n=n)
     )
 
 
@@ -250,12 +250,12 @@ def model_class(family_key: str, task: str, model_type: str) -> Any:  # a transf
     import transformers
 
     if task not in TASKS:
-        raise ModelLoadError(msg("registry.unknown_task_use_one", task=task, p=", ".join(TASKS)))
+        raise ModelLoadError(msg("registry.unknown_task_use_one", task=task, choices=", ".join(TASKS)))
     fam = FAMILIES.get(family_of_model_type(model_type) or "") or family(family_key)
     if task == "tokcls":  # every family has a *ForTokenClassification; the Auto class picks it from model_type
         return transformers.AutoModelForTokenClassification
     if task not in fam.classes:
-        raise ModelLoadError(msg("registry.family_has_model_task", label=fam.label, task=task))
+        raise ModelLoadError(msg("registry.no_model_for_task", label=fam.label, task=task))
     return getattr(transformers, fam.classes[task])
 
 
@@ -272,7 +272,7 @@ def official_config(checkpoint_id: str) -> Any:  # a transformers.PretrainedConf
     name = checkpoint_id.replace("/", "__") + ".json"
     path = CONFIG_DIR / name
     if not path.exists():
-        raise ModelLoadError(msg("registry.shipped_config_looked", checkpoint_id=checkpoint_id, path=path))
+        raise ModelLoadError(msg("registry.no_shipped_config", checkpoint_id=checkpoint_id, path=path))
     d = json.loads(path.read_text())
     return transformers.AutoConfig.for_model(**d)
 

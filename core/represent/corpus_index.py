@@ -115,7 +115,7 @@ def sentences_from_upload(raw: bytes, name: str = "upload.txt") -> tuple[str, ..
     )
     found = sentences_from_text(text)
     if not found:
-        raise CorpusIndexError(msg("corpus_index.has_text_upload_txt", name=name))
+        raise CorpusIndexError(msg("corpus_index.file_has_no_text", name=name))
     return found
 
 
@@ -166,11 +166,11 @@ class IndexConfig:
                 raise CorpusIndexError(msg("corpus_index.corpus_empty_paste_upload"))
             if len(clean) > self.max_sentences:
                 raise CorpusIndexError(
-                    msg("corpus_index.corpus_has_sentences_most", n_clean=len(clean), max_sentences=self.max_sentences)
+                    msg("corpus_index.too_many_sentences", n_clean=len(clean), max_sentences=self.max_sentences)
                 )
             object.__setattr__(self, "sentences", clean)
         elif self.sentences:
-            raise CorpusIndexError(msg("corpus_index.bundled_corpus_takes_sentences"))
+            raise CorpusIndexError(msg("corpus_index.bundled_takes_no_sentences"))
 
     def corpus(self) -> tuple[str, ...]:
         """The sentences that are indexed: the text's, or an evenly spaced sample of the bundled train split (it
@@ -243,7 +243,7 @@ class CorpusIndex:
         found = self._word_sentences.get(w, ())
         if not found:
             raise CorpusIndexError(
-                msg("corpus_index.does_not_occur_indexed", p=word.strip(), n_sentences=len(self.sentences))
+                msg("corpus_index.word_not_in_corpus", word=word.strip(), n_sentences=len(self.sentences))
             )
         return found
 
@@ -313,7 +313,7 @@ def build_index(
     """
     depths = num_depths(lm)
     if cfg.depth >= depths:
-        raise CorpusIndexError(msg("corpus_index.depth_beyond_model_has", depth=cfg.depth, p=depths - 1))
+        raise CorpusIndexError(msg("corpus_index.depth_beyond_model_has", depth=cfg.depth, last_depth=depths - 1))
     t0 = time.perf_counter()
     sentences = cfg.corpus()
 
@@ -325,7 +325,7 @@ def build_index(
         lm, sentences, [int(cfg.depth)], max_length=cfg.max_length, batch_tokens=batch_tokens, on_progress=vec_progress
     )
     if len(tv) == 0:
-        raise CorpusIndexError(msg("corpus_index.corpus_gave_tokens_index"))
+        raise CorpusIndexError(msg("corpus_index.no_tokens_to_index"))
     x = np.ascontiguousarray(tv.at(int(cfg.depth)), dtype=np.float32)  # (rows, H)
     _faiss().normalize_L2(x)  # in place: inner product = cosine
     if on_progress is not None:
@@ -590,7 +590,7 @@ def search(
     empty query, a word the query does not have, or k out of range."""
     t0 = time.perf_counter()
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= MAX_K:
-        raise CorpusIndexError(msg("corpus_index.neighbours_must_from_got", MAX_K=MAX_K, k=k))
+        raise CorpusIndexError(msg("corpus_index.neighbours_must_from_got", max_neighbours=MAX_K, neighbours=k))
     if model_key(lm) != ci.model_key:
         raise CorpusIndexError(
             msg("corpus_index.other_model", built=scrub(ci.checkpoint), checkpoint=scrub(lm.spec.checkpoint))
@@ -607,7 +607,7 @@ def search(
                 msg(
                     "corpus_index.position_not_token_query",
                     position=position,
-                    p=", ".join(map(str, tv.positions.tolist())),
+                    positions=", ".join(map(str, tv.positions.tolist())),
                 )
             )
     else:
@@ -616,7 +616,7 @@ def search(
         if isinstance(word, (int, np.integer)) and not isinstance(word, bool):
             w = int(word)
             if not 0 <= w < len(words):
-                raise CorpusIndexError(msg("corpus_index.query_has_words_word", n_words=len(words), w=w))
+                raise CorpusIndexError(msg("corpus_index.no_such_word", n_words=len(words), word_number=w))
         else:
             wanted = str(word).strip().lower()
             w = next((i for i, (_, _, x) in enumerate(words) if x.lower() == wanted), -1)
@@ -624,13 +624,13 @@ def search(
                 raise CorpusIndexError(
                     msg(
                         "corpus_index.not_word_query_sentence",
-                        p=str(word).strip(),
-                        p2=", ".join(x for _, _, x in words[:20]),
+                        word=str(word).strip(),
+                        words=", ".join(x for _, _, x in words[:20]),
                     )
                 )
         rows = np.where(tv.word_index == w)[0]
         if not len(rows) or w not in searchable_words(lm, ci, query):  # the words the page offers (one check)
-            raise CorpusIndexError(msg("corpus_index.has_token_its_own", p=words[w][2], max_length=ci.max_length))
+            raise CorpusIndexError(msg("corpus_index.no_token_of_its_own", word=words[w][2], max_length=ci.max_length))
     r = int(rows[0])  # the word's first piece
     q = np.ascontiguousarray(tv.at(ci.depth)[r : r + 1], dtype=np.float32)  # (1, H)
     _faiss().normalize_L2(q)

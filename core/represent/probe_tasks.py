@@ -95,7 +95,7 @@ def prepare_corpus(sentences: Sequence[str]) -> tuple[str, ...]:
         )
     )
     if not out:
-        raise ProbeError(msg("probes.corpus_has_sentence_words", MIN_WORDS=MIN_WORDS, MAX_WORDS=MAX_WORDS))
+        raise ProbeError(msg("probes.no_sentence_of_length", min_words=MIN_WORDS, max_words=MAX_WORDS))
     return out
 
 
@@ -113,7 +113,7 @@ def corpus_from_text(text: str) -> list[str]:
     if not sents:
         raise ProbeError(msg("probes.corpus_empty_paste_upload"))
     if len(sents) > MAX_SENTENCES:
-        raise ProbeError(msg("probes.text_has_sentences_most", n_sents=len(sents), MAX_SENTENCES=MAX_SENTENCES))
+        raise ProbeError(msg("probes.text_too_many_sentences", n_sents=len(sents), max_sentences=MAX_SENTENCES))
     return sents
 
 
@@ -199,7 +199,7 @@ def length_task(pool: Sequence[str], n: int, share: float = 0.2, seed: int = 0) 
     bins = np.searchsorted(edges, counts, side="right")  # bin b: edges[b-1] <= words < edges[b]
     present = [b for b in range(len(edges) + 1) if (bins == b).any()]
     if len(present) < 2:
-        raise ProbeError(msg("probes.every_sentence_corpus_has", TASK_NAMES=msg("probes.task.length")))
+        raise ProbeError(msg("probes.lengths_all_same", task=msg("probes.task.length")))
     per = min(n // len(present), min(int((bins == b).sum()) for b in present))
     if per * len(present) < MIN_ITEMS:
         raise _too_few("length", per * len(present))

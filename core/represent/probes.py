@@ -89,11 +89,11 @@ class ProbeConfig:
             raise ProbeError(msg("probes.pick_least_one_task"))
         bad = [x for x in tasks if x not in TASKS]
         if bad:
-            raise ProbeError(msg("probes.unknown_task_s_use", p=", ".join(bad), p2=", ".join(TASKS)))
+            raise ProbeError(msg("probes.unknown_task_s_use", unknown=", ".join(bad), choices=", ".join(TASKS)))
         top = max_per_task()
         if not MIN_PER_TASK <= int(self.per_task) <= top:
             raise ProbeError(
-                msg("probes.sentences_per_task_must", MIN_PER_TASK=MIN_PER_TASK, top=top, per_task=self.per_task)
+                msg("probes.sentences_per_task_must", min_per_task=MIN_PER_TASK, top=top, per_task=self.per_task)
             )
         object.__setattr__(self, "per_task", int(self.per_task))
         if not 0.1 <= float(self.heldout) <= 0.5:
@@ -106,7 +106,7 @@ class ProbeConfig:
             object.__setattr__(self, "corpus", tuple(str(s) for s in self.corpus))
             if len(self.corpus) > MAX_SENTENCES:
                 raise ProbeError(
-                    msg("probes.sentences_more_than_corpus", n_corpus=len(self.corpus), MAX_SENTENCES=MAX_SENTENCES)
+                    msg("probes.corpus_too_many_sentences", n_corpus=len(self.corpus), max_sentences=MAX_SENTENCES)
                 )
 
     def sentences(self) -> tuple[str, ...]:
@@ -158,9 +158,9 @@ def fit_probes(
     labels = np.asarray(labels)
     train = ~np.asarray(heldout, dtype=bool)
     if not train.any() or train.all():
-        raise ProbeError(msg("probes.split_left_training_held"))
+        raise ProbeError(msg("probes.split_left_no_items"))
     if len(np.unique(labels[train])) < 2:
-        raise ProbeError(msg("probes.training_items_all_have"))
+        raise ProbeError(msg("probes.one_label_only"))
     out = []
     for d in range(features.shape[0]):
         x = np.asarray(features[d], dtype=np.float64)

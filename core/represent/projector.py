@@ -107,9 +107,9 @@ class ProjectorConfig:
             raise ValueError(
                 msg(
                     "projector.max_points_must_whole",
-                    MIN_POINTS=MIN_POINTS,
+                    min_points=MIN_POINTS,
                     cap=cap,
-                    p=self.method.upper(),
+                    method=self.method.upper(),
                     extra=extra,
                     max_points=self.max_points,
                 )
@@ -123,10 +123,10 @@ class ProjectorConfig:
             if not w:
                 raise ValueError(msg("projector.type_word_look_example"))
             if sentence_words(w) != [(0, len(w))]:  # one word (a Chinese 词 is one: 北京)
-                raise ValueError(msg("projector.not_one_word_give", w=w))
+                raise ValueError(msg("projector.not_one_word", word=w))
             object.__setattr__(self, "word", w)
         if self.corpus == "text" and not (isinstance(self.text, str) and self.text.strip()):
-            raise ValueError(msg("projector.text_empty_paste_upload_2"))
+            raise ValueError(msg("projector.text_empty_or_bundled"))
 
     @property
     def needs_joint(self) -> bool:
@@ -182,7 +182,7 @@ class Projection:
     def at(self, depth: int) -> np.ndarray:
         """(N, dims) coordinates at ``depth``."""
         if depth not in self.depths:
-            raise ValueError(msg("projector.depth_was_not_projected", depth=depth, p=list(self.depths)))
+            raise ValueError(msg("projector.depth_was_not_projected", depth=depth, depths=list(self.depths)))
         return self.coords[self.depths.index(depth)]
 
 
@@ -219,7 +219,7 @@ def color_groups(p: Projection, color: str, depth: int, top: int = NEXT_WORD_COL
             raise ValueError(msg("projector.map_was_made_without"))
         n = len(p)
         return [ColorGroup("layer", int(d), np.arange(i * n, (i + 1) * n)) for i, d in enumerate(p.depths)]
-    raise ValueError(msg("projector.colour_use_one", color=color, p=", ".join(COLORS)))
+    raise ValueError(msg("projector.colour_use_one", color=color, choices=", ".join(COLORS)))
 
 
 # ---------------------------------------------------------------------------------------------- text
@@ -250,7 +250,7 @@ def corpus_of(cfg: ProjectorConfig) -> list[str]:
     if not sents:
         raise ValueError(msg("projector.text_empty_paste_upload"))
     if len(sents) > MAX_SENTENCES:
-        raise ValueError(msg("projector.text_has_sentences_most", n_sents=len(sents), MAX_SENTENCES=MAX_SENTENCES))
+        raise ValueError(msg("projector.too_many_sentences", n_sents=len(sents), max_sentences=MAX_SENTENCES))
     return sents
 
 
@@ -283,7 +283,7 @@ def pick_sentences(cfg: ProjectorConfig, sentences: Sequence[str]) -> tuple[list
         if not found:
             raise ValueError(absent_message(cfg.word, sentences, cfg.corpus))
         if total < MIN_POINTS:
-            raise ValueError(msg("projector.occurs_only_time_s", word=cfg.word, total=total, MIN_POINTS=MIN_POINTS))
+            raise ValueError(msg("projector.word_too_rare", word=cfg.word, total=total, min_points=MIN_POINTS))
         if total > cfg.max_points or len(found) > MAX_SENTENCES:
             rng.shuffle(found)
         keep: list[str] = []
@@ -305,7 +305,7 @@ def pick_sentences(cfg: ProjectorConfig, sentences: Sequence[str]) -> tuple[list
             keep.append(sentences[i])
             n += c
     if n < MIN_POINTS:
-        raise ValueError(msg("projector.text_has_only_word", n=n, MIN_POINTS=MIN_POINTS))
+        raise ValueError(msg("projector.too_few_words", n=n, min_points=MIN_POINTS))
     return keep, n
 
 
@@ -331,7 +331,7 @@ def project(
     depths_all = num_depths(lm)
     depths = cfg.depths if cfg.depths is not None else tuple(range(depths_all))
     if max(depths) >= depths_all:
-        raise ValueError(msg("projector.depths_go_from_embeddings", p=depths_all - 1, p2=list(depths)))
+        raise ValueError(msg("projector.depths_go_from_embeddings", last_depth=depths_all - 1, depths=list(depths)))
     sentences = corpus_of(cfg)
     report(0.0, msg("progress.projector.finding", n=len(sentences)))
     chosen, found = pick_sentences(cfg, sentences)
@@ -348,7 +348,7 @@ def project(
         rows = np.sort(np.random.default_rng(cfg.seed).choice(rows, cfg.max_points, replace=False))
     if len(rows) < MIN_POINTS:
         raise ValueError(
-            msg("projector.only_point_s_left", n_rows=len(rows), max_length=cfg.max_length, MIN_POINTS=MIN_POINTS)
+            msg("projector.too_few_points", n_rows=len(rows), max_length=cfg.max_length, min_points=MIN_POINTS)
         )
     n = len(rows)
     width = SNIPPET_WORDS if n <= MANY_POINTS else SNIPPET_WORDS_MANY
@@ -371,7 +371,7 @@ def project(
         m = depth_maps(x, depths, nexts, report, method=cfg.method, dims=cfg.dims, seed=cfg.seed, joint=cfg.needs_joint)
     notes = []
     if truncated:
-        notes.append(msg("projector.sentence_s_were_cut", truncated=truncated, max_length=cfg.max_length))
+        notes.append(msg("projector.sentences_cut", truncated=truncated, max_length=cfg.max_length))
     if cfg.what == "word" and found > n:
         notes.append(msg("projector.occurrences_were_found_random", found=found, n=n))
     report(1.0, msg("progress.done"))

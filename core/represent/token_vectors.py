@@ -114,7 +114,7 @@ class TokenVectors:
     def at(self, depth: int) -> np.ndarray:
         """(rows, H) vectors at ``depth`` (one of ``layers``)."""
         if depth not in self.layers:
-            raise ValueError(msg("vectors.depth_was_not_kept", depth=depth, p=list(self.layers)))
+            raise ValueError(msg("vectors.depth_was_not_kept", depth=depth, depths=list(self.layers)))
         return self.vectors[self.layers.index(depth)]
 
     def rows_of(self, word: str) -> np.ndarray:
@@ -162,18 +162,16 @@ def token_vectors(
 
     sentences = tuple(str(s) for s in sentences)
     if not sentences or not any(s.strip() for s in sentences):
-        raise ValueError(msg("vectors.there_text_read_give"))
+        raise ValueError(msg("vectors.no_text"))
     if len(sentences) > MAX_SENTENCES:
-        raise ValueError(
-            msg("vectors.sentences_more_than_can", n_sentences=len(sentences), MAX_SENTENCES=MAX_SENTENCES)
-        )
+        raise ValueError(msg("vectors.too_many_sentences", n_sentences=len(sentences), max_sentences=MAX_SENTENCES))
     if unit not in UNITS:
-        raise ValueError(msg("vectors.unit_must_one_got", p=", ".join(UNITS), unit=unit))
+        raise ValueError(msg("vectors.unit_must_one_got", choices=", ".join(UNITS), unit=unit))
     depths = num_depths(lm)
     layers = tuple(range(depths)) if layers is None else tuple(int(x) for x in layers)
     bad = [x for x in layers if not 0 <= x < depths]
     if bad or not layers:
-        raise ValueError(msg("vectors.depths_must_embeddings_model", p=depths - 1, p2=list(layers)))
+        raise ValueError(msg("vectors.depths_must_embeddings_model", last_depth=depths - 1, depths=list(layers)))
     tok = lm.tokenizer
     if not getattr(tok, "is_fast", False):
         raise ValueError(msg("vectors.needs_fast_tokenizer_word"))

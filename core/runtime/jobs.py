@@ -142,7 +142,7 @@ def resource_for(device: str, gpus_available: float | None = None) -> str:
     if gpus_available is None:
         return "gpu" if resolve_device(device).kind == "cuda" else "cpu"
     if device == "cuda" and not gpus_available:
-        raise ModelLoadError(msg("jobs.node_ray_cluster_has"))
+        raise ModelLoadError(msg("jobs.no_gpu_node"))
     return "gpu" if device in ("cuda", "auto") and gpus_available else "cpu"
 
 
@@ -178,7 +178,7 @@ class JobRunner:
         self.limits = limits or default_limits()
         for k, v in self.limits.items():
             if v < 1:
-                raise ValueError(msg("jobs.job_limit_must_least", k=k, v=v))
+                raise ValueError(msg("jobs.job_limit_must_least", resource=k, limit=v))
         self.workers = settings.current().job_workers if workers is None else workers
         self._jobs: dict[int, Job] = {}
         self._queue: list[tuple[Job, Any]] = []  # (job, fn or pickled fn)
@@ -206,7 +206,7 @@ class JobRunner:
         if device is not None:
             resource = resource_for(device, self.gpus_available())
         if resource not in self.limits:
-            raise ValueError(msg("jobs.unknown_resource_use_one", resource=resource, p=", ".join(self.limits)))
+            raise ValueError(msg("jobs.unknown_resource_use_one", resource=resource, choices=", ".join(self.limits)))
         s = settings.current()
         payload = self._payload(fn)
         with self._lock:
@@ -219,7 +219,7 @@ class JobRunner:
                         msg(
                             "jobs.you_already_have_job",
                             running=running,
-                            p=len(mine) - running,
+                            queued=len(mine) - running,
                             session_running=s.session_running,
                             session_queued=s.session_queued,
                         )

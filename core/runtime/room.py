@@ -82,7 +82,7 @@ class RoomLimits:
     def __post_init__(self) -> None:
         for name in ("poll_s", "idle_s", "closed_keep_s", "presence_s", "rate_window_s"):
             if not getattr(self, name) > 0:
-                raise ValueError(msg("room.roomlimits_must_above_got", name=name, p=getattr(self, name)))
+                raise ValueError(msg("room.roomlimits_must_above_got", name=name, value=getattr(self, name)))
         for name in ("max_rooms", "max_members", "max_sentence_chars", "max_sentences", "member_sentences", "rate_n"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:

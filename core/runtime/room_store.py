@@ -92,7 +92,7 @@ class InProcessStore(RoomStore):
         norm = normalize_code(code)
         r = self._rooms.get(norm)
         if r is None:
-            raise RoomError(msg("room.there_room_code_check", p=norm or "(empty)"))
+            raise RoomError(msg("room.no_such_room", code=norm or "(empty)"))
         return r
 
     def _open(self, code: str) -> _Room:
@@ -137,7 +137,7 @@ class InProcessStore(RoomStore):
             now = self._clock()
             self._sweep(now)
             if sum(r.closed_reason is None for r in self._rooms.values()) >= self.limits.max_rooms:
-                raise RoomError(msg("room.server_has_rooms_open", max_rooms=self.limits.max_rooms))
+                raise RoomError(msg("room.too_many_rooms", max_rooms=self.limits.max_rooms))
             while True:
                 code = "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LEN))
                 if code not in self._rooms:
@@ -248,7 +248,7 @@ class InProcessStore(RoomStore):
             if not r.collecting:
                 raise RoomError(msg("room.presenter_not_asking_sentences"))
             if m.n_sent >= lim.member_sentences:
-                raise RateLimitError(msg("room.you_have_sent_sentences", n_sent=m.n_sent))
+                raise RateLimitError(msg("room.sentence_quota_reached", n_sent=m.n_sent))
             while m.sent and now - m.sent[0] > lim.rate_window_s:
                 m.sent.popleft()
             if len(m.sent) >= lim.rate_n:
@@ -258,11 +258,11 @@ class InProcessStore(RoomStore):
                         "room.slow_down_most_sentences",
                         rate_n=lim.rate_n,
                         rate_window_s=lim.rate_window_s,
-                        p=max(1, round(wait)),
+                        wait_s=max(1, round(wait)),
                     )
                 )
             if len(r.subs) >= lim.max_sentences:
-                raise RoomError(msg("room.room_has_sentences_most", max_sentences=lim.max_sentences))
+                raise RoomError(msg("room.room_full_of_sentences", max_sentences=lim.max_sentences))
             sub = Submission(id=r.next_sid, member=member, text=text.strip(), at=time.time())
             r.next_sid += 1
             r.subs.append(sub)

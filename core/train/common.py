@@ -176,7 +176,7 @@ def accelerator(device_kind: str, mixed_precision: str, error: type[Exception] =
     with _SLOT_LOCK:
         busy = [k for k, n in _SLOTS.items() if n and k != want]
         if busy:
-            raise error(msg("train.another_training_run_server", p=busy[0][0], p2=busy[0][1]))
+            raise error(msg("train.another_training_run_server", device=busy[0][0], precision=busy[0][1]))
         distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
         if AcceleratorState._shared_state and not distributed:
             cur = AcceleratorState()

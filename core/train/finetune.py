@@ -330,10 +330,10 @@ def train(
                         if not math.isfinite(loss_value):
                             raise FinetuneError(
                                 msg(
-                                    "finetune.training_loss_became_step",
+                                    "finetune.loss_not_finite",
                                     loss_value=loss_value,
-                                    p=state["global_step"] + 1,
-                                    p2=scheduler.get_last_lr()[0],
+                                    step=state["global_step"] + 1,
+                                    lr=scheduler.get_last_lr()[0],
                                 )
                             )
                         acc.backward(loss)
@@ -544,7 +544,7 @@ def _load_checkpoint(acc, ckpt_dir: Path, cfg: FinetuneConfig, data: LabelledDat
         if old.get(k) != getattr(cfg, k)
     ]
     if changed:
-        raise FinetuneError(msg("finetune.checkpoint_used_different_settings", p=", ".join(changed)))
+        raise FinetuneError(msg("finetune.checkpoint_used_different_settings", changed=", ".join(changed)))
     state, tensors, arrays = training.load_checkpoint(acc, ckpt_dir, rng, tensors=("best",), arrays=("best_probs",))
     state["best_probs"] = arrays["best_probs"]
     return state, tensors["best"]

@@ -124,20 +124,22 @@ class FinetuneConfig:
         if self.lr is None:
             object.__setattr__(self, "lr", TOKEN_LR if self.task == "token" else SEQUENCE_LR)
         if self.family not in FAMILIES:
-            raise ValueError(msg("finetune.unknown_family_choose_one", family=self.family, p=", ".join(FAMILIES)))
+            raise ValueError(msg("finetune.unknown_family_choose_one", family=self.family, choices=", ".join(FAMILIES)))
         if not str(self.checkpoint).strip():
-            raise ValueError(msg("finetune.checkpoint_pick_one_sidebar"))
+            raise ValueError(msg("finetune.no_checkpoint"))
         check_bounds(self)  # every bounded field above: ValueError naming it, its range and the value
         if self.pooling not in POOLINGS:
-            raise ValueError(msg("finetune.pooling_must_one_got", p=", ".join(POOLINGS), pooling=self.pooling))
+            raise ValueError(msg("finetune.pooling_must_one_got", choices=", ".join(POOLINGS), pooling=self.pooling))
         if self.task == "token" and self.pooling == "mean":
             raise ValueError(msg("finetune.mean_pooling_makes_one"))
         if self.device not in ("auto", "cpu", "cuda"):
             raise ValueError(msg("finetune.device_must_auto_cpu", device=self.device))
         if self.precision not in PRECISIONS:
-            raise ValueError(msg("finetune.precision_must_one_got", p=", ".join(PRECISIONS), precision=self.precision))
+            raise ValueError(
+                msg("finetune.precision_must_one_got", choices=", ".join(PRECISIONS), precision=self.precision)
+            )
         if self.precision == "fp16" and _device_kind(self.device) != "cuda":
-            raise ValueError(msg("finetune.fp_mixed_precision_needs"))
+            raise ValueError(msg("finetune.fp16_needs_cuda"))
         if not isinstance(self.gradient_checkpointing, bool):
             raise ValueError(
                 msg("finetune.gradient_checkpointing_must_true", gradient_checkpointing=self.gradient_checkpointing)
@@ -152,7 +154,7 @@ class FinetuneConfig:
                 msg(
                     "finetune.max_length_below_article",
                     max_length=self.max_length,
-                    ARTICLE_MIN_LENGTH=ARTICLE_MIN_LENGTH,
+                    min_length=ARTICLE_MIN_LENGTH,
                 )
             )
         lo, hi = ARTICLE_TOKEN_LR if self.task == "token" else ARTICLE_LR
@@ -171,10 +173,10 @@ class FinetuneConfig:
             )
         dlo, dhi = ARTICLE_DROPOUT
         if self.dropout is not None and not dlo <= self.dropout <= dhi:
-            out.append(msg("finetune.dropout_outside_article_s", dropout=self.dropout, dlo=dlo, dhi=dhi))
+            out.append(msg("finetune.dropout_outside_article_s", dropout=self.dropout, low=dlo, high=dhi))
         plo, phi = ARTICLE_PATIENCE
         if self.patience and not plo <= self.patience <= phi:
-            out.append(msg("finetune.early_stopping_patience_outside", patience=self.patience, plo=plo, phi=phi))
+            out.append(msg("finetune.early_stopping_patience_outside", patience=self.patience, low=plo, high=phi))
         if self.grad_clip == 0:
             out.append(msg("finetune.gradient_clipping_off_article"))
         return tuple(out)
@@ -265,7 +267,7 @@ REMEDIES: dict[str, tuple[str, Callable[[FinetuneConfig], FinetuneConfig]]] = {
 def apply_remedy(cfg: FinetuneConfig, name: str) -> FinetuneConfig:
     """``cfg`` with one of ``REMEDIES`` applied. Raises ValueError for an unknown name."""
     if name not in REMEDIES:
-        raise ValueError(msg("finetune.unknown_remedy_choose_one", name=name, p=", ".join(REMEDIES)))
+        raise ValueError(msg("finetune.unknown_remedy_choose_one", name=name, choices=", ".join(REMEDIES)))
     return REMEDIES[name][1](cfg)
 
 

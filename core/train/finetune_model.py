@@ -32,10 +32,10 @@ def freeze(model, cfg: FinetuneConfig) -> None:
     if cfg.freeze_layers:
         layers = registry.encoder_layers(base)
         if layers is None:
-            raise ValueError(msg("finetune.shares_one_layer_s", label=registry.family(cfg.family).label))
+            raise ValueError(msg("finetune.shared_layers_cannot_freeze", label=registry.family(cfg.family).label))
         if cfg.freeze_layers >= len(layers):
             raise ValueError(
-                msg("finetune.model_has_layers_freezing", n_layers=len(layers), freeze_layers=cfg.freeze_layers)
+                msg("finetune.freeze_too_many_layers", n_layers=len(layers), freeze_layers=cfg.freeze_layers)
             )
         for layer in layers[: cfg.freeze_layers]:
             for p in layer.parameters():
@@ -84,7 +84,7 @@ def load_fresh(cfg: FinetuneConfig, data):
     if cfg.gradient_checkpointing:
         hf = model.backbone if hasattr(model, "backbone") else model
         if not getattr(hf, "supports_gradient_checkpointing", False):
-            raise ValueError(msg("finetune.does_not_support_gradient", name__=type(hf).__name__))
+            raise ValueError(msg("finetune.does_not_support_gradient", model_class=type(hf).__name__))
         # use_reentrant=False: torch's recommended form; it also keeps gradients flowing when the embeddings are
         # frozen (the reentrant form needs an input that requires grad).
         enable = getattr(hf, "activation_checkpointing_enable", None)  # the name since transformers 5.2x
@@ -95,7 +95,7 @@ def load_fresh(cfg: FinetuneConfig, data):
     bad = [n for n, p in model.named_parameters() if not p.isfinite().all()]
     if bad:
         raise FinetuneError(
-            msg("finetune.checkpoint_holds_nan_infinite", bad=bad[0], p=" and more" if len(bad) > 1 else "")
+            msg("finetune.checkpoint_holds_nan_infinite", bad=bad[0], and_more=" and more" if len(bad) > 1 else "")
         )
     return model, lm.tokenizer
 

@@ -109,7 +109,7 @@ def plan(cfg, names: tuple[str, ...] | None = None) -> list[tuple[str, str, Any,
     names = tuple(REMEDIES) if names is None else names
     unknown = [n for n in names if n not in REMEDIES]
     if unknown:
-        raise ValueError(msg("remedies.unknown_remedies_choose_from", unknown=unknown, p=", ".join(REMEDIES)))
+        raise ValueError(msg("remedies.unknown_remedies_choose_from", unknown=unknown, choices=", ".join(REMEDIES)))
     out: list[tuple[str, str, Any, bool]] = [(BASELINE, msg("remedies.as_configured"), cfg, True)]
     for n in names:
         c = apply_remedy(cfg, n)
@@ -133,7 +133,7 @@ def measure_remedies(
     import torch  # lazy: torch loads in seconds; the page imports this module for its dataclasses
 
     if not isinstance(steps, int) or not 2 <= steps <= MAX_STEPS:
-        raise ValueError(msg("remedies.steps_must_whole_number", MAX_STEPS=MAX_STEPS, steps=steps))
+        raise ValueError(msg("remedies.steps_must_whole_number", max_steps=MAX_STEPS, steps=steps))
     runs = plan(short_run(cfg, steps), names)
     kind = resolve_device(cfg.device).kind
     sub = data.subset(steps * cfg.batch_size, 8)
@@ -204,9 +204,11 @@ def _run_child(cfg, data, folder: Path, threads: int, on_progress, fraction: flo
         while proc.poll() is None:
             time.sleep(0.2)
             if on_progress:  # may raise JobCancelled: the child is killed below
-                on_progress(fraction, msg("progress.remedies.child", settings=_settings(cfg), s=time.monotonic() - t0))
+                on_progress(
+                    fraction, msg("progress.remedies.child", settings=_settings(cfg), seconds=time.monotonic() - t0)
+                )
             if time.monotonic() - t0 > CHILD_TIMEOUT_S:
-                raise TimeoutError(msg("remedies.remedy_run_took_over", CHILD_TIMEOUT_S=CHILD_TIMEOUT_S))
+                raise TimeoutError(msg("remedies.remedy_run_took_over", timeout_s=CHILD_TIMEOUT_S))
     except BaseException:
         proc.kill()
         proc.wait()

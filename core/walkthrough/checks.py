@@ -217,7 +217,7 @@ def finetune_choices(available: Callable[[str], bool] = _bundled_available) -> l
 def heldout_sentences(n: int) -> list[str]:
     """``n`` held-out corpus lines of a readable length, spread over the file (the same ones every time)."""
     if n < 1:
-        raise ValueError(msg("walkthrough.ask_least_one_held", n=n))
+        raise ValueError(msg("walkthrough.too_few_heldout", n=n))
     lines = [ln.strip() for ln in HELDOUT.read_text(encoding="utf-8").splitlines() if 60 <= len(ln.strip()) <= 200]
     step = max(1, len(lines) // n)
     return lines[::step][:n]
@@ -286,7 +286,7 @@ def measure_distillation(
 
     student_f = next((f for f in FAMILIES.values() if f.distilled_from), None)
     if student_f is None:
-        raise ValueError(msg("walkthrough.registered_family_distilled_from"))
+        raise ValueError(msg("walkthrough.no_distilled_family"))
     assert student_f.distilled_from is not None  # the family was picked for it
     pair = distillation_pair()
     at = time.strftime("%H:%M:%S")

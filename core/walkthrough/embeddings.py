@@ -75,11 +75,11 @@ def embedding_parts(lm: LoadedModel, text: str, text_b: str | None = None) -> Em
     import torch
 
     if not text or not text.strip():
-        raise ValueError(msg("walkthrough.text_empty_type_sentence_2"))
+        raise ValueError(msg("walkthrough.text_empty_to_embed"))
     tok, base = lm.tokenizer, _base(lm.model)
     emb = getattr(base, "embeddings", None)
     if emb is None or not hasattr(emb, "word_embeddings") or not hasattr(emb, "position_embeddings"):
-        raise ValueError(msg("walkthrough.has_bert_style_embedding", name__=type(lm.model).__name__))
+        raise ValueError(msg("walkthrough.no_bert_embeddings", model_class=type(lm.model).__name__))
     limit = min(MAX_TEXT_TOKENS, lm.max_tokens)
     pair = bool(text_b and text_b.strip())
     text = with_mask_token(text, tok.mask_token)  # a typed [MASK] is the model's own mask token, as on every page

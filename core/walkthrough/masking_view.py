@@ -52,10 +52,10 @@ def _prepare(lm: LoadedModel, text: str):
     import torch
 
     if not text or not text.strip():
-        raise ValueError(msg("walkthrough.text_empty_type_sentence"))
+        raise ValueError(msg("walkthrough.text_empty_to_mask"))
     tok = lm.tokenizer
     if tok.mask_token_id is None:
-        raise ValueError(msg("walkthrough.tokenizer_has_mask_token", checkpoint=lm.spec.checkpoint))
+        raise ValueError(msg("walkthrough.no_mask_token", checkpoint=lm.spec.checkpoint))
     text = with_mask_token(text, tok.mask_token)  # a typed [MASK] is the model's own mask token, as on every page
     chinese = has_han(text) and getattr(tok, "is_fast", False)  # 词 need the tokens' character offsets
     enc = tok(

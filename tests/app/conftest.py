@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
+from streamlit.testing.v1.element_tree import ElementTree
 
 from app.kit import i18n
 
@@ -11,13 +12,37 @@ ROOT = Path(__file__).resolve().parents[2]
 MAIN = str(ROOT / "app" / "main.py")
 
 
+DRAWN = "_encoderlab_drawn_lang"  # set on an AppTest after each run: the language that run drew in
+
+
+def drawn_in(at: AppTest):
+    """The language ``at``'s last run drew in (English before its first), for text built outside a run. Not the
+    session's language now: a test may set ``at.session_state["ui.lang"]`` between runs, and the widgets on screen
+    were still drawn in the language before."""
+    return i18n.language(getattr(at, DRAWN, i18n.DEFAULT_LANG))
+
+
 @pytest.fixture(autouse=True)
-def default_language_outside_a_run(monkeypatch):
-    """Outside a script run, app.kit.i18n.lang() answers the language of this process's last run, so text built
-    outside a run (the session report's HTML) came out in whichever language the test before it on the same
-    xdist worker left (a 中文 report failed an English assertion in one test order): every test starts from the
-    default language."""
-    monkeypatch.setitem(i18n._last, "lang", i18n.DEFAULT_LANG)
+def widgets_reread_in_the_language_they_were_drawn_in(monkeypatch):
+    """In a served session a widget's format_func runs in the script run, where app.kit.i18n.lang() is the
+    session's language. AppTest instead re-applies it in the test's thread when it sends the next run's widget
+    values (ElementTree.run), where the language is the context's (English unless set). Run that step in the
+    language the last run drew, as the server would: else a 中文 page's options, drawn in Chinese, are looked up by
+    their English labels ("'bert-mini (bundled)' is not in list")."""
+    run = ElementTree.run
+
+    def run_in_drawn_language(self, *, timeout=None):
+        at = self._runner
+        with drawn_in(at):
+            out = run(self, timeout=timeout)
+        try:
+            code = at.session_state[i18n.LANG_KEY]
+        except KeyError:
+            code = i18n.DEFAULT_LANG
+        setattr(at, DRAWN, code if code in i18n.LANGS else i18n.DEFAULT_LANG)
+        return out
+
+    monkeypatch.setattr(ElementTree, "run", run_in_drawn_language)
 
 
 def page_path(name: str) -> str:

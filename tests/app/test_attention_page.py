@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -115,6 +116,40 @@ def test_head_pattern_finder_flow_and_compare(use_tiny_zoo):
     labels = [m.label for m in at.metric]
     assert any("ALBERT" in x for x in labels) and any("BERT ·" in x for x in labels)
     assert any(t.startswith("BERT") for t in _titles(at))
+
+
+def test_a_rerun_that_changes_nothing_derives_nothing(use_tiny_zoo, monkeypatch):
+    """#46 §2: the rollout (and relevance), the Q·K view and the word map go through app.kit.cache, keyed by the
+    model's spec and the input: a second run of the same view calls none of the core functions again, and a changed
+    choice (the mixing layer) calls only what it changes."""
+    from app.kit import cache
+    from core.inspect import attention as A
+    from core.inspect import attention_views as AV
+
+    calls: Counter[str] = Counter()
+
+    def spy(module, name: str) -> None:
+        real = getattr(module, name)
+
+        def counted(*args, **kwargs):
+            calls[name] += 1
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, counted)
+
+    for module, name in ((A, "rollout"), (A, "qk_view"), (AV, "word_attention")):
+        spy(module, name)
+    for wrapper in (cache.attention_mixing, cache.attention_qk, cache.attention_layer_map):
+        wrapper.clear()  # the cache is process-wide: another test may have filled it with this very input
+    at = _open()
+    first = dict(calls)
+    assert first == {"rollout": 1, "qk_view": 1, "word_attention": 1}, first
+    at.run()
+    assert not at.exception, at.exception
+    assert dict(calls) == first
+    at.selectbox(key="attention.mix.layer").set_value(0).run()
+    assert not at.exception, at.exception
+    assert dict(calls) == {**first, "rollout": 2}
 
 
 def test_unsafe_text_runs(use_tiny_zoo):

@@ -4,6 +4,7 @@ Compare runs keeps sequence and token runs apart."""
 
 from __future__ import annotations
 
+import time
 from types import SimpleNamespace as NS
 
 import pytest
@@ -96,9 +97,10 @@ def _compare(finished):
 
 
 def _result(name, result):
+    from app.kit.finetune_work import trained_model
     from app.views.train.finetune_results import result_view
 
-    result_view(name, result)
+    result_view(name, result, trained_model)
 
 
 def test_compare_runs_puts_sequence_and_token_runs_in_separate_tables(two_runs):
@@ -145,3 +147,69 @@ def test_a_token_task_has_no_pooling_options(use_tiny_zoo, tmp_path, monkeypatch
     assert at.radio(key="finetune.pooling").options == [
         t(f"finetune.pooling_opt.{p}") for p in ("cls", "mean", "scalar_mix")
     ]
+
+
+# ---------------------------------------------------------------------------------------------- run panels
+def _runs(cfg, data, job_ids, out):
+    """The runs section as the page draws it: the page's side (app.kit.finetune_work) starts the jobs it asks for."""
+    from functools import partial
+
+    import streamlit as st
+
+    from app.kit import finetune_work as work
+    from app.views.train.finetune_runs import runs_section
+
+    runs = st.session_state.setdefault(
+        "test.runs",
+        [dict(name=f"run{i + 1}-x", job_id=j, cfg=cfg, data=data, out=out, result=None) for i, j in job_ids],
+    )
+    runs_section(
+        runs, work.jobs_of(runs), resume=work.resume, restart=partial(work.restart, runs), load=work.trained_model
+    )
+
+
+def _out_of_memory(ctx):
+    from core.base.messages import msg
+    from core.train.finetune_config import OOM_KIND, FinetuneError
+
+    raise FinetuneError(msg(OOM_KIND, device="cpu", batch=8, max_len=16, half_batch=4, half_len=8, offer=""))
+
+
+def _until_cancelled(ctx):
+    while not ctx.cancelled:
+        time.sleep(0.01)
+
+
+def test_a_run_out_of_memory_restarts_with_a_remedy_and_a_cancelled_run_resumes(tiny_models, tmp_path, monkeypatch):
+    """The run panel's two buttons start work through the page's side: a remedy starts a new run of the remedied
+    config on the same data; Resume gives the cancelled run a new job, named as resumed."""
+    from core.runtime.backend import runner
+    from core.train.finetune_config import FinetuneConfig, apply_remedy, remedies_for
+    from tests.core.test_finetune import toy
+
+    monkeypatch.setenv("ENCODERLAB_RUNS", str(tmp_path / "runs"))
+    r = runner()
+    oom = r.wait(r.submit("oom", _out_of_memory))
+    stopped = r.submit("stopped", _until_cancelled)
+    r.cancel(stopped.id)
+    r.wait(stopped)
+    assert (oom.status, stopped.status) == ("error", "cancelled")
+    out = tmp_path / "run2"
+    (out / "checkpoint").mkdir(parents=True)  # what a cancelled run leaves to resume from
+    fam = "bert" if "bert" in tiny_models else next(iter(tiny_models))
+    cfg = FinetuneConfig(fam, str(tiny_models[fam]), device="cpu", max_steps=2, batch_size=8, max_length=16)
+    job_ids = list(enumerate((oom.id, stopped.id)))
+    at = AppTest.from_function(_runs, args=(cfg, toy(24, 8), job_ids, str(out)), default_timeout=60).run()
+    assert not at.exception, at.exception
+    remedy = remedies_for(cfg)[0]
+    at.button(key=f"finetune.remedy.run1-x.{remedy}").click().run()
+    assert not at.exception, at.exception
+    runs = at.session_state["test.runs"]
+    assert [x["name"] for x in runs] == ["run1-x", "run2-x", f"run3-{fam}"]
+    assert runs[2]["cfg"] == apply_remedy(cfg, remedy) and runs[2]["data"] is runs[0]["data"]
+    at.button(key="finetune.resume.run2-x").click().run()
+    assert not at.exception, at.exception
+    resumed = r.get(at.session_state["test.runs"][1]["job_id"])
+    assert resumed.id != stopped.id and resumed.name == t("finetune.job_name_resumed", name="run2-x")
+    for job in (resumed, r.get(runs[2]["job_id"])):
+        r.wait(job, timeout=300)

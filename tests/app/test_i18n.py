@@ -264,3 +264,34 @@ def test_the_scan_catches_a_hard_coded_label(tmp_path):
     finally:
         ROOT = old
     assert [f.split(":")[1] for f in found] == ["2", "4", "7"], found
+
+
+# a placeholder says what it holds: not p, p2, a single letter (n, a plain count, is fine) or name__
+VAGUE_FIELD = re.compile(r"p\d*|[a-mo-zA-Z]|_\w*|\w*_")
+
+
+def vague_placeholders(entries: dict[str, dict[str, str]]) -> list[str]:
+    """Every "key: {field}" of a catalogue whose field does not say what it holds (plotly's %{x} is not a field)."""
+    found = []
+    for key, entry in sorted(entries.items()):
+        for lang in LANGS:
+            text = re.sub(r"%\{[^{}]*\}", "", entry.get(lang) or "")
+            try:
+                names = {re.split(r"[.\[!:]", f)[0] for f in _fields(text)}
+            except ValueError:  # an unbalanced brace: catalogue_problems' business
+                continue
+            found += [f"{key}: {{{f}}}" for f in sorted(names) if VAGUE_FIELD.fullmatch(f)]
+    return sorted(set(found))
+
+
+def test_placeholders_say_what_they_hold():
+    bad = vague_placeholders(catalog())
+    assert not bad, f"{len(bad)} placeholders that do not say what they hold:\n" + "\n".join(bad)
+
+
+def test_the_placeholder_check_catches_vague_names():
+    entries = {
+        "x.ok": {"en": "{n} of {n_tokens} at %{x}", "zh": "{n} / {n_tokens} %{y}"},
+        "x.bad": {"en": "{p} and {p2} in {name__} ({e}, {w!r}, {s:.1f})", "zh": "{p} {p2} {name__} {e} {w!r} {s:.1f}"},
+    }
+    assert vague_placeholders(entries) == sorted(f"x.bad: {{{f}}}" for f in ("e", "name__", "p", "p2", "s", "w"))

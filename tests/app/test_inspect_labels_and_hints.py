@@ -105,11 +105,10 @@ def _heads_tab(fam: str, text: str, text_b: str, pair: bool):
 
     from app.views.inspect.ablation import attention_heads
     from core.inspect.attention import AttentionConfig
-    from core.models.loading import ModelSpec
+    from core.models.loading import ModelSpec, load
 
-    attention_heads(
-        SimpleNamespace(spec=ModelSpec(fam, f"encoderlab/{fam}-mini", "cpu")), AttentionConfig(text, text_b, pair)
-    )
+    spec = ModelSpec(fam, f"encoderlab/{fam}-mini", "cpu")
+    attention_heads(SimpleNamespace(spec=spec), AttentionConfig(text, text_b, pair), lambda task: load(spec, task))
 
 
 @pytest.mark.parametrize("fam", ["roberta", "distilbert"])

@@ -161,11 +161,10 @@ def _fake_result(ranks: list[int | None], k: int = 5):
     return SimpleNamespace(masks=tuple(masks), masked_word="context")
 
 
-def test_fill_caption_green_only_when_the_original_is_shown(monkeypatch):
-    from app.kit import i18n
+def test_fill_caption_green_only_when_the_original_is_shown(ui_lang):
     from app.views.start.walkthrough.step_mlm import fill_caption
 
-    monkeypatch.setitem(i18n._last, "lang", "en")
+    ui_lang("en")
     assert "Green bar: the original." in fill_caption(_fake_result([2]))
     far = fill_caption(_fake_result([50]))  # the tour: "context" ranks 51st
     assert "Green bar" not in far and "not among the 5 guesses shown" in far and "guesses: 51." in far

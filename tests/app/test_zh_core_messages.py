@@ -73,8 +73,8 @@ def test_fill_mask_bad_inputs_and_tokenizer_notes_in_chinese(use_tiny_zoo):
     at = zh_app("fill_mask")
     cases = [
         ("", zh("text.text_empty", empty_hint=msg("fill_mask.hint_empty"))),
-        ("No mask here.", zh("fill_mask.text_has_mask_write")),
-        ("[MASK] [MASK]", zh("fill_mask.text_only_masks_there")),
+        ("No mask here.", zh("fill_mask.no_mask_in_text")),
+        ("[MASK] [MASK]", zh("fill_mask.only_masks_no_context")),
     ]
     for text, want in cases:
         at.text_area(key="fill_mask.text").set_value(text)
@@ -93,7 +93,7 @@ def test_fill_mask_bad_inputs_and_tokenizer_notes_in_chinese(use_tiny_zoo):
 
 def test_a_bad_custom_checkpoint_folder_is_explained_in_chinese(use_tiny_zoo, tmp_path):
     at = zh_app("fill_mask", {"family": "bert", "model": "custom", "custom": str(tmp_path)})
-    want = zh("load.has_config_json_not", folder=str(tmp_path))
+    want = zh("load.no_config_json", folder=str(tmp_path))
     assert any(want in e.value for e in at.main.error), [e.value for e in at.main.error]
     assert any(want in e.value for e in at.sidebar.error), [e.value for e in at.sidebar.error]
     assert not english_in(shown(at)), english_in(shown(at))
@@ -103,6 +103,6 @@ def test_attention_and_sentence_pair_empty_text_in_chinese(use_tiny_zoo):
     at = zh_app("attention")
     at.text_area(key="attention.text").set_value(" ")
     submit(at, "attention.form", "attention.show")
-    want = zh("attention.type_sentence_see_where", first=msg("attention.first_text"))
+    want = zh("attention.type_sentence_see_where", first=msg("attention.text_empty"))
     assert any(want in e.value for e in at.error), [e.value for e in at.error]
     assert not english_in(shown(at)), english_in(shown(at))

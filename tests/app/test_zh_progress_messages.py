@@ -16,7 +16,6 @@ import time
 import pytest
 import torch
 
-from app.kit import i18n
 from app.kit.i18n import explain
 from core.base.messages import Message, msg, templates
 from core.base.segment import has_han
@@ -59,16 +58,16 @@ def _kinds(m: Message) -> list[str]:
     return out
 
 
-def _check(lines, monkeypatch) -> list[str]:
+def _check(lines, ui_lang) -> list[str]:
     """Every line a Message of known kinds, shown in English as its str and in 中文 without English; returns the zh
     texts."""
     assert lines
     unknown = [(str(m), k) for m in lines for k in (_kinds(m) if isinstance(m, Message) else ["<not a Message>"])]
     unknown = [x for x in unknown if x[1] not in templates()]
     assert not unknown, unknown
-    monkeypatch.setitem(i18n._last, "lang", "en")
+    ui_lang("en")
     assert [explain(m) for m in lines] == [str(m) for m in lines]
-    monkeypatch.setitem(i18n._last, "lang", "zh")
+    ui_lang("zh")
     zh = [explain(m) for m in lines]
     assert all(has_han(z) for z in zh), [z for z in zh if not has_han(z)]
     assert not english_in(zh), english_in(zh)
@@ -77,7 +76,7 @@ def _check(lines, monkeypatch) -> list[str]:
     return zh
 
 
-def test_a_tuned_lens_job_reports_in_chinese(tiny_models, tmp_path, monkeypatch, one_thread):
+def test_a_tuned_lens_job_reports_in_chinese(tiny_models, tmp_path, monkeypatch, ui_lang, one_thread):
     monkeypatch.setenv("ENCODERLAB_LENS_DIR", str(tmp_path / "lens"))
     ctx, seen = _collecting()
     spec = ModelSpec("bert", str(tiny_models["bert"]), "cpu")
@@ -85,12 +84,12 @@ def test_a_tuned_lens_job_reports_in_chinese(tiny_models, tmp_path, monkeypatch,
     kinds = [m.kind for m in seen]
     assert kinds[0] == "progress.loading_fresh_copy" and kinds[-1] == "progress.lens.saved"
     assert kinds.count("progress.lens.step") == 2 and "progress.lens.measuring" in kinds
-    zh = _check(seen, monkeypatch)
+    zh = _check(seen, ui_lang)
     assert zh[0] == templates()["progress.loading_fresh_copy"]["zh"]
     assert str(seen[0]) == "loading a fresh copy of the model"  # the English stays as it was
 
 
-def test_attributions_report_per_method_row_and_layer_in_chinese(tiny_models, monkeypatch, one_thread):
+def test_attributions_report_per_method_row_and_layer_in_chinese(tiny_models, ui_lang, one_thread):
     lm = load(ModelSpec("bert", str(tiny_models["bert"]), "cpu"), task="pretraining")
     mask = FAMILIES["bert"].mask_token
     seen: list = []
@@ -112,11 +111,11 @@ def test_attributions_report_per_method_row_and_layer_in_chinese(tiny_models, mo
     } <= kinds, kinds
     row = next(m for m in seen if m.kind == "progress.attribution.row")
     assert str(row).startswith("row 1/2: Saliency")  # the wrapped line, English as before
-    zh = _check(seen, monkeypatch)
+    zh = _check(seen, ui_lang)
     assert any(z.startswith("第 1/2 行：显著性") for z in zh), zh  # the inner line translated too
 
 
-def test_head_importance_reports_in_chinese(tiny_models, monkeypatch, one_thread):
+def test_head_importance_reports_in_chinese(tiny_models, ui_lang, one_thread):
     lm = load(ModelSpec("bert", str(tiny_models["bert"]), "cpu"), task="mlm")
     seen: list = []
     head_importance(
@@ -131,10 +130,10 @@ def test_head_importance_reports_in_chinese(tiny_models, monkeypatch, one_thread
         "progress.importance.pruning_ordered",
         "progress.importance.pruning_random",
     } <= kinds, kinds
-    _check(seen, monkeypatch)
+    _check(seen, ui_lang)
 
 
-def test_the_runner_s_statuses_are_messages_in_chinese(monkeypatch):
+def test_the_runner_s_statuses_are_messages_in_chinese(ui_lang):
     r = JobRunner(limits={"cpu": 1}, workers=False)
     gate, seen = threading.Event(), []
 
@@ -178,10 +177,10 @@ def test_the_runner_s_statuses_are_messages_in_chinese(monkeypatch):
         "progress.cancelled",
     ]
     assert [str(m) for m in seen[:2]] == ["starting", "queued"]  # the English stays as it was
-    _check(seen, monkeypatch)
+    _check(seen, ui_lang)
 
 
-def test_step_lines_ray_loss_and_remedy_settings_in_chinese(monkeypatch):
+def test_step_lines_ray_loss_and_remedy_settings_in_chinese(ui_lang):
     """Lines the runs above do not reach, built as core builds them: the fine-tune's step and evaluation lines
     (with and without the ETA, with entity F1), a lost Ray node, a remedy run's settings."""
     cfg = FinetuneConfig("bert", "encoderlab/bert-mini", gradient_checkpointing=True, freeze_embeddings=True)
@@ -191,11 +190,11 @@ def test_step_lines_ray_loss_and_remedy_settings_in_chinese(monkeypatch):
         StepInfo("eval", 10, 40, 1.0, eval_accuracy=0.8).message(),
         StepInfo("eval", 10, 40, 1.0, eval_accuracy=0.8, eval_f1=0.7).message(),
         msg("jobs.node_lost", why=msg("jobs.node_lost_why.node_left")),
-        msg("progress.remedies.child", settings=_settings(cfg), s=12.0),
+        msg("progress.remedies.child", settings=_settings(cfg), seconds=12.0),
         msg("progress.waiting_for_node", resource="GPU"),
     ]
     assert str(lines[0]) == "step 3/40 · epoch 0.50 · loss 2.1000 · 12.5 samples/s · ETA 30s"
     assert str(lines[3]).endswith("held-out token accuracy 0.800 · entity F1 0.700")
     assert "checkpointing" in str(lines[5]) and "embeddings frozen" in str(lines[5])
     assert "node running this job went away (its node left the cluster)" in lines[4]
-    _check(lines, monkeypatch)
+    _check(lines, ui_lang)

@@ -264,13 +264,13 @@ def test_ablate_classify(fam, tiny_classifiers):
         ablate_classify(fm, "  ", None, AblationConfig(()))
 
 
-def test_a_bad_head_spec_is_explained_in_chinese_to_its_end(monkeypatch):
+def test_a_bad_head_spec_is_explained_in_chinese_to_its_end(ui_lang):
     """#46 (third walk): the end of the head-spec error (the model's range) stayed English in 中文."""
     from app.kit import i18n
     from tests.english import english_runs
 
     with pytest.raises(AblationError) as e:
         ab.parse_heads("L9H1", 4, 4)
-    monkeypatch.setitem(i18n._last, "lang", "zh")
+    ui_lang("zh")
     shown = i18n.explain(e.value)
     assert "这个模型有 4 层，每层 4 个头：L0H0 … L3H3" in shown and not english_runs(shown), shown

@@ -156,7 +156,7 @@ def test_npz_export_round_trips(loaded):
 
 # ---------------------------------------------------------------------------------------------- tokens
 def test_labels_and_punctuation():
-    assert display_piece("Ġcat") == "cat" and display_piece("▁") == "␣" and display_piece("##s") == "##s"
+    assert display_piece("Ġcat") == "cat" and display_piece("▁") == "␣" and display_piece("##s") == "s"
     assert is_punct(",") and is_punct("Ġ.") and is_punct("。") and not is_punct("a,") and not is_punct("Ġ")
 
 

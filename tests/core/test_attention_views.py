@@ -6,11 +6,12 @@ import numpy as np
 import pytest
 
 from core.base.segment import is_cjk
-from core.inspect.attention import AttentionConfig, compute_attention
+from core.inspect.attention import AttentionConfig, compute_attention, mixing, relevance, rollout
 from core.inspect.attention_views import (
     SelectionConfig,
     WordGroups,
     group_words,
+    layer_map,
     selection_attention,
     word_attention,
     word_groups,
@@ -87,6 +88,25 @@ def test_word_attention_to_is_sum_from_is_mean_on_a_hand_made_grouping():
     np.testing.assert_allclose(w[..., 1, 1], att[..., 1:4, 1:4].sum(-1).mean(-1), atol=1e-6)
     with pytest.raises(ValueError, match="another text"):
         word_attention(_rand_att(n=6), g)
+
+
+def test_layer_map_is_one_head_or_their_mean_per_token_or_per_word():
+    att = _rand_att(n=5)
+    np.testing.assert_allclose(layer_map(att, 1, 2), att[1, 2])
+    np.testing.assert_allclose(layer_map(att, 0), att[0].mean(0))
+    g = WordGroups(("[CLS]", "ab", "[SEP]"), ("", "", ""), ((0,), (1, 2, 3), (4,)), (True, False, True), None, 5)
+    np.testing.assert_allclose(layer_map(att, 1, None, g), word_attention(att[1].mean(0)[None, None], g)[0, 0])
+    with pytest.raises(ValueError, match="another text"):
+        layer_map(_rand_att(n=6), 0, None, g)
+
+
+def test_mixing_holds_the_layer_the_rollout_and_their_shares():
+    att = _rand_att(layers=3, n=5)
+    m = mixing(att, 1, 0)
+    np.testing.assert_allclose(m.raw, att[1].mean(0))
+    np.testing.assert_allclose(m.rollout, rollout(att))
+    np.testing.assert_allclose(m.raw_relevance, relevance(att[1].mean(0), 0))
+    np.testing.assert_allclose(m.rollout_relevance.sum(), 1.0)
 
 
 def test_group_words_splits_cjk_runs_by_character():

@@ -389,13 +389,13 @@ def test_batch_csv_roundtrip(loaded):
     assert "http" not in page  # standalone: no external resources
 
 
-def test_the_html_export_is_in_the_sessions_language(loaded, monkeypatch):
+def test_the_html_export_is_in_the_sessions_language(loaded, ui_lang):
     """#46 §1: the export's title, heading and legend were English in a 中文 session, and so were a row's errors."""
     from app.kit import i18n
 
     rows = A.read_batch_csv("text\nthe cat sat on the [MASK] .\nno mask here\n")
     batch = A.attribute_batch(loaded("bert"), rows, dict(target="mask", methods=("ixg",), word="", contrast_word=""))
-    monkeypatch.setitem(i18n._last, "lang", "zh")  # outside a script run: the language of the last run
+    ui_lang("zh")  # outside a script run
     page = exports.batch_to_html(batch)
     assert "<title>EncoderLab 归因</title>" in page and "<h1>归因</h1>" in page and "绿色" in page
     assert "Green pushes" not in page and str(batch.errors[1]) not in page  # the row's error in 中文 too
@@ -574,13 +574,13 @@ def test_any_masked_lm_encoder_gets_attributions(tiny_models):
         attribute(lm, AttributionConfig(target="pair", text="a b .", text_b="c d ."))
 
 
-def test_what_is_explained_reads_in_chinese(loaded, monkeypatch):
+def test_what_is_explained_reads_in_chinese(loaded, ui_lang):
     """#46 (third walk): "logit of '河' at the mask" stayed English on a 中文 page. Each target's label is a Message."""
     from app.kit import i18n
     from tests.english import english_runs
 
     lm = loaded("bert")
-    monkeypatch.setitem(i18n._last, "lang", "zh")
+    ui_lang("zh")
     for cfg in (
         A.AttributionConfig(text="the cat sat on the [MASK] .", word="mat"),
         A.AttributionConfig(text="the cat sat on the [MASK] .", word="mat", contrast_word="hat"),

@@ -1,5 +1,5 @@
 """core.base.text.display_piece shows a token as the text it stands for: no Ġ/▁ markers for any bundled family's
-tokenizer, WordPiece's ## kept, special tokens as they are."""
+tokenizer, no WordPiece ##, special tokens as they are."""
 
 from __future__ import annotations
 
@@ -32,7 +32,15 @@ def test_display_piece_has_no_markers_for_every_bundled_family(family):
     assert display_piece(tok.cls_token, tok) == tok.cls_token  # special tokens stay as they are
 
 
-def test_wordpiece_continuations_keep_their_joiner():
-    tok = _tok("bert")
-    assert display_piece("##ing", tok) == "##ing"
+def test_wordpiece_continuations_read_as_written_inside_their_word():
+    """#46 §5.6: "8·##wny" in charts; a continuation reads as the tokenizer writes it in its word (the raw piece is
+    in the hover), for BERT's and DistilBERT's tokenizers and without one."""
+    for family in ("bert", "distilbert"):
+        tok = _tok(family)
+        pieces = tok.tokenize("tokenization")
+        assert pieces[0] == "token" and pieces[1].startswith("##"), pieces  # the case is real
+        shown = [display_piece(p, tok) for p in pieces]
+        assert "".join(shown) == tok.convert_tokens_to_string(pieces) == "tokenization"
+        assert display_piece("##ing", tok) == display_piece("##ing") == "ing"
+    assert display_piece("##") == "##" and display_piece("#") == "#"  # a hash piece is text
     assert display_piece("▁capital") == "capital" and display_piece("Ġ") == BARE_MARK

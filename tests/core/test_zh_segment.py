@@ -272,7 +272,7 @@ def test_corpus_search_and_projector_words_are_ci(zh):
     _, found = pick_sentences(ProjectorConfig(what="word", word="北京"), sents)
     assert found == 5 * MIN_POINTS  # each 北京 counted once, whatever characters are around it
     # the Projector's word box and its messages say so (#46)
-    _explain_ci("projector.word_help", "errors.projector.type_word_look_example", "errors.projector.not_one_word_give")
+    _explain_ci("projector.word_help", "errors.projector.type_word_look_example", "errors.projector.not_one_word")
 
 
 def test_one_han_test_and_one_width_rule_for_every_place():

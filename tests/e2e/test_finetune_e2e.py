@@ -7,7 +7,9 @@ import re
 
 import pytest
 
+from app.kit.i18n import catalog
 from tests.e2e.browser import open_page, screenshot, set_number, wait_idle
+from tests.e2e.test_workshop_e2e import CLIPPED_JS
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -39,6 +41,18 @@ def test_tiny_finetune_shows_curves_and_result(page):
     assert curves.locator("g.points path.point").count() >= 3
     page.get_by_text("4 · Compare runs").wait_for()
     screenshot(page, "finetune")
+
+    # In 中文 at 1280 px the six metrics' labels wrap in their columns: "宏平均 F1（Macro-…" was cut (#46, third walk).
+    page.set_viewport_size({"width": 1280, "height": 900})
+    bar = page.locator('[data-testid="stSidebar"]')
+    bar.locator('[data-testid="stSelectbox"]').filter(has_text="Language").click()
+    page.get_by_role("option", name="中文").click()
+    label = page.locator('[data-testid="stMetricLabel"]', has_text=catalog()["finetune.m.macro_f1"]["zh"]).first
+    label.wait_for(timeout=60_000)
+    wait_idle(page)
+    assert page.evaluate(CLIPPED_JS) == []
+    assert label.inner_text().strip() == catalog()["finetune.m.macro_f1"]["zh"]
+    screenshot(page, "finetune-zh")
 
 
 def test_enter_in_a_field_starts_nothing_and_settings_survive_a_visit_elsewhere(page):

@@ -68,16 +68,15 @@ def test_bad_custom_checkpoint_message(page):
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
-def test_every_page_in_the_navigation_renders(page, lang, monkeypatch):
+def test_every_page_in_the_navigation_renders(page, lang, ui_lang):
     """Each page listed in the sidebar opens at its own URL and shows its title, with no console error. In 中文
     (the same server, ?lang=zh) no page shows an English sentence of core's messages (assets/i18n/errors.toml;
     the walk's "English left in 中文")."""
-    from app.kit import i18n
     from app.nav import available_pages, title
     from tests.app.test_zh_core_messages import english_in
     from tests.english import english_runs
 
-    monkeypatch.setitem(i18n._last, "lang", lang)  # title(p) outside a run: in the language the pages are opened in
+    ui_lang(lang)  # title(p) outside a run: in the language the pages are opened in
     for p in available_pages():
         open_page(page, ("" if p.url == "home" else p.url) + ("?lang=zh" if lang == "zh" else ""))
         main = page.locator('[data-testid="stMain"]')

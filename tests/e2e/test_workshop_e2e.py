@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
 from app.kit.i18n import catalog
-from tests.e2e.browser import open_page, screenshot, wait_idle
+from tests.e2e.browser import SHOTS, open_page, screenshot, wait_idle
 
 
 def _joint_fill(pg) -> str:
@@ -98,3 +100,35 @@ def test_presenter_view_has_large_fonts(page):
     size = float(h1.evaluate("e => parseFloat(getComputedStyle(e).fontSize)"))
     assert size >= 48, size  # 3.2rem at 22px
     screenshot(page, "presenter")
+
+
+# Every button's and metric's text that Streamlit cut to fit ("← P", "Follo…"): its box narrower than its text.
+CLIPPED_JS = """() => [...document.querySelectorAll(
+    '[data-testid=stMain] button p, [data-testid=stSidebar] button p, [data-testid=stMetricLabel] *,'
+    + ' .st-key-room-presenter p')]
+  .filter(e => e.offsetParent !== null && e.scrollWidth > e.clientWidth + 1)
+  .map(e => e.innerText)"""
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_presenter_view_fits_a_1280x720_projector(page, lang):
+    """#46, third walk: at 1280x720 in the presenter view the walkthrough's buttons read "← P" / "→ N", the room's
+    count read "Follo…", and the room box filled about half the screen. Screenshots: presenter-1280x720-<lang>."""
+    page.set_viewport_size({"width": 1280, "height": 720})
+    open_page(page, f"walkthrough?present=1&lang={lang}", 120)
+    main = page.locator('[data-testid="stMain"]')
+    for key in ("walkthrough.prev", "walkthrough.next"):
+        label = catalog()[key][lang]
+        button = main.get_by_role("button", name=label).first
+        button.scroll_into_view_if_needed()
+        assert label in button.inner_text()
+    assert page.evaluate(CLIPPED_JS) == []
+    page.get_by_role("button", name=catalog()["room.start"][lang]).click()
+    box = page.locator(".st-key-room-presenter")
+    box.wait_for(timeout=60_000)
+    wait_idle(page, 60)
+    page.evaluate("() => document.querySelector('[data-testid=stMain]').scrollTo(0, 0)")
+    assert page.evaluate(CLIPPED_JS) == []
+    height = box.bounding_box()["height"]
+    assert height < 0.3 * 720, height  # the QR code is hidden until asked for: the box is a few lines
+    page.screenshot(path=str(SHOTS / f"presenter-1280x720-{lang}.png"))

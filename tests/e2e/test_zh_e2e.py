@@ -12,6 +12,7 @@ from app.kit.i18n import catalog
 from tests.e2e.browser import open_page, screenshot, wait_idle
 from tests.e2e.conftest import start_streamlit, stop_streamlit
 from tests.e2e.test_workshop_e2e import GLYPHS_JS
+from tests.english import english_runs
 
 XLMR = "encoderlab/xlmr-e5-small"
 
@@ -81,3 +82,36 @@ def test_the_walkthrough_in_chinese_on_the_bundled_chinese_model(zh_page):
         screenshot(page, f"zh-walk-{step}")
         if step < 7:
             main.get_by_role("button", name=nxt).first.click()
+
+
+# Axis titles (.g-xtitle, .g-ytitle) drawn past their figure's edge: clipped (the attribution chart's y title, 中文).
+AXIS_TITLES_OUT = """() => [...document.querySelectorAll('[data-testid=stMain] .js-plotly-plot')].flatMap(p => {
+  const box = p.querySelector('.main-svg').getBoundingClientRect();
+  return [...p.querySelectorAll('.g-xtitle text, .g-ytitle text')].map(t => [t.textContent, t.getBoundingClientRect()])
+    .filter(([text, b]) => text && (b.left < box.left - 1 || b.right > box.right + 1 || b.top < box.top - 1
+      || b.bottom > box.bottom + 1)).map(([text, b]) => [text, Math.round(b.left), Math.round(b.top)]);
+})"""
+
+
+def test_attributions_in_chinese_on_the_bundled_chinese_model(zh_page):
+    """#46, third walk: Attributions refused "我们用筷[MASK]吃饭。" on XLM-R with "写 <mask>", and its chart's y-axis
+    title was cut in 中文. The result in Chinese, with no English sentence, screenshotted: zh-attributions."""
+    page = zh_page
+    open_page(page, "attribution?lang=zh")
+    page.locator('[data-testid="stSidebar"]').get_by_role("button", name=XLMR).click()
+    wait_idle(page, 120)
+    main = page.locator('[data-testid="stMain"]')
+    box = main.get_by_label(catalog()["attribution.text"]["zh"], exact=True)
+    box.wait_for(timeout=120_000)
+    box.fill("我们用筷[MASK]吃饭。")
+    main.get_by_role("button", name=catalog()["attribution.go"]["zh"], exact=True).click()
+    main.get_by_text("解释的是：").wait_for(timeout=240_000)
+    wait_idle(page, 120)
+    assert main.locator('[data-testid="stException"], [data-testid="stAlertContentError"]').count() == 0
+    assert main.locator(".attr-tok").count() >= 8
+    main.locator(".js-plotly-plot .g-ytitle").first.wait_for()
+    assert page.evaluate(AXIS_TITLES_OUT) == []
+    _no_boxes(main.locator(".attr-line").first)
+    runs = english_runs(main.inner_text())
+    assert not runs, runs[:5]
+    screenshot(page, "zh-attributions")

@@ -1,10 +1,11 @@
 """The articles' practice, measured: the Speed page's int8 section and the Models page's GLUE table.
 
-Layout and widgets only; the measurements live in core.compare.int8 and core.compare.glue_claims."""
+Layout and widgets only; the measurements live in core.compare.int8 and core.compare.glue_claims, and the Speed page
+starts the int8 job that ``int8_section`` asks for (``int8_result`` then draws it)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -13,7 +14,7 @@ from plotly.subplots import make_subplots
 
 from app.kit import presenter, state
 from app.kit.i18n import lang, t
-from app.kit.jobs_panel import job_section, start_job, submit_job
+from app.kit.jobs_panel import job_section
 from app.kit.render import as_text, record_once
 from core.compare.glue_claims import (
     CLAIM_SOURCE,
@@ -25,10 +26,10 @@ from core.compare.glue_claims import (
     full_run,
     share_of_full,
 )
-from core.compare.int8 import ARTICLE_CLAIM, QuantConfig, measure_quantization
+from core.compare.int8 import ARTICLE_CLAIM
 from core.models import hosted
+from core.models.spec import ModelSpec
 from core.registry import FAMILIES
-from core.runtime.jobs import progress_job
 from core.train.finetune import runs_root
 
 FP32_COLOR, INT8_COLOR = "#4C78A8", "#F58518"
@@ -165,7 +166,7 @@ def _show_int8(job) -> None:
             model=as_text(res.checkpoint),
             n=res.quantized_linears,
             threads=res.threads,
-            s=f"{job.elapsed:,.1f}",
+            seconds=f"{job.elapsed:,.1f}",
         )
     )
     table = quant_table(res)
@@ -194,33 +195,43 @@ def _show_int8(job) -> None:
     )
 
 
-def int8_section(spec, seq: int, batch: int, reps: int) -> None:
-    """The Speed page's int8 section: the sidebar's model in fp32 and int8, measured in a background job."""
+@dataclass(frozen=True)
+class Int8Ask:
+    """What the int8 section asks: ``base`` (the sidebar's model, unquantized) in fp32 and int8 at the page's shape;
+    ``go``: Measure was pressed in this run."""
 
+    base: ModelSpec
+    seq_len: int
+    batch: int
+    repeats: int
+    go: bool
+
+    @property
+    def asked(self) -> tuple:
+        """What a measurement's result is shown under."""
+        return (self.base.family, self.base.checkpoint, self.seq_len, self.batch, self.repeats)
+
+
+def int8_section(spec: ModelSpec | None, seq: int, batch: int, reps: int) -> Int8Ask | None:
+    """The Speed page's int8 section: the sidebar's model in fp32 and int8, measured in a background job that the
+    page starts. Returns what it asks; None (after saying so) without a model."""
     st.subheader(t("speed.int8.title"))
     claim_quote()
     st.markdown(t("speed.int8.intro"))
     if spec is None:
         st.info(t("common.pick_model"))
-        return
+        return None
     base = replace(spec, quant="")
     st.caption(t("speed.int8.model", model=as_text(base.checkpoint), batch=batch, seq=seq, reps=reps))
-    asked = (base.family, base.checkpoint, int(seq), int(batch), int(reps))
-    if st.button(t("speed.int8.measure"), key="speed.int8.go", icon=":material/compress:"):
+    go = st.button(t("speed.int8.measure"), key="speed.int8.go", icon=":material/compress:")
+    return Int8Ask(base, int(seq), int(batch), int(reps), go)
 
-        def _submit():
-            cfg = QuantConfig(seq_len=int(seq), batch=int(batch), repeats=int(reps))
-            return submit_job(
-                "speed",
-                t("speed.int8.job_name"),
-                progress_job(measure_quantization, base, cfg),
-                resource="cpu",
-                jobs_key=INT8_JOBS,
-                asked=asked,
-            )
 
-        start_job(INT8_JOBS, _submit)
-    if not job_section(INT8_JOBS, asked, _show_int8, key="speed.int8") and not st.session_state.get(INT8_JOBS):
+def int8_result(ask: Int8Ask | None) -> None:
+    """The panel of the int8 measurement made from what the section asks now; else a hint."""
+    if ask is None:
+        return
+    if not job_section(INT8_JOBS, ask.asked, _show_int8, key="speed.int8") and not st.session_state.get(INT8_JOBS):
         st.info(t("speed.int8.hint"))
 
 

@@ -4,8 +4,9 @@ core.inspect.head_importance).
 One component, ``heads_panel``, draws the layer x head grid (one row of pills per layer: a click toggles a
 head), a text box for "L3H7, L5*", the mode (zero / mean), and the before/after of whatever prediction the page
 passes in. The pages call one function each: ``attention_heads`` (the Attention tab), ``fill_mask_heads``,
-``pair_heads`` and ``classify_heads`` (Fine-tune's "try it"). ``importance_tab`` runs core.inspect.head_importance as a
-background job and draws its heatmaps and pruning curve.
+``pair_heads`` and ``classify_heads`` (Fine-tune's "try it"). ``importance_tab`` draws the options of
+core.inspect.head_importance and returns what to run (the page starts it as a background job); ``importance_jobs``
+draws the job and its heatmaps and pruning curve. The page loads every model: a view never loads or starts work.
 
 Why pills and not a clickable plotly heatmap: a plotly selection event arrives only after a rerun that has
 already drawn the figure, and AppTest cannot click a plotly point; ``st.pills`` toggles reliably in the browser
@@ -19,6 +20,7 @@ Every label comes from assets/i18n/ablation.toml.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -27,14 +29,14 @@ import streamlit as st
 
 from app.kit import presenter, report, state
 from app.kit.i18n import explain, t
-from app.kit.jobs_panel import job_section, start_job, submit_job
-from app.kit.loaders import get_model
+from app.kit.jobs_panel import job_section
 from app.kit.plot_text import plot_text
 from app.kit.render import as_text, current_result, run_or_error
 from core.base.messages import carry
-from core.inspect.ablation import MODES, AblationConfig, AblationError, default_texts, format_heads, parse_heads
+from core.inspect.ablation import MODES, AblationConfig, AblationError, format_heads, parse_heads
 from core.inspect.ablation_predict import AblatedPrediction, ablate_classify, ablate_fill_mask, ablate_pair
-from core.inspect.head_importance import exhaustive_seconds, importance_job, pruning_passes, pruning_seconds
+from core.inspect.head_importance import exhaustive_seconds, pruning_passes, pruning_seconds
+from core.models.spec import LoadedModel, ModelSpec
 from core.predict.fill_mask import FillMaskConfig, check_mlm, configs_from_lines, count_masks
 from core.predict.sentence_pair import PairConfig, check_pair, pair_head
 from core.registry import ModelLoadError, attention_layers
@@ -227,7 +229,7 @@ def show_prediction(p: AblatedPrediction, n_heads: int, key: str) -> None:
     c1.metric(
         t("ablation.answer_prob", answer=as_text(p.answer_before)),
         _pct(p.after[i]),
-        delta=t("ablation.delta", d=_points(p.delta), before=_pct(p.before[i])),
+        delta=t("ablation.delta", delta=_points(p.delta), before=_pct(p.before[i])),
         help=t("ablation.answer_help"),
     )
     if p.answer_after == p.answer_before:
@@ -288,11 +290,12 @@ def heads_panel(
 
 
 # ---------------------------------------------------------------------------------------------- the pages
-def attention_heads(lm, config) -> None:
+def attention_heads(lm, config, load_task: Callable[[str], LoadedModel]) -> None:
     """The Attention page's "Switch off heads" tab: fill-mask when the text has a mask, else NSP/SOP for a pair
     when the family has that head, else what could be recomputed and how. ``lm`` is the page's model (no task
-    head): the same checkpoint's MLM or pretraining model is loaded only when a prediction is recomputed (the
-    tabs all run on every rerun; most visits never open this one)."""
+    head); ``load_task(task)`` is the page's loader of the same checkpoint's "mlm" or "pretraining" model, called
+    only when a prediction is recomputed (the tabs all run on every rerun; most visits never open this one), inside
+    the recompute, so a model that cannot load says why where the result would be."""
     st.caption(t("ablation.intro"))
     head = pair_head(lm.spec.family)
     if count_masks(config.text):
@@ -322,7 +325,7 @@ def attention_heads(lm, config) -> None:
         "attention",
         n_layers,
         n_heads,
-        lambda ab: _ablate(kind, get_model(lm.spec, task), cfg, ab),
+        lambda ab: _ablate(kind, load_task(task), cfg, ab),
         made_from=(kind, lm.spec, cfg),
     )
 
@@ -426,16 +429,18 @@ def show_importance(r, key: str) -> None:
     the pruning curve."""
     st.caption(t("ablation.imp.quote"))
     if r.seconds_exhaustive is None:
-        st.caption(t("ablation.imp.summary", id=r.checkpoint, n=r.n_texts, s=f"{r.seconds_gradient:,.1f}"))
+        st.caption(
+            t("ablation.imp.summary", id=r.checkpoint, n=r.n_texts, seconds_gradient=f"{r.seconds_gradient:,.1f}")
+        )
     else:
         st.caption(
             t(
                 "ablation.imp.summary_ex",
                 id=r.checkpoint,
                 n=r.n_texts,
-                s=f"{r.seconds_gradient:,.1f}",
-                ex=f"{r.seconds_exhaustive:,.1f}",
-                x=f"{r.seconds_exhaustive / max(r.seconds_gradient, 1e-9):,.0f}",
+                seconds_gradient=f"{r.seconds_gradient:,.1f}",
+                seconds_exhaustive=f"{r.seconds_exhaustive:,.1f}",
+                ratio=f"{r.seconds_exhaustive / max(r.seconds_gradient, 1e-9):,.0f}",
             )
         )
     c1, c2 = st.columns(2)
@@ -463,11 +468,31 @@ def show_importance(r, key: str) -> None:
     )
 
 
-def importance_tab(spec, model=None, device: str = "cpu") -> None:
-    """The Attention page's "Head importance" tab: a button that starts core.inspect.head_importance as a background
-    job, and the finished job's views (only the job made from this model and these options). The fast gradient
-    ranking is the default; the exhaustive check is opt-in, with its estimated time (``model``: the page's model,
-    for its shape; ``device``: where it runs) under its checkbox."""
+IMPORTANCE_JOBS = state.key("attention", "imp.jobs")  # the session's head-importance jobs
+
+
+@dataclass(frozen=True)
+class ImportanceAsk:
+    """What the head-importance tab asks for: the model and the options; ``go``: Start was pressed in this run
+    (the page starts the job, core.inspect.head_importance.importance_job)."""
+
+    spec: ModelSpec
+    exhaustive: bool
+    n_texts: int
+    pruning: bool
+    go: bool = False
+
+    @property
+    def asked(self) -> tuple:
+        """What a shown job must have been made from (app/kit/jobs_panel.job_section)."""
+        return (self.spec, self.exhaustive, self.n_texts, self.pruning)
+
+
+def importance_tab(spec, model=None, device: str = "cpu") -> ImportanceAsk:
+    """The Attention page's "Head importance" tab: its options and the button that asks to start
+    core.inspect.head_importance as a background job (the page starts it; importance_jobs draws the job made from
+    this model and these options). The fast gradient ranking is the default; the exhaustive check is opt-in, with
+    its estimated time (``model``: the page's model, for its shape; ``device``: where it runs) under its checkbox."""
     scope = "attention"
     st.caption(t("ablation.imp.intro"))
     ex_key, n_key = state.key(scope, "imp.exhaustive"), state.key(scope, "imp.n_texts")
@@ -489,43 +514,31 @@ def importance_tab(spec, model=None, device: str = "cpu") -> None:
         hidden = int(getattr(cfg, "hidden_size", None) or getattr(cfg, "dim", 0) or 768)
         est = exhaustive_seconds(n_layers, n_heads, hidden, int(n_texts), device)
         ex_note.caption(
-            t("ablation.imp.exhaustive_estimate", s=f"{max(1, round(est)):,}", n=n_layers * n_heads, texts=int(n_texts))
+            t(
+                "ablation.imp.exhaustive_estimate",
+                seconds=f"{max(1, round(est)):,}",
+                n=n_layers * n_heads,
+                texts=int(n_texts),
+            )
         )
         est_p = pruning_seconds(n_layers, n_heads, hidden, int(n_texts), device)
         c1.caption(
             t(
                 "ablation.imp.pruning_estimate",
-                s=f"{max(1, round(est_p)):,}",
+                seconds=f"{max(1, round(est_p)):,}",
                 n=pruning_passes(n_layers * n_heads),
                 texts=int(n_texts),
             )
         )
-    asked = (spec, bool(exhaustive), int(n_texts), bool(pruning))
-    jobs_key = state.key(scope, "imp.jobs")
-    if c3.button(t("ablation.imp.go"), key=state.key(scope, "imp.go"), type="primary"):
+    go = c3.button(t("ablation.imp.go"), key=state.key(scope, "imp.go"), type="primary")
+    return ImportanceAsk(spec, bool(exhaustive), int(n_texts), bool(pruning), go=bool(go))
 
-        def _submit():  # QuotaError (too many jobs), ImportanceError: start_job shows them
-            fn = importance_job(
-                spec.family,
-                spec.checkpoint,
-                spec.device,
-                texts=default_texts(int(n_texts)),
-                exhaustive=bool(exhaustive),
-                pruning=bool(pruning),
-            )
-            return submit_job(
-                "attention.importance",
-                t("ablation.imp.job_name", id=spec.checkpoint),
-                fn,
-                device=spec.device,
-                jobs_key=jobs_key,
-                asked=asked,
-            )
 
-        start_job(jobs_key, _submit)
+def importance_jobs(ask: ImportanceAsk) -> None:
+    """The head-importance job made from ``ask`` (its progress, then its views), if this session started one."""
     job_section(
-        jobs_key,
-        asked,
-        lambda j: show_importance(j.result, key=state.key(scope, f"imp.{j.id}")),
-        key=state.key(scope, "imp"),
+        IMPORTANCE_JOBS,
+        ask.asked,
+        lambda j: show_importance(j.result, key=state.key("attention", f"imp.{j.id}")),
+        key=state.key("attention", "imp"),
     )

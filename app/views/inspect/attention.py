@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app.kit import presenter, report, state, urlstate
-from app.kit.cache import attention_flow, attention_word_groups
+from app.kit.cache import attention_flow, attention_layer_map, attention_mixing, attention_qk, attention_word_groups
 from app.kit.exports import attention_npz
 from app.kit.i18n import explain, t, t_or
 from app.kit.render import as_text
@@ -36,7 +36,8 @@ from app.views.inspect.attention_figures import (
 )
 from app.views.inspect.bertviz_embed import CONTROLS, LAYOUTS, build_view, default_layout, fit_payload
 from core.inspect import attention as A
-from core.inspect.attention_views import DIRECTIONS, HOW, SelectionConfig, selection_attention, word_attention
+from core.inspect.attention_views import DIRECTIONS, HOW, SelectionConfig, selection_attention
+from core.models.spec import ModelSpec
 from core.registry import FAMILIES, bundled_families, bundled_id, family
 
 PAGE = "attention"
@@ -323,7 +324,17 @@ def heatmap_section(r: A.AttentionResult, lo: int, hi: int, layers: list[int], h
     return focused
 
 
-def qk_section(r: A.AttentionResult, lo: int, hi: int, layers: list[int], heads: list[int]) -> None:
+def qk_section(
+    r: A.AttentionResult,
+    lo: int,
+    hi: int,
+    layers: list[int],
+    heads: list[int],
+    spec: ModelSpec,
+    config: A.AttentionConfig,
+) -> None:
+    """How one head's attention of one query token comes out of q and k (``spec``, ``config``: what ``r`` was made
+    from, the cache's key)."""
     if r.queries is None or r.keys is None:
         st.warning(explain(r.qk_note) or t("attention.no_qk"))
         return
@@ -338,7 +349,7 @@ def qk_section(r: A.AttentionResult, lo: int, hi: int, layers: list[int], heads:
     q = right.selectbox(
         t("attention.query_token"), list(range(lo, hi)), key=K("qk.token"), format_func=lambda i: f"{i}: {r.labels[i]}"
     )
-    v = A.qk_view(r.queries, r.keys, layer, head, q)
+    v = attention_qk(r.queries, r.keys, spec, config, layer, head, q)
     keys = A.QKView(
         query=v.query, keys=v.keys[lo:hi], product=v.product[lo:hi], scores=v.scores[lo:hi], weights=v.weights[lo:hi]
     )
@@ -375,7 +386,7 @@ def stats_section(r: A.AttentionResult, stats: A.HeadStats) -> go.Figure:
     if not hits:
         best = stats.share(pattern)
         bl, bh = np.unravel_index(int(np.argmax(best)), best.shape)
-        st.info(t("attention.no_hits", thr=f"{thr:.2f}", layer=bl, head=bh, score=f"{best[bl, bh]:.2f}"))
+        st.info(t("attention.no_hits", threshold=f"{thr:.2f}", layer=bl, head=bh, score=f"{best[bl, bh]:.2f}"))
         return hm
     cols = (t("attention.col.layer"), t("attention.col.head"), t("attention.col.score"))
     st.dataframe(
@@ -387,23 +398,24 @@ def stats_section(r: A.AttentionResult, stats: A.HeadStats) -> go.Figure:
     return hm
 
 
-def mixing_section(r: A.AttentionResult, lo: int, hi: int) -> None:
+def mixing_section(r: A.AttentionResult, lo: int, hi: int, spec: ModelSpec, config: A.AttentionConfig) -> None:
+    """Raw attention against rollout (and flow, on request), and each token's share in [CLS] under each (``spec``,
+    ``config``: what ``r`` was made from, the cache's key)."""
     st.caption(t("attention.mix_intro"))
     labels = list(r.labels[lo:hi])
     st.session_state.setdefault(K("mix.layer"), r.n_layers - 1)
     with presenter.settings():
         layer = st.selectbox(t("attention.mix_layer"), list(range(r.n_layers)), key=K("mix.layer"))
-    raw = r.attentions[layer].astype(np.float64).mean(0)
-    roll = A.rollout(r.attentions)
+    cls = r.cls_index
+    mix = attention_mixing(r.attentions, spec, config, layer, cls)
     c1, c2 = st.columns(2)
     with c1:
-        show(heatmap(raw[lo:hi, lo:hi], labels, labels, t("attention.fig.raw", layer=layer), lo), "raw")
+        show(heatmap(mix.raw[lo:hi, lo:hi], labels, labels, t("attention.fig.raw", layer=layer), lo), "raw")
     with c2:
-        show(heatmap(roll[lo:hi, lo:hi], labels, labels, t("attention.fig.rollout"), lo), "rollout")
-    cls = r.cls_index
+        show(heatmap(mix.rollout[lo:hi, lo:hi], labels, labels, t("attention.fig.rollout"), lo), "rollout")
     bars = {
-        t("attention.fig.raw_bar", layer=layer): A.relevance(raw, cls),
-        t("attention.fig.rollout_bar"): A.relevance(roll, cls),
+        t("attention.fig.raw_bar", layer=layer): mix.raw_relevance,
+        t("attention.fig.rollout_bar"): mix.rollout_relevance,
     }
     full = (lo, hi) == (0, r.n_tokens)
     n = r.n_tokens if full else hi - lo
@@ -433,8 +445,9 @@ WORD_LEVELS = ("words", "tokens")
 MEAN_HEADS = -1  # the head picker's "mean of the heads" option
 
 
-def words_section(r: A.AttentionResult, config: A.AttentionConfig, tokenizer) -> None:
-    """Word-level attention (pieces merged) and the attention of several tokens or words at once."""
+def words_section(r: A.AttentionResult, config: A.AttentionConfig, tokenizer, spec: ModelSpec) -> None:
+    """Word-level attention (pieces merged) and the attention of several tokens or words at once (``spec``: the
+    model ``r`` was made with, the cache's key)."""
     st.caption(t("attention.w.intro"))
     st.session_state.setdefault(K("w.level"), "words")
     st.session_state.setdefault(K("w.how"), "mean")
@@ -457,8 +470,7 @@ def words_section(r: A.AttentionResult, config: A.AttentionConfig, tokenizer) ->
             format_func=option_labels([MEAN_HEADS], lambda _: t("attention.w.mean_heads")),
         )
     level = level or "words"
-    a = r.attentions[layer].astype(np.float64)  # (heads, seq, seq)
-    a = (a.mean(0) if head == MEAN_HEADS else a[head])[None, None]  # (1, 1, seq, seq)
+    one = None if head == MEAN_HEADS else head
     which = (
         t("attention.w.mean_heads_title", layer=layer)
         if head == MEAN_HEADS
@@ -467,7 +479,7 @@ def words_section(r: A.AttentionResult, config: A.AttentionConfig, tokenizer) ->
     if level == "words":
         try:
             g = attention_word_groups(tokenizer, r.checkpoint, config)
-            m = word_attention(a, g)[0, 0]
+            m = attention_layer_map(r.attentions, g, spec, config, layer, one, words=True)
         except ValueError as e:  # a slow tokenizer (no word ids), or groups of another text
             st.error(explain(e))
             return
@@ -488,7 +500,7 @@ def words_section(r: A.AttentionResult, config: A.AttentionConfig, tokenizer) ->
             st.caption(t("attention.w.none_merged", n=g.n_tokens))
         title = t("attention.w.word_title", which=which)
     else:
-        m = a[0, 0]
+        m = attention_layer_map(r.attentions, None, spec, config, layer, one, words=False)
         labels = list(r.labels)
         title = t("attention.w.token_title", which=which)
     fig = heatmap(m, labels, labels, title)
@@ -533,7 +545,7 @@ def words_section(r: A.AttentionResult, config: A.AttentionConfig, tokenizer) ->
             t(
                 f"attention.w.sel_title.{direction}.{how}",
                 which=which,
-                sel=safe(names if len(names) <= 60 else names[:59] + "…"),
+                tokens=safe(names if len(names) <= 60 else names[:59] + "…"),
             ),
             sorted(picked),
         ),

@@ -195,7 +195,7 @@ def show_batch(batch: BatchResult, key: str) -> None:
     st.success(t("attribution.batch_done", ok=ok, n=len(batch.rows)))
     for i, (row, err) in enumerate(zip(batch.rows, batch.errors), start=1):
         if err:
-            st.warning(t("attribution.batch_row_error", i=i, text=row.text[:60], error=explain(err)))
+            st.warning(t("attribution.batch_row_error", row=i, text=row.text[:60], error=explain(err)))
     row = st.container(horizontal=True)  # the buttons side by side at their own widths
     shown = replace(batch, results=tuple(None if r is None else for_export(r) for r in batch.results))
     row.download_button(

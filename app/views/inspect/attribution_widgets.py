@@ -12,7 +12,6 @@ import streamlit as st
 from app.kit import state, urlstate
 from app.kit.cache import attribution_refusal
 from app.kit.i18n import explain, t, t_or
-from app.kit.loaders import model_or_error
 from app.kit.render import mini_note
 from app.kit.zh_examples import fill_default
 from app.views.inspect import attribution as ra
@@ -20,7 +19,7 @@ from core.inspect import attribution_estimate as AE
 from core.inspect import attribution_inputs as AI
 from core.inspect import attribution_methods as AM
 from core.models.cost import BACKWARD_FACTOR, ForwardTiming
-from core.models.loading import LoadedModel, ModelSpec
+from core.models.spec import LoadedModel, ModelSpec
 from core.registry import ModelLoadError
 
 TARGETS = tuple(AI.TARGETS)
@@ -75,32 +74,35 @@ def target_picker() -> str:
     )
 
 
-def model_for(target: str) -> LoadedModel | None:
-    """The model the target explains: the sidebar's, or one of this session's fine-tunes for a class or tag.
-    None after saying why there is none (it cannot load; no pair head for the pair target)."""
-    spec = None
-    if target in KIND:
-        tuned = tuned_models()
-        noun = "tagger" if target == "token" else "classifier"
-        pick = st.selectbox(
-            t(f"attribution.{noun}"),
-            classifier_names(),
-            key=K("classifier"),
-            format_func=ra.option_labels([SIDEBAR], lambda x: t(f"attribution.sidebar_{noun}")),
-            help=t("attribution.classifier_help"),
-        )
-        if pick != SIDEBAR:
-            m = next(m for m in tuned if m.label == pick)
-            try:
-                spec = ModelSpec(m.family, m.path, st.session_state.get(state.DEVICE, "auto"))
-            except ModelLoadError as e:
-                st.error(explain(e))
-                return None
-        elif not tuned:
-            st.caption(t(f"attribution.random_head{'_token' if target == 'token' else ''}"))
-    lm = model_or_error(task=TASK[target], spec=spec)
-    if lm is None:
-        return None
+def model_pick(target: str) -> tuple[bool, ModelSpec | None]:
+    """Which model the target explains: the sidebar's (None), or for a class or tag one of this session's
+    fine-tunes, picked here. (False, None) after saying why the pick cannot be loaded; the page loads the model."""
+    if target not in KIND:
+        return True, None
+    tuned = tuned_models()
+    noun = "tagger" if target == "token" else "classifier"
+    pick = st.selectbox(
+        t(f"attribution.{noun}"),
+        classifier_names(),
+        key=K("classifier"),
+        format_func=ra.option_labels([SIDEBAR], lambda x: t(f"attribution.sidebar_{noun}")),
+        help=t("attribution.classifier_help"),
+    )
+    if pick != SIDEBAR:
+        m = next(m for m in tuned if m.label == pick)
+        try:
+            return True, ModelSpec(m.family, m.path, st.session_state.get(state.DEVICE, "auto"))
+        except ModelLoadError as e:
+            st.error(explain(e))
+            return False, None
+    if not tuned:
+        st.caption(t(f"attribution.random_head{'_token' if target == 'token' else ''}"))
+    return True, None
+
+
+def usable(lm: LoadedModel, target: str) -> LoadedModel | None:
+    """The page's loaded model (app.kit.loaders.model_or_error, task TASK[target]), or None after saying why it
+    cannot explain ``target`` (no pair head for the pair target); what a bundled mini is, under it."""
     if target == "pair" and lm.family.pair_head is None:
         st.warning(
             t_or(f"attribution.no_pair_head.{lm.family.key}", lm.family.pair_head_note)
@@ -273,10 +275,10 @@ def _timing(lm: LoadedModel, cfg: AI.AttributionConfig) -> ForwardTiming:
 
 def _duration(seconds: float) -> str:
     if seconds < 0.1:
-        return t("attribution.estimate_under", s="0.1")
+        return t("attribution.estimate_under", seconds="0.1")
     if seconds < 90:
-        return t("attribution.estimate_s", s=f"{seconds:.1f}" if seconds < 10 else f"{seconds:.0f}")
-    return t("attribution.estimate_min", m=f"{seconds / 60:.0f}")
+        return t("attribution.estimate_s", seconds=f"{seconds:.1f}" if seconds < 10 else f"{seconds:.0f}")
+    return t("attribution.estimate_min", minutes=f"{seconds / 60:.0f}")
 
 
 def show_estimate(
@@ -303,7 +305,7 @@ def show_estimate(
         if not pressed:
             where.caption(t("attribution.estimate_refused", why=explain(e)))
         return
-    grad = t("attribution.estimate_grad", b=f"{est.backwards:,}") if est.backwards else ""
+    grad = t("attribution.estimate_grad", n_backward=f"{est.backwards:,}") if est.backwards else ""
     first = t("attribution.estimate_first") if est.first_run else ""
     where.caption(
         t("attribution.estimate", n=f"{est.forwards:,}", grad=grad, time=_duration(est.seconds)) + first,

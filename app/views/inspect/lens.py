@@ -72,7 +72,7 @@ def lens_table(r: LensResult, m: MaskLens) -> go.Figure:
         )
     )
     fig.update_layout(
-        title=dict(text=t("lens.table_title", k=k, mode=t(f"lens.mode_short.{r.mode}")), y=0.99, yanchor="top"),
+        title=dict(text=t("lens.table_title", top_k=k, mode=t(f"lens.mode_short.{r.mode}")), y=0.99, yanchor="top"),
         height=130 + ROW_PX * r.depths,
         margin=dict(t=75, b=10, l=10, r=10),
         yaxis=dict(autorange="reversed", type="category"),
@@ -203,4 +203,4 @@ def show_result(r: LensResult) -> None:
 
 def show_kl(rep: TuneReport) -> None:
     st.plotly_chart(presenter.scale(kl_plot(rep)), width="stretch", key=K("kl"))
-    st.caption(t("lens.kl_caption", n=rep.heldout_positions, steps=rep.steps, s=f"{rep.seconds:,.0f}"))
+    st.caption(t("lens.kl_caption", n=rep.heldout_positions, steps=rep.steps, seconds=f"{rep.seconds:,.0f}"))

@@ -5,22 +5,22 @@ a family with a discriminator). The page (pages/fill_mask.py) keeps the layout."
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import streamlit as st
 
 from app.kit import presenter, state, urlstate
 from app.kit.i18n import lang, t
-from app.kit.loaders import get_model, model_or_error
-from app.kit.model_choice import known_checkpoints
-from app.kit.render import current_result, entry_id, mini_short, minis_caption, run_or_error, shorten, yes_no
+from app.kit.model_choice import available, known_checkpoints
+from app.kit.render import current_result, entry_id, mini_short, minis_caption, shorten, yes_no
 from app.kit.zh_examples import chinese_examples
 from app.views.predict.results import record_fill, record_rtd, show_fill_result, show_replaced, strategy_label
 from core import registry
 from core.base.fields import bounds
 from core.base.segment import has_han
-from core.models.loading import ModelSpec, Source, resolve
+from core.models.spec import ModelSpec
 from core.predict.fill_mask import MAX_TOP_K, STRATEGIES, CompareResult, FillMaskResult, examples, words
-from core.predict.replaced_tokens import RTD_TASK, RtdConfig, rtd_class, score
+from core.predict.replaced_tokens import ReplacedTokensResult, RtdConfig, rtd_class
 from core.predict.replaced_tokens import role as rtd_role
 from core.registry import FAMILIES
 
@@ -34,14 +34,6 @@ TITLE_CHARS = 70  # report titles quote this much of the text
 
 def k(name: str) -> str:
     return state.key(P, name)
-
-
-def page_model(kind: str | None):
-    """The page's masked LM, or None: for a discriminator (it has its own tab), or after model_or_error showed why
-    not (while the sidebar's custom box is still empty, a pointer to it)."""
-    if kind == "discriminator":
-        return None
-    return model_or_error("mlm")
 
 
 def example_list(spec) -> list[str]:
@@ -85,7 +77,7 @@ def compare_options() -> list[str]:
         f"{fam}|{c}"
         for fam in FAMILIES
         for c in known_checkpoints(fam)
-        if resolve(c).source != Source.UNAVAILABLE and rtd_role(ModelSpec(fam, c)) != "discriminator"
+        if available(c) and rtd_role(ModelSpec(fam, c)) != "discriminator"
     ]
     # the bundled models once more in int8 (core.compare.int8), last, so fp32 and int8 can be compared side by side
     return opts + [f"{o}|int8" for o in opts if o.split("|", 1)[1].startswith("encoderlab/")]
@@ -170,9 +162,7 @@ def rtd_partners(spec: ModelSpec | None, want: str) -> list[str]:
     return [
         c
         for c in known_checkpoints(spec.family)
-        if c != spec.checkpoint
-        and resolve(c).source != Source.UNAVAILABLE
-        and rtd_role(ModelSpec(spec.family, c, spec.device)) == want
+        if c != spec.checkpoint and available(c) and rtd_role(ModelSpec(spec.family, c, spec.device)) == want
     ]
 
 
@@ -219,16 +209,42 @@ def discriminator_note(spec: ModelSpec) -> None:
     st.info(t("replaced_tokens.discriminator_only", id=spec.checkpoint))
 
 
-def replaced_tab(spec: ModelSpec, kind: str, from_link: bool) -> None:
-    """Replaced token detection: a discriminator scores every word of a sentence, optionally after a generator of
-    the same family replaced some of them (``kind``: the sidebar model's role)."""
-    st.markdown(t("replaced_tokens.intro"))
-    if kind == "discriminator":
-        if model_or_error(RTD_TASK) is None:  # the source banner, or why it cannot load
-            return
-    elif not _discriminator_choices():
+@dataclass(frozen=True)
+class RtdAsk:
+    """What the replaced-token tab asks for: a discriminator and a generator ("": none) of the sidebar model's
+    family, on its device, and the text and settings to score them on. ``go``: score now (Score was pressed, or a
+    shared link names a text); the page loads the two models and scores (replaced_result draws what came of it)."""
+
+    spec: ModelSpec  # the sidebar's model: family, device and quantisation of both
+    discriminator: str
+    generator: str
+    text: str
+    corrupt: int
+    seed: int
+    go: bool
+
+    @property
+    def made_from(self) -> tuple:
+        """What a shown result must have been made from (app/kit/render.current_result)."""
+        s = self.spec
+        return (s.family, self.discriminator, self.generator, s.device, s.quant, self.text, self.corrupt, self.seed)
+
+    def config(self) -> RtdConfig:
+        """The text and settings, checked (ValueError with a message: bad input, before any model loads)."""
+        return RtdConfig(self.text, corrupt=self.corrupt, seed=self.seed)
+
+    def model_spec(self, checkpoint: str) -> ModelSpec:
+        return ModelSpec(self.spec.family, checkpoint, self.spec.device, self.spec.quant)
+
+
+def replaced_form(spec: ModelSpec, kind: str, from_link: bool) -> RtdAsk | None:
+    """Replaced token detection's form: a discriminator scores every word of a sentence, optionally after a
+    generator of the same family replaced some of them (``kind``: the sidebar model's role). None, after saying
+    why, when the family offers no discriminator here. The page shows the intro and, for a discriminator in the
+    sidebar, loads it first (its source banner, or why it cannot load)."""
+    if kind != "discriminator" and not _discriminator_choices():
         st.info(t("replaced_tokens.no_discriminator", family=registry.family(spec.family).label))
-        return
+        return None
     st.session_state.setdefault(k("rtd.text"), DEFAULT_RTD_TEXT)
     for name in ("corrupt", "seed"):
         st.session_state.setdefault(k(f"rtd.{name}"), bounds(RtdConfig, name).default)
@@ -257,29 +273,26 @@ def replaced_tab(spec: ModelSpec, kind: str, from_link: bool) -> None:
             )
             seed = c2.number_input(t("replaced_tokens.seed"), key=k("rtd.seed"), **bounds(RtdConfig, "seed").widget())
         go = st.form_submit_button(t("replaced_tokens.score"), type="primary")
-    asked = (spec.family, disc, gen, spec.device, spec.quant, text, int(corrupt), int(seed))
-    if go or (from_link and text.strip()):  # a shared link shows its scores without a click
+    # a shared link shows its scores without a click
+    return RtdAsk(spec, disc, gen, text, int(corrupt), int(seed), go=bool(go or (from_link and text.strip())))
 
-        def _score():
-            cfg = RtdConfig(text, corrupt=int(corrupt), seed=int(seed))  # bad input: its message, before any load
-            d = get_model(ModelSpec(spec.family, disc, spec.device, spec.quant), RTD_TASK)
-            g = get_model(ModelSpec(spec.family, gen, spec.device, spec.quant), "mlm") if gen else None
-            return score(d, cfg, generator=g)
 
-        res = run_or_error(k("rtd_result"), _score, made_from=asked)
-        if res is not None:
-            record_rtd(
-                entry_id(f"{P}:rtd", *asked),
-                {
-                    t("replaced_tokens.in_discriminator"): disc,
-                    t("replaced_tokens.in_generator"): gen or "–",
-                    t("replaced_tokens.in_text"): text,
-                    t("replaced_tokens.in_corrupt"): int(corrupt),
-                    t("replaced_tokens.in_seed"): int(seed),
-                },
-                res,
-            )
-    res = current_result(k("rtd_result"), asked)
+def replaced_result(ask: RtdAsk, fresh: ReplacedTokensResult | None = None) -> None:
+    """Record ``fresh`` (what the page just scored for ``ask``, if anything) in the session report, then draw the
+    result made from what the form holds now, if there is one."""
+    if fresh is not None:
+        record_rtd(
+            entry_id(f"{P}:rtd", *ask.made_from),
+            {
+                t("replaced_tokens.in_discriminator"): ask.discriminator,
+                t("replaced_tokens.in_generator"): ask.generator or "–",
+                t("replaced_tokens.in_text"): ask.text,
+                t("replaced_tokens.in_corrupt"): ask.corrupt,
+                t("replaced_tokens.in_seed"): ask.seed,
+            },
+            fresh,
+        )
+    res = current_result(k("rtd_result"), ask.made_from)
     if res is not None:
         show_replaced(res, key=k("rtd"))
 

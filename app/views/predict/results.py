@@ -107,7 +107,9 @@ def show_fill_result(
     st.markdown(token_strip(r.tokens, r.mask_positions, specials), unsafe_allow_html=True)
     st.markdown(t("predict.joint_fill", how=strategy_label(r.strategy), text=as_text(r.filled_text)))
     per = t("predict.per_text_batch", n=r.batch_size) if r.batch_size > 1 else ""
-    st.caption(t("predict.fill_caption", p=f"{r.joint_prob:.3g}", n=len(r.masks), ms=f"{r.latency_ms:,.1f}") + per)
+    st.caption(
+        t("predict.fill_caption", joint_prob=f"{r.joint_prob:.3g}", n=len(r.masks), ms=f"{r.latency_ms:,.1f}") + per
+    )
     if len(r.masks) > 1:
         order = {m: i + 1 for i, m in enumerate(r.fill_order)}
         iterative = r.strategy == "iterative"  # filled independently, every mask is filled in the one pass
@@ -390,7 +392,7 @@ def record_pair(eid: str, inputs: dict, r: PairResult) -> None:
     report.record(
         eid,
         t("nav.sentence_pair"),
-        t("predict.report_pair", label=label, a=shorten(first.first, 40), b=shorten(first.second, 40)),
+        t("predict.report_pair", label=label, first=shorten(first.first, 40), second=shorten(first.second, 40)),
         inputs,
         rows=rows,
         figures=[pair_bars(r)],

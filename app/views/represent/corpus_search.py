@@ -61,7 +61,7 @@ def show_index(ci: CorpusIndex) -> None:
             rows=f"{len(ci):,}",
             depth=depth_label(ci.depth),
             kind=kind_label(ci),
-            s=f"{ci.seconds:,.1f}",
+            seconds=f"{ci.seconds:,.1f}",
         ),
         icon=":material/database:",
     )
@@ -109,7 +109,7 @@ def histogram(r: SearchResult) -> go.Figure:
         go.Bar(x=words, y=counts, marker_color=HIT, hovertemplate=t("corpus_search.hist_hover") + "<extra></extra>")
     )
     fig.update_layout(
-        title=t("corpus_search.hist_title", k=len(r.neighbours), depth=depth_label(r.depth)),
+        title=t("corpus_search.hist_title", n_neighbours=len(r.neighbours), depth=depth_label(r.depth)),
         height=340,
         margin=dict(t=50, b=10),
         xaxis=dict(title=t("corpus_search.hist_x"), type="category"),
@@ -121,7 +121,7 @@ def histogram(r: SearchResult) -> go.Figure:
 def show_result(r: SearchResult) -> None:
     summary = t(
         "corpus_search.summary",
-        k=len(r.neighbours),
+        n_neighbours=len(r.neighbours),
         word=as_text(r.word),
         piece=as_text(display_piece(r.piece)),
         depth=depth_label(r.depth),

@@ -238,7 +238,7 @@ def show_result(r: ProbeResult) -> None:
             depths=r.num_depths,
             n=f"{r.corpus_sentences:,}",
             corpus=t(f"probes.corpus_in.{r.corpus}"),
-            s=f"{r.seconds:,.0f}",
+            seconds=f"{r.seconds:,.0f}",
         )
     )
     coord = next((s for s in r.scores if s.task == "coord_inversion"), None)

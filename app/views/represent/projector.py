@@ -193,7 +193,7 @@ def separation_figure(p: Projection, depth: int) -> go.Figure:
     fig.add_scatter(
         x=x,
         y=list(p.silhouette),
-        name=t("projector.silhouette", k=p.k),
+        name=t("projector.silhouette", n_clusters=p.k),
         mode="lines+markers",
         line=dict(color="#F58518"),
         hovertemplate="%{x}: %{y:.2f}<extra></extra>",
@@ -226,9 +226,9 @@ def show_projection(p: Projection) -> None:
             "projector.summary",
             what=what,
             sentences=f"{p.sentences_read:,}",
-            k=p.k,
+            n_clusters=p.k,
             method=p.method.upper(),
-            s=f"{p.seconds:,.1f}",
+            seconds=f"{p.seconds:,.1f}",
         )
     )
     for note in p.notes:
@@ -264,7 +264,7 @@ def show_projection(p: Projection) -> None:
         agree=f"{p.agreement[i]:.0%}",
         chance=f"{p.agreement_chance:.0%}",
         sil=f"{p.silhouette[i]:.2f}",
-        k=p.k,
+        n_clusters=p.k,
     )
     if p.explained is not None:
         line += " " + t("projector.explained", share=f"{p.explained[i]:.0%}", dims=p.dims)
@@ -293,4 +293,4 @@ def show_projection(p: Projection) -> None:
             for i, d in enumerate(p.depths)
         ],
     )
-    st.caption(t("projector.sep_caption", k=p.k))
+    st.caption(t("projector.sep_caption", n_clusters=p.k))

@@ -1,6 +1,8 @@
 """The Fine-tune page's settings form: its keys, the number boxes' bounds, the presets, the task switch, the config
 the form stands for, and the advice and out-of-memory offers under it. The page's other pieces: finetune_data (the
-data choice), finetune_charts (figures), finetune_results (finished runs), finetune_report (report entries)."""
+data choice), finetune_charts (figures), finetune_results (finished runs), finetune_runs (each run's panel),
+finetune_report (report entries), remedies (the "Out of memory?" panel); app.kit.finetune_work loads and starts what
+they ask for."""
 
 from __future__ import annotations
 
@@ -8,7 +10,6 @@ import streamlit as st
 
 from app.kit import state, urlstate
 from app.kit.i18n import explain, t
-from app.views.train import remedies as render_remedies
 from core.base.fields import Bounds, bounded_fields, default_of
 from core.base.messages import holds_kind
 from core.data.datasets_local import GLUE_TASKS, HELD_OUT_FRACTION
@@ -208,12 +209,6 @@ def oom_offer(run: dict, restart) -> None:
             on_click=restart,
             args=(run, n),
         )
-
-
-def oom_panel(cfg: FinetuneConfig | None, data) -> None:
-    """The "Out of memory?" expander: helper PR's measurement panel (app.views.train.remedies), when it is installed."""
-    with st.expander(t("finetune.oom.expander")):
-        render_remedies.oom_panel(cfg, data)  # it says itself when the settings or the data are missing
 
 
 # ---------------------------------------------------------------------------------------------- URL state

@@ -59,7 +59,7 @@ def final_metrics(result: FinetuneResult) -> list[dict]:
         (t("finetune.m.steps"), f"{result.steps} ({stop_reason_label(result.stop_reason)})"),
         (t("finetune.rep.best_step"), str(result.best_step)),
         (t("finetune.rep.epochs_done"), f"{result.epochs_done:.2f}"),
-        (t("finetune.m.time"), t("finetune.seconds", s=f"{result.train_seconds:,.1f}")),
+        (t("finetune.m.time"), t("finetune.seconds", seconds=f"{result.train_seconds:,.1f}")),
         (t("finetune.m.samples_per_s"), f"{result.samples_per_s:,.1f}"),
         (t("finetune.rep.trained_params"), f"{result.params_trainable:,} / {result.params_total:,}"),
     ]
@@ -106,6 +106,6 @@ def record_prediction(
             t("finetune.rep.text"): text,
         },
         rows=[{lab: n, p: f"{q:.1%}"} for n, q in sorted(zip(labels, probs), key=lambda x: -x[1])],
-        text=t("finetune.rep.try_text", label=labels[best], p=f"{probs[best]:.1%}"),
+        text=t("finetune.rep.try_text", label=labels[best], prob=f"{probs[best]:.1%}"),
         figures=[fig],
     )

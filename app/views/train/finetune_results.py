@@ -1,14 +1,16 @@
 """The Fine-tune page's finished runs: the result view (sequence and token), try-it boxes, and the comparison
-across runs."""
+across runs. A try-it box needs the run's classifier only once something is typed and sent, inside the run's panel:
+the page passes its loader in (``load``, app.kit.finetune_work.trained_model), as it does for the heads-off panel."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import pandas as pd
 import streamlit as st
 
 from app.kit import presenter
 from app.kit.i18n import explain, t
-from app.kit.loaders import finetuned
 from app.kit.model_choice import pick
 from app.views.inspect.ablation import classify_heads
 from app.views.train.finetune import K
@@ -23,26 +25,29 @@ from app.views.train.finetune_charts import (
     try_chart,
 )
 from app.views.train.finetune_report import record_prediction
-from core.models.devices import device_for_trained
-from core.predict.classify import classify, tag, zip_folder
+from core.predict.classify import FinetunedModel, classify, tag, zip_folder
 from core.registry import ModelLoadError
 from core.train.finetune import FinetuneResult
 
+# A finished run's classifier, loaded (cached) by the page's side; raises ModelLoadError.
+Loader = Callable[[FinetuneResult], FinetunedModel]
 
-def result_view(name: str, result: FinetuneResult) -> None:
-    """Metrics, curves, confusion matrix, worst errors, try-it box, download and links to other pages."""
+
+def result_view(name: str, result: FinetuneResult, load: Loader) -> None:
+    """Metrics, curves, confusion matrix, worst errors, try-it box, download and links to other pages. ``load``
+    gives the run's classifier for the try-it box."""
     if result.token_metrics is not None:
-        token_result_view(name, result)
+        token_result_view(name, result, load)
         return
     c = st.columns(6)
     c[0].metric(
         t("finetune.m.accuracy"),
         f"{result.accuracy:.1%}",
-        t("finetune.m.vs_majority", d=f"{result.accuracy - result.majority_rate:+.1%}"),
+        t("finetune.m.vs_majority", delta=f"{result.accuracy - result.majority_rate:+.1%}"),
     )
     c[1].metric(t("finetune.m.macro_f1"), f"{result.macro_f1:.3f}")
     c[2].metric(t("finetune.m.steps"), f"{result.steps}", stop_reason_label(result.stop_reason), delta_color="off")
-    c[3].metric(t("finetune.m.time"), t("finetune.seconds", s=f"{result.train_seconds:,.1f}"))
+    c[3].metric(t("finetune.m.time"), t("finetune.seconds", seconds=f"{result.train_seconds:,.1f}"))
     c[4].metric(t("finetune.m.samples_per_s"), f"{result.samples_per_s:,.1f}")
     c[5].metric(t("finetune.m.padding"), f"{result.padding_saved:.0%}", help=t("finetune.m.padding_help"))
     st.caption(
@@ -70,7 +75,7 @@ def result_view(name: str, result: FinetuneResult) -> None:
         else:
             st.success(t("finetune.no_errors"))
     _mix_view(name, result)
-    _try_it(name, result)
+    _try_it(name, result, load)
     _run_buttons(name, result)
 
 
@@ -79,7 +84,7 @@ def _pick(family: str, checkpoint: str) -> None:
     st.toast(t("finetune.picked", id=checkpoint))
 
 
-def _try_it(name: str, result: FinetuneResult) -> None:
+def _try_it(name: str, result: FinetuneResult, load: Loader) -> None:
     with st.form(K(f"try.{name}")):
         text = st.text_area(
             t("finetune.try_text"), key=K(f"try_text.{name}"), height=80, placeholder=t("finetune.try_placeholder")
@@ -87,7 +92,7 @@ def _try_it(name: str, result: FinetuneResult) -> None:
         go_ = st.form_submit_button(t("finetune.classify"))
     if go_ and text.strip():
         try:
-            fm = finetuned(result.model_dir, device_for_trained(result.device))
+            fm = load(result)
         except ModelLoadError as e:
             st.error(t("finetune.cannot_load", error=explain(e)))
             return
@@ -100,7 +105,7 @@ def _try_it(name: str, result: FinetuneResult) -> None:
         st.warning(t("finetune.type_first"))
     if text.strip() and st.session_state.get(K(f"try_done.{name}")) == text.strip():  # heads off, same text
         classify_heads(
-            lambda: finetuned(result.model_dir, device_for_trained(result.device)),
+            lambda: load(result),
             text.strip(),
             K(f"try.{name}"),
             made_from=result.model_dir,
@@ -193,13 +198,13 @@ def _mix_view(name: str, result: FinetuneResult) -> None:
             "finetune.mix.caption",
             gamma=f"{result.layer_gamma:.2f}",
             top=t("finetune.mix.embeddings") if top == 0 else t("finetune.mix.layer", n=top),
-            w=f"{result.layer_weights[top]:.3f}",
+            weight=f"{result.layer_weights[top]:.3f}",
             even=f"{1 / len(result.layer_weights):.3f}",
         )
     )
 
 
-def token_result_view(name: str, result: FinetuneResult) -> None:
+def token_result_view(name: str, result: FinetuneResult, load: Loader) -> None:
     """A token run: entity P/R/F1 and token accuracy against the majority tag, curves, per-type table, held-out
     sentences with predicted entities, try-it tagging, download and links."""
     tm = result.token_metrics
@@ -207,17 +212,17 @@ def token_result_view(name: str, result: FinetuneResult) -> None:
     c[0].metric(
         t("finetune.tok.m.f1"),
         f"{tm.f1:.3f}",
-        t("finetune.tok.m.vs_majority", d=f"{tm.f1 - tm.majority_f1:+.3f}", tag=tm.majority_tag),
+        t("finetune.tok.m.vs_majority", delta=f"{tm.f1 - tm.majority_f1:+.3f}", tag=tm.majority_tag),
     )
     c[1].metric(t("finetune.tok.m.precision"), f"{tm.precision:.3f}")
     c[2].metric(t("finetune.tok.m.recall"), f"{tm.recall:.3f}")
     c[3].metric(
         t("finetune.tok.m.accuracy"),
         f"{tm.token_accuracy:.1%}",
-        t("finetune.tok.m.vs_majority", d=f"{tm.token_accuracy - tm.majority_accuracy:+.1%}", tag=tm.majority_tag),
+        t("finetune.tok.m.vs_majority", delta=f"{tm.token_accuracy - tm.majority_accuracy:+.1%}", tag=tm.majority_tag),
     )
     c[4].metric(t("finetune.m.steps"), f"{result.steps}", stop_reason_label(result.stop_reason), delta_color="off")
-    c[5].metric(t("finetune.m.time"), t("finetune.seconds", s=f"{result.train_seconds:,.1f}"))
+    c[5].metric(t("finetune.m.time"), t("finetune.seconds", seconds=f"{result.train_seconds:,.1f}"))
     st.caption(
         t("finetune.tok.baseline", tag=tm.majority_tag, acc=f"{tm.majority_accuracy:.1%}", f1=f"{tm.majority_f1:.3f}")
     )
@@ -253,11 +258,11 @@ def token_result_view(name: str, result: FinetuneResult) -> None:
         types = tuple(sorted({n.split("-", 1)[1] for n in result.label_names if "-" in n}))
         st.html(heldout_sentences_html(tm, types))
     _mix_view(name, result)
-    _tag_it(name, result, types)
+    _tag_it(name, result, types, load)
     _run_buttons(name, result)
 
 
-def _tag_it(name: str, result: FinetuneResult, types: tuple[str, ...]) -> None:
+def _tag_it(name: str, result: FinetuneResult, types: tuple[str, ...], load: Loader) -> None:
     with st.form(K(f"tag.{name}")):
         text = st.text_input(
             t("finetune.tok.try_text"),
@@ -272,7 +277,7 @@ def _tag_it(name: str, result: FinetuneResult, types: tuple[str, ...]) -> None:
     if not text.strip() or not (go_ or st.session_state.get(K(f"tag_done.{name}")) == text.strip()):
         return
     try:
-        fm = finetuned(result.model_dir, device_for_trained(result.device))
+        fm = load(result)
     except ModelLoadError as e:
         st.error(t("finetune.cannot_load", error=explain(e)))
         return

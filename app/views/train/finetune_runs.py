@@ -1,45 +1,41 @@
-"""The Fine-tune page's runs: starting one as a job of the session, then each run's panel (live curves, Cancel,
-Resume, the out-of-memory offer), its result once done (registered as a model of the session and recorded once in the
-report), and the comparison of finished runs."""
+"""The Fine-tune page's runs: each run's panel (live curves, Cancel, Resume, the out-of-memory offer), its result
+once done (registered as a model of the session and recorded once in the report), and the comparison of finished
+runs. The page starts the jobs (app.kit.finetune_work): it passes in each run's job, and what Resume, a remedy's
+restart and a try-it box call (they act inside a run's panel, on a click)."""
 
 from __future__ import annotations
 
-import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import streamlit as st
 
 from app.kit import state
 from app.kit.i18n import t
-from app.kit.jobs_panel import job_panel, runner
+from app.kit.jobs_panel import job_panel
 from app.views.train import finetune_charts as charts
 from app.views.train import finetune_report as run_report
 from app.views.train import finetune_results as results
 from app.views.train.finetune import K, is_oom_error, oom_offer
-from core.train.finetune import job_fn, job_resource, runs_root
-from core.train.finetune_config import FinetuneConfig, apply_remedy
+from app.views.train.finetune_results import Loader
+from core.runtime.jobs import Job
 
 
-def submit(runs: list[dict], cfg: FinetuneConfig, run_data) -> None:
-    """Start a run of ``cfg`` on ``run_data`` as a job of this session, and add it to ``runs`` (the page's list)."""
-    name = f"run{len(runs) + 1}-{cfg.family}"
-    out = runs_root(state.session_id()) / f"{name}-{time.strftime('%H%M%S')}"
-    job = runner().submit(
-        t("finetune.job_name", name=name),
-        job_fn(cfg, run_data, out),
-        resource=job_resource(cfg),
-        owner=state.session_id(),
-    )
-    runs.append(dict(name=name, job_id=job.id, cfg=cfg, data=run_data, out=str(out), result=None))
-
-
-def runs_section(runs: list[dict]) -> None:
-    """Every run of the session, newest first, then the comparison of the finished ones."""
+def runs_section(
+    runs: list[dict],
+    jobs: Mapping[int, Job | None],
+    resume: Callable[[dict], None],
+    restart: Callable[[dict, str], None],
+    load: Loader,
+) -> None:
+    """Every run of the session, newest first, then the comparison of the finished ones. ``jobs``: each run's job by
+    id (None: gone); ``resume(run)``, ``restart(run, remedy)``: start a cancelled run again, or a run that ran out of
+    memory with a remedy; ``load``: a finished run's classifier (its try-it box)."""
     st.subheader(t("finetune.h_runs"))
     if not runs:
         st.info(t("finetune.no_runs"))
     for run in reversed(runs):
-        job = runner().get(run["job_id"])
+        job = jobs.get(run["job_id"])
         if run["result"] is None and job is not None and job.status == "done":
             run["result"] = job.result  # kept in the session: later errors cannot lose it
             state.register_session_model(
@@ -52,18 +48,8 @@ def runs_section(runs: list[dict]) -> None:
             st.rerun()  # once, so the sidebar picker (drawn before this page) lists the new model
         with st.expander(f"{run['name']} · {run['cfg'].checkpoint} · {run['data'].name}", expanded=run is runs[-1]):
             if run["result"] is not None:
-                results.result_view(run["name"], run["result"])
+                results.result_view(run["name"], run["result"], load)
                 continue
-
-            def resume(r=run) -> None:
-                j = runner().submit(
-                    t("finetune.job_name_resumed", name=r["name"]),
-                    job_fn(r["cfg"], r["data"], r["out"], resume=True),
-                    resource=job_resource(r["cfg"]),
-                    owner=state.session_id(),
-                )
-                r["job_id"] = j.id
-
             job_panel(
                 run["job_id"],
                 on_done=lambda j: st.rerun(),
@@ -71,9 +57,9 @@ def runs_section(runs: list[dict]) -> None:
                 key=K(f"job.{run['name']}"),
             )
             if job is not None and job.status == "error" and is_oom_error(job.error):
-                oom_offer(run, lambda r, remedy: submit(runs, apply_remedy(r["cfg"], remedy), r["data"]))
+                oom_offer(run, restart)
             if job is not None and job.status == "cancelled" and (Path(run["out"]) / "checkpoint").exists():
-                st.button(t("finetune.resume"), key=K(f"resume.{run['name']}"), on_click=resume)
+                st.button(t("finetune.resume"), key=K(f"resume.{run['name']}"), on_click=resume, args=(run,))
 
     done = [(r["name"], r["result"]) for r in runs if r["result"] is not None]
     if done:

@@ -84,7 +84,7 @@ def _summary(j) -> str:
 def done(j) -> None:
     r = j.result
     state.register_session_model(j.name, r.family, r.out, "pretrained")  # the job's name: fixed at submit
-    st.success(_summary(j) + t("pretrain.summary_end", s=f"{r.wall_s:,.0f}", label=j.name))
+    st.success(_summary(j) + t("pretrain.summary_end", seconds=f"{r.wall_s:,.0f}", label=j.name))
     live(j)
 
 
@@ -120,7 +120,7 @@ def report_entry(j) -> dict:
         rows.append((t("pretrain.rep.mlm_loss"), f"{f['mlm_loss']:.3f}"))
     if "pair_acc" in f:
         rows += [(t("pretrain.rep.pair_acc"), pct("pair_acc")), (t("pretrain.rep.pair_majority"), pct("pair_majority"))]
-    rows.append((t("pretrain.rep.wall"), t("pretrain.seconds", s=f"{r.wall_s:,.0f}")))
+    rows.append((t("pretrain.rep.wall"), t("pretrain.seconds", seconds=f"{r.wall_s:,.0f}")))
     figs = [curves([j], "mlm_loss"), curves([j], "heldout_top5")]
     if pair_metric(j) != "mlm_acc":
         figs.append(curves([j], pair_metric(j)))

@@ -1,15 +1,21 @@
 """The Fine-tune page's "Out of memory?" panel: one click measures the same short run with each remedy of
-core.train.finetune.REMEDIES (core.train.remedies, in a background job), shown next to the third article's advice."""
+core.train.finetune.REMEDIES (core.train.remedies, in a background job), shown next to the third article's advice.
+``oom_form`` draws the form and returns what it asks; the page starts the job (app.kit.finetune_work.start_remedies)
+and ``oom_result`` draws its panel."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 import streamlit as st
 
 from app.kit.i18n import explain, lang, t
-from app.kit.jobs_panel import job_section, start_job, submit_job
+from app.kit.jobs_panel import job_section
 from app.kit.render import record_once
-from core.train.remedies import ARTICLE_OOM, ARTICLE_OSCILLATION, MAX_STEPS, job
+from core.train.finetune_config import FinetuneConfig
+from core.train.remedies import ARTICLE_OOM, ARTICLE_OSCILLATION, MAX_STEPS
 
 JOBS = "remedies.made_from"
 STEPS = "remedies.steps"
@@ -70,7 +76,7 @@ def _show(job) -> None:
             rows=res.train_rows,
             device=res.device,
             threads=res.threads,
-            s=f"{job.elapsed:,.0f}",
+            seconds=f"{job.elapsed:,.0f}",
         )
     )
     table = remedies_table(res)
@@ -88,29 +94,36 @@ def _show(job) -> None:
     )
 
 
-def oom_panel(cfg, data) -> None:
-    """Measure the remedies for ``cfg`` (a core.train.finetune.FinetuneConfig) on ``data`` (LabelledData or TokenData;
-    None when no data is loaded yet), beside the article's advice."""
+@dataclass(frozen=True)
+class RemediesAsk:
+    """What the panel asks: the remedies measured for ``cfg`` on ``data`` (LabelledData or TokenData), ``steps``
+    steps each; ``go``: Measure was pressed in this run; ``asked``: what a measurement's result is shown under."""
+
+    cfg: FinetuneConfig
+    data: Any
+    steps: int
+    go: bool
+    asked: tuple
+
+
+def oom_form(cfg: FinetuneConfig | None, data) -> RemediesAsk | None:
+    """The article's advice, then the form measuring the remedies for ``cfg`` on ``data`` (None when no data is
+    loaded yet); returns what it asks, or None after saying that settings or data are missing."""
     advice()
     st.markdown(t("remedies.intro"))
     if cfg is None or data is None:
         st.info(t("remedies.need_settings"))
-        return
+        return None
     st.session_state.setdefault(STEPS, DEFAULT_STEPS)
     c1, c2 = st.columns([1, 2])
     steps = c1.number_input(t("remedies.steps"), 2, MAX_STEPS, key=STEPS)
     asked = (cfg, data.fingerprint(), int(steps))
     c2.caption(t("remedies.steps_help", rows=int(steps) * cfg.batch_size))
-    if st.button(t("remedies.measure"), key="remedies.go", icon=":material/memory:"):
-        start_job(
-            JOBS,
-            lambda: submit_job(
-                "finetune",
-                t("remedies.job_name"),
-                job(cfg, data, int(steps)),
-                device=cfg.device,
-                jobs_key=JOBS,
-                asked=asked,
-            ),
-        )
-    job_section(JOBS, asked, _show, key="remedies")
+    go = st.button(t("remedies.measure"), key="remedies.go", icon=":material/memory:")
+    return RemediesAsk(cfg, data, int(steps), go, asked)
+
+
+def oom_result(ask: RemediesAsk | None) -> None:
+    """The panel of the measurement made from what the form asks now (or why none shows)."""
+    if ask is not None:
+        job_section(JOBS, ask.asked, _show, key="remedies")

@@ -44,7 +44,7 @@ def new_config(family: str, size: str, tokenizer):
     """A fresh config of the family's own class at ``size`` (its recipe's ``config``; ALBERT keeps E < H and one
     shared layer)."""
     if size not in SIZES:
-        raise ValueError(msg("pretrain.unknown_size_use_one_2", size=size, p=", ".join(SIZES)))
+        raise ValueError(msg("pretrain.unknown_size_use_one", size=size, choices=", ".join(SIZES)))
     return recipe(family).config(SIZES[size], tokenizer)
 
 
@@ -60,7 +60,7 @@ def from_minilm(family: str, tokenizer, fit: MiniLMFit | None = None, source: st
     from the bundled bert-mini, whose encoder has learned MLM). Raises ValueError for a family that has none."""
     start = recipe(family).from_minilm
     if start is None:
-        raise ValueError(msg("pretrain.has_start_from_minilm", label=FAMILIES[family].label))
+        raise ValueError(msg("pretrain.no_minilm_start", label=FAMILIES[family].label))
     return STARTS[start](tokenizer, fit, source)
 
 
@@ -70,9 +70,7 @@ def student(family: str, teacher, layers: tuple[int, ...] | None = None):
     cut = recipe(family).student
     if cut is None:
         students = ", ".join(f.label for k, f in FAMILIES.items() if recipe(k).distils)
-        raise ValueError(
-            msg("pretrain.distillation_trains_student_distilled", students=students, label=FAMILIES[family].label)
-        )
+        raise ValueError(msg("pretrain.family_not_distilled", students=students, label=FAMILIES[family].label))
     return STUDENTS[cut](teacher, layers)
 
 
@@ -107,7 +105,7 @@ def distil_student(teacher, layers: tuple[int, ...] | None = None):
     n = tc.num_hidden_layers
     layers = tuple(layers) if layers is not None else tuple(range(0, n, 2))
     if any(not 0 <= i < n for i in layers):
-        raise ValueError(msg("pretrain.student_layers_must_teacher", layers=layers, p=n - 1))
+        raise ValueError(msg("pretrain.student_layers_must_teacher", layers=layers, last_layer=n - 1))
     cfg = transformers.DistilBertConfig(
         vocab_size=tc.vocab_size,
         dim=tc.hidden_size,
@@ -183,7 +181,7 @@ def mlm_bias(model, family: str | None = None) -> torch.nn.Parameter:
     """The MLM decoder's output bias (vocab,): the output embeddings' bias, transformers' generic handle on it."""
     out = model.get_output_embeddings()
     if out is None or getattr(out, "bias", None) is None:
-        raise ValueError(msg("pretrain.has_mlm_output_bias", name__=type(model).__name__))
+        raise ValueError(msg("pretrain.no_mlm_output_bias", model_class=type(model).__name__))
     return out.bias
 
 

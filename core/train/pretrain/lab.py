@@ -82,9 +82,7 @@ def prepare(req: LabRequest, workdir: str | Path | None = None, lim: LabLimits |
     corpus: str = str(CORPUS_DIR)
     if req.upload is not None:
         if len(req.upload) > MAX_UPLOAD_MB * 2**20:
-            raise CorpusError(
-                msg("pretrain.over_mb_upload_smaller", upload_name=req.upload_name, MAX_UPLOAD_MB=MAX_UPLOAD_MB)
-            )
+            raise CorpusError(msg("pretrain.upload_too_large", upload_name=req.upload_name, max_mb=MAX_UPLOAD_MB))
         docs = parse_documents(decode_upload(req.upload, req.upload_name))
         check_documents(docs, need_pairs=bool(req.pair and sw["pair"]))
         out.mkdir(parents=True, exist_ok=True)
@@ -97,7 +95,7 @@ def prepare(req: LabRequest, workdir: str | Path | None = None, lim: LabLimits |
             students = ", ".join(r.label for r in FAMILIES.values() if recipe(r.key).distils)
             raise PretrainError(
                 msg(
-                    "pretrain.distillation_trains_student_distilled",
+                    "pretrain.family_not_distilled",
                     students=students,
                     label=FAMILIES[req.family].label,
                 )
@@ -108,7 +106,7 @@ def prepare(req: LabRequest, workdir: str | Path | None = None, lim: LabLimits |
             raise PretrainError(msg("pretrain.distillation_needs_bundled_mini", label=teacher_family.label))
         if "mini" not in lim.sizes:
             raise PretrainError(
-                msg("pretrain.distilled_student_has_half", label=teacher_family.label, max_size=lim.max_size)
+                msg("pretrain.student_over_size_limit", label=teacher_family.label, max_size=lim.max_size)
             )
     return PretrainConfig(
         family=req.family,

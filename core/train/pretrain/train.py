@@ -127,9 +127,9 @@ class PretrainConfig:
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
-            raise PretrainError(msg("pretrain.unknown_family_use_one", family=self.family, p=", ".join(FAMILIES)))
+            raise PretrainError(msg("pretrain.unknown_family_use_one", family=self.family, choices=", ".join(FAMILIES)))
         if self.size not in build.SIZES:
-            raise PretrainError(msg("pretrain.unknown_size_use_one", size=self.size, p=", ".join(build.SIZES)))
+            raise PretrainError(msg("pretrain.unknown_size_use_one", size=self.size, choices=", ".join(build.SIZES)))
         order = list(build.SIZES)
         if order.index(self.size) > order.index(self.max_size):
             raise PretrainError(msg("pretrain.size_over_limit_here", size=self.size, max_size=self.max_size))
@@ -163,7 +163,7 @@ class PretrainConfig:
                     "pretrain.needs_switch_off",
                     label=FAMILIES[self.family].label,
                     has=has,
-                    p=self.pair.upper(),
+                    pair_head=self.pair.upper(),
                     owners=owners,
                 )
             )
@@ -172,7 +172,7 @@ class PretrainConfig:
             raise PretrainError(msg("pretrain.fit_steps_fits_shared", fits=fits))
         if self.teacher and not rec.distils:
             students = ", ".join(f.label for k, f in FAMILIES.items() if recipe(k).distils)
-            raise PretrainError(msg("pretrain.distillation_trains_student_pick", students=students))
+            raise PretrainError(msg("pretrain.distillation_needs_distilled_family", students=students))
 
     @property
     def pair_objective(self) -> str | None:
@@ -396,7 +396,7 @@ def pretrain(
             use_types=use_types,
         )[: cfg.eval_instances]
         if not train_inst or not eval_inst:
-            raise CorpusError(msg("pretrain.corpus_gives_training_held"))
+            raise CorpusError(msg("pretrain.no_training_or_heldout"))
         static = _static_masks(train_inst, tokenizer, cfg) if cfg.masking == "static" else None
         unigram = unigram_top(train_inst, tokenizer)
         if cfg.prior_bias and teacher is None and cfg.init in ("scratch", "minilm"):  # only a fresh head

@@ -8,5 +8,7 @@
 - ``frame``: the step list, navigation and progress, the check question, links, and the URL fields of all steps.
 
 Imports run one way, common <- step_* <- frame <- pages/walkthrough.py, so any module imports on its own. What
-the steps compute is in core/walkthrough/checks.py; every text is in assets/i18n/walkthrough.toml.
+the steps compute is in core/walkthrough/checks.py; every text is in assets/i18n/walkthrough.toml. A step's renderer
+is a flow: it yields the models it needs and the jobs it starts (app.kit.walkthrough_work), which the page loads and
+starts.
 """

@@ -1,5 +1,6 @@
-"""What every walkthrough step shares: the Step record a step module exports, session keys, and small drawing and
-loading helpers. Imports nothing else from the package, so each step module imports only this one."""
+"""What every walkthrough step shares: the Step record a step module exports, session keys, and small drawing
+helpers. Imports nothing else from the package, so each step module imports only this one. A step's render is a flow
+(app.kit.walkthrough_work): it yields what it needs loaded or started, and the page fulfils it."""
 
 from __future__ import annotations
 
@@ -14,13 +15,13 @@ import streamlit as st
 from app.kit import report, state, urlstate
 from app.kit.cache import param_breakdown
 from app.kit.i18n import explain, t
-from app.kit.loaders import get_model
 from app.kit.plot_text import plot_texts
 from app.kit.render import pair_card_caption
+from app.kit.walkthrough_work import Flow, Load
 from app.kit.zh_examples import fill_default
 from app.views.predict.results import token_strip
 from core.base.text import display_piece
-from core.models.loading import ModelSpec
+from core.models.spec import LoadedModel, ModelSpec
 from core.registry import Family, ModelLoadError
 from core.walkthrough.checks import UnlearnedPairHead, pick_spec, unlearned_pair_head
 from core.walkthrough.embeddings import EmbeddingParts, embedding_parts
@@ -42,7 +43,7 @@ class Step:
     (short, title, explain, try, and the check question: q, opt0..opt2, answer)."""
 
     number: int
-    render: Callable[[], None]  # the live widget, drawn between the explanation and "try this"
+    render: Callable[[], Flow[None]]  # the live widget, drawn between the explanation and "try this" (its flow)
     correct: int  # the right option (0-based) of the check question
     links: tuple[str, ...] = ()  # urls (app/nav.py) of the pages this step calls the same core as
     fields: tuple[urlstate.Field, ...] = ()  # what a link keeps of this step's inputs
@@ -109,31 +110,22 @@ def axis_labels(tokens) -> list[str]:
     return plot_texts(f"{i}·{display_piece(tok)}" for i, tok in enumerate(tokens))
 
 
-def load(spec: ModelSpec, task: str, attentions: bool = False):
-    """A cached model, or None after a warning that says what is missing and how to get it."""
-    try:
-        with st.spinner(t("common.loading", id=spec.checkpoint)):
-            return get_model(spec, task, attentions)
-    except ModelLoadError as e:
-        st.warning(t("walkthrough.missing_model", id=spec.checkpoint, error=explain(e)))
-        return None
-
-
 def family_spec(family: Family) -> ModelSpec:
     """The spec load_family loads (ModelLoadError when the family ships no bundled model and the sidebar holds
     none of it): a step's hint can ask which checkpoint the step shows without loading it."""
     return pick_spec(family.key, state.current_spec(), [m.path for m in state.session_models()], device())
 
 
-def load_family(family: Family, task: str):
-    """``family``'s model for a step that explains its head: the sidebar's when it is an official or bundled
-    checkpoint of that family, else its bundled one; None after a warning when there is neither."""
+def load_family(family: Family, task: str) -> Flow[LoadedModel | None]:
+    """``family``'s model for a step that explains its head (``lm = yield from load_family(...)``): the sidebar's
+    when it is an official or bundled checkpoint of that family, else its bundled one; None after a warning when
+    there is neither."""
     try:
         spec = family_spec(family)
     except ModelLoadError as e:  # the family ships no bundled model and the sidebar holds none of it
         st.warning(t("walkthrough.missing_model", id=family.label, error=explain(e)))
         return None
-    return load(spec, task)
+    return (yield Load(spec, task))
 
 
 def breakdowns(ids: tuple[str, ...]) -> list:

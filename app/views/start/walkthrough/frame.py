@@ -9,6 +9,7 @@ import streamlit as st
 from app import nav
 from app.kit import urlstate
 from app.kit.i18n import t
+from app.kit.walkthrough_work import Flow
 from app.room.polls import poll as room_poll
 from app.room.polls import presenting as room_presenting
 from app.views.start.walkthrough import (
@@ -135,8 +136,10 @@ def links(step: int) -> None:
         )
 
 
-def render(step: int) -> None:
-    BY_NUMBER[step].render()
+def render(step: int) -> Flow[None]:
+    """The step's live widget, as a flow the page drives (app.kit.walkthrough_work.drive): it loads the models the
+    step asks for and starts its jobs."""
+    return BY_NUMBER[step].render()
 
 
 def try_this(step: int) -> None:

@@ -13,12 +13,13 @@ from plotly.subplots import make_subplots
 
 from app.kit import presenter, state, urlstate
 from app.kit.i18n import explain, t
-from app.kit.jobs_panel import job_section, start_job, submit_job
+from app.kit.jobs_panel import job_section
+from app.kit.walkthrough_work import Flow, MeasureDistillation
 from app.kit.zh_examples import chinese_examples
 from app.views.start.walkthrough.common import K, Step, breakdowns, device, record
 from core.models.cards import bundled_card
 from core.registry import FAMILIES, ModelLoadError, family
-from core.walkthrough.checks import distillation_job, distillation_pair
+from core.walkthrough.checks import distillation_pair
 
 N = 5
 SEQS, BATCHES, SENTENCES = (8, 16, 32, 64, 128), (1, 2, 4, 8), (4, 8, 16, 32, 64)
@@ -43,13 +44,13 @@ def _params() -> None:
     c[0].metric(
         t("walkthrough.s5.bert_params"),
         f"{bb.backbone / 1e6:,.1f}M",
-        t("walkthrough.s5.claim", m=f"{bb.claim_m:g}") if bb.claim_m else None,
+        t("walkthrough.s5.claim", millions=f"{bb.claim_m:g}") if bb.claim_m else None,
         **CLAIM,
     )
     c[1].metric(
         t("walkthrough.s5.distil_params"),
         f"{db.backbone / 1e6:,.1f}M",
-        t("walkthrough.s5.claim", m=f"{db.claim_m:g}") if db.claim_m else None,
+        t("walkthrough.s5.claim", millions=f"{db.claim_m:g}") if db.claim_m else None,
         **CLAIM,
     )
     c[2].metric(
@@ -57,7 +58,7 @@ def _params() -> None:
     )
 
 
-def render() -> None:
+def render() -> Flow[None]:
     if chinese_examples():  # the Chinese-capable model has no bundled teacher: what this step shows instead
         st.info(t("walkthrough.s5.zh_not_applicable", id=state.current_spec().checkpoint))
     pair = distillation_pair()
@@ -75,21 +76,11 @@ def render() -> None:
         reps = c[2].number_input(t("walkthrough.s5.reps"), *REPS, key=K("s5.reps"))
         n_sent = c[3].select_slider(t("walkthrough.s5.sentences"), SENTENCES, key=K("s5.sentences"))
     # A background job, as on the Speed page: a room pressing Measure at once waits its turn in the job queue instead
-    # of timing its runs against each other in the script threads (#46 §2).
+    # of timing its runs against each other in the script threads (#46 §2). The page starts it.
     asked = (int(seq), int(batch), int(reps), int(n_sent), device())
     jobs_key = K("s5.jobs")
     if st.button(t("walkthrough.s5.measure"), key=K("s5.run"), type="primary", icon=":material/speed:"):
-        start_job(
-            jobs_key,
-            lambda: submit_job(
-                "walkthrough",
-                t("walkthrough.s5.job_name"),
-                distillation_job(*asked),
-                device=asked[-1],
-                jobs_key=jobs_key,
-                asked=asked,
-            ),
-        )
+        yield MeasureDistillation(jobs_key, asked)
     if not job_section(jobs_key, asked, lambda j: _done(j, int(n_sent)), key=K("s5.job")):
         res = st.session_state.get(K("s5.result"))
         if res is None:
@@ -117,7 +108,7 @@ def _draw(res: dict, n_sent: int) -> None:
             reps=sp.repeats,
             bert=f"{sp.row(teacher).latency_ms:,.1f}",
             distil=f"{sp.row(student).latency_ms:,.1f}",
-            x=f"{speedup:.2f}",
+            speedup=f"{speedup:.2f}",
             at=res["at"],
         )
     )
@@ -165,7 +156,7 @@ def _draw(res: dict, n_sent: int) -> None:
                     teacher=tm.checkpoint,
                     student=sm.checkpoint,
                     size=f"{1 - sm.params / tm.params:.0%}",
-                    x=f"{tm.ms / max(sm.ms, 1e-9):.2f}",
+                    speedup=f"{tm.ms / max(sm.ms, 1e-9):.2f}",
                     kept=f"{sm.top5 / tm.top5:.0%}" if tm.top5 > 0 else "–",
                 )
             )
@@ -176,8 +167,8 @@ def _draw(res: dict, n_sent: int) -> None:
                     "walkthrough.s5.card_kept",
                     teacher=vs.get("teacher", "?"),
                     kept=f"{vs['top5_kept']:.1%}",
-                    x=f"{vs.get('speedup', 0):.2f}",
-                    enc=f"{vs.get('encoder_speedup', 0):.2f}",
+                    speedup=f"{vs.get('speedup', 0):.2f}",
+                    encoder_speedup=f"{vs.get('encoder_speedup', 0):.2f}",
                 )
             )
     record(
@@ -191,7 +182,7 @@ def _draw(res: dict, n_sent: int) -> None:
         },
         rows=rows,
         figures=[fig] if fig is not None else [],
-        text=t("walkthrough.s5.report", x=f"{speedup:.2f}", device=sp.device_name),
+        text=t("walkthrough.s5.report", speedup=f"{speedup:.2f}", device=sp.device_name),
     )
 
 

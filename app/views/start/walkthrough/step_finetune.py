@@ -5,19 +5,17 @@ bundled minis the 10x run wins, core/walkthrough/lr_measure.py). Both models joi
 
 from __future__ import annotations
 
-import time
-
 import plotly.graph_objects as go
 import streamlit as st
 from plotly.subplots import make_subplots
 
 from app.kit import presenter, state, urlstate
 from app.kit.i18n import explain, t
-from app.kit.jobs_panel import job_panel, runner
+from app.kit.jobs_panel import job_panel
+from app.kit.walkthrough_work import Flow, LrPair, find_job
 from app.kit.zh_examples import chinese_examples
 from app.views.start.walkthrough.common import K, Step, device, record
 from core.registry import FAMILIES
-from core.train.finetune import job_fn, job_resource, runs_root
 from core.walkthrough.checks import (
     LR_FACTOR,
     LRS,
@@ -26,7 +24,6 @@ from core.walkthrough.checks import (
     S6_MAX_LEN,
     finetune_choices,
     jitter,
-    lr_pair_plan,
     lr_verdict,
 )
 
@@ -49,28 +46,9 @@ def _label(opt: str) -> str:
     return f"{FAMILIES[fam].label} · {ckpt}"
 
 
-def _start(opt: str, lr: float, steps: int) -> None:
+def _ask(opt: str, lr: float, steps: int) -> LrPair:
     fam, ckpt = opt.split("|", 1)
-    plan = lr_pair_plan(fam, ckpt, lr, steps, device())
-    runs: dict = {}
-    stamp = time.strftime("%H%M%S")
-    r = runner()
-    for kind, cfg in plan.runs:
-        out = runs_root(state.session_id()) / f"walkthrough-{kind}-{fam}-{stamp}"
-        fn = job_fn(cfg, plan.data, out)  # two runs at once are safe: model loads take core.models.loading.BUILD_LOCK
-        try:
-            job = r.submit(
-                t(f"walkthrough.s6.job.{kind}", lr=f"{cfg.lr:.0e}"),
-                fn,
-                resource=job_resource(cfg),
-                owner=state.session_id(),
-            )
-        except ValueError:  # QuotaError on the second run: the pair is the experiment, so drop the first too
-            for run in runs.values():
-                r.cancel(run["job_id"])
-            raise
-        runs[kind] = dict(job_id=job.id, lr=cfg.lr, steps=steps, family=fam, checkpoint=ckpt, result=None, error=None)
-    st.session_state[K("s6.runs")] = runs
+    return LrPair(fam, ckpt, lr, steps, device())
 
 
 def _loss_figure(runs: dict) -> go.Figure:
@@ -133,8 +111,8 @@ def verdict_text(v) -> str:
     nums = dict(
         good=f"{v.good:.1%}",
         high=f"{v.high:.1%}",
-        jg=f"{v.jitter_good:.3f}",
-        jh=f"{v.jitter_high:.3f}",
+        jitter_good=f"{v.jitter_good:.3f}",
+        jitter_high=f"{v.jitter_high:.3f}",
         majority=f"{v.majority:.1%}",
     )
     return (
@@ -144,10 +122,15 @@ def verdict_text(v) -> str:
     )
 
 
+def _running(job_id: int) -> bool:
+    job = find_job(job_id)
+    return job is not None and not job.done
+
+
 def _collect(runs: dict) -> None:
     """Pick up finished jobs (kept in the session: a later error cannot lose them)."""
     for run in runs.values():
-        job = runner().get(run["job_id"])
+        job = find_job(run["job_id"])
         if job is not None and job.done and run["result"] is None and run["error"] is None:
             if job.status == "done":
                 run["result"] = job.result
@@ -155,7 +138,7 @@ def _collect(runs: dict) -> None:
                 run["error"] = job.error or job.status
 
 
-def render() -> None:
+def render() -> Flow[None]:
     opts = _options()
     if not opts:
         st.warning(t("walkthrough.s6.no_model"))
@@ -185,14 +168,12 @@ def render() -> None:
         )
     )
     runs = st.session_state.get(K("s6.runs"))
-    busy = runs is not None and any(
-        runner().get(r["job_id"]) is not None and not runner().get(r["job_id"]).done for r in runs.values()
-    )
+    busy = runs is not None and any(_running(r["job_id"]) for r in runs.values())
     if st.button(
         t("walkthrough.s6.start"), key=K("s6.start"), type="primary", disabled=busy, icon=":material/play_arrow:"
     ):
-        try:
-            _start(model, float(lr), int(steps))
+        try:  # the page starts both runs (a refusal of either cancels the other)
+            st.session_state[K("s6.runs")] = yield _ask(model, float(lr), int(steps))
         except ValueError as e:
             st.error(explain(e))
         runs = st.session_state.get(K("s6.runs"))
@@ -230,14 +211,14 @@ def render() -> None:
                 st.metric(
                     t("walkthrough.s6.acc"),
                     f"{r.accuracy:.1%}",
-                    t("walkthrough.s6.vs_majority", d=f"{r.accuracy - r.majority_rate:+.1%}"),
+                    t("walkthrough.s6.vs_majority", delta=f"{r.accuracy - r.majority_rate:+.1%}"),
                 )
                 j = jitter(r.history)
                 st.caption(
                     t(
                         "walkthrough.s6.run_caption",
                         steps=r.steps,
-                        s=f"{r.train_seconds:,.1f}",
+                        seconds=f"{r.train_seconds:,.1f}",
                         loss=f"{r.history[-1]['loss']:.3f}" if r.history else "–",
                         jitter=f"{j:.3f}" if j is not None else "–",
                     )

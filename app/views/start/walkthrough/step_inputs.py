@@ -11,7 +11,8 @@ import streamlit as st
 
 from app.kit import presenter
 from app.kit.i18n import t
-from app.kit.loaders import model_or_error
+from app.kit.plot_text import plot_texts
+from app.kit.walkthrough_work import Flow, SidebarModel
 from app.views.start.walkthrough.common import TEXT, TEXT_B, K, Step, axis_labels, pair_strip, record, text_default
 from core.base.text import display_piece
 
@@ -73,13 +74,13 @@ def aligned_axes(bar_max: float, line_values, lo_n: int = 4, hi_n: int = 8) -> t
     )
 
 
-def render() -> None:
+def render() -> Flow[None]:
     text_default(TEXT, "example.sentence")
     text_default(TEXT_B, "example.sentence_b")
     c1, c2 = st.columns(2)
     a = c1.text_input(t("walkthrough.sentence_a"), key=TEXT)
     b = c2.text_input(t("walkthrough.sentence_b_optional"), key=TEXT_B)
-    lm = model_or_error("mlm")
+    lm = yield SidebarModel("mlm")
     if lm is None:
         return
     r = pair_strip(lm, a, b or None)
@@ -101,8 +102,8 @@ def render() -> None:
     else:
         st.info(t(SEG_NOTE[r.segments], family=lm.family.label))
     if r.factorized:
-        st.info(t("walkthrough.s1.factorized", e=r.embedding_size, h=r.hidden_size))
-    x = axis_labels(r.tokens)
+        st.info(t("walkthrough.s1.factorized", embedding_size=r.embedding_size, hidden_size=r.hidden_size))
+    x, raw = axis_labels(r.tokens), plot_texts(r.tokens)
     fig = go.Figure()
     parts = [
         ("token", r.token_norms),
@@ -114,7 +115,7 @@ def render() -> None:
         if values is None:
             continue
         label = t(f"walkthrough.s1.part.{name}")
-        hover = "%{x}<br>" + label + ": %{y:.3f}<extra></extra>"
+        hover = "%{x} (%{customdata})<br>" + label + ": %{y:.3f}<extra></extra>"  # the raw piece in ()
         if name == "output":  # about sqrt(E) times larger: its own axis, so the three parts stay readable
             fig.add_scatter(
                 x=x,
@@ -123,10 +124,11 @@ def render() -> None:
                 yaxis="y2",
                 mode="lines+markers",
                 line=dict(color=PART_COLORS[name]),
+                customdata=raw,
                 hovertemplate=hover,
             )
         else:
-            fig.add_bar(x=x, y=values, name=label, marker_color=PART_COLORS[name], hovertemplate=hover)
+            fig.add_bar(x=x, y=values, name=label, marker_color=PART_COLORS[name], customdata=raw, hovertemplate=hover)
     bars = [v for name, vals in parts if name != "output" and vals is not None for v in vals]
     left, right = aligned_axes(max(bars, default=1.0), r.output_norms)
     fig.update_layout(

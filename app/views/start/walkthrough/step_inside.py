@@ -10,9 +10,10 @@ import streamlit as st
 
 from app.kit import presenter, state, urlstate
 from app.kit.i18n import explain, t
-from app.kit.plot_text import plot_text
+from app.kit.plot_text import plot_text, plot_texts
+from app.kit.walkthrough_work import Flow, Load
 from app.kit.zh_examples import chinese_examples
-from app.views.start.walkthrough.common import K, Step, axis_labels, device, go_to, load, record, text_default
+from app.views.start.walkthrough.common import K, Step, axis_labels, device, go_to, record, text_default
 from core.inspect import attention as A
 from core.inspect import attribution as AT
 from core.inspect import attribution_inputs as ATI
@@ -79,13 +80,13 @@ def _clamp(key: str, valid, default) -> None:
     st.session_state.setdefault(key, default)
 
 
-def render() -> None:
+def render() -> Flow[None]:
     st.session_state.pop(SPECIALS, None)
     spec = _spec()
     if spec is None:
         return
     classifier = is_cls_classifier(spec.checkpoint)
-    lm = load(spec, "seqcls" if classifier else "base", attentions=True)
+    lm = yield Load(spec, "seqcls" if classifier else "base", attentions=True)
     if lm is None:
         return
     name = next((m.label for m in state.session_models() if m.path == spec.checkpoint), spec.checkpoint)
@@ -202,7 +203,7 @@ def _attributions(lm, text: str, figs: list) -> tuple[list, list]:
         return figs, []
     names = [n for n, _ in probs]
     pred = int(np.argmax([p for _, p in probs]))
-    st.markdown(t("walkthrough.s7.prediction", label=names[pred], p=f"{probs[pred][1]:.1%}"))
+    st.markdown(t("walkthrough.s7.prediction", label=names[pred], prob=f"{probs[pred][1]:.1%}"))
     _clamp(K("s7.class"), range(len(names)), pred)
     st.session_state.setdefault(K("s7.n_steps"), ATTR_STEPS[2])
     c1, c2 = st.columns([2, 1])
@@ -241,7 +242,8 @@ def _attributions(lm, text: str, figs: list) -> tuple[list, list]:
             x=labels,
             y=scores,
             marker_color=["#54A24B" if s >= 0 else "#E45756" for s in scores],
-            hovertemplate="%{x}: %{y:+.4f}<extra></extra>",
+            customdata=plot_texts(res.tokens),  # the raw piece
+            hovertemplate="%{x} (%{customdata}): %{y:+.4f}<extra></extra>",
         )
     )
     bars.update_layout(

@@ -11,8 +11,8 @@ from plotly.subplots import make_subplots
 
 from app.kit import presenter, urlstate
 from app.kit.i18n import explain, t, t_or
-from app.kit.loaders import model_or_error
 from app.kit.plot_text import plot_text, plot_texts
+from app.kit.walkthrough_work import Flow, SidebarModel
 from app.kit.words_line import word_line
 from app.views.start.walkthrough.common import TEXT, K, Step, chips, record, text_default
 from core.base.segment import has_han
@@ -36,10 +36,10 @@ def _remask() -> None:
     st.session_state[K("s2.seed")] = st.session_state.get(K("s2.seed"), 1) + 1
 
 
-def render() -> None:
+def render() -> Flow[None]:
     text_default(TEXT, "example.sentence")
     text = st.text_input(t("walkthrough.your_sentence"), key=TEXT)
-    lm = model_or_error("mlm")
+    lm = yield SidebarModel("mlm")
     if lm is None:
         st.session_state.pop(MASK_TOKEN, None)  # the question names BERT's [MASK] again
         return
@@ -77,14 +77,14 @@ def render() -> None:
         t(
             "walkthrough.s2.counts",
             n=n_sel,
-            cand=v.candidates,
+            n_candidates=v.candidates,
             mask=v.count("mask"),
             random=v.count("random"),
             keep=v.count("keep"),
         )
     )
     if n_sel == 0:
-        st.caption(t("walkthrough.s2.none_selected", p=f"{0.85**v.candidates:.0%}", cand=v.candidates))
+        st.caption(t("walkthrough.s2.none_selected", share=f"{0.85**v.candidates:.0%}", n_candidates=v.candidates))
     hist: list = st.session_state.setdefault(K("s2.history"), [])
     row = (seed, whole, " ".join(v.corrupted))
     if not hist or hist[-1] != row:
@@ -149,7 +149,7 @@ def render() -> None:
             "walkthrough.s2.zh_report",
             token=mask,
             reads=" ".join(v.corrupted),
-            sel=f"{shares.selected:.1%}",
+            selected=f"{shares.selected:.1%}",
             mask=f"{shares.mask:.1%}",
             random=f"{shares.random:.1%}",
             keep=f"{shares.keep:.1%}",
@@ -187,10 +187,10 @@ def fill_caption(res) -> str:
     if not missing:
         return text + " " + t("walkthrough.s2.fill_green")
     if len(missing) == len(res.masks) == 1:  # its rank (when known) is in the sentence before
-        return text + " " + t("walkthrough.s2.fill_not_shown", k=k)
+        return text + " " + t("walkthrough.s2.fill_not_shown", top_k=k)
     pieces = ", ".join(str(i + 1) for i in missing)
     key = "walkthrough.s2.fill_some_not_shown" if len(missing) < len(res.masks) else "walkthrough.s2.fill_none_shown"
-    return text + " " + t(key, k=k, pieces=pieces)
+    return text + " " + t(key, top_k=k, pieces=pieces)
 
 
 def fill_figure(res) -> go.Figure:
@@ -200,7 +200,11 @@ def fill_figure(res) -> go.Figure:
         rows=1,
         cols=n,
         subplot_titles=[
-            t("walkthrough.s2.piece", i=i + 1, piece=plot_text(display_piece(m.original.piece)) if m.original else "?")
+            t(
+                "walkthrough.s2.piece",
+                number=i + 1,
+                piece=plot_text(display_piece(m.original.piece)) if m.original else "?",
+            )
             for i, m in enumerate(res.masks)
         ],
     )

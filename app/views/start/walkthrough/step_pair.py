@@ -10,11 +10,11 @@ import streamlit as st
 from app.kit import presenter, state, urlstate
 from app.kit.i18n import explain, t, t_or
 from app.kit.plot_text import plot_text
+from app.kit.walkthrough_work import Flow, Load
 from app.views.start.walkthrough.common import (
     K,
     Step,
     family_spec,
-    load,
     load_family,
     noise_hint,
     noise_numbers,
@@ -32,7 +32,7 @@ N = 3
 COLORS = ("#4C78A8", "#F58518", "#54A24B", "#B279A2", "#72B7B2")
 
 
-def render() -> None:
+def render() -> Flow[None]:
     text_default(K("s3.a"), "example.pair_a")
     text_default(K("s3.b"), "example.pair_b")
     c1, c2 = st.columns(2)
@@ -43,13 +43,13 @@ def render() -> None:
     except ValueError as e:
         st.error(explain(e))
         return
-    _sidebar_without_head(a, b)
+    yield from _sidebar_without_head(a, b)
     results, english = [], []
     for fam in pair_head_families():
         if has_han(a + b) and not _reads_chinese(fam):  # an English mini's pair head on Chinese: not run
             english.append(family_spec(fam).checkpoint)
             continue
-        lm = load_family(fam, "pretraining")
+        lm = yield from load_family(fam, "pretraining")
         if lm is None:
             continue
         try:
@@ -111,13 +111,13 @@ def _reads_chinese(fam) -> bool:
         return False
 
 
-def _sidebar_without_head(a: str, b: str) -> None:
+def _sidebar_without_head(a: str, b: str) -> Flow[None]:
     """The sidebar's model has no NSP/SOP head (XLM-R, RoBERTa): say so, and show what it can, the pair as it
     reads it (core.walkthrough.embeddings: the same encoding step 1 draws)."""
     spec = state.current_spec()
     if spec is None or family(spec.family).pair_head is not None:
         return
-    lm = load(spec, "mlm")
+    lm = yield Load(spec, "mlm")
     if lm is None or pair_head_module(lm.model) is not None:
         return
     st.markdown(

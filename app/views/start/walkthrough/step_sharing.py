@@ -11,8 +11,9 @@ import streamlit as st
 from app.kit import presenter, state, urlstate
 from app.kit.i18n import explain, t
 from app.kit.plot_text import plot_text
+from app.kit.walkthrough_work import Flow, Load
 from app.kit.zh_examples import chinese_examples
-from app.views.start.walkthrough.common import K, Step, breakdowns, load, load_family, pair_head_note, record
+from app.views.start.walkthrough.common import K, Step, breakdowns, load_family, pair_head_note, record
 from core.models.params import albert_factorization
 from core.predict.sentence_pair import PairConfig, predict_pair
 from core.registry import ModelLoadError
@@ -23,7 +24,7 @@ N = 4
 SIZES = {"s4.v": (1, 1_000_000, 30000, 1000), "s4.h": (1, 65_536, 768, 64), "s4.e": (1, 65_536, 128, 16)}
 
 
-def render() -> None:
+def render() -> Flow[None]:
     st.markdown("#### " + t("walkthrough.s4.calc_title"))
     c = st.columns(3)
     v, h, e = (_size(col, name) for col, name in zip(c, SIZES))
@@ -47,7 +48,7 @@ def render() -> None:
             )
         )
     if chinese_examples():  # the Chinese-capable model in the sidebar: its own vocabulary in the same sum
-        _sidebar_vocab()
+        yield from _sidebar_vocab()
 
     st.markdown("#### " + t("walkthrough.s4.share_title"))
     plan = sharing_plan()
@@ -101,7 +102,7 @@ def render() -> None:
         st.caption(t("walkthrough.s4.share_caption"))
 
     st.markdown("#### " + t("walkthrough.s4.sop_title"))
-    sop_rows = _sop()
+    sop_rows = yield from _sop()
     record(
         N,
         {"V": v, "H": h, "E": e},
@@ -117,9 +118,9 @@ def render() -> None:
 ALBERT_E = 128  # ALBERT-base's embedding size
 
 
-def _sidebar_vocab() -> None:
+def _sidebar_vocab() -> Flow[None]:
     spec = state.current_spec()
-    lm = load(spec, "mlm") if spec is not None else None
+    lm = (yield Load(spec, "mlm")) if spec is not None else None
     if lm is None:
         return
     v, h = int(lm.model.config.vocab_size), int(lm.model.config.hidden_size)
@@ -128,10 +129,10 @@ def _sidebar_vocab() -> None:
         t(
             "walkthrough.s4.zh_vocab",
             id=spec.checkpoint,
-            v=f"{v:,}",
-            h=h,
+            vocab=f"{v:,}",
+            hidden_size=h,
             ve=f"{f.full / 1e6:,.1f}M",
-            e=f.embedding,
+            embedding_size=f.embedding,
             fact=f"{f.factorized / 1e6:,.1f}M",
             ratio=f"{f.ratio:,.1f}",
         )
@@ -144,10 +145,10 @@ def _size(col, name: str) -> int:
     return col.number_input(t(f"walkthrough.{name}"), lo, hi, key=K(name), step=step)
 
 
-def _sop() -> list[dict]:
+def _sop() -> Flow[list[dict]]:
     """The SOP head on one ordered pair, both ways round; the rows for the report."""
     fam = sop_family()
-    lm = load_family(fam, "pretraining") if fam is not None else None
+    lm = (yield from load_family(fam, "pretraining")) if fam is not None else None
     if lm is None:
         return []
     sa, sb = t("walkthrough.example.sop_a"), t("walkthrough.example.sop_b")
@@ -159,8 +160,8 @@ def _sop() -> list[dict]:
         st.error(explain(err))
         return []
     m = st.columns(2)
-    m[0].metric(t("walkthrough.s4.sop_ab", a=sa, b=sb), f"{r.scores[0].prob:.1%}")
-    m[1].metric(t("walkthrough.s4.sop_ba", a=sb, b=sa), f"{r.scores[1].prob:.1%}")
+    m[0].metric(t("walkthrough.s4.sop_ab", first=sa, second=sb), f"{r.scores[0].prob:.1%}")
+    m[1].metric(t("walkthrough.s4.sop_ba", first=sb, second=sa), f"{r.scores[1].prob:.1%}")
     st.caption(t("walkthrough.s4.sop_caption", id=r.checkpoint))
     pair_head_note(r.checkpoint, r.head)  # a mini's SOP head that did not learn: these two numbers are noise
     return [
