@@ -158,10 +158,14 @@ def presenter_banner() -> None:
     box.markdown(
         t("room.presenting_following", code=code, n=view.following), help=t("room.following_help", n=view.members)
     )
-    box.markdown(t("room.join_at", link=as_text(link)))
-    if urlsplit(link).hostname in ("localhost", "127.0.0.1", "::1"):
+    local = urlsplit(link).hostname in ("localhost", "127.0.0.1", "::1")
+    shown = bool(st.session_state.get(SHOW_QR))
+    # The localhost hint stands under the link while the join code is shown (when people are about to join); with the
+    # code hidden it is the link's help, so the box stays two lines at 1280x720 in the presenter's type (#46).
+    box.markdown(t("room.join_at", link=as_text(link)), help=t("room.localhost_hint") if local and not shown else None)
+    if local and shown:
         box.caption(t("room.localhost_hint"))
-    if st.session_state.get(SHOW_QR):
+    if shown:
         q1, q2 = box.columns([1, 3], vertical_alignment="center")
         q1.image(qr_svg(link), width=240)
         q2.markdown(f"# {code}")
