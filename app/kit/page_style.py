@@ -2,7 +2,8 @@
 
 Streamlit draws a metric's label and delta on one line cut with "…" (white-space: nowrap, text-overflow:
 ellipsis) and has no option to wrap them. Six metrics in a row left "宏平均 F1（Macro-…" and "省去的填充（pad…" on the
-Fine-tune page in 中文 (#46, third walk). Here they wrap inside their column instead.
+Fine-tune page in 中文 (#46, third walk), and a checkbox's or a widget's label the same ("冻结嵌入层（embeddin…",
+"梯度检查点（gradie…"). Here they wrap inside their column instead.
 """
 
 from __future__ import annotations
@@ -11,9 +12,12 @@ import streamlit as st
 
 CSS = """<style>
 [data-testid="stMetricLabel"], [data-testid="stMetricLabel"] *,
-[data-testid="stMetricDelta"], [data-testid="stMetricDelta"] * {
+[data-testid="stMetricDelta"], [data-testid="stMetricDelta"] *,
+[data-testid="stCheckbox"] label div, [data-testid="stCheckbox"] label p,
+[data-testid="stWidgetLabel"] div, [data-testid="stWidgetLabel"] p {
   white-space: normal !important; overflow: visible !important; text-overflow: clip !important;
-  overflow-wrap: anywhere; height: auto !important; }
+  overflow-wrap: anywhere; }
+[data-testid="stMetricLabel"], [data-testid="stMetricLabel"] div { height: auto !important; }
 </style>"""
 
 

@@ -7,6 +7,7 @@ import re
 import pytest
 
 from tests.e2e.browser import open_page, screenshot, wait_idle
+from tests.e2e.test_workshop_e2e import CLIPPED_JS
 
 
 def test_home(page):
@@ -82,6 +83,8 @@ def test_every_page_in_the_navigation_renders(page, lang, ui_lang):
         main = page.locator('[data-testid="stMain"]')
         main.locator("h1").first.wait_for()
         assert main.locator('[data-testid="stException"]').count() == 0, f"{title(p)} shows an exception"
+        clipped = page.evaluate(CLIPPED_JS)  # a label or button text cut with "…" (#46: "冻结嵌入层（embeddin…")
+        assert not clipped, f"{title(p)}: {clipped}"
         nav = page.locator('[data-testid="stSidebarNav"]')
         assert nav.get_by_text(title(p), exact=True).count() == 1
         if lang == "zh":

@@ -123,8 +123,22 @@ def _step_is(n: int) -> str:
     )
 
 
+def _tell_where_it_stood(tmp_path: Path, pages: dict) -> None:
+    """On a failure, what CI's log needs to find the cause (the servers' logs live in a temporary folder that is
+    gone by then): each page's URL, its main text and a screenshot, and the tails of both front ends' and the Ray
+    head's logs."""
+    for name, pg in pages.items():
+        try:
+            screenshot(pg, f"ray-fail-{name}")
+            print(f"--- {name}: {pg.url}\n{pg.locator('[data-testid=stMain]').inner_text(timeout=5_000)[:1500]}")
+        except Exception as e:  # a closed or hung page: say so and go on to the logs
+            print(f"--- {name}: not readable ({e!r})")
+    for log in sorted(tmp_path.glob("*.log")):
+        print(f"--- {log.name} (last 4000 characters)\n{log.read_text(errors='replace')[-4000:]}")
+
+
 @pytest.mark.timeout(600)
-def test_presenter_and_follower_on_two_front_ends_of_one_cluster(two_front_ends, browser):
+def test_presenter_and_follower_on_two_front_ends_of_one_cluster(two_front_ends, browser, tmp_path):
     (first, second), address = two_front_ends
     pctx, pres, perr = _context(browser)
     fctx, fol, ferr = _context(browser)
@@ -156,6 +170,9 @@ def test_presenter_and_follower_on_two_front_ends_of_one_cluster(two_front_ends,
         strip = "[data-testid=stMain] .encoderlab-tokens"
         assert pres.locator(strip).first.inner_text() == fol.locator(strip).first.inner_text()
         assert not perr and not ferr, (perr, ferr)
+    except Exception:
+        _tell_where_it_stood(tmp_path, {"presenter": pres, "follower": fol})
+        raise
     finally:
         pctx.close()
         fctx.close()

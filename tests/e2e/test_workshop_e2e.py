@@ -105,9 +105,9 @@ def test_presenter_view_has_large_fonts(page):
 # Every button's and metric's text that Streamlit cut to fit ("← P", "Follo…"): its box narrower than its text.
 CLIPPED_JS = """() => [...document.querySelectorAll(
     '[data-testid=stMain] button p, [data-testid=stSidebar] button p, [data-testid=stMetricLabel] *,'
-    + ' .st-key-room-presenter p')]
-  .filter(e => e.offsetParent !== null && e.scrollWidth > e.clientWidth + 1)
-  .map(e => e.innerText)"""
+    + ' [data-testid=stCheckbox] label *, [data-testid=stWidgetLabel] *, .st-key-room-presenter p')]
+  .filter(e => e.offsetParent !== null && (e.textContent || '').trim() && e.scrollWidth > e.clientWidth + 1)
+  .map(e => e.textContent)"""
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
