@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from playwright.sync_api import expect
 
 from tests.e2e.browser import open_page, screenshot, wait_idle
 from tests.e2e.test_workshop_e2e import CLIPPED_JS
@@ -29,7 +30,10 @@ def test_models(page):
     open_page(page, "models")
     page.get_by_text("Computed against the articles' figures").wait_for()
     page.locator(".js-plotly-plot").first.wait_for()
-    assert page.locator('[data-testid="stMetricValue"]').first.inner_text() == "23.04M"
+    # The V×H metric by its label, retried until the page settles: under load the first value read once was the
+    # next metric's (3.94M), while a rerun was redrawing the row.
+    full = page.locator('[data-testid="stMetric"]').filter(has_text="V×H").first
+    expect(full.locator('[data-testid="stMetricValue"]')).to_have_text("23.04M", timeout=60_000)
     page.locator('[data-testid="stDataFrame"]').first.wait_for()
     screenshot(page, "models")
 
