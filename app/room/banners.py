@@ -16,6 +16,7 @@ from app.room.session import (
     CODE,
     FOLLOWING,
     LANDING,
+    PAGE_PATH,
     SEEN,
     SHOW_QR,
     is_follower,
@@ -57,10 +58,17 @@ def _apply(view: R.RoomView) -> None:
     except KeyError:  # a page this install lacks: stay where we are
         return
     st.session_state[LANDING] = True
+    query = {**view.state.as_dict(), R.ROOM_PARAM: view.code}
+    if st.session_state.get(PAGE_PATH) == target.url_path:
+        # Already on the presenter's page (it typed and ran something there): the new query and a rerun, which
+        # urlstate.bind restores from. A switch_page to the page the browser shows, with another query, left it
+        # drawing nothing under the banner now and then (the Ray e2e test's follower, 3 runs in 6 under load).
+        st.query_params.from_dict(query)
+        st.rerun(scope="app")
     # The session switches page with the presenter's query (urlstate.bind restores it). Streamlit's client then
     # shows the new page's path but keeps its own query string in the address bar; the room code is in it, so a
     # reload joins again and catches up.
-    st.switch_page(target, query_params={**view.state.as_dict(), R.ROOM_PARAM: view.code})
+    st.switch_page(target, query_params=query)
 
 
 def _fragment_run() -> bool:
