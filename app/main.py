@@ -11,7 +11,7 @@ if str(ROOT) not in sys.path:
 
 import streamlit as st  # noqa: E402
 
-from app.kit import page_style, presenter, state  # noqa: E402
+from app.kit import live, page_style, presenter, state  # noqa: E402
 from app.kit.flow import PageEnd  # noqa: E402
 from app.kit.uploads import apply_uploader_language  # noqa: E402
 from app.nav import build_navigation, follow_deep_link  # noqa: E402
@@ -62,5 +62,6 @@ try:
 except PageEnd:  # the page ended early (app.kit.flow.end_page, never st.stop(): that would stop the frame too)
     pass
 finally:  # the sidebar keeps its report download, and the room hears from the presenter
+    live.note_full_run(page)  # the page a timed fragment's run must find the browser on (app/kit/live.py)
     report_panel()
     room.end(page)  # the presenter publishes its page and inputs; a follower who changed something breaks away

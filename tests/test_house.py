@@ -355,3 +355,29 @@ def test_no_long_modules():
         if n > limit:
             long.append(f"{p.relative_to(ROOT)}: {n} statements (at most {limit})")
     assert not long, "\n".join(long)
+
+
+def timed_fragments(sources: dict[str, str]) -> list[str]:
+    """Calls that give a fragment ``run_every`` outside app/kit/live.py: a timed fragment made any other way skips
+    ``live.keep_page``, and a timer that fires during a page switch can blank the page (tests/e2e/
+    test_live_fragment_e2e.py)."""
+    found = []
+    for rel, src in sources.items():
+        if rel == "app/kit/live.py":
+            continue
+        for node in ast.walk(ast.parse(src)):
+            if isinstance(node, ast.Call) and any(k.arg == "run_every" for k in node.keywords):
+                found.append(f"{rel}:{node.lineno}")
+    return found
+
+
+def test_every_timed_fragment_keeps_its_page():
+    sources = {str(p.relative_to(ROOT)): p.read_text(encoding="utf-8") for p in MODULES.values()}
+    wrong = timed_fragments(sources)
+    assert not wrong, "time a fragment with app.kit.live.every, not st.fragment(run_every=...):\n" + "\n".join(wrong)
+
+
+def test_the_timed_fragment_check_can_fail():
+    bad = {"app/room/x.py": "import streamlit as st\n\n@st.fragment(run_every=1.0)\ndef f():\n    pass\n"}
+    assert timed_fragments(bad) == ["app/room/x.py:3"]
+    assert timed_fragments({"app/kit/live.py": bad["app/room/x.py"]}) == []

@@ -12,7 +12,7 @@ from typing import Any
 
 import streamlit as st
 
-from app.kit import state
+from app.kit import live, state
 from app.kit.i18n import explain, t
 from app.kit.render import forget_jobs, job_for, remember_job, stale_note
 from core.models import hosted
@@ -132,9 +132,9 @@ def job_panel(
     if job.done:
         _panel()
     else:
-        st.fragment(run_every=POLL_S)(_watch(job_id, _panel))()
+        live.every(POLL_S)(_watch(job_id, _panel))()
         if on_running is not None:
-            st.fragment(run_every=LIVE_S)(_curves)()
+            live.every(LIVE_S)(_curves)()
 
 
 def _watch(job_id: int, panel: Callable[[], None]) -> Callable[[], None]:

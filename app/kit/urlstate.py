@@ -45,6 +45,7 @@ from typing import Any
 
 import streamlit as st
 
+from app.kit import live
 from app.kit.i18n import t
 from core.base.fields import Bounds
 
@@ -154,6 +155,10 @@ def bind(fields: Sequence[Field]) -> set[str]:
         if st.session_state.get(f.key) != value:
             st.session_state[f.key] = value
             restored.add(f.key)
+    if live.redrawing():  # the browser cleared the page and its widgets' values: set them again, so they are sent
+        for f in fields:
+            if f.key in st.session_state:
+                st.session_state[f.key] = st.session_state[f.key]
     if bad:
         st.warning(t("url.fallback", params=", ".join(f"`{b}`" for b in bad)))
     publish()

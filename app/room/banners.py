@@ -8,6 +8,7 @@ from urllib.parse import urlsplit
 import streamlit as st
 
 from app import nav
+from app.kit import live
 from app.kit.i18n import t
 from app.kit.render import as_text
 from app.room.joining import join_link, qr_svg
@@ -71,14 +72,6 @@ def _apply(view: R.RoomView) -> None:
     st.switch_page(target, query_params=query)
 
 
-def _fragment_run() -> bool:
-    """True in a run of fragments only (run_every), False in a run of the whole app."""
-    from streamlit.runtime.scriptrunner import get_script_run_ctx
-
-    ctx = get_script_run_ctx()
-    return bool(ctx is not None and ctx.fragment_ids_this_run)
-
-
 def apply_before_drawing() -> None:
     """In a full run (a join, a click), switch to a newer presenter state before anything is drawn, as
     app/nav.follow_deep_link does: a switch in a session's first run after elements were sent can leave the
@@ -102,7 +95,7 @@ def _catch_up() -> None:
     st.session_state[SEEN] = (-1, st.session_state.get(SEEN, (0, 0))[1])  # the next poll applies the latest state
 
 
-@st.fragment(run_every=R.limits().poll_s)
+@live.every(R.limits().poll_s)
 def follower_banner() -> None:
     code = st.session_state.get(CODE)
     if code is None or st.session_state.get(CLOSED) or not is_follower():
@@ -117,7 +110,7 @@ def follower_banner() -> None:
         st.rerun(scope="app")  # the banner becomes the static "closed" notice; polling stops
     view = step.view
     if step.action == R.APPLY:
-        if _fragment_run():  # a page switch from a fragment's own run leaves the browser's address bar behind:
+        if live.fragment_run():  # a page switch from a fragment's own run leaves the browser's address bar behind:
             st.rerun(scope="app")  # switch from the full run this starts (it runs this fragment inline)
         _apply(view)
     elif step.action == R.REFRESH:
@@ -147,7 +140,7 @@ def follower_banner() -> None:
         )
 
 
-@st.fragment(run_every=2 * R.limits().poll_s)
+@live.every(2 * R.limits().poll_s)
 def presenter_banner() -> None:
     code = st.session_state.get(CODE)
     if code is None or not is_presenter():

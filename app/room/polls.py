@@ -6,7 +6,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
-from app.kit import presenter
+from app.kit import live, presenter
 from app.kit.i18n import explain, t
 from app.kit.plot_text import plot_texts
 from app.room.session import ANSWERED, CLOSED, CODE, KEY, NOTICE, in_room, is_presenter, member, rooms
@@ -93,7 +93,7 @@ def _toggle_reveal(step: int, on: bool) -> None:
         st.session_state[NOTICE] = ("error", carry(e))
 
 
-@st.fragment(run_every=R.limits().poll_s)
+@live.every(R.limits().poll_s)
 def _poll_panel(step: int, options: list[str], correct: int | None) -> None:
     code, key = st.session_state[CODE], st.session_state[KEY]
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from app.kit import live
 from app.kit.cache import top_fills
 from app.kit.i18n import explain, t
 from app.kit.render import as_text
@@ -107,7 +108,7 @@ def _show_picked(lm, sub: R.Submission) -> None:
         st.markdown(_prediction_line(pred))
 
 
-@st.fragment(run_every=2 * R.limits().poll_s)
+@live.every(2 * R.limits().poll_s)
 def _sentences_list(lm) -> None:
     code, key = st.session_state[CODE], st.session_state[KEY]
     show_hidden = st.checkbox(t("room.show_hidden"), key=SHOW_HIDDEN)

@@ -50,3 +50,20 @@ def set_number(pg, label: str, value: str) -> None:
         box = pg.get_by_label(label, exact=True)
     box.fill(value)
     box.press("Tab")
+
+
+def step_is(n: int) -> str:
+    """A page.wait_for_function script: the walkthrough shows step ``n`` (its heading, "n. title")."""
+    return (
+        f"() => [...document.querySelectorAll('[data-testid=stMain] h2')].some(h => h.textContent.trim()"
+        f".startsWith('{n}.'))"
+    )
+
+
+def start_room(pres, base_url: str, idle_s: float = 90) -> str:
+    """The presenter opens the walkthrough in presenter mode and starts a room; returns the room's code."""
+    pres.goto(f"{base_url}/walkthrough?present=1")
+    wait_idle(pres, idle_s)
+    pres.get_by_role("button", name="Start a room").click()
+    pres.wait_for_function("() => location.search.includes('key=')", timeout=60_000)
+    return pres.url.split("room=")[1].split("&")[0]

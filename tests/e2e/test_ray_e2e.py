@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.browser import screenshot, wait_idle
+from tests.e2e.browser import screenshot, start_room, step_is, wait_idle
 from tests.e2e.conftest import _free_port, start_streamlit, stop_streamlit
 
 pytest.importorskip("ray", reason="needs requirements-ray.txt (make test installs it)")
@@ -116,13 +116,6 @@ def _context(browser):
     return ctx, pg, errors
 
 
-def _step_is(n: int) -> str:
-    return (
-        f"() => [...document.querySelectorAll('[data-testid=stMain] h2')].some(h => h.textContent.trim()"
-        f".startsWith('{n}.'))"
-    )
-
-
 def _tell_where_it_stood(tmp_path: Path, pages: dict) -> None:
     """On a failure, what CI's log needs to find the cause (the servers' logs live in a temporary folder that is
     gone by then): each page's URL, its main text and a screenshot, and the tails of both front ends' and the Ray
@@ -143,14 +136,10 @@ def test_presenter_and_follower_on_two_front_ends_of_one_cluster(two_front_ends,
     pctx, pres, perr = _context(browser)
     fctx, fol, ferr = _context(browser)
     try:
-        pres.goto(f"{first}/walkthrough?present=1")
-        wait_idle(pres, 120)
-        pres.get_by_role("button", name="Start a room").click()
-        pres.wait_for_function("() => location.search.includes('key=')", timeout=60_000)
-        code = pres.url.split("room=")[1].split("&")[0]
+        code = start_room(pres, first, idle_s=120)
 
         fol.goto(f"{second}/?room={code}", wait_until="commit", timeout=60_000)  # the other server
-        fol.wait_for_function(_step_is(1), timeout=120_000)
+        fol.wait_for_function(step_is(1), timeout=120_000)
         fol.locator(".st-key-room-banner").get_by_text("Following the presenter").wait_for(timeout=60_000)
 
         pres.locator('[data-testid="stSidebarNav"]').get_by_text("Fill-mask").click()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 
 from app.kit.i18n import catalog
-from tests.e2e.browser import screenshot, wait_idle
+from tests.e2e.browser import screenshot, start_room, step_is, wait_idle
 
 # A hang guard, not a speed bound: how long a follower may take to show the presenter's change (the poll interval,
 # 1 s, plus the follower's rerun in a real browser) before the test fails saying it never followed. Generous, because
@@ -48,25 +48,13 @@ def _until(pg, js: str, arg=None, timeout: float = BOUND_S) -> float:
     return time.monotonic() - t0
 
 
-def _step_is(n: int) -> str:
-    """The walkthrough shows step ``n`` (its heading, "n. title")."""
-    return (
-        f"() => [...document.querySelectorAll('[data-testid=stMain] h2')].some(h => h.textContent.trim()"
-        f".startsWith('{n}.'))"
-    )
-
-
 def test_one_presenter_and_three_followers(page, browser):
     pres = page
-    pres.goto(f"{pres.base_url}/walkthrough?present=1")
-    wait_idle(pres, 90)
-    pres.get_by_role("button", name="Start a room").click()
-    pres.wait_for_function("() => location.search.includes('key=')", timeout=30_000)
-    code = pres.url.split("room=")[1].split("&")[0]
+    code = start_room(pres, pres.base_url)
     link = f"{pres.base_url}/?room={code}"
     banner = pres.locator(".st-key-room-presenter")
     banner.get_by_text(f"/?room={code}").wait_for(timeout=30_000)
-    _until(pres, _step_is(1), timeout=60)
+    _until(pres, step_is(1), timeout=60)
     wait_idle(pres, 60)
     assert code in banner.inner_text() and f"/?room={code}" in banner.inner_text()
     assert "key=" not in banner.inner_text()  # the join link never carries the presenter's secret
@@ -77,7 +65,7 @@ def test_one_presenter_and_three_followers(page, browser):
             followers.append(_follower(browser, link, PHONE if i == 0 else None))  # the first on a phone
             f = followers[-1][1]
             try:
-                _until(f, _step_is(1), timeout=90)
+                _until(f, step_is(1), timeout=90)
             except Exception:
                 screenshot(f, f"room-fail-follower{i}")
                 screenshot(pres, "room-fail-presenter")
@@ -118,11 +106,11 @@ def test_one_presenter_and_three_followers(page, browser):
         for n in (2, 3, 4):
             pres.get_by_role("button", name="Next").click()
             t0 = time.monotonic()
-            _until(pres, _step_is(n), timeout=60)
+            _until(pres, step_is(n), timeout=60)
             for _, f, _ in followers[:2]:
-                _until(f, _step_is(n), timeout=BOUND_S)
+                _until(f, step_is(n), timeout=BOUND_S)
                 delays.append(time.monotonic() - t0)
-        assert away.evaluate(_step_is(1))  # the one who broke away is still on step 1
+        assert away.evaluate(step_is(1))  # the one who broke away is still on step 1
         screenshot(followers[0][1], "room-follower")
 
         # the fill-mask text: the presenter types and predicts, the followers show the same text and prediction
@@ -143,7 +131,7 @@ def test_one_presenter_and_three_followers(page, browser):
         _until(phone, CHART_TITLED, timeout=60)  # the fill-mask chart's title, on the phone
         screenshot(phone, "room-follower-phone-fill-mask")
         assert not phone.evaluate(TITLES_OUT), phone.evaluate(TITLES_OUT)
-        assert away.evaluate(_step_is(1)) and "On your own" in away.locator(".st-key-room-banner").inner_text()
+        assert away.evaluate(step_is(1)) and "On your own" in away.locator(".st-key-room-banner").inner_text()
         print(f"follow delays (s, click to follower's screen): {[round(d, 1) for d in delays]}")
         assert len(delays) == 2 * 3 + 2  # each of the two who follow showed each of the three steps, and the text
         for _, _, errors in followers:
