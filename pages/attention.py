@@ -11,6 +11,7 @@ from app.kit.render import mini_note
 from app.kit.zh_examples import fill_default
 from app.views.inspect import ablation as render_ablation
 from app.views.inspect import attention as ra
+from app.views.inspect import value_zeroing as vz
 from core.inspect.ablation import default_texts
 from core.inspect.attention import AttentionConfig, compare_attention, compute_attention, head_stats
 from core.inspect.head_importance import importance_job
@@ -40,7 +41,7 @@ def submit_importance(ask: render_ablation.ImportanceAsk):
 
 
 # A link restores the text and the view options; the result-dependent fields are bound once the result is known.
-restored = urlstate.bind(INPUTS + ra.option_fields())
+restored = urlstate.bind(INPUTS + ra.option_fields() + vz.fields())
 for name, default in (("pair", False), ("text_b", "")):
     st.session_state.setdefault(K(name), default)
 fill_default(K("text"), DEFAULT_TEXT, "attention")  # Chinese in 中文 with a Chinese-capable model
@@ -121,6 +122,7 @@ with tabs[3]:
     stat_map = ra.stats_section(r, stats)
 with tabs[4]:
     ra.mixing_section(r, lo, hi, lm.spec, config)
+    vz.section(r, lo, hi, lm, config)
 with tabs[5]:
     ra.words_section(r, config, lm.tokenizer, lm.spec)
 with tabs[6]:

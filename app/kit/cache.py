@@ -18,6 +18,7 @@ from core.base.messages import carry
 from core.inspect import attention as A
 from core.inspect import attribution_inputs as AI
 from core.inspect.attention_views import WordGroups, layer_map, word_groups
+from core.inspect.value_zeroing import ValueZeroingResult, value_zeroing
 from core.models.params import ParamBreakdown, breakdown
 from core.models.spec import ModelSpec
 from core.predict.fill_mask import FillMaskConfig, fill_mask_batch
@@ -35,6 +36,12 @@ def attention_flow(att: np.ndarray, rows: tuple[int, ...] | None) -> np.ndarray:
 def attention_word_groups(_tokenizer, checkpoint: str, config: A.AttentionConfig) -> WordGroups:
     """core.inspect.attention_views.word_groups for one model (named by ``checkpoint``; the tokenizer is not hashed)."""
     return word_groups(_tokenizer, config)
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def value_zeroing_of(_lm, spec: ModelSpec, config: A.AttentionConfig) -> ValueZeroingResult:
+    """core.inspect.value_zeroing of ``config`` on one model (named by ``spec``; the loaded model is not hashed)."""
+    return value_zeroing(_lm, config)
 
 
 @st.cache_data(max_entries=16, show_spinner=False)

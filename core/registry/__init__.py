@@ -207,11 +207,26 @@ def attention_layers(model: Any) -> list[tuple[int, Any]]:
     A layer shared across depth (ALBERT) appears once per depth, as the same module, by transformers' own
     layer -> group rule. Raises ModelLoadError for a model whose heads cannot be located (the generic family)."""
     base = _inner(model).base_model
-    cfg = base.config
-    fam = family_of_config(cfg)
-    if not fam.head_output:
+    if not family_of_config(base.config).head_output:
         raise ModelLoadError(msg("registry.not_model_family_encoderlab", model_class=type(model).__name__))
-    suffix = "." + fam.head_output
+    return _per_depth(model, family_of_config(base.config).head_output)
+
+
+def value_projections(model: Any) -> list[tuple[int, Any]]:
+    """(depth, value projection) for every depth, from the family's ``value_proj`` (its part of the output:
+    ``family_of_model(model).value_proj``), shared layers as in ``attention_layers``. Raises ModelLoadError for a
+    model whose value projections the registry does not locate (the generic family)."""
+    fam = family_of_model(model)
+    if fam.value_proj is None:
+        raise ModelLoadError(msg("registry.value_projection_not_located", model_class=type(model).__name__))
+    return _per_depth(model, fam.value_proj[0])
+
+
+def _per_depth(model: Any, path: str) -> list[tuple[int, Any]]:
+    """(depth, the module at ``path`` inside that depth's layer) for every depth of the encoder."""
+    base = _inner(model).base_model
+    cfg = base.config
+    suffix = "." + path
     mods = [m for name, m in base.named_modules() if ("." + name).endswith(suffix)]  # in layer order
     n = int(cfg.num_hidden_layers)
     if len(mods) == n:

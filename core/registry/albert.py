@@ -28,6 +28,7 @@ FAMILY = Family(
     base_checkpoint="albert-base-v2",
     summary="Factorized embeddings (V×E + E×H) and one layer shared across depth; SOP instead of NSP.",
     head_output="attention.dense",
+    value_proj=("attention.value", 0, 1),
     token_types=True,
     piece_kind="unigram",
     shared_layers=True,

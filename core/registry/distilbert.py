@@ -33,6 +33,7 @@ FAMILY = Family(
     dropout_keys=("dropout", "seq_classif_dropout"),
     specials=dict(cls_token="[CLS]", sep_token="[SEP]", pad_token="[PAD]", unk_token="[UNK]", mask_token="[MASK]"),
     qk_modules=("q_lin", "k_lin"),
+    value_proj=("attention.v_lin", 0, 1),
     layer_parts=layers.distilbert_layers,
     head_parts=layers.distilbert_head,
     mlm_head=layers.distilbert_mlm,

@@ -45,6 +45,7 @@ FAMILY = Family(
         "type its folder or Hugging Face id under Checkpoint → custom."
     ),
     qk_modules=None,
+    value_proj=None,
     qk_note=(
         "This checkpoint is of a family EncoderLab does not know, so where its query and key projections live "
         "is not known: there is no q/k view."

@@ -35,6 +35,7 @@ FAMILY = Family(
     piece_kind="bpe",
     specials=dict(cls_token="[CLS]", sep_token="[SEP]", pad_token="[PAD]", unk_token="[UNK]", mask_token="[MASK]"),
     qk_modules=None,
+    value_proj=("attn.Wqkv", 2, 3),
     qk_note=(
         "ModernBERT computes q, k and v in one fused projection (Wqkv) and rotates q and k by their positions "
         "inside attention (rotary), so there are no separate query and key projections to show."

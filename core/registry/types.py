@@ -101,6 +101,9 @@ class Family:
     # --- where things live, for the code that reaches inside a model
     qk_modules: tuple[str, str] | None = ("query", "key")  # last names of the q and k projections; None: fused
     qk_note: str = ""  # why there is no q/k view, when qk_modules is None
+    # the value projection: its dotted path inside one layer, which part of its output holds the values and in how
+    # many equal parts the output splits (0 of 1: all of it; 2 of 3: the last third of a fused q|k|v); None: unknown
+    value_proj: tuple[str, int, int] | None = ("attention.self.value", 0, 1)
     layer_parts: LayerParts | None = (
         None  # fast masked forward (core.models.masked_forward); None: transformers forward
     )
