@@ -95,23 +95,9 @@ if picked is None:
 lo, hi, layers, heads = picked
 ra.bind_focus(r, lo, hi, layers, heads)
 
-tabs = st.tabs(
-    [
-        t(f"attention.tab.{name}")
-        for name in (
-            "bertviz",
-            "heatmaps",
-            "qk",
-            "stats",
-            "mixing",
-            "words",
-            "compare",
-            "ablation",
-            "importance",
-            "export",
-        )
-    ]
-)
+labels = [t(f"attention.tab.{name}") for name in ra.TABS]
+opened = st.session_state.get(K("tab"))
+tabs = st.tabs(labels, default=labels[ra.TABS.index(opened)] if opened in ra.TABS else None)
 with tabs[0]:
     ra.bertviz_section(r, lo, hi, layers, heads)
 with tabs[1]:

@@ -86,3 +86,32 @@ def test_in_chinese():
     titles = list(_charts(at))
     assert any(t.startswith("值归零：第") for t in titles) and "与梯度×输入的一致程度（逐层）" in titles
     assert any(s.value == "值归零（value zeroing）" for s in at.subheader)
+
+
+def test_the_walkthroughs_look_inside_step_opens_it(use_tiny_zoo, tmp_path, monkeypatch):
+    """Step 7 links to value zeroing: the link's query opens the Attention page on its context-mixing tab with the
+    measurement on, in a fresh session as a browser would."""
+    from urllib.parse import parse_qsl
+
+    from app.views.start.walkthrough.frame import BY_NUMBER
+
+    monkeypatch.setenv("ENCODERLAB_RUNS", str(tmp_path / "runs"))
+    (url, _, query), *_ = BY_NUMBER[7].deep_links
+    at = open_page("walkthrough", {"walkthrough.step": "7"})
+    assert not at.exception
+    link = next(p for p in at.get("page_link") if p.proto.label == "Open value zeroing on the Attention page")
+    assert dict(parse_qsl(link.proto.query_string)) == query and url == "attention"
+    opened = open_page("attention", {**query, "attention.text": TEXT})
+    assert not opened.exception and not opened.error
+    assert opened.toggle(key="attention.vz").value is True and _vz_map(opened)
+    assert opened.query_params["attention.tab"] == "mixing"
+    tabs = next(b for b in _blocks(opened._tree) if b.proto.HasField("tab_container"))
+    assert tabs.proto.tab_container.default_tab_index == 4  # Context mixing, not bertviz
+
+
+def _blocks(node):
+    """Every block under ``node`` of an AppTest tree, depth first."""
+    for child in getattr(node, "children", {}).values():
+        if type(getattr(child, "proto", None)).__name__ == "Block":
+            yield child
+        yield from _blocks(child)

@@ -180,6 +180,7 @@ def test_step_links_name_pages_of_the_navigation_and_fields_are_unique():
     urls = {p.url for p in nav.PAGES}
     for s in frame.STEPS:
         assert s.links and set(s.links) <= urls, (s.number, set(s.links) - urls)
+        assert {url for url, _, _ in s.deep_links} <= urls, s.number
     names = [f.name for f in frame.fields()]
     assert len(names) == len(set(names))
     assert all(k in frame.KEEP for f in frame.fields() for k in (f.key,) if f.key != frame.STEP)

@@ -42,6 +42,7 @@ from core.registry import FAMILIES, bundled_families, bundled_id, family
 
 PAGE = "attention"
 VIEW_KINDS = ("head", "model")
+TABS = ("bertviz", "heatmaps", "qk", "stats", "mixing", "words", "compare", "ablation", "importance", "export")
 FORMATS = ("png", "svg")
 DEFAULT_RANGE = 128  # tokens shown at first; the bertviz payload stays light
 
@@ -81,6 +82,7 @@ def option_fields() -> tuple[urlstate.Field, ...]:
         urlstate.Field(K("pattern"), choices=tuple(A.PATTERNS)),
         urlstate.Field(K("threshold"), "float", lo=0.0, hi=1.0),
         urlstate.Field(K("fmt"), choices=FORMATS),
+        urlstate.Field(K("tab"), choices=TABS),  # the tab a link opens (the walkthrough's link to value zeroing)
     )
 
 

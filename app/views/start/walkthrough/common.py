@@ -46,6 +46,8 @@ class Step:
     render: Callable[[], Flow[None]]  # the live widget, drawn between the explanation and "try this" (its flow)
     correct: int  # the right option (0-based) of the check question
     links: tuple[str, ...] = ()  # urls (app/nav.py) of the pages this step calls the same core as
+    # links to one view of a page: (page url, label key in the catalogue, the query that opens that view)
+    deep_links: tuple[tuple[str, str, dict[str, str]], ...] = ()
     fields: tuple[urlstate.Field, ...] = ()  # what a link keeps of this step's inputs
     keep: tuple[str, ...] = ()  # widget keys whose value must outlive the steps where the widget is not drawn
     hint: Callable[[], str] | None = None  # the "try this" text when it depends on the models (default: s<n>.try)

@@ -116,24 +116,23 @@ def explain(step: int) -> None:
 
 
 def links(step: int) -> None:
-    """Links to the pages this step points to (those that exist in this install)."""
+    """Links to the pages this step points to, then to the views it points to (those that exist in this install)."""
     targets = []
-    for url in BY_NUMBER[step].links:
+    wanted = [
+        (url, t("walkthrough.open_page", page=t(f"nav.{url.replace('-', '_')}")), None) for url in BY_NUMBER[step].links
+    ]
+    wanted += [(url, t(label), query) for url, label, query in BY_NUMBER[step].deep_links]
+    for url, label, query in wanted:
         try:
-            targets.append((url, nav.page_obj(url)))
+            targets.append((nav.page_obj(url), label, query))
         except KeyError:  # the page is not part of this install, or the navigation was not built (bare tests)
             continue
     if not targets:
         return
     # One row that wraps: each link as wide as its label (equal columns cut long labels off on narrow windows)
     row = st.container(horizontal=True, wrap=True, gap="medium")
-    for url, page in targets:
-        row.page_link(
-            page,
-            label=t("walkthrough.open_page", page=t(f"nav.{url.replace('-', '_')}")),
-            icon=":material/open_in_new:",
-            width="content",
-        )
+    for page, label, query in targets:
+        row.page_link(page, label=label, icon=":material/open_in_new:", width="content", query_params=query)
 
 
 def render(step: int) -> Flow[None]:
