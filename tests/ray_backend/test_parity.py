@@ -15,6 +15,7 @@ import core.runtime.backend as backend
 from core.inspect.ablation import AblationConfig
 from core.inspect.ablation_predict import ablate_fill_mask
 from core.inspect.attention import AttentionConfig, compute_attention
+from core.inspect.value_zeroing import value_zeroing
 from core.inspect.attribution import attribute
 from core.inspect.attribution_inputs import AttributionConfig
 from core.inspect.lens import LensConfig, lens
@@ -99,6 +100,7 @@ def test_both_backends_give_identical_results(fam, tiny_models, ray_backend, one
             AblationConfig(((0, 0), (1, 1)), "zero"),
         ),
         "embeddings": (embedding_parts, lm, "the cat sat .", "it was happy ."),
+        "value zeroing": (value_zeroing, lm, AttentionConfig("the cat sat on the mat .")),
     }
     for name, (fn, *args) in cases.items():
         here, there = both(fn, *args)
