@@ -15,10 +15,10 @@ import core.runtime.backend as backend
 from core.inspect.ablation import AblationConfig
 from core.inspect.ablation_predict import ablate_fill_mask
 from core.inspect.attention import AttentionConfig, compute_attention
-from core.inspect.value_zeroing import value_zeroing
 from core.inspect.attribution import attribute
 from core.inspect.attribution_inputs import AttributionConfig
 from core.inspect.lens import LensConfig, lens
+from core.inspect.value_zeroing import value_zeroing
 from core.models.loading import ModelSpec, load
 from core.predict.fill_mask import FillMaskConfig, FillMaskError, fill_mask
 from core.predict.sentence_pair import PairError, score_pairs
