@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import streamlit as st
+from streamlit.errors import StreamlitAPIException
 
 from app.kit import live
 from app.kit.i18n import t
@@ -158,7 +159,10 @@ def bind(fields: Sequence[Field]) -> set[str]:
     if live.redrawing():  # the browser cleared the page and its widgets' values: set them again, so they are sent
         for f in fields:
             if f.key in st.session_state:
-                st.session_state[f.key] = st.session_state[f.key]
+                try:
+                    st.session_state[f.key] = st.session_state[f.key]
+                except StreamlitAPIException:  # its widget is already drawn in this run (with the value it holds)
+                    pass
     if bad:
         st.warning(t("url.fallback", params=", ".join(f"`{b}`" for b in bad)))
     publish()
