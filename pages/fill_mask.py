@@ -6,8 +6,9 @@ Text and options live in the URL; a link with a text (or a sentence and word) sh
 import streamlit as st
 
 from app.kit import presenter, state, urlstate
+from app.kit.fill_mask_work import compare_models, score_replaced
 from app.kit.i18n import explain, t
-from app.kit.loaders import get_model, model_or_error
+from app.kit.loaders import model_or_error
 from app.kit.render import as_text, current_result, mini_note, run_or_error
 from app.kit.words_line import word_line
 from app.kit.zh_examples import fill_default
@@ -21,7 +22,6 @@ from app.views.predict.fill_mask_widgets import (
     RTD_FIELDS,
     TYPE_FIELDS,
     WORD_FIELDS,
-    RtdAsk,
     compare_options,
     default_compare_models,
     discriminator_note,
@@ -47,22 +47,12 @@ from core.predict.fill_mask import (
     FillMaskConfig,
     FillMaskError,
     check_mlm,
-    compare,
     configs_from_lines,
     fill_mask,
     fill_mask_batch,
     words,
 )
-from core.predict.replaced_tokens import RTD_TASK, ReplacedTokensResult, role, score
-
-
-def score_replaced(ask: RtdAsk) -> ReplacedTokensResult:
-    """Load the discriminator (and the generator, if one is picked) and score ``ask``'s text."""
-    cfg = ask.config()  # bad input: its message, before any load
-    d = get_model(ask.model_spec(ask.discriminator), RTD_TASK)
-    g = get_model(ask.model_spec(ask.generator), "mlm") if ask.generator else None
-    return score(d, cfg, generator=g)
-
+from core.predict.replaced_tokens import RTD_TASK, role
 
 st.title(t("fill_mask.title"))
 st.caption(t("fill_mask.intro"))
@@ -199,16 +189,8 @@ with tab_cmp:
     device = spec.device if spec else "auto"
     asked = (tuple(chosen), ctext, ctop, device)
     if go:
-
-        def _compare():
-            if not 2 <= len(chosen) <= 4:
-                raise ValueError(t("fill_mask.cmp_count", n=len(chosen)))
-            cfg = FillMaskConfig(ctext, top_k=ctop)
-            models = [get_model(spec_of(o, device), "mlm") for o in chosen]
-            with st.spinner(t("fill_mask.cmp_running")):
-                return compare(models, cfg)
-
-        cres = run_or_error(k("cmp_result"), _compare, made_from=asked)
+        specs = [spec_of(o, device) for o in chosen]
+        cres = run_or_error(k("cmp_result"), lambda: compare_models(specs, ctext, ctop), made_from=asked)
         if cres is not None:
             record_compare(chosen, ctext, ctop, cres)
     if current_result(k("cmp_result"), asked) is not None:
