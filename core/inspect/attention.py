@@ -19,6 +19,7 @@ import inspect
 import threading
 import unicodedata
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -154,6 +155,23 @@ def model_texts(config: AttentionConfig, tokenizer) -> tuple[tuple[str, ...], tu
     return tuple(texts), found
 
 
+def encode(lm, config: AttentionConfig) -> tuple[Any, dict, tuple[str, ...]]:
+    """``config``'s text as ``lm`` reads it: the tokenizer's encoding (with its special-tokens mask), the tensors
+    its forward takes, on its device, and the typed special tokens taken out (model_texts). compute_attention and
+    core.inspect.value_zeroing encode through this, so their tokens are the same. Raises ValueError when the text is
+    longer than the model can read."""
+    model, tok = lm.model, lm.tokenizer
+    limit = position_limit(model, tok)
+    texts, found = model_texts(config, tok)
+    enc = tok(*texts, return_tensors="pt", return_special_tokens_mask=True, truncation=False)
+    n = int(enc["input_ids"].shape[1])
+    if n > limit:
+        raise ValueError(msg("attention.text_too_long", n=n, limit=limit, n_over=n - limit))
+    accepted = set(inspect.signature(model.forward).parameters)
+    inputs = {k: v.to(lm.device) for k, v in enc.items() if k in accepted and k != "special_tokens_mask"}
+    return enc, inputs, found
+
+
 @model_op
 def compute_attention(lm, config: AttentionConfig) -> AttentionResult:
     """Run ``lm`` (a core.models.loading.LoadedModel) once on the config's text and return its attention.
@@ -165,20 +183,13 @@ def compute_attention(lm, config: AttentionConfig) -> AttentionResult:
     import torch
 
     model, tok = lm.model, lm.tokenizer
-    limit = position_limit(model, tok)
-    texts, found = model_texts(config, tok)
-    enc = tok(*texts, return_tensors="pt", return_special_tokens_mask=True, truncation=False)
-    n = int(enc["input_ids"].shape[1])
-    if n > limit:
-        raise ValueError(msg("attention.text_too_long", n=n, limit=limit, n_over=n - limit))
+    enc, inputs, found = encode(lm, config)
     ids = enc["input_ids"][0].tolist()
     tokens = tuple(tok.convert_ids_to_tokens(ids))
     b_start = None
     if config.pair:
         seq_ids = enc.sequence_ids(0)
         b_start = next((i for i, s in enumerate(seq_ids) if s == 1), None)
-    accepted = set(inspect.signature(model.forward).parameters)
-    inputs = {k: v.to(lm.device) for k, v in enc.items() if k in accepted and k != "special_tokens_mask"}
     impl = getattr(model.config, "_attn_implementation", None)
     qk_names = qk_modules(model)
     want_qk = qk_names if config.capture_qk else None  # the q/k projections' names, when asked for and known
@@ -227,7 +238,7 @@ def compute_attention(lm, config: AttentionConfig) -> AttentionResult:
         family=lm.spec.family,
         checkpoint=lm.spec.checkpoint,
         model_type=str(model.config.model_type),
-        max_tokens=limit,
+        max_tokens=position_limit(model, tok),
         qk_note=qk_note,
         notes=(removed_note(found),) if found else (),
     )

@@ -18,18 +18,16 @@ zeroes token j's values in batch row j, and the layer outputs come from transfor
 
 from __future__ import annotations
 
-import inspect
 import threading
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from core.base.messages import Problem, msg
 from core.base.text import display_piece
-from core.inspect.attention import AttentionConfig, model_texts, position_limit
+from core.inspect.attention import AttentionConfig, encode
 from core.inspect.attention_views import WordGroups, word_attention
 from core.registry import family_of_model, value_projections
 from core.runtime.backend import model_op
@@ -102,19 +100,6 @@ def _hook_for(z: _Zeroing) -> Callable:
     return hook
 
 
-def _inputs(lm, config: AttentionConfig) -> tuple[dict, int, list[int]]:
-    tok, model = lm.tokenizer, lm.model
-    texts, _ = model_texts(config, tok)
-    enc = tok(*texts, return_tensors="pt", truncation=False)
-    n = int(enc["input_ids"].shape[1])
-    limit = position_limit(model, tok)
-    if n > limit:
-        raise ValueZeroingError(msg("attention.text_too_long", n=n, limit=limit, n_over=n - limit))
-    accepted = set(inspect.signature(model.forward).parameters)
-    inputs = {k: v.to(lm.device) for k, v in enc.items() if k in accepted}
-    return inputs, n, enc["input_ids"][0].tolist()
-
-
 def _layer_outputs(model, inputs: dict) -> list:
     """Each layer's output (hidden_states[1:]), batch first."""
     out = model(**inputs, output_hidden_states=True)
@@ -125,19 +110,19 @@ def _layer_outputs(model, inputs: dict) -> list:
 
 
 @model_op
-def value_zeroing(
-    lm, config: AttentionConfig, gradient: bool = True, progress: Callable[..., Any] | None = None
-) -> ValueZeroingResult:
+def value_zeroing(lm, config: AttentionConfig, gradient: bool = True) -> ValueZeroingResult:
     """Value zeroing of ``config``'s text on ``lm`` (a LoadedModel of any task), with the gradient comparison when
-    ``gradient`` and the text has at most GRADIENT_MAX_TOKENS tokens. ``progress(done, total)`` after each layer.
-    Raises ValueZeroingError for a text longer than the model reads, and the registry's ModelLoadError for a model
-    whose value projections it does not locate."""
+    ``gradient`` and the text has at most GRADIENT_MAX_TOKENS tokens. Raises ValueError for a text longer than the
+    model reads (core.inspect.attention.encode), and the registry's ModelLoadError for a model whose value
+    projections it does not locate."""
     import torch
 
     model, tok = lm.model, lm.tokenizer
     located = value_projections(model)
     _, part, parts = family_of_model(model).value_proj or ("", 0, 1)
-    inputs, n, ids = _inputs(lm, config)
+    enc, inputs, _ = encode(lm, config)
+    ids = enc["input_ids"][0].tolist()
+    n = len(ids)
     depths: dict[int, list[int]] = {}
     for depth, mod in located:
         depths.setdefault(id(mod), []).append(depth)
@@ -145,9 +130,9 @@ def value_zeroing(
     n_layers = len(located)
     batch = {k: v.expand(n + 1, *v.shape[1:]) for k, v in inputs.items()}
     raw = np.zeros((n_layers, n, n), dtype=np.float64)
+    width = next(iter(modules.values())).out_features // parts  # the values' share of the projection's output
     with torch.no_grad():
         for layer in range(n_layers):
-            width = next(iter(modules.values())).out_features // parts
             z = _Zeroing(layer, slice(part * width, (part + 1) * width), depths, {})
             with _LOCK:
                 handles = [m.register_forward_hook(_hook_for(z)) for m in modules.values()]
@@ -162,12 +147,10 @@ def value_zeroing(
             cos = torch.nn.functional.cosine_similarity(out[:n], out[n][None], dim=-1)  # (j, i)
             dist = (1.0 - cos).T.cpu().numpy()
             raw[layer] = np.where(dist > COS_ROUNDING, dist, 0.0)
-            if progress is not None:
-                progress(layer + 1, n_layers)
+    mixing = rows_normalised(raw)
     grad = corr = None
     if gradient and n <= GRADIENT_MAX_TOKENS:
-        grad, corr = _gradient(model, inputs, n_layers, rows_normalised(raw))
-    mixing = rows_normalised(raw)
+        grad, corr = _gradient(model, inputs, n_layers, mixing)
     for a in (raw, mixing, grad, corr):
         if a is not None:
             a.setflags(write=False)
