@@ -22,6 +22,7 @@ import threading
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -36,6 +37,11 @@ from core.runtime.backend import model_op
 # are far above it), and a row of rounding alone would normalise to a uniform row
 COS_ROUNDING = 1e-12
 GRADIENT_MAX_TOKENS = 64  # one backward per (layer, token): above this the gradient comparison is left out
+# one forward per layer and ROWS_PER_FORWARD tokens, each row the whole text: the work grows with the square of the
+# length, so a page asks for at most MAX_TOKENS (bert-base: 48 forwards of 33 x 128 tokens), and rows go in chunks
+# so that one request's hidden states stay small while other sessions share the process
+MAX_TOKENS = 128
+ROWS_PER_FORWARD = 32
 
 
 class ValueZeroingError(Problem, ValueError):
@@ -67,12 +73,13 @@ def rows_normalised(a: np.ndarray) -> np.ndarray:
 
 @dataclass
 class _Zeroing:
-    """One forward's zeroing: at depth ``layer``, batch row j loses token j's values (columns ``cols``); the last
-    row, one more than the tokens, loses nothing and is the reference (the same batched arithmetic: a layer that does
-    not mix gives exactly zero)."""
+    """One forward's zeroing: at depth ``layer``, batch row r loses the values (columns ``cols``) of token
+    ``positions[r]``; the last row, one more than the positions, loses nothing and is the reference (the same batched
+    arithmetic: a layer that does not mix gives exactly zero)."""
 
     layer: int
     cols: slice
+    positions: Any  # a torch tensor of token indices, one per zeroed row
     depths: dict  # id(module) -> the depths it serves, in call order (a shared layer serves several)
     calls: dict  # id(module) -> calls seen in this forward
 
@@ -93,8 +100,8 @@ def _hook_for(z: _Zeroing) -> Callable:
         import torch
 
         out = out.clone()
-        rows = torch.arange(out.shape[1], device=out.device)  # the batch's last row keeps every value
-        out[rows, rows, z.cols] = 0
+        rows = torch.arange(len(z.positions), device=out.device)  # the batch's last row keeps every value
+        out[rows, z.positions.to(out.device), z.cols] = 0
         return out
 
     return hook
@@ -113,8 +120,8 @@ def _layer_outputs(model, inputs: dict) -> list:
 def value_zeroing(lm, config: AttentionConfig, gradient: bool = True) -> ValueZeroingResult:
     """Value zeroing of ``config``'s text on ``lm`` (a LoadedModel of any task), with the gradient comparison when
     ``gradient`` and the text has at most GRADIENT_MAX_TOKENS tokens. Raises ValueError for a text longer than the
-    model reads (core.inspect.attention.encode), and the registry's ModelLoadError for a model whose value
-    projections it does not locate."""
+    model reads (core.inspect.attention.encode) or than MAX_TOKENS, and the registry's ModelLoadError for a model
+    whose value projections it does not locate."""
     import torch
 
     model, tok = lm.model, lm.tokenizer
@@ -123,30 +130,36 @@ def value_zeroing(lm, config: AttentionConfig, gradient: bool = True) -> ValueZe
     enc, inputs, _ = encode(lm, config)
     ids = enc["input_ids"][0].tolist()
     n = len(ids)
+    if n > MAX_TOKENS:
+        raise ValueZeroingError(msg("value_zeroing.text_too_long", n=n, max_tokens=MAX_TOKENS))
     depths: dict[int, list[int]] = {}
     for depth, mod in located:
         depths.setdefault(id(mod), []).append(depth)
     modules = {id(m): m for _, m in located}
     n_layers = len(located)
-    batch = {k: v.expand(n + 1, *v.shape[1:]) for k, v in inputs.items()}
     raw = np.zeros((n_layers, n, n), dtype=np.float64)
     width = next(iter(modules.values())).out_features // parts  # the values' share of the projection's output
+    cols = slice(part * width, (part + 1) * width)
     with torch.no_grad():
         for layer in range(n_layers):
-            z = _Zeroing(layer, slice(part * width, (part + 1) * width), depths, {})
-            with _LOCK:
-                handles = [m.register_forward_hook(_hook_for(z)) for m in modules.values()]
-            token = _ZEROING.set(z)
-            try:
-                out = _layer_outputs(model, batch)[layer].double()  # (j, i, hidden): row j without token j's values
-            finally:
-                _ZEROING.reset(token)
+            for start in range(0, n, ROWS_PER_FORWARD):
+                js = torch.arange(start, min(n, start + ROWS_PER_FORWARD))
+                m = len(js)
+                z = _Zeroing(layer, cols, js, depths, {})
+                batch = {k: v.expand(m + 1, *v.shape[1:]) for k, v in inputs.items()}
                 with _LOCK:
-                    for h in handles:
-                        h.remove()
-            cos = torch.nn.functional.cosine_similarity(out[:n], out[n][None], dim=-1)  # (j, i)
-            dist = (1.0 - cos).T.cpu().numpy()
-            raw[layer] = np.where(dist > COS_ROUNDING, dist, 0.0)
+                    handles = [mod.register_forward_hook(_hook_for(z)) for mod in modules.values()]
+                token = _ZEROING.set(z)
+                try:
+                    out = _layer_outputs(model, batch)[layer].double()  # (row, i, hidden): row r without js[r]
+                finally:
+                    _ZEROING.reset(token)
+                    with _LOCK:
+                        for h in handles:
+                            h.remove()
+                cos = torch.nn.functional.cosine_similarity(out[:m], out[m][None], dim=-1)  # (r, i)
+                dist = (1.0 - cos).T.cpu().numpy()  # (i, r): column j = start + r
+                raw[layer][:, start : start + m] = np.where(dist > COS_ROUNDING, dist, 0.0)
     mixing = rows_normalised(raw)
     grad = corr = None
     if gradient and n <= GRADIENT_MAX_TOKENS:

@@ -115,3 +115,15 @@ def _blocks(node):
         if type(getattr(child, "proto", None)).__name__ == "Block":
             yield child
         yield from _blocks(child)
+
+
+def test_a_text_over_value_zeroings_limit_gets_a_message_and_the_rest_of_the_tab(use_tiny_zoo, monkeypatch):
+    from core.inspect import value_zeroing as vz
+
+    monkeypatch.setattr(vz, "MAX_TOKENS", 10)  # the tiny models read 128 tokens, as many as the real limit
+    at = open_page(
+        "attention", {"attention.text": "one two three four five six seven eight nine ten eleven", "attention.vz": "1"}
+    )
+    assert not at.exception
+    assert any("at most 10" in e.value for e in at.error), [e.value for e in at.error]
+    assert "rollout (all layers)" in _charts(at)  # raw attention and rollout are still drawn

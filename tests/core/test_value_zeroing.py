@@ -127,3 +127,24 @@ def test_the_generic_family_gets_the_registrys_message(tiny_models):
     lm = fresh(tiny_models, GENERIC_KEY)
     with pytest.raises(ModelLoadError, match="value projection"):
         value_zeroing(lm, AttentionConfig(TEXT))
+
+
+def test_rows_in_chunks_give_the_same_map(tiny_models, monkeypatch):
+    """A text longer than one forward's rows (ROWS_PER_FORWARD) is zeroed chunk by chunk, each with its own
+    reference row: the map is the one a single forward gives."""
+    from core.inspect import value_zeroing as vz
+
+    lm = fresh(tiny_models, FAMILIES[0])
+    whole = value_zeroing(lm, AttentionConfig(TEXT), gradient=False)
+    monkeypatch.setattr(vz, "ROWS_PER_FORWARD", 3)
+    chunked = value_zeroing(lm, AttentionConfig(TEXT), gradient=False)
+    assert len(whole.tokens) > 3
+    np.testing.assert_allclose(chunked.raw, whole.raw, atol=1e-6)
+
+
+def test_a_text_over_the_limit_is_told_so(tiny_models, monkeypatch):
+    from core.inspect import value_zeroing as vz
+
+    monkeypatch.setattr(vz, "MAX_TOKENS", 5)
+    with pytest.raises(vz.ValueZeroingError, match="at most 5"):
+        value_zeroing(fresh(tiny_models, FAMILIES[0]), AttentionConfig(TEXT))
