@@ -126,7 +126,7 @@ def _mlm_logits(out):
     return logits
 
 
-def _pair_logits(out):
+def pair_logits(out):
     """The sentence-pair (NSP/SOP) logits (b, 2) of a pretraining model's output; None without that head.
 
     transformers names the field per architecture, so it is found by shape: the one 2-D ``*logits`` field (the
@@ -239,7 +239,7 @@ def prepare(lm: LoadedModel, cfg: AttributionConfig) -> Prepared:
         if lm.head_missing:
             notes.append(msg("attribution.untrained_mlm_head"))
     elif cfg.target == "pair":
-        logits = _pair_logits(out)
+        logits = pair_logits(out)
         if fam.pair_head is None:
             raise NotApplicable(fam.pair_head_note)
         if logits is None:
@@ -254,7 +254,7 @@ def prepare(lm: LoadedModel, cfg: AttributionConfig) -> Prepared:
         candidates = tuple((n, float(p)) for n, p in zip(names_, probs))
 
         def score(o, c=c):
-            return _pair_logits(o)[:, c]
+            return pair_logits(o)[:, c]
 
         label = msg(
             "attribution.target.pair",

@@ -1,6 +1,6 @@
 """The same inputs through the in-process and the Ray backend give the same results: fill-mask, sentence pairs,
-attention and attributions (and the layer lens, head ablation and the embedding parts), for every bundled family on
-tiny models; errors cross as themselves."""
+attention and attributions (and the layer lens, head ablation, value zeroing, activation patching and the embedding
+parts), for every bundled family on tiny models; errors cross as themselves."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from core.inspect.attention import AttentionConfig, compute_attention
 from core.inspect.attribution import attribute
 from core.inspect.attribution_inputs import AttributionConfig
 from core.inspect.lens import LensConfig, lens
+from core.inspect.patching import PatchConfig, patch
 from core.inspect.value_zeroing import value_zeroing
 from core.models.loading import ModelSpec, load
 from core.predict.fill_mask import FillMaskConfig, FillMaskError, fill_mask
@@ -27,7 +28,13 @@ from tests.conftest import BUNDLED_NAMES
 from tests.ray_backend.conftest import RAY_TESTS
 
 pytestmark = RAY_TESTS
-TIMING = ("latency_ms", "seconds", "batch_size")  # wall times differ run to run; batch_size: how it was batched
+TIMING = (
+    "latency_ms",
+    "seconds",
+    "exact_seconds",
+    "attribution_seconds",
+    "batch_size",
+)  # wall times differ run to run; batch_size: how it was batched
 
 
 def same(a, b, path="result"):
@@ -101,9 +108,11 @@ def test_both_backends_give_identical_results(fam, tiny_models, ray_backend, one
         ),
         "embeddings": (embedding_parts, lm, "the cat sat .", "it was happy ."),
         "value zeroing": (value_zeroing, lm, AttentionConfig("the cat sat on the mat .")),
+        "patching": (patch, lm, PatchConfig(f"the cat sat on the {mask} .", f"the mat sat on the {mask} .")),
     }
     for name, (fn, *args) in cases.items():
         here, there = both(fn, *args)
+        assert name != "patching" or not isinstance(here, Exception), here  # a result, not the same error twice
         if isinstance(here, Exception):  # e.g. no pair head: the same error, the same message, either way
             assert type(there) is type(here) and str(there) == str(here), (name, here, there)
             continue
