@@ -12,13 +12,17 @@ from app.kit.loaders import model_or_error
 from app.kit.uploads import upload_box
 from app.views.inspect import attribution as ra
 from app.views.inspect import attribution_widgets as ui
+from app.views.inspect import patching as pv
 from core.base.messages import carry
 from core.inspect import attribution as A
 from core.inspect import attribution_inputs as AI
+from core.inspect.patching import patch
 from core.runtime.jobs import resource_for
 
 K = ui.K
-restored = urlstate.bind(ui.TOP_FIELDS + ui.ONE_FIELDS)
+TABS = ("one", "batch", "patch")
+restored = urlstate.bind(ui.TOP_FIELDS + ui.ONE_FIELDS + pv.FIELDS + (urlstate.Field(K("tab"), choices=TABS),))
+restored_patch = bool(restored & {f.key for f in pv.FIELDS})
 
 st.title(t("attribution.title"))
 st.caption(t("attribution.intro"))
@@ -53,7 +57,9 @@ def show_one(job) -> None:
     ra.record(job.result, st.session_state.get(K("attribution.inputs"), {}), figures, f"attribution:{job.id}")
 
 
-tab_one, tab_batch = st.tabs([t("attribution.tab.one"), t("attribution.tab.batch")])
+labels = [t(f"attribution.tab.{x}") for x in TABS]
+opened = st.session_state.get(K("tab"))
+tab_one, tab_batch, tab_patch = st.tabs(labels, default=labels[TABS.index(opened)] if opened in TABS else None)
 with tab_one:
     with presenter.settings():
         sw = ui.method_settings("one", lm, per_layer_option=True)
@@ -78,7 +84,8 @@ with tab_one:
     ui.show_estimate(
         go_row, lm, cfg, cfg_error, pressed=go
     )  # beside Explain: the passes and time these settings will take
-    if go or restored:  # a link runs what the button would have run with the same inputs (and only that)
+    # a link runs what the button would have run with the same inputs (and only that)
+    if go or restored & {f.key for f in ui.TOP_FIELDS + ui.ONE_FIELDS}:
         try:
             if cfg is None:
                 raise ValueError(cfg_error)
@@ -130,4 +137,18 @@ with tab_batch:
             )
         else:
             st.info(t("attribution.stale_batch"))
+
+with tab_patch:
+    ask = pv.inputs(target, lm, restored)
+    patch_run = (lm.spec, ask.cfg)
+    if ask.error is not None:
+        st.error(explain(ask.error))
+    if ask.cfg is not None and (ask.go or restored_patch and st.session_state.get(K("patch.run")) != patch_run):
+        start("patch", lambda ctx, lm=lm, cfg=ask.cfg: patch(lm, cfg, ctx.progress))
+        st.session_state[K("patch.run")] = patch_run
+    if K("patch.job") in st.session_state:
+        if st.session_state.get(K("patch.run")) == patch_run:
+            job_panel(st.session_state[K("patch.job")], pv.on_done(lm.spec.checkpoint), key=K("patch.panel"))
+        else:
+            st.info(t("patching.stale"))
 urlstate.publish()  # the widgets drawn in this run hold their values now: the address bar links to this view

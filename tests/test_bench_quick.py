@@ -30,6 +30,7 @@ RESULT = {
     "fill_mask": r"ours/pipeline = \d+\.\d+x",
     "finetune": r"ours/Trainer = \d+\.\d+x",
     "lens": r"lens / fill-mask = \d+\.\d+x",
+    "patching": r"exact/attribution = \d+\.\d+x",
     "pretrain": r"bf16 is \d+\.\d+x faster",
     "probes": r"\d+\.\d+x a bare forward",
     "projector": r"payload \d+\.\d+x",

@@ -41,9 +41,12 @@ ROWS_PER_FORWARD = 32  # patched rows (one site each) per forward
 MAX_ROWS = 20000  # one request's patched rows at most (bert-base, 32 tokens, every site per position: 5,564)
 # a metric whose clean and corrupted values differ by less than this share of their size: nothing to restore
 SAME_METRIC = 1e-6
+# below this many logits between the clean and the corrupted metric, the normalised numbers are ratios of small
+# differences: the result says so
+SMALL_DIFFERENCE = 1.0
 KEYS = ("resid", "heads", "heads_pos", "mlp", "mlp_pos")
 
-__all__ = ["PatchConfig", "PatchError", "PatchResult", "patch", "patched_metrics", "swap_word", "count_rows"]
+__all__ = ["PatchConfig", "PatchError", "PatchResult", "patch", "patched_metrics", "plan", "swap_word", "count_rows"]
 
 
 @dataclass(frozen=True)
@@ -145,6 +148,22 @@ def swap_word(tokenizer, text: str, old: str, new: str) -> str:
 def count_rows(n_tokens: int, st: Sites, cfg: PatchConfig) -> int:
     """Patched rows exact patching runs on ``st`` for ``n_tokens`` tokens."""
     return len(_site_list(st, n_tokens, cfg))
+
+
+def plan(lm: LoadedModel, cfg: PatchConfig) -> int:
+    """The patched rows exact patching of ``cfg`` on ``lm`` would run, after every check that needs no forward (the
+    token lengths, the mask, the answers, the number of rows): a page calls it before it starts the work. Raises
+    PatchError as ``patch`` would."""
+    enc_c = _encode(lm, cfg.clean, cfg.clean_b)
+    position = _check_inputs(lm, cfg, enc_c, _encode(lm, cfg.corrupted, cfg.corrupted_b))
+    if cfg.target == "mask":
+        for word in (cfg.clean_answer, cfg.corrupted_answer):
+            if word.strip():
+                _word(lm, word, position)
+    rows = count_rows(int(enc_c["input_ids"].shape[1]), sites(lm.model), cfg)
+    if rows > MAX_ROWS:
+        raise PatchError(msg("patching.too_many_rows", rows=rows, limit=MAX_ROWS))
+    return rows
 
 
 def _encode(lm: LoadedModel, text: str, text_b: str) -> dict[str, Any]:
@@ -406,6 +425,8 @@ def patch(lm: LoadedModel, cfg: PatchConfig, progress: Callable[..., None] | Non
         attribution = _attribute(lm, cfg, pair, listed)
         attr_s = time.perf_counter() - t1
     notes = [msg(f"patching.no_{k}") for k in ("heads", "mlp") if k in cfg.kinds and k not in st.modules]
+    if abs(pair.m_c - pair.m_x) < SMALL_DIFFERENCE:
+        notes.append(msg("patching.small_difference", logits=f"{abs(pair.m_c - pair.m_x):.2f}"))
     for grid in (*exact.values(), *attribution.values()):
         grid.setflags(write=False)
     tok = lm.tokenizer

@@ -1,0 +1,165 @@
+"""AppTest: the Attributions page's Patching tab on the tiny zoo: the example runs as a job and draws its grids, the
+agreement and the CSV; the swap helper; inputs of different lengths; a link; the pair target; 中文."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from core.runtime.backend import runner
+from tests.app.conftest import new_app, page_path
+
+P = "attribution"
+GRIDS = 5  # residual stream, heads, heads of one layer per position, MLP, and the agreement scatter
+
+
+def _page(family: str = "bert", target: str | None = None):
+    at = new_app()
+    if family != "bert":
+        at.sidebar.selectbox(key="sidebar.family").set_value(family).run()
+    at.switch_page(page_path(P)).run()
+    assert not at.exception, at.exception
+    if target:
+        at.radio(key=f"{P}.target").set_value(target).run()
+        assert not at.exception, at.exception
+    return at
+
+
+def _click(at, key: str):
+    at.button(key=key).click().run()
+    assert not at.exception, at.exception
+    return at
+
+
+def _finish(at):
+    job = runner().get(at.session_state[f"{P}.patch.job"])
+    runner().wait(job, timeout=120)
+    assert job.status == "done", (job.status, job.error)
+    at.run()
+    assert not at.exception, at.exception
+    return job
+
+
+def _charts(at) -> list:
+    return [c for c in at.get("plotly_chart") if c.proto.id and "patch.result" in c.key]
+
+
+def test_the_example_runs_and_draws_every_grid(use_tiny_zoo):
+    at = _page()
+    assert at.text_input(key=f"{P}.patch.clean").value == "The capital of France is [MASK]."
+    assert "patched forwards" in " ".join(c.value for c in at.caption)
+    _click(at, f"{P}.patch.go")
+    job = _finish(at)
+    res = job.result
+    assert len(_charts(at)) == GRIDS, [c.key for c in at.get("plotly_chart")]
+    labels = [m.label for m in at.metric]
+    assert f"Clean: logit({res.answers[0]}) − logit({res.answers[1]})" in labels
+    assert res.answers == ("paris", "rome")  # the example's answers, both one piece of the uncased vocabulary
+    csv = next(b for b in at.get("download_button") if b.key == f"{P}.patch.result.csv")
+    assert csv.proto.label == "Download every site as CSV"
+    # the CSV holds every site: resid (L+1) x n, heads L x H (+ per position), mlp L (+ per position)
+    n, L = len(res.tokens), res.n_layers
+    H = res.exact["heads"].shape[1]
+    want = (L + 1) * n + L * H * (1 + n) + L * (1 + n)
+    from app.views.inspect.patching import table
+
+    assert len(table(res)) == want == res.rows
+    entries = [e for e in at.session_state["report.entries"].values() if e.entry_id.startswith("patching:")]
+    assert len(entries) == 1 and len(entries[0].figures) == GRIDS
+    # attribution's grids on request: same figures, the other method in their titles
+    at.segmented_control(key=f"{P}.patch.method").set_value("attribution").run()
+    assert not at.exception, at.exception
+    assert len(_charts(at)) == GRIDS
+    # a changed input marks the result out of date instead of showing it
+    at.text_input(key=f"{P}.patch.corrupted").set_value("The capital of Spain is [MASK].").run()
+    assert not _charts(at) and any("press Patch" in i.value for i in at.info)
+
+
+def test_table_rows_are_the_grids(use_tiny_zoo):
+    at = _page()
+    _click(at, f"{P}.patch.go")
+    res = _finish(at).result
+    from app.views.inspect.patching import table
+
+    df = table(res)
+    one = df[(df.site == "heads_pos") & (df.layer == 1) & (df["head"] == 2) & (df.position == 3)]
+    assert one.exact.item() == pytest.approx(res.exact["heads_pos"][1, 2, 3])
+    assert one.token.item() == res.tokens[3]
+    assert pd.isna(df[df.site == "mlp"].position).all()
+
+
+def test_the_swap_helper_makes_the_corrupted_input(use_tiny_zoo):
+    at = _page()
+    at.text_input(key=f"{P}.patch.swap_old").set_value("France")
+    at.text_input(key=f"{P}.patch.swap_new").set_value("Spain")
+    _click(at, f"{P}.patch.swap")
+    assert at.text_input(key=f"{P}.patch.corrupted").value == "The capital of Spain is [MASK]."
+    at.text_input(key=f"{P}.patch.swap_new").set_value("Liechtensteinerland")
+    _click(at, f"{P}.patch.swap")
+    assert "changes the number of tokens" in " ".join(e.value for e in at.error)
+    assert at.text_input(key=f"{P}.patch.corrupted").value == "The capital of Spain is [MASK]."  # kept
+
+
+def test_inputs_of_different_lengths_are_refused_before_any_work(use_tiny_zoo):
+    at = _page()
+    at.text_input(key=f"{P}.patch.corrupted").set_value("The capital of the old kingdom is [MASK].").run()
+    errors = " ".join(e.value for e in at.error)
+    assert "patching needs the same length" in errors and "Corrupted:" in errors
+    _click(at, f"{P}.patch.go")
+    assert f"{P}.patch.job" not in at.session_state
+
+
+def _link(params: dict):
+    from streamlit.testing.v1 import AppTest
+
+    from tests.app.conftest import MAIN
+
+    at = AppTest.from_file(MAIN, default_timeout=120)
+    at.query_params.update(params)
+    at.switch_page(page_path(P)).run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_a_link_restores_the_inputs_and_runs_once(use_tiny_zoo):
+    at = _link(
+        {
+            f"{P}.tab": "patch",
+            f"{P}.patch.clean": "The cat sat on the [MASK].",
+            f"{P}.patch.corrupted": "The dog sat on the [MASK].",
+            f"{P}.patch.answer": "",
+            f"{P}.patch.kinds": "resid,mlp",
+            f"{P}.patch.direction": "noise",
+        }
+    )
+    assert not at.error, [e.value for e in at.error]
+    assert at.pills(key=f"{P}.patch.kinds").value == ["resid", "mlp"]
+    assert f"{P}.attribution.job" not in at.session_state  # the patching link starts patching only
+    job = _finish(at)
+    assert job.result.config.direction == "noise" and set(job.result.exact) == {"resid", "mlp", "mlp_pos"}
+    at.run()
+    assert at.session_state[f"{P}.patch.job"] == job.id
+    assert len(_charts(at)) == 3  # residual stream, MLP, agreement
+
+
+def test_the_pair_target_patches_the_sop_head(use_tiny_zoo):
+    at = _page("albert", "pair")
+    assert at.text_input(key=f"{P}.patch.clean_b").value == "It creaked loudly."
+    _click(at, f"{P}.patch.go")
+    job = runner().get(at.session_state[f"{P}.patch.job"])
+    runner().wait(job, timeout=120)
+    # a random pair head may score both orders alike: then the job says so, as the page does
+    assert job.status == "done" or "nothing for patching to restore" in str(job.error), job.error
+
+
+def test_the_tab_in_chinese(use_tiny_zoo):
+    at = _link({"lang": "zh", f"{P}.tab": "patch"})
+    assert not at.error, [e.value for e in at.error]
+    assert at.button(key=f"{P}.patch.go").label == "开始修补"
+    assert at.text_input(key=f"{P}.patch.clean").label == "干净输入"
+    assert "次修补前向" in " ".join(c.value for c in at.caption)
+
+
+def test_the_token_target_is_explained(use_tiny_zoo, tmp_path):
+    at = _page(target="token")
+    assert any("Patching measures a masked word" in i.value for i in at.info)
