@@ -82,6 +82,20 @@ def open_page(
     return at
 
 
+def blocks(node):
+    """Every block under ``node`` of an AppTest tree (``at._tree``), depth first."""
+    for child in getattr(node, "children", {}).values():
+        if type(getattr(child, "proto", None)).__name__ == "Block":
+            yield child
+        yield from blocks(child)
+
+
+def default_tab(at) -> int:
+    """The tab the page's first tab container opens on."""
+    tabs = next(b for b in blocks(at._tree) if b.proto.HasField("tab_container"))
+    return tabs.proto.tab_container.default_tab_index
+
+
 def page_for(name: str, family: str = "bert") -> AppTest:
     """A fresh session on page ``name`` with ``family`` picked in the sidebar (the bundled model of that family)."""
     at = new_app()

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from core.runtime.backend import runner
-from tests.app.conftest import new_app, page_path
+from tests.app.conftest import default_tab, new_app, open_page, page_path
 
 P = "attribution"
 GRIDS = 5  # residual stream, heads, heads of one layer per position, MLP, and the agreement scatter
@@ -163,3 +163,20 @@ def test_the_tab_in_chinese(use_tiny_zoo):
 def test_the_token_target_is_explained(use_tiny_zoo, tmp_path):
     at = _page(target="token")
     assert any("Patching measures a masked word" in i.value for i in at.info)
+
+
+def test_the_walkthroughs_look_inside_step_opens_the_tab(use_tiny_zoo, tmp_path, monkeypatch):
+    """Step 7 links to patching: the link opens the Attributions page on its Patching tab, and runs nothing."""
+    from urllib.parse import parse_qsl
+
+    from app.views.start.walkthrough.frame import BY_NUMBER
+
+    monkeypatch.setenv("ENCODERLAB_RUNS", str(tmp_path / "runs"))
+    url, _, query = next(x for x in BY_NUMBER[7].deep_links if x[0] == "attribution")
+    at = open_page("walkthrough", {"walkthrough.step": "7"})
+    link = next(p for p in at.get("page_link") if p.proto.label == "Open activation patching on the Attributions page")
+    assert dict(parse_qsl(link.proto.query_string)) == query
+    opened = open_page(url, query)
+    assert not opened.exception and not opened.error
+    assert default_tab(opened) == 2  # Patching, not One input
+    assert f"{P}.patch.job" not in opened.session_state and f"{P}.attribution.job" not in opened.session_state

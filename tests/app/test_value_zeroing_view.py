@@ -13,7 +13,7 @@ import pytest
 from core.inspect.attention import AttentionConfig
 from core.inspect.value_zeroing import value_zeroing
 from core.models.loading import ModelSpec, load
-from tests.app.conftest import open_page
+from tests.app.conftest import default_tab, open_page
 from tests.conftest import GENERIC_KEY
 
 TEXT = "unbelievably the cat sat"
@@ -105,16 +105,7 @@ def test_the_walkthroughs_look_inside_step_opens_it(use_tiny_zoo, tmp_path, monk
     assert not opened.exception and not opened.error
     assert opened.toggle(key="attention.vz").value is True and _vz_map(opened)
     assert opened.query_params["attention.tab"] == "mixing"
-    tabs = next(b for b in _blocks(opened._tree) if b.proto.HasField("tab_container"))
-    assert tabs.proto.tab_container.default_tab_index == 4  # Context mixing, not bertviz
-
-
-def _blocks(node):
-    """Every block under ``node`` of an AppTest tree, depth first."""
-    for child in getattr(node, "children", {}).values():
-        if type(getattr(child, "proto", None)).__name__ == "Block":
-            yield child
-        yield from _blocks(child)
+    assert default_tab(opened) == 4  # Context mixing, not bertviz
 
 
 def test_a_text_over_value_zeroings_limit_gets_a_message_and_the_rest_of_the_tab(use_tiny_zoo, monkeypatch):
