@@ -9,6 +9,7 @@ from app.kit.flow import end_page
 from app.kit.i18n import explain, t
 from app.kit.jobs_panel import job_panel, runner
 from app.kit.loaders import model_or_error
+from app.kit.patching_work import patch_once
 from app.kit.uploads import upload_box
 from app.views.inspect import attribution as ra
 from app.views.inspect import attribution_widgets as ui
@@ -16,7 +17,6 @@ from app.views.inspect import patching as pv
 from core.base.messages import carry
 from core.inspect import attribution as A
 from core.inspect import attribution_inputs as AI
-from core.inspect.patching import patch
 from core.runtime.jobs import resource_for
 
 K = ui.K
@@ -144,7 +144,7 @@ with tab_patch:
     if ask.error is not None:
         st.error(explain(ask.error))
     if ask.cfg is not None and (ask.go or restored_patch and st.session_state.get(K("patch.run")) != patch_run):
-        start("patch", lambda ctx, lm=lm, cfg=ask.cfg: patch(lm, cfg, ctx.progress))
+        start("patch", lambda ctx, lm=lm, cfg=ask.cfg: patch_once(lm, cfg, ctx.progress))
         st.session_state[K("patch.run")] = patch_run
     if K("patch.job") in st.session_state:
         if st.session_state.get(K("patch.run")) == patch_run:
