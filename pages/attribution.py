@@ -22,7 +22,7 @@ from core.runtime.jobs import resource_for
 K = ui.K
 TABS = ("one", "batch", "patch")
 restored = urlstate.bind(ui.TOP_FIELDS + ui.ONE_FIELDS + pv.FIELDS + (urlstate.Field(K("tab"), choices=TABS),))
-restored_patch = bool(restored & {f.key for f in pv.FIELDS})
+restored_patch = bool(restored & {f.key for f in pv.INPUTS})
 
 st.title(t("attribution.title"))
 st.caption(t("attribution.intro"))
@@ -59,7 +59,16 @@ def show_one(job) -> None:
 
 labels = [t(f"attribution.tab.{x}") for x in TABS]
 opened = st.session_state.get(K("tab"))
-tab_one, tab_batch, tab_patch = st.tabs(labels, default=labels[TABS.index(opened)] if opened in TABS else None)
+opened = opened if opened in TABS else "one"
+st.session_state[K("tabs")] = labels[TABS.index(opened)]  # a link's tab, or a follower's presenter's, in this language
+
+
+def on_tab() -> None:  # the open tab goes into the URL: a link, and a room's followers, open the same tab
+    label = st.session_state.get(K("tabs"))
+    st.session_state[K("tab")] = TABS[labels.index(label)] if label in labels else "one"
+
+
+tab_one, tab_batch, tab_patch = st.tabs(labels, key=K("tabs"), on_change=on_tab)
 with tab_one:
     with presenter.settings():
         sw = ui.method_settings("one", lm, per_layer_option=True)
@@ -85,7 +94,7 @@ with tab_one:
         go_row, lm, cfg, cfg_error, pressed=go
     )  # beside Explain: the passes and time these settings will take
     # a link runs what the button would have run with the same inputs (and only that)
-    if go or restored & {f.key for f in ui.TOP_FIELDS + ui.ONE_FIELDS}:
+    if go or tab_one.open and restored & {f.key for f in ui.TOP_FIELDS + ui.ONE_FIELDS}:
         try:
             if cfg is None:
                 raise ValueError(cfg_error)
@@ -143,7 +152,8 @@ with tab_patch:
     patch_run = (lm.spec, ask.cfg)
     if ask.error is not None:
         st.error(explain(ask.error))
-    if ask.cfg is not None and (ask.go or restored_patch and st.session_state.get(K("patch.run")) != patch_run):
+    linked = tab_patch.open and restored_patch and st.session_state.get(K("patch.run")) != patch_run
+    if ask.cfg is not None and (ask.go or linked):
         start("patch", lambda ctx, lm=lm, cfg=ask.cfg: patch_once(lm, cfg, ctx.progress))
         st.session_state[K("patch.run")] = patch_run
     if K("patch.job") in st.session_state:

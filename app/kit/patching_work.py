@@ -19,44 +19,62 @@ from core.inspect.patching import PatchConfig, PatchResult, patch
 from core.models.spec import LoadedModel
 
 KEEP = 16  # results kept (a few rooms' and the examples' worth; each holds a few grids of floats)
+
+
+class _Entry:
+    """One pair's lock and how many asks are waiting for it or running it (the entry goes with the last)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.users = 0
+
+
 _LOCK = threading.Lock()
 _RESULTS: OrderedDict[tuple[Any, PatchConfig], PatchResult] = OrderedDict()
-_RUNNING: dict[tuple[Any, PatchConfig], threading.Lock] = {}
+_RUNNING: dict[tuple[Any, PatchConfig], _Entry] = {}
 
 
 def patch_once(lm: LoadedModel, cfg: PatchConfig, progress: Callable[..., None]) -> PatchResult:
     """core.inspect.patching.patch of ``cfg`` on ``lm``, or the result an earlier ask of the same model and config
-    left (waiting for it while it runs). A cancelled or failed run leaves nothing: the next ask computes."""
+    left (waiting for it while it runs). A cancelled or failed run leaves nothing: the ask waiting next computes,
+    and asks arriving meanwhile wait for it (the entry stays while anyone uses it)."""
     key = (lm.spec, cfg)
     with _LOCK:
-        running = _RUNNING.setdefault(key, threading.Lock())
-    while not running.acquire(timeout=0.5):  # another session computes this pair: wait, and stop on Cancel
-        progress(0.0, msg("progress.patching.waiting"))
+        entry = _RUNNING.setdefault(key, _Entry())
+        entry.users += 1
     try:
-        with _LOCK:
-            kept = _RESULTS.get(key)
-            if kept is not None:
-                _RESULTS.move_to_end(key)
-        if kept is not None:
-            progress(1.0, msg("progress.patching.shared"))
-            return kept
+        while not entry.lock.acquire(timeout=0.5):  # another session computes this pair: wait, stop on Cancel
+            progress(0.0, msg("progress.patching.waiting"))
         try:
-            res = patch(lm, cfg, progress=progress)
-        except BaseException:
             with _LOCK:
-                _RUNNING.pop(key, None)
-            raise
-        with _LOCK:  # kept before the lock is dropped: a newcomer finds the result, never an empty place
-            _RESULTS[key] = res
-            while len(_RESULTS) > KEEP:
-                _RESULTS.popitem(last=False)
-            _RUNNING.pop(key, None)
-        return res
+                kept = _RESULTS.get(key)
+                if kept is not None:
+                    _RESULTS.move_to_end(key)
+            if kept is not None:
+                progress(1.0, msg("progress.patching.shared"))
+                return kept
+            res = patch(lm, cfg, progress=progress)
+            with _LOCK:
+                _RESULTS[key] = res
+                while len(_RESULTS) > KEEP:
+                    _RESULTS.popitem(last=False)
+            return res
+        finally:
+            entry.lock.release()
     finally:
-        running.release()
+        with _LOCK:
+            entry.users -= 1
+            if entry.users == 0 and _RUNNING.get(key) is entry:
+                del _RUNNING[key]
 
 
 def forget_all() -> None:
     """Drop every kept result (tests)."""
     with _LOCK:
         _RESULTS.clear()
+
+
+def running_entries() -> int:
+    """Pairs with an ask waiting or running (tests: none once every ask has returned)."""
+    with _LOCK:
+        return len(_RUNNING)

@@ -29,7 +29,7 @@ import numpy as np
 
 from core.base.messages import Message, msg
 from core.base.text import display_piece, with_mask_token
-from core.inspect.attribution_inputs import pair_logits, word_id
+from core.inspect.attribution_inputs import pair_logits, target_classes, word_id
 from core.inspect.patching_sites import KINDS, PatchError, Run, Sites, hooked, running, sites
 from core.models.spec import LoadedModel, max_tokens
 from core.registry import mlm_head
@@ -45,6 +45,7 @@ SAME_METRIC = 1e-6
 # differences: the result says so
 SMALL_DIFFERENCE = 1.0
 KEYS = ("resid", "heads", "heads_pos", "mlp", "mlp_pos")
+CJK = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 
 __all__ = ["PatchConfig", "PatchError", "PatchResult", "patch", "patched_metrics", "plan", "swap_word", "count_rows"]
 
@@ -93,16 +94,13 @@ class PatchResult:
     position: int  # the mask's position (-1 for the pair and class targets)
     clean_metric: float
     corrupted_metric: float
+    n_layers: int = 0
     exact: dict[str, np.ndarray] = field(default_factory=dict)
     attribution: dict[str, np.ndarray] = field(default_factory=dict)
     exact_seconds: float = 0.0
     attribution_seconds: float = 0.0
     rows: int = 0  # patched forwards (rows) exact patching ran
     notes: tuple[Message, ...] = ()
-
-    @property
-    def n_layers(self) -> int:
-        return int(self.exact["resid"].shape[0] - 1)
 
     def correlation(self, key: str | None = None) -> float:
         """Pearson correlation of exact and attribution patching over ``key`` (None: every per-position key); NaN
@@ -132,8 +130,12 @@ def _n_tokens(tok, text: str) -> int:
 def swap_word(tokenizer, text: str, old: str, new: str) -> str:
     """``text`` with its first whole word ``old`` replaced by ``new`` (the corrupted input made from the clean one).
     Raises PatchError when ``old`` is not a word of the text, or when the swap changes the token count."""
-    pattern = re.compile(rf"(?<!\w){re.escape(old.strip())}(?!\w)")
-    if not old.strip() or not new.strip() or not pattern.search(text):
+    word = old.strip()
+    # a whole word: no letter or digit right before or after it, except beside Chinese, which has no spaces
+    before = "" if word[:1] and CJK.match(word[0]) else r"(?<!\w)"
+    after = "" if word[-1:] and CJK.match(word[-1]) else r"(?!\w)"
+    pattern = re.compile(before + re.escape(word) + after)
+    if not word or not new.strip() or not pattern.search(text):
         raise PatchError(msg("patching.word_not_found", word=old.strip()))
     out = pattern.sub(lambda _: new.strip(), text, count=1)
     if _n_tokens(tokenizer, text) != _n_tokens(tokenizer, out):
@@ -143,6 +145,15 @@ def swap_word(tokenizer, text: str, old: str, new: str) -> str:
             msg("patching.swap_lengths_differ", old=old, new=new, old_pieces=split_old, new_pieces=split_new)
         )
     return out
+
+
+def answer_fits(lm: LoadedModel, word: str) -> bool:
+    """Whether ``word``, after a space, is one token of ``lm``'s vocabulary (an answer the mask metric can read)."""
+    try:
+        word_id(lm, word, at_start=False)
+    except ValueError:
+        return False
+    return True
 
 
 def count_rows(n_tokens: int, st: Sites, cfg: PatchConfig) -> int:
@@ -229,8 +240,8 @@ def _answers(lm: LoadedModel, cfg: PatchConfig, position: int, clean, corrupted)
         raise PatchError(msg("patching.same_answers", answer=cfg.clean_answer.strip()))
     if cfg.target == "mask":
         return a, b, (_pieces(lm.tokenizer, [a])[0], _pieces(lm.tokenizer, [b])[0])
-    labels = getattr(lm.model.config, "id2label", None) or {}
-    return a, b, (str(labels.get(a, a)), str(labels.get(b, b)))
+    names = target_classes(lm, cfg.target)  # NSP/SOP's classes by name, or the classifier's labels
+    return a, b, (names[a] if a < len(names) else str(a), names[b] if b < len(names) else str(b))
 
 
 def _word(lm: LoadedModel, word: str, position: int) -> int:
@@ -439,6 +450,7 @@ def patch(lm: LoadedModel, cfg: PatchConfig, progress: Callable[..., None] | Non
         position=pair.position,
         clean_metric=pair.m_c,
         corrupted_metric=pair.m_x,
+        n_layers=st.n_layers,
         exact=exact,
         attribution=attribution,
         exact_seconds=exact_s,

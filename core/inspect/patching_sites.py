@@ -25,7 +25,7 @@ is one forward), as head ablation's and value zeroing's do.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -64,11 +64,13 @@ class Sites:
 @dataclass(eq=False)
 class Run:
     """One forward through the hooks of one call (``owner``): what to overwrite, per (kind, index), as (rows,
-    positions, heads or None, values); whether to keep each activation (``capture``, in the autograd graph when the
-    forward builds one); and the calls each shared module has had in this forward."""
+    positions, heads or None, values), or a function of the activation (``edits``: core.inspect.sae replaces a
+    layer's output by its reconstruction, or steers one feature); whether to keep each activation (``capture``, in the
+    autograd graph when the forward builds one); and the calls each shared module has had in this forward."""
 
     owner: object
     patches: dict[tuple[str, int], tuple[Any, Any, Any, Any]] = field(default_factory=dict)
+    edits: dict[tuple[str, int], Callable[[Any], Any]] = field(default_factory=dict)
     capture: bool = False
     acts: dict[tuple[str, int], Any] = field(default_factory=dict)
     calls: dict[tuple[str, int], int] = field(default_factory=dict)
@@ -128,6 +130,9 @@ def sites(model) -> Sites:
 def _apply(run: Run, kind: str, idx: int, x, n_heads: int, head_dim: int):
     """The activation to use instead of ``x`` (None: keep it), recorded when the run captures."""
     p = run.patches.get((kind, idx))
+    edit = run.edits.get((kind, idx))
+    if edit is not None:
+        x = edit(x)
     if p is not None:
         rows, pos, heads, vals = p
         if kind == "heads":
@@ -139,7 +144,7 @@ def _apply(run: Run, kind: str, idx: int, x, n_heads: int, head_dim: int):
             x[rows, pos] = vals.to(x.dtype)
     if run.capture:
         run.acts[(kind, idx)] = x
-    return x if p is not None else None
+    return x if p is not None or edit is not None else None
 
 
 def _index(run: Run, served: dict, kind: str, mod) -> int:
@@ -175,15 +180,15 @@ def hooked(st: Sites) -> Iterator[object]:
         new = _apply(run, "heads", _index(run, served, "heads", mod), args[0], st.n_heads, st.head_dim)
         return None if new is None else (new, *args[1:])
 
-    with _LOCK:
-        handles = []
-        for kind, mods in st.modules.items():
-            for m in {id(m): m for m in mods}.values():
-                if kind == "heads":
-                    handles.append(m.register_forward_pre_hook(head_hook))
-                else:
-                    handles.append(m.register_forward_hook(out_hook(kind)))
-    try:
+    handles: list[Any] = []
+    try:  # registered inside the try: a failure halfway leaves no hook behind
+        with _LOCK:
+            for kind, mods in st.modules.items():
+                for m in {id(m): m for m in mods}.values():
+                    if kind == "heads":
+                        handles.append(m.register_forward_pre_hook(head_hook))
+                    else:
+                        handles.append(m.register_forward_hook(out_hook(kind)))
         yield owner
     finally:
         with _LOCK:

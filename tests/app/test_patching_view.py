@@ -6,11 +6,20 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from app.kit import patching_work
 from core.runtime.backend import runner
 from tests.app.conftest import default_tab, new_app, open_page, page_path
 
 P = "attribution"
 GRIDS = 5  # residual stream, heads, heads of one layer per position, MLP, and the agreement scatter
+
+
+@pytest.fixture(autouse=True)
+def fresh_results():
+    """Each test computes its own patching (app/kit/patching_work keeps results process-wide)."""
+    patching_work.forget_all()
+    yield
+    patching_work.forget_all()
 
 
 def _page(family: str = "bert", target: str | None = None):
@@ -146,10 +155,39 @@ def test_the_pair_target_patches_the_sop_head(use_tiny_zoo):
     at = _page("albert", "pair")
     assert at.text_input(key=f"{P}.patch.clean_b").value == "It creaked loudly."
     _click(at, f"{P}.patch.go")
-    job = runner().get(at.session_state[f"{P}.patch.job"])
-    runner().wait(job, timeout=120)
-    # a random pair head may score both orders alike: then the job says so, as the page does
-    assert job.status == "done" or "nothing for patching to restore" in str(job.error), job.error
+    res = _finish(at).result
+    assert res.position == -1 and set(res.answers) == {"in order", "swapped"}
+    assert len(_charts(at)) == GRIDS
+
+
+def test_only_some_sites_draw_only_their_grids(use_tiny_zoo):
+    at = _page()
+    at.pills(key=f"{P}.patch.kinds").set_value(["mlp"]).run()
+    _click(at, f"{P}.patch.go")
+    res = _finish(at).result
+    assert set(res.exact) == {"mlp", "mlp_pos"} and res.n_layers == 2
+    assert len(_charts(at)) == 2  # MLP and the agreement
+
+
+def test_a_link_runs_only_the_open_tabs_work(use_tiny_zoo):
+    """The address bar carries both tabs' fields (every bound field is published): a link runs what its open tab
+    shows, and nothing else."""
+    both = {f"{P}.text.mask": "Paris is the [MASK] of France.", f"{P}.patch.clean": "The cat sat on the [MASK]."}
+    at = _link({**both, f"{P}.patch.corrupted": "The dog sat on the [MASK]."})
+    assert f"{P}.attribution.job" in at.session_state and f"{P}.patch.job" not in at.session_state
+    at = _link({**both, f"{P}.patch.corrupted": "The dog sat on the [MASK].", f"{P}.tab": "patch"})
+    assert f"{P}.patch.job" in at.session_state and f"{P}.attribution.job" not in at.session_state
+    _finish(at)
+    at = _link({f"{P}.tab": "patch", f"{P}.patch.method": "attribution", f"{P}.patch.fmt": "svg"})
+    assert f"{P}.patch.job" not in at.session_state  # display settings alone run nothing
+
+
+def test_the_example_fits_every_tokenizer(use_tiny_zoo):
+    """paris and rome are one WordPiece each but two BPE pieces: RoBERTa's tab starts with the model's own answers."""
+    at = _page("roberta")
+    assert not at.error, [e.value for e in at.error]
+    assert at.text_input(key=f"{P}.patch.answer").value == ""
+    assert "patched forwards" in " ".join(c.value for c in at.caption)
 
 
 def test_the_tab_in_chinese(use_tiny_zoo):

@@ -4,7 +4,6 @@ cancelled or failed run leaves nothing behind, and a waiting ask still stops on 
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
@@ -25,13 +24,17 @@ def cfg(lm, word: str = "cat") -> PatchConfig:
     return PatchConfig(f"the {word} sat on the {mask} .", f"the mat sat on the {mask} .", kinds=("resid",))
 
 
-def counting(monkeypatch, delay: float = 0.0) -> list:
+def counting(monkeypatch, hold: threading.Event | None = None, inside: threading.Event | None = None) -> list:
+    """Count the computations; each, once inside (``inside`` set), waits for ``hold`` before computing."""
     calls = []
     real = pw.patch
 
     def counted(lm, cfg, progress=None):
         calls.append(cfg)
-        time.sleep(delay)
+        if inside is not None:
+            inside.set()
+        if hold is not None:
+            assert hold.wait(60)
         return real(lm, cfg, progress=progress)
 
     monkeypatch.setattr(pw, "patch", counted)
@@ -49,16 +52,20 @@ def test_the_same_pair_is_computed_once(lm, monkeypatch):
 
 
 def test_concurrent_asks_wait_for_the_first(lm, monkeypatch):
-    calls = counting(monkeypatch, delay=1.0)
+    hold, inside = threading.Event(), threading.Event()
+    calls = counting(monkeypatch, hold, inside)
     out = []
     threads = [
         threading.Thread(target=lambda: out.append(pw.patch_once(lm, cfg(lm), lambda f, m: None))) for _ in range(4)
     ]
     for th in threads:
         th.start()
+    assert inside.wait(60)
+    hold.set()  # the first computes while the other three wait on its lock
     for th in threads:
         th.join()
     assert len(calls) == 1 and len(out) == 4 and all(r is out[0] for r in out)
+    assert pw.running_entries() == 0
 
 
 class Cancelled(Exception):
@@ -66,26 +73,21 @@ class Cancelled(Exception):
 
 
 def test_a_cancelled_run_leaves_nothing_and_a_waiter_stops_on_cancel(lm, monkeypatch):
-    calls = counting(monkeypatch, delay=1.5)
+    hold, inside = threading.Event(), threading.Event()
+    calls = counting(monkeypatch, hold, inside)
 
     def cancel(_f, _m):
         raise Cancelled
 
-    started = threading.Event()
-
-    def slow_first():
-        started.set()
-        pw.patch_once(lm, cfg(lm), lambda f, m: None)
-
-    th = threading.Thread(target=slow_first)
+    th = threading.Thread(target=lambda: pw.patch_once(lm, cfg(lm), lambda f, m: None))
     th.start()
-    started.wait()
-    time.sleep(0.2)  # the first holds the pair's lock
+    assert inside.wait(60)  # the first holds the pair's lock
     with pytest.raises(Cancelled):  # a waiting ask reports progress while it waits: Cancel stops it
         pw.patch_once(lm, cfg(lm), cancel)
+    hold.set()
     th.join()
     assert len(calls) == 1
     with pytest.raises(Cancelled):  # cancelled during its own run: nothing kept for that config
         pw.patch_once(lm, cfg(lm, "dog"), cancel)
     pw.patch_once(lm, cfg(lm, "dog"), lambda f, m: None)
-    assert len(calls) == 3
+    assert len(calls) == 3 and pw.running_entries() == 0

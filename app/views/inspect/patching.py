@@ -21,7 +21,7 @@ from app.kit.zh_examples import chinese_examples, zh_example
 from app.views.inspect.attention import option_labels
 from app.views.inspect.attribution_widgets import K
 from core.base.messages import Message, carry
-from core.inspect.patching import DIRECTIONS, PatchConfig, PatchError, PatchResult, plan, swap_word
+from core.inspect.patching import DIRECTIONS, PatchConfig, PatchError, PatchResult, answer_fits, plan, swap_word
 from core.inspect.patching_sites import KINDS
 from core.models.spec import LoadedModel
 
@@ -29,7 +29,7 @@ TARGETS = ("mask", "pair", "class")  # the page's targets patching serves (not o
 # 0 is the corrupted run, 1 the clean one: white at 0, green towards clean, red past the corrupted side
 SCALE = [[0.0, NEGATIVE], [0.5, NEUTRAL], [1.0, POSITIVE]]
 METHODS = ("exact", "attribution")
-FIELDS = (
+INPUTS = (  # what a patching run is made from: a link that sets one of these runs it (the display fields do not)
     urlstate.Field(K("patch.clean")),
     urlstate.Field(K("patch.corrupted")),
     urlstate.Field(K("patch.clean_b")),
@@ -39,6 +39,9 @@ FIELDS = (
     urlstate.Field(K("patch.direction"), choices=DIRECTIONS),
     urlstate.Field(K("patch.kinds"), "strs", choices=KINDS),
     urlstate.Field(K("patch.head_pos"), "bool"),
+)
+FIELDS = (
+    *INPUTS,
     urlstate.Field(K("patch.method"), choices=METHODS),
     urlstate.Field(K("patch.fmt"), choices=("png", "svg")),
 )
@@ -79,6 +82,8 @@ def defaults(target: str, lm: LoadedModel, restored: set[str]) -> None:
     language changes, a box that is empty or still holds an example takes the new one; a typed text stays, and so does
     what a link gave (``restored``: the keys it set)."""
     want = _examples(target, chinese_examples(lm.spec))
+    if not all(answer_fits(lm, w) for w in want[4:] if w):  # paris and rome are two pieces each in RoBERTa's BPE
+        want = (*want[:4], "", "")
     changed = st.session_state.get(K("patch.example")) != (target, want)
     st.session_state[K("patch.example")] = (target, want)
     for i, name in enumerate(WIDGETS):
@@ -93,18 +98,20 @@ def defaults(target: str, lm: LoadedModel, restored: set[str]) -> None:
     st.session_state.setdefault(K("patch.fmt"), "png")
 
 
+def _swap_asked() -> tuple[str, str, str]:
+    got = st.session_state.get
+    return got(K("patch.clean"), ""), got(K("patch.swap_old"), ""), got(K("patch.swap_new"), "")
+
+
 def _swap(tokenizer) -> None:
-    """The swap button's callback: the corrupted input is the clean one with one word swapped (before the boxes)."""
+    """The swap button's callback: the corrupted input is the clean one with one word swapped (before the boxes).
+    A refusal is kept with what it refused, and shown while those three boxes still hold it."""
+    clean, old, new = _swap_asked()
     try:
-        st.session_state[K("patch.corrupted")] = swap_word(
-            tokenizer,
-            st.session_state.get(K("patch.clean"), ""),
-            st.session_state.get(K("patch.swap_old"), ""),
-            st.session_state.get(K("patch.swap_new"), ""),
-        )
+        st.session_state[K("patch.corrupted")] = swap_word(tokenizer, clean, old, new)
         st.session_state.pop(K("patch.swap_error"), None)
     except PatchError as e:
-        st.session_state[K("patch.swap_error")] = carry(e)
+        st.session_state[K("patch.swap_error")] = (carry(e), (clean, old, new))
 
 
 def inputs(target: str, lm: LoadedModel, restored: set[str]) -> PatchAsk:
@@ -130,8 +137,9 @@ def inputs(target: str, lm: LoadedModel, restored: set[str]) -> PatchAsk:
         s1.text_input(t("patching.swap_old"), key=K("patch.swap_old"))
         s2.text_input(t("patching.swap_new"), key=K("patch.swap_new"))
         s3.button(t("patching.swap_go"), key=K("patch.swap"), on_click=_swap, args=(lm.tokenizer,))
-        if K("patch.swap_error") in st.session_state:
-            st.error(explain(st.session_state[K("patch.swap_error")]))
+        refused = st.session_state.get(K("patch.swap_error"))
+        if refused is not None and refused[1] == _swap_asked():
+            st.error(explain(refused[0]))
     with presenter.settings():
         o1, o2 = st.columns(2, vertical_alignment="bottom")
         direction = o1.segmented_control(
@@ -301,7 +309,7 @@ def show(res: PatchResult, key: str) -> list[go.Figure]:
         )
         layer = (
             c2.slider(t("patching.layer"), 0, res.n_layers - 1, res.n_layers - 1, key=f"{key}.layer")
-            if "heads_pos" in res.exact
+            if "heads_pos" in res.exact and res.n_layers > 1
             else 0
         )
     figs = figures(res, method or "exact", int(layer))
