@@ -29,6 +29,7 @@ PAGES = (
     PageDef("pages/attention.py", ":material/visibility:", "attention", "Look inside"),
     PageDef("pages/lens.py", ":material/layers:", "lens", "Look inside"),
     PageDef("pages/attribution.py", ":material/insights:", "attribution", "Look inside"),
+    PageDef("pages/features.py", ":material/hub:", "features", "Look inside"),
     PageDef("pages/corpus_search.py", ":material/manage_search:", "corpus-search", "Representations"),
     PageDef("pages/projector.py", ":material/scatter_plot:", "projector", "Representations"),
     PageDef("pages/probes.py", ":material/query_stats:", "probes", "Representations"),

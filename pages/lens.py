@@ -8,7 +8,7 @@ from app.kit import presenter, state
 from app.kit.flow import end_page
 from app.kit.i18n import explain, t
 from app.kit.jobs_panel import job_panel, runner, submit_job
-from app.kit.loaders import model_or_error
+from app.kit.loaders import mlm_model_or_error
 from app.kit.render import current_result, job_for, mini_note, run_or_error, stale_note
 from app.views.inspect.lens import K, show_kl, show_result
 from app.views.predict.fill_mask_widgets import example_default, example_list, use_example
@@ -16,20 +16,13 @@ from core.base.messages import carry
 from core.base.settings import current as server_settings
 from core.inspect.lens import MODES, LensConfig, lens
 from core.inspect.tuned_lens import HOSTED_MAX_TUNE_STEPS, MAX_TUNE_STEPS, TuneConfig, model_key, tune_job, tuned_report
-from core.predict.fill_mask import FillMaskError, check_mlm
 from core.runtime.jobs import CANCELLED, ERROR
 
 MAX_K = 20  # candidates per depth the table shows at most
 
 st.title(t("lens.title"))
 st.caption(t("lens.intro"))
-lm = model_or_error(task="mlm")
-if lm is not None:
-    try:
-        check_mlm(lm)
-    except FillMaskError as e:  # a checkpoint saved without its MLM head
-        st.error(explain(e))
-        lm = None
+lm = mlm_model_or_error()  # None: it said why (no model, or no trained MLM head)
 if lm is None:
     end_page()
 

@@ -37,6 +37,7 @@ RESULT = {
     "quantize": r"int8 speedup +\d+\.\d+x",
     "representations": r"ours/bare forward = \d+\.\d+x",
     "room": r"p95 .*\(\d+\.\d+x baseline\)",
+    "sae": r"SAE/PCA-\d+ = \d+\.\d+x",
     "scalar_mix": r"scalar_mix \d+\.\d+x",
     "scaleout": r"2 replicas / 1 replica = \d+\.\d+x",
     "speed": r"measured speedup \d+\.\d+x",

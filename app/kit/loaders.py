@@ -19,6 +19,7 @@ from core.models.devices import resolve_device
 from core.models.downloads import DownloadError, download
 from core.models.loading import LoadedModel, ModelSpec, Source, load, resolve
 from core.predict.classify import FinetunedModel, load_finetuned
+from core.predict.fill_mask import FillMaskError, check_mlm
 from core.registry import ModelLoadError
 from core.runtime.backend import prepare_serving
 
@@ -68,6 +69,20 @@ def model_or_error(task: str = "base", attentions: bool = False, spec: ModelSpec
     if spec == state.current_spec() and st.session_state.get("sidebar.load_failed"):
         note_load(spec, None)
     source_banner(lm)
+    return lm
+
+
+def mlm_model_or_error() -> LoadedModel | None:
+    """The sidebar's model with its MLM head (model_or_error), or None after saying why: it cannot load, or the
+    checkpoint was saved without a trained MLM head (core.predict.fill_mask.check_mlm)."""
+    lm = model_or_error(task="mlm")
+    if lm is None:
+        return None
+    try:
+        check_mlm(lm)
+    except FillMaskError as e:
+        st.error(explain(e))
+        return None
     return lm
 
 

@@ -42,6 +42,10 @@ class PatchError(Problem, ValueError):
     """Inputs or a model that activation patching cannot use; the message says why and what to do."""
 
 
+class Stopped(Exception):
+    """Raised by a hook once the activation a run stops at is captured: the rest of the forward is skipped."""
+
+
 @dataclass(frozen=True, eq=False)
 class Sites:
     """The patchable modules of one model: ``modules[kind]`` lists one module per index (resid: the embeddings, then
@@ -72,6 +76,7 @@ class Run:
     patches: dict[tuple[str, int], tuple[Any, Any, Any, Any]] = field(default_factory=dict)
     edits: dict[tuple[str, int], Callable[[Any], Any]] = field(default_factory=dict)
     capture: bool = False
+    stop: tuple[str, int] | None = None  # raise Stopped once this (kind, index) is captured
     acts: dict[tuple[str, int], Any] = field(default_factory=dict)
     calls: dict[tuple[str, int], int] = field(default_factory=dict)
 
@@ -144,6 +149,8 @@ def _apply(run: Run, kind: str, idx: int, x, n_heads: int, head_dim: int):
             x[rows, pos] = vals.to(x.dtype)
     if run.capture:
         run.acts[(kind, idx)] = x
+    if run.stop == (kind, idx):
+        raise Stopped
     return x if p is not None or edit is not None else None
 
 

@@ -272,6 +272,7 @@ STEP = Step(
     deep_links=(
         ("attention", "walkthrough.s7.link_value_zeroing", {"attention.tab": "mixing", "attention.vz": "1"}),
         ("attribution", "walkthrough.s7.link_patching", {"attribution.tab": "patch"}),
+        ("features", "walkthrough.s7.link_features", {}),
     ),
     fields=(urlstate.Field(K("s7.source"), choices=SOURCES), urlstate.Field(K("s7.text"), max_len=500)),
     keep=(K("s7.source"), K("s7.tuned"), K("s7.text"), K("s7.layer"), K("s7.head"), K("s7.class"), K("s7.n_steps")),

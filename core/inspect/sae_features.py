@@ -1,0 +1,173 @@
+"""What the feature browser asks of a trained SAE (core.inspect.sae, core.inspect.sae_store): a feature's top contexts,
+the tokens its decoder direction promotes and suppresses through the MLM head, the features that fire on each token of
+a sentence, a search over features by the tokens they fire on, and steering: Fill-mask with one feature clamped to a
+value (or zeroed) at the SAE's layer, before and after.
+
+Steering edits the layer's output h at every token to h + (value - a(h)) d, where a(h) is the feature's activation
+and d its decoder direction: the feature reads ``value`` and nothing else changes (the reconstruction error stays).
+The edit goes through core.inspect.patching_sites' hooks for this call only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from core.base.messages import msg
+from core.base.text import display_piece, with_mask_token
+from core.inspect.patching_sites import Run, hooked, running, sites
+from core.inspect.sae import SAEError, as_numpy, states_at
+from core.inspect.sae_store import Browse
+from core.models.spec import LoadedModel
+from core.registry import mlm_head
+
+TOP_TOKENS = 10
+
+
+@dataclass(frozen=True)
+class Context:
+    """One top-activating context: the sentence's pieces, the one that fired, and how strongly."""
+
+    pieces: tuple[str, ...]
+    position: int
+    activation: float
+
+
+def check_feature(sae, feature: int) -> None:
+    if not isinstance(feature, int) or not 0 <= feature < sae.features:
+        raise SAEError(msg("sae.feature_out_of_range", feature=feature, last=sae.features - 1))
+
+
+def contexts(lm: LoadedModel, sae, browse: Browse, feature: int) -> list[Context]:
+    """The feature's top-activating held-out contexts, strongest first (those where it fired)."""
+    check_feature(sae, feature)
+    tok = lm.tokenizer
+    out = []
+    for s, p, a in zip(
+        browse.ctx_sentence[feature], browse.ctx_position[feature], browse.ctx_activation[feature], strict=True
+    ):
+        if a <= 0:
+            continue
+        ids = tok(browse.sentences[int(s)], truncation=True, max_length=64)["input_ids"]
+        out.append(Context(tuple(display_piece(x, tok) for x in tok.convert_ids_to_tokens(ids)), int(p), float(a)))
+    return out
+
+
+def logit_effects(lm: LoadedModel, sae, browse: Browse, feature: int, top: int = TOP_TOKENS):
+    """(promoted, suppressed): the tokens whose MLM logit most rises and falls when the feature's direction, at its
+    mean activation, is added to the mean state and read by the MLM head (a logit lens at the SAE's layer)."""
+    import torch
+
+    check_feature(sae, feature)
+    head = mlm_head(lm.model)
+    if head is None:
+        raise SAEError(msg("sae.no_mlm_head", model_class=type(lm.model).__name__))
+    mu = torch.as_tensor(browse.mean_state, device=lm.device)
+    amount = float(browse.mean_activation[feature]) or 1.0
+    with torch.no_grad():
+        base = head(mu[None].to(next(lm.model.parameters()).dtype))[0].float()
+        moved = head((mu + amount * sae.direction(feature).to(mu.device))[None].to(base.dtype))[0].float()
+    delta = moved - base
+    tok = lm.tokenizer
+
+    def named(idx) -> list[tuple[str, float]]:
+        return [(display_piece(tok.convert_ids_to_tokens(int(i)), tok), float(delta[i])) for i in idx]
+
+    return named(delta.topk(top).indices), named((-delta).topk(top).indices)
+
+
+def token_features(lm: LoadedModel, sae, layer: int, text: str, top: int = 5):
+    """The pieces of ``text`` and, per piece, its ``top`` features (feature, activation), strongest first."""
+    import torch
+
+    tok = lm.tokenizer
+    enc = tok(with_mask_token(text, tok.mask_token), return_tensors="pt", truncation=True, max_length=512)
+    enc = {k: v.to(lm.device) for k, v in enc.items() if k in tok.model_input_names}
+    with torch.no_grad():
+        codes = sae.encode(states_at(lm, enc, layer)[0].float())
+    vals, idx = codes.topk(top, dim=-1)
+    pieces = tuple(display_piece(p, tok) for p in tok.convert_ids_to_tokens(enc["input_ids"][0].tolist()))
+    rows = [
+        [(int(i), float(v)) for i, v in zip(ii, vv, strict=True) if v > 0]
+        for ii, vv in zip(idx.tolist(), vals.tolist(), strict=True)
+    ]
+    return pieces, rows
+
+
+def search(lm: LoadedModel, browse: Browse, query: str, limit: int = 20) -> list[tuple[int, int, float]]:
+    """Features whose top contexts fire on a piece matching ``query`` (as the tokenizer shows it, any case):
+    (feature, how many of its top contexts, their summed activation), most first."""
+    tok = lm.tokenizer
+    q = query.strip().lower()
+    if not q:
+        return []
+    vocab = tok.convert_ids_to_tokens(np.unique(browse.ctx_token).tolist())
+    wanted = {
+        int(i)
+        for i, p in zip(np.unique(browse.ctx_token), vocab, strict=True)
+        if display_piece(p, tok).strip().lower() == q
+    }
+    hits = np.isin(browse.ctx_token, list(wanted)) & (browse.ctx_activation > 0)
+    count = hits.sum(1)
+    strength = (browse.ctx_activation * hits).sum(1)
+    order = np.lexsort((-strength, -count))
+    return [(int(f), int(count[f]), float(strength[f])) for f in order[:limit] if count[f] > 0]
+
+
+@dataclass(frozen=True)
+class Steered:
+    """Fill-mask before and after the edit: per mask, the top words and their probabilities."""
+
+    pieces: tuple[str, ...]
+    masks: tuple[int, ...]
+    before: tuple[tuple[tuple[str, float], ...], ...]
+    after: tuple[tuple[tuple[str, float], ...], ...]
+    feature: int
+    value: float
+
+
+def steer(lm: LoadedModel, sae, layer: int, text: str, feature: int, value: float, top_k: int = 5) -> Steered:
+    """Fill-mask on ``text`` as it is, and with ``feature`` clamped to ``value`` (0: switched off) at ``layer``'s
+    output at every token. Raises SAEError for a feature out of range or a text without a mask."""
+    import torch
+
+    check_feature(sae, feature)
+    tok = lm.tokenizer
+    enc = tok(with_mask_token(text, tok.mask_token), return_tensors="pt", truncation=True, max_length=512)
+    enc = {k: v.to(lm.device) for k, v in enc.items() if k in tok.model_input_names}
+    ids = enc["input_ids"][0].tolist()
+    masks = tuple(i for i, x in enumerate(ids) if x == tok.mask_token_id)
+    if not masks:
+        raise SAEError(msg("sae.no_mask", mask=tok.mask_token))
+    head = mlm_head(lm.model)
+    if head is None:
+        raise SAEError(msg("sae.no_mlm_head", model_class=type(lm.model).__name__))
+    d = sae.direction(feature)
+
+    def clamp(h):
+        a = sae.encode(h.reshape(-1, h.shape[-1]).float())[:, feature].reshape(h.shape[:-1])
+        return h + ((value - a)[..., None] * d.to(h.device)).to(h.dtype)
+
+    def top(logits) -> tuple[tuple[str, float], ...]:
+        p = logits.float().softmax(-1)
+        v, i = p.topk(top_k)
+        return tuple(
+            (display_piece(tok.convert_ids_to_tokens(int(x)), tok), float(y))
+            for x, y in zip(i.tolist(), v.tolist(), strict=True)
+        )
+
+    st = sites(lm.model)
+    outs = []
+    with torch.no_grad(), hooked(st) as owner:
+        for edits in ({}, {("resid", layer): clamp}):
+            with running(Run(owner, edits=edits)):
+                h = lm.model.base_model(**enc)[0][0]
+            outs.append(tuple(top(head(h[m][None])[0]) for m in masks))
+    pieces = tuple(display_piece(p, tok) for p in tok.convert_ids_to_tokens(ids))
+    return Steered(pieces, masks, outs[0], outs[1], feature, float(value))
+
+
+def direction_norms(sae) -> np.ndarray:
+    """Each feature's decoder direction's norm in the states' units (1 / the input scale: all equal)."""
+    return as_numpy(sae.w_dec.norm(dim=1) / sae.scale)
