@@ -50,12 +50,14 @@ if found is None:
             except ValueError as e:  # QuotaError: too many jobs for this session
                 st.error(explain(e))
     if jid is not None:
+        st.caption(t("features.still_training"))
         job_panel(jid, lambda j: st.rerun(scope="app"), key=K("job"))  # trained: the page loads it
     urlstate.publish()
     end_page()
 
 sae, report, browse = found
 sv.quality(report)
+sv.image_format()
 tab_browse, tab_sentence, tab_steer = st.tabs(
     [t("features.tab.browse"), t("features.tab.sentence"), t("features.tab.steer")]
 )

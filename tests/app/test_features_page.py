@@ -67,6 +67,10 @@ def test_train_then_browse_search_open_and_steer(sae_env):
     again = page_for(P)
     again.number_input(key=f"{P}.steps").set_value(50).run()
     assert not any(b.label == "Train the SAE" for b in again.button) and again.metric
+    # a link to a feature this SAE does not have says so and opens feature 0
+    linked = open_page(P, {f"{P}.steps": "50", f"{P}.feature": str(job.result.features + 5)})
+    assert any("out of range for this SAE" in w.value for w in linked.warning)
+    assert linked.number_input(key=f"{P}.feature").value == 0
 
 
 def test_a_link_restores_the_settings_and_bad_ones_fall_back(sae_env):

@@ -41,6 +41,7 @@ FIELDS = (
     urlstate.Field(K("sentence")),
     urlstate.Field(K("steer_text")),
     urlstate.Field(K("value"), "float", lo=0.0, hi=1000.0),
+    urlstate.Field(K("fmt"), choices=("png", "svg")),
 )
 
 
@@ -97,6 +98,18 @@ def quality(report: SAEReport) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- browse
+def chart(fig: go.Figure, name: str, where=st) -> None:
+    """A figure whose modebar camera downloads PNG or SVG, as chosen on the page (plotly's own export)."""
+    fmt = st.session_state.get(K("fmt"), "png")
+    config = {"displaylogo": False, "toImageButtonOptions": {"format": fmt, "filename": f"sae-{name}", "scale": 2}}
+    where.plotly_chart(presenter.scale(fig), key=K(f"fig.{name}"), width="stretch", config=config)
+
+
+def image_format() -> None:
+    st.session_state.setdefault(K("fmt"), "png")
+    st.segmented_control(t("features.format"), ["png", "svg"], key=K("fmt"), required=True, format_func=str.upper)
+
+
 def _bars(items: list[tuple[str, float]], title: str, colour: str) -> go.Figure:
     fig = go.Figure(
         go.Bar(
@@ -132,6 +145,7 @@ def browse_tab(lm: LoadedModel, sae, browse: Browse) -> list[go.Figure]:
     n = sae.features
     st.session_state.setdefault(K("feature"), int(np.argmax(browse.ctx_activation[:, 0])))
     if st.session_state[K("feature")] >= n:  # a link's feature from a larger SAE
+        st.warning(t("features.feature_out_of_range", feature=st.session_state[K("feature")], last=n - 1))
         st.session_state[K("feature")] = 0
     c1, c2 = st.columns([1, 2])
     feature = int(c1.number_input(t("features.feature"), 0, n - 1, key=K("feature")))
@@ -158,7 +172,7 @@ def browse_tab(lm: LoadedModel, sae, browse: Browse) -> list[go.Figure]:
     m1.metric(t("features.density"), f"{browse.density[feature]:.3%}", help=t("features.density_help"))
     m2.metric(t("features.mean_act"), f"{browse.mean_activation[feature]:.3f}")
     figs = [density_figure(browse, feature)]
-    st.plotly_chart(presenter.scale(figs[0]), key=K("fig.density"), width="stretch")
+    chart(figs[0], "density")
     st.markdown(f"**{t('features.contexts')}**")
     ctx = SF.contexts(lm, sae, browse, feature)
     if not ctx:
@@ -174,8 +188,8 @@ def browse_tab(lm: LoadedModel, sae, browse: Browse) -> list[go.Figure]:
         return figs
     b1, b2 = st.columns(2)
     figs += [_bars(up, t("features.fig.promoted"), "#1a9850"), _bars(down, t("features.fig.suppressed"), "#d73027")]
-    b1.plotly_chart(presenter.scale(figs[1]), key=K("fig.up"), width="stretch")
-    b2.plotly_chart(presenter.scale(figs[2]), key=K("fig.down"), width="stretch")
+    chart(figs[1], "up", b1)
+    chart(figs[2], "down", b2)
     st.caption(t("features.effects_note"))
     st.download_button(t("features.csv"), browse_csv(lm, browse), "sae-features.csv", "text/csv", key=K("csv"))
     return figs
@@ -224,7 +238,7 @@ def sentence_tab(lm: LoadedModel, sae, layer: int) -> go.Figure | None:
     fig.update_layout(
         title=t("features.fig.token_features", piece=pieces[i]), height=320, margin=dict(t=50, l=60, r=10, b=40)
     )
-    st.plotly_chart(presenter.scale(fig), key=K("fig.token"), width="stretch")
+    chart(fig, "token")
     if feats:
         row = st.container(horizontal=True)
         for f, _ in feats:
