@@ -117,12 +117,14 @@ def search(lm: LoadedModel, browse: Browse, query: str, limit: int = 20) -> list
 
 @dataclass(frozen=True)
 class Steered:
-    """Fill-mask before and after the edit: per mask, the top words and their probabilities."""
+    """Fill-mask before and after the edit: per mask, the words in either side's top k (before's first) and each
+    one's probability before and after."""
 
     pieces: tuple[str, ...]
     masks: tuple[int, ...]
-    before: tuple[tuple[tuple[str, float], ...], ...]
-    after: tuple[tuple[tuple[str, float], ...], ...]
+    words: tuple[tuple[str, ...], ...]
+    before: tuple[tuple[float, ...], ...]
+    after: tuple[tuple[float, ...], ...]
     feature: int
     value: float
 
@@ -149,23 +151,21 @@ def steer(lm: LoadedModel, sae, layer: int, text: str, feature: int, value: floa
         a = sae.encode(h.reshape(-1, h.shape[-1]).float())[:, feature].reshape(h.shape[:-1])
         return h + ((value - a)[..., None] * d.to(h.device)).to(h.dtype)
 
-    def top(logits) -> tuple[tuple[str, float], ...]:
-        p = logits.float().softmax(-1)
-        v, i = p.topk(top_k)
-        return tuple(
-            (display_piece(tok.convert_ids_to_tokens(int(x)), tok), float(y))
-            for x, y in zip(i.tolist(), v.tolist(), strict=True)
-        )
-
     st = sites(lm.model)
-    outs = []
+    probs = []
     with torch.no_grad(), hooked(st) as owner:
         for edits in ({}, {("resid", layer): clamp}):
             with running(Run(owner, edits=edits)):
                 h = lm.model.base_model(**enc)[0][0]
-            outs.append(tuple(top(head(h[m][None])[0]) for m in masks))
+            probs.append(head(h[list(masks)]).float().softmax(-1))  # (masks, V)
+    words, before, after = [], [], []
+    for m in range(len(masks)):
+        ids_m = list(dict.fromkeys(probs[0][m].topk(top_k).indices.tolist() + probs[1][m].topk(top_k).indices.tolist()))
+        words.append(tuple(display_piece(tok.convert_ids_to_tokens(int(i)), tok) for i in ids_m))
+        before.append(tuple(float(probs[0][m, i]) for i in ids_m))
+        after.append(tuple(float(probs[1][m, i]) for i in ids_m))
     pieces = tuple(display_piece(p, tok) for p in tok.convert_ids_to_tokens(ids))
-    return Steered(pieces, masks, outs[0], outs[1], feature, float(value))
+    return Steered(pieces, masks, tuple(words), tuple(before), tuple(after), feature, float(value))
 
 
 def direction_norms(sae) -> np.ndarray:

@@ -62,7 +62,8 @@ def test_train_then_browse_search_open_and_steer(sae_env):
     # steering: Fill-mask before and after, side by side
     at.slider(key=f"{P}.value").set_value(2.0).run()
     assert not at.exception and not at.error
-    assert "After (feature" in " ".join(m.value for m in at.markdown)
+    assert any(m.label == "Top answer with feature " + str(feature) + " = 2" for m in at.metric)
+    assert f"{P}.fig.steer.0" in [c.key for c in at.get("plotly_chart")]
     # a second session loads the saved SAE at once: no training offered
     again = page_for(P)
     again.number_input(key=f"{P}.steps").set_value(50).run()

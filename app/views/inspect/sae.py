@@ -259,18 +259,38 @@ def steer_tab(lm: LoadedModel, sae, layer: int, browse: Browse) -> None:
     c1, c2 = st.columns([3, 2])
     text = c1.text_input(t("features.steer_text"), key=K("steer_text"))
     value = c2.slider(t("features.steer_value"), 0.0, round(3 * top, 1), key=K("value"), help=t("features.steer_help"))
-    st.caption(f"{t('features.feature')} #{feature}")
+    st.caption(t("features.steer_feature", feature=feature))
     try:
         res = SF.steer(lm, sae, layer, text, feature, float(value))
     except SAEError as e:
         st.error(explain(e))
         return
-    for n, (before, after) in enumerate(zip(res.before, res.after, strict=True), start=1):
+    for n, words in enumerate(res.words):
+        before, after = res.before[n], res.after[n]
         if len(res.masks) > 1:
-            st.markdown(f"**{t('features.mask_n', n=n)}**")
-        b1, b2 = st.columns(2)
-        cols = [t("features.col.word"), t("features.col.prob")]
-        b1.markdown(t("features.before"))
-        b1.dataframe(pd.DataFrame(before, columns=cols).round(4), hide_index=True, key=K(f"before.{n}"))
-        b2.markdown(t("features.after", feature=feature, value=f"{value:g}"))
-        b2.dataframe(pd.DataFrame(after, columns=cols).round(4), hide_index=True, key=K(f"after.{n}"))
+            st.markdown(f"**{t('features.mask_n', n=n + 1)}**")
+        top_b, top_a = int(np.argmax(before)), int(np.argmax(after))
+        c1, c2 = st.columns(2)
+        c1.metric(t("features.top_before"), words[top_b], f"{before[top_b]:.1%}", delta_color="off")
+        c2.metric(
+            t("features.top_after", feature=feature, value=f"{value:g}"),
+            words[top_a],
+            f"{after[top_a]:.1%}",
+            delta_color="off",
+        )
+        chart(steer_figure(words, before, after), f"steer.{n}")
+
+
+def steer_figure(words: tuple[str, ...], before: tuple[float, ...], after: tuple[float, ...]) -> go.Figure:
+    """Each word's probability before and after the edit, side by side (as head ablation shows its change)."""
+    x = plot_texts(words)
+    fig = go.Figure(
+        [
+            go.Bar(name=t("features.before"), x=x, y=[round(100 * p, 2) for p in before], marker_color="#9ecae1"),
+            go.Bar(name=t("features.after_short"), x=x, y=[round(100 * p, 2) for p in after], marker_color="#1f77b4"),
+        ]
+    )
+    fig.update_xaxes(type="category", title=t("features.col.word"))
+    fig.update_yaxes(title=t("features.col.prob"), ticksuffix="%")
+    fig.update_layout(barmode="group", height=340, margin=dict(t=30, l=60, r=10, b=40))
+    return fig
