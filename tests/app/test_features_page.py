@@ -88,3 +88,17 @@ def test_the_page_in_chinese(sae_env):
     assert at.title[0].value == "特征（SAE）" and not at.error
     assert any("还没有保存的 SAE" in i.value for i in at.info)
     assert any(b.label == "训练 SAE" for b in at.button)
+
+
+def test_training_on_my_sentences(sae_env):
+    from core.models.tiny import example_texts
+
+    at = page_for(P)
+    at.segmented_control(key=f"{P}.source").set_value("mine").run()
+    at.text_area(key=f"{P}.texts").set_value("\n".join(example_texts()[:10])).run()
+    assert any("at least 50" in e.value for e in at.error)  # too few: said, and nothing to train
+    assert not any(b.label == "Train the SAE" for b in at.button)
+    mine = [f"{a} {b.lower()}" for a in example_texts()[:10] for b in example_texts()[10:16]]
+    at.text_area(key=f"{P}.texts").set_value("\n".join(mine)).run()
+    job = _train(at, sae_env)
+    assert job.result.config["texts"] == len(mine) and job.result.eval_tokens > 0

@@ -42,6 +42,7 @@ FIELDS = (
     urlstate.Field(K("steer_text")),
     urlstate.Field(K("value"), "float", lo=0.0, hi=1000.0),
     urlstate.Field(K("fmt"), choices=("png", "svg")),
+    urlstate.Field(K("source"), choices=("corpus", "mine")),
 )
 
 
@@ -52,8 +53,12 @@ class TrainAsk:
     error: str = ""
 
 
+SOURCES = ("corpus", "mine")
+
+
 def settings(n_layers: int, lang: str) -> TrainAsk:
-    """The training settings (layer, features, k, steps) and the Train button; the config they make."""
+    """The training settings (layer, features, k, steps, and the text: the bundled corpus or the person's sentences,
+    one per line, the last fifth held out); the config they make."""
     st.session_state.setdefault(K("layer"), max(1, n_layers // 2))
     st.session_state.setdefault(K("expansion"), 8)
     st.session_state.setdefault(K("k"), 32)
@@ -64,8 +69,20 @@ def settings(n_layers: int, lang: str) -> TrainAsk:
         expansion = c2.selectbox(t("features.expansion"), EXPANSIONS, key=K("expansion"))
         k = c3.selectbox(t("features.k"), KS, key=K("k"))
         steps = c4.number_input(t("features.steps"), 50, 5000, step=250, key=K("steps"))
+        source = st.segmented_control(
+            t("features.source"),
+            list(SOURCES),
+            key=K("source"),
+            required=True,
+            default="corpus",
+            format_func=lambda x: t(f"features.source_opt.{x}"),
+        )
+    texts: tuple[str, ...] = ()
+    if source == "mine":
+        raw = st.text_area(t("features.texts"), key=K("texts"), height=140, help=t("features.texts_help"))
+        texts = tuple(line for line in raw.splitlines() if line.strip())
     try:
-        cfg = SAEConfig(layer=int(layer), expansion=int(expansion), k=int(k), steps=int(steps), lang=lang)
+        cfg = SAEConfig(layer=int(layer), expansion=int(expansion), k=int(k), steps=int(steps), lang=lang, texts=texts)
     except SAEError as e:
         return TrainAsk(None, False, explain(e))
     return TrainAsk(cfg, False)
