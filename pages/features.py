@@ -14,7 +14,8 @@ from app.kit.zh_examples import chinese_examples, fill_default
 from app.views.inspect import sae as sv
 from core.inspect.patching_sites import sites
 from core.inspect.sae_store import load_sae, sae_job
-from core.runtime.jobs import CANCELLED, ERROR
+from core.registry import language_of
+from core.runtime.jobs import CANCELLED, DONE, ERROR
 
 K = sv.K
 restored = urlstate.bind(sv.FIELDS)
@@ -29,7 +30,9 @@ if lm is None:
 mask = lm.tokenizer.mask_token or "[MASK]"
 fill_default(K("sentence"), "The river bank was flooded after the storm.", "plain", lm.spec)
 fill_default(K("steer_text"), f"The river bank was flooded after the {mask}.", "attr_mask", lm.spec, mask=mask)
-ask = sv.settings(sites(lm.model).n_layers, "zh" if chinese_examples(lm.spec) else "en")
+# the corpus in the model's language: Chinese for a Chinese model, or for a multilingual one in 中文
+lang = "zh" if language_of(lm.spec.checkpoint) == "zh" or chinese_examples(lm.spec) else "en"
+ask = sv.settings(sites(lm.model).n_layers, lang)
 if ask.cfg is None:
     st.error(ask.error)
     urlstate.publish()
@@ -40,6 +43,9 @@ if found is None:
     asked = (lm.spec, cfg)
     jid = job_for(K("jobs"), asked)
     job = runner().get(jid) if jid is not None else None
+    if job is not None and job.status == DONE:  # finished, yet nothing to load: say so and offer it again
+        st.warning(t("features.job_lost"))
+        job = jid = None
     if job is None or job.status in (ERROR, CANCELLED):
         st.info(t("features.not_trained"))
         if sv.train_button():

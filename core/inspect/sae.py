@@ -46,6 +46,7 @@ MAX_LENGTH = 64  # tokens per sentence, special tokens included
 EVAL_SENTENCES = 600  # held-out sentences the figures and the browser are measured on
 LOSS_SENTENCES = 256  # held-out sentences the MLM loss recovered is measured on
 FORWARD_SENTENCES = 64  # sentences per forward when reading states
+MAX_TEXTS = 20_000  # the person's sentences at most
 
 
 class SAEError(Problem, ValueError):
@@ -102,6 +103,8 @@ class SAEConfig:
         texts = tuple(s.strip() for s in self.texts if isinstance(s, str) and s.strip())
         if self.texts and len(texts) < 50:
             raise SAEError(msg("sae.too_few_texts", n=len(texts)))
+        if len(texts) > MAX_TEXTS:
+            raise SAEError(msg("sae.too_many_texts", n=len(texts), limit=MAX_TEXTS))
         object.__setattr__(self, "texts", texts)
 
     def check(self, lm: LoadedModel) -> None:
@@ -117,8 +120,9 @@ def hidden_of(lm: LoadedModel) -> int:
     return int(sites(lm.model).n_heads * sites(lm.model).head_dim)
 
 
-def sae_module(hidden: int, features: int, k: int):
-    """A TopK SAE (a torch module, built here so that importing this module does not import torch)."""
+def sae_module(hidden: int, features: int, k: int, seed: int = 0):
+    """A TopK SAE (a torch module, built here so that importing this module does not import torch), its decoder
+    drawn from ``seed`` (a generator of its own: the process's global seed is left alone)."""
     import torch
 
     class TopKSAE(torch.nn.Module):
@@ -126,7 +130,7 @@ def sae_module(hidden: int, features: int, k: int):
 
         def __init__(self) -> None:
             super().__init__()
-            w = torch.randn(features, hidden)
+            w = torch.randn(features, hidden, generator=torch.Generator().manual_seed(seed))
             w = w / w.norm(dim=1, keepdim=True)
             self.w_dec = torch.nn.Parameter(w)
             self.w_enc = torch.nn.Parameter(w.clone())
@@ -250,20 +254,21 @@ def train_sae(
     step (it may raise to stop). Returns the SAE (eval mode, no gradients)."""
     import torch
 
-    torch.manual_seed(cfg.seed)
     H = states.shape[1]
     F = cfg.expansion * H
-    sae = sae_module(H, F, cfg.k)
+    dev = lm.device  # trained where the model runs: a GPU when the server has one
+    states = states.to(dev)
+    sae = sae_module(H, F, cfg.k, cfg.seed).to(dev)
     mean = states.mean(0)
     with torch.no_grad():
         sae.scale.fill_(float((H / ((states - mean) ** 2).sum(1).mean()).sqrt()))
         sae.b_pre.copy_(mean * sae.scale)
     opt = torch.optim.Adam(sae.parameters(), lr=cfg.lr)
-    since = torch.zeros(F, dtype=torch.long)  # steps since each feature last fired
+    since = torch.zeros(F, dtype=torch.long, device=dev)  # steps since each feature last fired
     k_aux = min(2 * cfg.k, F // 2)
     gen = torch.Generator().manual_seed(cfg.seed)
     for step in range(1, cfg.steps + 1):
-        x = states[torch.randint(len(states), (cfg.batch_tokens,), generator=gen)] * sae.scale
+        x = states[torch.randint(len(states), (cfg.batch_tokens,), generator=gen).to(dev)] * sae.scale
         xc = x - sae.b_pre
         p = xc @ sae.w_enc.t() + sae.b_enc
         val, idx = p.topk(cfg.k, dim=-1)
@@ -284,7 +289,7 @@ def train_sae(
         opt.step()
         with torch.no_grad():
             sae.w_dec.div_(sae.w_dec.norm(dim=1, keepdim=True).clamp_min(1e-8))
-            fired = torch.zeros(F, dtype=torch.bool)
+            fired = torch.zeros(F, dtype=torch.bool, device=dev)
             fired[idx[val > 0]] = True
             since = torch.where(fired, 0, since + 1)
         if on_step is not None:
@@ -317,11 +322,21 @@ class Quality:
 
 
 def codes_of(sae, states, chunk: int = 4096):
-    """(rows, F) codes of ``states`` in chunks (a float32 tensor)."""
+    """(rows, F) codes of ``states`` (on the CPU) in chunks, computed where the SAE is; on the CPU."""
     import torch
 
+    dev = sae.b_pre.device
     with torch.no_grad():
-        return torch.cat([sae.encode(states[i : i + chunk]) for i in range(0, len(states), chunk)])
+        return torch.cat([sae.encode(states[i : i + chunk].to(dev)).cpu() for i in range(0, len(states), chunk)])
+
+
+def decoded(sae, codes, chunk: int = 4096):
+    """(rows, H) reconstructions of ``codes`` (on the CPU), computed where the SAE is; on the CPU."""
+    import torch
+
+    dev = sae.b_pre.device
+    with torch.no_grad():
+        return torch.cat([sae.decode(codes[i : i + chunk].to(dev)).cpu() for i in range(0, len(codes), chunk)])
 
 
 def mlm_losses(lm: LoadedModel, sae, layer: int, sentences: Sequence[str], seed: int) -> tuple[float, float, float]:
@@ -334,12 +349,13 @@ def mlm_losses(lm: LoadedModel, sae, layer: int, sentences: Sequence[str], seed:
     gen = torch.Generator().manual_seed(seed + 1)
     st = sites(lm.model)
     totals, n = [0.0, 0.0, 0.0], 0
-    edits = (None, lambda h: sae(h.float()).to(h.dtype), torch.zeros_like)
     with torch.no_grad(), hooked(st) as owner:
         for i in range(0, len(sentences), FORWARD_SENTENCES):
-            ids, attn, _, orig, pick = masked_batch(lm.tokenizer, sentences[i : i + FORWARD_SENTENCES], gen)
+            ids, attn, real, orig, pick = masked_batch(lm.tokenizer, sentences[i : i + FORWARD_SENTENCES], gen)
             rows, cols = pick.nonzero(as_tuple=True)
             gold = orig[rows, cols].to(lm.device)
+            on = real.to(lm.device)  # the tokens the SAE was trained on: specials and padding keep their states
+            edits = (None, lambda h, on=on: _at(h, on, sae(h[on].float())), lambda h, on=on: _at(h, on, 0.0))
             for j, edit in enumerate(edits):
                 run = Run(owner, edits={} if edit is None else {("resid", layer): edit})
                 with running(run):
@@ -351,12 +367,19 @@ def mlm_losses(lm: LoadedModel, sae, layer: int, sentences: Sequence[str], seed:
     return clean, with_sae, zero
 
 
+def _at(h, on, values):
+    """``h`` with its rows at ``on`` (B, T) replaced by ``values`` (a tensor of those rows, or a number)."""
+    out = h.clone()
+    out[on] = values.to(h.dtype) if hasattr(values, "to") else values
+    return out
+
+
 def quality(lm: LoadedModel, sae, layer: int, eval_states, loss_sentences: Sequence[str], seed: int) -> Quality:
     codes = codes_of(sae, eval_states)
     import torch
 
+    recon = decoded(sae, codes)
     with torch.no_grad():
-        recon = torch.cat([sae.decode(codes[i : i + 4096]) for i in range(0, len(codes), 4096)])
         fve = 1 - float(((eval_states - recon) ** 2).sum() / ((eval_states - eval_states.mean(0)) ** 2).sum())
     fired = (codes > 0).any(0)
     clean, with_sae, zero = mlm_losses(lm, sae, layer, loss_sentences, seed)

@@ -20,7 +20,7 @@ from core.inspect.patching_sites import Run, hooked, running, sites
 from core.inspect.sae import SAEError, as_numpy, states_at
 from core.inspect.sae_store import Browse
 from core.models.spec import LoadedModel
-from core.registry import mlm_head
+from core.registry import final_norm, mlm_head
 
 TOP_TOKENS = 10
 
@@ -56,18 +56,21 @@ def contexts(lm: LoadedModel, sae, browse: Browse, feature: int) -> list[Context
 
 def logit_effects(lm: LoadedModel, sae, browse: Browse, feature: int, top: int = TOP_TOKENS):
     """(promoted, suppressed): the tokens whose MLM logit most rises and falls when the feature's direction, at its
-    mean activation, is added to the mean state and read by the MLM head (a logit lens at the SAE's layer)."""
+    mean activation, is added to the mean state and read by the MLM head after the base model's final norm, if it
+    has one (a logit lens at the SAE's layer, as the Layer lens reads it)."""
     import torch
 
     check_feature(sae, feature)
     head = mlm_head(lm.model)
     if head is None:
         raise SAEError(msg("sae.no_mlm_head", model_class=type(lm.model).__name__))
+    dtype = next(lm.model.parameters()).dtype
     mu = torch.as_tensor(browse.mean_state, device=lm.device)
     amount = float(browse.mean_activation[feature]) or 1.0
+    norm = final_norm(lm.model) or (lambda x: x)  # what the base model does after its last layer (ModernBERT's norm)
     with torch.no_grad():
-        base = head(mu[None].to(next(lm.model.parameters()).dtype))[0].float()
-        moved = head((mu + amount * sae.direction(feature).to(mu.device))[None].to(base.dtype))[0].float()
+        base = head(norm(mu[None].to(dtype)))[0].float()
+        moved = head(norm((mu + amount * sae.direction(feature).to(mu.device))[None].to(dtype)))[0].float()
     delta = moved - base
     tok = lm.tokenizer
 
@@ -145,11 +148,11 @@ def steer(lm: LoadedModel, sae, layer: int, text: str, feature: int, value: floa
     head = mlm_head(lm.model)
     if head is None:
         raise SAEError(msg("sae.no_mlm_head", model_class=type(lm.model).__name__))
-    d = sae.direction(feature)
-
-    def clamp(h):
-        a = sae.encode(h.reshape(-1, h.shape[-1]).float())[:, feature].reshape(h.shape[:-1])
-        return h + ((value - a)[..., None] * d.to(h.device)).to(h.dtype)
+    special = tok(
+        with_mask_token(text, tok.mask_token), truncation=True, max_length=512, return_special_tokens_mask=True
+    )["special_tokens_mask"]
+    on = torch.tensor([not x for x in special], device=lm.device)[None]  # the tokens the SAE was trained on
+    clamp = clamp_edit(sae, feature, value, on)
 
     st = sites(lm.model)
     probs = []
@@ -166,6 +169,21 @@ def steer(lm: LoadedModel, sae, layer: int, text: str, feature: int, value: floa
         after.append(tuple(float(probs[1][m, i]) for i in ids_m))
     pieces = tuple(display_piece(p, tok) for p in tok.convert_ids_to_tokens(ids))
     return Steered(pieces, masks, tuple(words), tuple(before), tuple(after), feature, float(value))
+
+
+def clamp_edit(sae, feature: int, value: float, on=None):
+    """The edit that sets ``feature`` to ``value`` in a layer's output h (B, T, H): h + (value - a(h)) d at the tokens
+    ``on`` (B, T) bool (default all), where a(h) is the feature's activation and d its decoder direction."""
+    d = sae.direction(feature)
+
+    def clamp(h):
+        a = sae.encode(h.reshape(-1, h.shape[-1]).float())[:, feature].reshape(h.shape[:-1])
+        step = (value - a)[..., None] * d.to(h.device)
+        if on is not None:
+            step = step * on[..., None].to(step.dtype)
+        return h + step.to(h.dtype)
+
+    return clamp
 
 
 def direction_norms(sae) -> np.ndarray:

@@ -94,8 +94,12 @@ def digest(cfg: S.SAEConfig) -> str:
 
 
 def sae_dir(lm: LoadedModel, cfg: S.SAEConfig) -> Path:
-    """This model's, layer's and settings' folder (named by family, key and digest: never by a server path)."""
-    return sae_root() / f"{lm.spec.family}-{artifacts.model_key(lm, SAE_TAG)}" / f"layer{cfg.layer}-{digest(cfg)}"
+    """This model's, layer's and settings' folder (named by family, key, int8 or not, and digest: never by a server
+    path; an int8 model's states differ from its fp32 one's)."""
+    quant = f"-{lm.spec.quant}" if lm.spec.quant else ""
+    return (
+        sae_root() / f"{lm.spec.family}-{artifacts.model_key(lm, SAE_TAG)}{quant}" / f"layer{cfg.layer}-{digest(cfg)}"
+    )
 
 
 # ---------------------------------------------------------------------------------------------- the browser's data
@@ -187,7 +191,11 @@ def train_and_save(
 
 
 def _save(lm: LoadedModel, cfg: S.SAEConfig, sae, report: SAEReport, browse: Browse) -> None:
+    """Write the folder whole; one another job (another session's) saved first for the same settings is kept."""
     from safetensors.torch import save_file  # lazy: only saving and loading SAEs needs it
+
+    if (sae_dir(lm, cfg) / REPORT_FILE).is_file():
+        return
 
     def fill(tmp: Path) -> None:
         tensors = {k: v.detach().cpu().contiguous() for k, v in sae.state_dict().items()}
@@ -263,5 +271,8 @@ def _run_sae_job(spec: ModelSpec, cfg: S.SAEConfig, ctx) -> SAEReport:
     lm = load(spec, task="mlm")
     if ctx.cancelled:
         raise JobCancelled()
+    done = load_sae(lm, cfg)  # another session's job saved it while this one waited in the queue
+    if done is not None:
+        return done[1]
     _, report, _ = train_and_save(lm, cfg, progress=ctx.progress)
     return report

@@ -197,6 +197,12 @@ def pair_head_module(model: Any) -> Callable[[Any], Any] | None:
     return getattr(model, "sop_classifier", None)  # AlbertForPreTraining
 
 
+def final_norm(model: Any) -> Callable[[Any], Any] | None:
+    """The norm the base model applies after its last layer (the family's ``final_norm``), or None."""
+    name = family_of_model(model).final_norm
+    return getattr(_inner(model).base_model, name, None) if name else None
+
+
 def qk_modules(model: Any) -> tuple[str, str] | None:
     """Last names of the query and key projections in this model's layers; None when the family fuses them."""
     return family_of_model(model).qk_modules

@@ -31,6 +31,7 @@ FAMILY = Family(
         "pre-LayerNorm; 8192-token context; trained on 2T tokens."
     ),
     head_output="attn.Wo",
+    final_norm="final_norm",  # pre-LayerNorm layers: the base model normalises after the last one
     token_types=False,
     piece_kind="bpe",
     specials=dict(cls_token="[CLS]", sep_token="[SEP]", pad_token="[PAD]", unk_token="[UNK]", mask_token="[MASK]"),

@@ -111,6 +111,9 @@ class Family:
     # model -> its head as a function (None for a model without one), for families with no single head module
     mlm_head: Callable[[Any], MlmHead | None] | None = None
     positions_after_pad: bool = False  # position ids start after the padding index (RoBERTa's offset of pad + 1)
+    # the norm the base model applies after its last layer, a name under the base model ("": none; the layers' own
+    # output is what the MLM head reads)
+    final_norm: str = ""
     pair_separators: int = 1  # separators between A and B: [SEP] (1) or </s></s> (2)
     # --- what the seed articles claim about it (data the pages show beside what they measure)
     speed_claims: tuple[SpeedClaim, ...] = ()

@@ -27,6 +27,15 @@ def sae_env(use_tiny_zoo, tmp_path, monkeypatch):
     sae_store._forget_all()
 
 
+def job_lm():
+    """The tiny zoo's BERT as the page loads it (the same spec: the same saved SAE)."""
+    from app.kit.loaders import get_model
+    from core.models.loading import ModelSpec
+    from core.registry import bundled_id
+
+    return get_model(ModelSpec("bert", bundled_id("bert"), "auto"), "mlm")
+
+
 def _train(at, threads):
     at.number_input(key=f"{P}.steps").set_value(50).run()
     assert any("No SAE is saved" in i.value for i in at.info)
@@ -55,10 +64,16 @@ def test_train_then_browse_search_open_and_steer(sae_env):
     feature = int(opener.key.rsplit(".", 1)[1])
     opener.click().run()
     assert at.number_input(key=f"{P}.feature").value == feature
-    # search by the token one of its contexts fired on
-    at.text_input(key=f"{P}.search").set_value("the").run()
-    found = [d.value for d in at.dataframe if "top contexts on it" in d.value.columns]
-    assert found or any("None of the features" in i.value for i in at.info)
+    # search by the token the open feature's strongest context fired on: that feature is among the hits
+    from core.inspect import sae_store
+    from core.inspect.sae import SAEConfig
+    from core.inspect.sae_features import contexts
+
+    sae, _, browse = sae_store.load_sae(job_lm(), SAEConfig(layer=1, steps=50))
+    top = contexts(job_lm(), sae, browse, feature)[0]
+    at.text_input(key=f"{P}.search").set_value(top.pieces[top.position]).run()
+    hits = [d.value for d in at.dataframe if "top contexts on it" in d.value.columns]
+    assert hits and feature in hits[0]["feature"].tolist()
     # steering: Fill-mask before and after, side by side
     at.slider(key=f"{P}.value").set_value(2.0).run()
     assert not at.exception and not at.error

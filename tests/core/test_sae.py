@@ -15,6 +15,7 @@ from core.inspect import sae_features as SF
 from core.inspect import sae_store as SS
 from core.models.loading import ModelSpec, load
 from core.models.tiny import example_texts
+from core.registry import final_norm
 from tests.conftest import FAMILIES
 
 TEXTS = tuple(f"{a} {b.lower()}" for a in example_texts()[:10] for b in example_texts()[10:16])  # 60 sentences
@@ -32,8 +33,9 @@ def cfg(**kw) -> S.SAEConfig:
 
 @pytest.mark.parametrize("fam", FAMILIES)
 def test_the_states_are_the_models_hidden_states(fam, tiny_models):
+    """At every layer, the last included: there, where the base model normalises after its last layer (the
+    registry's final_norm), the state is the norm's input, which the MLM head reads through that norm."""
     lm = fresh(tiny_models, fam)
-    states, sent, pos = S.layer_states(lm, TEXTS[:5], 1, seed=0)
     enc = lm.tokenizer(
         list(TEXTS[:5]),
         padding=True,
@@ -44,23 +46,31 @@ def test_the_states_are_the_models_hidden_states(fam, tiny_models):
     )
     special = enc.pop("special_tokens_mask")
     enc = {k: v for k, v in enc.items() if k in lm.tokenizer.model_input_names}
-    with torch.no_grad():
-        hs = lm.model.base_model(**enc, output_hidden_states=True).hidden_states[1]
-    want = hs[sent, pos]
-    assert len(states) == int(((enc["attention_mask"] == 1) & (special == 0)).sum())
-    torch.testing.assert_close(states, want.float(), atol=1e-5, rtol=1e-4)
+    norm = final_norm(lm.model)
+    seen = []
+    hook = norm.register_forward_pre_hook(lambda _m, args: seen.append(args[0])) if norm is not None else None
+    try:
+        with torch.no_grad():
+            hs = lm.model.base_model(**enc, output_hidden_states=True).hidden_states
+    finally:
+        if hook is not None:
+            hook.remove()
+    n_layers = len(hs) - 1
+    for layer in range(1, n_layers + 1):
+        states, sent, pos = S.layer_states(lm, TEXTS[:5], layer, seed=0)
+        want = seen[0] if layer == n_layers and seen else hs[layer]
+        assert len(states) == int(((enc["attention_mask"] == 1) & (special == 0)).sum())
+        torch.testing.assert_close(states, want[sent, pos].float(), atol=1e-5, rtol=1e-4)
 
 
 @pytest.fixture(scope="module")
 def trained(tiny_models, tmp_path_factory):
-    import os
-
-    os.environ["ENCODERLAB_SAE_DIR"] = str(tmp_path_factory.mktemp("sae"))
-    lm = fresh(tiny_models)
-    seen = []
-    sae, report, browse = SS.train_and_save(lm, cfg(), progress=lambda f, m, **k: seen.append((f, m, k)))
-    yield lm, sae, report, browse, seen
-    del os.environ["ENCODERLAB_SAE_DIR"]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ENCODERLAB_SAE_DIR", str(tmp_path_factory.mktemp("sae")))
+        lm = fresh(tiny_models)
+        seen = []
+        sae, report, browse = SS.train_and_save(lm, cfg(), progress=lambda f, m, **k: seen.append((f, m, k)))
+        yield lm, sae, report, browse, seen
 
 
 def test_training_learns_and_reports(trained):
@@ -111,6 +121,25 @@ def test_steering_a_silent_feature_to_zero_changes_nothing_and_a_push_does(train
     # before's top five come first, the same either way; the push moves the probabilities
     assert push.words[0][:5] == same.words[0][:5] and push.before[0][:5] == same.before[0][:5]
     assert push.after != push.before
+
+
+def test_a_features_direction_is_what_one_unit_of_it_adds_and_clamping_sets_it(trained):
+    """The units steering rests on: decoding one more unit of feature f adds direction(f) (the scale undone), and
+    the clamp edit moves each chosen token by (value - its activation) x direction(f), and no other token."""
+    lm, sae, _, _, _ = trained
+    x, _, _ = S.layer_states(lm, TEXTS[:2], 1, seed=3)
+    codes = sae.encode(x)
+    f = int(codes[0].argmax())
+    bumped = codes.clone()
+    bumped[:, f] += 2.5
+    torch.testing.assert_close(sae.decode(bumped) - sae.decode(codes), 2.5 * sae.direction(f).expand_as(x))
+    h = x[None, :6]
+    on = torch.tensor([[True, False, True, True, False, True]])
+    edited = SF.clamp_edit(sae, f, 7.0, on)(h)
+    a = sae.encode(h[0])[:, f]
+    want = h + ((7.0 - a)[:, None] * sae.direction(f) * on[0, :, None])[None]
+    torch.testing.assert_close(edited, want)
+    assert torch.equal(edited[0, 1], h[0, 1]) and not torch.equal(edited[0, 0], h[0, 0])
 
 
 def test_the_browsers_lookups_agree_with_its_data(trained):

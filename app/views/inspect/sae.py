@@ -81,6 +81,8 @@ def settings(n_layers: int, lang: str) -> TrainAsk:
     if source == "mine":
         raw = st.text_area(t("features.texts"), key=K("texts"), height=140, help=t("features.texts_help"))
         texts = tuple(line for line in raw.splitlines() if line.strip())
+        if not texts:  # an empty box is not the corpus
+            return TrainAsk(None, False, t("features.texts_needed"))
     try:
         cfg = SAEConfig(layer=int(layer), expansion=int(expansion), k=int(k), steps=int(steps), lang=lang, texts=texts)
     except SAEError as e:
@@ -208,13 +210,16 @@ def browse_tab(lm: LoadedModel, sae, browse: Browse) -> list[go.Figure]:
     chart(figs[1], "up", b1)
     chart(figs[2], "down", b2)
     st.caption(t("features.effects_note"))
-    st.download_button(t("features.csv"), browse_csv(lm, browse), "sae-features.csv", "text/csv", key=K("csv"))
+    csv = browse_csv(lm.tokenizer, browse, id(browse))
+    st.download_button(t("features.csv"), csv, "sae-features.csv", "text/csv", key=K("csv"))
     return figs
 
 
-def browse_csv(lm: LoadedModel, browse: Browse) -> str:
-    """Every feature's density, mean activation and top contexts' tokens and activations."""
-    tok = lm.tokenizer
+@st.cache_data(max_entries=4, show_spinner=False)
+def browse_csv(_tok, _browse: Browse, browse_id: int) -> str:
+    """Every feature's density, mean activation and top contexts' tokens and activations (made once per loaded SAE:
+    ``browse_id`` names it; the loaded SAEs are kept by core.inspect.sae_store)."""
+    tok, browse = _tok, _browse
     rows = []
     for f in range(len(browse.density)):
         fired = browse.ctx_activation[f] > 0
@@ -271,11 +276,13 @@ def _open(feature: int) -> None:
 def steer_tab(lm: LoadedModel, sae, layer: int, browse: Browse) -> None:
     """Fill-mask before and after clamping the open feature (0: off)."""
     feature = int(st.session_state.get(K("feature"), 0))
-    top = float(max(browse.ctx_activation[feature].max(), 1.0))
+    top = round(3 * float(max(browse.ctx_activation[feature].max(), 1.0)), 1)
     st.session_state.setdefault(K("value"), 0.0)
+    if st.session_state[K("value")] > top:  # a link's, or a stronger feature's, value: the slider's top
+        st.session_state[K("value")] = top
     c1, c2 = st.columns([3, 2])
     text = c1.text_input(t("features.steer_text"), key=K("steer_text"))
-    value = c2.slider(t("features.steer_value"), 0.0, round(3 * top, 1), key=K("value"), help=t("features.steer_help"))
+    value = c2.slider(t("features.steer_value"), 0.0, top, key=K("value"), help=t("features.steer_help"))
     st.caption(t("features.steer_feature", feature=feature))
     try:
         res = SF.steer(lm, sae, layer, text, feature, float(value))
