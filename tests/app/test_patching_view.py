@@ -218,3 +218,28 @@ def test_the_walkthroughs_look_inside_step_opens_the_tab(use_tiny_zoo, tmp_path,
     assert not opened.exception and not opened.error
     assert default_tab(opened) == 2  # Patching, not One input
     assert f"{P}.patch.job" not in opened.session_state and f"{P}.attribution.job" not in opened.session_state
+
+
+def test_a_rooms_followers_see_the_presenters_patching_computed_once(use_tiny_zoo):
+    """The presenter opens the Patching tab and patches; a follower who joins lands on the same tab with the same
+    inputs, and its job returns the very result the presenter's computed (app/kit/patching_work)."""
+    from app.room import session as room_session
+    from tests.app.conftest import click
+
+    pres = open_page(None, params={"present": "1"})
+    click(pres, "Start a room")
+    code = pres.session_state[room_session.CODE]
+    pres.session_state[f"{P}.tab"] = "patch"  # as the tab's own click sets it
+    pres.switch_page(page_path(P)).run()
+    assert not pres.exception, pres.exception
+    assert pres.query_params[f"{P}.tab"] == "patch"
+    pres.text_input(key=f"{P}.patch.corrupted").set_value("The capital of Spain is [MASK].").run()
+    _click(pres, f"{P}.patch.go")
+    mine = _finish(pres)
+    follower = open_page(None, params={"room": code})
+    follower.run()  # the first poll brought it to the presenter's page; this run draws it
+    assert not follower.exception, follower.exception
+    assert follower.text_input(key=f"{P}.patch.corrupted").value == "The capital of Spain is [MASK]."
+    theirs = _finish(follower)
+    assert theirs.result is mine.result  # computed once, for the presenter; the follower's job read it
+    assert len(_charts(follower)) == GRIDS
