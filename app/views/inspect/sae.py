@@ -295,13 +295,8 @@ def steer_tab(lm: LoadedModel, sae, layer: int, browse: Browse) -> None:
             st.markdown(f"**{t('features.mask_n', n=n + 1)}**")
         top_b, top_a = int(np.argmax(before)), int(np.argmax(after))
         c1, c2 = st.columns(2)
-        c1.metric(t("features.top_before"), words[top_b], f"{before[top_b]:.1%}", delta_color="off")
-        c2.metric(
-            t("features.top_after", feature=feature, value=f"{value:g}"),
-            words[top_a],
-            f"{after[top_a]:.1%}",
-            delta_color="off",
-        )
+        c1.metric(t("features.top_before"), f"{words[top_b]} · {before[top_b]:.1%}")
+        c2.metric(t("features.top_after", feature=feature, value=f"{value:g}"), f"{words[top_a]} · {after[top_a]:.1%}")
         chart(steer_figure(words, before, after), f"steer.{n}")
 
 
