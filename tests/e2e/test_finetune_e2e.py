@@ -45,7 +45,11 @@ def test_tiny_finetune_shows_curves_and_result(page):
     # In 中文 at 1280 px the six metrics' labels wrap in their columns: "宏平均 F1（Macro-…" was cut (#46, third walk).
     page.set_viewport_size({"width": 1280, "height": 900})
     bar = page.locator('[data-testid="stSidebar"]')
-    bar.locator('[data-testid="stSelectbox"]').filter(has_text="Language").click()
+    picker = bar.locator('[data-testid="stSelectbox"]').filter(has_text="Language")
+    # at 900 px the picker sits at the sidebar's bottom edge (15 pages above it), where a click opens no menu: a
+    # person scrolls the sidebar first
+    picker.evaluate("e => e.scrollIntoView({block: 'center'})")
+    picker.click()
     page.get_by_role("option", name="中文").click()
     label = page.locator('[data-testid="stMetricLabel"]', has_text=catalog()["finetune.m.macro_f1"]["zh"]).first
     label.wait_for(timeout=60_000)
