@@ -128,3 +128,28 @@ def mask_tokens(
     corrupted[to_random] = random_ids[to_random]
     labels = torch.where(selected, input_ids, torch.full_like(input_ids, IGNORE))
     return Masked(corrupted, labels)
+
+
+def masked_batch(tok, sentences, generator: torch.Generator, share: float, max_length: int, masked=None):
+    """Tokenize ``sentences`` (padded, cut at ``max_length``) and, in each sentence that ``masked`` (a bool per
+    sentence; default all) selects, replace ~``share`` of its real tokens (at least one) by the mask token, all by
+    the mask token (the tuned lens's and the SAE's held-out and training inputs, not the 80/10/10 of
+    ``mask_tokens``). Returns (ids, attention, real tokens (B, T) bool, the original ids, picked (B, T) bool)."""
+    enc = tok(
+        list(sentences),
+        truncation=True,
+        max_length=max_length,
+        padding=True,
+        return_tensors="pt",
+        return_special_tokens_mask=True,
+    )
+    ids, attn = enc["input_ids"], enc["attention_mask"]
+    real = (attn == 1) & (enc["special_tokens_mask"] == 0)
+    pick = (torch.rand(ids.shape, generator=generator) < share) & real
+    for b in range(ids.shape[0]):
+        if masked is not None and not masked[b]:
+            pick[b] = False
+        elif not pick[b].any() and real[b].any():
+            cand = real[b].nonzero()[:, 0]
+            pick[b, cand[torch.randint(len(cand), (1,), generator=generator)]] = True
+    return ids.masked_fill(pick, tok.mask_token_id), attn, real, ids, pick

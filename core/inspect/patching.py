@@ -212,8 +212,9 @@ def _check_inputs(lm: LoadedModel, cfg: PatchConfig, enc_c: dict, enc_x: dict) -
     return masks_c[0]
 
 
-def _scores(lm: LoadedModel, target: str, position: int, enc: dict, rows: int):
-    """The target's logits (rows, vocabulary or classes) of ``enc`` repeated over ``rows`` batch rows."""
+def _scores(lm: LoadedModel, target: str, position: int, enc: dict, rows: int = 1):
+    """The target's logits (rows, vocabulary or classes) of ``enc`` (ids, or ``inputs_embeds``, with the masks)
+    repeated over ``rows`` batch rows."""
     model = lm.model
     batch = {k: v.expand(rows, *v.shape[1:]) for k, v in enc.items()}
     head = mlm_head(model)
@@ -380,7 +381,7 @@ def _attribute(lm, cfg, pair: _Pair, listed: Sequence[Site]) -> dict[str, np.nda
     with torch.enable_grad(), running(run):
         # the embeddings carry the graph, so a model whose weights want no gradient still gives activations one
         embeds = emb(base["input_ids"]).detach().requires_grad_(True)
-        m = pair.metric(_scores_embeds(lm, cfg, pair.position, fed, embeds))
+        m = pair.metric(_scores(lm, cfg.target, pair.position, {**fed, "inputs_embeds": embeds}))
         keys = [k for k in run.acts if k[0] in cfg.kinds]
         grads = torch.autograd.grad(m.sum(), [run.acts[k] for k in keys], allow_unused=True)
     m_base = float(m[0].detach())
@@ -396,16 +397,6 @@ def _attribute(lm, cfg, pair: _Pair, listed: Sequence[Site]) -> dict[str, np.nda
         v = e if h is None else e[:, h]
         out[key][where] = (m_base + (v.sum() if p is None else v[p]) - pair.m_x) / delta
     return out
-
-
-def _scores_embeds(lm, cfg, position, fed, embeds):
-    """``_scores`` from input embeddings (one row)."""
-    model = lm.model
-    head = mlm_head(model)
-    if cfg.target == "mask" and head is not None:
-        return head(model.base_model(inputs_embeds=embeds, **fed)[0][:, position])
-    out = model(inputs_embeds=embeds, **fed)
-    return pair_logits(out) if cfg.target == "pair" else out.logits
 
 
 def _empty(st: Sites, n: int, listed: Sequence[Site]) -> dict[str, np.ndarray]:

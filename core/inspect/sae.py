@@ -32,9 +32,11 @@ import numpy as np
 
 from core.base.messages import Problem, msg
 from core.base.settings import current
+from core.data.masking import masked_batch
 from core.inspect.patching_sites import Run, Stopped, hooked, running, sites
 from core.models.spec import LoadedModel
 from core.registry import mlm_head
+from core.registry.shape import shape
 from core.represent.bundled_corpus import corpus_sentences
 
 MAX_STEPS, HOSTED_MAX_STEPS = 5000, 1500
@@ -112,12 +114,9 @@ class SAEConfig:
         n = sites(lm.model).n_layers
         if self.layer > n:
             raise SAEError(msg("sae.layer_out_of_range", layer=self.layer, n_layers=n))
-        if self.k >= self.expansion * hidden_of(lm):
-            raise SAEError(msg("sae.k_too_large", active=self.k, features=self.expansion * hidden_of(lm)))
-
-
-def hidden_of(lm: LoadedModel) -> int:
-    return int(sites(lm.model).n_heads * sites(lm.model).head_dim)
+        features = self.expansion * shape(lm.model.base_model.config).hidden
+        if self.k >= features:
+            raise SAEError(msg("sae.k_too_large", active=self.k, features=features))
 
 
 def sae_module(hidden: int, features: int, k: int, seed: int = 0):
@@ -168,31 +167,6 @@ def sae_module(hidden: int, features: int, k: int, seed: int = 0):
 
 
 # ---------------------------------------------------------------------------------------------- reading states
-def masked_batch(tok, sentences: Sequence[str], gen, share: float = MASK_SHARE, masked: Sequence[bool] | None = None):
-    """Tokenize; in each sentence with ``masked`` (default all), replace ~``share`` of the real tokens (at least one)
-    by the mask token. Returns (ids, attention, real tokens (B, T) bool, the original ids, picked (B, T) bool)."""
-    import torch
-
-    enc = tok(
-        list(sentences),
-        truncation=True,
-        max_length=MAX_LENGTH,
-        padding=True,
-        return_tensors="pt",
-        return_special_tokens_mask=True,
-    )
-    ids, attn = enc["input_ids"], enc["attention_mask"]
-    real = (attn == 1) & (enc["special_tokens_mask"] == 0)
-    pick = (torch.rand(ids.shape, generator=gen) < share) & real
-    for b in range(ids.shape[0]):
-        if masked is not None and not masked[b]:
-            pick[b] = False
-        elif not pick[b].any() and real[b].any():
-            cand = real[b].nonzero()[:, 0]
-            pick[b, cand[torch.randint(len(cand), (1,), generator=gen)]] = True
-    return ids.masked_fill(pick, tok.mask_token_id), attn, real, ids, pick
-
-
 def layer_states(lm: LoadedModel, sentences: Sequence[str], layer: int, seed: int, share: float = 0.0):
     """(rows, H) float32: every real token's state after ``layer`` over ``sentences``, in order; with ``share``,
     every other sentence has that share of its tokens masked. Also (rows,) sentence index and (rows,) position."""
@@ -204,7 +178,7 @@ def layer_states(lm: LoadedModel, sentences: Sequence[str], layer: int, seed: in
         for i in range(0, len(sentences), FORWARD_SENTENCES):
             chunk = sentences[i : i + FORWARD_SENTENCES]
             masked = [share > 0 and (i + j) % 2 == 1 for j in range(len(chunk))]
-            ids, attn, real, _, _ = masked_batch(lm.tokenizer, chunk, gen, share or MASK_SHARE, masked)
+            ids, attn, real, _, _ = masked_batch(lm.tokenizer, chunk, gen, share or MASK_SHARE, MAX_LENGTH, masked)
             run = Run(owner, capture=True, stop=("resid", layer))  # the layers above are never run
             try:
                 with running(run):
@@ -351,7 +325,9 @@ def mlm_losses(lm: LoadedModel, sae, layer: int, sentences: Sequence[str], seed:
     totals, n = [0.0, 0.0, 0.0], 0
     with torch.no_grad(), hooked(st) as owner:
         for i in range(0, len(sentences), FORWARD_SENTENCES):
-            ids, attn, real, orig, pick = masked_batch(lm.tokenizer, sentences[i : i + FORWARD_SENTENCES], gen)
+            ids, attn, real, orig, pick = masked_batch(
+                lm.tokenizer, sentences[i : i + FORWARD_SENTENCES], gen, MASK_SHARE, MAX_LENGTH
+            )
             rows, cols = pick.nonzero(as_tuple=True)
             gold = orig[rows, cols].to(lm.device)
             on = real.to(lm.device)  # the tokens the SAE was trained on: specials and padding keep their states

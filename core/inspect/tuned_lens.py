@@ -39,6 +39,7 @@ from core.base.caches import register as register_cache
 from core.base.messages import carry, msg
 from core.base.paths import scrub
 from core.base.settings import current
+from core.data.masking import masked_batch
 from core.inspect.lens_forward import LensError, apply_head, hidden_size, n_layers
 from core.models.loading import LoadedModel, ModelSpec, load
 from core.predict.fill_mask import FillMaskError, check_mlm
@@ -140,24 +141,8 @@ def TunedLens(layers: int, hidden: int):  # noqa: N802 - a class in all but name
 
 
 def _masked_batch(tok, sentences: Sequence[str], max_length: int, mask_prob: float, gen, device: str):
-    """Tokenize, replace ~mask_prob of each sentence's real tokens (at least one) by the mask token.
-    Returns ids (B, T), attention (B, T), rows (M,), cols (M,)."""
-    enc = tok(
-        list(sentences),
-        truncation=True,
-        max_length=max_length,
-        padding=True,
-        return_tensors="pt",
-        return_special_tokens_mask=True,
-    )
-    ids, attn, special = enc["input_ids"], enc["attention_mask"], enc["special_tokens_mask"]
-    real = (attn == 1) & (special == 0)
-    pick = (torch.rand(ids.shape, generator=gen) < mask_prob) & real
-    for b in range(ids.shape[0]):  # every sentence gets at least one mask
-        if not pick[b].any() and real[b].any():
-            cand = real[b].nonzero()[:, 0]
-            pick[b, cand[torch.randint(len(cand), (1,), generator=gen)]] = True
-    ids = ids.masked_fill(pick, tok.mask_token_id)
+    """core.data.masking.masked_batch on this device: ids (B, T), attention (B, T), rows (M,), cols (M,) masked."""
+    ids, attn, _, _, pick = masked_batch(tok, sentences, gen, mask_prob, max_length)
     rows, cols = pick.nonzero(as_tuple=True)
     return ids.to(device), attn.to(device), rows.to(device), cols.to(device)
 
