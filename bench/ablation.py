@@ -29,17 +29,15 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch  # noqa: E402
-import transformers  # noqa: E402
 
 from core.compare.speed import timed as bench_timed  # noqa: E402
 from core.inspect import ablation as ab  # noqa: E402
 from core.inspect import ablation_predict as abp  # noqa: E402
 from core.inspect import head_importance as hi  # noqa: E402
 from core.models.loading import LoadedModel, ModelSpec, load  # noqa: E402
-from core.models.tiny import tiny_config  # noqa: E402
-from core.models.tokenizer_build import bert_uncased_tokenizer  # noqa: E402
+from core.models.tiny import random_bert_mlm  # noqa: E402
 from core.predict.fill_mask import FillMaskConfig, fill_mask_batch  # noqa: E402
-from core.registry import FAMILIES, bundled_id, official_config  # noqa: E402
+from core.registry import FAMILIES, bundled_id  # noqa: E402
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "7"))
 DEVICE = os.environ.get("BENCH_DEVICE", "cpu")
@@ -54,20 +52,7 @@ TEXT = (
 
 def build_base(quick: bool = False) -> LoadedModel:
     """bert-base-uncased's config with random weights; ``quick``: the family's tiny config (same tokenizer)."""
-    transformers.logging.set_verbosity_error()
-    torch.manual_seed(0)
-    tok = bert_uncased_tokenizer()
-    cfg = tiny_config("bert", len(tok), tok) if quick else official_config("bert-base-uncased")
-    model = transformers.BertForMaskedLM(cfg).eval().to(DEVICE)
-    return LoadedModel(
-        model=model,
-        tokenizer=tok,
-        spec=ModelSpec("bert", f"{'tiny BERT' if quick else 'bert-base-uncased'} (random weights)", DEVICE_TYPE),
-        task="mlm",
-        source="random init",
-        path="",
-        device=DEVICE,
-    )
+    return random_bert_mlm(quick, DEVICE)
 
 
 def timed(fn) -> float:

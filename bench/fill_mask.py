@@ -32,11 +32,9 @@ import transformers  # noqa: E402
 
 from core.compare.speed import timed as bench_timed  # noqa: E402
 from core.models import packed_linear  # noqa: E402
-from core.models.loading import LoadedModel, ModelSpec  # noqa: E402
-from core.models.tiny import tiny_config  # noqa: E402
-from core.models.tokenizer_build import bert_uncased_tokenizer  # noqa: E402
+from core.models.loading import LoadedModel  # noqa: E402
+from core.models.tiny import random_bert_mlm  # noqa: E402
 from core.predict.fill_mask import FillMaskConfig, examples, fill_mask, fill_mask_batch  # noqa: E402
-from core.registry import official_config  # noqa: E402
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "5"))
 DEVICE = os.environ.get("BENCH_DEVICE", "cpu")
@@ -47,23 +45,9 @@ TOP_K = 5
 
 def build(quick: bool = False) -> LoadedModel:
     """bert-base-uncased's config with random weights; ``quick``: the family's tiny config (same tokenizer)."""
-    transformers.logging.set_verbosity_error()
-    torch.manual_seed(0)
     if DEVICE_TYPE == "cpu":
         torch.set_num_threads(THREADS)
-    tok = bert_uncased_tokenizer()
-    cfg = tiny_config("bert", len(tok), tok) if quick else official_config("bert-base-uncased")
-    model = transformers.BertForMaskedLM(cfg).eval().to(DEVICE)
-    name = "tiny BERT" if quick else "bert-base-uncased"
-    return LoadedModel(
-        model=model,
-        tokenizer=tok,
-        spec=ModelSpec("bert", f"{name} (random weights)", DEVICE_TYPE),
-        task="mlm",
-        source="random init",
-        path="",
-        device=DEVICE,
-    )
+    return random_bert_mlm(quick, DEVICE)
 
 
 def timed(fn) -> float:

@@ -30,16 +30,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch  # noqa: E402
-import transformers  # noqa: E402
 
 from core.compare.speed import timed as bench_timed  # noqa: E402
 from core.inspect.lens import LensConfig, lens  # noqa: E402
 from core.inspect.tuned_lens import TuneConfig, tune
 from core.models.loading import LoadedModel, ModelSpec, load  # noqa: E402
-from core.models.tiny import tiny_config  # noqa: E402
-from core.models.tokenizer_build import bert_uncased_tokenizer  # noqa: E402
+from core.models.tiny import random_bert_mlm  # noqa: E402
 from core.predict.fill_mask import FillMaskConfig, examples, fill_mask_batch, mlm_head  # noqa: E402
-from core.registry import FAMILIES, bundled_families, bundled_id, official_config  # noqa: E402
+from core.registry import FAMILIES, bundled_families, bundled_id  # noqa: E402
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "15"))
 DEVICE = os.environ.get("BENCH_DEVICE", "cpu")
@@ -56,21 +54,7 @@ def timed(fn) -> float:
 
 def base_model(quick: bool = False) -> LoadedModel:
     """bert-base-uncased's config with random weights; ``quick``: the family's tiny config (same tokenizer)."""
-    transformers.logging.set_verbosity_error()
-    torch.manual_seed(0)
-    tok = bert_uncased_tokenizer()
-    cfg = tiny_config("bert", len(tok), tok) if quick else official_config("bert-base-uncased")
-    model = transformers.BertForMaskedLM(cfg).eval().to(DEVICE)
-    name = "tiny BERT" if quick else "bert-base-uncased"
-    return LoadedModel(
-        model=model,
-        tokenizer=tok,
-        task="mlm",
-        source="random init",
-        path="",
-        spec=ModelSpec("bert", f"{name} (random weights)", DEVICE_TYPE),
-        device=DEVICE,
-    )
+    return random_bert_mlm(quick, DEVICE)
 
 
 def text_of(lm: LoadedModel, n: int = TOKENS) -> str:

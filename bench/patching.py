@@ -27,13 +27,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch  # noqa: E402
-import transformers  # noqa: E402
 
 from core.inspect.patching import PatchConfig, PatchResult, patch  # noqa: E402
 from core.models.loading import LoadedModel, ModelSpec, load  # noqa: E402
-from core.models.tiny import tiny_config  # noqa: E402
-from core.models.tokenizer_build import bert_uncased_tokenizer  # noqa: E402
-from core.registry import bundled_id, official_config  # noqa: E402
+from core.models.tiny import random_bert_mlm  # noqa: E402
+from core.registry import bundled_id  # noqa: E402
 
 DEVICE = os.environ.get("BENCH_DEVICE", "cpu")
 THREADS = int(os.environ.get("BENCH_THREADS", "1"))
@@ -48,21 +46,7 @@ CORRUPTED = CLEAN.replace("old cat", "old dog")
 
 def build_base(quick: bool) -> LoadedModel:
     """bert-base-uncased's config with random weights; ``quick``: the family's tiny config (same tokenizer)."""
-    transformers.logging.set_verbosity_error()
-    torch.manual_seed(0)
-    tok = bert_uncased_tokenizer()
-    cfg = tiny_config("bert", len(tok), tok) if quick else official_config("bert-base-uncased")
-    model = transformers.BertForMaskedLM(cfg).eval().to(DEVICE)
-    name = "tiny BERT" if quick else "bert-base-uncased"
-    return LoadedModel(
-        model=model,
-        tokenizer=tok,
-        spec=ModelSpec("bert", f"{name} (random weights)", torch.device(DEVICE).type),
-        task="mlm",
-        source="random init",
-        path="",
-        device=DEVICE,
-    )
+    return random_bert_mlm(quick, DEVICE)
 
 
 def report(title: str, r: PatchResult) -> None:

@@ -11,8 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from core.base.paths import ASSETS
+from core.models.spec import LoadedModel, ModelSpec
 from core.models.tokenizer_build import bert_uncased_tokenizer, save_tokenizer, train_tokenizer
-from core.registry import TINY, build_model, family
+from core.registry import TINY, build_model, family, official_config
 
 # token ids a config may take, and the tokenizer attribute each comes from (set when the config class has it)
 _TOKEN_IDS = dict(
@@ -78,3 +79,27 @@ def make_tiny(family_key: str, out_dir: str | Path, seed: int = 0, task: str = "
     model = build_model(family_key, task, cfg)
     model.save_pretrained(str(out))
     return out
+
+
+def random_bert_mlm(quick: bool, device: str = "cpu") -> LoadedModel:
+    """bert-base-uncased's config with random weights (seed 0) as an MLM on ``device``, with the real uncased
+    tokenizer; ``quick``: the family's tiny config. What the benches time where the weights do not matter (no
+    pretrained bert-base can be had here)."""
+    import torch
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    torch.manual_seed(0)
+    tok = bert_uncased_tokenizer()
+    cfg = tiny_config("bert", len(tok), tok) if quick else official_config("bert-base-uncased")
+    model = transformers.BertForMaskedLM(cfg).eval().to(device)
+    name = "tiny BERT" if quick else "bert-base-uncased"
+    return LoadedModel(
+        model=model,
+        tokenizer=tok,
+        spec=ModelSpec("bert", f"{name} (random weights)", torch.device(device).type),
+        task="mlm",
+        source="random init",
+        path="",
+        device=device,
+    )
