@@ -35,7 +35,7 @@ from core.inspect import ablation as ab  # noqa: E402
 from core.inspect import ablation_predict as abp  # noqa: E402
 from core.inspect import head_importance as hi  # noqa: E402
 from core.models.loading import LoadedModel, ModelSpec, load  # noqa: E402
-from core.models.tiny import random_bert_mlm  # noqa: E402
+from core.models.tiny import random_mlm  # noqa: E402
 from core.predict.fill_mask import FillMaskConfig, fill_mask_batch  # noqa: E402
 from core.registry import FAMILIES, bundled_id  # noqa: E402
 
@@ -52,7 +52,7 @@ TEXT = (
 
 def build_base(quick: bool = False) -> LoadedModel:
     """bert-base-uncased's config with random weights; ``quick``: the family's tiny config (same tokenizer)."""
-    return random_bert_mlm(quick, DEVICE)
+    return random_mlm("bert", "bert-base-uncased", quick, DEVICE)
 
 
 def timed(fn) -> float:

@@ -33,7 +33,7 @@ import transformers  # noqa: E402
 from core.compare.speed import timed as bench_timed  # noqa: E402
 from core.models import packed_linear  # noqa: E402
 from core.models.loading import LoadedModel  # noqa: E402
-from core.models.tiny import random_bert_mlm  # noqa: E402
+from core.models.tiny import random_mlm  # noqa: E402
 from core.predict.fill_mask import FillMaskConfig, examples, fill_mask, fill_mask_batch  # noqa: E402
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "5"))
@@ -47,7 +47,7 @@ def build(quick: bool = False) -> LoadedModel:
     """bert-base-uncased's config with random weights; ``quick``: the family's tiny config (same tokenizer)."""
     if DEVICE_TYPE == "cpu":
         torch.set_num_threads(THREADS)
-    return random_bert_mlm(quick, DEVICE)
+    return random_mlm("bert", "bert-base-uncased", quick, DEVICE)
 
 
 def timed(fn) -> float:

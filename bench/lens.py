@@ -35,7 +35,7 @@ from core.compare.speed import timed as bench_timed  # noqa: E402
 from core.inspect.lens import LensConfig, lens  # noqa: E402
 from core.inspect.tuned_lens import TuneConfig, tune
 from core.models.loading import LoadedModel, ModelSpec, load  # noqa: E402
-from core.models.tiny import random_bert_mlm  # noqa: E402
+from core.models.tiny import random_mlm  # noqa: E402
 from core.predict.fill_mask import FillMaskConfig, examples, fill_mask_batch, mlm_head  # noqa: E402
 from core.registry import FAMILIES, bundled_families, bundled_id  # noqa: E402
 
@@ -54,7 +54,7 @@ def timed(fn) -> float:
 
 def base_model(quick: bool = False) -> LoadedModel:
     """bert-base-uncased's config with random weights; ``quick``: the family's tiny config (same tokenizer)."""
-    return random_bert_mlm(quick, DEVICE)
+    return random_mlm("bert", "bert-base-uncased", quick, DEVICE)
 
 
 def text_of(lm: LoadedModel, n: int = TOKENS) -> str:

@@ -30,7 +30,7 @@ import torch  # noqa: E402
 
 from core.inspect.patching import PatchConfig, PatchResult, patch  # noqa: E402
 from core.models.loading import LoadedModel, ModelSpec, load  # noqa: E402
-from core.models.tiny import random_bert_mlm  # noqa: E402
+from core.models.tiny import random_mlm  # noqa: E402
 from core.registry import bundled_id  # noqa: E402
 
 DEVICE = os.environ.get("BENCH_DEVICE", "cpu")
@@ -46,7 +46,7 @@ CORRUPTED = CLEAN.replace("old cat", "old dog")
 
 def build_base(quick: bool) -> LoadedModel:
     """bert-base-uncased's config with random weights; ``quick``: the family's tiny config (same tokenizer)."""
-    return random_bert_mlm(quick, DEVICE)
+    return random_mlm("bert", "bert-base-uncased", quick, DEVICE)
 
 
 def report(title: str, r: PatchResult) -> None:

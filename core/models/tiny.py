@@ -81,23 +81,23 @@ def make_tiny(family_key: str, out_dir: str | Path, seed: int = 0, task: str = "
     return out
 
 
-def random_bert_mlm(quick: bool, device: str = "cpu") -> LoadedModel:
-    """bert-base-uncased's config with random weights (seed 0) as an MLM on ``device``, with the real uncased
-    tokenizer; ``quick``: the family's tiny config. What the benches time where the weights do not matter (no
-    pretrained bert-base can be had here)."""
+def random_mlm(family_key: str, checkpoint_id: str, quick: bool, device: str = "cpu") -> LoadedModel:
+    """An official checkpoint's config with random weights (seed 0) as the family's MLM on ``device``, with the
+    real uncased WordPiece tokenizer (the one real vocabulary to be had offline); ``quick``: the family's tiny
+    config. What the benches time where the weights do not matter (no pretrained base model can be had here)."""
     import torch
     import transformers
 
     transformers.logging.set_verbosity_error()
     torch.manual_seed(0)
     tok = bert_uncased_tokenizer()
-    cfg = tiny_config("bert", len(tok), tok) if quick else official_config("bert-base-uncased")
-    model = transformers.BertForMaskedLM(cfg).eval().to(device)
-    name = "tiny BERT" if quick else "bert-base-uncased"
+    cfg = tiny_config(family_key, len(tok), tok) if quick else official_config(checkpoint_id)
+    model = build_model(family_key, "mlm", cfg).eval().to(device)
+    name = f"tiny {family(family_key).label}" if quick else checkpoint_id
     return LoadedModel(
         model=model,
         tokenizer=tok,
-        spec=ModelSpec("bert", f"{name} (random weights)", torch.device(device).type),
+        spec=ModelSpec(family_key, f"{name} (random weights)", torch.device(device).type),
         task="mlm",
         source="random init",
         path="",
