@@ -38,6 +38,7 @@ from core.inspect.attribution_inputs import (
 )
 from core.inspect.attribution_layers import layer_attributions
 from core.inspect.attribution_methods import METHODS, Inputs, NotApplicable
+from core.inspect.faithfulness import LEVELS, Faithfulness, measure
 from core.models.loading import LoadedModel
 from core.registry.shape import shape
 from core.runtime.backend import model_op
@@ -81,6 +82,7 @@ class AttributionResult:
     skipped: tuple[tuple[str, str], ...] = ()  # (method, why it does not apply)
     notes: tuple[str, ...] = ()
     labels: tuple[str, ...] = ()  # the pieces as a person reads them (core.base.text.display_piece)
+    faithfulness: Faithfulness | None = None  # every method's comprehensiveness and sufficiency (cfg.faithfulness)
 
     def method(self, key: str) -> MethodAttribution | None:
         return next((m for m in self.methods if m.method == key), None)
@@ -169,7 +171,8 @@ def attribute(lm: LoadedModel, cfg: AttributionConfig, progress: Progress | None
     weights = {k: METHODS[k].cost(seq, cfg, bs).calls for k in cfg.methods}  # progress ticks per method
     n_layers = shape(lm.model.config).depths
     layer_cost = math.ceil(cfg.layer_steps / bs) * n_layers if cfg.layer_steps else 0
-    total = sum(weights.values()) + layer_cost
+    faith_cost = len(LEVELS) if cfg.faithfulness else 0  # one batched forward per level
+    total = sum(weights.values()) + layer_cost + faith_cost
     done = [0]
 
     methods: list[MethodAttribution] = []
@@ -210,6 +213,13 @@ def attribute(lm: LoadedModel, cfg: AttributionConfig, progress: Progress | None
             )
         except NotApplicable as e:
             skipped.append(("layers", carry(e)))
+    faith = None
+    if cfg.faithfulness:
+        report((total - faith_cost) / total, msg("progress.attribution.faithfulness"))
+        try:
+            faith = measure(lm, prep, {m.method: m.scores for m in methods}, cfg.removal, seed=cfg.seed)
+        except NotApplicable as e:
+            skipped.append(("faithfulness", carry(e)))
     keep = ~prep.special
     m = len(methods)
     corr = np.eye(m)
@@ -237,6 +247,7 @@ def attribute(lm: LoadedModel, cfg: AttributionConfig, progress: Progress | None
         candidates=prep.candidates,
         skipped=tuple(skipped),
         notes=tuple(notes),
+        faithfulness=faith,
     )
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from core.inspect.attribution_inputs import forward_batch, model_texts
 from core.inspect.attribution_methods import METHODS, batch_calls
+from core.inspect.faithfulness import LEVELS, RANDOM_SEEDS
 from core.models.cost import Cost, ForwardTiming
 from core.registry.shape import shape
 
@@ -92,6 +93,9 @@ def run_costs(cfg, seq: int, batch: int, n_layers: int) -> list[Cost]:
     if cfg.layer_steps:
         steps = cfg.layer_steps * n_layers
         parts.append(Cost(steps, steps, batch_calls(cfg.layer_steps, batch) * n_layers))
+    if cfg.faithfulness:  # at most: every ranking's two rows per level (core.inspect.faithfulness runs each row once)
+        rows = 2 * (2 * len(cfg.methods) + RANDOM_SEEDS) * len(LEVELS) + 1
+        parts.append(Cost(rows, 0, len(LEVELS)))
     return parts
 
 

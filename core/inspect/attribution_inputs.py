@@ -56,6 +56,8 @@ class AttributionConfig:
     n_samples: int = 200  # KernelSHAP / LIME perturbations
     layer_steps: int = 0  # >0: per-layer LayerIG at each encoder layer with this many steps; 0 = off
     seed: int = 0
+    faithfulness: bool = True  # comprehensiveness and sufficiency of every method (core.inspect.faithfulness)
+    removal: str = ""  # how faithfulness removes a token: "mask", "delete"; "" = the model's default (the mask token)
 
     def __post_init__(self) -> None:
         if self.target not in TARGETS:
@@ -86,6 +88,8 @@ class AttributionConfig:
             raise ValueError(
                 msg("attribution.per_layer_steps_must", max_steps=min(300, top), layer_steps=self.layer_steps)
             )
+        if self.removal not in ("", "mask", "delete"):
+            raise ValueError(msg("faithfulness.unknown_removal_use_one", removal=self.removal, choices="mask, delete"))
         if self.mask_index < 0 or self.class_index < 0 or self.word_index < 0:
             raise ValueError(msg("attribution.mask_class_indices_start"))
         if self.contrast_word.strip() and self.target != "mask":
@@ -117,6 +121,9 @@ class Prepared:
     words: tuple[int, int | None] = (0, None)  # mask target: word id, contrast word id
     f_x: float = 0.0  # the explained score on the input and on the baseline (set by attribute)
     f_b: float = 0.0
+    target: str = "mask"  # what is explained (AttributionConfig.target) ...
+    target_pos: int | None = None  # ... at which token (the mask, the tagged word's first piece; None: the input)
+    target_index: int = 0  # ... and which logit: the word's vocabulary id, or the class / tag
 
 
 def _mlm_logits(out):
@@ -194,6 +201,7 @@ def prepare(lm: LoadedModel, cfg: AttributionConfig) -> Prepared:
     with torch.no_grad():
         out = model(input_ids=ids, **extra)
 
+    where_: int | None  # the explained position (mask, tagged word) or None (the whole input), set by each branch
     score: Callable[..., Any]  # the model's output -> the attributed scalar per batch row (each branch binds its own)
     names_: tuple[str, ...]
     if cfg.target == "mask":
@@ -238,6 +246,7 @@ def prepare(lm: LoadedModel, cfg: AttributionConfig) -> Prepared:
             label = msg("attribution.target.word", word=a_tok, where=where)
         if lm.head_missing:
             notes.append(msg("attribution.untrained_mlm_head"))
+        where_, which = pos, a
     elif cfg.target == "pair":
         logits = pair_logits(out)
         if fam.pair_head is None:
@@ -255,6 +264,8 @@ def prepare(lm: LoadedModel, cfg: AttributionConfig) -> Prepared:
 
         def score(o, c=c):
             return pair_logits(o)[:, c]
+
+        where_, which = None, c
 
         label = msg(
             "attribution.target.pair",
@@ -283,6 +294,8 @@ def prepare(lm: LoadedModel, cfg: AttributionConfig) -> Prepared:
         def score(o, pos=pos, c=c):
             return o.logits[:, pos, c]
 
+        where_, which = pos, c
+
         piece = display_piece(tok.convert_ids_to_tokens(int(ids[0, pos])), tok)
         label = msg("attribution.target.tag", name=names_[c], word=cfg.word_index + 1, piece=piece)
     else:
@@ -301,6 +314,8 @@ def prepare(lm: LoadedModel, cfg: AttributionConfig) -> Prepared:
         def score(o, c=c):
             return o.logits[:, c]
 
+        where_, which = None, c
+
         label = msg("attribution.target.class", name=names_[c])
         if lm.head_missing:
             notes.append(msg("attribution.untrained_classifier_head"))
@@ -317,6 +332,7 @@ def prepare(lm: LoadedModel, cfg: AttributionConfig) -> Prepared:
             base_ids[0, torch.as_tensor(~special, device=ids.device)] = fill
             base = emb_layer(base_ids).detach()
     prep = Prepared(lm, ids, extra, special, embeds, base, score, label, candidates, notes)
+    prep.target, prep.target_pos, prep.target_index = cfg.target, where_, which
     if cfg.target == "mask":
         prep.mask_pos, prep.words = pos, (a, b if cfg.contrast_word.strip() else None)
     return prep
@@ -339,6 +355,33 @@ def explained(model, prep: Prepared, embeds):
             a, c = prep.words
             return logits[:, a] - logits[:, c] if c is not None else logits[:, a]
     return prep.score(model(inputs_embeds=embeds, **extra))
+
+
+def target_logits(model, target: str, batch: dict, positions=None):
+    """The logits a target reads, (rows, vocabulary or classes), from a batch of ids (or ``inputs_embeds``) with
+    their masks: at ``positions`` (an int, or one per row) for the mask and token targets; None when the model has
+    no such output. For a masked word the MLM head runs at the positions only, not over every token."""
+    import torch  # lazy: torch takes seconds to load; importing this module (a page's imports) should not
+
+    rows = next(iter(batch.values())).shape[0]
+    at = None
+    if target in ("mask", "token"):
+        at = torch.as_tensor(positions if not isinstance(positions, int) else [positions] * rows)
+    head = mlm_head(model) if target == "mask" else None
+    if head is not None and at is not None:
+        hidden = model.base_model(**batch)[0]
+        return head(hidden[torch.arange(rows, device=hidden.device), at.to(hidden.device)])
+    out = model(**batch)
+    if target == "pair":
+        return pair_logits(out)
+    logits = getattr(out, "logits", None)
+    if logits is None:
+        return None
+    if at is not None:
+        if logits.dim() != 3:
+            return None
+        logits = logits[torch.arange(rows, device=logits.device), at.to(logits.device)]
+    return logits if logits.dim() == 2 else None
 
 
 class Scorer:

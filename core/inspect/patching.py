@@ -29,7 +29,7 @@ import numpy as np
 
 from core.base.messages import Message, msg
 from core.base.text import display_piece, with_mask_token
-from core.inspect.attribution_inputs import pair_logits, target_classes, word_id
+from core.inspect.attribution_inputs import target_classes, target_logits, word_id
 from core.inspect.patching_sites import KINDS, PatchError, Run, Sites, hooked, running, sites
 from core.models.spec import LoadedModel, max_tokens
 from core.registry import mlm_head
@@ -215,15 +215,10 @@ def _check_inputs(lm: LoadedModel, cfg: PatchConfig, enc_c: dict, enc_x: dict) -
 def _scores(lm: LoadedModel, target: str, position: int, enc: dict, rows: int = 1):
     """The target's logits (rows, vocabulary or classes) of ``enc`` (ids, or ``inputs_embeds``, with the masks)
     repeated over ``rows`` batch rows."""
-    model = lm.model
     batch = {k: v.expand(rows, *v.shape[1:]) for k, v in enc.items()}
-    head = mlm_head(model)
-    if target == "mask" and head is not None:  # the MLM head at the mask only: (rows, V), not (rows, seq, V)
-        return head(model.base_model(**batch)[0][:, position])
-    out = model(**batch)
-    logits = pair_logits(out) if target == "pair" else getattr(out, "logits", None)
-    if logits is None or logits.dim() != 2:
-        raise PatchError(msg("patching.no_target_logits", target=target, model_class=type(model).__name__))
+    logits = target_logits(lm.model, target, batch, position)
+    if logits is None:
+        raise PatchError(msg("patching.no_target_logits", target=target, model_class=type(lm.model).__name__))
     return logits
 
 
