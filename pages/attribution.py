@@ -53,7 +53,7 @@ def forget(name: str) -> None:
 
 
 def show_one(job) -> None:
-    figures = ra.show_result(job.result, K("result"))
+    figures = ra.show_result(job.result, K("result"), lm.tokenizer.mask_token or "")
     ra.record(job.result, st.session_state.get(K("attribution.inputs"), {}), figures, f"attribution:{job.id}")
 
 

@@ -53,6 +53,27 @@ def batch_to_csv(batch: BatchResult) -> str:
     return buf.getvalue()
 
 
+def faithfulness_csv(batch: BatchResult) -> str:
+    """Long format, one line per input, ranking and level: row, text, method, ranking (the method's own, reversed,
+    or random: the mean of its seeds), level, tokens removed, comprehensiveness, sufficiency, p(x), removal."""
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(
+        ["row", "text", "method", "ranking", "level", "tokens", "comprehensiveness", "sufficiency", "p_x", "removal"]
+    )
+    for i, (row, res) in enumerate(zip(batch.rows, batch.results), start=1):
+        f = None if res is None else res.faithfulness
+        if f is None:
+            continue
+        rankings = [(c.key, "own", c) for c in f.methods] + [(c.key, "reversed", c) for c in f.reversed]
+        for method, kind, c in rankings + [("", "random", f.random)]:
+            for level, k, comp, suff in zip(f.levels, f.ks, c.comp, c.suff):
+                w.writerow(
+                    [i, row.text, method, kind, level, k, f"{comp:.6g}", f"{suff:.6g}", f"{f.p_x:.6g}", f.removal]
+                )
+    return buf.getvalue()
+
+
 def tokens_html(tokens: tuple[str, ...], scores: np.ndarray, special: np.ndarray | None = None) -> str:
     """Tokens as escaped <span>s coloured by score (diverging), with the score as a tooltip."""
     scale = float(np.max(np.abs(scores))) if len(scores) else 0.0

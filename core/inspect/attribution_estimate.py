@@ -13,9 +13,9 @@ import time
 import weakref
 from dataclasses import dataclass
 
+from core.inspect import faithfulness as F
 from core.inspect.attribution_inputs import forward_batch, model_texts
 from core.inspect.attribution_methods import METHODS, batch_calls
-from core.inspect.faithfulness import LEVELS, RANDOM_SEEDS
 from core.models.cost import Cost, ForwardTiming
 from core.registry.shape import shape
 
@@ -93,9 +93,10 @@ def run_costs(cfg, seq: int, batch: int, n_layers: int) -> list[Cost]:
     if cfg.layer_steps:
         steps = cfg.layer_steps * n_layers
         parts.append(Cost(steps, steps, batch_calls(cfg.layer_steps, batch) * n_layers))
-    if cfg.faithfulness:  # at most: every ranking's two rows per level (core.inspect.faithfulness runs each row once)
-        rows = 2 * (2 * len(cfg.methods) + RANDOM_SEEDS) * len(LEVELS) + 1
-        parts.append(Cost(rows, 0, len(LEVELS)))
+    if cfg.faithfulness:  # every token but the specials ([CLS], [SEP]s) and the explained mask or word can go
+        removable = max(1, seq - (3 if cfg.target in ("pair", "mask", "token") else 2))
+        counts = len(set(F.counts(F.LEVELS, removable)))
+        parts.append(Cost(F.planned_rows(len(cfg.methods), removable), 0, counts))
     return parts
 
 

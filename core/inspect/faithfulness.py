@@ -88,6 +88,12 @@ def counts(levels: tuple[float, ...], removable: int) -> tuple[int, ...]:
     return tuple(min(removable, max(1, math.ceil(level * removable - 1e-9))) for level in levels)
 
 
+def planned_rows(methods: int, removable: int, levels: tuple[float, ...] = LEVELS, seeds: int = RANDOM_SEEDS) -> int:
+    """At most how many rows ``measure`` runs: the whole input, then two per ranking (the method's own, reversed, and
+    each random seed) for each distinct token count (identical rows, which chance makes, run once)."""
+    return 1 + 2 * (2 * methods + seeds) * len(set(counts(levels, removable)))
+
+
 def ranking(scores: np.ndarray, candidates: np.ndarray) -> np.ndarray:
     """Positions of ``candidates`` from the highest score down (ties: the earlier position first)."""
     order = np.argsort(-np.asarray(scores, float)[candidates], kind="mergesort")

@@ -60,8 +60,8 @@ def test_mask_target_runs_and_colours_tokens(use_tiny_zoo, fam):
     assert html.count('class="attr-tok"') >= 3 * 5 and "background:#" in html
     assert any("Explaining" in m.value for m in at.markdown)
     charts = at.get("plotly_chart")
-    assert len(charts) == 4  # bar, methods side by side, rank correlation, per-layer heatmap
-    assert len([b for b in at.get("download_button") if b.key.startswith("attribution.")]) == 2
+    assert len(charts) == 5  # bar, methods side by side, rank correlation, faithfulness curves, per-layer heatmap
+    assert len([b for b in at.get("download_button") if b.key.startswith("attribution.")]) == 3  # + faithfulness
 
 
 def test_pair_target_and_family_without_pair_head(use_tiny_zoo):
@@ -150,7 +150,7 @@ def test_link_runs_the_attribution(use_tiny_zoo):
     assert at.selectbox(key=f"{P}.one.baseline").value == "zeros" and at.number_input(key=f"{P}.one.n_steps").value == 8
     _finish(at)  # the link started the same job the button would have started
     assert any("Explaining" in m.value for m in at.markdown)
-    assert len(at.get("plotly_chart")) == 3
+    assert len(at.get("plotly_chart")) == 4  # bar, side by side, correlation, faithfulness
     job_id = at.session_state[f"{P}.attribution.job"]
     at.run()  # reruns of the linked view do not start it again
     assert at.session_state[f"{P}.attribution.job"] == job_id
@@ -163,7 +163,7 @@ def test_link_runs_the_attribution(use_tiny_zoo):
     assert [r["token"] for r in e.rows] == list(res.tokens) and e.rows[0]["token"] == "[CLS]"
     assert e.rows[1]["Occlusion"] == f"{res.method('occlusion').scores[1]:+.4f}"
     assert set(e.rows[0]) == {"token", IG_LABEL, "Occlusion"}
-    assert len(e.figures) == 3  # bar chart, methods side by side, rank correlation
+    assert len(e.figures) == 4  # bar chart, methods side by side, rank correlation, faithfulness curves
 
 
 def test_link_starts_only_what_the_button_would(use_tiny_zoo):
@@ -218,6 +218,55 @@ def test_page_in_chinese(use_tiny_zoo):
     assert not at.exception, at.exception
     assert any("解释的是" in m.value for m in at.markdown) and not at.error
     assert "各方法并排比较" in [h.value for h in at.subheader]
+    assert "该信哪个解释：忠实度" in [h.value for h in at.subheader]
+
+
+# ---------------------------------------------------------------------------------------------- faithfulness
+def test_faithfulness_sits_beside_the_map_and_says_how_it_removed_a_token(use_tiny_zoo):
+    at = _link({f"{P}.text.mask": "Paris is the [MASK] of France.", f"{P}.one.methods": "lig,occlusion"})
+    _finish(at)
+    assert "Which explanation to trust: faithfulness" in [h.value for h in at.subheader]
+    table = next(d.value for d in at.dataframe if "comp_rev" in d.value.columns)
+    res = runner().get(at.session_state[f"{P}.attribution.job"]).result
+    assert list(table["method"]) == [IG_LABEL, "Occlusion", "random (5 seeds)"]
+    assert table["comp"][0] == f"{res.faithfulness.method('lig').aopc_comp:.3f}"
+    assert table["suff_rev"][1] == f"{res.faithfulness.reversed_of('occlusion').aopc_suff:.3f}"
+    assert table["suff"][2] == f"{res.faithfulness.random.aopc_suff:.3f}" and table["suff_rev"][2] == "—"
+    assert any("becomes [MASK], the model's mask token" in c.value for c in at.caption)
+    at.selectbox(key=f"{P}.one.removal").set_value("delete").run()
+    assert at.query_params[f"{P}.one.removal"] == "delete"  # a link keeps the removal
+    _finish(_click(at, "Explain"))
+    assert runner().get(at.session_state[f"{P}.attribution.job"]).result.faithfulness.removal == "delete"
+    assert any("is deleted from the input" in c.value for c in at.caption)
+    at.checkbox(key=f"{P}.one.faith").uncheck().run()
+    _finish(_click(at, "Explain"))
+    assert "Which explanation to trust: faithfulness" not in [h.value for h in at.subheader]
+    assert runner().get(at.session_state[f"{P}.attribution.job"]).result.faithfulness is None
+
+
+def test_the_batch_ranks_the_methods(use_tiny_zoo):
+    from streamlit.testing.v1 import AppTest
+
+    def script():
+        import os
+
+        from app.views.inspect import attribution as ra
+        from core.inspect.attribution import attribute_batch, read_batch_csv
+        from core.models.loading import ModelSpec, load
+        from tests.conftest import BUNDLED_NAMES
+
+        folder = os.path.join(os.environ["ENCODERLAB_ZOO"], BUNDLED_NAMES["bert"])
+        lm = load(ModelSpec("bert", folder, "cpu"), task="mlm")
+        rows = read_batch_csv("text\nParis is the [MASK] of France.\nBerlin is a [MASK] city.\n")
+        ra.show_batch(attribute_batch(lm, rows, dict(methods=("saliency", "occlusion"))), "b")
+
+    at = AppTest.from_function(script, default_timeout=120).run()
+    assert not at.exception, at.exception
+    assert "Which method to trust on these inputs" in [h.value for h in at.subheader]
+    verdict = " ".join(s.value for s in at.success)
+    assert "On these 2 inputs," in verdict and "the most comprehensive" in verdict
+    assert list(next(d.value for d in at.dataframe if "Inputs" in d.value.columns)["Inputs"]) == [2, 2]
+    assert "b.fcsv" in [b.key for b in at.get("download_button")]
 
 
 def test_presenter_view_folds_the_settings(use_tiny_zoo):
@@ -385,11 +434,21 @@ def _estimate(at) -> tuple[int, str]:
 
 
 def test_explain_shows_the_passes_and_time_these_settings_take(use_tiny_zoo):
+    from transformers import AutoTokenizer
+
     from app.views.inspect.attribution_widgets import TIMINGS
+    from core.inspect import faithfulness as F
+    from tests.conftest import BUNDLED_NAMES
 
     at = _page()
     at.multiselect(key=f"{P}.one.methods").set_value(["lig"]).run()
     at.number_input(key=f"{P}.one.n_steps").set_value(50).run()
+    n, line = _estimate(at)
+    text = at.text_area(key=f"{P}.text.mask").value
+    tok = AutoTokenizer.from_pretrained(str(use_tiny_zoo / BUNDLED_NAMES["bert"]))
+    removable = len(tok(text)["input_ids"]) - 3  # not [CLS], [SEP], nor the explained [MASK]
+    assert n == 3 + 50 + F.planned_rows(1, removable)  # + the faithfulness rows, measured by default
+    at.checkbox(key=f"{P}.one.faith").uncheck().run()
     n, line = _estimate(at)
     assert n == 3 + 50  # the setup (check the input; f(x) and f(baseline)) and one forward per IG step
     assert "50 of them with a backward pass" in line and " s on this model" in line

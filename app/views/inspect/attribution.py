@@ -12,14 +12,16 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app.kit import presenter, report
-from app.kit.exports import DIVERGING, NEGATIVE, POSITIVE, batch_to_csv, batch_to_html, tokens_html
+from app.kit.exports import DIVERGING, NEGATIVE, POSITIVE, batch_to_csv, batch_to_html, faithfulness_csv, tokens_html
 from app.kit.i18n import explain, t, t_or
 from app.kit.plot_text import plot_texts
+from app.views.inspect import faithfulness as fv
 from app.views.inspect.attention import option_labels
 from core.base.text import display_piece
 from core.inspect.attribution import AttributionResult, BatchResult, BatchRow
 from core.inspect.attribution_inputs import BASELINES, AttributionConfig
 from core.inspect.attribution_methods import METHODS
+from core.inspect.faithfulness import rank_methods
 
 
 def method_label(key: str) -> str:
@@ -137,9 +139,10 @@ def layer_heatmap(res: AttributionResult) -> go.Figure:
     return fig
 
 
-def show_result(res: AttributionResult, key: str) -> list[go.Figure]:
-    """The whole result: target, warnings, coloured tokens per method, charts, layers, downloads.
-    Returns the figures it drew (for the session report)."""
+def show_result(res: AttributionResult, key: str, mask_token: str = "[MASK]") -> list[go.Figure]:
+    """The whole result: target, warnings, coloured tokens per method, charts, faithfulness, layers, downloads.
+    ``mask_token``: the model's, named where faithfulness says how it removed a token. Returns the figures it drew
+    (for the session report)."""
     st.markdown(t("attribution.explaining", target=explain(res.target_label)))
     c1, c2, c3 = st.columns(3)
     c1.metric("f(x)", f"{res.f_x:+.4f}")  # i18n: ok (a formula)
@@ -152,6 +155,9 @@ def show_result(res: AttributionResult, key: str) -> list[go.Figure]:
     if res.delta_warning:
         st.warning(explain(res.delta_warning))
     for key_, why in res.skipped:
+        if key_ == "faithfulness":
+            st.info(t("faithfulness.skipped", why=explain(why)))
+            continue
         name = method_label(key_) if key_ in METHODS else t("attribution.per_layer_method")
         st.info(t("attribution.skipped", method=name, why=explain(why)))
     st.caption(t("attribution.colours"))
@@ -175,6 +181,9 @@ def show_result(res: AttributionResult, key: str) -> list[go.Figure]:
         st.caption(t("attribution.corr_caption"))
         figures.append(correlation_heatmap(res))
         st.plotly_chart(presenter.scale(figures[-1]), key=f"{key}.corr")
+    faith = fv.show(res.faithfulness, method_label, mask_token, f"{key}.faith")
+    if faith is not None:
+        figures.append(faith)
     if res.layer_scores is not None:
         st.subheader(t("attribution.per_layer"))
         figures.append(layer_heatmap(res))
@@ -187,6 +196,10 @@ def show_result(res: AttributionResult, key: str) -> list[go.Figure]:
     row.download_button(
         t("attribution.download_html"), batch_to_html(single), "attribution.html", "text/html", key=f"{key}.html"
     )
+    if res.faithfulness is not None:
+        row.download_button(
+            t("faithfulness.download_csv"), faithfulness_csv(single), "faithfulness.csv", "text/csv", key=f"{key}.fcsv"
+        )
     return figures
 
 
@@ -196,6 +209,8 @@ def show_batch(batch: BatchResult, key: str) -> None:
     for i, (row, err) in enumerate(zip(batch.rows, batch.errors), start=1):
         if err:
             st.warning(t("attribution.batch_row_error", row=i, text=row.text[:60], error=explain(err)))
+    measured = [r.faithfulness for r in batch.results if r is not None and r.faithfulness is not None]
+    fv.show_ranking(rank_methods(measured) if measured else None, method_label, f"{key}.faith")
     row = st.container(horizontal=True)  # the buttons side by side at their own widths
     shown = replace(batch, results=tuple(None if r is None else for_export(r) for r in batch.results))
     row.download_button(
@@ -204,6 +219,10 @@ def show_batch(batch: BatchResult, key: str) -> None:
     row.download_button(
         t("attribution.download_standalone"), batch_to_html(shown), "attributions.html", "text/html", key=f"{key}.html"
     )
+    if measured:
+        row.download_button(
+            t("faithfulness.download_csv"), faithfulness_csv(batch), "faithfulness.csv", "text/csv", key=f"{key}.fcsv"
+        )
     for i, res in enumerate(batch.results[:20], start=1):
         if res is not None:
             st.markdown(f"**{i}.** {explain(res.target_label)}")

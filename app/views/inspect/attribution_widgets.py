@@ -18,6 +18,7 @@ from app.views.inspect import attribution as ra
 from core.inspect import attribution_estimate as AE
 from core.inspect import attribution_inputs as AI
 from core.inspect import attribution_methods as AM
+from core.inspect import faithfulness as FA
 from core.models.cost import BACKWARD_FACTOR, ForwardTiming
 from core.models.spec import LoadedModel, ModelSpec
 from core.registry import ModelLoadError
@@ -29,6 +30,7 @@ SIDEBAR = "sidebar"  # the classifier choice "the sidebar model"; the others are
 DEFAULT_METHODS = ["lig", "saliency", "ixg", "occlusion"]
 SETTINGS = ("baseline", "n_steps", "internal_batch_size", "n_samples")  # the method settings, in widget order
 WIDGET = {"internal_batch_size": "ibs", "n_samples": "samples"}  # a setting's widget key, where it differs
+REMOVALS = ("default",) + FA.REMOVALS  # how faithfulness removes a token: "default" = the model's own rule
 
 
 def K(name: str) -> str:
@@ -59,6 +61,8 @@ ONE_FIELDS = (
     urlstate.Field(K("one.ibs"), "int", lo=1, hi=1000),
     urlstate.Field(K("one.samples"), "int", lo=10, hi=5000),
     urlstate.Field(K("layers"), "bool"),
+    urlstate.Field(K("one.faith"), "bool"),
+    urlstate.Field(K("one.removal"), choices=REMOVALS),
     urlstate.Field(K("layer_steps"), "int", lo=2, hi=300),
 )
 
@@ -151,6 +155,8 @@ def defaults(prefix: str, target: str, lm: LoadedModel) -> None:
         (f"{prefix}.mask_index", 1),
         (f"{prefix}.word_index", 1),
         ("layer_steps", 20),
+        (f"{prefix}.faith", True),
+        (f"{prefix}.removal", "default"),
     ):
         st.session_state.setdefault(K(name), value)
     # the texts: Chinese ones in 中文 with a Chinese-capable model (an untouched example follows the model)
@@ -245,6 +251,7 @@ def method_settings(prefix: str, lm: LoadedModel, per_layer_option: bool = False
         internal_batch_size=int(values["internal_batch_size"]),
         n_samples=int(values["n_samples"]),
     )
+    out.update(faithfulness_settings(prefix, lm))
     if per_layer_option:
         c1, c2 = st.columns([1, 3])
         c1.checkbox(t("attribution.layers"), key=K("layers"), help=t("attribution.layers_help"))
@@ -252,6 +259,35 @@ def method_settings(prefix: str, lm: LoadedModel, per_layer_option: bool = False
             c2.number_input(t("attribution.layer_steps"), 2, 300, key=K("layer_steps"), persist_state="session")
         out["layer_steps"] = int(st.session_state[K("layer_steps")]) if per_layer else 0
     return out
+
+
+def faithfulness_settings(prefix: str, lm: LoadedModel) -> dict:
+    """Whether to measure faithfulness, and how to remove a token (the model's default names its mask token)."""
+    c1, c2 = st.columns([1, 3])
+    on = c1.checkbox(t("faithfulness.measure"), key=K(f"{prefix}.faith"), help=t("faithfulness.measure_help"))
+    default = FA.default_removal(lm.tokenizer)
+    mask = lm.tokenizer.mask_token or ""
+    name = {
+        "default": t(
+            "faithfulness.removal_option.default",
+            mask=mask if default == "mask" else t("faithfulness.removal_option.delete"),
+        ),
+        "mask": t("faithfulness.removal_option.mask"),
+        "delete": t("faithfulness.removal_option.delete"),
+    }
+    offered = REMOVALS if lm.tokenizer.mask_token_id is not None else ("default", "delete")
+    if st.session_state.get(K(f"{prefix}.removal")) not in offered:
+        st.session_state[K(f"{prefix}.removal")] = "default"
+    if on:
+        c2.selectbox(
+            t("faithfulness.removal_pick"),
+            offered,
+            key=K(f"{prefix}.removal"),
+            format_func=name.get,
+            persist_state="session",
+        )
+    removal = st.session_state.get(K(f"{prefix}.removal"), "default")
+    return dict(faithfulness=bool(on), removal="" if removal == "default" else removal)
 
 
 # ------------------------------------------------------------------------------------------------ before a run
