@@ -8,21 +8,25 @@ from app.kit import presenter, state, urlstate
 from app.kit.flow import end_page
 from app.kit.i18n import explain, t
 from app.kit.jobs_panel import job_panel, runner
-from app.kit.loaders import model_or_error
+from app.kit.loaders import model_or_error, proposer_or_error
 from app.kit.patching_work import patch_once
 from app.kit.uploads import upload_box
 from app.views.inspect import attribution as ra
 from app.views.inspect import attribution_widgets as ui
+from app.views.inspect import counterfactual as cv
 from app.views.inspect import patching as pv
 from core.base.messages import carry
 from core.inspect import attribution as A
 from core.inspect import attribution_inputs as AI
+from core.inspect.counterfactual import counterfactuals
 from core.runtime.jobs import resource_for
 
 K = ui.K
-TABS = ("one", "batch", "patch")
-restored = urlstate.bind(ui.TOP_FIELDS + ui.ONE_FIELDS + pv.FIELDS + (urlstate.Field(K("tab"), choices=TABS),))
-restored_patch = bool(restored & {f.key for f in pv.INPUTS})
+TABS = ("one", "batch", "patch", "cf")
+restored = urlstate.bind(
+    ui.TOP_FIELDS + ui.ONE_FIELDS + pv.FIELDS + cv.FIELDS + (urlstate.Field(K("tab"), choices=TABS),)
+)
+restored_patch, restored_cf = (bool(restored & {f.key for f in fs.INPUTS}) for fs in (pv, cv))
 
 st.title(t("attribution.title"))
 st.caption(t("attribution.intro"))
@@ -68,7 +72,7 @@ def on_tab() -> None:  # the open tab goes into the URL: a link, and a room's fo
     st.session_state[K("tab")] = TABS[labels.index(label)] if label in labels else "one"
 
 
-tab_one, tab_batch, tab_patch = st.tabs(labels, key=K("tabs"), on_change=on_tab)
+tab_one, tab_batch, tab_patch, tab_cf = st.tabs(labels, key=K("tabs"), on_change=on_tab)
 with tab_one:
     with presenter.settings():
         sw = ui.method_settings("one", lm, per_layer_option=True)
@@ -161,4 +165,17 @@ with tab_patch:
             job_panel(st.session_state[K("patch.job")], pv.on_done(lm.spec.checkpoint), key=K("patch.panel"))
         else:
             st.info(t("patching.stale"))
+
+with tab_cf:
+    cf = cv.inputs(target)
+    cf_run = (lm.spec, cf.cfg)
+    linked = tab_cf.open and restored_cf and st.session_state.get(K("cf.run")) != cf_run
+    if cf.cfg is not None and (cf.go or linked) and (mlm := proposer_or_error(lm, target, cf.cfg.proposer))[0]:
+        start("cf", lambda ctx, lm=lm, cfg=cf.cfg, mlm=mlm[1]: counterfactuals(lm, cfg, mlm, ctx.progress))
+        st.session_state[K("cf.run")] = cf_run
+    if K("cf.job") in st.session_state:
+        if st.session_state.get(K("cf.run")) == cf_run:
+            job_panel(st.session_state[K("cf.job")], cv.on_done(target), key=K("cf.panel"))
+        else:
+            st.info(t("counterfactual.stale"))
 urlstate.publish()  # the widgets drawn in this run hold their values now: the address bar links to this view

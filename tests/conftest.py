@@ -90,6 +90,15 @@ def use_tiny_zoo(tiny_zoo, monkeypatch) -> Path:
     return tiny_zoo
 
 
+@pytest.fixture(scope="session")
+def planted():
+    """The classifier trained so that one planted word decides its label (tests/planted.py), trained once per
+    worker process for the attribution, faithfulness and counterfactual tests (none of them changes it)."""
+    from tests.planted import planted_classifier
+
+    return planted_classifier()
+
+
 @pytest.fixture(params=FAMILIES)
 def family(request) -> str:
     return request.param

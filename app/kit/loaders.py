@@ -20,7 +20,7 @@ from core.models.downloads import DownloadError, download
 from core.models.loading import LoadedModel, ModelSpec, Source, load, resolve
 from core.predict.classify import FinetunedModel, load_finetuned
 from core.predict.fill_mask import FillMaskError, check_mlm
-from core.registry import ModelLoadError
+from core.registry import ModelLoadError, bundled_id
 from core.runtime.backend import prepare_serving
 
 POLL_S = 0.25  # how often the download's progress bar is redrawn
@@ -84,6 +84,20 @@ def mlm_model_or_error() -> LoadedModel | None:
         st.error(explain(e))
         return None
     return lm
+
+
+def proposer_or_error(lm: LoadedModel, target: str, proposer: str) -> tuple[bool, LoadedModel | None]:
+    """The masked LM that proposes a counterfactual search's words (core.inspect.counterfactual): None where the
+    model proposes its own (a masked word, a sentence pair) or HotFlip needs none; the bundled MLM of a classifier's
+    family otherwise. (False, None) after saying why when that family has none."""
+    if target != "class" or proposer != "mlm":
+        return True, None
+    try:
+        spec = ModelSpec(lm.spec.family, bundled_id(lm.spec.family), lm.spec.device)
+        return True, get_model(spec, task="mlm")
+    except ModelLoadError as e:
+        st.error(t("counterfactual.no_family_mlm", why=explain(e)))
+        return False, None
 
 
 def source_banner(lm: LoadedModel) -> None:

@@ -494,3 +494,39 @@ def test_the_estimate_checks_each_model_and_settings_once(use_tiny_zoo, monkeypa
     at.run()  # reruns with the same model and settings: no new check
     assert calls.count("A checked-once sentence about the [MASK] here.") == 1
     assert _estimate(at)[0] > 0  # and the estimate still shows
+
+
+# ---------------------------------------------------------------------------------------------- counterfactuals
+def test_counterfactuals_tab_finds_edits_and_sends_one_to_explain(use_tiny_zoo):
+    text = "Paris is the [MASK] of France and a big city."
+    at = _link({f"{P}.tab": "cf", f"{P}.cf.text": text, f"{P}.cf.budget": "1"})
+    _finish(at, "cf")  # the link ran the search the button would have run
+    res = runner().get(at.session_state[f"{P}.cf.job"]).result
+    assert res.budget == 1 and res.found and all(len(c.edits) == 1 for c in res.found)
+    assert any("The model answers" in m.value for m in at.markdown)
+    diffs = [h.proto.body for h in at.get("html") if "cf-diff" in h.proto.body]
+    assert len(diffs) == len(res.found) and all("<del" in d and "<ins" in d for d in diffs)
+    assert "[MASK]" in diffs[0]  # the mask is never edited, and the user's text is shown escaped as text
+    assert f"{P}.cf.result.csv" in [b.key for b in at.get("download_button")]
+    assert any(c.key == f"{P}.cf.result.scatter" for c in at.get("plotly_chart"))
+    next(b for b in at.button if b.key == f"{P}.cf.result.send.0").click().run()
+    assert not at.exception, at.exception
+    assert at.session_state[f"{P}.tab"] == "one" and at.query_params[f"{P}.tab"] == "one"
+    assert at.text_area(key=f"{P}.text.mask").value == res.found[0].texts[0]
+
+
+def test_counterfactuals_say_what_is_wrong_before_any_work(use_tiny_zoo):
+    at = _link({f"{P}.tab": "cf"})
+    at.text_area(key=f"{P}.cf.text").set_value("   ")
+    next(b for b in at.button if b.key == f"{P}.cf.go").click().run()
+    assert "no text to edit" in _errors(at) and f"{P}.cf.job" not in at.session_state
+    at.text_area(key=f"{P}.cf.text").set_value("no mask here")
+    next(b for b in at.button if b.key == f"{P}.cf.go").click().run()
+    job = runner().get(at.session_state[f"{P}.cf.job"])
+    runner().wait(job, timeout=120)
+    at.run()
+    assert job.status == "error" and "has no [MASK]" in " ".join(e.value for e in at.error)
+    at = _page(target="token")
+    at.session_state[f"{P}.tab"] = "cf"
+    at.run()
+    assert any("Counterfactuals are written for" in i.value for i in at.info)

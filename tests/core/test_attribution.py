@@ -18,7 +18,7 @@ from core.inspect.attribution_inputs import AttributionConfig
 from core.inspect.attribution_methods import NotApplicable
 from core.models.loading import LoadedModel, ModelSpec, load
 from core.registry import FAMILIES
-from tests.planted import PLANT, planted_classifier
+from tests.planted import PLANT
 
 ALL = tuple(AM.METHODS)
 
@@ -129,11 +129,6 @@ def test_large_delta_is_flagged(loaded):
 
 
 # ------------------------------------------------------------------------------------------------ planted signal
-@pytest.fixture(scope="module")
-def planted() -> LoadedModel:
-    return planted_classifier()
-
-
 def test_planted_token_ranks_first_under_every_method(planted):
     text = f"the actors were {PLANT} in the long movie"
     res = attribute(

@@ -17,12 +17,7 @@ from core.inspect.attribution import attribute, attribute_batch, read_batch_csv
 from core.inspect.attribution_inputs import AttributionConfig, prepare
 from core.models.loading import ModelSpec, load
 from core.registry import FAMILIES
-from tests.planted import FILLER, PLANT, planted_classifier
-
-
-@pytest.fixture(scope="module")
-def planted():
-    return planted_classifier()
+from tests.planted import FILLER, PLANT
 
 
 def _sentences(n: int, seed: int) -> list[str]:
