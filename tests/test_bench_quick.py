@@ -27,6 +27,7 @@ RESULT = {
     "attention": r"ours/bertviz = \d+\.\d+x",
     "attribution": r"ours/floor .* = \d+\.\d+x",
     "concurrency": r"\| 4, batching on \|.*\(\d+\.\d+×\)",
+    "faithfulness": r"faithfulness/attribution = \d+\.\d+x",
     "fill_mask": r"ours/pipeline = \d+\.\d+x",
     "finetune": r"ours/Trainer = \d+\.\d+x",
     "lens": r"lens / fill-mask = \d+\.\d+x",
