@@ -87,15 +87,18 @@ def mlm_model_or_error() -> LoadedModel | None:
 
 
 def proposer_or_error(lm: LoadedModel, target: str, proposer: str) -> tuple[bool, LoadedModel | None]:
-    """The masked LM that proposes a counterfactual search's words (core.inspect.counterfactual): None where the
-    model proposes its own (a masked word, a sentence pair) or HotFlip needs none; the bundled MLM of a classifier's
-    family otherwise. (False, None) after saying why when that family has none."""
-    if target != "class" or proposer != "mlm":
+    """The masked LM that proposes a counterfactual search's words and scores their fluency
+    (core.inspect.counterfactual): None where the model is one (a masked word, a sentence pair); the bundled MLM of a
+    classifier's family otherwise. When that family has none: HotFlip goes on without fluency (None), the MLM
+    proposer cannot, and (False, None) comes after saying why."""
+    if target != "class":
         return True, None
     try:
         spec = ModelSpec(lm.spec.family, bundled_id(lm.spec.family), lm.spec.device)
         return True, get_model(spec, task="mlm")
     except ModelLoadError as e:
+        if proposer != "mlm":
+            return True, None
         st.error(t("counterfactual.no_family_mlm", why=explain(e)))
         return False, None
 

@@ -175,11 +175,15 @@ def word_order(lm: LoadedModel, cfg: CounterfactualConfig, texts: tuple[str, ...
 def counterfactuals(
     lm: LoadedModel, cfg: CounterfactualConfig, mlm: LoadedModel | None = None, progress: Progress | None = None
 ) -> CounterfactualResult:
-    """Search counterfactuals of ``cfg`` on ``lm``; ``mlm`` proposes the words (None: ``lm`` itself, which must have
-    an MLM head: the mask and pair targets). ``progress(fraction, message)`` may raise to cancel."""
+    """Search counterfactuals of ``cfg`` on ``lm``; ``mlm`` proposes the words and scores fluency (None: ``lm``
+    itself, which has an MLM head for the mask and pair targets; a classifier searched with HotFlip and no MLM gets
+    no fluency, NaN). ``progress(fraction, message)`` may raise to cancel."""
     report = progress or (lambda frac, message: None)
     t0 = time.perf_counter()
     proposer = mlm or lm
+    if cfg.target == "class" and mlm is None and cfg.proposer == "mlm":
+        raise ValueError(msg("counterfactual.no_mlm_to_propose_words"))
+    fluency = mlm if mlm is not None or cfg.target == "class" else lm
     texts = tuple(
         with_mask_token(x, lm.tokenizer.mask_token)
         for x in ((cfg.text, cfg.text_b) if cfg.target == "pair" else (cfg.text,))
@@ -231,7 +235,7 @@ def counterfactuals(
     chosen = flips if flips else [e for _, (e, _) in sorted(scored.items(), key=lambda kv: kv[1][1][answer])]
     chosen = sorted(chosen, key=lambda e: (len(e), float(scored[apply(texts, e)][1][answer])))[: cfg.top]
     rows = [apply(texts, e) for e in chosen]
-    pll = P.pseudo_log_likelihood(proposer, [texts] + rows)
+    pll = P.pseudo_log_likelihood(fluency, [texts] + rows)
     found = []
     for e, t, fl in zip(chosen, rows, pll[1:]):
         row = scored[t][1]

@@ -126,7 +126,8 @@ def hotflip_proposals(
     ids = enc["input_ids"].to(lm.device)
     emb = lm.model.get_input_embeddings()
     x = emb(ids).detach().requires_grad_(True)
-    logits = target_logits(lm.model, target, {"inputs_embeds": x, **extra})
+    at = int((ids[0] == tok.mask_token_id).int().argmax()) if target == "mask" else None  # the first mask
+    logits = target_logits(lm.model, target, {"inputs_embeds": x, **extra}, at)
     torch.log_softmax(logits.float(), -1)[0, label].backward()
     grad = x.grad[0]  # (seq, E)
     words = _word_pieces(tok)
@@ -150,8 +151,11 @@ def hotflip_proposals(
     return out
 
 
-def pseudo_log_likelihood(mlm: LoadedModel, texts: list[tuple[str, ...]]) -> np.ndarray:
-    """Each text's pseudo-log-likelihood under ``mlm`` (natural log, summed over its non-special tokens)."""
+def pseudo_log_likelihood(mlm: LoadedModel | None, texts: list[tuple[str, ...]]) -> np.ndarray:
+    """Each text's pseudo-log-likelihood under ``mlm`` (natural log, summed over its non-special tokens); NaN for
+    every text without an MLM (a classifier searched with HotFlip whose family has no bundled MLM)."""
+    if mlm is None:
+        return np.full(len(texts), np.nan)
     import torch  # lazy: torch loads in seconds; the page's imports reach this module
 
     tok = mlm.tokenizer

@@ -109,3 +109,15 @@ def test_bad_settings_say_what_to_fix(kw, fragment):
 def test_a_masked_word_needs_a_mask(mini_mlm):
     with pytest.raises(ValueError, match="has no"):
         C.counterfactuals(mini_mlm, C.CounterfactualConfig(target="mask", text="no mask here"))
+
+
+def test_hotflip_on_a_masked_word_and_a_classifier_without_an_mlm(planted, mini_mlm):
+    r = C.counterfactuals(
+        mini_mlm,
+        C.CounterfactualConfig(target="mask", text="Paris is the [MASK] of France.", proposer="hotflip", budget=1),
+    )
+    assert r.found and all(len(c.edits) == 1 for c in r.found) and all(c.pll == c.pll for c in r.found)
+    r = C.counterfactuals(planted, C.CounterfactualConfig(text=f"it was {PLANT} music", proposer="hotflip", budget=1))
+    assert r.found and all(c.pll != c.pll for c in r.found)  # no MLM to score fluency: NaN, not a made-up number
+    with pytest.raises(ValueError, match="no masked LM of its own"):
+        C.counterfactuals(planted, C.CounterfactualConfig(text=f"it was {PLANT} music"))

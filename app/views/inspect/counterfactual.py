@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import html
 import io
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -203,15 +204,17 @@ def show(res: CounterfactualResult, key: str, send: Callable[[Counterfactual], N
             answer=explain(res.original),
             p_original=f"{c.p_original:.1%}",
             edits=len(c.edits),
-            fluency=f"{c.fluency_change:+.2f}",
+            fluency=f"{c.fluency_change:+.2f}" if math.isfinite(c.fluency_change) else "—",
         )
         row = box.container(horizontal=True, vertical_alignment="center")
         icon = ":material/check_circle: " if c.flipped else ""  # i18n: ok (an icon of the icon font, not an emoji)
         row.markdown(icon + line)
         row.button(t("counterfactual.send"), key=f"{key}.send.{i}", on_click=send, args=(c,))
-    st.caption(t("counterfactual.fluency_help"))
-    fig = scatter(res)
-    st.plotly_chart(presenter.scale(fig), key=f"{key}.scatter")
+    if any(math.isfinite(c.fluency_change) for c in res.found):
+        st.caption(t("counterfactual.fluency_help"))
+        st.plotly_chart(presenter.scale(scatter(res)), key=f"{key}.scatter")
+    else:  # HotFlip on a classifier whose family has no bundled MLM: nothing to score fluency with
+        st.caption(t("counterfactual.no_fluency"))
     st.download_button(
         t("counterfactual.download_csv"), to_csv(res), "counterfactuals.csv", "text/csv", key=f"{key}.csv"
     )
