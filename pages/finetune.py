@@ -17,6 +17,7 @@ from app.kit.i18n import explain, t
 from app.views.train import finetune as view
 from app.views.train import finetune_data as data_view
 from app.views.train import finetune_runs as runs_view
+from app.views.train import finetune_slices as slices_view
 from app.views.train import remedies as remedies_view
 from core import registry
 from core.train.finetune_config import (
@@ -36,7 +37,7 @@ TASK = TASK if TASK in TASKS else "sequence"
 # by model size (the minis need a higher lr than the articles' to learn in a minute) and task (token: 5e-5)
 START, ARTICLES = view.starting_settings(HIDDEN, TASK)
 OPTIONS = view.url_options(START, data_view.SOURCES, data_view.TOKEN_SOURCES)  # key: (default, URL field)
-FIELDS = tuple(f for _, f in OPTIONS.values())
+FIELDS = tuple(f for _, f in OPTIONS.values()) + slices_view.FIELDS  # and the runs' slicing keyword and regex
 
 restored = urlstate.bind(FIELDS)  # before the widgets: a link's values become their state
 for name, (default, _) in OPTIONS.items():

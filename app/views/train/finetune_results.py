@@ -25,6 +25,7 @@ from app.views.train.finetune_charts import (
     try_chart,
 )
 from app.views.train.finetune_report import record_prediction
+from app.views.train.finetune_slices import Slicing, compare_two, run_slices
 from core.predict.classify import FinetunedModel, classify, tag, zip_folder
 from core.registry import ModelLoadError
 from core.train.finetune import FinetuneResult
@@ -33,9 +34,9 @@ from core.train.finetune import FinetuneResult
 Loader = Callable[[FinetuneResult], FinetunedModel]
 
 
-def result_view(name: str, result: FinetuneResult, load: Loader) -> None:
-    """Metrics, curves, confusion matrix, worst errors, try-it box, download and links to other pages. ``load``
-    gives the run's classifier for the try-it box."""
+def result_view(name: str, result: FinetuneResult, load: Loader, slicing: Slicing | None = None) -> None:
+    """Metrics, curves, confusion matrix, worst errors, slices, try-it box, download and links to other pages.
+    ``load`` gives the run's classifier for the try-it box; ``slicing``: the page's keyword and regex."""
     if result.token_metrics is not None:
         token_result_view(name, result, load)
         return
@@ -75,6 +76,7 @@ def result_view(name: str, result: FinetuneResult, load: Loader) -> None:
         else:
             st.success(t("finetune.no_errors"))
     _mix_view(name, result)
+    run_slices(name, result, slicing)
     _try_it(name, result, load)
     _run_buttons(name, result)
 
@@ -112,9 +114,10 @@ def _try_it(name: str, result: FinetuneResult, load: Loader) -> None:
         )
 
 
-def compare(finished: list[tuple[str, FinetuneResult]]) -> None:
+def compare(finished: list[tuple[str, FinetuneResult]], slicing: Slicing | None = None) -> None:
     """A table and overlaid curves across this session's finished runs, one comparison per task: a sequence run's
-    accuracy and a token run's entity F1 measure different things, so they are never put side by side."""
+    accuracy and a token run's entity F1 measure different things, so they are never put side by side. Sequence
+    runs then go two at a time, slice by slice (``slicing``: the page's keyword and regex; finetune_slices)."""
     tasks = [k for k in ("sequence", "token") if any(r.config.task == k for _, r in finished)]
     st.caption(t("finetune.compare_like" if len(tasks) == 1 else "finetune.compare_split"))
     for task in tasks:
@@ -131,6 +134,8 @@ def compare(finished: list[tuple[str, FinetuneResult]]) -> None:
             presenter.scale(curves([(n, list(r.history) + list(r.evals)) for n, r in runs])),
             key=K(f"compare.curves.{task}"),
         )
+        if task == "sequence":
+            compare_two(runs, slicing)
 
 
 def _compare_row(n: str, r: FinetuneResult) -> dict:

@@ -1,7 +1,8 @@
 """The Fine-tune page's runs: each run's panel (live curves, Cancel, Resume, the out-of-memory offer), its result
-once done (registered as a model of the session and recorded once in the report), and the comparison of finished
-runs. The page starts the jobs (app.kit.finetune_work): it passes in each run's job, and what Resume, a remedy's
-restart and a try-it box call (they act inside a run's panel, on a click)."""
+once done (registered as a model of the session and recorded once in the report) with its slices, and the comparison
+of finished runs (two of them slice by slice: finetune_slices). The page starts the jobs (app.kit.finetune_work): it
+passes in each run's job, and what Resume, a remedy's restart and a try-it box call (they act inside a run's panel,
+on a click)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from app.kit.jobs_panel import job_panel
 from app.views.train import finetune_charts as charts
 from app.views.train import finetune_report as run_report
 from app.views.train import finetune_results as results
+from app.views.train import finetune_slices as slices
 from app.views.train.finetune import K, is_oom_error, oom_offer
 from app.views.train.finetune_results import Loader
 from core.runtime.jobs import Job
@@ -34,6 +36,9 @@ def runs_section(
     st.subheader(t("finetune.h_runs"))
     if not runs:
         st.info(t("finetune.no_runs"))
+    # one keyword and regex slice every finished sequence run (and the comparison below)
+    sliced = any(r["result"] is not None and r["result"].task == "sequence" for r in runs)
+    slicing = slices.slicing_form() if sliced else None
     for run in reversed(runs):
         job = jobs.get(run["job_id"])
         if run["result"] is None and job is not None and job.status == "done":
@@ -48,7 +53,7 @@ def runs_section(
             st.rerun()  # once, so the sidebar picker (drawn before this page) lists the new model
         with st.expander(f"{run['name']} · {run['cfg'].checkpoint} · {run['data'].name}", expanded=run is runs[-1]):
             if run["result"] is not None:
-                results.result_view(run["name"], run["result"], load)
+                results.result_view(run["name"], run["result"], load, slicing)
                 continue
             job_panel(
                 run["job_id"],
@@ -64,4 +69,4 @@ def runs_section(
     done = [(r["name"], r["result"]) for r in runs if r["result"] is not None]
     if done:
         st.subheader(t("finetune.h_compare"))
-        results.compare(done)
+        results.compare(done, slicing)
