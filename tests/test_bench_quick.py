@@ -26,6 +26,7 @@ RESULT = {
     "ablation": r"speed-up \d+\.\d+x",
     "attention": r"ours/bertviz = \d+\.\d+x",
     "attribution": r"ours/floor .* = \d+\.\d+x",
+    "counterfactuals": r"flips found MLM/HotFlip = \d+\.\d+x",
     "concurrency": r"\| 4, batching on \|.*\(\d+\.\d+×\)",
     "faithfulness": r"faithfulness/attribution = \d+\.\d+x",
     "fill_mask": r"ours/pipeline = \d+\.\d+x",

@@ -207,10 +207,13 @@ def counterfactuals(
             break
         here = [apply(texts, edits) for edits, _ in asks]
         spans = [(w[0], _shift(edits, w[0], w[1]), _shift(edits, w[0], w[1]) + w[2] - w[1]) for edits, w in asks]
-        if cfg.proposer == "hotflip":
-            proposals = [
-                P.hotflip_proposals(lm, h, [s], answer, cfg.target, cfg.candidates)[0] for h, s in zip(here, spans)
-            ]
+        if cfg.proposer == "hotflip":  # one gradient per distinct text: every word of a beam state from one backward
+            proposals: list[list[str]] = [[] for _ in asks]
+            for h in dict.fromkeys(here):
+                at = [i for i, x in enumerate(here) if x == h]
+                got = P.hotflip_proposals(lm, h, [spans[i] for i in at], answer, cfg.target, cfg.candidates)
+                for i, cands in zip(at, got):
+                    proposals[i] = cands
         else:
             proposals = P.mlm_proposals(proposer, here, spans, cfg.candidates)
         new = []

@@ -126,8 +126,8 @@ def hotflip_proposals(
     ids = enc["input_ids"].to(lm.device)
     emb = lm.model.get_input_embeddings()
     x = emb(ids).detach().requires_grad_(True)
-    at = int((ids[0] == tok.mask_token_id).int().argmax()) if target == "mask" else None  # the first mask
-    logits = target_logits(lm.model, target, {"inputs_embeds": x, **extra}, at)
+    mask_at = int((ids[0] == tok.mask_token_id).int().argmax()) if target == "mask" else None  # the first mask
+    logits = target_logits(lm.model, target, {"inputs_embeds": x, **extra}, mask_at)
     torch.log_softmax(logits.float(), -1)[0, label].backward()
     grad = x.grad[0]  # (seq, E)
     words = _word_pieces(tok)
