@@ -36,8 +36,9 @@ def planted_classifier() -> LoadedModel:
         for _ in range(n):
             words = list(rng.choice(FILLER, size=int(rng.integers(5, 9))))
             y = int(rng.integers(0, 2))
-            if y:
-                words.insert(int(rng.integers(0, len(words) + 1)), PLANT)
+            # both classes get one word more, PLANT or a filler: otherwise the longest sentences are all class 1 and
+            # the model learns their length as a second trigger (a [MASK] in PLANT's place then kept class 1)
+            words.insert(int(rng.integers(0, len(words) + 1)), PLANT if y else str(rng.choice(FILLER)))
             texts.append(" ".join(words))
             labels.append(y)
         enc = tok(texts, padding=True, return_tensors="pt")
