@@ -1,7 +1,7 @@
 """Fine-tuning throughput: core.train.finetune.train against transformers' Trainer, same model, data and settings.
 
     .venv/bin/python bench/finetune.py [--rows 320] [--rounds 3] [--steps 12] [--max-length 128] [--hidden 128] [--layers 4]
-                                       [--parts seq,token,ckpt] [--quick]
+                                       [--parts seq,token,ckpt,map] [--quick]
 
 Prints samples/s for both and the ratio ("ours/Trainer"), then the padding that dynamic padding and length-grouped
 batches save on the bundled drug reviews (variable length). The model is a small BERT (real bert-base-uncased
@@ -12,7 +12,7 @@ keeps one device/precision state per process, which Trainer and ours both build 
 run, and each line prints the precision the run really used. On a GPU it also compares bf16 with fp32 for a
 bert-base-size model (samples/s, peak memory).
 
-Two more parts (``--parts seq,token,ckpt``, all by default):
+Three more parts (``--parts seq,token,ckpt,map``, all by default):
 - token: a token-classification fine-tune (task "token", the bundled tagged sample) against transformers' Trainer
   with ``DataCollatorForTokenClassification``, the same model, data, labels aligned the same way (first piece of
   each word labelled, the rest -100: core.data.token_data.align_batch), batch, schedule, clipping and precision.
@@ -21,14 +21,20 @@ Two more parts (``--parts seq,token,ckpt``, all by default):
   process's peak RSS on a CPU, minus what it held before training; max_memory_allocated on a GPU) and steps/s,
   printed as ratios to the run without it. A BERT 4x256 at max length 256 on the drug reviews, so that activations
   (what checkpointing saves) are a real share of the memory.
+- map: the data map (core.train.datamap: each training example's gold-label probability from the training forward,
+  every epoch) recorded against the same run without it (``FinetuneConfig.data_map`` off, the baseline): whole
+  epochs (2), so the epoch-end merge is timed too, the same model, data and settings as the seq part, in alternating
+  rounds; training seconds per run and the ratio. Target: recording costs at most 10% (with/without <= 1.10x).
 
 ``--quick``: every part, small: a BERT 1x32, 32 rows, 1 round of 2 steps, max length 64; the checkpointing part on a
-BERT 2x32 at max length 64, 2 steps per run; no GPU bert-base part (seconds; tests/test_bench_quick.py runs it).
+BERT 2x32 at max length 64, 2 steps per run; the map part one round of 2 epochs of 2 steps; no GPU bert-base part
+(seconds; tests/test_bench_quick.py runs it).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import shutil
 import sys
@@ -254,6 +260,35 @@ def checkpointing_part(device: str, tmp: Path, steps: int = 6, quick: bool = Fal
     )
 
 
+def map_part(folder: Path, data, cfg, rounds: int, tmp: Path) -> None:
+    """Training time with the data map recorded against the same run without it (the baseline), best rounds."""
+    from core.train.finetune import train
+
+    cfgs = {
+        "without": dataclasses.replace(cfg, epochs=2, max_steps=0, data_map=False),
+        "with": dataclasses.replace(cfg, epochs=2, max_steps=0, data_map=True),
+    }
+    print(
+        f"\n# data map · {len(data.train)} examples · 2 epochs · batch {cfg.batch_size} · {cfg.device} · "
+        f"{rounds} rounds, the two runs alternating"
+    )
+    got: dict[str, list[float]] = {"without": [], "with": []}
+    for k in range(rounds):
+        for name, c in cfgs.items():
+            fresh_accelerate_state()
+            r = train(c, data, tmp / f"map-{name}{k}")
+            got[name].append(r.train_seconds)
+            assert (r.data_map is not None) == (name == "with"), name
+    best = {k: min(v) for k, v in got.items()}
+    fmt = lambda v: " ".join(f"{x:6.2f}" for x in v)  # noqa: E731
+    print(f"  without the data map (baseline) {fmt(got['without'])} s   best {best['without']:6.2f} s")
+    print(f"  with the data map               {fmt(got['with'])} s   best {best['with']:6.2f} s")
+    print(
+        f"[map] with/without = {best['with'] / best['without']:.2f}x training time (best rounds; baseline: the same "
+        "run without the data map; target <= 1.10x)"
+    )
+
+
 def ours_samples_per_s(cfg, data, out: Path) -> tuple[float, str]:
     from core.train.finetune import train
 
@@ -278,9 +313,9 @@ def main() -> None:
     ap.add_argument("--skip-gpu-base", action="store_true", help="skip the bert-base-size bf16 vs fp32 part")
     ap.add_argument(
         "--parts",
-        default="seq,token,ckpt",
+        default="seq,token,ckpt,map",
         help="seq: sequence classification vs Trainer; token: token classification vs Trainer; "
-        "ckpt: gradient checkpointing on vs off",
+        "ckpt: gradient checkpointing on vs off; map: the data map recorded vs not",
     )
     ap.add_argument("--quick", action="store_true", help="every part on tiny models, 1 round of 2 steps: seconds")
     args = ap.parse_args()
@@ -333,6 +368,8 @@ def run(args, parts: set[str], tmp: Path) -> None:
         token_part(folder, device, args.rounds, args.steps, tmp)
     if "ckpt" in parts:
         checkpointing_part(device, tmp, steps=2 if args.quick else 6, quick=args.quick)
+    if "map" in parts:
+        map_part(folder, data, cfg, args.rounds, tmp)
     if "seq" not in parts:
         return
     for prec in precisions:

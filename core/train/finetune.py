@@ -37,6 +37,8 @@ from core.models.devices import is_oom
 from core.runtime.job_outcome import JobCancelled
 from core.runtime.jobs import resource_for
 from core.train import common as training
+from core.train.datamap import ARRAYS as MAP_ARRAYS
+from core.train.datamap import DataMap, Recorder
 from core.train.finetune_config import OOM_KIND, REMEDIES, FinetuneConfig, FinetuneError, remedies_for
 from core.train.finetune_data import LengthGroupedBatches, padding_saved, task_for
 from core.train.finetune_model import accelerator, freeze, load_fresh, param_groups, save_model
@@ -47,7 +49,8 @@ from core.train.rng import RunRNG
 # ---------------------------------------------------------------------------------------------- results
 @dataclass(frozen=True)
 class StepInfo:
-    """What ``on_step`` receives: one optimizer step ("train") or one evaluation ("eval")."""
+    """What ``on_step`` receives: one optimizer step ("train") or one evaluation ("eval"). The step that closes an
+    epoch of a sequence run carries the data map so far (``data_map``; never in ``metrics()``, which the curves keep)."""
 
     kind: str
     step: int
@@ -60,6 +63,7 @@ class StepInfo:
     eval_accuracy: float | None = None
     eval_loss: float | None = None
     eval_f1: float | None = None  # task "token": held-out entity F1 (seqeval), the score early stopping follows
+    data_map: DataMap | None = None  # core.train.datamap: after each finished epoch (task "sequence", cfg.data_map)
 
     @property
     def fraction(self) -> float:
@@ -122,6 +126,9 @@ class FinetuneResult:
     # accuracy is the token accuracy, macro_f1 the tag-level macro-F1, majority_rate the majority tag's token
     # accuracy, and test_texts/test_labels/test_probs/confusion are per word (the first piece of every word).
     token_metrics: Any = None  # core.data.token_data.TokenMetrics
+    # task "sequence": the training examples' data map over the finished epochs (core.train.datamap), rows in the
+    # order of data.train; None for task "token", with cfg.data_map off, or when no epoch finished
+    data_map: DataMap | None = None
 
     @property
     def task(self) -> str:
@@ -267,8 +274,12 @@ def train(
             config=asdict(cfg),
         )
         best_weights = None
+        # The data map's recorder: the gold label's probability of every training row in each epoch, read off the
+        # training forward's logits (Dataset Cartography's training dynamics; sequence runs only).
+        recorder = Recorder(data.train.labels, acc.device) if cfg.data_map and task.name == "sequence" else None
         if resume:  # accelerate restores the RNG states it saved: this run's (core.train.common.load_checkpoint)
-            state, best_weights = _load_checkpoint(acc, ckpt_dir, cfg, data, rng)
+            state, best_weights, mapped = _load_checkpoint(acc, ckpt_dir, cfg, data, rng, recorder)
+            recorder = recorder if mapped else None  # a checkpoint without the map so far: no map, not half of one
 
         y_test = task.targets(test_enc)  # (units,): one per row, or one per word (token task)
 
@@ -319,7 +330,7 @@ def train(
                 for batch in loader:
                     if should_stop is not None and should_stop():
                         raise JobCancelled()
-                    batch.pop("idx")
+                    idx = batch.pop("idx")
                     labels = batch.pop("labels")
                     with rng.active():  # dropout draws this run's stream
                         logits = model(**batch).logits  # (b, classes) or (b, pieces, tags); autocast wraps forward
@@ -336,6 +347,8 @@ def train(
                                     lr=scheduler.get_last_lr()[0],
                                 )
                             )
+                        if recorder is not None:  # no extra forward: this step's own logits
+                            recorder.record(idx, logits, labels)
                         acc.backward(loss)
                         if cfg.grad_clip > 0:
                             acc.clip_grad_norm_(model.parameters(), cfg.grad_clip)
@@ -344,6 +357,8 @@ def train(
                         optimizer.zero_grad(set_to_none=True)
                     state["global_step"] += 1
                     state["step_in_epoch"] += 1
+                    closes_epoch = state["step_in_epoch"] == steps_per_epoch
+                    data_map = recorder.end_epoch(acc) if recorder and closes_epoch else None  # all processes: a gather
                     now = time.perf_counter()
                     state["train_seconds"] += now - t_last
                     t_last = now
@@ -359,6 +374,7 @@ def train(
                         lr=float(scheduler.get_last_lr()[0]),
                         samples_per_s=sps,
                         eta_s=step_time * (total_steps - state["global_step"]),
+                        data_map=data_map,
                     )
                     state["history"].append(info.metrics())
                     emit(info)
@@ -395,11 +411,11 @@ def train(
                     state["epoch"] += 1
                     state["step_in_epoch"] = 0
                     # 9. Checkpoint every epoch, so a crash or Cancel loses at most one epoch.
-                    _save_checkpoint(acc, ckpt_dir, state, best_weights, rng)
+                    _save_checkpoint(acc, ckpt_dir, state, best_weights, rng, recorder)
                     continue
                 break
         except JobCancelled as e:
-            _save_checkpoint(acc, ckpt_dir, state, best_weights, rng)  # resume=True continues from this very step
+            _save_checkpoint(acc, ckpt_dir, state, best_weights, rng, recorder)  # resume=True continues from here
             failure = e
         except Exception as e:
             failure = FinetuneError(_oom_message(cfg, str(acc.device)), remedies_for(cfg)) if is_oom(e) else e
@@ -434,6 +450,7 @@ def train(
             task,
             test_enc,
             unwrapped,
+            None if recorder is None else recorder.result(),
         )
         acc.wait_for_everyone()
         if acc.is_main_process:
@@ -460,6 +477,7 @@ def _result(
     task,
     test_enc,
     model,
+    data_map,
 ) -> FinetuneResult:
     from sklearn.metrics import confusion_matrix, f1_score  # lazy: sklearn loads scipy, only a finished run needs it
 
@@ -503,23 +521,27 @@ def _result(
         layer_weights=None if weights is None else tuple(float(w) for w in weights),
         layer_gamma=None if weights is None else float(model.gamma.detach()),
         token_metrics=token_metrics,
+        data_map=data_map,
     )
 
 
-def _save_checkpoint(acc, ckpt_dir: Path, state: dict, best_weights: dict | None, rng) -> None:
+def _save_checkpoint(acc, ckpt_dir: Path, state: dict, best_weights: dict | None, rng, recorder) -> None:
     """core.train.common's checkpoint: accelerate's state (model, optimizer, scheduler, this run's RNG), our counters,
-    the best evaluation's weights and held-out probabilities."""
+    the best evaluation's weights and held-out probabilities, and the data map so far (the epoch in progress too)."""
     training.save_checkpoint(
         acc,
         ckpt_dir,
         rng,
         {k: v for k, v in state.items() if k != "best_probs"},
         tensors={"best": best_weights},
-        arrays={"best_probs": state["best_probs"]},
+        arrays={"best_probs": state["best_probs"], **({} if recorder is None else recorder.arrays(acc))},
     )
 
 
-def _load_checkpoint(acc, ckpt_dir: Path, cfg: FinetuneConfig, data: LabelledData, rng) -> tuple[dict, dict | None]:
+def _load_checkpoint(
+    acc, ckpt_dir: Path, cfg: FinetuneConfig, data: LabelledData, rng, recorder: Recorder | None
+) -> tuple[dict, dict | None, bool]:
+    """(our counters, the best weights, whether ``recorder`` was given back the data map so far)."""
     if not training.has_checkpoint(ckpt_dir):
         raise FinetuneError(msg("finetune.nothing_resume_has_checkpoint", ckpt_dir=ckpt_dir))
     state = json.loads((ckpt_dir / training.STATE_FILE).read_text())
@@ -545,9 +567,11 @@ def _load_checkpoint(acc, ckpt_dir: Path, cfg: FinetuneConfig, data: LabelledDat
     ]
     if changed:
         raise FinetuneError(msg("finetune.checkpoint_used_different_settings", changed=", ".join(changed)))
-    state, tensors, arrays = training.load_checkpoint(acc, ckpt_dir, rng, tensors=("best",), arrays=("best_probs",))
+    state, tensors, arrays = training.load_checkpoint(
+        acc, ckpt_dir, rng, tensors=("best",), arrays=("best_probs", *MAP_ARRAYS)
+    )
     state["best_probs"] = arrays["best_probs"]
-    return state, tensors["best"]
+    return state, tensors["best"], recorder is not None and recorder.restore(arrays)
 
 
 # ---------------------------------------------------------------------------------------------- as a job
@@ -565,8 +589,10 @@ def job_fn(cfg: FinetuneConfig, data: LabelledData, out_dir: str | Path, resume:
 
 def _run_job(cfg: FinetuneConfig, data: LabelledData, out_dir: str, resume: bool, ctx) -> FinetuneResult:
     def on_step(info: StepInfo) -> None:
-        # the job panel adds its own ETA to this line: one estimate, not two
-        ctx.progress(info.fraction, info.message(with_eta=False), kind=info.kind, **info.metrics())
+        # the job panel adds its own ETA to this line: one estimate, not two; an epoch's last step brings the data
+        # map so far, which the panel draws live (app/views/train/finetune_charts.py)
+        extra = {} if info.data_map is None else {"data_map": info.data_map.to_metrics()}
+        ctx.progress(info.fraction, info.message(with_eta=False), kind=info.kind, **info.metrics(), **extra)
 
     ctx.progress(0.0, msg("progress.loading_fresh_copy"))
     return train(cfg, data, out_dir, on_step=on_step, should_stop=lambda: ctx.cancelled, resume=resume)

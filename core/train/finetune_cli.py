@@ -141,6 +141,15 @@ def main(argv: list[str] | None = None) -> int:
         extra = {} if r.token_metrics is None else dict(entity_f1=round(r.token_metrics.f1, 4))
         if r.layer_weights is not None:
             extra["layer_weights"] = [round(w, 4) for w in r.layer_weights]
+        outline = {}  # the data map's outline (core.train.datamap), last on the line
+        if r.data_map is not None:
+            dm = r.data_map
+            outline["data_map"] = dict(
+                epochs=dm.epochs,
+                examples=len(dm),
+                min_confidence=round(float(dm.confidence.min()), 4),
+                regions=dm.region_counts(),
+            )
         print(
             json.dumps(
                 dict(
@@ -153,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
                     samples_per_s=round(r.samples_per_s, 2),
                     processes=_num_processes(),
                     model_dir=r.model_dir,
+                    **outline,
                 )
             ),
             flush=True,

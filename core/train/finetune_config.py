@@ -117,6 +117,8 @@ class FinetuneConfig:
     )
     task: str = "sequence"
     gradient_checkpointing: bool = False  # recompute activations in backward: less memory, ~30% slower
+    # record the data map (task "sequence": core.train.datamap, Dataset Cartography); bench/finetune.py times it off
+    data_map: bool = True
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:

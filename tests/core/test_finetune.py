@@ -248,6 +248,10 @@ def test_two_processes_under_accelerate_launch(pooling, tiny_models, tmp_path):
     assert p.stdout.count('{"accuracy"') == 1  # only the main process reports
     # 64 rows, 13 held out -> 51 training rows = 7 batches of 8, sharded over two processes: 4 per epoch each.
     assert "step 4/4 · epoch 1.00" in p.stdout
+    # the data map gathers both processes' rows: every training row has its gold label's probability (a row only
+    # the other process saw would read 0)
+    assert out["data_map"]["examples"] == 51 and out["data_map"]["epochs"] == 1
+    assert out["data_map"]["min_confidence"] > 0
     assert (Path(out["model_dir"]) / "model.safetensors").exists()
 
 
