@@ -86,6 +86,7 @@ def main() -> None:
         n_steps=N_STEPS,
         internal_batch_size=N_STEPS,
         baseline="pad",
+        faithfulness=False,  # the captum comparison times the attribution alone (bench/faithfulness.py times that)
     )
     prep = prepare(lm, cfg)
     seq = prep.ids.shape[1]

@@ -49,9 +49,7 @@ TEXT = (
 
 def rows_of(prep, f_scores: dict[str, np.ndarray]) -> list[np.ndarray]:
     """Every distinct row ``measure`` runs for these maps (the same draw: seed 0), to run them one at a time."""
-    fixed = prep.special.copy()
-    if prep.target_pos is not None:
-        fixed[prep.target_pos] = True
+    fixed = prep.fixed
     cand = np.flatnonzero(~fixed)
     rng = np.random.default_rng(0)
     orders = [F.ranking(s, cand) for s in f_scores.values()]

@@ -88,7 +88,7 @@ with tab_one:
         )
         tw = ui.target_widgets("one", target, lm)
         go_row = st.container(horizontal=True, vertical_alignment="center", gap="medium")  # the button's own width
-        go = go_row.button(t("attribution.go"), type="primary", key=K("go"))
+        go = go_row.button(t("attribution.go"), type="primary", key=K("go")) or st.session_state.pop(K("go_now"), False)
     # What the page holds now; a result is shown only while it was computed from exactly this (and this model).
     try:
         cfg, cfg_error = AI.AttributionConfig(target=target, text=text, text_b=text_b, **tw, **sw), None

@@ -95,8 +95,10 @@ def proposer_or_error(lm: LoadedModel, target: str, proposer: str) -> tuple[bool
         return True, None
     try:
         spec = ModelSpec(lm.spec.family, bundled_id(lm.spec.family), lm.spec.device)
-        return True, get_model(spec, task="mlm")
-    except ModelLoadError as e:
+        mlm = get_model(spec, task="mlm")
+        check_mlm(mlm)  # a checkpoint saved without a trained MLM head would propose random words
+        return True, mlm
+    except (ModelLoadError, FillMaskError) as e:
         if proposer != "mlm":
             return True, None
         st.error(t("counterfactual.no_family_mlm", why=explain(e)))

@@ -217,7 +217,9 @@ def attribute(lm: LoadedModel, cfg: AttributionConfig, progress: Progress | None
     if cfg.faithfulness:
         report((total - faith_cost) / total, msg("progress.attribution.faithfulness"))
         try:
-            faith = measure(lm, prep, {m.method: m.scores for m in methods}, cfg.removal, seed=cfg.seed)
+            # random rankings seeded by the setting and the input: rows of a batch draw their own permutations
+            seed = (cfg.seed, *prep.ids[0].tolist())
+            faith = measure(lm, prep, {m.method: m.scores for m in methods}, cfg.removal, seed=seed)
         except NotApplicable as e:
             skipped.append(("faithfulness", carry(e)))
     keep = ~prep.special

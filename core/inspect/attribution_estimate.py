@@ -85,7 +85,7 @@ def time_forward(lm, cfg, rows: int) -> ForwardTiming:
     return ForwardTiming(int(enc["input_ids"].shape[1]), rows, one_s, timed(rows) if rows > 1 else one_s)
 
 
-def run_costs(cfg, seq: int, batch: int, n_layers: int) -> list[Cost]:
+def run_costs(cfg, seq: int, batch: int, n_layers: int, tokenizer) -> list[Cost]:
     """The parts of one core.inspect.attribution.attribute run: prepare's forward and f(x), f(baseline) in one call; each
     method's cost; per-layer IG (``cfg.layer_steps`` at each of ``n_layers`` layers) when it is on."""
     parts = [Cost(1, 0, 1), Cost(2, 0, 1)]
@@ -94,7 +94,8 @@ def run_costs(cfg, seq: int, batch: int, n_layers: int) -> list[Cost]:
         steps = cfg.layer_steps * n_layers
         parts.append(Cost(steps, steps, batch_calls(cfg.layer_steps, batch) * n_layers))
     if cfg.faithfulness:  # every token but the specials ([CLS], [SEP]s) and the explained mask or word can go
-        removable = max(1, seq - (3 if cfg.target in ("pair", "mask", "token") else 2))
+        specials = tokenizer.num_special_tokens_to_add(pair=cfg.target == "pair") + (cfg.target in ("mask", "token"))
+        removable = max(1, seq - specials)
         counts = len(set(F.counts(F.LEVELS, removable)))
         parts.append(Cost(F.planned_rows(len(cfg.methods), removable), 0, counts))
     return parts
@@ -105,7 +106,7 @@ def estimate(lm, cfg, timing: ForwardTiming) -> Estimate:
     model and input)."""
     seq, batch = _plan(lm, cfg)
     n_layers = shape(lm.model.config).depths  # as core.inspect.attribution counts them
-    parts = run_costs(cfg, seq, batch, n_layers)
+    parts = run_costs(cfg, seq, batch, n_layers, lm.tokenizer)
     return Estimate(
         sum(c.forwards for c in parts),
         sum(c.backwards for c in parts),

@@ -124,6 +124,7 @@ class Prepared:
     target: str = "mask"  # what is explained (AttributionConfig.target) ...
     target_pos: int | None = None  # ... at which token (the mask, the tagged word's first piece; None: the input)
     target_index: int = 0  # ... and which logit: the word's vocabulary id, or the class / tag
+    fixed: np.ndarray | None = None  # (seq,) bool: tokens faithfulness never removes (set by prepare)
 
 
 def _mlm_logits(out):
@@ -201,6 +202,7 @@ def prepare(lm: LoadedModel, cfg: AttributionConfig) -> Prepared:
     with torch.no_grad():
         out = model(input_ids=ids, **extra)
 
+    keep_also: list[int] = []  # positions besides the specials never removed by faithfulness (the tagged word)
     where_: int | None  # the explained position (mask, tagged word) or None (the whole input), set by each branch
     score: Callable[..., Any]  # the model's output -> the attributed scalar per batch row (each branch binds its own)
     names_: tuple[str, ...]
@@ -295,6 +297,7 @@ def prepare(lm: LoadedModel, cfg: AttributionConfig) -> Prepared:
             return o.logits[:, pos, c]
 
         where_, which = pos, c
+        keep_also = [p for p, w in enumerate(word_ids) if w is not None and w == word_ids[pos]]  # the word's pieces
 
         piece = display_piece(tok.convert_ids_to_tokens(int(ids[0, pos])), tok)
         label = msg("attribution.target.tag", name=names_[c], word=cfg.word_index + 1, piece=piece)
@@ -333,6 +336,8 @@ def prepare(lm: LoadedModel, cfg: AttributionConfig) -> Prepared:
             base = emb_layer(base_ids).detach()
     prep = Prepared(lm, ids, extra, special, embeds, base, score, label, candidates, notes)
     prep.target, prep.target_pos, prep.target_index = cfg.target, where_, which
+    prep.fixed = prep.special.copy()  # what faithfulness never removes: specials, the explained mask, the tagged word
+    prep.fixed[[p for p in [where_, *keep_also] if p is not None]] = True
     if cfg.target == "mask":
         prep.mask_pos, prep.words = pos, (a, b if cfg.contrast_word.strip() else None)
     return prep

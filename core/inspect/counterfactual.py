@@ -216,27 +216,34 @@ def counterfactuals(
                     proposals[i] = cands
         else:
             proposals = P.mlm_proposals(proposer, here, spans, cfg.candidates)
-        new = []
+        new: dict[tuple[str, ...], tuple[Edit, ...]] = {}  # by text: two orders of the same edits are one text
         for (edits, w), cands in zip(asks, proposals):
             for c in cands:
                 e = edits + (Edit(w[0], w[1], w[2], w[3], c),)
                 t = apply(texts, e)
                 if t not in scored:
-                    new.append((t, e))
+                    new.setdefault(t, e)
         if not new:
             break
-        p = answer_probs(lm, cfg.target, [t for t, _ in new])
-        for (t, e), row in zip(new, p):
+        rows_new = list(new.items())
+        p = answer_probs(lm, cfg.target, [t for t, _ in rows_new])
+        for (t, e), row in zip(rows_new, p):
             scored[t] = (e, row)
-        round_flips = [e for (t, e), row in zip(new, p) if int(row.argmax()) != answer]
+        round_flips = [e for (t, e), row in zip(rows_new, p) if int(row.argmax()) != answer]
         flips += round_flips
         if round_flips and cfg.goal == "flip":
             break
         order = np.argsort([row[answer] for row in p], kind="stable")
-        beam = [new[i][1] for i in order[: cfg.beam]]
+        beam = [rows_new[i][1] for i in order[: cfg.beam]]
     report(0.95, msg("progress.counterfactual.fluency"))
-    chosen = flips if flips else [e for _, (e, _) in sorted(scored.items(), key=lambda kv: kv[1][1][answer])]
-    chosen = sorted(chosen, key=lambda e: (len(e), float(scored[apply(texts, e)][1][answer])))[: cfg.top]
+
+    def p_left(e: tuple[Edit, ...]) -> float:
+        return float(scored[apply(texts, e)][1][answer])
+
+    if cfg.goal == "flip" and flips:  # the fewest edits that flip, then the lowest probability left
+        chosen = sorted(flips, key=lambda e: (len(e), p_left(e)))[: cfg.top]
+    else:  # the lowest probability left, however many edits it took (within the budget)
+        chosen = sorted((e for e, _ in scored.values()), key=p_left)[: cfg.top]
     rows = [apply(texts, e) for e in chosen]
     pll = P.pseudo_log_likelihood(fluency, [texts] + rows)
     found = []

@@ -21,7 +21,7 @@ import numpy as np
 
 from core.base.segment import has_han
 from core.base.text import display_piece
-from core.inspect.attribution_inputs import target_logits
+from core.inspect.attribution_inputs import TOKEN_BUDGET, target_logits
 from core.models.spec import LoadedModel
 
 MARKERS = ("Ġ", "▁")  # a byte-level BPE or SentencePiece piece that starts a word
@@ -38,7 +38,7 @@ def match_case(old: str, new: str) -> str:
     return new
 
 
-def _word_pieces(tokenizer) -> dict[int, str]:
+def word_pieces(tokenizer) -> dict[int, str]:
     """The vocabulary's pieces that can stand as a word, by id: not special, not a WordPiece continuation, letters,
     digits or Han only once read (core.base.text.display_piece). Kept on the tokenizer object (computed once)."""
     cached = getattr(tokenizer, "_encoderlab_word_pieces", None)
@@ -81,21 +81,27 @@ def mlm_proposals(
     import torch  # lazy: torch loads in seconds; the page's imports reach this module
 
     tok = mlm.tokenizer
-    masked = []
+    masked, nth = [], []
     for row, (part, start, end) in zip(texts, spans):
         parts = list(row)
         parts[part] = parts[part][:start] + tok.mask_token + parts[part][end:]
         masked.append(tuple(parts))
-    words = _word_pieces(tok)
-    allowed = torch.zeros(len(tok), dtype=torch.bool)
-    allowed[list(words)] = True
+        # which mask of the row is this word's: a text may hold masks already (the explained [MASK], before or after)
+        nth.append(sum(parts[q].count(tok.mask_token) for q in range(part)) + parts[part][:start].count(tok.mask_token))
+    words = word_pieces(tok)
     out: list[list[str]] = []
     with torch.no_grad():
         for begin in range(0, len(masked), 32):
             batch = encode_rows(mlm, masked[begin : begin + 32])
-            pos = (batch["input_ids"] == tok.mask_token_id).int().argmax(1)
-            logits = target_logits(mlm.model, "mask", batch, pos.tolist())
-            logits = logits.float().cpu().masked_fill(~allowed[: logits.shape[1]], float("-inf"))
+            at = [
+                int((row == tok.mask_token_id).nonzero().flatten()[n])
+                for row, n in zip(batch["input_ids"], nth[begin : begin + 32])
+            ]
+            logits = target_logits(mlm.model, "mask", batch, at).float().cpu()
+            # as wide as the model's output, which may exceed the tokenizer (a padded or resized vocabulary)
+            allowed = torch.zeros(logits.shape[1], dtype=torch.bool)
+            allowed[[i for i in words if i < logits.shape[1]]] = True
+            logits = logits.masked_fill(~allowed, float("-inf"))
             top = torch.topk(logits, min(k + 4, logits.shape[1]), dim=1).indices
             for r, ids in enumerate(top.tolist()):
                 row, (part, start, end) = masked[begin + r], spans[begin + r]
@@ -127,10 +133,12 @@ def hotflip_proposals(
     emb = lm.model.get_input_embeddings()
     x = emb(ids).detach().requires_grad_(True)
     mask_at = int((ids[0] == tok.mask_token_id).int().argmax()) if target == "mask" else None  # the first mask
-    logits = target_logits(lm.model, target, {"inputs_embeds": x, **extra}, mask_at)
-    torch.log_softmax(logits.float(), -1)[0, label].backward()
-    grad = x.grad[0]  # (seq, E)
-    words = _word_pieces(tok)
+    with torch.enable_grad():
+        logits = target_logits(lm.model, target, {"inputs_embeds": x, **extra}, mask_at)
+        # the gradient at the input only: backward() would leave a .grad on every weight of the shared model
+        (grad,) = torch.autograd.grad(torch.log_softmax(logits.float(), -1)[0, label], x)
+    grad = grad[0]  # (seq, E)
+    words = word_pieces(tok)
     table = emb.weight.detach()
     cand_ids = torch.tensor(list(words), device=table.device)
     out: list[list[str]] = []
@@ -169,13 +177,14 @@ def pseudo_log_likelihood(mlm: LoadedModel | None, texts: list[tuple[str, ...]])
             if not positions:
                 out.append(0.0)
                 continue
-            rows = ids.repeat(len(positions), 1)
-            rows[torch.arange(len(positions)), torch.tensor(positions)] = tok.mask_token_id
-            many = {
-                "input_ids": rows,
-                **{k: v.expand(len(positions), -1) for k, v in batch.items() if k != "input_ids"},
-            }
-            logits = target_logits(mlm.model, "mask", many, positions).float()
-            logp = torch.log_softmax(logits, -1)[torch.arange(len(positions)), ids[positions]]
-            out.append(float(logp.sum()))
+            total = 0.0
+            per_call = max(1, TOKEN_BUDGET // len(ids))  # one masked copy per token: in batches of bounded memory
+            for begin in range(0, len(positions), per_call):
+                here = positions[begin : begin + per_call]
+                rows = ids.repeat(len(here), 1)
+                rows[torch.arange(len(here)), torch.tensor(here)] = tok.mask_token_id
+                many = {"input_ids": rows, **{k: v.expand(len(here), -1) for k, v in batch.items() if k != "input_ids"}}
+                logits = target_logits(mlm.model, "mask", many, here).float()
+                total += float(torch.log_softmax(logits, -1)[torch.arange(len(here)), ids[here]].sum())
+            out.append(total)
     return np.array(out)

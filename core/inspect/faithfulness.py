@@ -7,12 +7,13 @@ as AOPC, their mean over those levels. Each method is measured against two basel
 ranking (the mean over several seeded permutations) and the method's own ranking reversed.
 
 The probability is the softmax of what the attribution explains: the candidate word at the mask (for "A rather than
-B" the probability of A), the NSP/SOP class, the classifier's class, or the word's predicted tag.
+B", p(A) / (p(A) + p(B)): the sigmoid of the logit difference the map explains), the NSP/SOP class, the classifier's
+class, or the word's predicted tag.
 
 Removal, one rule documented here and shown on the page: every removed token becomes the tokenizer's mask token
 ("mask"), the token every family's masked-LM pretraining used for a token that is not there; a tokenizer without a
 mask token has its tokens deleted instead ("delete"), and the page lets a user ask for deletion on any model. Special
-tokens ([CLS], [SEP], the explained [MASK]) and the word whose tag is explained are never removed.
+tokens ([CLS], [SEP], the explained [MASK]) and the word whose tag is explained (every piece of it) are never removed.
 
 Cost: every ranking's rows for one level go through the model in one batched forward (more only when the rows
 exceed core.inspect.attribution_inputs.TOKEN_BUDGET); identical rows are run once. ferret and Interpreto compute
@@ -23,6 +24,7 @@ on the shared model, with no hooks, so it runs beside every saliency map (core.i
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -131,8 +133,12 @@ def _rows_of(lm, prep: Prepared, keeps: list[np.ndarray], removal: str):
     return batch, pos
 
 
-def probabilities(lm, prep: Prepared, keeps: list[np.ndarray], removal: str) -> np.ndarray:
-    """The explained probability of each row of ``keeps``, in batches within the token budget."""
+def probabilities(
+    lm, prep: Prepared, keeps: list[np.ndarray], removal: str, calls: list[int] | None = None
+) -> np.ndarray:
+    """The explained probability of each row of ``keeps``, in batches within the token budget (each forward call
+    appends its rows to ``calls``). For "A rather than B" it is p(A) / (p(A) + p(B)), the sigmoid of the logit
+    difference the map explains."""
     import torch  # lazy: torch loads in seconds; the page's imports reach this module
 
     seq = prep.ids.shape[1]
@@ -144,7 +150,14 @@ def probabilities(lm, prep: Prepared, keeps: list[np.ndarray], removal: str) -> 
             logits = target_logits(lm.model, prep.target, batch, pos)
             if logits is None:
                 raise NotApplicable(msg("faithfulness.no_target_logits", target=prep.target))
-            out.append(torch.softmax(logits.float(), -1)[:, prep.target_index].cpu().numpy())
+            if calls is not None:
+                calls.append(len(pos))
+            a, b = prep.words if prep.target == "mask" else (prep.target_index, None)
+            if b is not None:
+                p = torch.sigmoid(logits[:, a].float() - logits[:, b].float())
+            else:
+                p = torch.softmax(logits.float(), -1)[:, prep.target_index]
+            out.append(p.cpu().numpy())
     return np.concatenate(out).astype(np.float64)
 
 
@@ -155,7 +168,7 @@ def measure(
     removal: str = "",
     levels: tuple[float, ...] = LEVELS,
     seeds: int = RANDOM_SEEDS,
-    seed: int = 0,
+    seed: int | Sequence[int] = 0,
 ) -> Faithfulness:
     """Comprehensiveness and sufficiency of each method's ``scores`` (key -> one score per token of ``prep``), with
     ``seeds`` random rankings and each ranking reversed, at ``levels``. One batched forward per level (plus the
@@ -167,9 +180,7 @@ def measure(
     if removal == "mask" and lm.tokenizer.mask_token_id is None:
         raise ValueError(msg("faithfulness.no_mask_token_to_remove_with"))
     seq = prep.ids.shape[1]
-    fixed = prep.special.copy()
-    if prep.target_pos is not None:
-        fixed[prep.target_pos] = True
+    fixed = prep.fixed if prep.fixed is not None else prep.special
     candidates = np.flatnonzero(~fixed)
     if len(candidates) == 0:
         raise NotApplicable(msg("faithfulness.no_tokens_to_remove"))
@@ -181,7 +192,7 @@ def measure(
 
     whole = np.ones(seq, bool)
     p: dict[bytes, float] = {}
-    calls = 0
+    calls: list[int] = []
     for li, k in enumerate(ks):
         wanted: dict[bytes, np.ndarray] = {}
         if li == 0:
@@ -195,8 +206,7 @@ def measure(
                 wanted.setdefault(row.tobytes(), row)
         todo = [b for b in wanted if b not in p]
         if todo:
-            probs = probabilities(lm, prep, [wanted[b] for b in todo], removal)
-            calls += math.ceil(len(todo) / max(1, TOKEN_BUDGET // max(seq, 1)))
+            probs = probabilities(lm, prep, [wanted[b] for b in todo], removal, calls)
             p.update(zip(todo, probs.tolist()))
     p_x = p[whole.tobytes()]
 
@@ -225,7 +235,7 @@ def measure(
         random=Curve(RANDOM, tuple(comp.mean(0)), tuple(suff.mean(0))),
         random_sd=Curve(RANDOM, tuple(comp.std(0)), tuple(suff.std(0))),
         seeds=seeds,
-        forwards=calls,
+        forwards=len(calls),
         rows=len(p),
     )
 

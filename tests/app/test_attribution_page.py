@@ -513,6 +513,8 @@ def test_counterfactuals_tab_finds_edits_and_sends_one_to_explain(use_tiny_zoo):
     assert not at.exception, at.exception
     assert at.session_state[f"{P}.tab"] == "one" and at.query_params[f"{P}.tab"] == "one"
     assert at.text_area(key=f"{P}.text.mask").value == res.found[0].texts[0]
+    _finish(at)  # ... and explained there at once, as its Explain button would
+    assert runner().get(at.session_state[f"{P}.attribution.job"]).result.tokens[1:3] == ("paris", "is")
 
 
 def test_counterfactuals_say_what_is_wrong_before_any_work(use_tiny_zoo):

@@ -42,7 +42,10 @@ def test_lowering_keeps_going_to_the_budget(planted, mini_mlm):
     cfg = C.CounterfactualConfig(text=f"the actors were {PLANT} in the long movie", goal="lower", budget=2, beam=2)
     r = C.counterfactuals(planted, cfg, mini_mlm)
     assert r.found and min(c.p_original for c in r.found) < r.p_original
-    assert max(len(c.edits) for c in r.found) <= 2
+    left = [c.p_original for c in r.found]
+    assert left == sorted(left)  # the lowest probability left first, however many edits it took
+    assert {len(c.edits) for c in r.found} == {2}  # two edits lower it further than any one (the trigger and another)
+    assert len({c.texts for c in r.found}) == len(r.found)  # the same text reached twice is one result
 
 
 @pytest.mark.parametrize("fam", list(FAMILIES))
@@ -78,6 +81,24 @@ def test_hotflip_the_reference_runs_through_the_same_search(planted, mini_mlm):
     text = f"the actors were {PLANT} in the long movie"
     r = C.counterfactuals(planted, C.CounterfactualConfig(text=text, proposer="hotflip"), mini_mlm)
     assert r.proposer == "hotflip" and r.found and r.found[0].edits[0].old == PLANT
+    assert all(p.grad is None for p in planted.model.parameters())  # the gradient at the input only: the shared model
+
+
+def test_a_word_after_the_mask_gets_the_mlms_guesses_at_its_own_place(mini_mlm):
+    import torch
+
+    from core.inspect.attribution_inputs import target_logits
+
+    text = "paris is the [MASK] of france ."
+    at = text.index("france")
+    (got,) = P.mlm_proposals(mini_mlm, [(text,)], [(0, at, at + len("france"))], 5)
+    batch = P.encode_rows(mini_mlm, [("paris is the [MASK] of [MASK] .",)])
+    second = int((batch["input_ids"][0] == mini_mlm.tokenizer.mask_token_id).nonzero().flatten()[1])
+    with torch.no_grad():
+        logits = target_logits(mini_mlm.model, "mask", batch, [second])[0]
+    words = P.word_pieces(mini_mlm.tokenizer)
+    ranked = [words[i] for i in torch.argsort(logits, descending=True).tolist() if i in words]
+    assert got == [w for w in ranked if w != "france"][:5]
 
 
 def test_fluency_is_higher_for_a_sentence_than_for_its_words_shuffled(mini_mlm):

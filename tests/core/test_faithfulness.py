@@ -79,8 +79,16 @@ def test_randoms_comprehensiveness_matches_its_expectation(planted, removal):
 
 def test_one_batched_forward_per_level_at_most(planted):
     text = "the movie was long and the actors were there with some music " + PLANT
-    res = attribute(planted, AttributionConfig(target="class", text=text, class_index=1, methods=("lig", "saliency")))
-    f = res.faithfulness
+    cfg = AttributionConfig(target="class", text=text, class_index=1, methods=("lig", "saliency"))
+    res = attribute(planted, cfg)
+    prep = prepare(planted, cfg)
+    seen = []  # the model's own forward calls, counted by a hook (not by the module's arithmetic)
+    hook = planted.model.register_forward_hook(lambda *_: seen.append(1))
+    try:
+        f = F.measure(planted, prep, {m.method: m.scores for m in res.methods})
+    finally:
+        hook.remove()
+    assert len(seen) == f.forwards
     assert f.ks == F.counts(F.LEVELS, f.removable) == (1, 1, 2, 3, 7)  # 13 tokens
     assert f.forwards == len(set(f.ks))  # a level that removes as many tokens as the one before runs nothing new
     # every ranking's two rows per level, the whole input once, identical rows run once
@@ -139,6 +147,14 @@ def test_the_rows_are_the_inputs_they_claim_to_be(loaded, fam):
             assert p == pytest.approx(want, rel=1e-4, abs=1e-6), (removal, keep)
 
 
+def test_a_contrast_is_measured_on_what_its_map_explains(loaded):
+    lm = loaded("bert")
+    cfg = AttributionConfig(text="paris is the [MASK] of france .", word="the", contrast_word="a", methods=("lig",))
+    f = attribute(lm, cfg)
+    # the map explains logit(the) - logit(a): its probability is p(the) / (p(the) + p(a)), the sigmoid of that
+    assert f.faithfulness.p_x == pytest.approx(1 / (1 + np.exp(-f.f_x)), rel=1e-4)
+
+
 def test_every_target_is_measured(loaded, planted):
     lm = loaded("bert")
     pair = attribute(
@@ -156,6 +172,6 @@ def test_bad_removal_and_nothing_to_remove_say_so(loaded):
         AttributionConfig(text="a [MASK] b", removal="blank")
     lm = loaded("bert")
     prep = prepare(lm, AttributionConfig(target="mask", text="paris is the [MASK] .", methods=("saliency",)))
-    prep.special[:] = True  # as if every token were special: there is nothing left to remove
+    prep.fixed[:] = True  # as if every token were special: there is nothing left to remove
     with pytest.raises(F.NotApplicable, match="needs a word to remove"):
         F.measure(lm, prep, {"saliency": np.zeros(len(prep.special))})

@@ -49,9 +49,14 @@ def defaults(target: str) -> None:
     st.session_state.setdefault(K("cf.budget"), 2)
     st.session_state.setdefault(K("cf.goal"), "flip")
     st.session_state.setdefault(K("cf.proposer"), "mlm")
-    if not st.session_state.get(K("cf.text")):
+    # filled once, and again when the target changes while the box still holds what was filled in (a typed or
+    # cleared text, or a link's, stays)
+    filled = st.session_state.get(K("cf.filled"))
+    box = st.session_state.get(K("cf.text"))
+    if box is None or (filled is not None and filled[0] != target and box == filled[1]):
         st.session_state[K("cf.text")] = st.session_state.get(K(f"text.{target}"), "")
-    if target == "pair" and not st.session_state.get(K("cf.text_b")):
+        st.session_state[K("cf.filled")] = (target, st.session_state[K("cf.text")])
+    if target == "pair" and K("cf.text_b") not in st.session_state:
         st.session_state[K("cf.text_b")] = st.session_state.get(K("text_b"), "")
 
 
@@ -228,5 +233,6 @@ def on_done(target: str) -> Callable:
         if target == "pair" and len(c.texts) > 1:
             st.session_state[K("text_b")] = c.texts[1]
         st.session_state[K("tab")] = "one"  # the page opens the One input tab from this (and puts it in the URL)
+        st.session_state[K("go_now")] = True  # ... and explains it there, as its Explain button would
 
     return lambda job: show(job.result, K("cf.result"), send)

@@ -225,6 +225,7 @@ def _attributions(lm, text: str, figs: list) -> tuple[list, list]:
                         methods=(ATTR_METHOD,),
                         n_steps=int(n_steps),
                         internal_batch_size=int(n_steps),
+                        faithfulness=False,  # this step shows the map only
                     ),
                 )
                 st.session_state[K("s7.result")] = (key, res)
