@@ -2,6 +2,9 @@
 the Attributions page shows), the attention's .npz, the probes' CSV. Core returns results; turning them into files
 for a person is the app's job.
 
+A figure as a PNG file (``figure_png``) is drawn the way the session report draws its figures (app.kit.report:
+kaleido, a CJK face for Chinese labels, axes that make room for their labels).
+
 The attribution palette (diverging: red pushes the explained score down, green up) lives here too, and the
 Attributions page's charts take it from here, so the page and its exports always agree.
 """
@@ -13,8 +16,10 @@ import html
 import io
 
 import numpy as np
+import plotly.graph_objects as go
 
 from app.kit.i18n import explain, lang, t
+from app.kit.report import figure_pngs
 from core.inspect.attention import AttentionResult
 from core.inspect.attribution import BatchResult
 from core.represent.probes import ProbeResult
@@ -138,3 +143,13 @@ def probes_csv(result: ProbeResult) -> str:
     w.writeheader()
     w.writerows({k: ("" if v is None else v) for k, v in r.items()} for r in rows)
     return buf.getvalue()
+
+
+# ---------------------------------------------------------------------------------------------- figures
+def figure_png(fig: go.Figure) -> bytes:
+    """``fig`` as a PNG (through kaleido and the local Chromium, about two seconds the first time, then from the
+    report's cache). Raises RuntimeError when it cannot be drawn here (no Chromium), with kaleido's reason."""
+    pngs, error = figure_pngs([fig.to_json()])
+    if pngs[0] is None:
+        raise RuntimeError(error or "kaleido wrote no file")
+    return pngs[0]

@@ -246,7 +246,7 @@ def test_a_finished_run_and_a_prediction_go_into_the_report(env):
     assert entry.inputs["Learning rate"] == "1e-03" and entry.inputs["Max length (tokens)"] == "32"
     assert entry.inputs["Rows used"] == "32 training, 12 held-out"
     assert any(r["metric"] == "Held-out accuracy" for r in entry.rows)
-    assert len(entry.figures) == 2  # the curves and the confusion matrix
+    assert len(entry.figures) == 3  # the curves, the confusion matrix and the data map
     at.run()
     assert len([k for k in at.session_state["report.entries"] if k.startswith("finetune:")]) == 1  # not again
     at.text_area(key="finetune.try_text.run1-bert").set_value("This worked wonders for my pain.")

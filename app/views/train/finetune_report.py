@@ -9,6 +9,7 @@ import plotly.graph_objects as go
 from app.kit import report
 from app.kit.i18n import t
 from app.views.train.finetune_charts import confusion, curves, layer_weights_chart, stop_reason_label
+from app.views.train.finetune_datamap import figure as datamap_figure
 from core import registry
 from core.train.finetune import FinetuneResult
 
@@ -78,7 +79,8 @@ def final_metrics(result: FinetuneResult) -> list[dict]:
 
 
 def record_run(job_id: int, name: str, result: FinetuneResult, train_rows: int | None = None) -> None:
-    """One report entry per finished job (its id keys the entry): inputs, final metrics, curves, confusion matrix."""
+    """One report entry per finished job (its id keys the entry): inputs, final metrics, curves, confusion matrix
+    (and the layer mix's weights, the data map, where the run has them)."""
     report.record(
         f"finetune:{job_id}",
         t("nav.finetune"),
@@ -86,8 +88,15 @@ def record_run(job_id: int, name: str, result: FinetuneResult, train_rows: int |
         hyperparameters(result, train_rows),
         rows=final_metrics(result),
         figures=[curves([(name, list(result.history) + list(result.evals))]), confusion(result)]
-        + ([layer_weights_chart(result)] if result.layer_weights is not None else []),
+        + ([layer_weights_chart(result)] if result.layer_weights is not None else [])
+        + ([_data_map(name, result)] if result.data_map is not None else []),
     )
+
+
+def _data_map(name: str, result: FinetuneResult) -> go.Figure:
+    dm = result.data_map
+    assert dm is not None
+    return datamap_figure(dm, None, result.label_names, t("datamap.fig.title", run=name, epochs=dm.epochs))
 
 
 def record_prediction(

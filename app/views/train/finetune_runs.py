@@ -7,6 +7,7 @@ on a click)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
 
 import streamlit as st
@@ -14,7 +15,7 @@ import streamlit as st
 from app.kit import state
 from app.kit.i18n import t
 from app.kit.jobs_panel import job_panel
-from app.views.train import finetune_charts as charts
+from app.views.train import finetune_datamap as datamap
 from app.views.train import finetune_report as run_report
 from app.views.train import finetune_results as results
 from app.views.train import finetune_slices as slices
@@ -54,11 +55,12 @@ def runs_section(
         with st.expander(f"{run['name']} · {run['cfg'].checkpoint} · {run['data'].name}", expanded=run is runs[-1]):
             if run["result"] is not None:
                 results.result_view(run["name"], run["result"], load, slicing)
+                datamap.finished(run["name"], run["result"], run["data"])
                 continue
             job_panel(
                 run["job_id"],
                 on_done=lambda j: st.rerun(),
-                on_running=charts.live,  # result picked up above
+                on_running=partial(datamap.live, name=run["name"], data=run["data"]),  # curves, map; result above
                 key=K(f"job.{run['name']}"),
             )
             if job is not None and job.status == "error" and is_oom_error(job.error):
