@@ -92,7 +92,7 @@ def main() -> None:
     rows = rows_of(prep, scores)
     t_naive, _ = timed(lambda: [F.probabilities(lm, prep, [r], f.removal) for r in rows], repeats)
     print(f"bench/faithfulness.py on {DEVICE}, {torch.get_num_threads()} torch thread(s), {len(res.tokens)} tokens")
-    print(f"model: {lm.spec.checkpoint}" + ("" if args.quick else " (bert-base size, random weights)"))
+    print(f"model: {lm.spec.checkpoint}")
     print(f"  the attribution ({', '.join(METHODS)}; baseline): {t_attr:.3f} s")
     print(
         f"  faithfulness of its {len(METHODS)} maps: {t_faith:.3f} s, {f.rows} distinct rows in {f.forwards} batched "
