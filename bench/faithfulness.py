@@ -11,7 +11,10 @@ Model: bert-base-uncased's config with random weights (speed does not depend on 
 one [MASK]. Also, not in --quick: the worked example on the bundled bert-mini ("The capital of France is [MASK].",
 trained weights), its AOPCs per method against random and reversed.
 
-Run: .venv/bin/python bench/faithfulness.py  [--quick] [BENCH_DEVICE=cuda] [BENCH_THREADS=n]
+``--planted``: only the issue's planted-trigger results (the classifier the tests train: faithfulness over 12 of its
+sentences, and whether one MLM edit of the trigger flips each).
+
+Run: .venv/bin/python bench/faithfulness.py  [--quick | --planted] [BENCH_DEVICE=cuda] [BENCH_THREADS=n]
 ``--quick``: a tiny random BERT (core.models.tiny) instead of bert-base size, and no bert-mini part (seconds;
 tests/test_bench_quick.py runs it). Torch threads default to 1 on CPU (bench/fill_mask.py says why).
 """
@@ -76,12 +79,45 @@ def timed(fn, repeats: int):
     return best, out
 
 
+def planted() -> None:
+    """The issue's planted-trigger results: the classifier the tests train (tests/planted.py: PLANT decides class 1),
+    faithfulness over 12 of its sentences, and one-edit counterfactuals by the bundled bert-mini's MLM."""
+    from core.inspect.attribution import attribute_batch, read_batch_csv
+    from core.inspect.counterfactual import CounterfactualConfig, counterfactuals
+    from tests.planted import PLANT, planted_classifier, planted_sentences
+
+    lm = planted_classifier()
+    sentences = planted_sentences(12, seed=1)
+    rows = read_batch_csv("text,class\n" + "".join(f"{s},1\n" for s in sentences))
+    batch = attribute_batch(lm, rows, dict(target="class", methods=METHODS))
+    r = F.rank_methods([x.faithfulness for x in batch.results if x is not None])
+    print(f"planted trigger {PLANT!r}, {r.inputs} sentences of class 1: AOPC mean ± sd (random on the same inputs)")
+    for m in r.methods:
+        print(
+            f"  {m.key:<10} comprehensiveness {m.comp:.3f} ± {m.comp_sd:.3f} (random {m.random_comp:.3f})"
+            f"   sufficiency {m.suff:.3f} ± {m.suff_sd:.3f} (random {m.random_suff:.3f})"
+        )
+    print(f"  most comprehensive: {r.most_comprehensive}; most sufficient: {r.most_sufficient}")
+    mlm = load(ModelSpec("bert", bundled_id("bert"), DEVICE), "mlm")
+    flips = 0
+    for s in sentences:
+        c = counterfactuals(lm, CounterfactualConfig(text=s, budget=1), mlm)
+        flips += bool(c.found) and c.found[0].flipped and c.found[0].edits[0].old == PLANT
+    print(
+        f"  one MLM edit replaces the trigger and flips the label: {flips}/{len(sentences)} = {flips / len(sentences):.2f}x"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="a tiny random BERT; no bert-mini part (seconds)")
+    ap.add_argument("--planted", action="store_true", help="only the planted-trigger classifier's results")
     args = ap.parse_args()
     if DEVICE == "cpu":
         torch.set_num_threads(THREADS)
+    if args.planted:
+        planted()
+        return
     lm = random_mlm("bert", "bert-base-uncased", args.quick, DEVICE)
     repeats = 1 if args.quick else 3
     cfg = AttributionConfig(target="mask", text=TEXT, methods=METHODS, faithfulness=False)

@@ -69,3 +69,14 @@ def planted_classifier() -> LoadedModel:
         path="",
         device="cpu",
     )
+
+
+def planted_sentences(n: int, seed: int) -> list[str]:
+    """Class 1 sentences from the planted classifier's own distribution (5 to 8 filler words, PLANT somewhere)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        words = list(rng.choice(FILLER, size=int(rng.integers(5, 9))))
+        words.insert(int(rng.integers(0, len(words) + 1)), PLANT)
+        out.append(" ".join(words))
+    return out

@@ -17,22 +17,11 @@ from core.inspect.attribution import attribute, attribute_batch, read_batch_csv
 from core.inspect.attribution_inputs import AttributionConfig, prepare
 from core.models.loading import ModelSpec, load
 from core.registry import FAMILIES
-from tests.planted import FILLER, PLANT
-
-
-def _sentences(n: int, seed: int) -> list[str]:
-    """Sentences from the planted classifier's own distribution (5 to 8 filler words, the planted word somewhere)."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for _ in range(n):
-        words = list(rng.choice(FILLER, size=int(rng.integers(5, 9))))
-        words.insert(int(rng.integers(0, len(words) + 1)), PLANT)
-        out.append(" ".join(words))
-    return out
+from tests.planted import PLANT, planted_sentences
 
 
 def test_ig_and_occlusion_beat_random_by_a_wide_margin(planted):
-    rows = "text,class\n" + "".join(f"{s},1\n" for s in _sentences(12, seed=1))
+    rows = "text,class\n" + "".join(f"{s},1\n" for s in planted_sentences(12, seed=1))
     batch = attribute_batch(planted, read_batch_csv(rows), dict(target="class", methods=("lig", "occlusion")))
     measured = [r.faithfulness for r in batch.results if r is not None]
     assert len(measured) == 12
@@ -49,7 +38,7 @@ def test_ig_and_occlusion_beat_random_by_a_wide_margin(planted):
 
 @pytest.mark.parametrize("removal", ["mask", "delete"])
 def test_randoms_comprehensiveness_matches_its_expectation(planted, removal):
-    text = _sentences(1, seed=3)[0]
+    text = planted_sentences(1, seed=3)[0]
     cfg = AttributionConfig(target="class", text=text, class_index=1, methods=("saliency",))
     prep = prepare(planted, cfg)
     seeds = 400
