@@ -139,11 +139,10 @@ def draw(name: str, dm: DataMap, texts: Sequence[str], label_names: Sequence[str
         st.caption(t("datamap.one_epoch"))
     fig = figure(dm, texts, label_names)
     chart_key, pick_key = K(f"datamap.{name}"), K(f"datamap_pick.{name}")
-    shown = presenter.scale(fig)
     if presenter.is_on():  # presenter.scale sizes the axes' and legend's text; the colour bar's numbers too
-        shown.update_traces(marker_colorbar_tickfont_size=presenter.CHART_FONT)
+        fig.update_traces(marker_colorbar_tickfont_size=presenter.CHART_FONT)  # this figure is the page's alone
     st.plotly_chart(
-        shown,
+        presenter.scale(fig),
         key=chart_key,
         on_select=partial(_picked, chart_key, pick_key),
         selection_mode="points",
