@@ -101,8 +101,9 @@ def inputs(target: str) -> CfAsk:
 
 
 # ---------------------------------------------------------------------------------------------- drawing
-def diff_html(c: Counterfactual, original: tuple[str, ...]) -> str:
-    """The edited text with each replaced word struck through (red) and its replacement beside it (green), escaped."""
+def diff_html(c: Counterfactual, original: tuple[str, ...], large: bool = False) -> str:
+    """The edited text with each replaced word struck through (red) and its replacement beside it (green), escaped;
+    ``large``: at presenter view's text size (its style reaches Markdown, not this HTML)."""
     parts = []
     for part, text in enumerate(original):
         out, at = [], 0
@@ -116,7 +117,8 @@ def diff_html(c: Counterfactual, original: tuple[str, ...]) -> str:
             at = e.end
         out.append(html.escape(text[at:]))
         parts.append("".join(out))
-    return '<div class="cf-diff" style="line-height:1.8">' + " ‖ ".join(parts) + "</div>"
+    size = "1.25rem" if large else "1rem"
+    return f'<div class="cf-diff" style="line-height:1.8;font-size:{size}">' + " ‖ ".join(parts) + "</div>"
 
 
 def scatter(res: CounterfactualResult) -> go.Figure:
@@ -201,7 +203,7 @@ def show(res: CounterfactualResult, key: str, send: Callable[[Counterfactual], N
         st.warning(t("counterfactual.no_flip_within", budget=res.budget))
     for i, c in enumerate(res.found):
         box = st.container(border=True)
-        box.html(diff_html(c, res.texts))
+        box.html(diff_html(c, res.texts, presenter.is_on()))
         line = t(
             "counterfactual.line",
             prediction=explain(c.prediction),

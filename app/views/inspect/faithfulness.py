@@ -151,7 +151,11 @@ def show(f: Faithfulness | None, label, mask_token: str, key: str) -> go.Figure 
         + " "
         + removal_note(f.removal, mask_token)
     )
-    st.dataframe(table_rows(f, label), column_config=column_labels(), hide_index=True, key=f"{key}.table")
+    # presenter view's large text leaves room for three columns: the reversed rankings stay in the curves and the CSV
+    shown = ("method", "comp", "suff") if presenter.is_on() else COLUMNS
+    st.dataframe(
+        table_rows(f, label), column_config=column_labels(), column_order=shown, hide_index=True, key=f"{key}.table"
+    )
     st.caption(t("faithfulness.how_to_read"))
     fig = curves(f, label)
     st.plotly_chart(presenter.scale(fig), key=f"{key}.curves")
