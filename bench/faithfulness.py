@@ -54,17 +54,12 @@ def rows_of(prep, f_scores: dict[str, np.ndarray]) -> list[np.ndarray]:
     """Every distinct row ``measure`` runs for these maps (the same draw: seed 0), to run them one at a time."""
     fixed = prep.fixed
     cand = np.flatnonzero(~fixed)
-    rng = np.random.default_rng(0)
-    orders = [F.ranking(s, cand) for s in f_scores.values()]
-    orders += [o[::-1] for o in orders] + [rng.permutation(cand) for _ in range(F.RANDOM_SEEDS)]
     whole = np.ones(len(fixed), bool)
     rows = {whole.tobytes(): whole}
     for k in F.counts(F.LEVELS, len(cand)):
-        for o in orders:
-            w, only = whole.copy(), fixed.copy()
-            w[o[:k]], only[o[:k]] = False, True
-            rows.setdefault(w.tobytes(), w)
-            rows.setdefault(only.tobytes(), only)
+        for o in F.orderings(f_scores, cand, F.RANDOM_SEEDS, 0).values():
+            for row in F.cut(fixed, o, k):
+                rows.setdefault(row.tobytes(), row)
     return list(rows.values())
 
 

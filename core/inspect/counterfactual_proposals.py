@@ -69,7 +69,12 @@ def encode_rows(lm: LoadedModel, texts: list[tuple[str, ...]]) -> dict[str, Any]
     tok = lm.tokenizer
     parts = list(zip(*texts))
     enc = tok(*parts, padding=True, truncation=True, max_length=lm.max_tokens, return_tensors="pt")
-    names = set(getattr(tok, "model_input_names", ["input_ids", "attention_mask"])) | {"input_ids"}
+    return _model_inputs(lm, enc)
+
+
+def _model_inputs(lm: LoadedModel, enc) -> dict[str, Any]:
+    """What the model reads of an encoding (the ids and the tokenizer's model inputs), on its device."""
+    names = set(getattr(lm.tokenizer, "model_input_names", ["input_ids", "attention_mask"])) | {"input_ids"}
     return {k: v.to(lm.device) for k, v in enc.items() if k in names}
 
 
@@ -127,9 +132,8 @@ def hotflip_proposals(
     enc = tok(*texts, truncation=True, max_length=lm.max_tokens, return_offsets_mapping=True, return_tensors="pt")
     offsets = enc.pop("offset_mapping")[0].tolist()
     seq_ids = enc.sequence_ids(0)
-    names = set(getattr(tok, "model_input_names", ["input_ids", "attention_mask"]))
-    extra = {k_: v.to(lm.device) for k_, v in enc.items() if k_ != "input_ids" and k_ in names}
-    ids = enc["input_ids"].to(lm.device)
+    extra = _model_inputs(lm, enc)
+    ids = extra.pop("input_ids")
     emb = lm.model.get_input_embeddings()
     x = emb(ids).detach().requires_grad_(True)
     mask_at = int((ids[0] == tok.mask_token_id).int().argmax()) if target == "mask" else None  # the first mask
@@ -141,6 +145,7 @@ def hotflip_proposals(
     words = word_pieces(tok)
     table = emb.weight.detach()
     cand_ids = torch.tensor(list(words), device=table.device)
+    cand_table = table[cand_ids]  # (words, E): gathered once, not per span
     out: list[list[str]] = []
     for part, start, end in spans:
         at = [p for p, (s, e) in enumerate(offsets) if seq_ids[p] == part and s < end and e > start and e > s]
@@ -148,7 +153,7 @@ def hotflip_proposals(
             out.append([])
             continue
         p = at[0]
-        gain = (table[cand_ids] - table[ids[0, p]]) @ grad[p]  # the first-order change of the log probability
+        gain = (cand_table - table[ids[0, p]]) @ grad[p]  # the first-order change of the log probability
         order = torch.argsort(gain)[: k + 4].tolist()
         old = texts[part][start:end]
         cands = [

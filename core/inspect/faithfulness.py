@@ -102,6 +102,26 @@ def ranking(scores: np.ndarray, candidates: np.ndarray) -> np.ndarray:
     return candidates[order]
 
 
+def orderings(scores: dict[str, np.ndarray], candidates: np.ndarray, seeds: int, seed) -> dict[object, np.ndarray]:
+    """Every ranking measured: each method's (by its key), each reversed ((REVERSED, key)) and ``seeds`` random
+    permutations ((RANDOM, i)) drawn from ``seed``."""
+    rng = np.random.default_rng(seed)
+    orders: dict[object, np.ndarray] = {key: ranking(s, candidates) for key, s in scores.items()}
+    orders.update({(REVERSED, key): o[::-1] for key, o in list(orders.items())})
+    orders.update({(RANDOM, i): rng.permutation(candidates) for i in range(seeds)})
+    return orders
+
+
+def cut(fixed: np.ndarray, order: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The two rows of one ranking at ``k`` tokens (True = kept): without its top ``k`` (comprehensiveness), and
+    only them besides the ``fixed`` tokens (sufficiency)."""
+    without = np.ones(len(fixed), bool)
+    without[order[:k]] = False
+    only = fixed.copy()
+    only[order[:k]] = True
+    return without, only
+
+
 def _rows_of(lm, prep: Prepared, keeps: list[np.ndarray], removal: str):
     """The batch for ``keeps`` (one bool row per input over the tokens: True = kept) and each row's target position:
     removed tokens become the mask token, or are deleted (then the rows are right-padded)."""
@@ -185,10 +205,7 @@ def measure(
     if len(candidates) == 0:
         raise NotApplicable(msg("faithfulness.no_tokens_to_remove"))
     ks = counts(levels, len(candidates))
-    rng = np.random.default_rng(seed)
-    orders: dict[object, np.ndarray] = {key: ranking(s, candidates) for key, s in scores.items()}
-    orders.update({(REVERSED, key): o[::-1] for key, o in list(orders.items())})
-    orders.update({(RANDOM, i): rng.permutation(candidates) for i in range(seeds)})
+    orders = orderings(scores, candidates, seeds, seed)
 
     whole = np.ones(seq, bool)
     p: dict[bytes, float] = {}
@@ -198,11 +215,7 @@ def measure(
         if li == 0:
             wanted[whole.tobytes()] = whole
         for order in orders.values():
-            without = whole.copy()
-            without[order[:k]] = False
-            only = fixed.copy()
-            only[order[:k]] = True
-            for row in (without, only):
+            for row in cut(fixed, order, k):
                 wanted.setdefault(row.tobytes(), row)
         todo = [b for b in wanted if b not in p]
         if todo:
@@ -213,10 +226,7 @@ def measure(
     def curve(key: str, order: np.ndarray) -> Curve:
         comp, suff = [], []
         for k in ks:
-            without = whole.copy()
-            without[order[:k]] = False
-            only = fixed.copy()
-            only[order[:k]] = True
+            without, only = cut(fixed, order, k)
             comp.append(p_x - p[without.tobytes()])
             suff.append(p_x - p[only.tobytes()])
         return Curve(key, tuple(comp), tuple(suff))
