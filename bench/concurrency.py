@@ -8,9 +8,12 @@ runs each session's script in a thread of one process. All N are released at onc
 on the example sentences; per call the latency is kept and the result compared with the same text run alone
 (a mismatch: other tokens, candidates or fills, or a probability more than 1e-5 away).
 
-Baseline, from this run: a lone caller with batching off (the code before core.runtime.serving). Printed per N: p50 and
-p95 latency against the lone caller, throughput against the lone caller, mismatches; first with batching off
-(calls served one after another), then on. Then N = 8 while a fine-tune of the same model family trains, once in
+Baselines, from this run: a lone caller with batching off (the code before core.runtime.serving), and per N the
+batched limit: one fill_mask_batch call of the N texts the sessions send in a round, round after round (what batching
+itself allows; N callers can only approach it). Printed per N: p50 and p95 latency against the lone caller, throughput
+against the lone caller and against the batched limit, mismatches; first with batching off (calls served one after
+another), then on; then the ratio to the batched limit per N (target >= 0.9x) and the p95 of 8 callers with a fine-tune
+in a worker against the p95 without (target <= 1.5x). Then N = 8 while a fine-tune of the same model family trains, once in
 a worker process (the default) and once on a thread of this process (as before). ``--soak``: 300 predictions, 20
 training jobs and 50 sessions opened and closed; the process memory after warm-up and at the end. ``--watch``:
 the fine-tune speed with its page open and polling in Chromium against no browser (the e2e test, run here).
@@ -128,12 +131,33 @@ def sessions(lm: LoadedModel, cfgs: list[FillMaskConfig], ref: dict, n: int, rou
     )
 
 
-def row(label: str, m: dict, lone: dict) -> str:
+def row(label: str, m: dict, lone: dict, limit: float | None = None) -> str:
+    vs_limit = f"{m['thr'] / limit:.2f}×" if limit else "–"
     return (
         f"| {label} | {m['p50']:.1f} ms ({m['p50'] / lone['p50']:.2f}×) | {m['p95']:.1f} ms "
-        f"({m['p95'] / lone['p95']:.2f}×) | {m['thr']:.1f}/s ({m['thr'] / lone['thr']:.2f}×) | "
+        f"({m['p95'] / lone['p95']:.2f}×) | {m['thr']:.1f}/s ({m['thr'] / lone['thr']:.2f}×) | {vs_limit} | "
         f"{m['per_batch']:.1f} | {m['bad']} (max Δp {m['worst']:.1e}) |"
     )
+
+
+def batched_limit(lm: LoadedModel, cfgs: list[FillMaskConfig], n: int, rounds: int) -> float:
+    """Requests/s of one batched call (fill_mask_batch) of the texts N sessions send in a round, round after round:
+    what batching itself allows here, the ceiling for N concurrent callers. Run where the batcher runs a batch (a
+    model on the CPU: the process's compute thread, core.runtime.serving.batcher)."""
+    from core.predict.fill_mask import fill_mask_batch
+    from core.runtime.serving.batcher import compute_thread
+
+    def run(batch: list[FillMaskConfig]):
+        return compute_thread(lambda: fill_mask_batch(lm, batch)) if lm.device == "cpu" else fill_mask_batch(lm, batch)
+
+    times = []
+    for r in range(max(3, rounds)):
+        batch = [cfgs[(i + r) % len(cfgs)] for i in range(n)]
+        t0 = time.perf_counter()
+        run(batch)
+        sync(lm)
+        times.append(time.perf_counter() - t0)
+    return n / float(np.median(times))
 
 
 def start_finetune(device: str, workers: bool, out: Path):
@@ -296,16 +320,24 @@ def main() -> None:
         f"{lone['thr']:.1f} calls/s\n"
     )
     print(
-        "| sessions at once | p50 (vs lone) | p95 (vs lone) | throughput (vs lone) | requests per forward | "
-        "mismatches |"
+        "| sessions at once | p50 (vs lone) | p95 (vs lone) | throughput (vs lone) | vs one batched call | "
+        "requests per forward | mismatches |"
     )
-    print("|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|")
+    limits = {n: batched_limit(lm, cfgs, n, args.rounds) for n in ns if n > 1}
+    results: dict[tuple[int, bool], dict] = {}
     for on in (False, True):
         batching(on)
         for n in ns:
-            m = sessions(lm, cfgs, ref, n, args.rounds)
-            print(row(f"{n}, batching {'on' if on else 'off'}", m, lone), flush=True)
+            m = results[n, on] = sessions(lm, cfgs, ref, n, args.rounds)
+            print(row(f"{n}, batching {'on' if on else 'off'}", m, lone, limits.get(n)), flush=True)
     batching(True)
+    for n, limit in limits.items():
+        ratio = results[n, True]["thr"] / limit
+        print(
+            f"{n} concurrent callers / one batched call of their texts ({limit:.1f}/s) = {ratio:.2f}x "
+            f"(target >= 0.9x: {'met' if ratio >= 0.9 else 'missed'})"
+        )
     if not args.no_finetune:
         for workers in (False,) if args.quick else (True, False):
             out = Path(tempfile.mkdtemp(prefix="encoderlab-bench-ft-"))
@@ -323,6 +355,13 @@ def main() -> None:
                 row(f"8 + a fine-tune ({where}; its steps/s {alone:.2f} before, {rate:.2f} meanwhile)", m, lone),
                 flush=True,
             )
+            if workers and (8, True) in results:
+                ratio = m["p95"] / results[8, True]["p95"]
+                print(
+                    f"p95 of 8 callers with a fine-tune in a worker / without = {ratio:.2f}x "
+                    f"(target <= 1.5x: {'met' if ratio <= 1.5 else 'missed'})",
+                    flush=True,
+                )
     if args.soak:
         soak(lm, cfgs, args.device)
     if args.watch:

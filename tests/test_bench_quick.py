@@ -28,6 +28,7 @@ RESULT = {
     "attribution": r"ours/floor .* = \d+\.\d+x",
     "counterfactuals": r"flips found MLM/HotFlip = \d+\.\d+x",
     "concurrency": r"\| 4, batching on \|.*\(\d+\.\d+×\)",
+    "engines": r"fill-mask latency at batch 1.*ours/ORT = \d+\.\d+x",
     "faithfulness": r"faithfulness/attribution = \d+\.\d+x",
     "fill_mask": r"ours/pipeline = \d+\.\d+x",
     "finetune": r"ours/Trainer = \d+\.\d+x",

@@ -32,9 +32,9 @@ import torch
 
 from core.base.caches import register as register_cache
 
-_LOCK = threading.Lock()
-# module -> (weakref to the weight it was packed from, that weight's version, packed weight)
-_PACKS: weakref.WeakKeyDictionary[torch.nn.Module, tuple] = weakref.WeakKeyDictionary()
+_LOCK = threading.RLock()  # re-entrant: a weight collected while it is held calls _forget on this thread
+# id(weight) -> (weakref to the weight, its version when packed, the packed weight); an entry goes with its weight
+_PACKS: dict[int, tuple] = {}
 register_cache(__name__, _PACKS.clear)
 _AVAILABLE: bool | None = None
 _LOCAL = threading.local()  # .off: packing switched off in this thread (off())
@@ -73,16 +73,35 @@ def off() -> Iterator[None]:
         _LOCAL.off = before
 
 
-def _packed(mod: torch.nn.Module) -> torch.Tensor:
-    w = mod.weight
-    entry = _PACKS.get(mod)
+def _forget(key: int) -> None:
+    with _LOCK:
+        _PACKS.pop(key, None)
+
+
+def _forgetter(key: int) -> Callable[[weakref.ref], None]:
+    """The weakref callback that drops the pack of the weight ``key`` once that weight is gone."""
+    return lambda _: _forget(key)
+
+
+def _packed_weight(w: torch.Tensor) -> torch.Tensor:
+    """The packed copy of ``w``, made on first use and again when ``w`` changed (its version counter moved)."""
+    key = id(w)
+    entry = _PACKS.get(key)
     if entry is None or entry[0]() is not w or entry[1] != w._version:
         with _LOCK, torch.no_grad():
-            entry = _PACKS.get(mod)
+            entry = _PACKS.get(key)
             if entry is None or entry[0]() is not w or entry[1] != w._version:
-                entry = (weakref.ref(w), w._version, torch.ops.mkldnn._reorder_linear_weight(w.detach()))
-                _PACKS[mod] = entry
+                entry = (weakref.ref(w, _forgetter(key)), w._version, _reorder(w.detach()))
+                _PACKS[key] = entry
     return entry[2]
+
+
+def _reorder(w: torch.Tensor) -> torch.Tensor:
+    return torch.ops.mkldnn._reorder_linear_weight(w)
+
+
+def _packed(mod: torch.nn.Module) -> torch.Tensor:
+    return _packed_weight(mod.weight)
 
 
 def _packed_linear(mod: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
@@ -120,5 +139,37 @@ def linears(
 
 
 def packed_modules(model: torch.nn.Module) -> int:
-    """How many of the model's modules hold a packed weight now (tests check the fast path really runs)."""
-    return sum(1 for m in model.modules() if m in _PACKS)
+    """How many of the model's linear modules hold a packed weight now (tests check the fast path really runs)."""
+
+    def held(w: object) -> bool:
+        entry = _PACKS.get(id(w)) if isinstance(w, torch.Tensor) else None
+        return entry is not None and entry[0]() is w
+
+    return sum(1 for m in model.modules() if isinstance(m, torch.nn.Linear) and held(m.weight))
+
+
+class _PackedMode(torch.overrides.TorchFunctionMode):
+    """Runs ``F.linear`` (what every ``nn.Linear`` calls) on packed weights, for CPU fp32 without gradients."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch.nn.functional.linear and not torch.is_grad_enabled():
+            x, w = args[0], args[1] if len(args) > 1 else kwargs["weight"]
+            b = args[2] if len(args) > 2 else kwargs.get("bias")
+            if x.device.type == "cpu" and x.dtype == w.dtype == torch.float32 and w.dim() == 2 and x.dim() >= 2:
+                return torch.ops.mkldnn._linear_pointwise(x, _packed_weight(w), b, "none", [], "")
+        return func(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def packed_forward(model: torch.nn.Module) -> Iterator[None]:
+    """Within this block (this thread only: torch keeps function modes per thread), the model's own transformers
+    forward runs its linear layers on packed weights wherever ``linears(model)`` would (CPU, fp32, no gradients,
+    packing available and not switched off). For the plain predictions that run the whole forward (pair scoring, a
+    classifier): the same kernels as fill-mask, with no change to the model (other threads, hooks, gradients and
+    deep copies see the plain modules)."""
+    if linears(model) is _module_call:
+        yield
+        return
+    with _PackedMode():
+        yield

@@ -23,6 +23,7 @@ import numpy as np
 from core.base.messages import msg
 from core.data.token_data import align_batch, words_tokenizer
 from core.models.loading import ModelSpec, load
+from core.models.packed_linear import packed_forward
 from core.registry import ModelLoadError
 from core.registry.shape import shape
 from core.runtime.backend import batched
@@ -222,7 +223,8 @@ def classify_now(fm: FinetunedModel, texts: list[str], texts_b: list[str] | None
 
     enc = fm.tokenizer(texts, texts_b, truncation=True, max_length=fm.max_length, padding=True, return_tensors="pt")
     enc = {k: v.to(fm.device) for k, v in enc.items() if k in fm.tokenizer.model_input_names}
-    with torch.no_grad():
+    # the whole forward on packed linears (core.models.packed_linear), as fill-mask's
+    with torch.no_grad(), packed_forward(fm.model):
         return torch.softmax(fm.model(**enc).logits.float(), -1).cpu().numpy()
 
 

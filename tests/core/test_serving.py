@@ -251,3 +251,53 @@ def test_a_leader_stops_waiting_once_every_recent_caller_is_in(monkeypatch):
     # the second round: one batch of all four, run as soon as the four were in (not when the window ran out)
     assert after.batches - before.batches == 1 and seen[first_batches:] == [n], seen
     assert after.timeouts == before.timeouts, "the leader waited out the window with every caller already in"
+
+
+def test_cpu_batches_run_on_one_compute_thread_in_the_leaders_context(tiny_models, wide_window):
+    """Every batch of a model on the CPU runs on the process's one compute thread, whoever leads it (torch's OpenMP
+    keeps a thread team per calling thread: teams of earlier leaders spin-waited on the cores the next forward needed),
+    and in the leader's context (a ContextVar it set is seen by the batch); a model elsewhere runs on the leader."""
+    import contextvars
+
+    from core.runtime.serving import coalesce
+
+    lang = contextvars.ContextVar("lang", default="none")
+    ran: list[tuple[int, str, int]] = []
+
+    def run(items):
+        ran.append((threading.get_ident(), lang.get(), len(items)))
+        return [x * 2 for x in items]
+
+    class OnCpu:
+        device = "cpu"
+
+    class OnGpu:
+        device = "cuda:0"
+
+    callers: list[int] = []
+
+    def call(obj, i):
+        lang.set(f"caller {i}")
+        callers.append(threading.get_ident())
+        return coalesce(obj, "double", i, run)
+
+    cpu = OnCpu()
+    assert _together(lambda i: call(cpu, i), list(range(6))) == [i * 2 for i in range(6)]
+    assert call(cpu, 9) == 18  # a lone caller's batch too
+    threads = {t for t, _, _ in ran}
+    assert len(threads) == 1 and not threads & set(callers), (threads, callers)
+    assert all(ctx.startswith("caller ") for _, ctx, _ in ran), ran  # a leader's context, never the thread's own
+    assert sum(n for _, _, n in ran) == 7
+    ran.clear()
+    callers.clear()
+    gpu = OnGpu()
+    assert _together(lambda i: call(gpu, i), list(range(3))) == [0, 2, 4]
+    assert {t for t, _, _ in ran} <= set(callers)  # run by a leader itself
+
+
+def test_the_compute_thread_runs_a_nested_call_inline():
+    """A batch function that calls another batched op would wait on itself on a one-thread executor: run inline."""
+    from core.runtime.serving.batcher import compute_thread
+
+    outer = compute_thread(lambda: (threading.get_ident(), compute_thread(threading.get_ident)))
+    assert outer[0] == outer[1] != threading.get_ident()

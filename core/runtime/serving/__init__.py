@@ -16,9 +16,11 @@ __all__ = ["BatchStats", "Batcher", "batcher", "coalesce", "stats"]
 
 
 def coalesce(obj: Any, op: str, item: Any, run_batch: RunBatch) -> Any:
-    """``run_batch([item])[0]``, batched with concurrent calls on the same ``obj`` (a loaded model) and ``op``."""
+    """``run_batch([item])[0]``, batched with concurrent calls on the same ``obj`` (a loaded model) and ``op``. The
+    batches of a model on the CPU run on the process's one compute thread (batcher.py says why)."""
     s = settings.current()
-    return batcher().call(obj, op, item, run_batch, s.batch_window_ms / 1000.0, s.max_batch)
+    on_cpu = str(getattr(obj, "device", "cpu")).startswith("cpu")
+    return batcher().call(obj, op, item, run_batch, s.batch_window_ms / 1000.0, s.max_batch, pinned=on_cpu)
 
 
 def stats(obj: Any, op: str) -> BatchStats:

@@ -15,14 +15,24 @@ them, so no caller ever computes for longer than its own batch.
 
 ``run_batch(items) -> results`` must return one result per item in order. When it raises, each item is run alone
 so that one bad input fails only its own caller, with its own message.
+
+A batch of a model on the CPU runs on one long-lived thread of the process (``compute_thread``), whoever leads it.
+torch's CPU kernels use OpenMP (libgomp), which keeps a team of worker threads per calling thread; with leadership
+passing from session thread to session thread, each leader brought its own team, and the teams of the leaders before
+kept spin-waiting on the 2 cores the forward needed. Measured with bench/concurrency.py's setting (bert-mini, 2 torch
+threads, 8 callers): a batch of 8 took 27 ms against 22 ms called alone, and 8 callers reached 0.76x one batched call's
+requests/s; on the one thread, 0.9x and more (docs/benchmarks.md). The thread runs the batch in the leader's
+context (contextvars), so what the batch reads from it is what it read before.
 """
 
 from __future__ import annotations
 
+import contextvars
 import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,8 +94,11 @@ class Batcher:
         self._cond = threading.Condition(self._lock)
         self._queues: dict[tuple[int, str], _Queue] = {}
 
-    def call(self, obj: Any, op: str, item: Any, run_batch: RunBatch, window_s: float, max_batch: int) -> Any:
-        """Run ``item`` through ``run_batch`` together with concurrent calls on the same ``obj`` and ``op``."""
+    def call(
+        self, obj: Any, op: str, item: Any, run_batch: RunBatch, window_s: float, max_batch: int, pinned: bool = False
+    ) -> Any:
+        """Run ``item`` through ``run_batch`` together with concurrent calls on the same ``obj`` and ``op``;
+        ``pinned``: each batch runs on the process's one compute thread (``compute_thread``: a model on the CPU)."""
         if max_batch <= 1:
             return run_batch([item])[0]
         key = (id(obj), op)
@@ -108,7 +121,9 @@ class Batcher:
             req.wake.clear()
             if req.done:
                 return self._outcome(req)
-        self._lead(q, req, run_batch, window_s if concurrent else 0.0, max_batch)
+        self._lead(
+            q, req, pinned_to_compute(run_batch) if pinned else run_batch, window_s if concurrent else 0.0, max_batch
+        )
         return self._outcome(req)
 
     def stats(self, obj: Any, op: str) -> BatchStats:
@@ -177,6 +192,28 @@ class Batcher:
 
 
 _BATCHER = Batcher()
+_COMPUTE = ThreadPoolExecutor(max_workers=1, thread_name_prefix="encoderlab-compute")
+_COMPUTE_IDENT: list[int] = []  # the compute thread's ident, once it has run something
+
+
+def _mark_and_run(fn: Callable[[], Any]) -> Any:
+    if not _COMPUTE_IDENT:
+        _COMPUTE_IDENT.append(threading.get_ident())
+    return fn()
+
+
+def compute_thread(fn: Callable[[], Any]) -> Any:
+    """``fn()`` on the process's one compute thread, in the caller's context; inline when already on it (a batch
+    function that calls another batched op)."""
+    if _COMPUTE_IDENT and threading.get_ident() == _COMPUTE_IDENT[0]:
+        return fn()
+    ctx = contextvars.copy_context()
+    return _COMPUTE.submit(_mark_and_run, lambda: ctx.run(fn)).result()
+
+
+def pinned_to_compute(run_batch: RunBatch) -> RunBatch:
+    """``run_batch`` run on the compute thread (see the module docstring)."""
+    return lambda items: compute_thread(lambda: run_batch(items))
 
 
 def batcher() -> Batcher:
