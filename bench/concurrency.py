@@ -49,6 +49,7 @@ from core.models.loading import LoadedModel, ModelSpec, load  # noqa: E402
 from core.predict.fill_mask import FillMaskConfig, examples, fill_mask  # noqa: E402
 from core.registry import official_config  # noqa: E402
 from core.runtime.serving import stats  # noqa: E402
+from core.runtime.serving.batcher import compute_thread  # noqa: E402
 
 TOL = 1e-5
 
@@ -145,7 +146,6 @@ def batched_limit(lm: LoadedModel, cfgs: list[FillMaskConfig], n: int, rounds: i
     what batching itself allows here, the ceiling for N concurrent callers. Run where the batcher runs a batch (a
     model on the CPU: the process's compute thread, core.runtime.serving.batcher)."""
     from core.predict.fill_mask import fill_mask_batch
-    from core.runtime.serving.batcher import compute_thread
 
     def run(batch: list[FillMaskConfig]):
         return compute_thread(lambda: fill_mask_batch(lm, batch)) if lm.device == "cpu" else fill_mask_batch(lm, batch)
@@ -298,12 +298,15 @@ def main() -> None:
     if args.quick:
         args.n, args.rounds, alone_s = "1,4", 3, 1.0
     ns = [int(x) for x in args.n.split(",")]
-    lm = build(args.device, args.base_size)
+    # the model is built, and the references run, on the thread the batcher runs CPU batches on: torch's OpenMP keeps
+    # a thread team per calling thread, and libgomp stops spin-waiting (every parallel region then waits on a futex)
+    # once more OpenMP threads exist than cores; a server's main thread runs no torch (core.runtime.serving.batcher)
+    lm = compute_thread(lambda: build(args.device, args.base_size))
     import torch
 
     cfgs = [FillMaskConfig(t) for t in examples("en")]
     batching(False)
-    ref = {c.text: fill_mask(lm, c) for c in cfgs}
+    ref = compute_thread(lambda: {c.text: fill_mask(lm, c) for c in cfgs})
     for _ in range(2):  # warm-up
         sessions(lm, cfgs, ref, 4, 2)
     # the machine is shared: of three lone runs, the one with the median p50 is the baseline

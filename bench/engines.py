@@ -63,6 +63,7 @@ from core.predict.classify import META_FILE, classify_now, load_finetuned  # noq
 from core.predict.fill_mask import FillMaskConfig, fill_mask, fill_mask_batch  # noqa: E402
 from core.predict.sentence_pair import score_pairs_now  # noqa: E402
 from core.registry import official_config  # noqa: E402
+from core.runtime.serving.batcher import compute_thread  # noqa: E402
 
 TOL = 1e-4
 SETTLE_S = 0.2  # the pause before each method's turn (interleaved)
@@ -342,7 +343,7 @@ def cases(dirs: tuple[Path, Path], out: Path, threads: int, quick: bool, shared:
 
 
 # ---------------------------------------------------------------------------------------------- timing
-def interleaved(fns: dict[str, Callable], rounds: int) -> dict[str, float]:
+def interleaved(fns: dict[str, Callable], rounds: int, device: str = "cpu") -> dict[str, float]:
     """Median seconds per method, the methods taking turns every round (load that comes and goes hits all).
 
     Before each timed call: a pause, then an untimed call of the same method. Both engines' thread pools spin-wait
@@ -358,7 +359,7 @@ def interleaved(fns: dict[str, Callable], rounds: int) -> dict[str, float]:
         for k, f in fns.items():
             time.sleep(SETTLE_S)
             f()
-            times[k].append(timed(f))
+            times[k].append(timed(f, device))
     return {k: statistics.median(v) for k, v in times.items()}
 
 
@@ -456,6 +457,10 @@ def techniques(dirs, out: Path, threads: int, rounds: int, shared: dict) -> None
         with torch.inference_mode():
             return mlm.model.base_model(**enc)
 
+    def pairs_unpacked():
+        with packed_linear.off():
+            return score_pairs_now(shared["pre"], PAIRS)
+
     t = interleaved(
         {
             "ours": lambda: fill_mask(mlm, cfg),
@@ -466,11 +471,13 @@ def techniques(dirs, out: Path, threads: int, rounds: int, shared: dict) -> None
             "ORT masked": ort_masked,
             "torch encoder": torch_encoder,
             "ORT encoder": lambda: encoder.run(None, npi),
+            "NSP": lambda: score_pairs_now(shared["pre"], PAIRS),
+            "NSP, default linears": pairs_unpacked,
         },
         rounds,
     )
     assert ort_masked()[0].tolist() == ort_fill(full, tok, [SHORT])()[0].tolist(), "ORT masked differs from ORT full"
-    print(f"\n## Each technique alone (fill-mask, 1 text, {threads} thread(s))\n")
+    print(f"\n## Each technique alone (fill-mask, 1 text, unless named; {threads} thread(s))\n")
     print("| technique | with | without | speed-up |")
     print("|---|---|---|---|")
     rows = [
@@ -483,21 +490,82 @@ def techniques(dirs, out: Path, threads: int, rounds: int, shared: dict) -> None
         ("last layer and head at the masks only (inside ONNX Runtime)", "ORT masked", "ORT full"),
         ("SDPA attention (transformers forward)", "transformers, sdpa", "transformers, eager attention"),
         ("the engine: ONNX Runtime against torch eager (bare encoder)", "ORT encoder", "torch encoder"),
+        (f"packed linears in the whole transformers forward (NSP, {len(PAIRS)} pairs)", "NSP", "NSP, default linears"),
     ]
     for label, a, b in rows:
         print(f"| {label} | {t[a] * 1000:.1f} ms | {t[b] * 1000:.1f} ms | {t[b] / t[a]:.2f}x |")
 
 
+def on_gpu(dirs: tuple[Path, Path], device: str, rounds: int, quick: bool) -> None:
+    """The fill-mask cases on a GPU: ours in fp32 against ours in bf16 (SDPA attention, the model loaded in bf16),
+    and ONNX Runtime's CUDA provider where it is installed (onnxruntime-gpu; scripts/gpu_check.sh's device has
+    none: its wheel is larger than what travels there). bf16 is compared by top-1 agreement and the largest gap in
+    the top-1 probability, not held to 1e-4."""
+    spec = ModelSpec("bert", str(dirs[0]), device)
+    fp32, bf16 = load(spec, "mlm"), load(spec, "mlm", dtype="bfloat16")
+    tok = fp32.tokenizer
+    try:
+        import onnxruntime
+
+        cuda_ort = "CUDAExecutionProvider" in onnxruntime.get_available_providers()
+    except ImportError:
+        cuda_ort = False
+    print(
+        f"\n## {device}: ours fp32 against ours bf16 (SDPA){'' if cuda_ort else '; ONNX Runtime: no CUDA provider here'}\n"
+    )
+    print("| case | fp32 | bf16 | fp32/bf16 (time) | top-1 agreement | largest top-1 probability gap |")
+    print("|---|---|---|---|---|---|")
+    long = long_texts(tok, 8 if quick else 32, 32 if quick else 128)
+    n_long = len(tok(long[0].replace("[MASK]", tok.mask_token))["input_ids"])
+    for name, texts in (("fill-mask, 1 text", [SHORT]), (f"fill-mask, {len(long)} x {n_long} tokens", long)):
+        cfgs = [FillMaskConfig(t, top_k=TOP_K) for t in texts]
+        a, b = fill_mask_batch(fp32, cfgs), fill_mask_batch(bf16, cfgs)
+        same = sum(x.masks[0].candidates[0].token_id == y.masks[0].candidates[0].token_id for x, y in zip(a, b))
+        gap = max(abs(x.masks[0].candidates[0].prob - y.masks[0].candidates[0].prob) for x, y in zip(a, b))
+        t = interleaved(
+            {"fp32": lambda c=cfgs: fill_mask_batch(fp32, c), "bf16": lambda c=cfgs: fill_mask_batch(bf16, c)},
+            rounds,
+            device,
+        )
+        print(
+            f"| {name} | {t['fp32'] * 1000:.1f} ms | {t['bf16'] * 1000:.1f} ms | {t['fp32'] / t['bf16']:.2f}x | "
+            f"{same}/{len(cfgs)} | {gap:.1e} |",
+            flush=True,
+        )
+    if cuda_ort:
+        print("(ONNX Runtime's CUDA provider is installed: run the CPU comparison's graphs with it to add its column)")
+
+
 def main() -> None:
+    """Everything on the thread the batcher runs CPU batches on (core.runtime.serving.batcher.compute_thread; ours'
+    fill_mask runs there anyway): torch's OpenMP keeps a thread team per calling thread, and libgomp stops
+    spin-waiting, so that every parallel region waits on a futex, once more OpenMP threads exist than cores. Measured
+    at 2 threads, fill-mask at batch 1: 27.9 ms with one team, 39-48 ms with a second one on this script's main
+    thread. A server's main thread runs no torch."""
+    if "--device" in sys.argv and sys.argv[sys.argv.index("--device") + 1] != "cpu":
+        run()  # a GPU's kernels: no OpenMP teams to keep apart
+    else:
+        compute_thread(run)
+
+
+def run() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--threads", default="1,2", help="comma-separated thread counts (torch and ONNX Runtime alike)")
     ap.add_argument("--rounds", type=int, default=7, help="interleaved timed rounds per case")
     ap.add_argument("--quick", action="store_true", help="a tiny BERT, 1 thread, 2 rounds, no technique rows")
+    ap.add_argument("--device", default="cpu", help="cpu (against ONNX Runtime), or cuda: fp32 against bf16")
     args = ap.parse_args()
+    rounds = 2 if args.quick else args.rounds
+    if args.device != "cpu":
+        out = Path(tempfile.mkdtemp(prefix="encoderlab-bench-engines-"))
+        try:
+            on_gpu(build(out, args.quick), args.device, rounds, args.quick)
+        finally:
+            shutil.rmtree(out, ignore_errors=True)
+        return
     import onnxruntime
 
     threads = [1] if args.quick else [int(x) for x in args.threads.split(",")]
-    rounds = 2 if args.quick else args.rounds
     out = Path(tempfile.mkdtemp(prefix="encoderlab-bench-engines-"))
     try:
         dirs = build(out, args.quick)

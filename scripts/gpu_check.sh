@@ -99,6 +99,7 @@ STEPS=(
   "gpu tests: pytest -m gpu (memory release, OOM, bf16 fine-tune, two seeded runs interleaved, CUDA RNG, one model for auto/cuda)"
   "bench fill-mask on CUDA: BENCH_DEVICE=cuda:0 bench/fill_mask.py (ours and the pipeline, fp32 both; cuda:0 is timed with a synchronize too)"
   "bench attribution on CUDA: BENCH_DEVICE=cuda bench/attribution.py (LayerIG vs its floor, fp32 both)"
+  "bench engines on CUDA: bench/engines.py --device cuda (fill-mask, 1 text and 32 x 128: ours fp32 against ours bf16 with SDPA, top-1 agreement; ONNX Runtime's CUDA provider where installed)"
   "bench fine-tune on CUDA: bench/finetune.py (ours vs Trainer at fp32, then at bf16; bert-base bf16 vs fp32)"
   "two users on one GPU: a fine-tune and fill-mask on the shared model at once, each equal to its solo run"
   "many sessions on one GPU: bench/concurrency.py --device cuda --n 1,8,50 --base-size (target: p95 at N=50 <= 2x a lone caller)"
@@ -263,6 +264,10 @@ record "bench fill-mask (cuda, fp32)" "$(status_of $STEP_RC)" \
 run_step bench_attribution 120 env BENCH_DEVICE=cuda BENCH_ROUNDS=5 "$PY" bench/attribution.py
 record "bench attribution (cuda, fp32)" "$(status_of $STEP_RC)" \
   "$(grab bench_attribution 'ours/floor'); $(grab bench_attribution 'ours/captum')" "$STEP_S"
+
+run_step bench_engines 180 "$PY" bench/engines.py --device cuda --rounds 5
+record "bench engines (cuda, fp32 vs bf16)" "$(status_of $STEP_RC)" \
+  "$(grab bench_engines '^\| fill-mask, 1 text' | cut -d'|' -f3-6); $(grab bench_engines '^\| fill-mask, 32' | cut -d'|' -f3-6)" "$STEP_S"
 
 run_step bench_finetune 300 "$PY" bench/finetune.py --rounds 2 --steps 12 --precisions fp32,bf16
 record "bench fine-tune (cuda)" "$(status_of $STEP_RC)" \

@@ -1,8 +1,12 @@
-"""Linear layers on CPU with oneDNN-packed weights, for the interactive inference paths (fill-mask).
+"""Linear layers on CPU with oneDNN-packed weights, for the interactive inference paths (fill-mask, pair scoring, a
+classifier's prediction).
 
 ``linears(model)`` returns ``lin(module, x)``, which computes ``module(x)`` for an ``nn.Linear``. On a CPU in fp32
 with no gradient it uses torch's oneDNN kernel on a copy of the weight laid out once for it ("packed", what
 ``torch.jit.freeze`` and torch.compile's freezing do for inference); otherwise it simply calls the module.
+``packed_forward(model)`` does the same for a whole transformers forward (pair scoring, classify_now): within the
+block, on this thread, a torch function mode sends ``F.linear`` to the packed kernel; the model is not changed. Packs
+are kept per weight tensor, so both routes share them.
 
 Why: transformers' ``nn.Linear`` goes to torch's default CPU matrix multiply. For the few rows of one typed sentence
 (~12 tokens) that runs far below the machine's speed; the packed oneDNN kernel does the same fp32 products 1.8x
@@ -23,6 +27,7 @@ Costs and safety:
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import os
 import threading
 import weakref
@@ -37,7 +42,9 @@ _LOCK = threading.RLock()  # re-entrant: a weight collected while it is held cal
 _PACKS: dict[int, tuple] = {}
 register_cache(__name__, _PACKS.clear)
 _AVAILABLE: bool | None = None
-_LOCAL = threading.local()  # .off: packing switched off in this thread (off())
+# packing switched off in this context (off()): a context variable, so that a batch the batcher runs on its compute
+# thread in the caller's context (core.runtime.serving.batcher) honours it too
+_OFF: contextvars.ContextVar[bool] = contextvars.ContextVar("encoderlab_packed_off", default=False)
 
 
 def _probe() -> bool:
@@ -54,7 +61,7 @@ def _probe() -> bool:
 def available() -> bool:
     """Whether packed linears can run here (this torch build) and are not switched off (ENCODERLAB_PACKED=0)."""
     global _AVAILABLE
-    if os.environ.get("ENCODERLAB_PACKED", "1") == "0" or getattr(_LOCAL, "off", False):
+    if os.environ.get("ENCODERLAB_PACKED", "1") == "0" or _OFF.get():
         return False
     if _AVAILABLE is None:
         _AVAILABLE = _probe()
@@ -63,14 +70,13 @@ def available() -> bool:
 
 @contextlib.contextmanager
 def off() -> Iterator[None]:
-    """Within this block (this thread only), linears(model) calls the modules as they are: the baseline that
-    bench/fill_mask.py compares against."""
-    before = getattr(_LOCAL, "off", False)
-    _LOCAL.off = True
+    """Within this block (this context: this thread, and a batch the batcher runs for it on its compute thread),
+    linears(model) calls the modules as they are: the baseline that bench/fill_mask.py compares against."""
+    token = _OFF.set(True)
     try:
         yield
     finally:
-        _LOCAL.off = before
+        _OFF.reset(token)
 
 
 def _forget(key: int) -> None:

@@ -301,3 +301,44 @@ def test_the_compute_thread_runs_a_nested_call_inline():
 
     outer = compute_thread(lambda: (threading.get_ident(), compute_thread(threading.get_ident)))
     assert outer[0] == outer[1] != threading.get_ident()
+
+
+def test_packing_switched_off_by_the_caller_holds_on_the_compute_thread(tiny_models):
+    """packed_linear.off() is a context variable: the batch, run on the compute thread in the caller's context, uses
+    the plain modules too (bench/fill_mask.py's "default linears" baseline relies on it)."""
+    from core.models import packed_linear
+
+    if not packed_linear.available():
+        pytest.skip("this torch build cannot pack linears")
+    lm = load(ModelSpec("bert", str(tiny_models["bert"]), "cpu"), task="mlm")
+    packed_linear._PACKS.clear()
+    with packed_linear.off():
+        fill_mask(lm, FillMaskConfig(TEXTS[0]))
+    assert packed_linear.packed_modules(lm.model) == 0
+    fill_mask(lm, FillMaskConfig(TEXTS[0]))
+    assert packed_linear.packed_modules(lm.model) > 0
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="no fork on this platform")
+def test_a_forked_child_gets_its_own_compute_thread():
+    """Only the forking thread survives a fork: the child must not hand work to the parent's executor (it would wait
+    forever), but make its own."""
+    import os
+
+    from core.runtime.serving.batcher import compute_thread
+
+    assert compute_thread(lambda: 1) == 1  # the parent's compute thread exists
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: answer within the parent's wait, or not at all
+        try:
+            os.write(write, str(compute_thread(lambda: 41 + 1)).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    import select
+
+    ready, _, _ = select.select([read], [], [], 60)
+    got = os.read(read, 16).decode() if ready else ""
+    os.waitpid(pid, 0)
+    assert got == "42", "the child's call on the compute thread did not return (a hang)"

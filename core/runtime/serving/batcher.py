@@ -28,6 +28,7 @@ context (contextvars), so what the batch reads from it is what it read before.
 from __future__ import annotations
 
 import contextvars
+import os
 import threading
 import time
 import weakref
@@ -192,8 +193,28 @@ class Batcher:
 
 
 _BATCHER = Batcher()
-_COMPUTE = ThreadPoolExecutor(max_workers=1, thread_name_prefix="encoderlab-compute")
+_COMPUTE: list[ThreadPoolExecutor] = []  # the compute thread's executor, made on first use
 _COMPUTE_IDENT: list[int] = []  # the compute thread's ident, once it has run something
+_COMPUTE_LOCK = threading.Lock()
+
+
+def _executor() -> ThreadPoolExecutor:
+    with _COMPUTE_LOCK:
+        if not _COMPUTE:
+            _COMPUTE.append(ThreadPoolExecutor(max_workers=1, thread_name_prefix="encoderlab-compute"))
+        return _COMPUTE[0]
+
+
+def _after_fork() -> None:
+    """A forked child has no compute thread (only the thread that forked survives): it makes its own on first use."""
+    global _COMPUTE_LOCK
+    _COMPUTE_LOCK = threading.Lock()
+    _COMPUTE.clear()
+    _COMPUTE_IDENT.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
 
 
 def _mark_and_run(fn: Callable[[], Any]) -> Any:
@@ -208,7 +229,7 @@ def compute_thread(fn: Callable[[], Any]) -> Any:
     if _COMPUTE_IDENT and threading.get_ident() == _COMPUTE_IDENT[0]:
         return fn()
     ctx = contextvars.copy_context()
-    return _COMPUTE.submit(_mark_and_run, lambda: ctx.run(fn)).result()
+    return _executor().submit(_mark_and_run, lambda: ctx.run(fn)).result()
 
 
 def pinned_to_compute(run_batch: RunBatch) -> RunBatch:
