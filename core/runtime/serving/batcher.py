@@ -20,8 +20,8 @@ A batch of a model on the CPU runs on one long-lived thread of the process (``co
 torch's CPU kernels use OpenMP (libgomp), which keeps a team of worker threads per calling thread; with leadership
 passing from session thread to session thread, each leader brought its own team, and the teams of the leaders before
 kept spin-waiting on the 2 cores the forward needed. Measured with bench/concurrency.py's setting (bert-mini, 2 torch
-threads, 8 callers): a batch of 8 took 27 ms against 22 ms called alone, and 8 callers reached 0.76x one batched call's
-requests/s; on the one thread, 0.9x and more (docs/benchmarks.md). The thread runs the batch in the leader's
+threads, 8 callers): a batch of 8 took 27 ms against 22 ms called alone, and 8 callers reached 284 requests/s; on the
+one thread 335/s, 0.90x one batched call of their texts run there (32 callers: 0.97x; docs/benchmarks.md). The thread runs the batch in the leader's
 context (contextvars), so what the batch reads from it is what it read before.
 """
 
