@@ -275,6 +275,8 @@ def read_table(data: bytes, filename: str) -> pandas.DataFrame:
             df = pd.read_csv(io.StringIO(text), sep="\t" if kind == "tsv" else ",", dtype=str, keep_default_na=True)
     except DataError:
         raise
+    except RecursionError:  # a JSON line nested deeper than Python's recursion limit ([[[[...)
+        raise DataError(msg("data.json_line_too_deep_not_read", filename=filename)) from None
     except (ValueError, pd.errors.ParserError) as e:
         raise DataError(
             msg("data.could_not_parsed_check", filename=filename, file_type=kind.upper(), error=e)
@@ -373,6 +375,8 @@ def guess_columns(df) -> ColumnGuess:
         rest = [c for c in cols if c not in (text, text_b)] or [c for c in cols if c != text]
         label = min(rest, key=lambda c: (len(set(values(c))), -cols.index(c)))  # ties: the later column
         why["label"] = "few_values"
+        if label == text_b:  # only the text and a named second text: that one is the label, there is no second text
+            text_b, why["text_b"] = None, "none"
     if text is None:
         rest = [c for c in cols if c not in (label, text_b)]
         if not rest and text_b is not None:  # only the label and a named second text: that one is the text
@@ -423,7 +427,7 @@ def from_table(
         raise DataError(msg("data.too_few_usable_rows", n_sub=len(sub), min_rows=MIN_ROWS))
     raw = sub[label_col]
     numeric = pd.to_numeric(raw, errors="coerce")
-    if numeric.notna().all() and (numeric == numeric.round()).all():
+    if numeric.notna().all() and np.isfinite(numeric).all() and (numeric == numeric.round()).all():  # inf: text
         values = sorted(set(int(v) for v in numeric))  # integer labels: keep their numeric order
         names = tuple(str(v) for v in values)
         y = [values.index(int(v)) for v in numeric]

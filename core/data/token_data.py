@@ -206,6 +206,8 @@ def parse_jsonl(
             row = json.loads(ln)
         except json.JSONDecodeError as e:
             raise DataError(msg("token_data.line_not_json_each", filename=filename, n=n, msg=e.msg)) from None
+        except RecursionError:  # nested deeper than Python's recursion limit ([[[[...)
+            raise DataError(msg("data.json_line_too_deep_not_read", filename=filename)) from None
         if not isinstance(row, dict) or "tokens" not in row or "tags" not in row:
             raise DataError(msg("token_data.line_each_line_needs", filename=filename, n=n))
         toks, tags = row["tokens"], row["tags"]
