@@ -87,30 +87,35 @@ class Field:
             value = [self._one(p, "int" if self.kind == "ints" else "str") for p in parts]
             opts = self.options()
             if opts is not None and any(v not in opts for v in value):
-                raise ValueError(raw)
+                raise self.refused(raw)
             return value
         value = self._one(raw, self.kind)
         opts = self.options()
         if opts is not None and value not in opts:
-            raise ValueError(raw)
+            raise self.refused(raw)
         return value
+
+    def refused(self, raw: str) -> ValueError:
+        """The error for a value this field does not take: never an empty message (the value may be "" or spaces);
+        bind names the parameter in the page's notice, this text is for logs and tests."""
+        return ValueError(f"{self.name}: {raw[:80]!r} is not a valid value")
 
     def _one(self, raw: str, kind: str) -> Any:
         if kind == "str":
             if len(raw) > self.max_len:
-                raise ValueError(raw)
+                raise self.refused(raw)
             return raw
         if kind == "bool":
             if raw.lower() in ("1", "true", "yes", "on"):
                 return True
             if raw.lower() in ("0", "false", "no", "off"):
                 return False
-            raise ValueError(raw)
+            raise self.refused(raw)
         value = int(raw) if kind == "int" else float(raw)
         if (self.lo is not None and value < self.lo) or (self.hi is not None and value > self.hi):
-            raise ValueError(raw)
+            raise self.refused(raw)
         if value != value or (self.bounds is not None and self.bounds.problem(value)):  # NaN; an open bound
-            raise ValueError(raw)
+            raise self.refused(raw)
         return value
 
     def render(self, value: Any) -> str | None:

@@ -2,12 +2,12 @@
 
 What is fuzzed:
 - the Fine-tune page's table upload, in the page's own order: ``read_table`` (CSV, TSV, JSONL), ``guess_columns``,
-  ``from_table`` with the guessed columns and a held-out fraction (in or out of its range) — 300 examples;
-- the token task's upload, ``read_tokens`` (CoNLL/IOB and JSONL) — 300 examples;
+  ``from_table`` with the guessed columns and a held-out fraction (in or out of its range) — 500 examples;
+- the token task's upload, ``read_tokens`` (CoNLL/IOB and JSONL) — 500 examples;
 - the room through the public ``RoomStore`` API of ``InProcessStore``: random sequences of create, join, poll,
   publish (the presenter's page and params), answer, tally, reveal, collect, submit, submissions, hide, pick, close,
   view, is_presenter and ``follow_step``, with typed codes (``normalize_code``), keys, members and sentences, and a
-  clock that jumps — 150 examples of up to 30 calls; and ``normalize_code`` alone — 200 examples.
+  clock that jumps — 250 examples of up to 30 calls; and ``normalize_code`` alone — 200 examples.
 
 The inputs: random Unicode (CJK, Arabic and Hebrew, combining marks, zero-width U+200B/U+200D/U+FEFF, emoji, NUL
 and control characters), typed special tokens ([MASK], [CLS], <s>, </s>, <mask>, ...), and malformed files: random
@@ -210,7 +210,7 @@ DEEP_JSONL = b'{"text": "a", "label": ' + b"[" * 3000 + b"\n"
 SECOND_TEXT_ONLY = b"text,b\nw,1\nx,1\ny,2\nz,2\n"
 
 
-@settings(**FUZZ, max_examples=300)
+@settings(**FUZZ, max_examples=500)
 @given(upload=st.one_of(file_bytes(table_text(), table_name), file_bytes(jsonl_text(), table_name)), frac=fraction)
 @example((INF_LABELS, "d.csv"), 0.2)  # bug: labels read as numbers, int(inf) raised OverflowError
 @example((b"text,label\na,1e400\nb,1\nc,1e400\nd,1\n", "d.csv"), 0.2)  # the same: 1e400 is inf
@@ -230,7 +230,7 @@ def test_a_table_upload_is_read_or_refused_with_a_message(upload: tuple[bytes, s
         check(from_table, df, guess.text, guess.label, guess.text_b, test_fraction=frac, name=name)
 
 
-@settings(**FUZZ, max_examples=300)
+@settings(**FUZZ, max_examples=500)
 @given(upload=st.one_of(file_bytes(conll_text(), token_name), file_bytes(jsonl_text(), token_name)), frac=fraction)
 @example((b'{"tokens": ' + b"[" * 3000 + b"\n", "d.jsonl"), 0.2)  # bug: json.loads raised RecursionError
 @example((b"a O\nb B-X\n\nc O\n\nd\tO\n\ne  O\n\n[MASK] O\n", "d.conll"), 0.2)
@@ -349,7 +349,7 @@ def run_ops(ops: list[tuple]) -> None:
 created_room = [("create",), ("create",)]  # LIMITS.max_rooms: a third is refused
 
 
-@settings(**FUZZ, max_examples=150)
+@settings(**FUZZ, max_examples=250)
 @given(ops=st.lists(OPS, max_size=30).map(lambda ops: created_room + ops))
 @example(created_room + [("join", ("room", 0, "zero-width"), "m1")])  # a code with zero-width spaces: no such room
 @example(
