@@ -48,7 +48,7 @@ import numpy as np  # noqa: E402
 from core.models.loading import LoadedModel, ModelSpec, load  # noqa: E402
 from core.predict.fill_mask import FillMaskConfig, examples, fill_mask  # noqa: E402
 from core.registry import official_config  # noqa: E402
-from core.runtime.serving import stats  # noqa: E402
+from core.runtime.serving import pinned, stats  # noqa: E402
 from core.runtime.serving.batcher import compute_thread  # noqa: E402
 
 TOL = 1e-5
@@ -148,7 +148,7 @@ def batched_limit(lm: LoadedModel, cfgs: list[FillMaskConfig], n: int, rounds: i
     from core.predict.fill_mask import fill_mask_batch
 
     def run(batch: list[FillMaskConfig]):
-        return compute_thread(lambda: fill_mask_batch(lm, batch)) if lm.device == "cpu" else fill_mask_batch(lm, batch)
+        return compute_thread(lambda: fill_mask_batch(lm, batch)) if pinned(lm) else fill_mask_batch(lm, batch)
 
     times = []
     for r in range(max(3, rounds)):

@@ -267,10 +267,11 @@ def cases(dirs: tuple[Path, Path], out: Path, threads: int, quick: bool, shared:
         mlm, pre, fm = load(spec, "mlm"), load(spec, "pretraining"), load_finetuned(dirs[1], "cpu")
         tok = mlm.tokenizer
         long = long_texts(tok, 8 if quick else 32, 32 if quick else 128)
-        sample = tok([SHORT.replace("[MASK]", tok.mask_token)] * 2, return_tensors="pt")
+        sample = tok([SHORT.replace("[MASK]", tok.mask_token)] * 2, return_tensors="pt")  # batch 2: not specialised
         args = (sample["input_ids"], sample["attention_mask"], sample["token_type_ids"])
         names = ["ids", "attn", "types"]
         shared.update(
+            sample=args,
             mlm=mlm,
             pre=pre,
             fm=fm,
@@ -421,12 +422,11 @@ def techniques(dirs, out: Path, threads: int, rounds: int, shared: dict) -> None
     eager_attn = load(spec, "mlm", attentions=True).model
     enc = tok([SHORT.replace("[MASK]", tok.mask_token)], return_tensors="pt")
     pos = int((enc["input_ids"][0] == tok.mask_token_id).nonzero()[0, 0])
-    sample = tok([SHORT.replace("[MASK]", tok.mask_token)] * 2, return_tensors="pt")
-    two = (sample["input_ids"], sample["attention_mask"], torch.tensor([0, 1]), torch.tensor([pos, pos]))
+    ids, attn, types = shared["sample"]  # the export sample of cases(): SHORT twice
+    two = (ids, attn, torch.tensor([0, 1]), torch.tensor([pos, pos]))
     masked = session(export(_Masked(mlm.model), two, ["ids", "attn", "rows", "cols"], out / "masked.onnx"), threads)
     bare = _Out(mlm.model.base_model, "last_hidden_state")
-    args = (sample["input_ids"], sample["attention_mask"], sample["token_type_ids"])
-    encoder = session(export(bare, args, ["ids", "attn", "types"], out / "encoder.onnx"), threads)
+    encoder = session(export(bare, shared["sample"], ["ids", "attn", "types"], out / "encoder.onnx"), threads)
     full = session(shared["graphs"]["fill"], threads)
     npi = np_inputs({k: v.numpy() for k, v in enc.items()})
 

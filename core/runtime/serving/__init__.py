@@ -12,15 +12,19 @@ from typing import Any
 from core.base import settings
 from core.runtime.serving.batcher import Batcher, BatchStats, RunBatch, batcher
 
-__all__ = ["BatchStats", "Batcher", "batcher", "coalesce", "stats"]
+__all__ = ["BatchStats", "Batcher", "batcher", "coalesce", "pinned", "stats"]
 
 
 def coalesce(obj: Any, op: str, item: Any, run_batch: RunBatch) -> Any:
     """``run_batch([item])[0]``, batched with concurrent calls on the same ``obj`` (a loaded model) and ``op``. The
     batches of a model on the CPU run on the process's one compute thread (batcher.py says why)."""
     s = settings.current()
-    on_cpu = str(getattr(obj, "device", "cpu")).startswith("cpu")
-    return batcher().call(obj, op, item, run_batch, s.batch_window_ms / 1000.0, s.max_batch, pinned=on_cpu)
+    return batcher().call(obj, op, item, run_batch, s.batch_window_ms / 1000.0, s.max_batch, pinned=pinned(obj))
+
+
+def pinned(obj: Any) -> bool:
+    """Whether ``obj``'s batches run on the process's one compute thread: a model on the CPU (batcher.py says why)."""
+    return str(getattr(obj, "device", "cpu")).startswith("cpu")
 
 
 def stats(obj: Any, op: str) -> BatchStats:
