@@ -56,6 +56,11 @@ class QuotaError(Problem, ValueError):
     """A session asked for more jobs than the server allows it; the message says what to do."""
 
 
+class NotYourJobError(Problem, LookupError):
+    """A session named a job that is not one of its own (another session's, or one already gone); the message says
+    so without telling which, so a guessed id learns nothing of other sessions."""
+
+
 @dataclass
 class Job:
     id: int
@@ -233,8 +238,11 @@ class JobRunner:
         self.evict()
         return job
 
-    def get(self, job_id: int) -> Job | None:
-        return self._jobs.get(job_id)
+    def get(self, job_id: int, owner: str | None = None) -> Job | None:
+        """The job ``job_id``, or None once it is gone; with ``owner``, None too when it is another owner's (job ids
+        count up, so a session could guess another's: the app always asks with its own session id)."""
+        job = self._jobs.get(job_id)
+        return None if job is None or (owner is not None and job.owner != owner) else job
 
     def jobs(self, owner: str | None = None) -> list[Job]:
         return [j for j in list(self._jobs.values()) if owner is None or j.owner == owner]
@@ -245,8 +253,13 @@ class JobRunner:
             waiting = [j for j, _ in self._queue if j.resource == job.resource]
         return waiting.index(job) + 1 if job in waiting else 0
 
-    def cancel(self, job_id: int) -> None:
+    def cancel(self, job_id: int, owner: str | None = None) -> None:
+        """Cancel ``job_id`` (a queued one leaves the queue; a running one is asked to stop). With ``owner``, raises
+        NotYourJobError unless it is that owner's job (a gone job and another's read alike); without, an unknown id
+        is ignored (cancel_owner, the command line)."""
         job = self._jobs.get(job_id)
+        if owner is not None and (job is None or job.owner != owner):
+            raise NotYourJobError(msg("jobs.not_this_sessions_job", job_id=job_id))
         if job is None:
             return
         job.cancel()

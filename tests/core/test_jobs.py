@@ -345,3 +345,23 @@ def test_a_failed_jobs_message_names_out_of_memory_and_what_to_lower():
         msg = describe_error(e, "run1")
         assert msg.startswith("'run1' ran out of memory") and OOM_ADVICE in msg, msg
     assert describe_error(ValueError("bad column"), "run1") == "ValueError: bad column"
+
+
+def test_a_session_cannot_read_or_cancel_another_sessions_job_by_its_id():
+    from core.runtime.jobs import NotYourJobError
+
+    r = JobRunner({"cpu": 1}, workers=False)
+    gate = threading.Event()
+    theirs = r.submit("theirs", lambda ctx: gate.wait(10), owner="alice")
+    queued = r.submit("theirs, queued", lambda ctx: "q", owner="alice")
+    for guess in (theirs.id, queued.id, queued.id + 1):  # job ids count up: a session can guess another's
+        assert r.get(guess, owner="bob") is None
+        with pytest.raises(NotYourJobError, match="not one of this session's jobs") as e:
+            r.cancel(guess, owner="bob")
+        assert "alice" not in str(e.value)
+    assert theirs.status == "running" and queued.status == "queued" and not theirs.cancel_requested
+    assert r.get(theirs.id, owner="alice") is theirs and r.get(theirs.id) is theirs  # its owner, and the operator
+    r.cancel(queued.id, owner="alice")
+    assert queued.status == CANCELLED
+    gate.set()
+    assert r.wait(theirs).status == DONE
