@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 DATA_DIR = ASSETS / "data"
 # as .streamlit/config.toml maxUploadSize; ENCODERLAB_MAX_UPLOAD_MB (5 by default on the hosted demo: core.base.settings)
+# as the process started; upload_limit_mb() also takes the server's limit as it is when a file comes, when lower
 MAX_UPLOAD_MB = settings.current().max_upload_mb
 MAX_ROWS = int(os.environ.get("ENCODERLAB_MAX_ROWS", "20000"))
 MIN_ROWS = 4  # at least a couple of rows to train on and one to test on
@@ -250,7 +251,7 @@ def read_table(data: bytes, filename: str) -> pandas.DataFrame:
     import pandas as pd
 
     mb = len(data) / 2**20
-    if mb > MAX_UPLOAD_MB:
+    if mb > upload_limit_mb():
         raise DataError(upload_limit_message(filename, mb))
     kind = Path(filename).suffix.lower().lstrip(".")
     if kind == "json":
@@ -262,7 +263,7 @@ def read_table(data: bytes, filename: str) -> pandas.DataFrame:
         data,
         filename,
         error=DataError,
-        limit_mb=MAX_UPLOAD_MB,
+        limit_mb=upload_limit_mb(),
         expect="CSV, TSV or JSONL text (from a spreadsheet: save as 'CSV UTF-8')",
     )
     try:
@@ -309,11 +310,17 @@ def read_table(data: bytes, filename: str) -> pandas.DataFrame:
     return df
 
 
+def upload_limit_mb() -> float:
+    """The table upload limit in MB: MAX_UPLOAD_MB, or the server's limit now when lower (settings are read when
+    asked: a hosted limit set after this module was imported still holds)."""
+    return min(MAX_UPLOAD_MB, settings.current().max_upload_mb)
+
+
 def upload_limit_message(filename: str, mb: float | None = None) -> str:
     """What to do with a file over the app's upload limit (also shown next to the uploader)."""
     size = "" if mb is None else f"{filename} is {mb:.1f} MB; "
     return (
-        f"{size}EncoderLab takes uploads up to {MAX_UPLOAD_MB:.0f} MB. Upload a sample of the rows (e.g. "
+        f"{size}EncoderLab takes uploads up to {upload_limit_mb():.0f} MB. Upload a sample of the rows (e.g. "
         "`head -n 5000 data.csv > sample.csv`), or, on your own server, raise `server.maxUploadSize` in "
         ".streamlit/config.toml (and ENCODERLAB_MAX_UPLOAD_MB with it)."
     )

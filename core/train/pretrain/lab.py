@@ -81,8 +81,9 @@ def prepare(req: LabRequest, workdir: str | Path | None = None, lim: LabLimits |
     out = Path(workdir or tempfile.mkdtemp(prefix=f"encoderlab-pretrain-{req.family}-"))
     corpus: str = str(CORPUS_DIR)
     if req.upload is not None:
-        if len(req.upload) > MAX_UPLOAD_MB * 2**20:
-            raise CorpusError(msg("pretrain.upload_too_large", upload_name=req.upload_name, max_mb=MAX_UPLOAD_MB))
+        cap = min(MAX_UPLOAD_MB, settings.current().max_upload_mb)  # the server's limit now, when lower
+        if len(req.upload) > cap * 2**20:
+            raise CorpusError(msg("pretrain.upload_too_large", upload_name=req.upload_name, max_mb=cap))
         docs = parse_documents(decode_upload(req.upload, req.upload_name))
         check_documents(docs, need_pairs=bool(req.pair and sw["pair"]))
         out.mkdir(parents=True, exist_ok=True)
