@@ -18,6 +18,7 @@ from core.base.messages import carry, excerpt
 from core.models.devices import check_int8, resolve_device
 from core.models.downloads import can_have_now
 from core.models.hosted import check_custom_checkpoint
+from core.models.hosted import enabled as hosted_mode
 from core.models.loading import ModelSpec, Source, resolve
 from core.registry import FAMILIES, ModelLoadError, chinese_bundled, family, picker_families
 
@@ -45,12 +46,34 @@ def _checkpoint_choices() -> list[str]:
     return _checkpoint_options(st.session_state.get(state.FAMILY) or state.default_family())
 
 
+SESSION_MODEL = "session:"  # a model this session made, as the hosted demo's links name it (CheckpointField)
+
+
+class CheckpointField(urlstate.Field):
+    """The picked checkpoint in the URL. On the hosted demo a model this session made (a fine-tuned or pretrained
+    run) is named by its label, ``session:<label>``, never by its folder: the link shows no server path and no
+    session id, and opened in another session it names nothing (that session made no model of that label)."""
+
+    def render(self, value):
+        if hosted_mode():
+            label = next((m.label for m in state.session_models() if m.path == value), None)
+            if label is not None:
+                return SESSION_MODEL + label
+        return super().render(value)
+
+    def parse(self, raw: str):
+        if hosted_mode() and raw.startswith(SESSION_MODEL):
+            label = raw.removeprefix(SESSION_MODEL)
+            raw = next((m.path for m in state.session_models() if m.label == label), raw)
+        return super().parse(raw)
+
+
 FIELDS = (
     urlstate.Field(LANG_KEY, choices=tuple(LANGS), param="lang"),
     urlstate.Field(presenter.PRESENT, "bool", param="present"),
     urlstate.Field(presenter.PIN, "bool", param="pin"),
     urlstate.Field(state.FAMILY, choices=tuple(picker_families()), param="family"),
-    urlstate.Field(state.CHECKPOINT, choices=_checkpoint_choices, param="model"),
+    CheckpointField(state.CHECKPOINT, choices=_checkpoint_choices, param="model"),
     urlstate.Field(state.CUSTOM, max_len=300, param="custom"),
     urlstate.Field(state.DEVICE, choices=DEVICES, param="device"),
     urlstate.Field(QUANT, "bool", param="int8"),
@@ -192,8 +215,9 @@ def model_picker() -> ModelSpec | None:
         elif not can_have_now(res.source):  # downloads allowed, but the Hub does not answer: say so here
             source.warning(t("sidebar.hub_unreachable", id=as_text(excerpt(spec.checkpoint))))
         else:
+            shown = res.path if res.path and not hosted_mode() else None  # the hosted demo shows no server path
             source.caption(
-                t("sidebar.weights_from", source=source_name(res.source)) + (f" — `{res.path}`" if res.path else "")
+                t("sidebar.weights_from", source=source_name(res.source)) + (f" — `{shown}`" if shown else "")
             )
     if not presenter.is_on():
         _offline_summary(sb)
