@@ -19,6 +19,7 @@ from core.models import hosted
 from core.runtime.backend import runner as _core_runner
 from core.runtime.jobs import CANCELLED, DONE, ERROR, QUEUED, Job, JobRunner
 from core.runtime.run_folders import SessionSweeper
+from core.runtime.server_stats import start_writer
 
 SWEEP_EVERY_S = 5.0  # how often closed tabs are looked for (their queued jobs are cancelled after two misses)
 
@@ -36,6 +37,7 @@ def _shared() -> tuple[JobRunner, SessionSweeper]:
     r = _core_runner()
     sweeper = SessionSweeper(r, _tab_open)
     threading.Thread(target=sweeper.run_forever, args=(SWEEP_EVERY_S,), daemon=True, name="encoderlab-sweeper").start()
+    start_writer(r, sweeper)  # ENCODERLAB_STATS_FILE: the tables' sizes for an operator (and bench/soak.py)
     return r, sweeper
 
 

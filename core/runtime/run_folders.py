@@ -90,6 +90,11 @@ class SessionSweeper:
             self._owners[owner] = session_id
             self._misses.pop(owner, None)
 
+    def watched(self) -> int:
+        """How many sessions it is watching now (each owner of a job whose tab has not been seen closed)."""
+        with self._lock:
+            return len(self._owners)
+
     def sweep(self) -> int:
         """One pass; returns how many jobs it cancelled."""
         with self._lock:
