@@ -16,6 +16,7 @@ from core.base.messages import carry
 from core.base.settings import current as server_settings
 from core.represent.corpus_index import (
     DEFAULT_SAMPLE,
+    CorpusIndexError,
     IndexConfig,
     bundled_size,
     default_depth,
@@ -127,7 +128,11 @@ if chosen is None:
 
 cfg = config(chosen, depth)
 key = index_key(lm, cfg)
-ci = load_key(lm.spec.family, key, lm.spec.checkpoint)  # saved: loads at once (and stays in a small LRU)
+try:
+    ci = load_key(lm.spec.family, key, lm.spec.checkpoint)  # saved: loads at once (and stays in a small LRU)
+except CorpusIndexError as e:  # damaged: set aside, so the button below builds it again; the message stays beside it
+    ci = None
+    st.session_state[K("damaged")] = (key, carry(e))
 if ci is None:  # not built for this model, corpus and depth: a background job builds and saves it
     jid = job_for(K("jobs"), (lm.spec, key))
     job = runner().get(jid) if jid is not None else None
@@ -137,6 +142,9 @@ if ci is None:  # not built for this model, corpus and depth: a background job b
         with slot.container():
             st.info(t("corpus_search.no_index", depth=depth_label(depth), n=f"{len(cfg.corpus()):,}"))
             again = st.button(t("corpus_search.build_depth", depth=depth_label(depth)), key=K("build_depth"))
+            damaged = st.session_state.get(K("damaged"), (None, ""))
+            if damaged[0] == key:
+                st.warning(explain(damaged[1]))
     if idle and (again or build):
         try:
             jid = submit_job(

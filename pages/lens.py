@@ -15,6 +15,7 @@ from app.views.predict.fill_mask_widgets import example_default, example_list, u
 from core.base.messages import carry
 from core.base.settings import current as server_settings
 from core.inspect.lens import MODES, LensConfig, lens
+from core.inspect.lens_forward import LensError
 from core.inspect.tuned_lens import HOSTED_MAX_TUNE_STEPS, MAX_TUNE_STEPS, TuneConfig, model_key, tune_job, tuned_report
 from core.runtime.jobs import CANCELLED, ERROR
 
@@ -52,7 +53,11 @@ mode = st.radio(
 )
 
 key = model_key(lm)
-report = tuned_report(lm)
+try:
+    report = tuned_report(lm)
+except LensError as e:  # damaged: set aside, so the form below trains a new one; the message stays beside it
+    report = None
+    st.session_state[K("damaged")] = (key, carry(e))
 want = (lm.spec, text, int(top_k))  # what the form asks for
 asked = want + (mode, key, report.created if mode == "tuned" and report else None)  # ... and what the lens uses
 if go:  # the form's message (no [MASK], too long, ...) even while no lens can run yet
@@ -87,6 +92,9 @@ if mode == "tuned" and report is None:  # no tuned lens yet: train one in the ba
     if job is None or job.status in (ERROR, CANCELLED):
         slot = st.empty()  # the form gives way to the job's panel in the same run
         with slot.container():
+            damaged = st.session_state.get(K("damaged"), (None, ""))
+            if damaged[0] == key:
+                st.warning(explain(damaged[1]))
             st.info(t("lens.no_tuned"))
             cap = HOSTED_MAX_TUNE_STEPS if server_settings().hosted else MAX_TUNE_STEPS
             with st.form(K("train_form")):

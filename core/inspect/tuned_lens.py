@@ -291,31 +291,39 @@ def save_tuned(lm: LoadedModel, tuned, report: TuneReport) -> None:
 
 
 def load_tuned(lm: LoadedModel):
-    """(TunedLens, TuneReport) saved for this model, or None when there is none (or it is unreadable)."""
+    """(TunedLens, TuneReport) saved for this model, or None when there is none. Raises LensError when the saved
+    one is damaged (a file cut short or overwritten: core.runtime.artifacts.damaged_files, or one that does not
+    parse); it is set aside first, so the next call finds none and a new one can be trained."""
     key = model_key(lm)
     folder = lens_dir(lm)
     wf, rf = folder / WEIGHTS_FILE, folder / REPORT_FILE
+    if not folder.is_dir():
+        return None
     try:
         # another process (a job, a Ray replica) may have saved a newer lens since: the cache holds one per version
         version = rf.stat().st_mtime_ns
     except OSError:
-        return None
+        version = -1  # no report: reading it below says the folder is damaged
     with _CACHE_LOCK:
         hit = _CACHE.get((key, lm.device))
         if hit is not None and hit[2] == version:
             _CACHE.move_to_end((key, lm.device))
             return hit[0], hit[1]
-    if not wf.is_file():
-        return None
     from safetensors.torch import load_file  # lazy: only saving and loading translators needs it
 
     try:
+        bad = artifacts.damaged_files(folder)
+        if bad:
+            raise ValueError(", ".join(bad))
         report = TuneReport.from_json(rf.read_text())
         w = load_file(str(wf))
-    except (OSError, ValueError, TypeError, KeyError):  # a half-written or foreign folder: as if there were none
-        return None
-    tuned = TunedLens(w["weight"].shape[0], w["weight"].shape[1])
-    tuned.load_state_dict(w)
+        tuned = TunedLens(w["weight"].shape[0], w["weight"].shape[1])
+        tuned.load_state_dict(w)
+    except artifacts.read_errors() as e:
+        artifacts.set_aside(folder)
+        with _CACHE_LOCK:
+            _CACHE.pop((key, lm.device), None)
+        raise LensError(msg("lens.saved_tuned_lens_unreadable", problem=str(e))) from None
     tuned.to(lm.device).eval().requires_grad_(False)
     artifacts.touch(folder)  # in use: the runs' age bound counts from here
     with _CACHE_LOCK:
@@ -326,7 +334,7 @@ def load_tuned(lm: LoadedModel):
 
 
 def tuned_report(lm: LoadedModel) -> TuneReport | None:
-    """The saved tuned lens's report for this model, or None."""
+    """The saved tuned lens's report for this model, or None. Raises LensError when it is damaged (load_tuned)."""
     found = load_tuned(lm)
     return found[1] if found else None
 

@@ -105,7 +105,7 @@ def read_config(folder: str | Path) -> dict:
         raise ModelLoadError(msg("load.no_config_json", folder=folder))
     try:
         return json.loads(cfg.read_text())
-    except json.JSONDecodeError as e:
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:  # cut short or overwritten with bytes that are not text
         raise ModelLoadError(msg("load.not_valid_json", config_file=cfg, error=e)) from None
 
 
@@ -158,6 +158,7 @@ def load(
     """
     import torch
     import transformers
+    from safetensors import SafetensorError  # lazy: as transformers (a damaged weight file raises it)
 
     transformers.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
@@ -189,6 +190,8 @@ def load(
             cls = model_class(spec.family, task, cfg.get("model_type", ""))
             model, info = cls.from_pretrained(target, output_loading_info=True, **kwargs)
             tokenizer = transformers.AutoTokenizer.from_pretrained(target, trust_remote_code=False)
+    except SafetensorError as e:  # a weight file cut short or overwritten (its header no longer reads)
+        raise ModelLoadError(msg("load.weights_unreadable", checkpoint=spec.checkpoint, problem=str(e))) from None
     except (OSError, ValueError, RuntimeError) as e:
         if family(spec.family).generic and isinstance(e, ValueError) and "Unrecognized configuration" in str(e):
             raise ModelLoadError(

@@ -20,12 +20,13 @@ from typing import Any
 
 import numpy as np
 
-from core.base.messages import msg
+from core.base.messages import holds_kind, msg
 from core.data.token_data import align_batch, words_tokenizer
 from core.models.loading import ModelSpec, load
 from core.models.packed_linear import packed_forward
 from core.registry import ModelLoadError
 from core.registry.shape import shape
+from core.runtime import artifacts
 from core.runtime.backend import batched
 
 META_FILE = "encoderlab_finetune.json"  # the run's metadata (core.compare.glue_claims reads it too)
@@ -112,31 +113,47 @@ class FinetunedModel:
 
 
 def load_finetuned(model_dir: str | Path, device: str = "auto") -> FinetunedModel:
-    """Load a folder written by core.train.finetune.train for prediction. Raises ModelLoadError if it is not one."""
+    """Load a folder written by core.train.finetune.train for prediction. Raises ModelLoadError if it is not one, or
+    if it is damaged (a file cut short or overwritten: core.runtime.artifacts.damaged_files, or one that does not
+    parse); a damaged run is left where it is (it is the user's, and its report stays true): train it again."""
     from safetensors.torch import load_file  # lazy: safetensors' torch half imports torch
 
     meta_path = Path(model_dir) / META_FILE
     if not meta_path.exists():
         raise ModelLoadError(msg("classify.not_fine_tuned_encoderlab", model_dir=model_dir, meta_file=META_FILE))
-    meta = json.loads(meta_path.read_text())
-    c = meta["config"]
-    spec = ModelSpec(c["family"], str(model_dir), device)
-    task = c.get("task", "sequence")
-    if c["pooling"] == "cls":
-        lm = load(spec, "tokcls" if task == "token" else "seqcls")
-        model = lm.model
-    else:
-        lm = load(spec, "base")
-        head = load_file(str(Path(model_dir) / HEAD_FILE))
-        if c["pooling"] == "mean":
-            model = mean_pool_classifier(lm.model, len(meta["label_names"]), 0.0)
-            model.classifier.load_state_dict(head)
+    try:
+        bad = artifacts.damaged_files(Path(model_dir))
+        if bad:
+            raise ValueError(", ".join(bad))
+        meta = json.loads(meta_path.read_text())
+        c = meta["config"]
+        spec = ModelSpec(c["family"], str(model_dir), device)
+        task = c.get("task", "sequence")
+        if c["pooling"] == "cls":
+            lm = load(spec, "tokcls" if task == "token" else "seqcls")
+            model = lm.model
         else:
-            model = scalar_mix_model(lm.model, len(meta["label_names"]), 0.0, per_token=task == "token")
-            missing, unexpected = model.load_state_dict(head, strict=False)
-            if unexpected or [k for k in missing if not k.startswith("backbone.")]:
-                raise ModelLoadError(msg("classify.does_not_match_scalar", model_dir=model_dir, head_file=HEAD_FILE))
-        model.to(lm.device)
+            lm = load(spec, "base")
+            head = load_file(str(Path(model_dir) / HEAD_FILE))
+            if c["pooling"] == "mean":
+                model = mean_pool_classifier(lm.model, len(meta["label_names"]), 0.0)
+                model.classifier.load_state_dict(head)
+            else:
+                model = scalar_mix_model(lm.model, len(meta["label_names"]), 0.0, per_token=task == "token")
+                missing, unexpected = model.load_state_dict(head, strict=False)
+                if unexpected or [k for k in missing if not k.startswith("backbone.")]:
+                    raise ModelLoadError(
+                        msg("classify.does_not_match_scalar", model_dir=model_dir, head_file=HEAD_FILE)
+                    )
+            model.to(lm.device)
+    except ModelLoadError as e:
+        if holds_kind(e, "load.weights_unreadable"):  # said as a run's: train it again
+            raise ModelLoadError(
+                msg("classify.finetuned_run_unreadable", model_dir=model_dir, problem=e.params["problem"])
+            ) from None
+        raise
+    except artifacts.read_errors() as e:
+        raise ModelLoadError(msg("classify.finetuned_run_unreadable", model_dir=model_dir, problem=str(e))) from None
     model.eval()
     word_tok = None
     if task == "token":

@@ -431,7 +431,10 @@ def load_index(lm: LoadedModel, cfg: IndexConfig, flat_max: int = FLAT_MAX) -> C
 
 
 def load_key(family: str, key: str, checkpoint: str | None = None) -> CorpusIndex | None:
-    """The index saved under ``key`` (from the per-process LRU, else from disk), or None."""
+    """The index saved under ``key`` (from the per-process LRU, else from disk), or None when there is none (or it
+    is of another format). Raises CorpusIndexError when the saved one is damaged (a file cut short or overwritten:
+    core.runtime.artifacts.damaged_files, or one that does not parse); it is set aside first, so the next call finds
+    none and the index can be built again."""
     with _CACHE_LOCK:
         hit = _CACHE.get(key)
         if hit is not None:
@@ -439,10 +442,13 @@ def load_key(family: str, key: str, checkpoint: str | None = None) -> CorpusInde
             return hit
     folder = _folder(family, key)
     files = [folder / f for f in (INDEX_FILE, META_FILE, ARRAYS_FILE)]
-    if not all(f.is_file() for f in files):
+    if not folder.is_dir():
         return None
     faiss = _faiss()
     try:
+        bad = artifacts.damaged_files(folder)
+        if bad:
+            raise ValueError(", ".join(bad))
         meta = json.loads(files[1].read_text())
         if meta.get("format") != INDEX_FORMAT or meta.get("key") != key:
             return None
@@ -451,29 +457,30 @@ def load_key(family: str, key: str, checkpoint: str | None = None) -> CorpusInde
             index.nprobe = int(meta["nprobe"])
         with np.load(files[2]) as z:
             arrays = {k: z[k] for k in ("sentence_ids", "positions", "word_index", "starts", "ends")}
-    except (OSError, ValueError, KeyError, RuntimeError):  # half-written or foreign: as if there were none
-        return None
-    ci = CorpusIndex(
-        key=key,
-        model_key=meta["model_key"],
-        checkpoint=checkpoint or meta["checkpoint"],
-        family=meta["family"],
-        depth=int(meta["depth"]),
-        num_depths=int(meta["num_depths"]),
-        kind=meta["kind"],
-        nlist=int(meta["nlist"]),
-        nprobe=int(meta["nprobe"]),
-        max_length=int(meta["max_length"]),
-        sentences=tuple(meta["sentences"]),
-        pieces=tuple(meta["pieces"]),
-        index=index,
-        seconds=float(meta["seconds"]),
-        truncated=int(meta["truncated"]),
-        created=float(meta["created"]),
-        **arrays,
-    )
-    if index.ntotal != len(ci) or len(ci.pieces) != len(ci):
-        return None
+        ci = CorpusIndex(
+            key=key,
+            model_key=meta["model_key"],
+            checkpoint=checkpoint or meta["checkpoint"],
+            family=meta["family"],
+            depth=int(meta["depth"]),
+            num_depths=int(meta["num_depths"]),
+            kind=meta["kind"],
+            nlist=int(meta["nlist"]),
+            nprobe=int(meta["nprobe"]),
+            max_length=int(meta["max_length"]),
+            sentences=tuple(meta["sentences"]),
+            pieces=tuple(meta["pieces"]),
+            index=index,
+            seconds=float(meta["seconds"]),
+            truncated=int(meta["truncated"]),
+            created=float(meta["created"]),
+            **arrays,
+        )
+        if index.ntotal != len(ci) or len(ci.pieces) != len(ci):
+            raise ValueError(f"{index.ntotal} vectors, {len(ci)} rows, {len(ci.pieces)} pieces")
+    except artifacts.read_errors() as e:
+        artifacts.set_aside(folder)
+        raise CorpusIndexError(msg("corpus_index.saved_index_unreadable", problem=str(e))) from None
     artifacts.touch(folder)  # in use: the runs' age bound counts from here
     _remember(ci)
     return ci
@@ -504,7 +511,10 @@ def index_job(spec: ModelSpec, cfg: IndexConfig, flat_max: int = FLAT_MAX):
 def _run_index_job(spec: ModelSpec, cfg: IndexConfig, flat_max: int, ctx) -> IndexReport:
     ctx.progress(0.0, msg("progress.loading_fresh_copy"))
     lm = load(spec, task="base")
-    found = load_index(lm, cfg, flat_max)
+    try:
+        found = load_index(lm, cfg, flat_max)
+    except CorpusIndexError:  # damaged: set aside by load_key, built again below
+        found = None
     loaded = found is not None
     if found is None:
         found = build_index(lm, cfg, on_progress=ctx.progress, flat_max=flat_max)

@@ -26,7 +26,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -404,16 +403,18 @@ def save_result(lm: LoadedModel, cfg: ProbeConfig, result: ProbeResult) -> None:
 
 
 def saved_result(lm: LoadedModel, cfg: ProbeConfig) -> ProbeResult | None:
-    """The result saved for this model and ``cfg``, or None (also for an unreadable file)."""
+    """The result saved for this model and ``cfg``, or None. Raises ProbeError when the saved file is damaged (cut
+    short, overwritten, not a result); it is set aside first, so the next call finds none and the probes run again."""
     path = result_path(lm, cfg)
     if not path.is_file():
         return None
     try:
         res = ProbeResult.from_json(path.read_text())
-        os.utime(path.parent)  # in use: the runs' age bound counts from here
-        return res
-    except (OSError, ValueError, TypeError, KeyError):
-        return None
+    except artifacts.read_errors() as e:
+        artifacts.set_aside(path)
+        raise ProbeError(msg("probes.saved_result_unreadable", problem=str(e))) from None
+    artifacts.touch(path.parent)  # in use: the runs' age bound counts from here
+    return res
 
 
 def probe_job(spec: ModelSpec, cfg: ProbeConfig):

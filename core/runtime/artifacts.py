@@ -6,6 +6,12 @@ indexes (core.represent.corpus_index) and probe results (core.represent.probes).
 environment variable, default a "session" folder under <runs>, so core.runtime.run_folders.evict_run_folders bounds it
 with the runs' size and age), its own folder layout and its own format constants.
 
+Every folder ``write_folder`` writes records its files' sizes and CRC-32s (CHECKSUMS_FILE); a reader asks
+``damaged_files`` before it trusts one, so a file cut short or overwritten in the middle is told apart from a good one
+even where its format would load it (a safetensors or faiss file damaged past its header loads without a word). A
+damaged folder is ``set_aside`` (renamed ``<name>.damaged``, bounded with the runs like the rest), so the reader's
+error says so once and the next build writes a fresh one. ``read_errors()`` are what reading a damaged file raises.
+
 ``model_key(lm, tag)`` hashes ``f"{tag}|{family}"`` then the checkpoint's files. Every cache passes its own tag, so
 bumping one cache's tag invalidates that cache only. Today all three pass "lens1": the key was the tuned lens's
 (``f"lens{LENS_FORMAT}"``, LENS_FORMAT = 1) before the caches had tags of their own, and keeping "lens1" keeps every
@@ -16,10 +22,14 @@ index and the probes hold theirs as a plain constant, MODEL_KEY_TAG, that no lon
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import pickle
 import shutil
 import threading
 import weakref
+import zipfile
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -68,13 +78,15 @@ def model_key(lm: LoadedModel, tag: str) -> str:
 
 def write_folder(final: Path, fill: Callable[[Path], None]) -> Path:
     """Write the cache folder ``final`` whole or not at all: ``fill(tmp)`` writes its files into a temporary folder
-    beside it (``.<name>.<pid>.<thread>.tmp``), which then replaces ``final`` by a rename. Returns ``final``."""
+    beside it (``.<name>.<pid>.<thread>.tmp``), their checksums are recorded (``write_checksums``), and it then
+    replaces ``final`` by a rename. Returns ``final``."""
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = final.parent / f".{final.name}.{os.getpid()}.{threading.get_ident()}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     try:
         fill(tmp)
+        write_checksums(tmp)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -110,3 +122,85 @@ def touch(folder: Path) -> None:
         os.utime(folder)
     except OSError:
         pass
+
+
+# ---------------------------------------------------------------------------------------------- damaged files
+CHECKSUMS_FILE = "checksums.json"  # {relative path: "size:crc32"} of every other file of the folder
+DAMAGED_SUFFIX = ".damaged"
+
+
+def _checksum(path: Path) -> str:
+    crc = 0
+    with path.open("rb") as fh:
+        while chunk := fh.read(1 << 20):
+            crc = zlib.crc32(chunk, crc)
+    return f"{path.stat().st_size}:{crc:08x}"
+
+
+def write_checksums(folder: Path) -> None:
+    """Record the size and CRC-32 of every file under ``folder`` in its CHECKSUMS_FILE (CRC-32 reads ~3 GB/s: a
+    damaged file is what it guards against, not a forged one)."""
+    sums = {
+        p.relative_to(folder).as_posix(): _checksum(p)
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.name != CHECKSUMS_FILE
+    }
+    (folder / CHECKSUMS_FILE).write_text(json.dumps(sums, indent=0))
+
+
+def damaged_files(folder: Path) -> tuple[str, ...]:
+    """The files of ``folder`` that are not what its CHECKSUMS_FILE recorded (missing, another size or CRC-32; the
+    record itself when it cannot be read). () when they all match, and for a folder written before there were
+    records (its reader's own checks are all there is)."""
+    record = folder / CHECKSUMS_FILE
+    if not record.is_file():
+        return ()
+    try:
+        sums = json.loads(record.read_text())
+        if not isinstance(sums, dict):
+            raise ValueError(CHECKSUMS_FILE)
+    except (OSError, ValueError):
+        return (CHECKSUMS_FILE,)
+    bad = []
+    for name, want in sorted(sums.items()):
+        try:
+            ok = _checksum(folder / name) == want
+        except OSError:
+            ok = False
+        if not ok:
+            bad.append(name)
+    return tuple(bad)
+
+
+def set_aside(folder: Path) -> Path:
+    """Rename a damaged ``folder`` (or file) to ``<name>.damaged``, replacing one set aside before, so that nothing
+    reads it again and the next build writes a fresh one; it stays for a look until the runs' bounds remove it.
+    Returns the new path (``folder`` itself when it could not be moved)."""
+    aside = folder.with_name(folder.name + DAMAGED_SUFFIX)
+    if aside.is_dir():
+        shutil.rmtree(aside, ignore_errors=True)
+    try:  # a file set aside before is replaced by the rename
+        folder.rename(aside)
+    except OSError:
+        return folder
+    return aside
+
+
+def read_errors() -> tuple[type[BaseException], ...]:
+    """What reading a damaged saved file raises: cut or garbled JSON, text, numpy, zip, pickle (torch.load) and
+    safetensors files; a reader catches these around its parsing and says the file is damaged."""
+    from safetensors import SafetensorError  # lazy: only the readers of saved files need it
+
+    return (
+        OSError,
+        ValueError,  # JSON, UTF-8, numpy's short reads
+        TypeError,
+        KeyError,
+        IndexError,
+        AttributeError,  # JSON of another shape
+        RuntimeError,  # torch's zip reader, faiss
+        EOFError,
+        pickle.UnpicklingError,
+        zipfile.BadZipFile,
+        SafetensorError,
+    )

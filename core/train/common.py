@@ -27,7 +27,8 @@ from typing import Any, Final, Literal
 import numpy as np
 
 from core.base.messages import msg
-from core.runtime.artifacts import swap_in
+from core.models.devices import is_oom
+from core.runtime.artifacts import DAMAGED_SUFFIX, damaged_files, read_errors, set_aside, swap_in, write_checksums
 
 STATE_FILE = "trainer_state.json"
 RUN_RNG_FILE = "run_rng.pt"
@@ -259,31 +260,65 @@ def save_checkpoint(
         for name, arr in (arrays or {}).items():
             if arr is not None:
                 np.save(tmp / f"{name}.npy", arr)
+        write_checksums(tmp)  # read_state tells a damaged file from a good one by them
         swap_in(tmp, folder)  # the previous checkpoint stays until this one is whole
     acc.wait_for_everyone()
 
 
+def read_state(acc, folder: str | Path, error: type[Exception] = RuntimeError) -> dict:
+    """The loop's counters a checkpoint holds (trainer_state.json), once every file of ``folder`` matches the
+    checksums saved with it (core.runtime.artifacts.damaged_files). A damaged checkpoint raises ``error`` (the
+    message names the file and where the folder went): the main process sets it aside as ``<folder>.damaged``, so
+    the next run finds no checkpoint and starts over."""
+    folder = Path(folder)
+    try:
+        bad = damaged_files(folder)
+        if bad:
+            raise ValueError(", ".join(bad))
+        state = json.loads((folder / STATE_FILE).read_text())
+        if not isinstance(state, dict):
+            raise ValueError(f"{STATE_FILE} holds no counters")
+        return state
+    except read_errors() as e:
+        raise _damaged(acc, folder, error, e) from None
+
+
+def _damaged(acc, folder: Path, error: type[Exception], e: BaseException) -> Exception:
+    aside = set_aside(folder) if acc.is_main_process else folder.with_name(folder.name + DAMAGED_SUFFIX)
+    return error(msg("train.checkpoint_unreadable", folder=folder, aside=aside, problem=str(e) or type(e).__name__))
+
+
 def load_checkpoint(
-    acc, folder: str | Path, rng, tensors: Sequence[str] = (), arrays: Sequence[str] = ()
+    acc,
+    folder: str | Path,
+    rng,
+    tensors: Sequence[str] = (),
+    arrays: Sequence[str] = (),
+    error: type[Exception] = RuntimeError,
 ) -> tuple[dict, dict[str, dict | None], dict[str, np.ndarray | None]]:
     """Restore what ``save_checkpoint`` wrote into the prepared model, optimizer and registered objects, and
     continue ``rng`` from the saved stream (the process generators are left as they were). Returns (state, the
     named tensors, the named arrays), a name missing from the folder as None. Raises FileNotFoundError when
-    ``folder`` holds no checkpoint."""
+    ``folder`` holds no checkpoint, and ``error`` when it is damaged (``read_state``: it is set aside)."""
     import torch  # lazy: as in pad
     from safetensors.torch import load_file  # lazy: safetensors' torch half imports torch
 
     folder = Path(folder)
     if not has_checkpoint(folder):
         raise FileNotFoundError(f"{folder} holds no checkpoint.")
-    state = json.loads((folder / STATE_FILE).read_text())
-    with rng.active():  # accelerate sets the process generators to the saved states: this run's, while active
-        acc.load_state(str(folder))
-    if (folder / RUN_RNG_FILE).exists():  # exact, CUDA included (accelerate skips states it cannot set silently)
-        rng.load_state_dict(torch.load(folder / RUN_RNG_FILE, weights_only=True))
-    named = {
-        n: (load_file(str(folder / f"{n}.safetensors")) if (folder / f"{n}.safetensors").exists() else None)
-        for n in tensors
-    }
-    arrs = {n: (np.load(folder / f"{n}.npy") if (folder / f"{n}.npy").exists() else None) for n in arrays}
+    state = read_state(acc, folder, error)
+    try:  # a checkpoint written before there were checksums: its files' own checks are all there is
+        with rng.active():  # accelerate sets the process generators to the saved states: this run's, while active
+            acc.load_state(str(folder))
+        if (folder / RUN_RNG_FILE).exists():  # exact, CUDA included (accelerate skips states it cannot set silently)
+            rng.load_state_dict(torch.load(folder / RUN_RNG_FILE, weights_only=True))
+        named = {
+            n: (load_file(str(folder / f"{n}.safetensors")) if (folder / f"{n}.safetensors").exists() else None)
+            for n in tensors
+        }
+        arrs = {n: (np.load(folder / f"{n}.npy") if (folder / f"{n}.npy").exists() else None) for n in arrays}
+    except read_errors() as e:
+        if is_oom(e):  # not the checkpoint's fault: it stays
+            raise
+        raise _damaged(acc, folder, error, e) from None
     return state, named, arrs

@@ -18,7 +18,6 @@ returns (``StepInfo``, ``FinetuneResult``), its checkpoints and the job wrapper 
 from __future__ import annotations
 
 import functools
-import json
 import math
 import os
 import shutil
@@ -544,10 +543,10 @@ def _load_checkpoint(
     """(our counters, the best weights, whether ``recorder`` was given back the data map so far)."""
     if not training.has_checkpoint(ckpt_dir):
         raise FinetuneError(msg("finetune.nothing_resume_has_checkpoint", ckpt_dir=ckpt_dir))
-    state = json.loads((ckpt_dir / training.STATE_FILE).read_text())
-    if state["fingerprint"] != data.fingerprint():
+    state = training.read_state(acc, ckpt_dir, FinetuneError)  # damaged: set aside, and the message says so
+    if state.get("fingerprint") != data.fingerprint():
         raise FinetuneError(msg("finetune.checkpoint_was_trained_different"))
-    old = state["config"]
+    old = state.get("config") or {}
     changed = [
         k
         for k in (
@@ -568,7 +567,7 @@ def _load_checkpoint(
     if changed:
         raise FinetuneError(msg("finetune.checkpoint_used_different_settings", changed=", ".join(changed)))
     state, tensors, arrays = training.load_checkpoint(
-        acc, ckpt_dir, rng, tensors=("best",), arrays=("best_probs", *MAP_ARRAYS)
+        acc, ckpt_dir, rng, tensors=("best",), arrays=("best_probs", *MAP_ARRAYS), error=FinetuneError
     )
     state["best_probs"] = arrays["best_probs"]
     return state, tensors["best"], recorder is not None and recorder.restore(arrays)

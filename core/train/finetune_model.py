@@ -15,6 +15,7 @@ from core.base.messages import msg
 from core.models.devices import resolve_device
 from core.models.loading import BUILD_LOCK, ModelSpec, load
 from core.predict.classify import HEAD_FILE, META_FILE, mean_pool_classifier, scalar_mix_model
+from core.runtime import artifacts
 from core.train import common as training
 from core.train.finetune_config import HEAD_DROPOUT, FinetuneConfig, FinetuneError, effective_precision
 
@@ -111,8 +112,9 @@ def accelerator(cfg: FinetuneConfig):
 
 
 def save_model(model, tokenizer, cfg: FinetuneConfig, data, model_dir: Path, result) -> None:
-    """Write the run folder: the model (the family's own folder, or the encoder plus HEAD_FILE), its tokenizer and
-    META_FILE (config, labels, data, held-out metrics of ``result``, a core.train.finetune.FinetuneResult)."""
+    """Write the run folder: the model (the family's own folder, or the encoder plus HEAD_FILE), its tokenizer,
+    META_FILE (config, labels, data, held-out metrics of ``result``, a core.train.finetune.FinetuneResult) and the
+    files' checksums (core.runtime.artifacts.write_checksums)."""
     from safetensors.torch import save_file  # lazy: safetensors' torch half imports torch
 
     model_dir.mkdir(parents=True, exist_ok=True)
@@ -147,3 +149,4 @@ def save_model(model, tokenizer, cfg: FinetuneConfig, data, model_dir: Path, res
             majority_accuracy=tm.majority_accuracy,
         )
     (model_dir / META_FILE).write_text(json.dumps(meta, indent=2))
+    artifacts.write_checksums(model_dir)  # load_finetuned tells a damaged file from a good one by them

@@ -422,7 +422,7 @@ def pretrain(
         step, history, evals = 0, [], []
         ckpt = out / CKPT_DIR
         if resuming:
-            state, _, _ = training.load_checkpoint(acc, ckpt, rng)
+            state, _, _ = training.load_checkpoint(acc, ckpt, rng, error=PretrainError)  # damaged: set aside
             step, history, evals = int(state["step"]), state["history"], state["evals"]
         start_step = step
         setup_s = round(time.time() - t0, 2)
