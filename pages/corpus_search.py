@@ -140,11 +140,11 @@ if ci is None:  # not built for this model, corpus and depth: a background job b
     if idle:
         slot = st.empty()  # gives way to the job's panel in the same run
         with slot.container():
-            st.info(t("corpus_search.no_index", depth=depth_label(depth), n=f"{len(cfg.corpus()):,}"))
-            again = st.button(t("corpus_search.build_depth", depth=depth_label(depth)), key=K("build_depth"))
             damaged = st.session_state.get(K("damaged"), (None, ""))
             if damaged[0] == key:
                 st.warning(explain(damaged[1]))
+            st.info(t("corpus_search.no_index", depth=depth_label(depth), n=f"{len(cfg.corpus()):,}"))
+            again = st.button(t("corpus_search.build_depth", depth=depth_label(depth)), key=K("build_depth"))
     if idle and (again or build):
         try:
             jid = submit_job(

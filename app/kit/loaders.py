@@ -4,13 +4,14 @@ runs' models and the data sets the pages read. Views call these; they never load
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import streamlit as st
 
 from app.kit import state
 from app.kit.i18n import explain, t
 from app.kit.model_choice import awaiting_checkpoint, note_load
-from app.kit.render import runs_on_label, source_name
+from app.kit.render import as_text, runs_on_label, source_name
 from core.base.messages import carry, excerpt
 from core.base.paths import zoo_dir
 from core.data.datasets_local import LabelledData, load_bundled, load_glue
@@ -69,6 +70,8 @@ def model_or_error(task: str = "base", attentions: bool = False, spec: ModelSpec
     if spec == state.current_spec() and st.session_state.get("sidebar.load_failed"):
         note_load(spec, None)
     source_banner(lm)
+    if lm.path and not Path(lm.path).is_dir():  # deleted or moved since it loaded: the cached copy still answers
+        st.warning(t("common.model_folder_gone", id=as_text(excerpt(spec.checkpoint))))
     return lm
 
 

@@ -65,10 +65,11 @@ def note_load(spec: ModelSpec, error: str | None) -> None:
     """A page loaded the sidebar's model (``error`` None) or failed to: the sidebar then shows the failure where it
     showed the source, in this run and in later ones (also on pages that do not load a model)."""
     failed = st.session_state.setdefault(LOAD_FAILED, {})
+    slot = getattr(_SOURCE, "slot", None)
     if error is None:
-        failed.pop(spec, None)
+        if failed.pop(spec, None) is not None and slot is not None:
+            slot.empty()  # drawn from an earlier run's failure: this run's load worked (a folder put back)
         return
     failed[spec] = error
-    slot = getattr(_SOURCE, "slot", None)
     if slot is not None:
         slot.error(t("sidebar.load_failed", id=as_text(spec.checkpoint), error=explain(error)))

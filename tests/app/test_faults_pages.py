@@ -1,9 +1,11 @@
-"""Damaged artifacts on the pages that read them (AppTest, tiny models, real files): the page shows the "damaged"
-message beside its build/train/run button and raises nothing."""
+"""Damaged artifacts and a deleted model folder, on the pages that read them (AppTest, tiny models, real files): the
+page shows the "damaged" message beside its build/train/run button and raises nothing; a model folder deleted while
+its model is cached gives a message, and the next load works once the folder is back."""
 
 from __future__ import annotations
 
 import random
+import shutil
 from pathlib import Path
 
 import pytest
@@ -17,7 +19,7 @@ from core.represent import probes
 from core.runtime.jobs import JobRunner
 from core.train.finetune import train
 from core.train.finetune_config import FinetuneConfig
-from tests.app.conftest import click, new_app, page_for, page_path
+from tests.app.conftest import click, new_app, open_page, page_for, page_path
 
 DAMAGED = "could not be read: it is damaged"
 BUNDLED = "encoderlab/bert-mini"  # the tiny zoo's bert under its bundled id: the sidebar's first model
@@ -112,3 +114,22 @@ def test_finetune_page_says_a_finished_runs_weights_are_damaged(env, tiny_models
     at.button(key="FormSubmitter:finetune.try.run1-bert-Classify").click().run()
     assert not at.exception, at.exception
     assert any(DAMAGED in e and "Train the run again" in e for e in _warnings(at)), _warnings(at)
+
+
+def test_deleted_model_folder_says_so_and_loads_once_it_is_back(tiny_models, tmp_path):
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_models["bert"], folder)
+    at = open_page("fill_mask", params={"family": "bert", "model": "custom", "custom": str(folder)})
+    click(at, "Predict")
+    assert at.get("plotly_chart") and not _warnings(at)
+    shutil.rmtree(folder)  # deleted while its model is cached and in use
+    click(at, "Predict")  # the cached copy still answers, and the page says the folder is gone
+    assert at.get("plotly_chart")
+    assert any("is gone (deleted or moved)" in w and "Put the folder back" in w for w in _warnings(at)), _warnings(at)
+    at.switch_page(page_path("attention")).run()  # a fresh load (attention weights): a message, no traceback
+    assert not at.exception, at.exception
+    assert any("Cannot get" in e and "check that the folder exists" in e for e in _warnings(at)), _warnings(at)
+    shutil.copytree(tiny_models["bert"], folder)  # put back: the next load works (no failure was cached)
+    at.run()
+    assert not at.exception and not _warnings(at) and not at.sidebar.error, [e.value for e in at.sidebar.error]
+    assert at.get("plotly_chart")
