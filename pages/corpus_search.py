@@ -6,9 +6,10 @@ import streamlit as st
 
 from app.kit.flow import end_page
 from app.kit.i18n import explain, t
-from app.kit.jobs_panel import job_panel, runner, submit_job
+from app.kit.jobs_panel import job_panel, session_job, submit_job
 from app.kit.loaders import model_or_error
 from app.kit.render import job_for
+from app.kit.state import session_id
 from app.kit.uploads import upload_box
 from app.kit.zh_examples import chinese_examples
 from app.views.represent.corpus_search import PAGE, K, depth_label, query_section, show_index
@@ -96,6 +97,7 @@ def config(chosen: dict, at: int) -> IndexConfig:
         depth=int(at),
         max_sentences=chosen.get("n", cap),
         lang=chosen.get("lang", "en"),
+        owner=session_id(),  # on the hosted demo a pasted or uploaded text's index is this session's alone
     )
 
 
@@ -135,7 +137,7 @@ except CorpusIndexError as e:  # damaged: set aside, so the button below builds 
     st.session_state[K("damaged")] = (key, carry(e))
 if ci is None:  # not built for this model, corpus and depth: a background job builds and saves it
     jid = job_for(K("jobs"), (lm.spec, key))
-    job = runner().get(jid) if jid is not None else None
+    job = session_job(jid) if jid is not None else None
     idle = job is None or job.status in (DONE, ERROR, CANCELLED)
     if idle:
         slot = st.empty()  # gives way to the job's panel in the same run

@@ -7,7 +7,7 @@ import streamlit as st
 from app.kit import urlstate
 from app.kit.flow import end_page
 from app.kit.i18n import explain, t
-from app.kit.jobs_panel import job_panel, runner, submit_job
+from app.kit.jobs_panel import job_panel, session_job, submit_job
 from app.kit.loaders import mlm_model_or_error
 from app.kit.render import job_for
 from app.kit.zh_examples import chinese_examples, fill_default
@@ -42,7 +42,7 @@ found = load_sae(lm, cfg)
 if found is None:
     asked = (lm.spec, cfg)
     jid = job_for(K("jobs"), asked)
-    job = runner().get(jid) if jid is not None else None
+    job = session_job(jid) if jid is not None else None
     if job is not None and job.status == DONE:  # finished, yet nothing to load: say so and offer it again
         st.warning(t("features.job_lost"))
         job = jid = None

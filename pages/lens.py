@@ -7,7 +7,7 @@ import streamlit as st
 from app.kit import presenter, state
 from app.kit.flow import end_page
 from app.kit.i18n import explain, t
-from app.kit.jobs_panel import job_panel, runner, submit_job
+from app.kit.jobs_panel import job_panel, session_job, submit_job
 from app.kit.loaders import mlm_model_or_error
 from app.kit.render import current_result, job_for, mini_note, run_or_error, stale_note
 from app.views.inspect.lens import K, show_kl, show_result
@@ -88,7 +88,7 @@ elif (
 
 if mode == "tuned" and report is None:  # no tuned lens yet: train one in the background
     jid = job_for(K("jobs"), (lm.spec, key))
-    job = runner().get(jid) if jid is not None else None
+    job = session_job(jid) if jid is not None else None
     if job is None or job.status in (ERROR, CANCELLED):
         slot = st.empty()  # the form gives way to the job's panel in the same run
         with slot.container():

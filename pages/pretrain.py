@@ -11,7 +11,7 @@ import streamlit as st
 
 from app.kit import presenter, state, urlstate
 from app.kit.i18n import explain, t, t_or
-from app.kit.jobs_panel import job_panel, runner, submit_job
+from app.kit.jobs_panel import job_panel, session_job, submit_job
 from app.kit.render import record_once
 from app.kit.uploads import upload_box
 from app.views.train.pretrain import MASKINGS, PAGE, K, curves, done, live, report_entry
@@ -143,7 +143,7 @@ for jid in reversed(ids[-3:]):
     with st.container(border=True):
         job_panel(jid, done, live, key=f"pretrain.{jid}")
 
-finished = [j for j in (runner().get(i) for i in ids) if j is not None and j.status == DONE]
+finished = [j for j in (session_job(i) for i in ids) if j is not None and j.status == DONE]
 for j in finished:  # once per job: a cleared report stays cleared
     record_once(K("recorded"), f"pretrain:{j.id}", lambda j=j: report_entry(j))
 if len(finished) > 1:

@@ -8,7 +8,7 @@ import streamlit as st
 
 from app.kit.flow import end_page
 from app.kit.i18n import explain, t
-from app.kit.jobs_panel import job_panel, runner, submit_job
+from app.kit.jobs_panel import job_panel, session_job, submit_job
 from app.kit.loaders import model_or_error
 from app.kit.render import current_result, job_for, stale_note
 from app.kit.uploads import upload_box
@@ -45,7 +45,7 @@ def calibrate() -> None:
     included), against the seconds estimated for it: later estimates on that model are scaled by it."""
     pending = st.session_state.setdefault(PENDING, {})
     for jid, (spec, est) in list(pending.items()):
-        job = runner().get(jid)
+        job = session_job(jid)
         if job is not None and not job.done:
             continue
         pending.pop(jid)

@@ -7,7 +7,7 @@ import streamlit as st
 from app.kit import presenter
 from app.kit.flow import end_page
 from app.kit.i18n import explain, t
-from app.kit.jobs_panel import job_panel, runner, submit_job
+from app.kit.jobs_panel import job_panel, session_job, submit_job
 from app.kit.loaders import model_or_error
 from app.kit.render import current_result, job_for, stale_note
 from app.kit.uploads import upload_box
@@ -121,7 +121,7 @@ if error[0] == want:  # kept, so the message stays across reruns (the slider, th
     st.error(explain(error[1]))
 elif runs_as_job(method, int(max_points)) and st.session_state.get(K("submitted")) == want:
     jid = job_for(K("jobs"), want)
-    job = runner().get(jid) if jid is not None else None
+    job = session_job(jid) if jid is not None else None
     if job is not None:
 
         def _done(j):

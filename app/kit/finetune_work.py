@@ -10,7 +10,7 @@ import streamlit as st
 
 from app.kit import state
 from app.kit.i18n import explain, t
-from app.kit.jobs_panel import runner, start_job, submit_job
+from app.kit.jobs_panel import runner, session_job, start_job, submit_job
 from app.kit.loaders import bundled_data, finetuned, get_model, glue_data, token_sample
 from app.kit.render import as_text
 from core.data.datasets_local import DataError, LabelledData
@@ -70,7 +70,7 @@ def trained_model(result: FinetuneResult) -> FinetunedModel:
 # ---------------------------------------------------------------------------------------------- jobs
 def jobs_of(runs: list[dict]) -> dict[int, Job | None]:
     """Each run's job as the runner has it now (None: the runner no longer knows it), by job id."""
-    return {run["job_id"]: runner().get(run["job_id"]) for run in runs}
+    return {run["job_id"]: session_job(run["job_id"]) for run in runs}
 
 
 def submit(runs: list[dict], cfg: FinetuneConfig, run_data) -> None:

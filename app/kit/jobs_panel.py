@@ -17,7 +17,7 @@ from app.kit.i18n import explain, t
 from app.kit.render import forget_jobs, job_for, remember_job, stale_note
 from core.models import hosted
 from core.runtime.backend import runner as _core_runner
-from core.runtime.jobs import CANCELLED, DONE, ERROR, QUEUED, Job, JobRunner
+from core.runtime.jobs import CANCELLED, DONE, ERROR, QUEUED, Job, JobRunner, NotYourJobError
 from core.runtime.run_folders import SessionSweeper
 from core.runtime.server_stats import start_writer
 
@@ -51,6 +51,18 @@ def runner() -> JobRunner:
     if ctx is not None:
         sweeper.remember(state.session_id(), ctx.session_id)
     return r
+
+
+def session_job(job_id: int) -> Job | None:
+    """This session's job ``job_id``; None once it is gone, and for another session's (job ids count up: an id
+    never reaches another session's job, core.runtime.jobs.JobRunner.get)."""
+    return runner().get(job_id, owner=state.session_id())
+
+
+def cancel_session_job(job_id: int) -> None:
+    """Cancel this session's job ``job_id``. Raises NotYourJobError (a LookupError) for another session's job or
+    one that is gone."""
+    runner().cancel(job_id, owner=state.session_id())
 
 
 LIVE_POINTS = 400  # per-step metrics a live view draws at most while it polls
@@ -88,13 +100,16 @@ def job_panel(
 ) -> None:
     """Poll ``job_id`` every POLL_S seconds; draw progress and Cancel; call ``on_done(job)`` when it has finished."""
     r = runner()
-    job = r.get(job_id)
+    job = session_job(job_id)
     if job is None:
         st.warning(t("common.job_gone"))
         return
 
     def _panel() -> None:
-        j = r.get(job_id)
+        j = session_job(job_id)
+        if j is None:  # gone since the panel was drawn
+            st.warning(t("common.job_gone"))
+            return
         if j.status == QUEUED:
             st.info(
                 t(
@@ -111,7 +126,11 @@ def job_panel(
                 + _fmt_eta(j),
             )
             if st.button(t("common.cancel"), key=f"{key}.cancel.{job_id}"):
-                r.cancel(job_id)
+                try:
+                    cancel_session_job(job_id)
+                except NotYourJobError as e:  # gone since the button was drawn
+                    st.warning(explain(e))
+                    return
                 st.rerun()
             return
         if j.status == DONE:
@@ -127,7 +146,7 @@ def job_panel(
                 on_running(j)
 
     def _curves() -> None:
-        j = r.get(job_id)
+        j = session_job(job_id)
         if j is not None and not j.done:
             on_running(_thinned(j))
 
@@ -142,7 +161,7 @@ def job_panel(
 def _watch(job_id: int, panel: Callable[[], None]) -> Callable[[], None]:
     def run() -> None:
         panel()
-        j = runner().get(job_id)
+        j = session_job(job_id)
         if j is not None and j.done:
             st.rerun()  # redraw the whole page once, without the polling fragment
 

@@ -18,7 +18,7 @@ import streamlit as st
 
 from app.kit import state
 from app.kit.i18n import explain, t
-from app.kit.jobs_panel import runner, start_job, submit_job
+from app.kit.jobs_panel import cancel_session_job, runner, session_job, start_job, submit_job
 from app.kit.loaders import get_model, model_or_error
 from core.models.spec import LoadedModel, ModelSpec
 from core.registry import ModelLoadError
@@ -147,7 +147,7 @@ def start_lr_pair(ask: LrPair) -> dict[str, dict]:
             )
         except ValueError:  # QuotaError on the second run: the pair is the experiment, so drop the first too
             for run in runs.values():
-                r.cancel(run["job_id"])
+                cancel_session_job(run["job_id"])
             raise
         runs[kind] = dict(
             job_id=job.id,
@@ -162,5 +162,5 @@ def start_lr_pair(ask: LrPair) -> dict[str, dict]:
 
 
 def find_job(job_id: int) -> Job | None:
-    """A job of the shared runner, to read its state (None once the runner forgot it)."""
-    return runner().get(job_id)
+    """This session's job ``job_id``, to read its state (None once the runner forgot it)."""
+    return session_job(job_id)

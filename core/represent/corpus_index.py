@@ -139,6 +139,8 @@ class IndexConfig:
     max_sentences: int = DEFAULT_SAMPLE
     max_length: int = 128  # tokens per sentence, specials included (longer ones are cut)
     lang: str = "en"  # the bundled corpus's language: "zh" reads assets/corpus/zh (held-out split)
+    # who pasted or uploaded the text (the app's session id): on the hosted demo its index is that session's alone
+    owner: str | None = None
 
     def __post_init__(self) -> None:
         cap = max_sentences_allowed()
@@ -290,11 +292,15 @@ def model_key(lm: LoadedModel) -> str:
 
 
 def index_key(lm: LoadedModel, cfg: IndexConfig, flat_max: int = FLAT_MAX) -> str:
-    """The saved index's key: model files x corpus x depth x max length x index policy."""
+    """The saved index's key: model files x corpus x depth x max length x index policy; on the hosted demo, a
+    pasted or uploaded text's index is keyed by its owner too, so another session never loads it (nor learns from
+    a fast load that someone indexed that text). The bundled corpus's indexes are shared by every session."""
     raw = (
         f"ci{INDEX_FORMAT}|{model_key(lm)}|{corpus_hash(cfg.corpus())}|{int(cfg.depth)}|{cfg.max_length}|"
         f"{flat_max}|{NPROBE}"
     )
+    if cfg.source == "text" and cfg.owner and current().hosted:
+        raw += f"|owner={cfg.owner}"
     return hashlib.sha256(raw.encode()).hexdigest()[:20]
 
 

@@ -11,6 +11,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app.kit.i18n import catalog, t
+from app.kit.state import SESSION_ID
 from app.views.start.walkthrough.step_finetune import verdict_text
 from app.views.train.finetune_charts import curves
 from core.walkthrough.checks import lr_verdict
@@ -190,8 +191,9 @@ def test_a_run_out_of_memory_restarts_with_a_remedy_and_a_cancelled_run_resumes(
 
     monkeypatch.setenv("ENCODERLAB_RUNS", str(tmp_path / "runs"))
     r = runner()
-    oom = r.wait(r.submit("oom", _out_of_memory))
-    stopped = r.submit("stopped", _until_cancelled)
+    me = "views-session"  # the AppTest session's id below: a page shows only its own session's jobs
+    oom = r.wait(r.submit("oom", _out_of_memory, owner=me))
+    stopped = r.submit("stopped", _until_cancelled, owner=me)
     r.cancel(stopped.id)
     r.wait(stopped)
     assert (oom.status, stopped.status) == ("error", "cancelled")
@@ -200,7 +202,9 @@ def test_a_run_out_of_memory_restarts_with_a_remedy_and_a_cancelled_run_resumes(
     fam = "bert" if "bert" in tiny_models else next(iter(tiny_models))
     cfg = FinetuneConfig(fam, str(tiny_models[fam]), device="cpu", max_steps=2, batch_size=8, max_length=16)
     job_ids = list(enumerate((oom.id, stopped.id)))
-    at = AppTest.from_function(_runs, args=(cfg, toy(24, 8), job_ids, str(out)), default_timeout=60).run()
+    at = AppTest.from_function(_runs, args=(cfg, toy(24, 8), job_ids, str(out)), default_timeout=60)
+    at.session_state[SESSION_ID] = me
+    at.run()
     assert not at.exception, at.exception
     remedy = remedies_for(cfg)[0]
     at.button(key=f"finetune.remedy.run1-x.{remedy}").click().run()
