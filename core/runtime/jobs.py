@@ -193,6 +193,7 @@ class JobRunner:
         self._mp = None
         self._sweep_lock = threading.Lock()
         self._swept = float("-inf")  # monotonic time of the last run-folder sweep
+        self._forgotten: set[str] = set()  # closed sessions whose jobs leave the table as they finish
 
     # ------------------------------------------------------------------------------------------- public
     def submit(
@@ -278,6 +279,16 @@ class JobRunner:
             self.cancel(j.id)
         return len(hit)
 
+    def forget_owner(self, owner: str) -> int:
+        """A closed session's finished jobs leave the table now, with their results, and its running ones as they
+        finish: no page can show them again (a session's id lives in its browser tab), and on a workshop day the
+        table otherwise grew with every tab that came and went until the count bound (bench/soak.py). Returns how
+        many left now. Its run folders stay (core.runtime.run_folders bounds them): a model it trained can still be
+        loaded from its folder."""
+        with self._lock:
+            self._forgotten.add(owner)
+        return self.evict()
+
     def wait(self, job: Job, timeout: float = 60.0) -> Job:
         """Block until the job finishes (tests and the command line); raises TimeoutError."""
         end = time.time() + timeout
@@ -299,9 +310,12 @@ class JobRunner:
                 key=lambda j: j.finished or 0.0,
                 reverse=True,
             )  # finished is set (filtered above)
-            gone = done[s.jobs_keep :] + [j for j in done[: s.jobs_keep] if now - (j.finished or now) > s.jobs_ttl_s]
+            gone = done[s.jobs_keep :] + [
+                j for j in done[: s.jobs_keep] if now - (j.finished or now) > s.jobs_ttl_s or j.owner in self._forgotten
+            ]
             for j in gone:
                 self._jobs.pop(j.id, None)
+            self._forgotten &= {j.owner for j in self._jobs.values() if j.owner is not None}  # owners with jobs left
         return len(gone)
 
     # ------------------------------------------------------------------------------------------- internals

@@ -20,6 +20,8 @@ class CancelsOwners(Protocol):
 
     def cancel_owner(self, owner: str, running: bool = False) -> int: ...
 
+    def forget_owner(self, owner: str) -> int: ...
+
 
 def _tree(folder: Path) -> tuple[int, float]:
     """(bytes, newest modification time) of everything under ``folder``."""
@@ -76,8 +78,9 @@ class SessionSweeper:
 
     The UI tells it which transport session (``is_active(session_id)``, e.g. Streamlit's runtime) each job owner
     is; a session seen inactive on ``strikes`` sweeps in a row is gone (one miss can be a network blip that
-    reconnects). Its queued jobs are cancelled (running ones finish: their results stay until evicted) and it
-    is forgotten, so the table holds live sessions only."""
+    reconnects). Its queued jobs are cancelled, its finished jobs leave the runner's table with their results
+    (running ones finish, then leave: ``forget_owner``), and it is forgotten, so the tables hold live sessions
+    only."""
 
     def __init__(self, runner: CancelsOwners, is_active: Callable[[str], bool], strikes: int = 2):
         self.runner, self.is_active, self.strikes = runner, is_active, strikes
@@ -113,6 +116,7 @@ class SessionSweeper:
                     self._misses.pop(owner, None)
             if gone:
                 cancelled += self.runner.cancel_owner(owner)
+                self.runner.forget_owner(owner)  # its finished jobs leave the table (and its running ones as they end)
         return cancelled
 
     def run_forever(self, every_s: float = 5.0) -> None:

@@ -319,6 +319,36 @@ def test_a_closed_tab_cancels_its_sessions_queued_jobs_after_two_sweeps():
     assert r.wait(running).status == DONE
 
 
+def test_a_closed_tabs_jobs_leave_the_table_and_its_running_one_when_it_ends():
+    """bench/soak.py: the job table grew with every tab that came and went (2 -> 8 jobs in a 3-minute soak of three
+    sessions), kept until the count bound (200) or 6 hours, though no page could show them again."""
+    from core.runtime.run_folders import SessionSweeper
+
+    r = JobRunner({"cpu": 2}, workers=False)
+    gate = threading.Event()
+    done = r.wait(r.submit("mine, done", lambda ctx: "d", owner="s1"))
+    held = r.submit("mine, running", lambda ctx: gate.wait(10), owner="s1")
+    other = r.wait(r.submit("other's, done", lambda ctx: "o", owner="s2"))
+    live = {"tab1": True, "tab2": True}
+    sw = SessionSweeper(r, lambda sid: live[sid])
+    sw.remember("s1", "tab1")
+    sw.remember("s2", "tab2")
+    sw.sweep()
+    assert {j.id for j in r.jobs()} == {done.id, held.id, other.id} and sw.watched() == 2
+    live["tab1"] = False  # the tab closed
+    sw.sweep()
+    sw.sweep()
+    assert {j.id for j in r.jobs()} == {held.id, other.id} and sw.watched() == 1  # its finished job went
+    gate.set()
+    assert r.wait(held).status == DONE
+    end = time.time() + 10
+    while r.get(held.id) is not None and time.time() < end:  # settled, then evicted as it ends (_finish)
+        time.sleep(0.01)
+    assert [j.id for j in r.jobs()] == [other.id]
+    r.wait(r.submit("a later one", lambda ctx: 1, owner="s1"))  # the same owner again: kept as any other's
+    assert len(r.jobs("s1")) == 1
+
+
 def test_a_worker_runs_at_a_lower_priority_than_the_serving_process(monkeypatch):
     """Training yields the CPU to people predicting: the worker process is niced (ENCODERLAB_JOB_NICE)."""
     import os
