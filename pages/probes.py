@@ -11,6 +11,7 @@ from app.kit.i18n import explain, t
 from app.kit.jobs_panel import job_panel, session_job, submit_job
 from app.kit.loaders import model_or_error
 from app.kit.render import current_result, job_for, stale_note
+from app.kit.state import session_id
 from app.kit.uploads import upload_box
 from app.views.represent.probes import K, show_result, task_name
 from core.base.messages import carry
@@ -130,7 +131,7 @@ if go and not (source == "upload" and upload and not upload.ok):  # a refused fi
             if source == "bundled"
             else (corpus_from_text(text) if source == "paste" else corpus_from_upload(raw, upload.name))
         )
-        cfg = ProbeConfig(tasks=tuple(tasks), per_task=int(per_task), corpus=corpus)
+        cfg = ProbeConfig(tasks=tuple(tasks), per_task=int(per_task), corpus=corpus, owner=session_id())
         if corpus is not None:
             build_tasks(cfg)  # a corpus too small for a task says so here, not after a job
         found = saved_result(lm, cfg)

@@ -80,6 +80,7 @@ class ProbeConfig:
     max_length: int = 128  # tokens per sentence at most (the tail of a longer one is cut)
     reg: float = 1.0  # the probe's inverse L2 strength (LogisticRegression's C)
     corpus: tuple[str, ...] | None = None
+    owner: str | None = None  # the session that asks (the page's id): keys a custom corpus's result on the hosted demo
 
     def __post_init__(self) -> None:
         tasks = tuple(dict.fromkeys(str(x) for x in (self.tasks or ())))
@@ -115,12 +116,17 @@ class ProbeConfig:
         return prepare_corpus(self.corpus)
 
     def key(self) -> str:
-        """A hash of everything the result depends on but the model."""
+        """A hash of everything the result depends on but the model. On the hosted demo a pasted or uploaded
+        corpus's result is keyed by its owner too, so another session never loads it (nor learns from a fast load
+        that someone probed that text), as core.represent.corpus_index.index_key; the bundled corpus's results, and
+        every result off the hosted demo, are shared (their keys as before the owner existed)."""
         h = hashlib.sha256(f"probes{PROBES_FORMAT}".encode())
         d = asdict(self)
-        corpus = d.pop("corpus")
+        corpus, owner = d.pop("corpus"), d.pop("owner")
         h.update(json.dumps(d, sort_keys=True).encode())
         h.update(b"bundled" if corpus is None else "\n".join(corpus).encode("utf-8", "replace"))
+        if corpus is not None and owner and current().hosted:
+            h.update(f"|owner={owner}".encode())
         return h.hexdigest()[:20]
 
 

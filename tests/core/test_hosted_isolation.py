@@ -39,3 +39,21 @@ def test_the_bundled_corpus_index_is_shared_and_a_local_install_shares_text_inde
     monkeypatch.delenv("ENCODERLAB_HOSTED")
     text = [IndexConfig("text", TEXT, depth=1, owner=who) for who in ("session-a", "session-b", None)]
     assert len({index_key(lm, c) for c in text}) == 1, "off the hosted demo a text's saved index is reused"
+
+
+def test_hosted_a_probe_result_of_a_custom_corpus_is_its_sessions_alone(monkeypatch):
+    """The same for the Layer probes page's saved results (core.represent.probes.saved_result looks them up by
+    ProbeConfig.key): B pasting A's text gets a key of its own on the hosted demo; the bundled corpus's result and
+    every result off the hosted demo keep the key they had before sessions were part of it."""
+    from core.represent.probes import ProbeConfig
+
+    corpus = TEXT * 10
+
+    def keys(**kw) -> set[str]:
+        return {ProbeConfig(tasks=("length",), owner=who, **kw).key() for who in ("session-a", "session-b", None)}
+
+    monkeypatch.setenv("ENCODERLAB_HOSTED", "1")
+    assert len(keys(corpus=corpus)) == 3, "B would load the probe result A ran on A's own text"
+    assert len(keys()) == 1, "the bundled corpus's result is everyone's"
+    monkeypatch.delenv("ENCODERLAB_HOSTED")
+    assert keys(corpus=corpus) == {ProbeConfig(tasks=("length",), corpus=corpus).key()}
