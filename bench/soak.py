@@ -34,6 +34,7 @@ import asyncio
 import json
 import os
 import re
+import shutil
 import sys
 import tempfile
 import time
@@ -481,10 +482,12 @@ def main() -> None:
     print(text)
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
+        shutil.copy(log, args.out / "streamlit.log")
         (args.out / "soak.md").write_text(text + "\n")
         (args.out / "soak.json").write_text(
             json.dumps({"samples": samples, "actions": rec.actions, "faults": rec.faults})
         )
+    shutil.rmtree(work, ignore_errors=True)
     sys.exit(1 if rec.faults else 0)
 
 

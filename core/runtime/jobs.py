@@ -44,7 +44,7 @@ from core.models.devices import resolve_device
 from core.registry import ModelLoadError
 from core.runtime.job_outcome import JobContext, failed, run_job
 from core.runtime.job_worker import main_not_rerun_in_worker, worker_main, worker_threads
-from core.runtime.run_folders import evict_run_folders
+from core.runtime.run_folders import drop_checkpoints, evict_run_folders
 
 QUEUED, RUNNING, DONE, ERROR, CANCELLED = "queued", "running", "done", "error", "cancelled"
 FINISHED = (DONE, ERROR, CANCELLED)
@@ -283,8 +283,9 @@ class JobRunner:
         """A closed session's finished jobs leave the table now, with their results, and its running ones as they
         finish: no page can show them again (a session's id lives in its browser tab), and on a workshop day the
         table otherwise grew with every tab that came and went until the count bound (bench/soak.py). Returns how
-        many left now. Its run folders stay (core.runtime.run_folders bounds them): a model it trained can still be
-        loaded from its folder."""
+        many left now. Once none of its jobs runs, its runs' resumable checkpoints go too (run_folders.drop_checkpoints:
+        nothing can resume them without the tab); its run folders stay, bounded by core.runtime.run_folders, so a
+        model it trained still loads from its folder."""
         with self._lock:
             self._forgotten.add(owner)
         return self.evict()
@@ -315,7 +316,14 @@ class JobRunner:
             ]
             for j in gone:
                 self._jobs.pop(j.id, None)
-            self._forgotten &= {j.owner for j in self._jobs.values() if j.owner is not None}  # owners with jobs left
+            left = {j.owner for j in self._jobs.values() if j.owner is not None}
+            idle = self._forgotten - left  # closed sessions whose last job has left the table
+            self._forgotten &= left
+        for owner in idle:
+            try:
+                drop_checkpoints(owner)
+            except OSError:  # a folder removed meanwhile: nothing left to free
+                pass
         return len(gone)
 
     # ------------------------------------------------------------------------------------------- internals

@@ -14,6 +14,10 @@ from typing import Protocol
 
 from core.base import settings
 
+# the folder inside a run where training keeps what it resumes from (core.train.finetune, core.train.pretrain.train):
+# a resumable state (weights, optimizer moments, RNG) several times the size of the model the run saves
+CHECKPOINT_DIR = "checkpoint"
+
 
 class CancelsOwners(Protocol):
     """What SessionSweeper needs of a runner (core.runtime.jobs.JobRunner)."""
@@ -71,6 +75,21 @@ def evict_run_folders(
         if not any(session.iterdir()):
             session.rmdir()
     return removed
+
+
+def drop_checkpoints(session: str, root: str | Path | None = None) -> int:
+    """Remove the resumable checkpoints of a closed session's runs (``<root>/<session>/<run>/checkpoint``), and
+    keep everything else: a model a run saved still loads from its folder. Resuming happens from the session's
+    own page (its run list lives in the tab), so once the tab is gone nothing can resume them; a cancelled bert-mini
+    fine-tune kept 87-347 MB of them (bench/soak.py), and a workshop's tabs kept every one until the runs' age bound.
+    Returns the bytes freed."""
+    base = Path(root) if root is not None else settings.runs_base()
+    freed = 0
+    for ckpt in base.joinpath(session).glob(f"*/{CHECKPOINT_DIR}"):
+        if ckpt.is_dir():
+            freed += _tree(ckpt)[0]
+            shutil.rmtree(ckpt, ignore_errors=True)
+    return freed
 
 
 class SessionSweeper:

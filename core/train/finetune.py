@@ -35,6 +35,7 @@ from core.data.token_data import token_metrics as score_tokens
 from core.models.devices import is_oom
 from core.runtime.job_outcome import JobCancelled
 from core.runtime.jobs import resource_for
+from core.runtime.run_folders import CHECKPOINT_DIR
 from core.train import common as training
 from core.train.datamap import ARRAYS as MAP_ARRAYS
 from core.train.datamap import DataMap, Recorder
@@ -195,7 +196,7 @@ def train(
     from transformers import get_linear_schedule_with_warmup  # lazy: as torch
 
     out = Path(out_dir)
-    ckpt_dir, model_dir = out / "checkpoint", out / "model"
+    ckpt_dir, model_dir = out / CHECKPOINT_DIR, out / "model"
     task = task_for(cfg, data)
     if len(data.train) < 2 or len(data.test) < 1:
         raise DataError(msg("finetune.data_needs_least_two"))

@@ -46,6 +46,7 @@ from core.models.devices import is_oom, resolve_device
 from core.models.loading import BUILD_LOCK
 from core.registry import FAMILIES, families_with
 from core.registry.pretraining import MAX_POSITIONS, recipe
+from core.runtime.run_folders import CHECKPOINT_DIR
 from core.train import common as training
 from core.train.memory import drop_frames
 from core.train.pretrain import build
@@ -54,7 +55,7 @@ from core.train.pretrain.evaluate import evaluate, unigram_top
 from core.train.rng import RunRNG
 
 LOG_FILE = "pretrain_log.json"
-CKPT_DIR = "checkpoint"
+CKPT_DIR = CHECKPOINT_DIR  # dropped with a closed session (core.runtime.run_folders.drop_checkpoints)
 
 
 class PretrainError(Problem, ValueError):
