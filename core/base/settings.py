@@ -65,6 +65,7 @@ class Settings:
     runs_keep_mb: float  # a session's run folders beyond this size are evicted, oldest first
     runs_ttl_s: float  # a run folder untouched this long is evicted
     job_workers: bool  # run picklable jobs (training, pretraining, benchmarks) in worker processes
+    job_memory_mb: int  # the most memory one job's worker process may allocate (core.runtime.job_worker); 0 = no cap
     # hosted mode
     hosted: bool
     hub_allowlist: tuple[str, ...]  # Hub ids the custom box accepts in hosted mode; empty = official ids
@@ -89,6 +90,7 @@ def current() -> Settings:
         runs_keep_mb=env_float("ENCODERLAB_RUNS_MB", 2000.0 if not h else 500.0, lo=1.0),
         runs_ttl_s=env_float("ENCODERLAB_RUNS_TTL_S", 24 * 3600.0, lo=1.0),
         job_workers=os.environ.get("ENCODERLAB_JOB_WORKERS", "1").strip().lower() in TRUE,
+        job_memory_mb=env_int("ENCODERLAB_JOB_MEMORY_MB", 0, lo=0),
         hosted=h,
         hub_allowlist=allow,
         max_text_chars=env_int("ENCODERLAB_MAX_TEXT_CHARS", 20_000 if not h else 2_000, lo=1),

@@ -5,7 +5,8 @@
   actor's box) is the one thing that differs: a ``report(fraction, message, metrics)`` callable.
 - ``run_job``: run a job and say how it ended, as one outcome tuple: ``("done", result)``, ``("cancelled",)`` or
   ``("error", message, traceback)``; core.runtime.jobs.Job.settle turns that tuple into the job's final status.
-- ``describe_error``: the message a page shows for a failed job (out-of-memory says what to lower).
+- ``describe_error``: the message a page shows for a failed job (out-of-memory says what to lower, and names this
+  server's cap on a job's memory when one is set; a full disk says so, whichever library was writing).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 from core.base.messages import carry, msg
 from core.models.devices import is_oom
+from core.runtime.disk_full import is_disk_full, root_cause
 
 OOM_ADVICE = (
     "Lower the batch size, the maximum sequence length, the number of rows or the model size, then start it again."
@@ -60,11 +62,30 @@ class JobContext:
 
 
 def describe_error(e: BaseException, name: str) -> str:
-    """The message a page shows for a failed job; out-of-memory says what to lower."""
+    """The message a page shows for a failed job; out-of-memory says what to lower (and, where this server caps a
+    job's memory, ``ENCODERLAB_JOB_MEMORY_MB``, by how much), a full disk that nothing half-written was kept."""
+    if is_disk_full(e):  # core.runtime.disk_full: ENOSPC however the writing library put it
+        cause = root_cause(e)
+        text = msg("jobs.failed_with", type=type(cause).__name__, error=carry(cause))
+        return msg("jobs.disk_full_not_saved", name=name, text=text)
     text = msg("jobs.failed_with", type=type(e).__name__, error=carry(e))
     if is_oom(e):  # the one out-of-memory test, fine-tune's and pretraining's too
+        cap = memory_cap_mb()
+        if cap is not None:  # a job's worker under ENCODERLAB_JOB_MEMORY_MB (core.runtime.job_worker.limit_memory)
+            return msg("jobs.out_of_memory_cap", name=name, limit_mb=cap, text=text)
         return msg("jobs.out_of_memory", name=name, text=text)
     return text
+
+
+def memory_cap_mb() -> int | None:
+    """The cap on this process's memory in MB: its RLIMIT_DATA, which core.runtime.job_worker.limit_memory sets in a
+    job's worker from ``ENCODERLAB_JOB_MEMORY_MB``; None when it has none."""
+    try:
+        import resource  # lazy: Unix-only standard module
+    except ImportError:
+        return None
+    soft, _ = resource.getrlimit(resource.RLIMIT_DATA)
+    return None if soft == resource.RLIM_INFINITY else soft // 2**20
 
 
 def failed(e: BaseException, name: str) -> tuple:

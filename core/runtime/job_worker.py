@@ -1,10 +1,12 @@
 """The worker-process side of a job (core.runtime.jobs runs picklable jobs in spawned processes, and
-core.runtime.backend.ray_jobs in Ray actors): the worker's entry point, its progress over the pipe, its threads and
-its lowered priority, and starting one without re-running a Streamlit page script in it.
+core.runtime.backend.ray_jobs in Ray actors): the worker's entry point, its progress over the pipe, its threads, its
+lowered priority and its cap on memory, its end when the server that started it is gone, and starting one without
+re-running a Streamlit page script in it.
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import sys
 import threading
@@ -15,8 +17,10 @@ from contextlib import contextmanager
 from multiprocessing.connection import Connection
 from typing import Any
 
+from core.base import settings
 from core.runtime.job_outcome import JobContext, describe_error, run_job
 
+SERVER_GONE_EXIT = 3  # a worker's exit code when it ended because its server was gone (end_with_server)
 SEND_EVERY_S = 0.2  # a worker sends its progress at most this often, the metrics of the steps between in one go
 JOB_NICE = 19  # niceness added to a worker: predictions (the serving process) win the CPU over training.
 # bench/concurrency.py, 8 sessions + a fine-tune, bert-mini, 2 cores: p95 4.22x lone at nice 0, 4.86x at 10, 3.16x at 19
@@ -48,12 +52,34 @@ def lower_priority() -> None:
             pass
 
 
+def limit_memory() -> int:
+    """Cap the memory this worker may allocate at ``ENCODERLAB_JOB_MEMORY_MB`` (0, the default: no cap), so that one
+    job too large for the server fails alone, with a message naming memory, instead of the kernel's OOM killer
+    choosing a process (the serving one, perhaps). The cap is the process's RLIMIT_DATA: its heap and anonymous
+    memory (tensors, arrays, Python objects), not the libraries it maps nor a GPU's memory. Past it an allocation
+    fails (MemoryError, or torch's "can't allocate memory"), and core.runtime.job_outcome.describe_error names the
+    cap. A worker imports torch and transformers in about 250 MB of it. Returns the cap in MB (0: none)."""
+    mb = settings.current().job_memory_mb
+    if not mb:
+        return 0
+    try:
+        import resource  # lazy: Unix-only standard module
+    except ImportError:  # no such limit here (Windows): the job runs uncapped
+        return 0
+    _, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    cap = mb * 2**20 if hard == resource.RLIM_INFINITY else min(mb * 2**20, hard)
+    resource.setrlimit(resource.RLIMIT_DATA, (cap, hard))
+    return cap // 2**20
+
+
 def prepare_worker(threads: int) -> None:
-    """What every job process does first: ``threads`` torch threads, and a lower priority than the serving process."""
+    """What every job process does first: ``threads`` torch threads, a lower priority than the serving process, and
+    its cap on memory (``limit_memory``)."""
     import torch  # lazy: the UI process imports this module and needs no torch for it
 
     torch.set_num_threads(threads)
     lower_priority()
+    limit_memory()
 
 
 class PipeReport:
@@ -83,8 +109,29 @@ class PipeReport:
         self._metrics, self._state, self._sent = [], None, time.monotonic()
 
 
+def end_with_server() -> None:
+    """End this worker the moment the process that started it (the server) is gone, killed or stopped without ending
+    its jobs. The job's table went with the server, so nobody waits for the result; left running, the job would go
+    on holding a CPU or a GPU's memory, and writing into a runs folder, that the restarted server thinks free. A job
+    noticed the pipe's end only at its next progress report (BrokenPipeError), which a job in a long stretch without
+    one (a model loading, a long evaluation) may be minutes away from. A thread waits on multiprocessing's parent
+    sentinel (the spawn pipe, closed when the server exits), then ends the process at once: whatever it was writing
+    stays a temporary folder beside its place (core.runtime.artifacts.write_folder, core.train.common's checkpoint),
+    never the place itself."""
+    server = multiprocessing.parent_process()
+    if server is None:  # not a spawned worker (a Ray actor, a test calling worker_main itself)
+        return
+
+    def wait_then_end() -> None:
+        server.join()
+        os._exit(SERVER_GONE_EXIT)
+
+    threading.Thread(target=wait_then_end, daemon=True, name="end-with-server").start()
+
+
 def worker_main(payload: bytes, conn, cancel, threads: int, name: str) -> None:
     """Entry point of a worker process: run the job, send back its outcome (core.runtime.job_outcome.run_job)."""
+    end_with_server()
     prepare_worker(threads)
     report = PipeReport(conn)
     ctx = JobContext(cancel, report, report.flush)

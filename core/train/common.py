@@ -20,7 +20,7 @@ import os
 import shutil
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -29,6 +29,7 @@ import numpy as np
 from core.base.messages import msg
 from core.models.devices import is_oom
 from core.runtime.artifacts import DAMAGED_SUFFIX, damaged_files, read_errors, set_aside, swap_in, write_checksums
+from core.runtime.disk_full import whole_or_nothing
 
 STATE_FILE = "trainer_state.json"
 RUN_RNG_FILE = "run_rng.pt"
@@ -234,7 +235,8 @@ def save_checkpoint(
     ``core.train.rng.RunRNG``; its own states, CUDA included, go to run_rng.pt too). ``state`` (JSON: the loop's
     counters and curves) goes to trainer_state.json, each ``tensors[name]`` (a state dict) to name.safetensors,
     each ``arrays[name]`` to name.npy. Written beside the folder and swapped in, so a failure mid-write keeps the
-    previous checkpoint. Raises FileExistsError when ``folder`` is a file."""
+    previous checkpoint (and removes what it wrote). Raises FileExistsError when ``folder`` is a file, and
+    core.runtime.disk_full.DiskFullError when the disk is full."""
     import torch  # lazy: as in pad
     from safetensors.torch import save_file  # lazy: safetensors' torch half imports torch
 
@@ -245,22 +247,25 @@ def save_checkpoint(
     if acc.is_main_process:
         shutil.rmtree(tmp, ignore_errors=True)
     acc.wait_for_everyone()
-    with rng.active():
-        acc.save_state(str(tmp))
-    acc.wait_for_everyone()  # every process has written its RNG states before the folder moves
+    # a failed write leaves no half-written tmp behind, and a full disk says so (DiskFullError) whichever writer hit it
+    with whole_or_nothing(tmp) if acc.is_main_process else nullcontext():
+        with rng.active():
+            acc.save_state(str(tmp))
+        acc.wait_for_everyone()  # every process has written its RNG states before the folder moves
+        if acc.is_main_process:
+            (tmp / STATE_FILE).write_text(json.dumps(state))
+            torch.save(rng.state_dict(), tmp / RUN_RNG_FILE)
+            for name, sd in (tensors or {}).items():
+                if sd is not None:
+                    save_file(
+                        {k: v.detach().to("cpu").clone().contiguous() for k, v in sd.items()},
+                        str(tmp / f"{name}.safetensors"),
+                    )
+            for name, arr in (arrays or {}).items():
+                if arr is not None:
+                    np.save(tmp / f"{name}.npy", arr)
+            write_checksums(tmp)  # read_state tells a damaged file from a good one by them
     if acc.is_main_process:
-        (tmp / STATE_FILE).write_text(json.dumps(state))
-        torch.save(rng.state_dict(), tmp / RUN_RNG_FILE)
-        for name, sd in (tensors or {}).items():
-            if sd is not None:
-                save_file(
-                    {k: v.detach().to("cpu").clone().contiguous() for k, v in sd.items()},
-                    str(tmp / f"{name}.safetensors"),
-                )
-        for name, arr in (arrays or {}).items():
-            if arr is not None:
-                np.save(tmp / f"{name}.npy", arr)
-        write_checksums(tmp)  # read_state tells a damaged file from a good one by them
         swap_in(tmp, folder)  # the previous checkpoint stays until this one is whole
     acc.wait_for_everyone()
 

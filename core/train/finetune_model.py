@@ -16,6 +16,7 @@ from core.models.devices import resolve_device
 from core.models.loading import BUILD_LOCK, ModelSpec, load
 from core.predict.classify import HEAD_FILE, META_FILE, mean_pool_classifier, scalar_mix_model
 from core.runtime import artifacts
+from core.runtime.disk_full import whole_or_nothing
 from core.train import common as training
 from core.train.finetune_config import HEAD_DROPOUT, FinetuneConfig, FinetuneError, effective_precision
 
@@ -114,20 +115,30 @@ def accelerator(cfg: FinetuneConfig):
 def save_model(model, tokenizer, cfg: FinetuneConfig, data, model_dir: Path, result) -> None:
     """Write the run folder: the model (the family's own folder, or the encoder plus HEAD_FILE), its tokenizer,
     META_FILE (config, labels, data, held-out metrics of ``result``, a core.train.finetune.FinetuneResult) and the
-    files' checksums (core.runtime.artifacts.write_checksums)."""
+    files' checksums. Whole or not at all (core.runtime.artifacts.write_folder, which records the checksums): a run
+    stopped or out of disk in the middle leaves no ``model_dir`` that a page would offer as a finished run, and a
+    full disk raises core.runtime.disk_full.DiskFullError."""
     from safetensors.torch import save_file  # lazy: safetensors' torch half imports torch
 
-    model_dir.mkdir(parents=True, exist_ok=True)
-    if cfg.pooling == "cls":
-        model.save_pretrained(str(model_dir))  # a standard *ForSequenceClassification / *ForTokenClassification folder
-    else:
-        model.backbone.save_pretrained(str(model_dir))  # the encoder, loadable as the family's base model
-        if cfg.pooling == "mean":
-            head = model.classifier.state_dict()
-        else:  # the scalar mix's weights and gamma with the linear layer, under their module names
-            head = {k: v for k, v in model.state_dict().items() if not k.startswith("backbone.")}
-        save_file({k: v.contiguous() for k, v in head.items()}, str(model_dir / HEAD_FILE))
-    tokenizer.save_pretrained(str(model_dir))  # the original: words_tokenizer's prefix space is added when tagging
+    def fill(tmp: Path) -> None:
+        with whole_or_nothing(tmp):
+            if cfg.pooling == "cls":
+                model.save_pretrained(str(tmp))  # a standard *ForSequenceClassification / *ForTokenClassification
+            else:
+                model.backbone.save_pretrained(str(tmp))  # the encoder, loadable as the family's base model
+                if cfg.pooling == "mean":
+                    head = model.classifier.state_dict()
+                else:  # the scalar mix's weights and gamma with the linear layer, under their module names
+                    head = {k: v for k, v in model.state_dict().items() if not k.startswith("backbone.")}
+                save_file({k: v.contiguous() for k, v in head.items()}, str(tmp / HEAD_FILE))
+            tokenizer.save_pretrained(str(tmp))  # the original: words_tokenizer's prefix space is added when tagging
+            (tmp / META_FILE).write_text(json.dumps(_meta(cfg, data, result), indent=2))
+
+    artifacts.write_folder(model_dir, fill)  # load_finetuned tells a damaged file from a good one by the checksums
+
+
+def _meta(cfg: FinetuneConfig, data, result) -> dict:
+    """META_FILE's contents: config, labels, data and the held-out metrics of ``result``."""
     meta = dict(
         config=asdict(cfg),
         label_names=list(data.label_names),
@@ -148,5 +159,4 @@ def save_model(model, tokenizer, cfg: FinetuneConfig, data, model_dir: Path, res
             token_accuracy=tm.token_accuracy,
             majority_accuracy=tm.majority_accuracy,
         )
-    (model_dir / META_FILE).write_text(json.dumps(meta, indent=2))
-    artifacts.write_checksums(model_dir)  # load_finetuned tells a damaged file from a good one by them
+    return meta
