@@ -127,7 +127,8 @@ def jobs_for(tiny: Path, runs: Path) -> dict:
     }
 
 
-@pytest.mark.timeout(300)
+# four workers and three in-process jobs: 37 s on a lightly loaded 2-core machine, 156 s at load 12
+@pytest.mark.timeout(600)
 def test_a_full_runs_disk_ends_each_job_with_a_clear_message_and_nothing_half_written_is_offered(
     tmpfs, tiny_models, tmp_path, monkeypatch
 ):
@@ -207,7 +208,8 @@ def running(pid: int) -> bool:
         return False
 
 
-@pytest.mark.timeout(300)
+# two server processes and three workers: 10-14 s after the file's other tests, 86 s at load 12
+@pytest.mark.timeout(600)
 def test_a_server_stopped_mid_fine_tune_leaves_no_running_job_and_its_finished_runs_load(tiny_models, tmp_path):
     """Two servers, each mid fine-tune (one also in a job's long silent stretch), are stopped: one by SIGTERM, the
     other by SIGKILL. Their workers end with them, whatever they were doing; on restart nothing under the runs folder
