@@ -45,7 +45,11 @@ ui.defaults("batch", target, lm)
 
 def start(name: str, fn) -> None:
     job = runner().submit(
-        t(f"attribution.job.{name}"), fn, resource=resource_for(lm.spec.device), owner=state.session_id()
+        t(f"attribution.job.{name}"),
+        fn,
+        resource=resource_for(lm.spec.device),
+        owner=state.session_id(),
+        interactive=True,  # seconds a person waits for: never behind a fine-tune (core.runtime.jobs)
     )
     st.session_state[K(f"{name}.job")] = job.id
 

@@ -156,6 +156,7 @@ if lm is not None:
                     resource=resource_for(lm.spec.device),
                     jobs_key=k("batch_for"),
                     asked=batch_asked,
+                    interactive=True,
                 )
 
             start_job(k("batch_for"), _submit)

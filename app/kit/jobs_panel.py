@@ -17,7 +17,7 @@ from app.kit.i18n import explain, t
 from app.kit.render import forget_jobs, job_for, remember_job, stale_note
 from core.models import hosted
 from core.runtime.backend import runner as _core_runner
-from core.runtime.jobs import CANCELLED, DONE, ERROR, QUEUED, Job, JobRunner, NotYourJobError
+from core.runtime.jobs import CANCELLED, DONE, ERROR, QUEUED, Job, JobRunner, NotYourJobError, lane
 from core.runtime.run_folders import SessionSweeper
 from core.runtime.server_stats import start_writer
 
@@ -110,7 +110,9 @@ def job_panel(
         if j is None:  # gone since the panel was drawn
             st.warning(t("common.job_gone"))
             return
-        if j.status == QUEUED:
+        if j.status == QUEUED and j.interactive:
+            st.info(t("common.job_queued_interactive", place=r.queue_position(j), limit=r.limits[lane(j)]))
+        elif j.status == QUEUED:
             st.info(
                 t(
                     "common.job_queued",
@@ -177,12 +179,14 @@ def submit_job(
     resource: str | None = "cpu",
     jobs_key: str | None = None,
     asked: Any = None,
+    interactive: bool = False,
 ) -> Job:
     """Queue ``fn`` as this session's job, listed under ``page`` (state.job_ids); ``device`` ("auto", "cpu",
     "cuda") decides the resource (core.runtime.jobs.resource_for), else ``resource``. With ``jobs_key`` the job is
-    remembered as made from ``asked`` (``job_section`` shows it while the form asks the same). Raises ValueError
-    (QuotaError: too many jobs for this session)."""
-    job = runner().submit(name, fn, resource=resource, owner=state.session_id(), device=device)
+    remembered as made from ``asked`` (``job_section`` shows it while the form asks the same). ``interactive``: a
+    short analysis the person waits for, run in its own lane, never behind training (core.runtime.jobs). Raises
+    ValueError (QuotaError: too many jobs for this session)."""
+    job = runner().submit(name, fn, resource=resource, owner=state.session_id(), device=device, interactive=interactive)
     state.job_ids(page).append(job.id)
     if jobs_key is not None:
         remember_job(jobs_key, job.id, asked)

@@ -4,7 +4,10 @@ A job is a function ``fn(ctx)``. It reports with ``ctx.progress(fraction, messag
 when ``ctx.cancelled`` turns true (``ctx.check_cancelled()`` raises core.runtime.job_outcome.JobCancelled). Each
 job needs a resource ("cpu" or "gpu", resolved from the device the job will really use: ``resource_for(device)``);
 each resource runs at most ``limits[resource]`` jobs at once and queues the rest in submission order, so one GPU
-fine-tune cannot starve every other session.
+fine-tune cannot starve every other session. Interactive jobs (``submit(..., interactive=True)``: seconds of
+analysis a person waits for, such as an attribution) run in a lane of their own, at most ``limits["interactive"]``
+at once (ENCODERLAB_INTERACTIVE_JOBS, default 4), so they never queue behind training: in bench/soak.py two
+fine-tunes held both CPU slots for minutes and every session's attribution waited behind them.
 
 Worker processes. A job whose function can be pickled (a module-level function, or a ``functools.partial`` of one
 over picklable data: what core.train.finetune.job_fn, core.train.pretrain.lab.job and progress_job(core.compare.speed.measure_speed, ...) return) runs in a
@@ -80,6 +83,7 @@ class Job:
     started: float | None = None
     finished: float | None = None
     in_process: bool = False  # True when it runs (or will run) in a worker process
+    interactive: bool = False  # a person waits for it: it runs in the interactive lane, not behind training
     placement: dict | None = None  # where its worker ran, on Ray: {"node", "ip", "pid"} (core.runtime.backend.ray_jobs)
     _cancel: Any = field(default_factory=threading.Event, repr=False)  # a threading or multiprocessing Event
 
@@ -130,10 +134,14 @@ class Job:
             self.status, self.error, self.message, self.error_detail = ERROR, final[1], msg("progress.failed"), final[2]
 
 
+INTERACTIVE = "interactive"  # the lane of interactive jobs (a key of JobRunner.limits, beside the resources)
+
+
 def default_limits() -> dict[str, int]:
     return {
         "cpu": int(os.environ.get("ENCODERLAB_CPU_JOBS", "2")),
         "gpu": int(os.environ.get("ENCODERLAB_GPU_JOBS", "1")),
+        INTERACTIVE: int(os.environ.get("ENCODERLAB_INTERACTIVE_JOBS", "4")),
     }
 
 
@@ -180,7 +188,8 @@ class JobRunner:
     per resource; finished jobs are evicted by count and age (core.base.settings)."""
 
     def __init__(self, limits: dict[str, int] | None = None, workers: bool | None = None):
-        self.limits = limits or default_limits()
+        self.limits = dict(limits or default_limits())
+        self.limits.setdefault(INTERACTIVE, default_limits()[INTERACTIVE])
         for k, v in self.limits.items():
             if v < 1:
                 raise ValueError(msg("jobs.job_limit_must_least", resource=k, limit=v))
@@ -203,15 +212,17 @@ class JobRunner:
         resource: str | None = "cpu",
         owner: str | None = None,
         device: str | None = None,
+        interactive: bool = False,
     ) -> Job:
         """Queue ``fn`` and return its Job at once.
 
         ``device`` ("auto", "cpu", "cuda"), when given, decides the resource from the device the job will use.
+        ``interactive``: a short job a person waits for; it runs in the interactive lane (the module docstring).
         Raises ValueError for an unknown resource, QuotaError when ``owner`` has as many jobs as it may.
         """
         if device is not None:
             resource = resource_for(device, self.gpus_available())
-        if resource not in self.limits:
+        if resource not in self.limits or resource == INTERACTIVE:
             raise ValueError(msg("jobs.unknown_resource_use_one", resource=resource, choices=", ".join(self.limits)))
         s = settings.current()
         payload = self._payload(fn)
@@ -230,7 +241,7 @@ class JobRunner:
                             session_queued=s.session_queued,
                         )
                     )
-            job = Job(next(self._ids), name, resource, owner, in_process=payload is not None)
+            job = Job(next(self._ids), name, resource, owner, in_process=payload is not None, interactive=interactive)
             if payload is not None:
                 job._cancel = self._context().Event()
             self._jobs[job.id] = job
@@ -249,9 +260,10 @@ class JobRunner:
         return [j for j in list(self._jobs.values()) if owner is None or j.owner == owner]
 
     def queue_position(self, job: Job) -> int:
-        """1-based place among queued jobs of the same resource; 0 when it is not queued."""
+        """1-based place among queued jobs of the same lane (its resource, or the interactive lane); 0 when it is
+        not queued."""
         with self._lock:
-            waiting = [j for j, _ in self._queue if j.resource == job.resource]
+            waiting = [j for j, _ in self._queue if lane(j) == lane(job)]
         return waiting.index(job) + 1 if job in waiting else 0
 
     def cancel(self, job_id: int, owner: str | None = None) -> None:
@@ -350,16 +362,19 @@ class JobRunner:
         with self._lock:
             for item in list(self._queue):
                 job, fn = item
-                if job.status != QUEUED or self._running[job.resource] >= self.limits[job.resource]:
+                if job.status != QUEUED or self._running[lane(job)] >= self.limits[lane(job)]:
                     continue
                 if (
                     job.owner is not None
-                    and sum(j.owner == job.owner and j.status == RUNNING for j in self._jobs.values())
+                    and sum(
+                        j.owner == job.owner and j.status == RUNNING and j.interactive == job.interactive
+                        for j in self._jobs.values()
+                    )
                     >= s.session_running
                 ):
-                    continue  # this session runs as many as it may; the job keeps its place
+                    continue  # this session runs as many of this kind as it may; the job keeps its place
                 self._queue.remove(item)
-                self._running[job.resource] += 1
+                self._running[lane(job)] += 1
                 job.status, job.started, job.message = RUNNING, time.time(), msg("progress.starting")
                 target = self._run_process if job.in_process else self._run
                 threading.Thread(target=target, args=(job, fn), daemon=True, name=f"job-{job.id}").start()
@@ -428,7 +443,7 @@ class JobRunner:
         if gpu_in_this_process:
             _free_gpu_memory(job.resource)
         with self._lock:
-            self._running[job.resource] -= 1
+            self._running[lane(job)] -= 1
         self._pump()
         self.evict()
         self._sweep_run_folders()
@@ -453,6 +468,11 @@ class JobRunner:
         """Start time of ``owner``'s oldest running job (its run folders written since are in use)."""
         starts = [j.started for j in self.jobs(owner) if j.status == RUNNING and j.started]
         return min(starts) if starts else None
+
+
+def lane(job: Job) -> str:
+    """The queue a job waits in and the limit it counts against: its resource, or the interactive lane."""
+    return INTERACTIVE if job.interactive else job.resource
 
 
 def _free_gpu_memory(resource: str) -> None:

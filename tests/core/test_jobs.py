@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from core.runtime.jobs import CANCELLED, DONE, ERROR, JobRunner
+from core.runtime.jobs import CANCELLED, DONE, ERROR, INTERACTIVE, JobRunner
 
 
 def test_progress_and_result():
@@ -378,6 +378,34 @@ def test_a_closed_tabs_checkpoints_go_once_its_jobs_end_and_its_models_stay(tmp_
     assert not (tmp_path / "s1" / "run1-bert" / "checkpoint").exists()
     assert (tmp_path / "s1" / "run1-bert" / "model" / "model.safetensors").is_file(), "its model stays"
     assert (tmp_path / "s2" / "run1-bert" / "checkpoint").is_dir(), "another session's checkpoint went"
+
+
+def test_an_interactive_job_never_waits_behind_training(monkeypatch):
+    """bench/soak.py, 6 sessions: two fine-tunes held both CPU slots for minutes and every session's attribution
+    queued behind them ("Queued: place 2 for the CPU"), until each timed out. Interactive jobs have a lane of their
+    own, limited apart; on the hosted demo (one running job per session) a session training can still explain."""
+    monkeypatch.setenv("ENCODERLAB_HOSTED", "1")
+    r = JobRunner({"cpu": 1, INTERACTIVE: 1}, workers=False)
+    gate = threading.Event()
+    train = r.submit("fine-tune", lambda ctx: gate.wait(20), owner="a")
+    train2 = r.submit("another fine-tune", lambda ctx: gate.wait(20), owner="b")
+    end = time.time() + 10
+    while train.status != "running" and time.time() < end:
+        time.sleep(0.01)
+    held = threading.Event()
+    first = r.submit("attribution", lambda ctx: held.wait(20), owner="a", interactive=True)  # a, while it trains
+    second = r.submit("attribution", lambda ctx: "b's", owner="b", interactive=True)
+    while first.status != "running" and time.time() < end:
+        time.sleep(0.01)
+    assert first.status == "running" and train.status == "running", "the analysis waited behind the fine-tune"
+    assert train2.status == "queued" and r.queue_position(train2) == 1
+    assert second.status == "queued" and r.queue_position(second) == 1  # the lane's own limit (1 here)
+    held.set()
+    assert r.wait(second, 20).result == "b's" and train2.status == "queued"  # it never took the training slot
+    gate.set()
+    assert r.wait(train2, 20).status == DONE
+    with pytest.raises(ValueError):
+        r.submit("not a resource", lambda ctx: 1, resource=INTERACTIVE)  # a lane, not a resource to ask for
 
 
 def test_a_worker_runs_at_a_lower_priority_than_the_serving_process(monkeypatch):
