@@ -44,6 +44,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from playwright.async_api import TimeoutError as PlaywrightTimeout  # noqa: E402
+from playwright.async_api import async_playwright  # noqa: E402
+
 from core.runtime.server_stats import STATS_ENV, process_counts  # noqa: E402
 from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, LOCAL_HOSTS, start_streamlit, stop_streamlit  # noqa: E402
 
@@ -268,9 +271,13 @@ async def finetune(tab: Tab, running: bool) -> bool:
     started = time.monotonic()
     if running:
         cancel = tab.main.get_by_role("button", name="Cancel")
-        if await cancel.count():
-            await cancel.first.click()
-            await tab.main.get_by_text(re.compile(r"was cancelled after")).first.wait_for(timeout=TIMEOUT_MS)
+        try:  # the run's panel is a fragment: it may draw a moment after the page
+            await cancel.first.wait_for(timeout=30_000)
+        except PlaywrightTimeout:  # it finished before its turn to be cancelled
+            tab.rec.note("fine-tune finished", started)
+            return False
+        await cancel.first.click()
+        await tab.main.get_by_text(re.compile(r"was cancelled after")).first.wait_for(timeout=TIMEOUT_MS)
         await tab.until(IDLE)
         await tab.check()
         tab.rec.note("fine-tune cancel", started)
@@ -407,7 +414,6 @@ def report(samples: list, rec: Record, rows: list, args) -> str:
 
 
 async def drive(args, base: str, pid: int, runs: Path, stats: Path) -> tuple[list, Record]:
-    from playwright.async_api import async_playwright  # lazy: only the soak itself drives a browser
 
     t0 = time.monotonic()
     end = t0 + args.minutes * 60

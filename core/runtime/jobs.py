@@ -19,8 +19,8 @@ and pair batches) run on a thread, as before. ``ENCODERLAB_JOB_WORKERS=0`` runs 
 
 Bounds (core.base.settings): finished jobs are evicted by count and age, with their results; a session may have at
 most ``session_running`` jobs running and ``session_running + session_queued`` running or waiting (``QuotaError``
-says what to do); ``cancel_owner`` drops a closed session's queued jobs; core.runtime.run_folders.evict_run_folders
-keeps each session's run folders under a size and an age.
+says what to do); a closed session's jobs are cancelled (``cancel_owner``) and leave the table (``forget_owner``);
+core.runtime.run_folders.evict_run_folders keeps each session's run folders under a size and an age.
 
 What a job sees (JobContext) and how its run ends (the outcome tuple) are core.runtime.job_outcome's, the worker
 process's side is core.runtime.job_worker's: the same for thread, worker-process and Ray jobs.

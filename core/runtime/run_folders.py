@@ -93,13 +93,13 @@ def drop_checkpoints(session: str, root: str | Path | None = None) -> int:
 
 
 class SessionSweeper:
-    """Cancels the queued jobs of sessions whose browser tab has closed.
+    """Cancels the jobs of sessions whose browser tab has closed.
 
     The UI tells it which transport session (``is_active(session_id)``, e.g. Streamlit's runtime) each job owner
     is; a session seen inactive on ``strikes`` sweeps in a row is gone (one miss can be a network blip that
-    reconnects). Its queued jobs are cancelled, its finished jobs leave the runner's table with their results
-    (running ones finish, then leave: ``forget_owner``), and it is forgotten, so the tables hold live sessions
-    only."""
+    reconnects). Its queued and running jobs are cancelled (a fine-tune of a closed tab held a training slot
+    for nobody: bench/soak.py), its finished jobs leave the runner's table with their results (the cancelled ones
+    as they end: ``forget_owner``), and it is forgotten, so the tables hold live sessions only."""
 
     def __init__(self, runner: CancelsOwners, is_active: Callable[[str], bool], strikes: int = 2):
         self.runner, self.is_active, self.strikes = runner, is_active, strikes
@@ -133,8 +133,8 @@ class SessionSweeper:
                 if gone:
                     self._owners.pop(owner, None)
                     self._misses.pop(owner, None)
-            if gone:
-                cancelled += self.runner.cancel_owner(owner)
+            if gone:  # its running jobs too: nothing can show their results once the tab is gone (forget_owner)
+                cancelled += self.runner.cancel_owner(owner, running=True)
                 self.runner.forget_owner(owner)  # its finished jobs leave the table (and its running ones as they end)
         return cancelled
 
