@@ -61,7 +61,10 @@ def test_mask_target_runs_and_colours_tokens(use_tiny_zoo, fam):
     assert any("Explaining" in m.value for m in at.markdown)
     charts = at.get("plotly_chart")
     assert len(charts) == 5  # bar, methods side by side, rank correlation, faithfulness curves, per-layer heatmap
-    assert len([b for b in at.get("download_button") if b.key.startswith("attribution.")]) == 3  # + faithfulness
+    downloads = [b for b in at.get("download_button") if b.key.startswith("attribution.")]
+    assert len(downloads) == 3  # + faithfulness
+    # each file is made on a click: drawing a button gives the browser nothing to fetch (app.kit.exports.download)
+    assert all(b.proto.deferred_file_id and not b.proto.url for b in downloads)
 
 
 def test_pair_target_and_family_without_pair_head(use_tiny_zoo):

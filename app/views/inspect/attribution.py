@@ -12,7 +12,16 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app.kit import presenter, report
-from app.kit.exports import DIVERGING, NEGATIVE, POSITIVE, batch_to_csv, batch_to_html, faithfulness_csv, tokens_html
+from app.kit.exports import (
+    DIVERGING,
+    NEGATIVE,
+    POSITIVE,
+    batch_to_csv,
+    batch_to_html,
+    download,
+    faithfulness_csv,
+    tokens_html,
+)
 from app.kit.i18n import explain, t, t_or
 from app.kit.plot_text import plot_texts
 from app.views.inspect import faithfulness as fv
@@ -190,15 +199,25 @@ def show_result(res: AttributionResult, key: str, mask_token: str = "[MASK]") ->
         st.plotly_chart(presenter.scale(figures[-1]), key=f"{key}.layers")
     single = BatchResult((BatchRow(" ".join(res.tokens)),), (for_export(res),), (None,))
     row = st.container(horizontal=True)  # the buttons side by side at their own widths
-    row.download_button(
-        t("attribution.download_csv"), batch_to_csv(single), "attribution.csv", "text/csv", key=f"{key}.csv"
+    download(
+        row, t("attribution.download_csv"), lambda: batch_to_csv(single), "attribution.csv", "text/csv", f"{key}.csv"
     )
-    row.download_button(
-        t("attribution.download_html"), batch_to_html(single), "attribution.html", "text/html", key=f"{key}.html"
+    download(
+        row,
+        t("attribution.download_html"),
+        lambda: batch_to_html(single),
+        "attribution.html",
+        "text/html",
+        f"{key}.html",
     )
     if res.faithfulness is not None:
-        row.download_button(
-            t("faithfulness.download_csv"), faithfulness_csv(single), "faithfulness.csv", "text/csv", key=f"{key}.fcsv"
+        download(
+            row,
+            t("faithfulness.download_csv"),
+            lambda: faithfulness_csv(single),
+            "faithfulness.csv",
+            "text/csv",
+            f"{key}.fcsv",
         )
     return figures
 
@@ -213,15 +232,25 @@ def show_batch(batch: BatchResult, key: str) -> None:
     fv.show_ranking(rank_methods(measured) if measured else None, method_label, f"{key}.faith")
     row = st.container(horizontal=True)  # the buttons side by side at their own widths
     shown = replace(batch, results=tuple(None if r is None else for_export(r) for r in batch.results))
-    row.download_button(
-        t("attribution.download_csv"), batch_to_csv(shown), "attributions.csv", "text/csv", key=f"{key}.csv"
+    download(
+        row, t("attribution.download_csv"), lambda: batch_to_csv(shown), "attributions.csv", "text/csv", f"{key}.csv"
     )
-    row.download_button(
-        t("attribution.download_standalone"), batch_to_html(shown), "attributions.html", "text/html", key=f"{key}.html"
+    download(
+        row,
+        t("attribution.download_standalone"),
+        lambda: batch_to_html(shown),
+        "attributions.html",
+        "text/html",
+        f"{key}.html",
     )
     if measured:
-        row.download_button(
-            t("faithfulness.download_csv"), faithfulness_csv(batch), "faithfulness.csv", "text/csv", key=f"{key}.fcsv"
+        download(
+            row,
+            t("faithfulness.download_csv"),
+            lambda: faithfulness_csv(batch),
+            "faithfulness.csv",
+            "text/csv",
+            f"{key}.fcsv",
         )
     for i, res in enumerate(batch.results[:20], start=1):
         if res is not None:

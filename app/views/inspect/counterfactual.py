@@ -18,7 +18,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app.kit import presenter, urlstate
-from app.kit.exports import NEGATIVE, POSITIVE
+from app.kit.exports import NEGATIVE, POSITIVE, download
 from app.kit.i18n import explain, t
 from app.kit.plot_text import plot_texts
 from app.views.inspect.attention import option_labels
@@ -222,9 +222,7 @@ def show(res: CounterfactualResult, key: str, send: Callable[[Counterfactual], N
         st.plotly_chart(presenter.scale(scatter(res)), key=f"{key}.scatter")
     else:  # HotFlip on a classifier whose family has no bundled MLM: nothing to score fluency with
         st.caption(t("counterfactual.no_fluency"))
-    st.download_button(
-        t("counterfactual.download_csv"), to_csv(res), "counterfactuals.csv", "text/csv", key=f"{key}.csv"
-    )
+    download(st, t("counterfactual.download_csv"), lambda: to_csv(res), "counterfactuals.csv", "text/csv", f"{key}.csv")
 
 
 def on_done(target: str) -> Callable:

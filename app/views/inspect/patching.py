@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app.kit import presenter, report, urlstate
-from app.kit.exports import NEGATIVE, NEUTRAL, POSITIVE
+from app.kit.exports import NEGATIVE, NEUTRAL, POSITIVE, download
 from app.kit.i18n import explain, t
 from app.kit.plot_text import plot_texts
 from app.kit.zh_examples import chinese_examples, zh_example
@@ -318,7 +318,7 @@ def show(res: PatchResult, key: str) -> list[go.Figure]:
         st.plotly_chart(presenter.scale(fig), width="stretch", key=f"{key}.{name}", config=_config(name))
         if name in notes:
             st.caption(t(notes[name]))
-    st.download_button(t("patching.csv"), _csv(res), file_name="patching.csv", mime="text/csv", key=f"{key}.csv")
+    download(st, t("patching.csv"), lambda: _csv(res), "patching.csv", "text/csv", f"{key}.csv")
     return list(figs.values())
 
 
