@@ -156,10 +156,8 @@ with tab_batch:
             st.info(t("attribution.stale_batch"))
 
 with tab_patch:
-    ask = pv.inputs(target, lm, restored)
+    ask = pv.inputs(target, lm, restored, linked=tab_patch.open and restored_patch)  # refusals: errors when asked
     patch_run = (lm.spec, ask.cfg)
-    if ask.error is not None:
-        st.error(explain(ask.error))
     linked = tab_patch.open and restored_patch and st.session_state.get(K("patch.run")) != patch_run
     if ask.cfg is not None and (ask.go or linked):
         start("patch", lambda ctx, lm=lm, cfg=ask.cfg: patch_once(lm, cfg, ctx.progress))
@@ -171,7 +169,7 @@ with tab_patch:
             st.info(t("patching.stale"))
 
 with tab_cf:
-    cf = cv.inputs(target)
+    cf = cv.inputs(target, linked=tab_cf.open and restored_cf)
     cf_run = (lm.spec, cf.cfg)
     linked = tab_cf.open and restored_cf and st.session_state.get(K("cf.run")) != cf_run
     if cf.cfg is not None and (cf.go or linked) and (mlm := proposer_or_error(lm, target, cf.cfg.proposer))[0]:

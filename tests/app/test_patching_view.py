@@ -113,9 +113,11 @@ def test_the_swap_helper_makes_the_corrupted_input(use_tiny_zoo):
 def test_inputs_of_different_lengths_are_refused_before_any_work(use_tiny_zoo):
     at = _page()
     at.text_input(key=f"{P}.patch.corrupted").set_value("The capital of the old kingdom is [MASK].").run()
+    hint = next(c.value for c in at.caption if c.value.startswith("Patch would stop here:"))  # not yet an error
+    assert "patching needs the same length" in hint and "Corrupted:" in hint and not at.error
+    _click(at, f"{P}.patch.go")
     errors = " ".join(e.value for e in at.error)
     assert "patching needs the same length" in errors and "Corrupted:" in errors
-    _click(at, f"{P}.patch.go")
     assert f"{P}.patch.job" not in at.session_state
 
 

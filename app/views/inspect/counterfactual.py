@@ -39,6 +39,8 @@ FIELDS = INPUTS
 
 @dataclass(frozen=True)
 class CfAsk:
+    """What the tab holds now: the config (None when it is refused, with ``error``), and the button."""
+
     cfg: CounterfactualConfig | None
     error: Message | None = None
     go: bool = False
@@ -60,8 +62,9 @@ def defaults(target: str) -> None:
         st.session_state[K("cf.text_b")] = st.session_state.get(K("text_b"), "")
 
 
-def inputs(target: str) -> CfAsk:
-    """The tab's inputs and its button; the ask the page runs."""
+def inputs(target: str, linked: bool = False) -> CfAsk:
+    """The tab's inputs and its button; the ask the page runs (``linked``: a link asks for the search, as the button
+    would). Inputs it refuses are an error only when the search is asked for (as in patching.inputs)."""
     st.caption(t("counterfactual.intro"))
     if target not in TARGETS:
         st.info(t("counterfactual.no_token_target"))
@@ -89,13 +92,17 @@ def inputs(target: str) -> CfAsk:
             format_func=option_labels(PROPOSERS, lambda x: t(f"counterfactual.proposer_opt.{x}")),
             help=t("counterfactual.proposer_help"),
         )
-    go = st.button(t("counterfactual.go"), type="primary", key=K("cf.go"))
+    go_row = st.container(horizontal=True, vertical_alignment="center", gap="medium")  # the button's own width
+    go = go_row.button(t("counterfactual.go"), type="primary", key=K("cf.go"))
     try:
         cfg = CounterfactualConfig(
             target=target, text=text, text_b=text_b, budget=int(budget), goal=goal or "flip", proposer=proposer or "mlm"
         )
-    except ValueError as e:
-        st.error(explain(e))  # bad input: said here, and nothing runs
+    except ValueError as e:  # bad input: nothing runs; an error if a search was asked for, else why, as a caption
+        if go or linked:
+            st.error(explain(e))
+        else:
+            go_row.caption(t("counterfactual.refused", why=explain(e)))
         return CfAsk(None, carry(e), bool(go))
     return CfAsk(cfg, go=bool(go))
 

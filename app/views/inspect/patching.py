@@ -114,9 +114,11 @@ def _swap(tokenizer) -> None:
         st.session_state[K("patch.swap_error")] = (carry(e), (clean, old, new))
 
 
-def inputs(target: str, lm: LoadedModel, restored: set[str]) -> PatchAsk:
+def inputs(target: str, lm: LoadedModel, restored: set[str], linked: bool = False) -> PatchAsk:
     """The tab's inputs and its button; the ask the page runs (``rows``: the patched forwards it will take;
-    ``restored``: the keys a link set in this run)."""
+    ``restored``: the keys a link set in this run; ``linked``: a link asks for the run, as the button would). Inputs
+    it refuses are an error only when the run is asked for: both tabs are drawn even when not open, and a box can be
+    empty without anyone having emptied it (tests/app/test_attribution_untouched_tabs.py)."""
     st.caption(t("patching.intro"))
     if target not in TARGETS:
         st.info(t("patching.no_token_target"))
@@ -174,7 +176,11 @@ def inputs(target: str, lm: LoadedModel, restored: set[str]) -> PatchAsk:
             head_positions=bool(head_pos),
         )
         rows = plan(lm, cfg)
-    except PatchError as e:
+    except PatchError as e:  # an error only when a run is asked for; until then why it would stop, as a caption
+        if go or linked:
+            st.error(explain(e))
+        else:
+            go_row.caption(t("patching.refused", why=explain(e)))
         return PatchAsk(None, error=carry(e), go=bool(go))
     go_row.caption(t("patching.estimate", rows=f"{rows:,}"))
     return PatchAsk(cfg, rows, go=bool(go))
