@@ -17,6 +17,7 @@ from core.inspect.tuned_lens import WEIGHTS_FILE, TunedLens, TuneReport, lens_di
 from core.models.loading import ModelSpec, load
 from core.represent import probes
 from core.runtime.jobs import JobRunner
+from core.runtime.run_folders import SessionSweeper
 from core.train.finetune import train
 from core.train.finetune_config import FinetuneConfig
 from tests.app.conftest import click, new_app, open_page, page_for, page_path
@@ -44,7 +45,10 @@ def env(use_tiny_zoo, tmp_path, monkeypatch):
         monkeypatch.setenv(var, str(tmp_path / sub))
     reset_caches()
     threads = JobRunner(workers=False)  # the job on a thread here: a worker process costs seconds to start
-    monkeypatch.setattr(jobs_ui, "runner", lambda: threads)
+    # the runner every page reaches, behind jobs_panel.runner(): patching the name ``runner`` itself leaked into a
+    # module first imported during this test (app.kit.finetune_work binds it at import), whose later tests then
+    # submitted to this runner while their pages read the process-wide one
+    monkeypatch.setattr(jobs_ui, "_shared", lambda: (threads, SessionSweeper(threads, lambda sid: True)))
     return threads
 
 
