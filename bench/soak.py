@@ -41,6 +41,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlparse
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -100,8 +101,8 @@ class Tab:
         await self.pg.goto(url, timeout=TIMEOUT_MS)
 
     def _request(self, req) -> None:
-        host = re.sub(r"^[a-z]+://([^/:]+).*$", r"\1", req.url)
-        if req.url.startswith(("http", "ws")) and host not in LOCAL_HOSTS:
+        url = urlparse(req.url)  # as tests/e2e/conftest.py's page fixture reads it ([::1] included)
+        if url.scheme in ("http", "https", "ws", "wss") and (url.hostname or "") not in LOCAL_HOSTS:
             self.fault(f"request left localhost: {req.url}")
 
     def fault(self, what: str) -> None:
