@@ -9,6 +9,7 @@ import threading
 import streamlit as st
 
 from app.kit import presenter, report, state, urlstate
+from app.kit.download_button import download
 from app.kit.gpu_notice import sidebar_gpu_line
 from app.kit.i18n import LANG_KEY, LANGS, explain, t, t_or
 from app.kit.model_choice import AWAITING, CUSTOM_OPTION, LOAD_FAILED, known_checkpoints, pick, source_slot
@@ -123,12 +124,14 @@ def report_panel() -> None:
                     button.empty()
                     built = st.session_state[REPORT_BUILT] = (made_from, html.encode("utf-8"))
             if built is not None and built[0] == made_from:
-                st.download_button(
+                page = built[1]  # built above, when asked (progress bar, figures): the click only hands it over
+                download(
+                    st,
                     t("sidebar.report_download"),
-                    data=built[1],
-                    file_name="encoderlab-session.html",
-                    mime="text/html",
-                    key="sidebar.report_dl",
+                    lambda: page,
+                    "encoderlab-session.html",
+                    "text/html",
+                    "sidebar.report_dl",
                     icon=":material/download:",
                 )
             if st.button(t("sidebar.report_clear"), key="sidebar.report_clear"):

@@ -357,23 +357,28 @@ def test_no_long_modules():
     assert not long, "\n".join(long)
 
 
+SOURCES = {str(p.relative_to(ROOT)): p.read_text(encoding="utf-8") for p in MODULES.values()}
+
+
+def calls_outside(sources: dict[str, str], home: str, matches) -> list[str]:
+    """``file:line`` of every call that ``matches`` (an ast.Call -> bool) in ``sources`` (path -> text) but ``home``,
+    the one module that may make it."""
+    found = []
+    for rel, src in sources.items():
+        if rel != home:
+            found += [f"{rel}:{n.lineno}" for n in ast.walk(ast.parse(src)) if isinstance(n, ast.Call) and matches(n)]
+    return found
+
+
 def timed_fragments(sources: dict[str, str]) -> list[str]:
     """Calls that give a fragment ``run_every`` outside app/kit/live.py: a timed fragment made any other way skips
     ``live.keep_page``, and a timer that fires during a page switch can blank the page (tests/e2e/
     test_live_fragment_e2e.py)."""
-    found = []
-    for rel, src in sources.items():
-        if rel == "app/kit/live.py":
-            continue
-        for node in ast.walk(ast.parse(src)):
-            if isinstance(node, ast.Call) and any(k.arg == "run_every" for k in node.keywords):
-                found.append(f"{rel}:{node.lineno}")
-    return found
+    return calls_outside(sources, "app/kit/live.py", lambda n: any(k.arg == "run_every" for k in n.keywords))
 
 
 def test_every_timed_fragment_keeps_its_page():
-    sources = {str(p.relative_to(ROOT)): p.read_text(encoding="utf-8") for p in MODULES.values()}
-    wrong = timed_fragments(sources)
+    wrong = timed_fragments(SOURCES)
     assert not wrong, "time a fragment with app.kit.live.every, not st.fragment(run_every=...):\n" + "\n".join(wrong)
 
 
@@ -381,3 +386,29 @@ def test_the_timed_fragment_check_can_fail():
     bad = {"app/room/x.py": "import streamlit as st\n\n@st.fragment(run_every=1.0)\ndef f():\n    pass\n"}
     assert timed_fragments(bad) == ["app/room/x.py:3"]
     assert timed_fragments({"app/kit/live.py": bad["app/room/x.py"]}) == []
+
+
+def eager_downloads(sources: dict[str, str]) -> list[str]:
+    """Calls of ``download_button`` outside app/kit/download_button.py: such a button's file is made while drawing,
+    and Streamlit's browser fetches it the moment the button is drawn, from a server that may have dropped it since
+    (HTTP 404, "Download Button source error": bench/soak.py). app.kit.exports.download makes it on a click."""
+
+    def named(n: ast.Call) -> bool:
+        f = n.func
+        return (f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")) == "download_button"
+
+    return calls_outside(sources, "app/kit/download_button.py", named)
+
+
+def test_every_download_is_made_on_click():
+    wrong = eager_downloads(SOURCES)
+    assert not wrong, "draw a download with app.kit.exports.download, not st.download_button:\n" + "\n".join(wrong)
+
+
+def test_the_download_check_can_fail():
+    bad = {
+        "app/views/x.py": "import streamlit as st\n\nst.download_button('a', b'1', 'a.csv')\n",
+        "pages/y.py": "from streamlit import download_button\n\ndownload_button('a', b'1')\n",
+    }
+    assert eager_downloads(bad) == ["app/views/x.py:3", "pages/y.py:3"]
+    assert eager_downloads({"app/kit/download_button.py": bad["app/views/x.py"]}) == []

@@ -7,6 +7,8 @@ kaleido, a CJK face for Chinese labels, axes that make room for their labels).
 
 The attribution palette (diverging: red pushes the explained score down, green up) lives here too, and the
 Attributions page's charts take it from here, so the page and its exports always agree.
+
+Every download button is ``download`` (app.kit.download_button, named here too): its file is made when clicked.
 """
 
 from __future__ import annotations
@@ -14,12 +16,13 @@ from __future__ import annotations
 import csv
 import html
 import io
-from collections.abc import Callable
 
 import numpy as np
 import plotly.graph_objects as go
 
-from app.kit.i18n import explain, lang, language, t
+from app.kit.download_button import download as download  # the button these files go through
+from app.kit.download_button import in_this_language as in_this_language
+from app.kit.i18n import explain, lang, t
 from app.kit.report import figure_pngs
 from core.inspect.attention import AttentionResult
 from core.inspect.attribution import BatchResult
@@ -31,31 +34,6 @@ DIVERGING = [[0.0, NEGATIVE], [0.5, NEUTRAL], [1.0, POSITIVE]]  # the same as a 
 
 def _rgb(hex_colour: str) -> tuple[int, int, int]:
     return int(hex_colour[1:3], 16), int(hex_colour[3:5], 16), int(hex_colour[5:7], 16)
-
-
-def in_this_language(make: Callable[[], str | bytes]) -> Callable[[], str | bytes]:
-    """``make`` to be run later, outside this script run (a download button's click), in the session's language of
-    now: there the session's language is not known (app.kit.i18n.lang)."""
-    code = lang()
-
-    def run() -> str | bytes:
-        with language(code):
-            return make()
-
-    return run
-
-
-def download(where, label: str, make: Callable[[], str | bytes], file_name: str, mime: str, key: str) -> None:
-    """A download button in ``where`` (``st`` or a container) whose file ``make()`` builds when it is clicked (in the
-    session's language), and whose click does not rerun the page.
-
-    Not a file made while drawing: Streamlit's browser fetches such a file the moment the button is drawn, and the
-    server forgets a session's files at the start of its next full run and drops a forgotten one at the second end
-    of any session's run after that. A session whose page ran on (a result drawn by a job's polling fragment and
-    drawn again by the full run after it, a new text, a page switch) while other sessions ran had the browser's fetch
-    answered 404 ("Download Button source error", bench/soak.py); a button with nothing to fetch cannot be, and
-    nothing is built until someone asks (tests/e2e/test_attribution_downloads_e2e.py)."""
-    where.download_button(label, in_this_language(make), file_name, mime, key=key, on_click="ignore")
 
 
 # ---------------------------------------------------------------------------------------------- attributions

@@ -115,6 +115,8 @@ def hard_coded(path: Path) -> list[str]:
             if node.args:
                 texts += _literal_text(node.args[0])
             texts += [s for kw in node.keywords if kw.arg in UI_KWARGS for s in _literal_text(kw.value)]
+        if name == "download" and len(node.args) > 1:  # app.kit.exports.download(where, label, ...)
+            texts += _literal_text(node.args[1])
         texts += [s for kw in node.keywords if kw.arg and TITLE_KW.search(kw.arg) for s in _literal_text(kw.value)]
         if base == "go":
             texts += [s for kw in node.keywords if kw.arg in PLOTLY_KW for s in _literal_text(kw.value)]
@@ -254,7 +256,8 @@ def test_the_scan_catches_a_hard_coded_label(tmp_path):
     page.write_text(
         'import streamlit as st\nst.title("Hello there")\nst.title(t("x.y"))\n'
         'st.caption(f"{n} tokens")\nst.code("print(1)")\nst.markdown("`bert-base`")  # i18n: ok\n'
-        'fig.update_layout(yaxis_title="probability")\n',
+        'fig.update_layout(yaxis_title="probability")\n'
+        'download(st, "Download CSV", make, "a.csv", "text/csv", "k")\ndownload(st, t("x.z"), make, "a.csv", "text/csv", "k")\n',
         encoding="utf-8",
     )
     global ROOT
@@ -263,7 +266,7 @@ def test_the_scan_catches_a_hard_coded_label(tmp_path):
         found = hard_coded(page)
     finally:
         ROOT = old
-    assert [f.split(":")[1] for f in found] == ["2", "4", "7"], found
+    assert [f.split(":")[1] for f in found] == ["2", "4", "7", "8"], found
 
 
 # a placeholder says what it holds: not p, p2, a single letter (n, a plain count, is fine) or name__

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import plotly.graph_objects as go
+from streamlit.runtime.media_file_manager import MediaFileManager
 from streamlit.testing.v1 import AppTest
 
 from app.kit import report
@@ -252,9 +253,19 @@ def test_a_report_figure_that_cannot_be_drawn_is_logged_and_said(monkeypatch):
     assert any("no browser found" in r.getMessage() for r in keep.records)
 
 
-def test_report_is_prepared_with_progress_then_downloaded(use_tiny_zoo):
+def test_report_is_prepared_with_progress_then_downloaded(use_tiny_zoo, monkeypatch):
     """Issue 14: the report download took 19-31 s behind a tiny spinner. Now *Prepare the report* draws it with a
-    progress bar, and the download button serves exactly what was prepared until the session records more."""
+    progress bar, and the download button serves exactly what was prepared until the session records more. The
+    button gives the browser nothing to fetch until clicked (app.kit.exports.download): its click hands over the
+    prepared file, outside the script run."""
+    on_click = {}  # file name -> what a click runs (Streamlit's own registration, watched)
+    add = MediaFileManager.add_deferred
+
+    def watched(self, data_callable, mimetype, coordinates, file_name=None, **kw):
+        on_click[file_name] = data_callable
+        return add(self, data_callable, mimetype, coordinates, file_name, **kw)
+
+    monkeypatch.setattr(MediaFileManager, "add_deferred", watched)
     at = _open({"fill_mask.text": "The cat sat on the [MASK]."})
     at.switch_page(str(ROOT / "pages" / "fill_mask.py")).run()
     assert not at.exception, at.exception
@@ -267,7 +278,9 @@ def test_report_is_prepared_with_progress_then_downloaded(use_tiny_zoo):
     at.run()  # the page records the same result again: the prepared file still matches
     assert not at.exception, at.exception
     assert not [b for b in at.sidebar.button if b.key == "sidebar.report_build"]
-    assert [b for b in at.sidebar.get("download_button") if b.proto.label.startswith("Download report")]
+    (button,) = [b for b in at.sidebar.get("download_button") if b.proto.label.startswith("Download report")]
+    assert button.proto.deferred_file_id and not button.proto.url
+    assert on_click["encoderlab-session.html"]() == html
 
 
 def test_report_progress_reaches_one_and_figures_are_cached(monkeypatch):

@@ -18,7 +18,7 @@ import streamlit as st
 
 from app.kit import presenter, report, state, urlstate
 from app.kit.cache import attention_flow, attention_layer_map, attention_mixing, attention_qk, attention_word_groups
-from app.kit.exports import attention_npz
+from app.kit.exports import attention_npz, download
 from app.kit.i18n import explain, t, t_or
 from app.kit.render import as_text
 from app.views.inspect.attention_figures import (
@@ -279,12 +279,13 @@ def bertviz_section(r: A.AttentionResult, lo: int, hi: int, layers: list[int], h
     st.caption(
         t("attention.view_caption", kind=t(f"attention.view_kind.{kind}"), mb=f"{view.size_bytes / 1e6:.2f}", rows=rows)
     )
-    st.download_button(
+    download(
+        st,
         t("attention.download_view"),
         lambda: view.html.encode("utf-8"),
-        file_name=f"attention-{kind}-view.html",
-        mime="text/html",
-        key=K("dl.html"),
+        f"attention-{kind}-view.html",
+        "text/html",
+        K("dl.html"),
     )
 
 
@@ -559,12 +560,13 @@ def words_section(r: A.AttentionResult, config: A.AttentionConfig, tokenizer, sp
 def export_section(r: A.AttentionResult) -> None:
     with presenter.settings():
         st.radio(t("attention.fmt"), list(FORMATS), key=K("fmt"), horizontal=True)
-    st.download_button(
+    download(
+        st,
         t("attention.download_npz"),
         lambda: attention_npz(r),
-        file_name="attention.npz",
-        mime="application/octet-stream",
-        key=K("dl.npz"),
+        "attention.npz",
+        "application/octet-stream",
+        K("dl.npz"),
     )
     st.caption(t("attention.npz_caption", shape=str(r.attentions.shape)))
 

@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app.kit import presenter, state, urlstate
-from app.kit.exports import tokens_html
+from app.kit.exports import download, tokens_html
 from app.kit.i18n import explain, t
 from app.kit.plot_text import plot_texts
 from core.inspect import sae_features as SF
@@ -210,8 +210,10 @@ def browse_tab(lm: LoadedModel, sae, browse: Browse) -> list[go.Figure]:
     chart(figs[1], "up", b1)
     chart(figs[2], "down", b2)
     st.caption(t("features.effects_note"))
-    csv = browse_csv(lm.tokenizer, browse, id(browse))
-    st.download_button(t("features.csv"), csv, "sae-features.csv", "text/csv", key=K("csv"))
+    tok = lm.tokenizer  # what a click needs (not the model)
+    download(
+        st, t("features.csv"), lambda: browse_csv(tok, browse, id(browse)), "sae-features.csv", "text/csv", K("csv")
+    )
     return figs
 
 

@@ -13,6 +13,7 @@ import streamlit as st
 
 from app.kit import presenter, urlstate
 from app.kit.cache import attention_word_groups, value_zeroing_of
+from app.kit.exports import download
 from app.kit.i18n import explain, t
 from app.views.inspect.attention import K, option_labels, show
 from app.views.inspect.attention_figures import heatmap
@@ -73,12 +74,13 @@ def section(r: A.AttentionResult, lo: int, hi: int, lm: LoadedModel, config: A.A
         else:
             show(spearman_bars(res, layer), "vz.spearman")
             st.caption(t("attention.vz.spearman_note"))
-    st.download_button(
+    download(
+        st,
         t("attention.vz.csv"),
-        map_csv(m, labels, offset),
-        file_name=f"value-zeroing-layer{layer}-{level or 'tokens'}.csv",
-        mime="text/csv",
-        key=K("vz.csv"),
+        lambda: map_csv(m, labels, offset),
+        f"value-zeroing-layer{layer}-{level or 'tokens'}.csv",
+        "text/csv",
+        K("vz.csv"),
     )
 
 

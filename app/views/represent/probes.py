@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app.kit import presenter, state
-from app.kit.exports import probes_csv
+from app.kit.exports import download, probes_csv
 from app.kit.i18n import t
 from app.kit.render import as_text, entry_id, record_once
 from core.represent.probes import ProbeResult, TaskScore
@@ -257,8 +257,8 @@ def show_result(r: ProbeResult) -> None:
         st.caption(t("probes.sel_caption"))
     st.dataframe(table_rows(r), hide_index=True, width="stretch", key=K("table"), column_config=table_columns(r))
     row = st.container(horizontal=True)  # the buttons side by side at their own widths
-    row.download_button(t("probes.download_csv"), probes_csv(r), "probes.csv", "text/csv", key=K("dl_csv"))
-    row.download_button(t("probes.download_plot"), lambda: plots_html(r), "probes.html", "text/html", key=K("dl_plot"))
+    download(row, t("probes.download_csv"), lambda: probes_csv(r), "probes.csv", "text/csv", K("dl_csv"))
+    download(row, t("probes.download_plot"), lambda: plots_html(r), "probes.html", "text/html", K("dl_plot"))
     with st.expander(t("probes.examples")):
         for s in r.scores:
             _examples(s)

@@ -195,20 +195,22 @@ def finished(name: str, result: FinetuneResult, data: LabelledData) -> None:
         return
     draw(name, dm, texts, result.label_names)
     left, right = st.columns(2)
-    left.download_button(
+    exports.download(
+        left,
         t("datamap.download_csv"),
         lambda: dm.to_csv(texts, result.label_names),
-        file_name=f"datamap-{name}.csv",
-        mime="text/csv",
-        key=K(f"datamap_csv.{name}"),
+        f"datamap-{name}.csv",
+        "text/csv",
+        K(f"datamap_csv.{name}"),
     )
     titled = figure(dm, None, result.label_names, t("datamap.fig.title", run=name, epochs=dm.epochs))
-    right.download_button(
+    exports.download(
+        right,
         t("datamap.download_png"),
         lambda: exports.figure_png(titled),
-        file_name=f"datamap-{name}.png",
-        mime="image/png",
-        key=K(f"datamap_png.{name}"),
+        f"datamap-{name}.png",
+        "image/png",
+        K(f"datamap_png.{name}"),
         help=t("datamap.png_help"),
     )
 

@@ -10,6 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from app.kit import presenter
+from app.kit.exports import download
 from app.kit.i18n import explain, t
 from app.kit.model_choice import pick
 from app.views.inspect.ablation import classify_heads
@@ -169,12 +170,13 @@ def _run_buttons(name: str, result) -> None:
     """A finished run's three buttons, for sequence and token runs alike: download its folder, pick it in the
     sidebar, or go back to the checkpoint it started from."""
     d1, d2, d3 = st.columns(3)
-    d1.download_button(
+    download(
+        d1,
         t("finetune.download"),
         lambda: zip_folder(result.model_dir),
-        file_name=f"{name}.zip",
-        mime="application/zip",
-        key=K(f"dl.{name}"),
+        f"{name}.zip",
+        "application/zip",
+        K(f"dl.{name}"),
     )
     d2.button(
         t("finetune.pick"),

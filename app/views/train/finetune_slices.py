@@ -17,6 +17,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app.kit import presenter, urlstate
+from app.kit.exports import download
 from app.kit.i18n import explain, t
 from app.kit.plot_text import plot_text
 from app.kit.render import as_text
@@ -163,7 +164,7 @@ def run_slices(name: str, result: FinetuneResult, slicing: Slicing | None) -> No
         )
         for s in table.stats
     ]
-    st.download_button(t("slices.csv"), _csv(csv), f"{name}-slices.csv", "text/csv", key=K(f"slices.csv.{name}"))
+    download(st, t("slices.csv"), lambda: _csv(csv), f"{name}-slices.csv", "text/csv", K(f"slices.csv.{name}"))
 
 
 def _tick(s: Slice, n: int) -> str:
@@ -283,7 +284,7 @@ def _pair_table(cmp: Comparison, a: str, b: str) -> None:
         )
         for p in cmp.pairs
     ]
-    st.download_button(t("slices.csv"), _csv(csv), f"{a}-{b}-slices.csv", "text/csv", key=K("slices.cmp.csv"))
+    download(st, t("slices.csv"), lambda: _csv(csv), f"{a}-{b}-slices.csv", "text/csv", K("slices.cmp.csv"))
 
 
 def pair_chart(cmp: Comparison, a: str, b: str) -> go.Figure:
@@ -335,6 +336,11 @@ def _disagreements(cmp: Comparison, a: str, b: str) -> None:
         )
         for d in rows
     ]
-    st.download_button(
-        t("slices.cmp.disagree_csv"), _csv(csv), f"{a}-{b}-disagreements.csv", "text/csv", key=K("slices.cmp.dis_csv")
+    download(
+        st,
+        t("slices.cmp.disagree_csv"),
+        lambda: _csv(csv),
+        f"{a}-{b}-disagreements.csv",
+        "text/csv",
+        K("slices.cmp.dis_csv"),
     )
