@@ -47,11 +47,12 @@ import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
 from app.kit import live
-from app.kit.i18n import t
+from app.kit.i18n import lang, t
 from core.base.fields import Bounds
 
 _PUBLISHED = "url.published"  # what this session last wrote to the URL: {param: value}
 _RUN = "url.run"  # the current run: the URL it started with, what was published before, fields bound
+_DRAWN_LANG = "url.drawn_lang"  # the language this session's widgets were last drawn in
 MAX_TEXT = 4000
 
 
@@ -161,7 +162,9 @@ def bind(fields: Sequence[Field]) -> set[str]:
         if st.session_state.get(f.key) != value:
             st.session_state[f.key] = value
             restored.add(f.key)
-    if live.redrawing():  # the browser cleared the page and its widgets' values: set them again, so they are sent
+    # The browser cleared the page and its widgets' values, or holds them in the other language: set them again, so
+    # they are sent (in this run's language).
+    if live.redrawing() or _relabelled(run):
         for f in fields:
             if f.key in st.session_state:
                 try:
@@ -172,6 +175,21 @@ def bind(fields: Sequence[Field]) -> set[str]:
         st.warning(t("url.fallback", params=", ".join(f"`{b}`" for b in bad)))
     publish()
     return restored
+
+
+def _relabelled(run: dict) -> bool:
+    """Whether the language changed since this session's widgets were last drawn (once per run).
+
+    A choice widget (selectbox, radio, multiselect) travels between browser and server as its option's label, not its
+    value, and the browser keeps the label it drew: after a switch to 中文 the Attributions page still showed its
+    methods in English, and the run after that read those English labels against the Chinese ones, matched none and
+    emptied the picker ("pick at least one method", tests/e2e/test_zh_e2e.py). Setting a bound widget's value again
+    makes Streamlit send it in the new labels."""
+    if "relabel" not in run:
+        now = lang()
+        run["relabel"] = st.session_state.get(_DRAWN_LANG, now) != now
+        st.session_state[_DRAWN_LANG] = now
+    return run["relabel"]
 
 
 def publish() -> None:

@@ -41,6 +41,19 @@ def screenshot(pg, name: str) -> Path:
     return path
 
 
+def wait_text(scope, text: str, timeout_s: float) -> None:
+    """Wait until ``text`` shows inside ``scope`` (a locator); on a timeout, fail with what the scope shows instead
+    (a CI log then says whether the page showed an error, an out-of-date note or a queue place)."""
+    try:
+        scope.get_by_text(text).first.wait_for(timeout=timeout_s * 1000)
+    except Exception as e:  # playwright's TimeoutError
+        shown = scope.inner_text(timeout=5000)[-3000:]
+        shot = screenshot(scope.page, "timed-out")
+        raise AssertionError(
+            f"{text!r} did not show within {timeout_s:.0f}s at {scope.page.url} ({shot}); the page showed:\n{shown}"
+        ) from e
+
+
 def set_number(pg, label: str, value: str) -> None:
     """Type ``value`` into the number box labelled ``label`` and leave it, so Streamlit takes the value."""
     box = pg.get_by_label(label, exact=True)

@@ -9,7 +9,7 @@ import os
 import pytest
 
 from app.kit.i18n import catalog
-from tests.e2e.browser import open_page, screenshot, wait_idle
+from tests.e2e.browser import open_page, screenshot, wait_idle, wait_text
 from tests.e2e.conftest import start_streamlit, stop_streamlit
 from tests.e2e.test_workshop_e2e import GLYPHS_JS
 from tests.english import english_runs
@@ -105,7 +105,7 @@ def test_attributions_in_chinese_on_the_bundled_chinese_model(zh_page):
     box.wait_for(timeout=120_000)
     box.fill("我们用筷[MASK]吃饭。")
     main.get_by_role("button", name=catalog()["attribution.go"]["zh"], exact=True).click()
-    main.get_by_text("解释的是：").wait_for(timeout=240_000)
+    wait_text(main, "解释的是：", 240)
     wait_idle(page, 120)
     assert main.locator('[data-testid="stException"], [data-testid="stAlertContentError"]').count() == 0
     assert main.locator(".attr-tok").count() >= 8
@@ -115,3 +115,24 @@ def test_attributions_in_chinese_on_the_bundled_chinese_model(zh_page):
     runs = english_runs(main.inner_text())
     assert not runs, runs[:5]
     screenshot(page, "zh-attributions")
+
+
+def test_switching_to_chinese_keeps_the_attribution_methods(zh_page):
+    """A choice widget travels as its label, and the browser kept the English labels it had drawn: after a switch to
+    中文 the methods stayed in English, and the next run (Explain) matched none of them and emptied the picker ("请至少
+    选一种归因方法", the CI failure of test_attributions_in_chinese_on_the_bundled_chinese_model). app.kit.urlstate sends
+    every bound widget's value again in the new language."""
+    page = zh_page
+    open_page(page, "attribution?lang=en")
+    main = page.locator('[data-testid="stMain"]')
+    methods = main.locator('[data-testid="stMultiSelect"]').first
+    methods.get_by_text("Saliency", exact=True).wait_for(timeout=120_000)
+    bar = page.locator('[data-testid="stSidebar"]')
+    bar.locator('[data-testid="stSelectbox"]').filter(has_text=catalog()["sidebar.language"]["en"]).click()
+    page.get_by_role("option", name="中文").click()
+    wait_idle(page, 120)
+    methods.get_by_text("显著性（Saliency）", exact=True).wait_for(timeout=30_000)  # drawn in the new language
+    main.get_by_role("button", name=catalog()["attribution.go"]["zh"], exact=True).click()
+    wait_text(main, "解释的是：", 240)
+    assert methods.get_by_text("显著性（Saliency）", exact=True).count() == 1
+    assert not main.get_by_text("请至少选一种归因方法").count()
