@@ -24,8 +24,8 @@ server writes its tables to ENCODERLAB_STATS_FILE: core.runtime.server_stats). T
   minutes (``--window-min``) <= 1.2x the first 5. The baseline is the same run's first window.
 The exit status is 1 when any session saw an exception (growth and timing are measurements: printed, not enforced).
 
-``--quick``: 3 minutes, 3 sessions (presenter, follower, one looping session that also fine-tunes), a sample every
-30 s, warm-up and windows of 1 minute (tests/test_bench_quick.py runs it in `make test`).
+``--quick``: 2 minutes, 3 sessions (presenter, follower, one looping session that also fine-tunes), a sample every
+20 s, a warm-up of 30 s and windows of 45 s (tests/test_bench_quick.py runs it in `make test`).
 """
 
 from __future__ import annotations
@@ -438,10 +438,10 @@ async def drive(args, base: str, pid: int, runs: Path, stats: Path) -> tuple[lis
         for tab in tabs:
             tab.browser, tab.shots = browser, args.out
         room = asyncio.get_running_loop().create_future()
-        stay = 90.0 if args.quick else 240.0
+        stay = 60.0 if args.quick else 240.0
         roles = [presenter(tabs[0], base, end, room), follower(tabs[1], base, end, room, tabs[0], stay)]
         roles += [
-            looper(tab, base, end, k, k == 2, 60.0 if args.quick else 180.0, 2 if args.quick else 3)
+            looper(tab, base, end, k, k == 2, 45.0 if args.quick else 180.0, 2 if args.quick else 3)
             for k, tab in enumerate(tabs[2:], start=2)
         ]
         tasks = [asyncio.create_task(guard(r, tab)) for r, tab in zip(roles, tabs)]
@@ -475,10 +475,10 @@ def main() -> None:
     ap.add_argument("--warm-min", type=float, default=5.0)
     ap.add_argument("--window-min", type=float, default=5.0)
     ap.add_argument("--out", type=Path, default=None, help="a folder for soak.md and soak.json")
-    ap.add_argument("--quick", action="store_true", help="3 minutes, 3 sessions, samples every 30 s (make test)")
+    ap.add_argument("--quick", action="store_true", help="2 minutes, 3 sessions, samples every 20 s (make test)")
     args = ap.parse_args()
     if args.quick:
-        args.minutes, args.sessions, args.sample_s, args.warm_min, args.window_min = 3.0, 3, 30.0, 1.0, 1.0
+        args.minutes, args.sessions, args.sample_s, args.warm_min, args.window_min = 2.0, 3, 20.0, 0.5, 0.75
     if args.sessions < 3:
         ap.error("--sessions must be at least 3 (a presenter, a follower, one looping session)")
     if not Path(CHROMIUM).exists():

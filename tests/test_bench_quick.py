@@ -20,7 +20,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 BENCHES = sorted((ROOT / "bench").glob("*.py"))
 TIMEOUT_S = 300
-# benches whose quick mode is long by design: the soak drives a real server with three browser sessions for 3 minutes
+# benches whose quick mode is long by design: the soak drives a real server with three browser sessions for 2 minutes
 TIMEOUTS = {"soak": 480}
 
 # what each bench's result line looks like; a bench not named here must print some "1.23x" / "1.23×" ratio
