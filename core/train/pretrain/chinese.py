@@ -53,7 +53,7 @@ from core.models.devices import resolve_device
 from core.predict.everyday_probe import during_training
 from core.train.common import cpu_bf16_native, pad
 from core.train.pretrain.build import encode, mlm_logits
-from core.train.pretrain.chinese_card import BUNDLED, FAMILY, corpus_lines, write_card
+from core.train.pretrain.chinese_card import BUNDLED, FAMILY, HELDOUT_LINES, corpus_lines, write_card
 from core.train.pretrain.data import collate, make_instances, tokenize_documents
 
 OUT = ASSETS / "models" / BUNDLED
@@ -434,7 +434,16 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--steps", type=int, default=None, help="scale every phase so the run takes this many steps")
     ap.add_argument("--stop-after", type=int, default=None, help="stop after this many steps, as if interrupted")
     ap.add_argument("--card-only", action="store_true", help="only re-measure --out and rewrite its card")
+    ap.add_argument(
+        "--card-lines",
+        type=int,
+        default=HELDOUT_LINES,
+        help=f"held-out sentences per set the card measures (default {HELDOUT_LINES}, as the bundled card; fewer: a "
+        "quicker, noisier card for a check)",
+    )
     a = ap.parse_args(argv)
+    if a.card_lines < 1:
+        ap.error("--card-lines must be at least 1")
     out = Path(a.out)
     if not a.card_only:
         recipe = sized(RECIPE, a.steps)
@@ -465,6 +474,6 @@ def main(argv: list[str]) -> int:
         setup.model.cpu()
         export(setup, recipe, run, out)
         print(f"wrote {out}", flush=True)
-    card = write_card(out)
+    card = write_card(out, a.card_lines)
     print(json.dumps({k: card[k] for k in ("probe_zh", "probe", "heldout_zh_everyday", "heldout_zh", "heldout")}))
     return 0

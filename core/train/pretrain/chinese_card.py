@@ -45,11 +45,11 @@ def corpus_lines(rel: str) -> list[str]:
     return [s for doc in load_documents(CORPUS_DIR / rel) for s in doc]
 
 
-def heldout(lm, rel: str, train_rel: str) -> dict:
-    """Masked top-1 / top-5 on the first ``HELDOUT_LINES`` sentences of ``rel`` (one instance each, up to 64
-    tokens), beside the unigram baseline of ``train_rel``'s first ``UNIGRAM_LINES`` sentences."""
+def heldout(lm, rel: str, train_rel: str, lines: int = HELDOUT_LINES) -> dict:
+    """Masked top-1 / top-5 on the first ``lines`` sentences of ``rel`` (one instance each, up to 64 tokens), beside
+    the unigram baseline of ``train_rel``'s first ``UNIGRAM_LINES`` sentences."""
     tok = lm.tokenizer
-    docs = tokenize_documents([[x] for x in corpus_lines(rel)[:HELDOUT_LINES]], tok, FAMILY)
+    docs = tokenize_documents([[x] for x in corpus_lines(rel)[:lines]], tok, FAMILY)
     inst = make_instances(docs, tok, pair=None, max_len=64, seed=0)
     train = make_instances(
         tokenize_documents([[x] for x in corpus_lines(train_rel)[:UNIGRAM_LINES]], tok, FAMILY),
@@ -67,11 +67,11 @@ def examples(lm) -> list[dict]:
     return [{"sentence": s, "top5": [c.text for c in r.masks[0].candidates]} for s, r in zip(EXAMPLES, results)]
 
 
-def measure(folder: Path) -> dict:
-    """Everything the card reports that is measured on the model itself."""
+def measure(folder: Path, lines: int = HELDOUT_LINES) -> dict:
+    """Everything the card reports that is measured on the model itself (``lines`` held-out sentences per set)."""
     lm = load(ModelSpec(FAMILY, str(folder), "cpu"), "mlm")
     zh, en = score(lm, load_probe(ZH_PROBE_PATH)), score(lm)
-    out: dict[str, Any] = {key: heldout(lm, *files) for key, files in HELDOUT.items()}
+    out: dict[str, Any] = {key: heldout(lm, *files, lines=lines) for key, files in HELDOUT.items()}
     out["probe"] = {"top1": round(en.top1, 4), "top5": round(en.topk, 4), "items": en.items}
     out["probe_zh"] = {"top1": round(zh.top1, 4), "top5": round(zh.topk, 4), "items": zh.items}
     out["params"] = sum(p.numel() for p in lm.model.parameters())
@@ -86,11 +86,12 @@ def _curve(losses: list[float], every: int = 50) -> list[list]:
     ]
 
 
-def write_card(folder: Path) -> dict:
-    """Measure ``folder`` (built by the run, which left training.json there) and write its card and README."""
+def write_card(folder: Path, lines: int = HELDOUT_LINES) -> dict:
+    """Measure ``folder`` (built by the run, which left training.json there) and write its card and README
+    (``lines``: held-out sentences per set; the bundled card measures ``HELDOUT_LINES``)."""
     run = json.loads((folder / "training.json").read_text(encoding="utf-8"))
     recipe = run["recipe"]
-    m = measure(folder)
+    m = measure(folder, lines)
     git_bytes = sum((folder / f).stat().st_size for f in ("trained.safetensors", "kept_pieces.json"))
     steps = run["steps_done"]
     full = run.get("full_recipe", True)
