@@ -13,6 +13,7 @@ from app.kit.render import job_for
 from app.kit.zh_examples import chinese_examples, fill_default
 from app.views.inspect import sae as sv
 from core.inspect.patching_sites import sites
+from core.inspect.sae import SAEError
 from core.inspect.sae_store import load_sae, sae_job
 from core.registry import language_of
 from core.runtime.jobs import CANCELLED, DONE, ERROR
@@ -38,7 +39,11 @@ if ask.cfg is None:
     urlstate.publish()
     end_page()
 cfg = ask.cfg
-found = load_sae(lm, cfg)
+try:
+    found = load_sae(lm, cfg)
+except SAEError as e:  # a damaged one, now set aside: say so, and offer to train it again below
+    st.error(explain(e))
+    found = None
 if found is None:
     asked = (lm.spec, cfg)
     jid = job_for(K("jobs"), asked)

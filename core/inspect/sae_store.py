@@ -224,12 +224,17 @@ register_cache(__name__, _forget_all)
 
 
 def load_sae(lm: LoadedModel, cfg: S.SAEConfig) -> tuple[Any, SAEReport, Browse] | None:
-    """(SAE, report, browser data) saved for this model, layer and settings, or None (none, or unreadable)."""
+    """(SAE, report, browser data) saved for this model, layer and settings, or None when there is none. Raises
+    SAEError when the saved one is damaged (a file cut short or overwritten: core.runtime.artifacts.damaged_files,
+    which tells one that safetensors or numpy would load without a word; or one that does not parse); it is set aside
+    first, so the next call finds none and the page offers to train it again."""
     folder = sae_dir(lm, cfg)
+    if not folder.is_dir():
+        return None
     try:
         version = (folder / REPORT_FILE).stat().st_mtime_ns
     except OSError:
-        return None
+        version = -1  # no report: reading it below says the folder is damaged
     key = (str(folder), lm.device)
     with _LOCK:
         hit = _CACHE.get(key)
@@ -239,6 +244,9 @@ def load_sae(lm: LoadedModel, cfg: S.SAEConfig) -> tuple[Any, SAEReport, Browse]
     from safetensors import safe_open  # lazy: only saving and loading SAEs needs it
 
     try:
+        bad = artifacts.damaged_files(folder)
+        if bad:
+            raise ValueError(", ".join(bad))
         report = SAEReport.from_json((folder / REPORT_FILE).read_text())
         with safe_open(str(folder / WEIGHTS_FILE), framework="pt") as f:
             k = int(f.metadata()["k"])
@@ -246,8 +254,11 @@ def load_sae(lm: LoadedModel, cfg: S.SAEConfig) -> tuple[Any, SAEReport, Browse]
         arrays = np.load(folder / BROWSE_FILE)
         sentences = tuple(json.loads((folder / SENTENCES_FILE).read_text(encoding="utf-8")))
         browse = Browse(**{name: arrays[name] for name in arrays.files}, sentences=sentences)
-    except (OSError, ValueError, TypeError, KeyError):  # a half-written or foreign folder: as if there were none
-        return None
+    except artifacts.read_errors() as e:
+        artifacts.set_aside(folder)
+        with _LOCK:
+            _CACHE.pop(key, None)
+        raise S.SAEError(msg("sae.saved_sae_unreadable", problem=str(e))) from None
     sae = S.sae_module(tensors["w_enc"].shape[1], tensors["w_enc"].shape[0], k)
     sae.load_state_dict(tensors)
     sae.to(lm.device).eval().requires_grad_(False)
@@ -271,7 +282,10 @@ def _run_sae_job(spec: ModelSpec, cfg: S.SAEConfig, ctx) -> SAEReport:
     lm = load(spec, task="mlm")
     if ctx.cancelled:
         raise JobCancelled()
-    done = load_sae(lm, cfg)  # another session's job saved it while this one waited in the queue
+    try:
+        done = load_sae(lm, cfg)  # another session's job saved it while this one waited in the queue
+    except S.SAEError:  # a damaged one, now set aside: train it again
+        done = None
     if done is not None:
         return done[1]
     _, report, _ = train_and_save(lm, cfg, progress=ctx.progress)

@@ -1,6 +1,6 @@
 """Damaged saved artifacts, each read through the call its page makes: a tuned lens (load_tuned), a corpus index
 (load_key, and the index job), a probe result (saved_result), a fine-tuned run (load_finetuned), a model folder
-(load), and a training checkpoint (fine-tune and pretraining resume). Each file is cut to half its bytes or has
+(load), a training checkpoint (fine-tune and pretraining resume) and a sparse autoencoder (load_sae). Each file is cut to half its bytes or has
 bytes overwritten in its middle (where safetensors, faiss and numpy would load the garbage without a word); the
 reader must raise its module's own error with the "damaged" message, set the damage aside, and let a rebuild
 write a fresh one. Real files, real from_pretrained, real faiss, real accelerate."""
@@ -19,6 +19,8 @@ from core.base.caches import reset_caches
 from core.base.messages import holds_kind
 from core.data.corpus import CORPUS_DIR, parse_documents
 from core.data.datasets_local import LabelledData, Split
+from core.inspect import sae as S
+from core.inspect import sae_store as SS
 from core.inspect.lens_forward import LensError
 from core.inspect.tuned_lens import REPORT_FILE, WEIGHTS_FILE, TunedLens, TuneReport, lens_dir, load_tuned, save_tuned
 from core.models.loading import ModelSpec, load
@@ -241,3 +243,32 @@ def test_damaged_pretraining_checkpoint_says_so_and_the_run_starts_over(tmp_path
     again = pretrain(cfg)  # starts over from step 0
     assert again.status == "done" and again.steps == 4
     assert json.loads((tmp_path / "out" / "pretrain_log.json").read_text())["resumed_from"] == 0
+
+
+# ---------------------------------------------------------------------------------------------- sparse autoencoder
+@pytest.mark.parametrize("how", HOW)
+@pytest.mark.parametrize("name", [SS.WEIGHTS_FILE, SS.BROWSE_FILE, SS.REPORT_FILE])
+def test_damaged_sae_says_so_and_is_set_aside(lm, tmp_path, monkeypatch, name, how):
+    """Features' saved SAE: bytes overwritten in the middle of its weights loaded without a word before (and a file
+    that did not parse read as no SAE at all, so the page offered to train one without saying why)."""
+    monkeypatch.setenv("ENCODERLAB_SAE_DIR", str(tmp_path / "sae"))
+    cfg = S.SAEConfig(
+        layer=1,
+        expansion=2,
+        k=4,
+        steps=3,
+        batch_tokens=64,
+        lr=1e-3,
+        texts=tuple(f"{s} ({i})" for i in range(17) for s in CORPUS),
+    )
+    SS.train_and_save(lm, cfg)
+    folder = SS.sae_dir(lm, cfg)
+    reset_caches()
+    damage(folder / name, how)
+    with pytest.raises(S.SAEError) as err:
+        SS.load_sae(lm, cfg)
+    assert holds_kind(err.value, "sae.saved_sae_unreadable") and "it is damaged" in str(err.value)
+    assert not folder.exists() and aside(folder).is_dir()  # set aside: the page offers to train it again
+    assert SS.load_sae(lm, cfg) is None
+    SS.train_and_save(lm, cfg)  # trained again: the fresh one loads
+    assert SS.load_sae(lm, cfg) is not None
