@@ -4,6 +4,7 @@ app/views/represent/corpus_search.py."""
 
 import streamlit as st
 
+from app.kit import urlstate
 from app.kit.flow import end_page
 from app.kit.i18n import explain, t
 from app.kit.jobs_panel import job_panel, session_job, submit_job
@@ -43,7 +44,8 @@ cap = max_sentences_allowed()
 lang = "zh" if chinese_examples(lm.spec) else "en"  # the bundled corpus in the model's and the page's language
 depths = num_depths(lm)
 if st.session_state.get(K("depth")) not in range(depths):  # a model with fewer layers: its own default
-    st.session_state.pop(K("depth"), None)
+    st.session_state[K("depth")] = default_depth(lm)
+urlstate.relabel((K("source"), K("depth")))  # their labels are in the session's language
 source = st.radio(
     t("corpus_search.source"),
     SOURCES,
@@ -54,7 +56,6 @@ source = st.radio(
 depth = st.select_slider(
     t("corpus_search.depth"),
     options=list(range(depths)),
-    value=default_depth(lm),
     key=K("depth"),
     format_func=depth_label,
 )

@@ -4,7 +4,7 @@ Logic in core/inspect/lens.py, drawing in app/views/inspect/lens.py."""
 
 import streamlit as st
 
-from app.kit import presenter, state
+from app.kit import presenter, state, urlstate
 from app.kit.flow import end_page
 from app.kit.i18n import explain, t
 from app.kit.jobs_panel import job_panel, session_job, submit_job
@@ -43,6 +43,7 @@ with st.form(K("form")):
     with presenter.settings():
         top_k = st.slider(t("lens.top_k"), 1, MAX_K, 5, key=K("top_k"))
     go = st.form_submit_button(t("lens.show"), type="primary")
+urlstate.relabel((K("mode"),))  # its labels are in the session's language
 mode = st.radio(
     t("lens.mode"),
     MODES,

@@ -6,6 +6,7 @@ import time
 
 import streamlit as st
 
+from app.kit import urlstate
 from app.kit.flow import end_page
 from app.kit.i18n import explain, t
 from app.kit.jobs_panel import job_panel, session_job, submit_job
@@ -93,6 +94,8 @@ if lm is None:
 
 # No form: the estimate under Run follows the tasks and sentences per task as they change (a form would send them
 # only on Run). Nothing heavy runs before Run: a change reruns the page, whose timing is kept per model.
+st.session_state.setdefault(K("tasks"), list(TASKS))
+urlstate.relabel((K("source"), K("tasks")))  # their labels are in the session's language
 with st.container(border=True, key=K("form")):
     source = st.radio(
         t("probes.corpus"),
@@ -104,7 +107,7 @@ with st.container(border=True, key=K("form")):
     )
     text = st.text_area(t("probes.paste"), key=K("text"), height=100)
     upload = upload_box(t("probes.upload"), K("upload"), kinds=["txt"], expect=t("uploads.expect.sentences"))
-    tasks = st.multiselect(t("probes.tasks"), TASKS, default=list(TASKS), key=K("tasks"), format_func=task_name)
+    tasks = st.multiselect(t("probes.tasks"), TASKS, key=K("tasks"), format_func=task_name)
     per_task = st.number_input(
         t("probes.per_task"),
         MIN_PER_TASK,

@@ -4,7 +4,7 @@ Logic in core/represent/projector.py, drawing in app/views/represent/projector.p
 
 import streamlit as st
 
-from app.kit import presenter
+from app.kit import presenter, urlstate
 from app.kit.flow import end_page
 from app.kit.i18n import explain, t
 from app.kit.jobs_panel import job_panel, session_job, submit_job
@@ -38,6 +38,7 @@ if lm is None:
 
 lang = "zh" if chinese_examples(lm.spec) else "en"  # the bundled corpus in the model's and the page's language
 fill_default(K("word"), "bank", "projector_word", lm.spec)
+urlstate.relabel((K("what"), K("corpus"), K("method")))  # their labels are in the session's language
 with st.form(K("form")):
     c1, c2 = st.columns(2)
     what = c1.radio(t("projector.what"), WHATS, key=K("what"), format_func=lambda w: t(f"projector.what_opt.{w}"))

@@ -121,6 +121,7 @@ if lm is not None:
 
     with tab_batch:
         st.markdown(t("sentence_pair.batch_intro", max_rows=MAX_ROWS))
+        urlstate.relabel((k("example_csv"),))  # its labels are in the session's language
         st.selectbox(
             t("sentence_pair.example_file"),
             list(EXAMPLE_CSVS),

@@ -14,6 +14,10 @@ A page declares its fields and calls ``bind(fields)`` before drawing its widgets
 2. **Publish.** The current values (widget state is already updated when a rerun starts) are written back to
    the URL, so the address bar is always a link to what is on screen.
 
+A choice widget whose labels are in the session's language is sent again in the run after a switch of language
+(the browser keeps the labels it drew): ``bind`` does it for its fields, ``relabel(keys)`` for widgets the URL does
+not carry.
+
 The URL parameter is the session-state key (``fill_mask.text``), or ``Field.param`` when given. A numeric field
 whose range is declared on a config dataclass takes it from there: ``Field.of(key, bounds(FinetuneConfig,
 "warmup_ratio"))`` (core/base/fields.py), so the URL refuses exactly what the config refuses.
@@ -39,7 +43,7 @@ So this module restores (with the notice), publishes, and lets rooms replay a UR
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -162,19 +166,34 @@ def bind(fields: Sequence[Field]) -> set[str]:
         if st.session_state.get(f.key) != value:
             st.session_state[f.key] = value
             restored.add(f.key)
-    # The browser cleared the page and its widgets' values, or holds them in the other language: set them again, so
-    # they are sent (in this run's language).
-    if live.redrawing() or _relabelled(run):
-        for f in fields:
-            if f.key in st.session_state:
-                try:
-                    st.session_state[f.key] = st.session_state[f.key]
-                except StreamlitAPIException:  # its widget is already drawn in this run (with the value it holds)
-                    pass
+    _send_again([f.key for f in fields], run)
     if bad:
         st.warning(t("url.fallback", params=", ".join(f"`{b}`" for b in bad)))
     publish()
     return restored
+
+
+def relabel(keys: Iterable[str]) -> None:
+    """Send the choice widgets ``keys`` (their session-state keys) again in this run's language, as ``bind`` does for
+    the widgets it binds: for a selectbox, radio, multiselect, pills, segmented control or select slider the URL does
+    not carry and whose labels depend on the language. Call it before they are drawn. Without it, the browser kept
+    the labels it drew before a switch of language, and the run after the switch matched them against the new ones,
+    found none and lost the choice (a radio or selectbox fell back to its default, a multiselect emptied). Never a button's,
+    a form's submit button's, a file uploader's or a data editor's key: Streamlit refuses a value set for those."""
+    _send_again(keys, _run())
+
+
+def _send_again(keys: Iterable[str], run: dict) -> None:
+    """The browser cleared the page and its widgets' values, or holds them in the other language: set ``keys`` again
+    (those in session state), so their widgets are sent the value the session holds, in this run's language."""
+    if not (live.redrawing() or _relabelled(run)):
+        return
+    for key in keys:
+        if key in st.session_state:
+            try:
+                st.session_state[key] = st.session_state[key]
+            except StreamlitAPIException:  # its widget is already drawn in this run (with the value it holds)
+                pass
 
 
 def _relabelled(run: dict) -> bool:

@@ -5,6 +5,7 @@ and the Walkthrough's seven steps run on Chinese examples (each step screenshott
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 
@@ -136,3 +137,27 @@ def test_switching_to_chinese_keeps_the_attribution_methods(zh_page):
     wait_text(main, "解释的是：", 240)
     assert methods.get_by_text("显著性（Saliency）", exact=True).count() == 1
     assert not main.get_by_text("请至少选一种归因方法").count()
+
+
+def test_switching_to_chinese_keeps_a_choice_no_link_carries(zh_page):
+    """The same for a choice widget the URL does not carry: Corpus search's source, set to Paste text in English, went
+    back to the bundled corpus in the run after a switch to 中文 (here a move of the layer slider), its English label
+    matching none of the Chinese ones. app.kit.urlstate.relabel sends it again in the new language."""
+    page = zh_page
+    open_page(page, "corpus-search?lang=en")
+    main = page.locator('[data-testid="stMain"]')
+    source = main.locator('[data-testid="stRadio"]').first
+    source.get_by_text(catalog()["corpus_search.source_opt.paste"]["en"], exact=True).click()
+    wait_idle(page, 60)
+    bar = page.locator('[data-testid="stSidebar"]')
+    bar.locator('[data-testid="stSelectbox"]').filter(has_text=catalog()["sidebar.language"]["en"]).click()
+    page.get_by_role("option", name="中文").click()
+    wait_idle(page, 60)
+    paste = catalog()["corpus_search.source_opt.paste"]["zh"]
+    source.get_by_text(paste, exact=True).wait_for(timeout=30_000)  # drawn in the new language
+    main.locator('[data-testid="stSlider"] input[type="range"]').first.press("ArrowLeft")  # the run after the switch
+    main.get_by_test_id("stSliderThumbValue").get_by_text("第 2 层", exact=True).wait_for(timeout=10_000)
+    page.wait_for_timeout(300)  # the slider sends its value after a short debounce
+    wait_idle(page, 60)
+    assert source.get_by_role("radio", name=paste).is_checked()
+    assert main.get_by_label(re.compile("^你的语料")).count() >= 1  # the paste box, not the bundled corpus's sample

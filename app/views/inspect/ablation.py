@@ -27,7 +27,7 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
-from app.kit import presenter, report, state
+from app.kit import presenter, report, state, urlstate
 from app.kit.i18n import explain, t
 from app.kit.jobs_panel import job_section
 from app.kit.plot_text import plot_text
@@ -121,6 +121,7 @@ def head_picker(scope: str, n_layers: int, n_heads: int) -> AblationConfig:
             st.session_state[_layer_key(scope, layer)] = kept
     st.session_state.setdefault(k["spec"], format_heads(current_heads(scope, n_layers, n_heads), n_heads))
     st.session_state.setdefault(k["mode"], MODES[0])
+    urlstate.relabel((k["mode"],))  # its labels are in the session's language
     args = (scope, n_layers, n_heads)
     with st.form(k["form"], border=False):
         c1, c2 = st.columns([4, 1], vertical_alignment="bottom")

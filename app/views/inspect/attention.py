@@ -237,6 +237,7 @@ def bertviz_section(r: A.AttentionResult, lo: int, hi: int, layers: list[int], h
     if kind == "head":  # a long CJK sentence opens across the page (bertviz #18); reset with each new result
         config = st.session_state.get(K("config"))
         st.session_state.setdefault(K("layout"), default_layout(list(r.labels[lo:hi]), getattr(config, "text", "")))
+        urlstate.relabel((K("layout"),))  # its labels are in the session's language
         with presenter.settings():
             layout = (
                 st.segmented_control(
@@ -456,6 +457,7 @@ def words_section(r: A.AttentionResult, config: A.AttentionConfig, tokenizer, sp
     st.session_state.setdefault(K("w.how"), "mean")
     _keep("w.layer", list(range(r.n_layers)))
     _keep("w.head", [MEAN_HEADS, *range(r.n_heads)])
+    urlstate.relabel(K(x) for x in ("w.level", "w.head", "w.how", "w.direction"))  # labels in the session's language
     with presenter.settings():
         c1, c2, c3 = st.columns([2, 1, 1])
         level = c1.segmented_control(
@@ -609,6 +611,7 @@ def compare_view(sides: tuple[A.ModelAttention, A.ModelAttention]) -> None:
                 help=t("attention.model_shape", layers=res.n_layers, heads=res.n_heads, n=res.n_tokens),
             )
             show(similarity_figure(side.similarity, side.label), "cmp.sim" + ("" if i == 0 else ".other"))
+    urlstate.relabel((K("cmp.stat"),))  # its labels are in the session's language
     with presenter.settings():
         name = st.selectbox(
             t("attention.stat_per_layer"), list(STATS), key=K("cmp.stat"), format_func=option_labels(STATS, stat_label)

@@ -11,7 +11,7 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
-from app.kit import presenter, report
+from app.kit import presenter, report, urlstate
 from app.kit.exports import (
     DIVERGING,
     NEGATIVE,
@@ -178,6 +178,7 @@ def show_result(res: AttributionResult, key: str, mask_token: str = "[MASK]") ->
         )
         st.html(tokens_html(shown_tokens(res), m.scores, res.special))
     shown = [m.method for m in res.methods]
+    urlstate.relabel((f"{key}.bar",))  # its labels are in the session's language
     pick = st.selectbox(
         t("attribution.bar_of"), shown, format_func=option_labels(shown, method_label), key=f"{key}.bar"
     )

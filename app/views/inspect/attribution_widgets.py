@@ -210,6 +210,8 @@ def method_settings(prefix: str, lm: LoadedModel, per_layer_option: bool = False
     picked = st.session_state.get(K(f"{prefix}.methods"), [])
     if any(m in blocked for m in picked):  # e.g. from a link made with another model
         st.session_state[K(f"{prefix}.methods")] = [m for m in picked if m not in blocked]
+    # Their labels are in the session's language ("one"'s are bound to the URL, and bind sent them already).
+    urlstate.relabel(K(f"{prefix}.{name}") for name in ("methods", "baseline", "removal"))
     methods = st.multiselect(
         t("attribution.methods"),
         offered,

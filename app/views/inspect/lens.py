@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 import streamlit as st
 from plotly.subplots import make_subplots
 
-from app.kit import presenter, report, state
+from app.kit import presenter, report, state, urlstate
 from app.kit.i18n import explain, t
 from app.kit.plot_text import plot_text
 from app.kit.render import as_text
@@ -171,6 +171,7 @@ def show_result(r: LensResult) -> None:
     if len(r.masks) > 1:
         if st.session_state.get(K("mask")) not in range(len(r.masks)):  # an earlier text had more masks
             st.session_state.pop(K("mask"), None)
+        urlstate.relabel((K("mask"),))  # its labels are in the session's language
         j = st.selectbox(
             t("lens.mask_pick"),
             list(range(len(r.masks))),

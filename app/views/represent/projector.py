@@ -20,7 +20,7 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
-from app.kit import presenter, report, state
+from app.kit import presenter, report, state, urlstate
 from app.kit.i18n import explain, t
 from app.kit.plot_text import plot_text, plot_texts
 from app.kit.render import as_text
@@ -233,6 +233,9 @@ def show_projection(p: Projection) -> None:
     )
     for note in p.notes:
         st.info(explain(note))
+    if st.session_state.get(K("depth")) not in p.depths:  # an earlier map of another model had other depths
+        st.session_state[K("depth")] = p.depths[-1]
+    urlstate.relabel((K("color"), K("depth")))  # their labels are in the session's language
     c1, c2 = st.columns([1, 2])
     with c1:
         color = st.radio(
@@ -243,8 +246,6 @@ def show_projection(p: Projection) -> None:
             format_func=lambda c: t(f"projector.color_opt.{c}"),
         )
     with c2:
-        if st.session_state.get(K("depth")) not in p.depths:  # an earlier map of another model had other depths
-            st.session_state[K("depth")] = p.depths[-1]
         depth = st.select_slider(
             t("projector.depth"),
             options=list(p.depths),

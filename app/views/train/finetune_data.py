@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import pandas as pd
 import streamlit as st
 
+from app.kit import urlstate
 from app.kit.i18n import explain, t, t_or
 from app.kit.render import as_text
 from app.kit.uploads import upload_box
@@ -132,6 +133,7 @@ def _upload() -> LabelledData | None:
         st.session_state[K("text_col")] = guess.text
         st.session_state[K("text_col_b")] = guess.text_b or NO_SECOND_TEXT
         st.session_state[K("label_col")] = guess.label
+    urlstate.relabel((K("text_col_b"),))  # "no second text" is in the session's language
     c1, c2, c3, c4 = st.columns(4)
     text = c1.selectbox(t("finetune.text_col"), cols, key=K("text_col"), persist_state=KEEP)
     text_b = c2.selectbox(

@@ -229,8 +229,12 @@ def compare_two(runs: list[tuple[str, FinetuneResult]], slicing: Slicing | None)
     names = list(by_name)
     c = st.columns(2)
     label = {n: _run_label(n, by_name[n]) for n in names}
-    a = c[0].selectbox(t("slices.cmp.run_a"), names, index=0, key=K("slices.run_a"), format_func=label.get)
-    b = c[1].selectbox(t("slices.cmp.run_b"), names, index=1, key=K("slices.run_b"), format_func=label.get)
+    for side, first in (("slices.run_a", names[0]), ("slices.run_b", names[1])):
+        if st.session_state.get(K(side)) not in names:  # the first two runs, or a kept one that is gone
+            st.session_state[K(side)] = first
+    urlstate.relabel((K("slices.run_a"), K("slices.run_b")))  # their labels are in the session's language
+    a = c[0].selectbox(t("slices.cmp.run_a"), names, key=K("slices.run_a"), format_func=label.get)
+    b = c[1].selectbox(t("slices.cmp.run_b"), names, key=K("slices.run_b"), format_func=label.get)
     if a == b:
         st.info(t("slices.cmp.same_run"))
         return
@@ -306,6 +310,7 @@ def _disagreements(cmp: Comparison, a: str, b: str) -> None:
     if not cmp.disagree:
         st.success(t("slices.cmp.agree_everywhere"))
         return
+    urlstate.relabel((K("slices.cmp.within"),))  # its labels are in the session's language
     pick = st.selectbox(
         t("slices.cmp.within"),
         range(len(cmp.pairs)),

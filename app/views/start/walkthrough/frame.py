@@ -156,6 +156,7 @@ def question(step: int) -> None:
     """The check question: three options, and the answer (with a verdict on the choice) on reveal."""
     st.markdown("#### " + t("walkthrough.check"))
     options = [quiz_text(step, f"opt{j}") for j in range(N_OPTIONS)]
+    urlstate.relabel((K(f"q{step}"),))  # its labels are in the session's language
     choice = st.radio(
         quiz_text(step, "q"), list(range(N_OPTIONS)), index=None, key=K(f"q{step}"), format_func=lambda j: options[j]
     )

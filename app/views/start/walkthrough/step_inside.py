@@ -102,6 +102,7 @@ def render() -> Flow[None]:
     n_layers, n_heads = att.n_layers, att.n_heads
     _clamp(K("s7.layer"), range(1, n_layers + 1), n_layers)
     _clamp(K("s7.head"), range(-1, n_heads), -1)
+    urlstate.relabel((K("s7.head"),))  # "mean of the heads" is in the session's language
     with presenter.settings():
         c1, c2 = st.columns(2)
         layer = c1.slider(t("walkthrough.s7.layer"), 1, n_layers, key=K("s7.layer")) if n_layers > 1 else 1
