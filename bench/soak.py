@@ -125,6 +125,22 @@ class Tab:
         await self.until(SHOWS, text)
         await self.check()
 
+    async def fresh(self, loc, what: str) -> None:
+        """Wait for ``loc`` (the action's fresh result) to be visible; on a timeout, fail saying how many matching
+        elements the page holds and how many are visible, and what its main area says: a result that came late, one
+        drawn but never visible, and one never drawn read apart (the fourth 20-minute run's one attribution timeout
+        could not be told apart)."""
+        try:
+            await loc.first.wait_for(timeout=TIMEOUT_MS)
+        except PlaywrightTimeout:
+            n = await loc.count()
+            visible = sum([await loc.nth(i).is_visible() for i in range(n)])
+            text = " ".join((await self.main.inner_text()).split())[-150:]
+            raise PlaywrightTimeout(
+                f"{what} not seen within {TIMEOUT_MS // 1000} s; now {n} on the page, {visible} visible; the page "
+                f"ends: {text}"
+            ) from None
+
     async def check(self) -> None:
         for sel, what in (
             ('[data-testid="stException"]', "exception"),
@@ -214,7 +230,7 @@ async def looper(tab: Tab, base: str, end: float, k: int, finetunes: bool, ft_ev
             started = time.monotonic()
             await tab.main.get_by_role("button", name="Show attention").click()
             head_view = tab.pg.frame_locator('iframe[title="bertviz head view"]')
-            await head_view.get_by_text(year, exact=True).first.wait_for(timeout=TIMEOUT_MS)
+            await tab.fresh(head_view.get_by_text(year, exact=True), f"the head view of {year}")
             await tab.until(IDLE)
             await tab.check()
             tab.rec.note("attention", started)
@@ -222,7 +238,7 @@ async def looper(tab: Tab, base: str, end: float, k: int, finetunes: bool, ft_ev
             await tab.main.get_by_label("Text", exact=True).fill(f"in {year} {FILLS[rnd % 3]}")
             started = time.monotonic()
             await tab.main.get_by_role("button", name="Explain", exact=True).click()
-            await tab.main.locator(".attr-tok", has_text=year).first.wait_for(timeout=TIMEOUT_MS)
+            await tab.fresh(tab.main.locator(".attr-tok", has_text=year), f"the attribution of {year}")
             await tab.shown("Explaining:")
             tab.rec.note("attribution", started)
             await corpus_search(tab, rnd)
