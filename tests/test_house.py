@@ -391,7 +391,7 @@ def test_the_timed_fragment_check_can_fail():
 def eager_downloads(sources: dict[str, str]) -> list[str]:
     """Calls of ``download_button`` outside app/kit/download_button.py: such a button's file is made while drawing,
     and Streamlit's browser fetches it the moment the button is drawn, from a server that may have dropped it since
-    (HTTP 404, "Download Button source error": bench/soak.py). app.kit.exports.download makes it on a click."""
+    (HTTP 404, "Download Button source error": bench/soak.py). app.kit.download_button.download makes it on a click."""
 
     def named(n: ast.Call) -> bool:
         f = n.func
@@ -402,7 +402,9 @@ def eager_downloads(sources: dict[str, str]) -> list[str]:
 
 def test_every_download_is_made_on_click():
     wrong = eager_downloads(SOURCES)
-    assert not wrong, "draw a download with app.kit.exports.download, not st.download_button:\n" + "\n".join(wrong)
+    assert not wrong, "draw a download with app.kit.download_button.download, not st.download_button:\n" + "\n".join(
+        wrong
+    )
 
 
 def test_the_download_check_can_fail():

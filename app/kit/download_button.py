@@ -1,8 +1,7 @@
-"""The app's one download button (``download``, also named app.kit.exports.download): its file is made when it is
-clicked, in the language the page was drawn in. The only st.download_button of app/ and pages/ (tests/test_house.py:
+"""The app's one download button (``download``): its file is made when it is clicked, in the language the page was drawn in. The only st.download_button of app/ and pages/ (tests/test_house.py:
 test_every_download_is_made_on_click).
 
-Its own module, apart from the files of app.kit.exports, so that drawing one costs no imports: the sidebar's session
+Its own module, apart from the files it serves (app.kit.exports), so that drawing one costs no imports: the sidebar's session
 report uses it on every page, and app.kit.exports's result types import torch (about 1.5 s and 200 MB that a page
 which runs no model skips).
 """

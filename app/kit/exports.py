@@ -8,7 +8,7 @@ kaleido, a CJK face for Chinese labels, axes that make room for their labels).
 The attribution palette (diverging: red pushes the explained score down, green up) lives here too, and the
 Attributions page's charts take it from here, so the page and its exports always agree.
 
-Every download button is ``download`` (app.kit.download_button, named here too): its file is made when clicked.
+Every download button of these files is app.kit.download_button.download: its file is made when clicked.
 """
 
 from __future__ import annotations
@@ -20,8 +20,6 @@ import io
 import numpy as np
 import plotly.graph_objects as go
 
-from app.kit.download_button import download as download  # the button these files go through
-from app.kit.download_button import in_this_language as in_this_language
 from app.kit.i18n import explain, lang, t
 from app.kit.report import figure_pngs
 from core.inspect.attention import AttentionResult

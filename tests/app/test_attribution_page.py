@@ -63,7 +63,7 @@ def test_mask_target_runs_and_colours_tokens(use_tiny_zoo, fam):
     assert len(charts) == 5  # bar, methods side by side, rank correlation, faithfulness curves, per-layer heatmap
     downloads = [b for b in at.get("download_button") if b.key.startswith("attribution.")]
     assert len(downloads) == 3  # + faithfulness
-    # each file is made on a click: drawing a button gives the browser nothing to fetch (app.kit.exports.download)
+    # each file is made on a click: drawing a button gives the browser nothing to fetch (app.kit.download_button.download)
     assert all(b.proto.deferred_file_id and not b.proto.url for b in downloads)
 
 

@@ -1,4 +1,4 @@
-"""A download button's file is made when it is clicked (app.kit.exports.download: drawing it gives the browser nothing
+"""A download button's file is made when it is clicked (app.kit.download_button.download: drawing it gives the browser nothing
 to fetch, so nothing can answer 404), outside the script run; it is still in the language the page was drawn in."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from app.kit.i18n import language, t
 def _draw_in_chinese():
     import streamlit as st
 
-    from app.kit.exports import download, in_this_language
+    from app.kit.download_button import download, in_this_language
     from app.kit.i18n import LANG_KEY, t
 
     st.session_state[LANG_KEY] = "zh"

@@ -115,7 +115,7 @@ def hard_coded(path: Path) -> list[str]:
             if node.args:
                 texts += _literal_text(node.args[0])
             texts += [s for kw in node.keywords if kw.arg in UI_KWARGS for s in _literal_text(kw.value)]
-        if name == "download" and len(node.args) > 1:  # app.kit.exports.download(where, label, ...)
+        if name == "download" and len(node.args) > 1:  # app.kit.download_button.download(where, label, ...)
             texts += _literal_text(node.args[1])
         texts += [s for kw in node.keywords if kw.arg and TITLE_KW.search(kw.arg) for s in _literal_text(kw.value)]
         if base == "go":

@@ -66,7 +66,7 @@ def test_the_example_runs_and_draws_every_grid(use_tiny_zoo):
     assert res.answers == ("paris", "rome")  # the example's answers, both one piece of the uncased vocabulary
     csv = next(b for b in at.get("download_button") if b.key == f"{P}.patch.result.csv")
     assert csv.proto.label == "Download every site as CSV"
-    assert csv.proto.deferred_file_id and not csv.proto.url  # made on a click (app.kit.exports.download)
+    assert csv.proto.deferred_file_id and not csv.proto.url  # made on a click (app.kit.download_button.download)
     # the CSV holds every site: resid (L+1) x n, heads L x H (+ per position), mlp L (+ per position)
     n, L = len(res.tokens), res.n_layers
     H = res.exact["heads"].shape[1]

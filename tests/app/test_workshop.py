@@ -256,7 +256,7 @@ def test_a_report_figure_that_cannot_be_drawn_is_logged_and_said(monkeypatch):
 def test_report_is_prepared_with_progress_then_downloaded(use_tiny_zoo, monkeypatch):
     """Issue 14: the report download took 19-31 s behind a tiny spinner. Now *Prepare the report* draws it with a
     progress bar, and the download button serves exactly what was prepared until the session records more. The
-    button gives the browser nothing to fetch until clicked (app.kit.exports.download): its click hands over the
+    button gives the browser nothing to fetch until clicked (app.kit.download_button.download): its click hands over the
     prepared file, outside the script run."""
     on_click = {}  # file name -> what a click runs (Streamlit's own registration, watched)
     add = MediaFileManager.add_deferred

@@ -7,7 +7,7 @@ it exists. The server forgets a session's files at the start of each of its full
 downloadable file at the second end of any session's run after that. So a fetch that comes late (a busy browser)
 asks for a file the session's next runs have already dropped: here the browser's fetches are held until the page has
 run on (new text, Explain, the job's polls) and then let go. The page draws its buttons with their files made on a
-click instead (app.kit.exports.download), so drawing one fetches nothing; a click still downloads the file."""
+click instead (app.kit.download_button.download), so drawing one fetches nothing; a click still downloads the file."""
 
 from __future__ import annotations
 

@@ -18,7 +18,8 @@ import streamlit as st
 
 from app.kit import presenter, report, state, urlstate
 from app.kit.cache import attention_flow, attention_layer_map, attention_mixing, attention_qk, attention_word_groups
-from app.kit.exports import attention_npz, download
+from app.kit.download_button import download
+from app.kit.exports import attention_npz
 from app.kit.i18n import explain, t, t_or
 from app.kit.render import as_text
 from app.views.inspect.attention_figures import (

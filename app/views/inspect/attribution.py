@@ -12,13 +12,13 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app.kit import presenter, report, urlstate
+from app.kit.download_button import download
 from app.kit.exports import (
     DIVERGING,
     NEGATIVE,
     POSITIVE,
     batch_to_csv,
     batch_to_html,
-    download,
     faithfulness_csv,
     tokens_html,
 )

@@ -18,7 +18,8 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app.kit import presenter, urlstate
-from app.kit.exports import NEGATIVE, POSITIVE, download
+from app.kit.download_button import download
+from app.kit.exports import NEGATIVE, POSITIVE
 from app.kit.i18n import explain, t
 from app.kit.plot_text import plot_texts
 from app.views.inspect.attention import option_labels

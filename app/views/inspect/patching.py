@@ -14,7 +14,8 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app.kit import presenter, report, urlstate
-from app.kit.exports import NEGATIVE, NEUTRAL, POSITIVE, download
+from app.kit.download_button import download
+from app.kit.exports import NEGATIVE, NEUTRAL, POSITIVE
 from app.kit.i18n import explain, t
 from app.kit.plot_text import plot_texts
 from app.kit.zh_examples import chinese_examples, zh_example

@@ -14,7 +14,8 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app.kit import presenter, state, urlstate
-from app.kit.exports import download, tokens_html
+from app.kit.download_button import download
+from app.kit.exports import tokens_html
 from app.kit.i18n import explain, t
 from app.kit.plot_text import plot_texts
 from core.inspect import sae_features as SF

@@ -13,7 +13,7 @@ import streamlit as st
 
 from app.kit import presenter, urlstate
 from app.kit.cache import attention_word_groups, value_zeroing_of
-from app.kit.exports import download
+from app.kit.download_button import download
 from app.kit.i18n import explain, t
 from app.views.inspect.attention import K, option_labels, show
 from app.views.inspect.attention_figures import heatmap

@@ -12,7 +12,8 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app.kit import presenter, state
-from app.kit.exports import download, probes_csv
+from app.kit.download_button import download
+from app.kit.exports import probes_csv
 from app.kit.i18n import t
 from app.kit.render import as_text, entry_id, record_once
 from core.represent.probes import ProbeResult, TaskScore

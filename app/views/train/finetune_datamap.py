@@ -20,6 +20,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app.kit import exports, presenter
+from app.kit.download_button import download
 from app.kit.i18n import t
 from app.kit.plot_text import plot_text
 from app.views.train import finetune_charts as charts
@@ -195,7 +196,7 @@ def finished(name: str, result: FinetuneResult, data: LabelledData) -> None:
         return
     draw(name, dm, texts, result.label_names)
     left, right = st.columns(2)
-    exports.download(
+    download(
         left,
         t("datamap.download_csv"),
         lambda: dm.to_csv(texts, result.label_names),
@@ -204,7 +205,7 @@ def finished(name: str, result: FinetuneResult, data: LabelledData) -> None:
         K(f"datamap_csv.{name}"),
     )
     titled = figure(dm, None, result.label_names, t("datamap.fig.title", run=name, epochs=dm.epochs))
-    exports.download(
+    download(
         right,
         t("datamap.download_png"),
         lambda: exports.figure_png(titled),

@@ -10,7 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from app.kit import presenter
-from app.kit.exports import download
+from app.kit.download_button import download
 from app.kit.i18n import explain, t
 from app.kit.model_choice import pick
 from app.views.inspect.ablation import classify_heads

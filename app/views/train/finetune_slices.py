@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app.kit import presenter, urlstate
-from app.kit.exports import download
+from app.kit.download_button import download
 from app.kit.i18n import explain, t
 from app.kit.plot_text import plot_text
 from app.kit.render import as_text
